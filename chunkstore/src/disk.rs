@@ -1,0 +1,314 @@
+//! [`DiskChunkStore`]: one file per chunk on a local file system.
+//!
+//! Layout: `dir/<first 2 hex chars of the id>/<32 hex chars>.chunk`, in 256 shard directories
+//! created by [`DiskChunkStore::open`]. The file format is described in [`crate::format`].
+//!
+//! Durability: ids are random and never reused, so `put` writes directly to the final path,
+//! opened with `create_new` (an existing id is [`ChunkError::AlreadyExists`]), writes the header,
+//! data and checksums, fsyncs the file and then the shard directory before returning. A crash
+//! during `put` leaves at most a partial file that no metadata record references (the metadata
+//! commit happens only after `put` returns); reads of it fail as corrupt, and the leak scrub
+//! ([`ChunkStore::list_older_than`]) finds and deletes it. A failed `put` removes its partial file
+//! itself. `delete` does not fsync: a chunk that reappears after a crash is an unreferenced leak
+//! that the scrub removes too.
+//!
+//! All file I/O runs on tokio's blocking pool.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use crate::error::ChunkError;
+use crate::format::{self, Header, CRC_LEN, HEADER_LEN};
+use crate::id::ChunkId;
+use crate::stats::{ChunkStats, Counters};
+use crate::store::{ChunkInfo, ChunkStore};
+
+/// File name suffix of chunk files.
+const SUFFIX: &str = ".chunk";
+
+/// Chunk store keeping one checksummed file per chunk under a root directory.
+#[derive(Debug)]
+pub struct DiskChunkStore {
+    root: PathBuf,
+    counters: Counters,
+}
+
+impl DiskChunkStore {
+    /// Opens (creating if needed) a store rooted at `dir`, with its 256 shard directories.
+    pub fn open(dir: &Path) -> Result<Self, ChunkError> {
+        fs::create_dir_all(dir)?;
+        for shard in 0..=255u8 {
+            match fs::create_dir(dir.join(format!("{shard:02x}"))) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e.into()),
+                _ => {}
+            }
+        }
+        // Make the shard directories' entries durable; `put` only fsyncs the shard itself.
+        sync_dir(dir)?;
+        Ok(DiskChunkStore {
+            root: dir.to_path_buf(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The path of chunk `id`'s file (whether or not it exists).
+    pub fn chunk_path(&self, id: ChunkId) -> PathBuf {
+        let name = id.to_string();
+        self.root.join(&name[..2]).join(format!("{name}{SUFFIX}"))
+    }
+
+    /// Reads the whole chunk and checks every block checksum and the whole-data checksum,
+    /// returning what its metadata record should say. For the scrub and repair tasks.
+    pub async fn verify(&self, id: ChunkId) -> Result<ChunkInfo, ChunkError> {
+        let path = self.chunk_path(id);
+        let out = self.count_corrupt(blocking(move || read_range(&path, id, 0, u64::MAX)).await)?;
+        let crc32c = out
+            .whole_crc
+            .expect("a read from offset 0 to u64::MAX covers the whole chunk");
+        Ok(ChunkInfo {
+            len: out.data_len,
+            crc32c,
+        })
+    }
+
+    fn count_corrupt<T>(&self, res: Result<T, ChunkError>) -> Result<T, ChunkError> {
+        if let Err(ChunkError::Corrupt { id, detail }) = &res {
+            self.counters.crc_failure();
+            tracing::warn!(chunk = %id, %detail, "corrupt chunk");
+        }
+        res
+    }
+}
+
+#[async_trait::async_trait]
+impl ChunkStore for DiskChunkStore {
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        let path = self.chunk_path(id);
+        let len = data.len() as u64;
+        let info = blocking(move || write_chunk(&path, id, &data)).await?;
+        self.counters.put(len);
+        tracing::debug!(chunk = %id, len, "chunk stored");
+        Ok(info)
+    }
+
+    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
+        let path = self.chunk_path(id);
+        let out = self.count_corrupt(blocking(move || read_range(&path, id, offset, len)).await)?;
+        self.counters.read(out.data.len() as u64);
+        Ok(out.data)
+    }
+
+    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
+        let path = self.chunk_path(id);
+        let removed = blocking(move || match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e.into()),
+        })
+        .await?;
+        if removed {
+            self.counters.deleted();
+            tracing::debug!(chunk = %id, "chunk deleted");
+        }
+        Ok(())
+    }
+
+    async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
+        let root = self.root.clone();
+        blocking(move || list_older_than(&root, older_than)).await
+    }
+
+    fn stats(&self) -> ChunkStats {
+        self.counters.snapshot()
+    }
+}
+
+/// Runs blocking file I/O on tokio's blocking pool, re-raising a panic from it.
+async fn blocking<T, F>(f: F) -> Result<T, ChunkError>
+where
+    F: FnOnce() -> Result<T, ChunkError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(res) => res,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(io::Error::other(format!("blocking chunk I/O task failed: {e}")).into()),
+    }
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, ChunkError> {
+    let shard = path
+        .parent()
+        .expect("chunk paths are root/shard/name")
+        .to_path_buf();
+    let open = || OpenOptions::new().write(true).create_new(true).open(path);
+    let file = match open() {
+        // The shard directory was removed behind our back: recreate it once.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(&shard)?;
+            open()
+        }
+        other => other,
+    };
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(ChunkError::AlreadyExists(id))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let header = Header::new(data.len() as u64);
+    let (trailer, crc32c) = format::encode_trailer(data, header.block_size);
+    let written = (|| -> io::Result<()> {
+        file.write_all(&header.encode())?;
+        file.write_all(data)?;
+        file.write_all(&trailer)?;
+        file.sync_all()?;
+        sync_dir(&shard)
+    })();
+    if let Err(e) = written {
+        drop(file);
+        // Best effort: if this fails too, the scrub removes the partial file.
+        let _ = fs::remove_file(path);
+        return Err(e.into());
+    }
+    Ok(ChunkInfo {
+        len: header.data_len,
+        crc32c,
+    })
+}
+
+/// What a range read found.
+struct ReadOut {
+    /// The requested bytes, verified.
+    data: Bytes,
+    /// The chunk's data length.
+    data_len: u64,
+    /// The stored whole-data CRC, checked, when the read covered the whole chunk.
+    whole_crc: Option<u32>,
+}
+
+fn read_range(path: &Path, id: ChunkId, offset: u64, len: u64) -> Result<ReadOut, ChunkError> {
+    let file = File::open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => ChunkError::NotFound(id),
+        _ => e.into(),
+    })?;
+    let file_len = file.metadata()?.len();
+    if file_len < HEADER_LEN as u64 {
+        return Err(ChunkError::corrupt(
+            id,
+            format!("file is {file_len} bytes, shorter than the header"),
+        ));
+    }
+    let mut header_buf = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut header_buf, 0)?;
+    let header = Header::decode(id, &header_buf)?;
+    let expected_len = header.file_len().unwrap_or(u64::MAX);
+    if file_len != expected_len {
+        return Err(ChunkError::corrupt(
+            id,
+            format!("file is {file_len} bytes, its header implies {expected_len}"),
+        ));
+    }
+
+    let data_len = header.data_len;
+    let start = offset.min(data_len);
+    let end = offset.saturating_add(len).min(data_len);
+    let whole = start == 0 && end == data_len;
+    if start == end && !whole {
+        return Ok(ReadOut {
+            data: Bytes::new(),
+            data_len,
+            whole_crc: None,
+        });
+    }
+
+    // Blocks [first, last_excl) cover [start, end).
+    let block_size = u64::from(header.block_size);
+    let (first, last_excl) = if start == end {
+        (0, 0)
+    } else {
+        (start / block_size, (end - 1) / block_size + 1)
+    };
+    let read_start = first * block_size;
+    let read_end = (last_excl * block_size).min(data_len);
+    let mut data = vec![0u8; to_usize(read_end - read_start)?];
+    file.read_exact_at(&mut data, HEADER_LEN as u64 + read_start)?;
+
+    let entries = to_usize(last_excl - first)? * CRC_LEN;
+    let mut table = vec![0u8; entries + if whole { CRC_LEN } else { 0 }];
+    file.read_exact_at(&mut table, header.table_offset() + first * CRC_LEN as u64)?;
+    let computed = format::verify_blocks(id, &header, first, &data, &table[..entries])?;
+    let whole_crc = if whole {
+        let stored = format::read_u32(&table[entries..]);
+        if stored != computed {
+            return Err(ChunkError::corrupt(
+                id,
+                format!("whole-data crc mismatch: stored {stored:08x}, computed {computed:08x}"),
+            ));
+        }
+        Some(stored)
+    } else {
+        None
+    };
+
+    let data = Bytes::from(data).slice(to_usize(start - read_start)?..to_usize(end - read_start)?);
+    Ok(ReadOut {
+        data,
+        data_len,
+        whole_crc,
+    })
+}
+
+fn to_usize(n: u64) -> Result<usize, ChunkError> {
+    usize::try_from(n).map_err(|_| ChunkError::BadFormat(format!("{n} bytes do not fit in memory")))
+}
+
+fn list_older_than(root: &Path, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
+    let mut ids = Vec::new();
+    for shard in 0..=255u8 {
+        let shard_name = format!("{shard:02x}");
+        let entries = match fs::read_dir(root.join(&shard_name)) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(SUFFIX))
+                .filter(|stem| stem.starts_with(&shard_name))
+                .and_then(|stem| stem.parse::<ChunkId>().ok())
+            else {
+                continue; // not a chunk file
+            };
+            let modified = match entry.metadata().and_then(|m| m.modified()) {
+                Ok(t) => t,
+                // Deleted while we listed.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if modified < older_than {
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}

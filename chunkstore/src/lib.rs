@@ -1,0 +1,28 @@
+//! Chunk storage for saker: immutable, CRC32C-checked chunks of file data on local disk.
+//!
+//! A chunk is written once under a random 128-bit [`ChunkId`] chosen by the writer, read by range
+//! and deleted when the metadata record that referenced it drops the reference (after a grace
+//! period; a periodic scrub removes leaks found with [`ChunkStore::list_older_than`]).
+//!
+//! - [`ChunkStore`]: the storage trait every backend implements.
+//! - [`DiskChunkStore`]: one file per chunk on local disk (layout in [`disk`], file format in
+//!   [`format`](mod@format)).
+//! - [`MemChunkStore`]: in-memory backend with the same semantics, for tests of other crates.
+//! - [`conformance`]: the suite every backend must pass.
+
+pub mod conformance;
+pub mod disk;
+pub mod error;
+pub mod format;
+pub mod id;
+pub mod mem;
+pub mod stats;
+pub mod store;
+
+pub use disk::DiskChunkStore;
+pub use error::ChunkError;
+pub use format::BLOCK_SIZE;
+pub use id::ChunkId;
+pub use mem::MemChunkStore;
+pub use stats::ChunkStats;
+pub use store::{ChunkInfo, ChunkStore};

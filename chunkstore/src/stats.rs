@@ -1,0 +1,57 @@
+//! [`ChunkStats`]: counters a chunk store exports to `/metrics`, and the atomics behind them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Totals since the store was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkStats {
+    /// Chunk data bytes accepted by successful `put`s (excluding headers and checksums).
+    pub bytes_written: u64,
+    /// Chunk data bytes returned by successful `get`s.
+    pub bytes_read: u64,
+    /// Reads that found a checksum mismatch or a damaged chunk file.
+    pub crc_failures: u64,
+    /// Successful `put`s.
+    pub chunks_put: u64,
+    /// `delete`s that removed an existing chunk.
+    pub chunks_deleted: u64,
+}
+
+/// Lock-free counters shared by the store implementations.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    bytes_written: AtomicU64,
+    bytes_read: AtomicU64,
+    crc_failures: AtomicU64,
+    chunks_put: AtomicU64,
+    chunks_deleted: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn put(&self, len: u64) {
+        self.bytes_written.fetch_add(len, Ordering::Relaxed);
+        self.chunks_put.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn read(&self, len: u64) {
+        self.bytes_read.fetch_add(len, Ordering::Relaxed);
+    }
+
+    pub(crate) fn crc_failure(&self) {
+        self.crc_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn deleted(&self) {
+        self.chunks_deleted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> ChunkStats {
+        ChunkStats {
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            crc_failures: self.crc_failures.load(Ordering::Relaxed),
+            chunks_put: self.chunks_put.load(Ordering::Relaxed),
+            chunks_deleted: self.chunks_deleted.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! [`ChunkStore`]: the trait every chunk backend implements, and [`ChunkInfo`], what `put` returns.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use crate::error::ChunkError;
+use crate::id::ChunkId;
+use crate::stats::ChunkStats;
+
+/// What a metadata record keeps about a stored chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChunkInfo {
+    /// Data length in bytes.
+    pub len: u64,
+    /// CRC32C (Castagnoli) of the whole data.
+    pub crc32c: u32,
+}
+
+/// Storage of immutable chunks. Every implementation passes [`crate::conformance::run_all`].
+#[async_trait::async_trait]
+pub trait ChunkStore: Send + Sync + 'static {
+    /// Stores the chunk durably (fsync'd, visible after a crash) before returning. Ids are never
+    /// reused; putting an existing id is an error ([`ChunkError::AlreadyExists`]).
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError>;
+
+    /// Reads `len` bytes at `offset` (clamped to the chunk end; an offset at or past the end
+    /// gives empty bytes), verifying the CRC32C of every block it touches; a mismatch is
+    /// [`ChunkError::Corrupt`] and is counted in [`ChunkStats::crc_failures`].
+    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError>;
+
+    /// Deletes; deleting a missing chunk is Ok.
+    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError>;
+
+    /// Ids of chunks whose files were last modified before `older_than` (for the leak scrub).
+    /// This includes partial chunks left by a crash during `put`.
+    async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError>;
+
+    /// Totals for /metrics.
+    fn stats(&self) -> ChunkStats;
+}

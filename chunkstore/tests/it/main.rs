@@ -1,0 +1,5 @@
+//! Integration tests of saker-chunkstore: the conformance suite on every store, and disk-specific
+//! damage and persistence checks.
+
+mod conformance;
+mod disk;

@@ -1,0 +1,196 @@
+//! The key layout of one MNode group inside the shared store.
+//!
+//! Every key starts with the group id (4 bytes, big-endian) and a one-byte table tag, so the
+//! groups of one process share a store without overlapping and a group's state machine is one
+//! set of prefixes. Integers are big-endian so byte order is numeric order.
+//!
+//! | tag | key after the tag                     | value                          |
+//! |-----|----------------------------------------|--------------------------------|
+//! | `l` | log index (8)                          | raft log entry                 |
+//! | `v` |                                        | raft vote                      |
+//! | `c` |                                        | raft committed log id          |
+//! | `p` |                                        | last purged log id             |
+//! | `m` |                                        | state-machine meta             |
+//! | `i` | parent id (8) + sort name              | inode ([`saker_rpc::Attr`])    |
+//! | `d` | inode id (8) + payload kind (1)        | payload                        |
+//! | `u` | bucket + 0 + key + 0 + upload id       | multipart upload               |
+//! | `q` | upload id + 0 + part number (4)        | uploaded part                  |
+//! | `x` | client id (16) + seq (8)               | dedupe: the first result       |
+//! | `g` | deadline ns (8) + chunk id (16)        | chunk to delete after grace    |
+//!
+//! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
+//! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
+
+use saker_rpc::InodeId;
+
+use crate::store::prefix_end;
+
+pub const LOG: u8 = b'l';
+pub const VOTE: u8 = b'v';
+pub const COMMITTED: u8 = b'c';
+pub const PURGED: u8 = b'p';
+pub const SM_META: u8 = b'm';
+pub const INODE: u8 = b'i';
+pub const PAYLOAD: u8 = b'd';
+pub const UPLOAD: u8 = b'u';
+pub const PART: u8 = b'q';
+pub const DEDUPE: u8 = b'x';
+pub const GC: u8 = b'g';
+
+/// Tables that make up the state machine (everything but the raft log and vote).
+pub const SM_TABLES: [u8; 7] = [SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC];
+
+/// Payload kinds stored under [`PAYLOAD`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PayloadKind {
+    /// Inline file bytes, or a directory marker's body.
+    Data = 0,
+    /// S3 headers and user metadata ([`saker_rpc::ObjectMeta`]).
+    Meta = 1,
+    /// Object tags.
+    Tags = 2,
+}
+
+pub const PAYLOAD_KINDS: [PayloadKind; 3] =
+    [PayloadKind::Data, PayloadKind::Meta, PayloadKind::Tags];
+
+/// Key builder bound to one group.
+#[derive(Clone, Copy, Debug)]
+pub struct Keys {
+    pub group: u32,
+}
+
+impl Keys {
+    pub fn new(group: u32) -> Self {
+        Self { group }
+    }
+
+    pub fn table(&self, tag: u8) -> Vec<u8> {
+        let mut k = Vec::with_capacity(64);
+        k.extend_from_slice(&self.group.to_be_bytes());
+        k.push(tag);
+        k
+    }
+
+    pub fn table_end(&self, tag: u8) -> Vec<u8> {
+        prefix_end(&self.table(tag)).expect("a table prefix always has an end")
+    }
+
+    pub fn log(&self, index: u64) -> Vec<u8> {
+        let mut k = self.table(LOG);
+        k.extend_from_slice(&index.to_be_bytes());
+        k
+    }
+
+    pub fn log_index(key: &[u8]) -> Option<u64> {
+        key.get(5..13)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+    }
+
+    pub fn single(&self, tag: u8) -> Vec<u8> {
+        self.table(tag)
+    }
+
+    /// Prefix of all inodes whose parent is `pid`.
+    pub fn children(&self, pid: InodeId) -> Vec<u8> {
+        let mut k = self.table(INODE);
+        k.extend_from_slice(&pid.to_be_bytes());
+        k
+    }
+
+    pub fn inode(&self, pid: InodeId, name: &str, is_dir: bool) -> Vec<u8> {
+        let mut k = self.children(pid);
+        k.extend_from_slice(name.as_bytes());
+        if is_dir {
+            k.push(b'/');
+        }
+        k
+    }
+
+    /// Splits an inode key into (sort name bytes) given its parent prefix length.
+    pub fn sort_name(key: &[u8]) -> &[u8] {
+        key.get(13..).unwrap_or_default()
+    }
+
+    pub fn payload(&self, id: InodeId, kind: PayloadKind) -> Vec<u8> {
+        let mut k = self.table(PAYLOAD);
+        k.extend_from_slice(&id.to_be_bytes());
+        k.push(kind as u8);
+        k
+    }
+
+    pub fn uploads_of(&self, bucket: &str) -> Vec<u8> {
+        let mut k = self.table(UPLOAD);
+        k.extend_from_slice(bucket.as_bytes());
+        k.push(0);
+        k
+    }
+
+    pub fn upload(&self, bucket: &str, key: &str, upload_id: &str) -> Vec<u8> {
+        let mut k = self.uploads_of(bucket);
+        k.extend_from_slice(key.as_bytes());
+        k.push(0);
+        k.extend_from_slice(upload_id.as_bytes());
+        k
+    }
+
+    pub fn parts_of(&self, upload_id: &str) -> Vec<u8> {
+        let mut k = self.table(PART);
+        k.extend_from_slice(upload_id.as_bytes());
+        k.push(0);
+        k
+    }
+
+    pub fn part(&self, upload_id: &str, part_number: u32) -> Vec<u8> {
+        let mut k = self.parts_of(upload_id);
+        k.extend_from_slice(&part_number.to_be_bytes());
+        k
+    }
+
+    pub fn dedupe(&self, client: u128, seq: u64) -> Vec<u8> {
+        let mut k = self.table(DEDUPE);
+        k.extend_from_slice(&client.to_be_bytes());
+        k.extend_from_slice(&seq.to_be_bytes());
+        k
+    }
+
+    pub fn gc(&self, deadline_ns: i64, chunk: u128) -> Vec<u8> {
+        let mut k = self.table(GC);
+        k.extend_from_slice(&(deadline_ns.max(0) as u64).to_be_bytes());
+        k.extend_from_slice(&chunk.to_be_bytes());
+        k
+    }
+
+    pub fn gc_chunk(key: &[u8]) -> Option<u128> {
+        key.get(13..29)
+            .and_then(|b| b.try_into().ok())
+            .map(u128::from_be_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_sorts_as_name_slash() {
+        let k = Keys::new(7);
+        let dir_a = k.inode(5, "a", true);
+        let file_ac = k.inode(5, "a-c", false);
+        let file_ad = k.inode(5, "a.d", false);
+        let file_a0 = k.inode(5, "a0", false);
+        assert!(file_ac < file_ad && file_ad < dir_a && dir_a < file_a0);
+        assert_eq!(Keys::sort_name(&dir_a), b"a/");
+    }
+
+    #[test]
+    fn groups_do_not_overlap() {
+        let a = Keys::new(1);
+        let b = Keys::new(2);
+        assert!(a.table_end(GC) <= b.table(LOG));
+        assert_eq!(Keys::log_index(&a.log(42)), Some(42));
+        assert_eq!(Keys::gc_chunk(&a.gc(10, 99)), Some(99));
+    }
+}

@@ -1,0 +1,24 @@
+//! The metadata node (MNode): full-path, stateless metadata operations over an inode shard.
+//!
+//! Requests arrive as [`saker_rpc::MetaRequest`]s. Reads are served from the applied state;
+//! writes go through the [`executor`] (queue -> batch -> one raft entry of physical mutations
+//! plus per-op results) and are durable when they return. The state lives in a [`store`] engine
+//! under the key layout of [`keys`].
+
+pub mod error;
+mod executor;
+pub mod keys;
+mod metrics;
+mod node;
+pub mod ops;
+pub mod raft;
+pub mod read;
+pub mod records;
+pub mod store;
+pub mod tree;
+pub mod txn;
+
+pub use error::MnodeError;
+pub use executor::DEDUPE_WINDOW;
+pub use node::{Mnode, MnodeConfig};
+pub use store::{MemStore, MetaStore, RedbStore};

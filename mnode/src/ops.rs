@@ -1,0 +1,759 @@
+//! Evaluation of write operations: the sans-IO core of the executor.
+//!
+//! Each op reads through a [`Txn`] (store + earlier ops of the batch), checks, and records its
+//! physical mutations. Nothing here does I/O beyond the store reads, so every rule of the
+//! namespace (implicit directories, reaping, conflicts, multipart) is unit-testable.
+
+use bytes::Bytes;
+use saker_rpc::{
+    Attr, Checksums, ChunkRef, FileKind, InodeId, Layout, MetaError, MetaRequest, MetaResponse,
+    NewObject, ObjectMeta, PartInfo, PartRecord, UploadInfo,
+};
+
+use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
+use crate::records::{decode, encode, encode_bytes};
+use crate::store::prefix_end;
+use crate::tree::{child, has_children, internal, read_attr, resolve_parents, Child, Located};
+use crate::txn::Txn;
+
+/// Per-batch context of the executor.
+pub struct Ctx<'k> {
+    pub keys: &'k Keys,
+    pub now_ns: i64,
+    /// How long a released chunk stays readable before it is deleted.
+    pub gc_grace_ns: i64,
+    /// Next inode id to hand out (advanced by ops that allocate).
+    pub next_id: u64,
+}
+
+impl Ctx<'_> {
+    fn alloc_id(&mut self) -> InodeId {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+type OpResult = Result<MetaResponse, MetaError>;
+
+/// Evaluates one write op against `txn`. On error the caller rolls the op back.
+pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
+    match req {
+        MetaRequest::PutObject { path, obj } => put_object(txn, ctx, path, obj),
+        MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
+        MetaRequest::MkdirImplicit { path, uid, gid } => {
+            mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid))
+        }
+        MetaRequest::Mkdir {
+            path,
+            mode,
+            uid,
+            gid,
+        } => mkdir(txn, ctx, path, DirSpec::posix(*mode, *uid, *gid)),
+        MetaRequest::CreateBucket { name, uid, gid } => mkdir(
+            txn,
+            ctx,
+            std::slice::from_ref(name),
+            DirSpec::bucket(*uid, *gid),
+        ),
+        MetaRequest::DeleteBucket { name } => delete_bucket(txn, ctx, name),
+        MetaRequest::DeleteObject { path, dir_marker } => {
+            delete_object(txn, ctx, path, *dir_marker)
+        }
+        MetaRequest::Unlink { path } => unlink(txn, ctx, path),
+        MetaRequest::Rmdir { path } => rmdir(txn, ctx, path),
+        MetaRequest::SetAttr {
+            path,
+            mode,
+            uid,
+            gid,
+            atime_ns,
+            mtime_ns,
+        } => set_attr(txn, ctx, path, *mode, *uid, *gid, *atime_ns, *mtime_ns),
+        MetaRequest::PutTags {
+            path,
+            dir_marker,
+            tags,
+        } => put_tags(txn, ctx, path, *dir_marker, tags.as_ref()),
+        MetaRequest::CreateUpload {
+            path,
+            upload_id,
+            meta,
+            tags,
+            uid,
+            gid,
+        } => create_upload(txn, ctx, path, upload_id, meta, tags, *uid, *gid),
+        MetaRequest::PutPart {
+            path,
+            upload_id,
+            part_number,
+            part,
+        } => put_part(txn, ctx, path, upload_id, *part_number, part),
+        MetaRequest::CompleteUpload {
+            path,
+            upload_id,
+            parts,
+            etag,
+            checksums,
+            min_part_size,
+        } => complete_upload(
+            txn,
+            ctx,
+            path,
+            upload_id,
+            parts,
+            etag,
+            checksums,
+            *min_part_size,
+        ),
+        MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
+        MetaRequest::GcDone { keys } => {
+            for k in keys {
+                txn.delete(k.clone());
+            }
+            Ok(MetaResponse::Done)
+        }
+        other => Err(MetaError::Invalid(format!(
+            "{} is not a write",
+            other.op_name()
+        ))),
+    }
+}
+
+fn check_path(path: &[String], min: usize) -> Result<(), MetaError> {
+    if path.len() < min {
+        return Err(MetaError::Invalid("path too short".into()));
+    }
+    Ok(())
+}
+
+fn put_attr(txn: &mut Txn<'_>, key: &[u8], attr: &Attr) {
+    txn.put(key.to_vec(), encode(attr));
+}
+
+/// Queues `chunks` for deletion after the grace period.
+fn release_chunks(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chunks: &[ChunkRef]) {
+    for c in chunks {
+        txn.put(ctx.keys.gc(ctx.now_ns + ctx.gc_grace_ns, c.id), Vec::new());
+    }
+}
+
+fn delete_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId) {
+    for kind in PAYLOAD_KINDS {
+        txn.delete(keys.payload(id, kind));
+    }
+}
+
+/// Applies a directory-entry change to the parent at the end of `chain`.
+fn touch_parent(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut [Located], entries: i64, links: i64) {
+    let parent = chain.last_mut().expect("chain has the root");
+    let Some(key) = parent.key.clone() else {
+        return; // the root keeps no record
+    };
+    let a = &mut parent.attr;
+    a.children = (a.children as i64 + entries).max(0) as u64;
+    a.nlink = (a.nlink as i64 + links).max(2) as u32;
+    a.mtime_ns = ctx.now_ns;
+    a.ctime_ns = ctx.now_ns;
+    put_attr(txn, &key, a);
+}
+
+fn new_attr(ctx: &mut Ctx<'_>, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Attr {
+    Attr {
+        id: ctx.alloc_id(),
+        kind,
+        mode,
+        uid,
+        gid,
+        nlink: if kind == FileKind::Dir { 2 } else { 1 },
+        size: 0,
+        atime_ns: ctx.now_ns,
+        mtime_ns: ctx.now_ns,
+        ctime_ns: ctx.now_ns,
+        etag: String::new(),
+        implicit: false,
+        children: 0,
+        layout: Layout::Inline,
+        parts: Vec::new(),
+        s3_mtime_ns: ctx.now_ns,
+    }
+}
+
+/// Writes the payload records of an object or marker.
+fn write_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId, obj: &NewObject) {
+    match &obj.inline {
+        Some(data) => txn.put(keys.payload(id, PayloadKind::Data), encode_bytes(data)),
+        None => txn.delete(keys.payload(id, PayloadKind::Data)),
+    }
+    txn.put(keys.payload(id, PayloadKind::Meta), encode(&obj.meta));
+    if obj.tags.is_empty() {
+        txn.delete(keys.payload(id, PayloadKind::Tags));
+    } else {
+        txn.put(keys.payload(id, PayloadKind::Tags), encode(&obj.tags));
+    }
+}
+
+fn put_object(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], obj: &NewObject) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    let (key, mut attr, is_new) = match child(txn, ctx.keys, pid, name)? {
+        Child::Dir(_) => {
+            return Err(MetaError::Conflict {
+                path: path.join("/"),
+            })
+        }
+        Child::Other(loc) => {
+            if loc.attr.kind != FileKind::File {
+                return Err(MetaError::Conflict {
+                    path: path.join("/"),
+                });
+            }
+            release_chunks(txn, ctx, loc.attr.layout.chunks());
+            (loc.key.expect("child has a key"), loc.attr, false)
+        }
+        Child::None => {
+            let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
+            (ctx.keys.inode(pid, name, false), attr, true)
+        }
+    };
+    attr.size = obj.size;
+    attr.etag = obj.etag.clone();
+    attr.layout = obj.layout.clone();
+    attr.parts = obj.parts.clone();
+    attr.mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    attr.s3_mtime_ns = ctx.now_ns;
+    put_attr(txn, &key, &attr);
+    write_payloads(txn, ctx.keys, attr.id, obj);
+    if is_new {
+        touch_parent(txn, ctx, &mut chain, 1, 0);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+fn put_dir_marker(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    obj: &NewObject,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    let (key, mut attr, is_new) = match child(txn, ctx.keys, pid, name)? {
+        Child::Other(_) => {
+            return Err(MetaError::Conflict {
+                path: path.join("/"),
+            })
+        }
+        Child::Dir(loc) => (loc.key.expect("child has a key"), loc.attr, false),
+        Child::None => {
+            let attr = new_attr(ctx, FileKind::Dir, 0o755, obj.uid, obj.gid);
+            (ctx.keys.inode(pid, name, true), attr, true)
+        }
+    };
+    attr.implicit = false;
+    attr.etag = obj.etag.clone();
+    attr.size = obj.size;
+    attr.s3_mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    put_attr(txn, &key, &attr);
+    write_payloads(txn, ctx.keys, attr.id, obj);
+    if is_new {
+        touch_parent(txn, ctx, &mut chain, 1, 1);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+struct DirSpec {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    implicit: bool,
+    /// An existing directory is success (idempotent implicit creation).
+    exist_ok: bool,
+    bucket: bool,
+}
+
+impl DirSpec {
+    fn implicit(uid: u32, gid: u32) -> Self {
+        Self {
+            mode: 0o755,
+            uid,
+            gid,
+            implicit: true,
+            exist_ok: true,
+            bucket: false,
+        }
+    }
+    fn posix(mode: u32, uid: u32, gid: u32) -> Self {
+        Self {
+            mode,
+            uid,
+            gid,
+            implicit: false,
+            exist_ok: false,
+            bucket: false,
+        }
+    }
+    fn bucket(uid: u32, gid: u32) -> Self {
+        Self {
+            mode: 0o755,
+            uid,
+            gid,
+            implicit: false,
+            exist_ok: false,
+            bucket: true,
+        }
+    }
+}
+
+fn mkdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], spec: DirSpec) -> OpResult {
+    check_path(path, 1)?;
+    if path.len() == 1 && !spec.bucket {
+        return Err(MetaError::Invalid(
+            "a top-level directory is a bucket".into(),
+        ));
+    }
+    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, name)? {
+        Child::Dir(loc) if spec.exist_ok => return Ok(MetaResponse::Attr(loc.attr)),
+        Child::Dir(_) => return Err(MetaError::Exists),
+        Child::Other(_) if spec.exist_ok => {
+            return Err(MetaError::Conflict {
+                path: path.join("/"),
+            })
+        }
+        Child::Other(_) => return Err(MetaError::Exists),
+        Child::None => {}
+    }
+    let mut attr = new_attr(ctx, FileKind::Dir, spec.mode, spec.uid, spec.gid);
+    attr.implicit = spec.implicit;
+    put_attr(txn, &ctx.keys.inode(pid, name, true), &attr);
+    touch_parent(txn, ctx, &mut chain, 1, 1);
+    Ok(MetaResponse::Attr(attr))
+}
+
+/// Removes the directory at the end of `chain` (which must be empty) from its parent.
+fn remove_dir(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut Vec<Located>) {
+    let dir = chain.pop().expect("chain has the directory");
+    txn.delete(dir.key.expect("not the root"));
+    delete_payloads(txn, ctx.keys, dir.attr.id);
+    touch_parent(txn, ctx, chain, -1, -1);
+}
+
+/// Removes empty implicit directories from the end of `chain` upwards, stopping at the bucket.
+fn reap(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut Vec<Located>) -> Result<(), MetaError> {
+    // chain[0] is the root, chain[1] the bucket: never reaped.
+    while chain.len() > 2 {
+        let dir = chain.last().expect("len checked");
+        if !dir.attr.implicit || has_children(txn, ctx.keys, dir.attr.id)? {
+            break;
+        }
+        remove_dir(txn, ctx, chain);
+    }
+    Ok(())
+}
+
+fn delete_object(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = match resolve_parents(txn, ctx.keys, path) {
+        Ok(chain) => chain,
+        Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
+            return Ok(MetaResponse::Done)
+        }
+        Err(e) => return Err(e),
+    };
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    match (child(txn, ctx.keys, pid, name)?, dir_marker) {
+        (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
+            remove_file(txn, ctx, &mut chain, loc);
+        }
+        (Child::Dir(loc), true) if !loc.attr.implicit => {
+            chain.push(loc);
+            if has_children(txn, ctx.keys, chain.last().expect("pushed").attr.id)? {
+                let dir = chain.last_mut().expect("pushed");
+                dir.attr.implicit = true;
+                dir.attr.etag.clear();
+                dir.attr.size = 0;
+                let (key, attr) = (dir.key.clone().expect("not root"), dir.attr.clone());
+                put_attr(txn, &key, &attr);
+                delete_payloads(txn, ctx.keys, attr.id);
+                return Ok(MetaResponse::Done);
+            }
+            remove_dir(txn, ctx, &mut chain);
+        }
+        _ => return Ok(MetaResponse::Done),
+    }
+    reap(txn, ctx, &mut chain)?;
+    Ok(MetaResponse::Done)
+}
+
+fn remove_file(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut [Located], loc: Located) {
+    txn.delete(loc.key.expect("child has a key"));
+    delete_payloads(txn, ctx.keys, loc.attr.id);
+    release_chunks(txn, ctx, loc.attr.layout.chunks());
+    touch_parent(txn, ctx, chain, -1, 0);
+}
+
+fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String]) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Other(loc) => {
+            remove_file(txn, ctx, &mut chain, loc);
+            Ok(MetaResponse::Done)
+        }
+        Child::Dir(_) => Err(MetaError::IsDir),
+        Child::None => Err(MetaError::NotFound),
+    }
+}
+
+fn missing_as_not_found(e: MetaError) -> MetaError {
+    match e {
+        MetaError::MissingParent { .. } => MetaError::NotFound,
+        MetaError::Conflict { .. } => MetaError::NotDir,
+        e => e,
+    }
+}
+
+fn rmdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String]) -> OpResult {
+    check_path(path, 1)?;
+    let mut chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Dir(loc) => {
+            if has_children(txn, ctx.keys, loc.attr.id)? {
+                return Err(MetaError::NotEmpty);
+            }
+            chain.push(loc);
+            remove_dir(txn, ctx, &mut chain);
+            Ok(MetaResponse::Done)
+        }
+        Child::Other(_) => Err(MetaError::NotDir),
+        Child::None if path.len() == 1 => Err(MetaError::NoSuchBucket),
+        Child::None => Err(MetaError::NotFound),
+    }
+}
+
+/// A bucket may go when it holds no object: implicit directories without objects are removed
+/// with it, and so are unfinished multipart uploads.
+fn delete_bucket(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, name: &str) -> OpResult {
+    let path = [name.to_string()];
+    let chain = resolve_parents(txn, ctx.keys, &path)?;
+    let bucket = match child(txn, ctx.keys, chain[0].attr.id, name)? {
+        Child::Dir(loc) => loc,
+        _ => return Err(MetaError::NoSuchBucket),
+    };
+    // Collect the implicit subtree; any object makes the bucket non-empty.
+    let mut doomed: Vec<Located> = Vec::new();
+    let mut stack = vec![bucket.attr.id];
+    while let Some(dir) = stack.pop() {
+        let start = ctx.keys.children(dir);
+        let end = prefix_end(&start).expect("prefix end");
+        for (key, value) in txn.scan(&start, &end, usize::MAX).map_err(internal)? {
+            let attr: Attr = decode(&value).map_err(internal)?;
+            if attr.kind != FileKind::Dir || !attr.implicit {
+                return Err(MetaError::NotEmpty);
+            }
+            stack.push(attr.id);
+            doomed.push(Located {
+                key: Some(key),
+                attr,
+            });
+        }
+    }
+    for d in doomed {
+        txn.delete(d.key.expect("child key"));
+        delete_payloads(txn, ctx.keys, d.attr.id);
+    }
+    let upload_prefix = ctx.keys.uploads_of(name);
+    let upload_end = prefix_end(&upload_prefix).expect("prefix end");
+    for (key, value) in txn
+        .scan(&upload_prefix, &upload_end, usize::MAX)
+        .map_err(internal)?
+    {
+        let info: UploadInfo = decode(&value).map_err(internal)?;
+        drop_upload_parts(txn, ctx, &info.upload_id)?;
+        txn.delete(key);
+    }
+    let mut chain = chain;
+    chain.push(bucket);
+    remove_dir(txn, ctx, &mut chain);
+    Ok(MetaResponse::Done)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn set_attr(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    atime_ns: Option<i64>,
+    mtime_ns: Option<i64>,
+) -> OpResult {
+    check_path(path, 1)?;
+    let chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let pid = chain.last().expect("root").attr.id;
+    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Dir(loc) | Child::Other(loc) => loc,
+        Child::None => return Err(MetaError::NotFound),
+    };
+    let mut attr = loc.attr;
+    if let Some(m) = mode {
+        attr.mode = m & 0o7777;
+    }
+    if let Some(u) = uid {
+        attr.uid = u;
+    }
+    if let Some(g) = gid {
+        attr.gid = g;
+    }
+    if let Some(t) = atime_ns {
+        attr.atime_ns = t;
+    }
+    if let Some(t) = mtime_ns {
+        attr.mtime_ns = t;
+    }
+    attr.ctime_ns = ctx.now_ns;
+    put_attr(txn, &loc.key.expect("child key"), &attr);
+    Ok(MetaResponse::Attr(attr))
+}
+
+/// Finds the file (or explicit directory marker) an S3 key names.
+fn find_object<V: crate::tree::View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    path: &[String],
+    dir_marker: bool,
+) -> Result<Located, MetaError> {
+    let chain = resolve_parents(v, keys, path).map_err(|e| match e {
+        MetaError::NoSuchBucket => e,
+        _ => MetaError::NotFound,
+    })?;
+    let pid = chain.last().expect("root").attr.id;
+    match (child(v, keys, pid, path.last().expect("len"))?, dir_marker) {
+        (Child::Other(loc), false) if loc.attr.kind == FileKind::File => Ok(loc),
+        (Child::Dir(loc), true) if !loc.attr.implicit => Ok(loc),
+        _ => Err(MetaError::NotFound),
+    }
+}
+
+fn put_tags(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+    tags: Option<&Vec<(String, String)>>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let loc = find_object(txn, ctx.keys, path, dir_marker)?;
+    let key = ctx.keys.payload(loc.attr.id, PayloadKind::Tags);
+    match tags {
+        Some(t) if !t.is_empty() => txn.put(key, encode(t)),
+        _ => txn.delete(key),
+    }
+    Ok(MetaResponse::Done)
+}
+
+fn upload_key(keys: &Keys, path: &[String], upload_id: &str) -> Vec<u8> {
+    keys.upload(&path[0], &path[1..].join("/"), upload_id)
+}
+
+fn load_upload(
+    txn: &Txn<'_>,
+    keys: &Keys,
+    path: &[String],
+    upload_id: &str,
+) -> Result<(Vec<u8>, UploadInfo), MetaError> {
+    let key = upload_key(keys, path, upload_id);
+    match txn.get(&key).map_err(internal)? {
+        Some(v) => Ok((key, decode(&v).map_err(internal)?)),
+        None => Err(MetaError::NoSuchUpload),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    meta: &ObjectMeta,
+    tags: &[(String, String)],
+    uid: u32,
+    gid: u32,
+) -> OpResult {
+    check_path(path, 2)?;
+    let root = crate::tree::root_attr();
+    match child(txn, ctx.keys, root.id, &path[0])? {
+        Child::Dir(_) => {}
+        _ => return Err(MetaError::NoSuchBucket),
+    }
+    let info = UploadInfo {
+        key: path[1..].join("/"),
+        upload_id: upload_id.to_string(),
+        initiated_ns: ctx.now_ns,
+        meta: meta.clone(),
+        tags: tags.to_vec(),
+        uid,
+        gid,
+        parts: Vec::new(),
+    };
+    txn.put(upload_key(ctx.keys, path, upload_id), encode(&info));
+    Ok(MetaResponse::Done)
+}
+
+fn put_part(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    part_number: u32,
+    part: &PartRecord,
+) -> OpResult {
+    check_path(path, 2)?;
+    load_upload(txn, ctx.keys, path, upload_id)?;
+    let key = ctx.keys.part(upload_id, part_number);
+    if let Some(old) = txn.get(&key).map_err(internal)? {
+        let old: PartRecord = decode(&old).map_err(internal)?;
+        release_chunks(txn, ctx, old.layout.chunks());
+    }
+    let mut part = part.clone();
+    part.mtime_ns = ctx.now_ns;
+    txn.put(key, encode(&part));
+    Ok(MetaResponse::Done)
+}
+
+/// All parts of an upload, by number.
+pub fn upload_parts<V: crate::tree::View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    upload_id: &str,
+) -> Result<Vec<(u32, PartRecord)>, MetaError> {
+    let start = keys.parts_of(upload_id);
+    let end = prefix_end(&start).expect("prefix end");
+    let mut out = Vec::new();
+    for (k, v) in v.scan(&start, &end, usize::MAX).map_err(internal)? {
+        let num = k[start.len()..]
+            .try_into()
+            .map(u32::from_be_bytes)
+            .map_err(|_| MetaError::Internal("bad part key".into()))?;
+        out.push((num, decode(&v).map_err(internal)?));
+    }
+    Ok(out)
+}
+
+fn drop_upload_parts(txn: &mut Txn<'_>, ctx: &Ctx<'_>, upload_id: &str) -> Result<(), MetaError> {
+    for (num, part) in upload_parts(txn, ctx.keys, upload_id)? {
+        release_chunks(txn, ctx, part.layout.chunks());
+        txn.delete(ctx.keys.part(upload_id, num));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn complete_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    wanted: &[(u32, String)],
+    etag: &str,
+    checksums: &Checksums,
+    min_part_size: u64,
+) -> OpResult {
+    check_path(path, 2)?;
+    let (ukey, info) = load_upload(txn, ctx.keys, path, upload_id)?;
+    if wanted.is_empty() {
+        return Err(MetaError::Invalid(
+            "at least one part must be specified".into(),
+        ));
+    }
+    if wanted.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(MetaError::InvalidPartOrder);
+    }
+    let stored = upload_parts(txn, ctx.keys, upload_id)?;
+    let mut chunks = Vec::new();
+    let mut parts = Vec::new();
+    let mut size = 0u64;
+    let mut used = std::collections::BTreeSet::new();
+    for (i, (num, want_etag)) in wanted.iter().enumerate() {
+        let Some((_, rec)) = stored.iter().find(|(n, _)| n == num) else {
+            return Err(MetaError::InvalidPart(format!(
+                "part {num} was not uploaded"
+            )));
+        };
+        if rec.etag.trim_matches('"') != want_etag.trim_matches('"') {
+            return Err(MetaError::InvalidPart(format!(
+                "part {num} has a different ETag"
+            )));
+        }
+        if i + 1 < wanted.len() && rec.size < min_part_size {
+            return Err(MetaError::EntityTooSmall);
+        }
+        used.insert(*num);
+        size += rec.size;
+        chunks.extend_from_slice(rec.layout.chunks());
+        parts.push(PartInfo {
+            size: rec.size,
+            etag: rec.etag.clone(),
+            checksums: rec.checksums.clone(),
+        });
+    }
+    let mut meta = info.meta.clone();
+    meta.checksums = checksums.clone();
+    let obj = NewObject {
+        size,
+        etag: etag.to_string(),
+        layout: Layout::Chunks(chunks),
+        parts,
+        meta,
+        inline: None::<Bytes>,
+        tags: info.tags.clone(),
+        uid: info.uid,
+        gid: info.gid,
+    };
+    let result = put_object(txn, ctx, path, &obj)?;
+    for (num, part) in stored {
+        if !used.contains(&num) {
+            release_chunks(txn, ctx, part.layout.chunks());
+        }
+        txn.delete(ctx.keys.part(upload_id, num));
+    }
+    txn.delete(ukey);
+    Ok(result)
+}
+
+fn abort_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+) -> OpResult {
+    check_path(path, 2)?;
+    let (ukey, _) = load_upload(txn, ctx.keys, path, upload_id)?;
+    drop_upload_parts(txn, ctx, upload_id)?;
+    txn.delete(ukey);
+    Ok(MetaResponse::Done)
+}
+
+/// Reads an inode record by key (used by tests and reads).
+pub fn attr_at(txn: &Txn<'_>, key: &[u8]) -> Result<Option<Attr>, MetaError> {
+    read_attr(txn, key)
+}

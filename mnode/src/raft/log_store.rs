@@ -1,0 +1,172 @@
+//! Raft log and vote of one group, stored in the shared [`MetaStore`] under the group's prefix.
+//!
+//! Appends are durable (fsync) before openraft is told they are flushed; because all groups of
+//! a process share one store, that fsync also makes every earlier state-machine apply durable.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
+use openraft::{Entry, LogId, OptionalSend, Vote};
+
+use super::{read_err, storage_err, StorageError, TypeConfig};
+use crate::keys::{Keys, COMMITTED, LOG, PURGED, VOTE};
+use crate::records::{decode, encode};
+use crate::store::{MetaStore, WriteBatch};
+
+#[derive(Clone)]
+pub struct LogStore {
+    store: Arc<dyn MetaStore>,
+    keys: Keys,
+}
+
+impl LogStore {
+    pub fn new(store: Arc<dyn MetaStore>, group: u32) -> Self {
+        Self {
+            store,
+            keys: Keys::new(group),
+        }
+    }
+
+    fn get_rec<T: serde::de::DeserializeOwned>(&self, tag: u8) -> Result<Option<T>, StorageError> {
+        match self.store.get(&self.keys.single(tag)).map_err(read_err)? {
+            Some(b) => Ok(Some(decode(&b).map_err(read_err)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn write(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.write(&batch, durable))
+            .await
+            .map_err(storage_err)?
+            .map_err(storage_err)
+    }
+
+    /// Deletes log entries with `from <= index < to`.
+    async fn delete_range(
+        &self,
+        from: u64,
+        to: Option<u64>,
+        extra: WriteBatch,
+    ) -> Result<(), StorageError> {
+        let start = self.keys.log(from);
+        let end = match to {
+            Some(t) => self.keys.log(t),
+            None => self.keys.table_end(LOG),
+        };
+        let mut batch = extra;
+        for (k, _) in self
+            .store
+            .scan(&start, Some(&end), usize::MAX)
+            .map_err(read_err)?
+        {
+            batch.delete(k);
+        }
+        self.write(batch, true).await
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError> {
+        let from = match range.start_bound() {
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(i) => self.keys.log(i + 1),
+            Bound::Excluded(i) => self.keys.log(*i),
+            Bound::Unbounded => self.keys.table_end(LOG),
+        };
+        let pairs = self
+            .store
+            .scan(&self.keys.log(from), Some(&end), usize::MAX)
+            .map_err(read_err)?;
+        pairs
+            .iter()
+            .map(|(_, v)| decode(v).map_err(read_err))
+            .collect()
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged: Option<LogId<u64>> = self.get_rec(PURGED)?;
+        let last = self
+            .store
+            .last_in(&self.keys.table(LOG), &self.keys.table_end(LOG))
+            .map_err(read_err)?
+            .map(|(_, v)| decode::<Entry<TypeConfig>>(&v).map(|e| e.log_id))
+            .transpose()
+            .map_err(read_err)?;
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last.or(last_purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
+        let mut b = WriteBatch::default();
+        b.put(self.keys.single(VOTE), encode(vote));
+        self.write(b, true).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
+        self.get_rec(VOTE)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
+        let mut b = WriteBatch::default();
+        b.put(self.keys.single(COMMITTED), encode(&committed));
+        // Not durable: a lost committed index is recomputed by raft.
+        self.write(b, false).await
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError> {
+        Ok(self.get_rec::<Option<LogId<u64>>>(COMMITTED)?.flatten())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut b = WriteBatch::default();
+        for e in entries {
+            b.put(self.keys.log(e.log_id.index), encode(&e));
+        }
+        let res = self.write(b, true).await;
+        callback.log_io_completed(
+            res.as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
+        res
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        self.delete_range(log_id.index, None, WriteBatch::default())
+            .await
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        let mut b = WriteBatch::default();
+        b.put(self.keys.single(PURGED), encode(&log_id));
+        self.delete_range(0, Some(log_id.index + 1), b).await
+    }
+}

@@ -1,0 +1,57 @@
+//! The openraft group that makes an MNode durable: type config, log store, state machine and
+//! (for now single-voter) network.
+//!
+//! A raft entry is one executor batch: the physical KV mutations it computed plus the per-op
+//! results, so followers apply bytes and never re-resolve paths.
+
+mod log_store;
+mod network;
+mod state_machine;
+
+use std::io::Cursor;
+
+use saker_rpc::{MetaError, MetaResponse};
+use serde::{Deserialize, Serialize};
+
+use crate::store::WriteBatch;
+
+pub use log_store::LogStore;
+pub use network::NoNetwork;
+pub use state_machine::StateMachine;
+
+/// One executor batch, as a raft log entry.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BatchEntry {
+    pub mutations: WriteBatch,
+    pub results: Vec<Result<MetaResponse, MetaError>>,
+    /// Highest inode id allocated so far by the group.
+    pub id_high_water: u64,
+}
+
+/// What applying a [`BatchEntry`] returns to the proposer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    pub results: Vec<Result<MetaResponse, MetaError>>,
+}
+
+openraft::declare_raft_types!(
+    /// Raft types of an MNode group.
+    pub TypeConfig:
+        D = BatchEntry,
+        R = BatchOutcome,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+pub type StorageError = openraft::StorageError<u64>;
+
+pub(crate) fn storage_err(e: impl std::fmt::Display) -> StorageError {
+    openraft::StorageIOError::write(&openraft::AnyError::error(e.to_string())).into()
+}
+
+pub(crate) fn read_err(e: impl std::fmt::Display) -> StorageError {
+    openraft::StorageIOError::read(&openraft::AnyError::error(e.to_string())).into()
+}

@@ -1,0 +1,233 @@
+//! Read operations, served from a group's applied state without going through raft.
+
+use bytes::Bytes;
+use saker_rpc::{
+    Attr, Entry, MetaError, MetaRequest, MetaResponse, ObjectMeta, ObjectView, UploadInfo, Want,
+};
+
+use crate::keys::{Keys, PayloadKind};
+use crate::ops::upload_parts;
+use crate::records::{decode, decode_bytes};
+use crate::store::prefix_end;
+use crate::tree::{child, internal, read_payload, resolve_parents, root_attr, Child, View};
+
+type OpResult = Result<MetaResponse, MetaError>;
+
+pub fn apply_read<V: View + ?Sized>(v: &V, keys: &Keys, req: &MetaRequest) -> OpResult {
+    match req {
+        MetaRequest::Lookup { path, want } => lookup(v, keys, path, *want),
+        MetaRequest::Scan {
+            dir,
+            start_after,
+            limit,
+        } => scan(v, keys, *dir, start_after, *limit),
+        MetaRequest::ListUploads {
+            bucket,
+            prefix,
+            key_marker,
+            upload_id_marker,
+            limit,
+        } => list_uploads(
+            v,
+            keys,
+            bucket,
+            prefix,
+            key_marker,
+            upload_id_marker,
+            *limit,
+        ),
+        MetaRequest::GetUpload { path, upload_id } => get_upload(v, keys, path, upload_id),
+        MetaRequest::GcDue { now_ns, limit } => gc_due(v, keys, *now_ns, *limit),
+        MetaRequest::ChunkRefs => chunk_refs(v, keys),
+        other => Err(MetaError::Invalid(format!(
+            "{} is not a read",
+            other.op_name()
+        ))),
+    }
+}
+
+fn lookup<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], want: Want) -> OpResult {
+    if path.is_empty() {
+        return Ok(MetaResponse::Object(Box::new(ObjectView {
+            attr: root_attr(),
+            meta: None,
+            data: None,
+            tags: None,
+        })));
+    }
+    let chain = resolve_parents(v, keys, path).map_err(|e| match e {
+        MetaError::MissingParent { .. } => MetaError::NotFound,
+        MetaError::Conflict { .. } => MetaError::NotDir,
+        e => e,
+    })?;
+    let pid = chain.last().expect("root").attr.id;
+    let attr = match child(v, keys, pid, path.last().expect("non-empty"))? {
+        Child::Dir(loc) | Child::Other(loc) => loc.attr,
+        Child::None if path.len() == 1 => return Err(MetaError::NoSuchBucket),
+        Child::None => return Err(MetaError::NotFound),
+    };
+    let meta = if want.meta {
+        match read_payload(v, keys, attr.id, PayloadKind::Meta)? {
+            Some(b) => Some(decode::<ObjectMeta>(&b).map_err(internal)?),
+            None => Some(ObjectMeta::default()),
+        }
+    } else {
+        None
+    };
+    let data = if want.data {
+        read_payload(v, keys, attr.id, PayloadKind::Data)?
+            .map(|b| decode_bytes(&b).map(Bytes::copy_from_slice))
+            .transpose()
+            .map_err(internal)?
+    } else {
+        None
+    };
+    let tags = if want.tags {
+        match read_payload(v, keys, attr.id, PayloadKind::Tags)? {
+            Some(b) => Some(decode(&b).map_err(internal)?),
+            None => Some(Vec::new()),
+        }
+    } else {
+        None
+    };
+    Ok(MetaResponse::Object(Box::new(ObjectView {
+        attr,
+        meta,
+        data,
+        tags,
+    })))
+}
+
+fn scan<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    dir: u64,
+    start_after: &[u8],
+    limit: u32,
+) -> OpResult {
+    let prefix = keys.children(dir);
+    let end = prefix_end(&prefix).expect("prefix end");
+    let mut start = prefix.clone();
+    if !start_after.is_empty() {
+        start.extend_from_slice(start_after);
+        start.push(0); // the smallest key after start_after
+    }
+    let mut out = Vec::new();
+    for (k, val) in v.scan(&start, &end, limit as usize).map_err(internal)? {
+        let sort_name = &k[prefix.len()..];
+        let attr: Attr = decode(&val).map_err(internal)?;
+        let name = sort_name
+            .strip_suffix(b"/")
+            .filter(|_| attr.is_dir())
+            .unwrap_or(sort_name);
+        let name = String::from_utf8(name.to_vec())
+            .map_err(|_| MetaError::Internal("non-UTF-8 name".into()))?;
+        out.push(Entry { name, attr });
+    }
+    Ok(MetaResponse::Entries(out))
+}
+
+fn list_uploads<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+    prefix: &str,
+    key_marker: &str,
+    upload_id_marker: &str,
+    limit: u32,
+) -> OpResult {
+    let base = keys.uploads_of(bucket);
+    let end = prefix_end(&base).expect("prefix end");
+    let mut start = base.clone();
+    start.extend_from_slice(prefix.as_bytes().max(key_marker.as_bytes()));
+    let mut out = Vec::new();
+    let mut from = start;
+    'outer: loop {
+        let batch = v.scan(&from, &end, 256).map_err(internal)?;
+        if batch.is_empty() {
+            break;
+        }
+        for (_, val) in &batch {
+            let info: UploadInfo = decode(val).map_err(internal)?;
+            if !info.key.starts_with(prefix) {
+                if info.key.as_str() > prefix {
+                    break 'outer;
+                }
+                continue;
+            }
+            let after_marker = match info.key.as_str().cmp(key_marker) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Equal => {
+                    !upload_id_marker.is_empty() && info.upload_id.as_str() > upload_id_marker
+                }
+                std::cmp::Ordering::Less => false,
+            };
+            if key_marker.is_empty() || after_marker {
+                out.push(info);
+                if out.len() >= limit as usize {
+                    break 'outer;
+                }
+            }
+        }
+        let mut next = batch.last().expect("non-empty").0.clone();
+        next.push(0);
+        from = next;
+    }
+    Ok(MetaResponse::Uploads(out))
+}
+
+fn get_upload<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], upload_id: &str) -> OpResult {
+    if path.len() < 2 {
+        return Err(MetaError::NoSuchUpload);
+    }
+    let key = keys.upload(&path[0], &path[1..].join("/"), upload_id);
+    let Some(bytes) = v.get(&key).map_err(internal)? else {
+        return Err(MetaError::NoSuchUpload);
+    };
+    let mut info: UploadInfo = decode(&bytes).map_err(internal)?;
+    info.parts = upload_parts(v, keys, upload_id)?;
+    Ok(MetaResponse::Upload(Box::new(info)))
+}
+
+fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpResult {
+    let start = keys.table(crate::keys::GC);
+    let end = keys.gc(now_ns.saturating_add(1), 0);
+    let mut out = Vec::new();
+    for (k, _) in v.scan(&start, &end, limit as usize).map_err(internal)? {
+        if let Some(chunk) = Keys::gc_chunk(&k) {
+            out.push((k, chunk));
+        }
+    }
+    Ok(MetaResponse::Gc(out))
+}
+
+fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
+    let mut ids = Vec::new();
+    for tag in [crate::keys::INODE, crate::keys::PART] {
+        let mut from = keys.table(tag);
+        let end = keys.table_end(tag);
+        loop {
+            let batch = v.scan(&from, &end, 1024).map_err(internal)?;
+            let Some((last, _)) = batch.last() else { break };
+            from = last.clone();
+            from.push(0);
+            for (_, val) in &batch {
+                let layout = if tag == crate::keys::INODE {
+                    decode::<Attr>(val).map_err(internal)?.layout
+                } else {
+                    decode::<saker_rpc::PartRecord>(val)
+                        .map_err(internal)?
+                        .layout
+                };
+                ids.extend(layout.chunks().iter().map(|c| c.id));
+            }
+        }
+    }
+    // Chunks queued for deletion are still referenced until collected.
+    let start = keys.table(crate::keys::GC);
+    let end = keys.table_end(crate::keys::GC);
+    for (k, _) in v.scan(&start, &end, usize::MAX).map_err(internal)? {
+        ids.extend(Keys::gc_chunk(&k));
+    }
+    Ok(MetaResponse::ChunkIds(ids))
+}

@@ -1,0 +1,72 @@
+//! The metadata store engine boundary: an ordered key-value store with atomic batch writes.
+//!
+//! Raft log, vote and state machine of every MNode group in a process live in one store
+//! instance under per-group key prefixes, so one fsync covers them all. Engines: [`RedbStore`]
+//! (embedded, the default) and [`MemStore`] (tests). Every engine passes [`conformance`].
+
+mod mem;
+mod redb_engine;
+
+pub mod conformance;
+
+pub use mem::MemStore;
+pub use redb_engine::RedbStore;
+
+/// A store engine failure. Fatal for the group that hits it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store I/O error: {0}")]
+    Io(String),
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+/// An atomic set of puts and deletes, applied in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WriteBatch {
+    pub ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push((key, Some(value)));
+    }
+
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.ops.push((key, None));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Key-value pairs returned by a scan.
+pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// An ordered key-value store.
+pub trait MetaStore: Send + Sync + 'static {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Applies `batch` atomically. With `durable`, it (and every earlier write) survives a crash
+    /// once this returns; without, it may be lost in a crash but never partially applied.
+    fn write(&self, batch: &WriteBatch, durable: bool) -> Result<(), StoreError>;
+
+    /// Up to `limit` pairs with `start <= key < end` in key order (`end = None`: no bound).
+    fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError>;
+
+    /// The greatest pair with `start <= key < end`, if any.
+    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError>;
+}
+
+/// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}

@@ -1,0 +1,125 @@
+//! Inode attributes and S3 object metadata as they travel between roles and live in records.
+
+use serde::{Deserialize, Serialize};
+
+use crate::InodeId;
+
+/// What an inode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One chunk of file data on the chunkstores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRef {
+    /// Random 128-bit id chosen by the writer.
+    pub id: u128,
+    pub len: u64,
+    pub crc32c: u32,
+}
+
+/// Where a file's bytes are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Layout {
+    /// The bytes live in the inode's payload record on the MNode.
+    #[default]
+    Inline,
+    /// The bytes are the concatenation of these chunks.
+    Chunks(Vec<ChunkRef>),
+}
+
+impl Layout {
+    pub fn chunks(&self) -> &[ChunkRef] {
+        match self {
+            Layout::Inline => &[],
+            Layout::Chunks(c) => c,
+        }
+    }
+}
+
+/// S3 checksums of an object (base64 as S3 sends them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Checksums {
+    pub crc32: Option<String>,
+    pub crc32c: Option<String>,
+    pub crc64nvme: Option<String>,
+    pub sha1: Option<String>,
+    pub sha256: Option<String>,
+}
+
+impl Checksums {
+    pub fn is_empty(&self) -> bool {
+        self.crc32.is_none()
+            && self.crc32c.is_none()
+            && self.crc64nvme.is_none()
+            && self.sha1.is_none()
+            && self.sha256.is_none()
+    }
+}
+
+/// One part of a completed multipart object (for `partNumber` reads and the `-N` ETag).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartInfo {
+    pub size: u64,
+    pub etag: String,
+    pub checksums: Checksums,
+}
+
+/// S3 headers and user metadata of an object (kept in a payload record apart from the inode).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ObjectMeta {
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+    pub cache_control: Option<String>,
+    pub expires: Option<String>,
+    pub website_redirect: Option<String>,
+    /// `x-amz-meta-*` pairs, names lower-case without the prefix, sorted.
+    pub user: Vec<(String, String)>,
+    pub checksums: Checksums,
+    /// Full-object checksum type for multipart objects ("COMPOSITE" or "FULL_OBJECT").
+    pub checksum_type: Option<String>,
+}
+
+/// Attributes of an inode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub id: InodeId,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// S3 ETag without quotes (files; the marker's for explicit directories).
+    pub etag: String,
+    /// Directory created only as the parent of an object (never listed without descendants).
+    pub implicit: bool,
+    /// Number of entries (directories only).
+    pub children: u64,
+    pub layout: Layout,
+    /// Parts of a multipart object, empty otherwise.
+    pub parts: Vec<PartInfo>,
+    /// Marker LastModified for explicit directories, object mtime otherwise (ns).
+    pub s3_mtime_ns: i64,
+}
+
+impl Attr {
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileKind::Dir
+    }
+}
+
+/// A directory entry as returned by scans: the child's name and attributes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub name: String,
+    pub attr: Attr,
+}

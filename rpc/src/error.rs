@@ -1,0 +1,45 @@
+//! Errors of metadata operations, as returned to clients.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a metadata operation failed. Each op in a batch fails on its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum MetaError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("no such bucket")]
+    NoSuchBucket,
+    #[error("already exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    /// The parent directory at `depth` (0 = bucket) does not exist.
+    #[error("missing parent directory at depth {depth}")]
+    MissingParent { depth: usize },
+    /// The tree cannot hold this key: a file is in the way of a directory or the reverse.
+    #[error("path conflict at '{path}'")]
+    Conflict { path: String },
+    #[error("no such upload")]
+    NoSuchUpload,
+    #[error("invalid part: {0}")]
+    InvalidPart(String),
+    #[error("invalid part order")]
+    InvalidPartOrder,
+    #[error("part too small")]
+    EntityTooSmall,
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("operation not permitted")]
+    NotPermitted,
+    /// The request reached a node that does not own it; `group` does.
+    #[error("not the owner; try group {group}")]
+    NotOwner { group: u32 },
+    #[error("metadata node unavailable: {0}")]
+    Unavailable(String),
+    #[error("internal metadata error: {0}")]
+    Internal(String),
+}

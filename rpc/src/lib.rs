@@ -1,0 +1,20 @@
+//! Wire types and service traits shared by every saker role.
+//!
+//! Every message that crosses a role boundary is defined here, once. In-process roles call the
+//! same traits as remote ones, so the all-in-one server and a multi-process cluster run the same
+//! code paths.
+
+pub mod attr;
+pub mod error;
+pub mod meta;
+pub mod service;
+
+pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
+pub use error::MetaError;
+pub use meta::{
+    ClientTag, MetaRequest, MetaResponse, NewObject, ObjectView, PartRecord, UploadInfo, Want,
+};
+pub use service::MetaService;
+
+/// Inode number. Id 1 is the root directory; ids are allocated per MNode group.
+pub type InodeId = u64;

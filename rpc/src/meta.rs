@@ -1,0 +1,282 @@
+//! Metadata requests and responses: full-path, stateless operations an MNode executes.
+//!
+//! A path is the list of components from the root: `["bucket", "dir", "file"]`. Reads are served
+//! from the MNode's applied state; writes go through the MNode executor (one raft entry a batch)
+//! and carry a [`ClientTag`] so a retried write returns its first result.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::attr::{Attr, Checksums, Entry, Layout, ObjectMeta, PartInfo};
+use crate::InodeId;
+
+/// Identifies one mutating request of one client, for exactly-once replies across retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientTag {
+    pub client: u128,
+    pub seq: u64,
+}
+
+/// Which payloads a lookup should return beside the attributes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Want {
+    pub meta: bool,
+    pub data: bool,
+    pub tags: bool,
+}
+
+impl Want {
+    pub const ATTR: Want = Want {
+        meta: false,
+        data: false,
+        tags: false,
+    };
+    pub const OBJECT: Want = Want {
+        meta: true,
+        data: true,
+        tags: false,
+    };
+    pub const HEAD: Want = Want {
+        meta: true,
+        data: false,
+        tags: false,
+    };
+}
+
+/// A file or directory marker to store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewObject {
+    pub size: u64,
+    pub etag: String,
+    pub layout: Layout,
+    pub parts: Vec<PartInfo>,
+    pub meta: ObjectMeta,
+    /// The bytes when `layout` is `Inline`.
+    pub inline: Option<Bytes>,
+    pub tags: Vec<(String, String)>,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// One uploaded part of a multipart upload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartRecord {
+    pub size: u64,
+    pub etag: String,
+    pub checksums: Checksums,
+    pub layout: Layout,
+    pub mtime_ns: i64,
+}
+
+/// A multipart upload in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadInfo {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated_ns: i64,
+    pub meta: ObjectMeta,
+    pub tags: Vec<(String, String)>,
+    pub uid: u32,
+    pub gid: u32,
+    /// Parts by number (filled by `GetUpload`, empty in listings).
+    pub parts: Vec<(u32, PartRecord)>,
+}
+
+/// Everything a GET/HEAD needs, in one reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectView {
+    pub attr: Attr,
+    pub meta: Option<ObjectMeta>,
+    pub data: Option<Bytes>,
+    pub tags: Option<Vec<(String, String)>>,
+}
+
+/// A metadata operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaRequest {
+    // ---- reads ----
+    /// Resolve `path` and return its attributes and the wanted payloads.
+    Lookup {
+        path: Vec<String>,
+        want: Want,
+    },
+    /// Entries of directory `dir` whose sort key (name, plus '/' for directories) is greater
+    /// than `start_after`, in sort-key byte order.
+    Scan {
+        dir: InodeId,
+        start_after: Vec<u8>,
+        limit: u32,
+    },
+    /// Multipart uploads of `bucket` whose key is greater than `key_marker` (or equal with a
+    /// greater upload id), in key order.
+    ListUploads {
+        bucket: String,
+        prefix: String,
+        key_marker: String,
+        upload_id_marker: String,
+        limit: u32,
+    },
+    /// One upload with its parts.
+    GetUpload {
+        path: Vec<String>,
+        upload_id: String,
+    },
+    /// Chunks whose grace period has ended: (queue key, chunk id).
+    GcDue {
+        now_ns: i64,
+        limit: u32,
+    },
+    /// Every chunk id referenced by an inode or an upload (for the leak scrub).
+    ChunkRefs,
+
+    // ---- writes ----
+    /// Create or replace the file at `path`. Parents must exist (`MissingParent` otherwise).
+    PutObject {
+        path: Vec<String>,
+        obj: NewObject,
+    },
+    /// Create the directory at `path`, or make an existing one explicit, with this marker.
+    PutDirMarker {
+        path: Vec<String>,
+        obj: NewObject,
+    },
+    /// Create the directory at `path` as implicit if it does not exist (idempotent).
+    MkdirImplicit {
+        path: Vec<String>,
+        uid: u32,
+        gid: u32,
+    },
+    /// POSIX mkdir: `Exists` if anything is there.
+    Mkdir {
+        path: Vec<String>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    CreateBucket {
+        name: String,
+        uid: u32,
+        gid: u32,
+    },
+    /// Delete an empty bucket (implicit directories without objects do not count).
+    DeleteBucket {
+        name: String,
+    },
+    /// S3 delete: a file, or (for `dir_marker`) a directory's marker; empty implicit parents
+    /// are reaped. A missing key is not an error.
+    DeleteObject {
+        path: Vec<String>,
+        dir_marker: bool,
+    },
+    /// POSIX unlink of a file.
+    Unlink {
+        path: Vec<String>,
+    },
+    /// POSIX rmdir.
+    Rmdir {
+        path: Vec<String>,
+    },
+    SetAttr {
+        path: Vec<String>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        atime_ns: Option<i64>,
+        mtime_ns: Option<i64>,
+    },
+    /// Replace (or, with `None`, delete) the tag set of a file or a directory marker.
+    PutTags {
+        path: Vec<String>,
+        dir_marker: bool,
+        tags: Option<Vec<(String, String)>>,
+    },
+    CreateUpload {
+        path: Vec<String>,
+        upload_id: String,
+        meta: ObjectMeta,
+        tags: Vec<(String, String)>,
+        uid: u32,
+        gid: u32,
+    },
+    /// Store a part; a part with the same number is replaced and its chunks released.
+    PutPart {
+        path: Vec<String>,
+        upload_id: String,
+        part_number: u32,
+        part: PartRecord,
+    },
+    /// Turn the listed parts into the object at `path`, moving their chunk references into the
+    /// inode (no data is copied) and releasing unlisted parts.
+    CompleteUpload {
+        path: Vec<String>,
+        upload_id: String,
+        parts: Vec<(u32, String)>,
+        etag: String,
+        checksums: Checksums,
+        min_part_size: u64,
+    },
+    AbortUpload {
+        path: Vec<String>,
+        upload_id: String,
+    },
+    /// Remove collected chunks from the GC queue.
+    GcDone {
+        keys: Vec<Vec<u8>>,
+    },
+}
+
+impl MetaRequest {
+    /// Whether this request changes state (and so goes through the executor and raft).
+    pub fn is_write(&self) -> bool {
+        !matches!(
+            self,
+            MetaRequest::Lookup { .. }
+                | MetaRequest::Scan { .. }
+                | MetaRequest::ListUploads { .. }
+                | MetaRequest::GetUpload { .. }
+                | MetaRequest::GcDue { .. }
+                | MetaRequest::ChunkRefs
+        )
+    }
+
+    /// Short operation name for metrics and traces.
+    pub fn op_name(&self) -> &'static str {
+        match self {
+            MetaRequest::Lookup { .. } => "lookup",
+            MetaRequest::Scan { .. } => "scan",
+            MetaRequest::ListUploads { .. } => "list_uploads",
+            MetaRequest::GetUpload { .. } => "get_upload",
+            MetaRequest::GcDue { .. } => "gc_due",
+            MetaRequest::ChunkRefs => "chunk_refs",
+            MetaRequest::PutObject { .. } => "put_object",
+            MetaRequest::PutDirMarker { .. } => "put_dir_marker",
+            MetaRequest::MkdirImplicit { .. } => "mkdir_implicit",
+            MetaRequest::Mkdir { .. } => "mkdir",
+            MetaRequest::CreateBucket { .. } => "create_bucket",
+            MetaRequest::DeleteBucket { .. } => "delete_bucket",
+            MetaRequest::DeleteObject { .. } => "delete_object",
+            MetaRequest::Unlink { .. } => "unlink",
+            MetaRequest::Rmdir { .. } => "rmdir",
+            MetaRequest::SetAttr { .. } => "setattr",
+            MetaRequest::PutTags { .. } => "put_tags",
+            MetaRequest::CreateUpload { .. } => "create_upload",
+            MetaRequest::PutPart { .. } => "put_part",
+            MetaRequest::CompleteUpload { .. } => "complete_upload",
+            MetaRequest::AbortUpload { .. } => "abort_upload",
+            MetaRequest::GcDone { .. } => "gc_done",
+        }
+    }
+}
+
+/// The successful outcome of a [`MetaRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaResponse {
+    Done,
+    Attr(Attr),
+    Object(Box<ObjectView>),
+    Entries(Vec<Entry>),
+    Uploads(Vec<UploadInfo>),
+    Upload(Box<UploadInfo>),
+    Gc(Vec<(Vec<u8>, u128)>),
+    ChunkIds(Vec<u128>),
+}
