@@ -1,1 +1,18 @@
-//! placeholder
+//! The "libfs": turns full-path operations into MNode requests and file bytes into chunks.
+//!
+//! Used by the S3 gateway and the FUSE client. It routes each request to the MNode group that
+//! owns the path's last component (hybrid indexing), creates missing parents as implicit
+//! directories when an owner answers `MissingParent`, fans directory scans out to every group
+//! and merges them, and moves data to and from the chunkstores.
+
+mod cluster;
+mod data;
+mod error;
+mod gc;
+mod list;
+
+pub use cluster::{Cluster, ClusterConfig};
+pub use data::{ChunkWriter, DataStream, ReadRange, Written};
+pub use error::ClientError;
+pub use gc::{collect_garbage, GcReport};
+pub use list::{ListItem, Lister};

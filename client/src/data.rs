@@ -1,0 +1,171 @@
+//! File bytes: splitting writes into chunks (or keeping them inline) and streaming reads.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use saker_chunkstore::{ChunkId, ChunkStore};
+use saker_rpc::{ChunkRef, Layout};
+
+use crate::cluster::Cluster;
+use crate::error::ClientError;
+
+/// Largest piece a read fetches from a chunkstore at once.
+const READ_PIECE: u64 = 1024 * 1024;
+
+/// Accumulates the bytes of one new file, writing full chunks as they fill.
+///
+/// Chunks are durable on the chunkstore before [`ChunkWriter::finish`] returns, so the metadata
+/// commit that references them comes after their data (a crash in between only leaks chunks,
+/// which the scrub collects).
+pub struct ChunkWriter {
+    chunks_store: Arc<dyn ChunkStore>,
+    inline_threshold: usize,
+    chunk_size: usize,
+    buf: BytesMut,
+    chunks: Vec<ChunkRef>,
+    total: u64,
+}
+
+/// The stored form of a finished file.
+pub struct Written {
+    pub layout: Layout,
+    pub inline: Option<Bytes>,
+    pub size: u64,
+}
+
+impl ChunkWriter {
+    pub fn new(cluster: &Cluster) -> Self {
+        Self {
+            chunks_store: cluster.chunks.clone(),
+            inline_threshold: cluster.config.inline_threshold,
+            chunk_size: cluster.config.chunk_size.max(1),
+            buf: BytesMut::new(),
+            chunks: Vec::new(),
+            total: 0,
+        }
+    }
+
+    pub async fn write(&mut self, data: &[u8]) -> Result<(), ClientError> {
+        self.total += data.len() as u64;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let room = self.chunk_size - self.buf.len();
+            let take = room.min(rest.len());
+            self.buf.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if self.buf.len() == self.chunk_size {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), ClientError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = self.buf.split().freeze();
+        let id = ChunkId::random();
+        let info = self.chunks_store.put(id, data).await?;
+        self.chunks.push(ChunkRef { id: id.0, len: info.len, crc32c: info.crc32c });
+        Ok(())
+    }
+
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Finishes the file: small files stay inline, the rest is flushed to chunks.
+    pub async fn finish(mut self) -> Result<Written, ClientError> {
+        if self.chunks.is_empty() && self.buf.len() <= self.inline_threshold {
+            let inline = self.buf.split().freeze();
+            return Ok(Written { layout: Layout::Inline, inline: Some(inline), size: self.total });
+        }
+        self.finish_chunked().await
+    }
+
+    /// Finishes with a chunked layout even for small data (multipart parts are never inline).
+    pub async fn finish_chunked(mut self) -> Result<Written, ClientError> {
+        self.flush().await?;
+        Ok(Written { layout: Layout::Chunks(std::mem::take(&mut self.chunks)), inline: None, size: self.total })
+    }
+
+    /// Deletes the chunks written so far (nothing references them yet).
+    pub async fn abort(self) {
+        for c in &self.chunks {
+            if let Err(e) = self.chunks_store.delete(ChunkId(c.id)).await {
+                tracing::warn!(error = %e, "could not delete chunk of an aborted write; the scrub will");
+            }
+        }
+    }
+}
+
+/// A byte range `[start, end)` of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// File bytes as a stream that can be shared across threads (as HTTP bodies require).
+pub type DataStream = Pin<Box<dyn Stream<Item = Result<Bytes, ClientError>> + Send + Sync>>;
+
+struct ChannelStream(tokio::sync::mpsc::Receiver<Result<Bytes, ClientError>>);
+
+impl Stream for ChannelStream {
+    type Item = Result<Bytes, ClientError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+impl Cluster {
+    /// Streams `range` of a file stored with `layout` (inline bytes in `inline`).
+    pub fn read_data(&self, layout: &Layout, inline: Option<Bytes>, range: ReadRange) -> DataStream {
+        match layout {
+            Layout::Inline => {
+                let data = inline.unwrap_or_default();
+                let end = (range.end as usize).min(data.len());
+                let start = (range.start as usize).min(end);
+                Box::pin(futures::stream::once(futures::future::ready(Ok(data.slice(start..end)))))
+            }
+            Layout::Chunks(chunks) => {
+                let mut pieces = Vec::new();
+                let mut offset = 0u64;
+                for c in chunks {
+                    let (c_start, c_end) = (offset, offset + c.len);
+                    offset = c_end;
+                    let s = range.start.max(c_start);
+                    let e = range.end.min(c_end);
+                    let mut pos = s;
+                    while pos < e {
+                        let n = (e - pos).min(READ_PIECE);
+                        pieces.push((ChunkId(c.id), pos - c_start, n));
+                        pos += n;
+                    }
+                }
+                // A reader task fetches ahead while the consumer sends (two pieces in flight).
+                let store = self.chunks.clone();
+                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                tokio::spawn(async move {
+                    for (id, off, len) in pieces {
+                        let piece = store.get(id, off, len).await.map_err(ClientError::from);
+                        let failed = piece.is_err();
+                        if tx.send(piece).await.is_err() || failed {
+                            break;
+                        }
+                    }
+                });
+                Box::pin(ChannelStream(rx))
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Chunk garbage collection: released chunks after their grace period, and leaked ones.
+
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+use saker_chunkstore::ChunkId;
+use saker_rpc::{MetaRequest, MetaResponse};
+
+use crate::cluster::Cluster;
+use crate::error::ClientError;
+
+/// What one collection pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Chunks released by metadata and deleted after their grace period.
+    pub released: u64,
+    /// Chunks no record references, older than the grace period, deleted by the scrub.
+    pub leaked: u64,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default()
+}
+
+/// One pass: deletes chunks whose grace period ended, then (with `scrub`) chunks older than
+/// `grace` that no inode, part or GC entry references.
+pub async fn collect_garbage(cluster: &Cluster, grace: Duration, scrub: bool) -> Result<GcReport, ClientError> {
+    let mut report = GcReport::default();
+    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
+    for &g in &groups {
+        loop {
+            let due = match cluster.call_group(g, MetaRequest::GcDue { now_ns: now_ns(), limit: 1000 }).await? {
+                MetaResponse::Gc(d) => d,
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            };
+            if due.is_empty() {
+                break;
+            }
+            let mut keys = Vec::with_capacity(due.len());
+            for (key, chunk) in due {
+                cluster.chunks.delete(ChunkId(chunk)).await?;
+                keys.push(key);
+                report.released += 1;
+            }
+            cluster.call_group(g, MetaRequest::GcDone { keys }).await?;
+        }
+    }
+    if scrub {
+        // List candidates first: a chunk written after this point is newer than the cut-off.
+        let cutoff = SystemTime::now() - grace;
+        let candidates = cluster.chunks.list_older_than(cutoff).await?;
+        if candidates.is_empty() {
+            return Ok(report);
+        }
+        let mut referenced = HashSet::new();
+        for &g in &groups {
+            match cluster.call_group(g, MetaRequest::ChunkRefs).await? {
+                MetaResponse::ChunkIds(ids) => referenced.extend(ids),
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            }
+        }
+        for id in candidates {
+            if !referenced.contains(&id.0) {
+                cluster.chunks.delete(id).await?;
+                report.leaked += 1;
+            }
+        }
+    }
+    Ok(report)
+}

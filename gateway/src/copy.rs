@@ -1,0 +1,148 @@
+//! CopyObject and UploadPartCopy. A copy copies bytes: exactly one record references each chunk.
+
+use futures::StreamExt;
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::{ChunkWriter, ReadRange, Written};
+use saker_rpc::{FileKind, NewObject, ObjectView, Want};
+
+use crate::body::discard;
+use crate::error;
+use crate::get::{check_read_conditions, lookup_object};
+use crate::keys::{timestamp, write_key};
+use crate::put::{identity, object_meta, parse_tagging_header, Headers};
+use crate::Gateway;
+
+pub struct SourceConditions<'a> {
+    pub if_match: Option<&'a ETagCondition>,
+    pub if_none_match: Option<&'a ETagCondition>,
+    pub if_modified_since: Option<&'a Timestamp>,
+    pub if_unmodified_since: Option<&'a Timestamp>,
+}
+
+/// Resolves a copy source and checks the x-amz-copy-source-if-* conditions (all 412).
+pub async fn source(gw: &Gateway, src: &CopySource, cond: SourceConditions<'_>, want: Want) -> S3Result<(String, String, ObjectView)> {
+    let (bucket, key) = match src {
+        CopySource::Bucket { bucket, key, version_id: _ } => (bucket.to_string(), key.to_string()),
+        _ => return Err(s3_error!(NotImplemented, "only bucket copy sources are supported")),
+    };
+    let view = lookup_object(gw, &bucket, &key, want).await?;
+    check_read_conditions(
+        &view.attr.etag,
+        view.attr.s3_mtime_ns,
+        cond.if_match,
+        cond.if_none_match,
+        cond.if_modified_since,
+        cond.if_unmodified_since,
+        S3ErrorCode::PreconditionFailed,
+    )?;
+    Ok((bucket, key, view))
+}
+
+/// Copies `range` of the source's bytes into new storage; returns it with its MD5.
+pub async fn copy_bytes(gw: &Gateway, view: &ObjectView, range: ReadRange, chunked: bool) -> S3Result<(Written, [u8; 16])> {
+    use s3s::crypto::{Checksum as _, Md5};
+    let mut writer = ChunkWriter::new(&gw.cluster);
+    let mut md5 = Md5::new();
+    let mut stream = gw.cluster.read_data(&view.attr.layout, view.data.clone(), range);
+    while let Some(piece) = stream.next().await {
+        let piece = match piece {
+            Ok(p) => p,
+            Err(e) => {
+                writer.abort().await;
+                return Err(error::client(e));
+            }
+        };
+        md5.update(&piece);
+        if let Err(e) = writer.write(&piece).await {
+            writer.abort().await;
+            return Err(error::client(e));
+        }
+    }
+    let written = if chunked { writer.finish_chunked().await } else { writer.finish().await }.map_err(error::client)?;
+    Ok((written, md5.finalize()))
+}
+
+pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    let (uid, gid) = identity(gw, req.credentials.as_ref());
+    let input = req.input;
+    let dst = write_key(&input.bucket, &input.key)?;
+    let want = Want { meta: true, data: true, tags: true };
+    let cond = SourceConditions {
+        if_match: input.copy_source_if_match.as_ref(),
+        if_none_match: input.copy_source_if_none_match.as_ref(),
+        if_modified_since: input.copy_source_if_modified_since.as_ref(),
+        if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+    };
+    let (src_bucket, src_key, view) = source(gw, &input.copy_source, cond, want).await?;
+    let replace_meta = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    let replace_tags = input.tagging_directive.as_ref().is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
+    if src_bucket == input.bucket && src_key == input.key && !replace_meta && input.storage_class.is_none() {
+        return Err(s3_error!(
+            InvalidRequest,
+            "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+        ));
+    }
+    if view.attr.kind != FileKind::File && !dst.dir_marker {
+        return Err(S3Error::new(S3ErrorCode::NoSuchKey));
+    }
+    let src_meta = view.meta.clone().unwrap_or_default();
+    let mut meta = if replace_meta {
+        object_meta(Headers {
+            content_type: input.content_type,
+            content_encoding: input.content_encoding,
+            content_disposition: input.content_disposition,
+            content_language: input.content_language,
+            cache_control: input.cache_control,
+            expires: input.expires,
+            website_redirect: input.website_redirect_location,
+            metadata: input.metadata,
+        })
+    } else {
+        src_meta.clone()
+    };
+    meta.checksums = if view.attr.parts.is_empty() { src_meta.checksums.clone() } else { Default::default() };
+    let tags = if replace_tags { parse_tagging_header(input.tagging.as_deref())? } else { view.tags.clone().unwrap_or_default() };
+    let (written, md5) = copy_bytes(gw, &view, ReadRange { start: 0, end: view.attr.size }, false).await?;
+    let etag = hex::encode(md5);
+    let obj = NewObject {
+        size: written.size,
+        etag: etag.clone(),
+        layout: written.layout.clone(),
+        parts: Vec::new(),
+        meta,
+        inline: written.inline.clone(),
+        tags,
+        uid,
+        gid,
+    };
+    let attr = match gw.cluster.put_object(&dst.path, obj, dst.dir_marker).await {
+        Ok(a) => a,
+        Err(e) => {
+            discard(&gw.cluster, &written).await;
+            return Err(error::client(e));
+        }
+    };
+    Ok(S3Response::new(CopyObjectOutput {
+        copy_object_result: Some(CopyObjectResult {
+            e_tag: Some(ETag::Strong(etag)),
+            last_modified: Some(timestamp(attr.s3_mtime_ns)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+}
+
+/// Parses `bytes=first-last` of x-amz-copy-source-range against the source size.
+pub fn copy_range(spec: Option<&str>, size: u64) -> S3Result<ReadRange> {
+    let Some(spec) = spec else { return Ok(ReadRange { start: 0, end: size }) };
+    let bad = || s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let r = spec.strip_prefix("bytes=").ok_or_else(bad)?;
+    let (a, b) = r.split_once('-').ok_or_else(bad)?;
+    let first: u64 = a.parse().map_err(|_| bad())?;
+    let last: u64 = b.parse().map_err(|_| bad())?;
+    if first > last || last >= size {
+        return Err(S3Error::new(S3ErrorCode::InvalidRange));
+    }
+    Ok(ReadRange { start: first, end: last + 1 })
+}

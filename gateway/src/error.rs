@@ -1,0 +1,71 @@
+//! Every internal error becomes an S3 error here, in one exhaustive match each.
+
+use s3s::{S3Error, S3ErrorCode};
+use saker_client::ClientError;
+use saker_namespace::KeyError;
+use saker_rpc::MetaError;
+
+fn with_status(code: S3ErrorCode, msg: String, status: http::StatusCode) -> S3Error {
+    let mut e = S3Error::with_message(code, msg);
+    e.set_status_code(status);
+    e
+}
+
+/// A metadata error in the context of an object request.
+pub fn meta(e: MetaError) -> S3Error {
+    match e {
+        MetaError::NotFound | MetaError::NotDir | MetaError::IsDir => S3Error::new(S3ErrorCode::NoSuchKey),
+        MetaError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
+        MetaError::Exists => S3Error::new(S3ErrorCode::BucketAlreadyOwnedByYou),
+        MetaError::NotEmpty => S3Error::new(S3ErrorCode::BucketNotEmpty),
+        MetaError::Conflict { path } => with_status(
+            S3ErrorCode::Custom("ObjectPathConflict".into()),
+            format!("the namespace cannot hold this key: '{path}' is in the way (a file where a directory must be, or the reverse)"),
+            http::StatusCode::CONFLICT,
+        ),
+        MetaError::NoSuchUpload => S3Error::new(S3ErrorCode::NoSuchUpload),
+        MetaError::InvalidPart(m) => S3Error::with_message(S3ErrorCode::InvalidPart, m),
+        MetaError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
+        MetaError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
+        MetaError::Invalid(m) => S3Error::with_message(S3ErrorCode::InvalidArgument, m),
+        MetaError::NotPermitted => S3Error::new(S3ErrorCode::AccessDenied),
+        MetaError::Unavailable(m) => {
+            tracing::warn!(error = %m, "metadata node unavailable");
+            S3Error::new(S3ErrorCode::ServiceUnavailable)
+        }
+        e @ (MetaError::MissingParent { .. } | MetaError::NotOwner { .. } | MetaError::Internal(_)) => {
+            tracing::error!(error = %e, "internal metadata error");
+            S3Error::new(S3ErrorCode::InternalError)
+        }
+    }
+}
+
+/// A client-library error.
+pub fn client(e: ClientError) -> S3Error {
+    match e {
+        ClientError::Meta(m) => meta(m),
+        e @ (ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_)) => {
+            tracing::error!(error = %e, "internal error");
+            S3Error::new(S3ErrorCode::InternalError)
+        }
+    }
+}
+
+/// A key that cannot be stored as a path: 400 with the reason.
+pub fn bad_key(e: KeyError) -> S3Error {
+    match e {
+        KeyError::TooLong => S3Error::with_message(S3ErrorCode::KeyTooLongError, e.to_string()),
+        KeyError::Bucket(_) => S3Error::new(S3ErrorCode::NoSuchBucket),
+        e @ (KeyError::Empty
+        | KeyError::EmptyComponent(_)
+        | KeyError::DotComponent(_)
+        | KeyError::ComponentTooLong(_)
+        | KeyError::Nul(_)) => S3Error::with_message(S3ErrorCode::InvalidArgument, e.to_string()),
+    }
+}
+
+/// Wraps an unexpected failure, logging its source once.
+pub fn internal(e: impl std::fmt::Display) -> S3Error {
+    tracing::error!(error = %e, "internal error");
+    S3Error::new(S3ErrorCode::InternalError)
+}

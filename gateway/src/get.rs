@@ -1,0 +1,252 @@
+//! GetObject and HeadObject: one MNode lookup (inline data comes back with the inode),
+//! preconditions, ranges, part numbers, and the stored headers.
+
+use s3s::dto::{
+    ChecksumMode, ETag, ETagCondition, GetObjectInput, GetObjectOutput, HeadObjectInput, HeadObjectOutput, Metadata,
+    Range, StreamingBlob, Timestamp,
+};
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::ReadRange;
+use saker_rpc::{Checksums, FileKind, MetaError, ObjectMeta, ObjectView, Want};
+
+use crate::error;
+use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs, KeyPath};
+use crate::Gateway;
+
+/// Looks up the object a key names: a file, or an explicit directory's marker for `d/`.
+/// An unmappable key, a directory for a plain key, or an implicit directory is NoSuchKey.
+pub async fn lookup_object(gw: &Gateway, bucket: &str, key: &str, want: Want) -> S3Result<ObjectView> {
+    let kp = match map_key(bucket, key) {
+        Ok(kp) => kp,
+        Err(saker_namespace::KeyError::Bucket(_)) => return Err(S3Error::new(S3ErrorCode::NoSuchBucket)),
+        Err(_) => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
+    };
+    let view = gw.cluster.lookup(&kp.path, want).await.map_err(|e| match e {
+        MetaError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
+        e => error::meta(e),
+    })?;
+    let is_object = match view.attr.kind {
+        FileKind::File => !kp.dir_marker,
+        FileKind::Dir => kp.dir_marker && !view.attr.implicit,
+        FileKind::Symlink => false,
+    };
+    if !is_object {
+        return Err(S3Error::new(S3ErrorCode::NoSuchKey));
+    }
+    Ok(view)
+}
+
+fn etag_matches(cond: &ETagCondition, etag: &str) -> bool {
+    match cond {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(e) => e.value().trim_matches('"') == etag,
+    }
+}
+
+/// Read preconditions in S3's precedence: If-Match over If-Unmodified-Since (412),
+/// If-None-Match over If-Modified-Since (304 for GET/HEAD).
+pub fn check_read_conditions(
+    etag: &str,
+    mtime_ns: i64,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+    not_modified: S3ErrorCode,
+) -> S3Result<()> {
+    let mtime = secs(mtime_ns);
+    match if_match {
+        Some(c) if !etag_matches(c, etag) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
+        Some(_) => {}
+        None => {
+            if let Some(t) = if_unmodified_since {
+                if mtime > timestamp_secs(t) {
+                    return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
+                }
+            }
+        }
+    }
+    match if_none_match {
+        Some(c) if etag_matches(c, etag) => return Err(S3Error::new(not_modified)),
+        Some(_) => {}
+        None => {
+            if let Some(t) = if_modified_since {
+                if mtime <= timestamp_secs(t) {
+                    return Err(S3Error::new(not_modified));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Conditional writes: `If-None-Match: *` fails if the key exists, `If-Match` if it does not
+/// match (or does not exist).
+pub async fn check_write_conditions(
+    gw: &Gateway,
+    kp: &KeyPath,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+) -> S3Result<()> {
+    let current = match gw.cluster.lookup(&kp.path, Want::ATTR).await {
+        Ok(v) if v.attr.kind == FileKind::File && !kp.dir_marker => Some(v.attr.etag),
+        Ok(v) if v.attr.kind == FileKind::Dir && kp.dir_marker && !v.attr.implicit => Some(v.attr.etag),
+        Ok(_) | Err(MetaError::NotFound | MetaError::NotDir) => None,
+        Err(e) => return Err(error::meta(e)),
+    };
+    if let Some(c) = if_none_match {
+        if current.as_deref().is_some_and(|e| etag_matches(c, e)) {
+            return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
+        }
+    }
+    if let Some(c) = if_match {
+        match &current {
+            Some(e) if etag_matches(c, e) => {}
+            Some(_) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
+            None => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
+        }
+    }
+    Ok(())
+}
+
+fn invalid_part_number() -> S3Error {
+    let mut e = S3Error::with_message(S3ErrorCode::Custom("InvalidPartNumber".into()), "The requested partnumber is not satisfiable");
+    e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+    e
+}
+
+/// The byte range to serve and the Content-Range header, from Range or partNumber.
+fn select_range(
+    view: &ObjectView,
+    range: Option<&Range>,
+    part_number: Option<i32>,
+) -> S3Result<(ReadRange, Option<String>, Option<i32>)> {
+    let size = view.attr.size;
+    if let Some(n) = part_number {
+        if range.is_some() {
+            return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter"));
+        }
+        let parts = &view.attr.parts;
+        if parts.is_empty() {
+            if n != 1 {
+                return Err(invalid_part_number());
+            }
+            let cr = (size > 0).then(|| format!("bytes 0-{}/{}", size - 1, size));
+            return Ok((ReadRange { start: 0, end: size }, cr, Some(1)));
+        }
+        let idx = usize::try_from(n).ok().filter(|&i| i >= 1 && i <= parts.len()).ok_or_else(|| invalid_part_number())?;
+        let start: u64 = parts[..idx - 1].iter().map(|p| p.size).sum();
+        let end = start + parts[idx - 1].size;
+        let cr = format!("bytes {}-{}/{}", start, end.saturating_sub(1), size);
+        return Ok((ReadRange { start, end }, Some(cr), Some(parts.len() as i32)));
+    }
+    match range {
+        None => Ok((ReadRange { start: 0, end: size }, None, None)),
+        Some(r) => {
+            let r = r.check(size).map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?;
+            let cr = format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), size);
+            Ok((ReadRange { start: r.start, end: r.end }, Some(cr), None))
+        }
+    }
+}
+
+fn user_metadata(meta: &ObjectMeta) -> Option<Metadata> {
+    if meta.user.is_empty() {
+        None
+    } else {
+        Some(meta.user.iter().cloned().collect())
+    }
+}
+
+fn checksums_if(mode: Option<&ChecksumMode>, full: bool, meta: &ObjectMeta) -> Checksums {
+    if full && mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) {
+        meta.checksums.clone()
+    } else {
+        Checksums::default()
+    }
+}
+
+pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let input = req.input;
+    let view = lookup_object(gw, &input.bucket, &input.key, Want::OBJECT).await?;
+    let a = &view.attr;
+    check_read_conditions(
+        &a.etag,
+        a.s3_mtime_ns,
+        input.if_match.as_ref(),
+        input.if_none_match.as_ref(),
+        input.if_modified_since.as_ref(),
+        input.if_unmodified_since.as_ref(),
+        S3ErrorCode::NotModified,
+    )?;
+    let (range, content_range, parts_count) = select_range(&view, input.range.as_ref(), input.part_number)?;
+    let meta = view.meta.clone().unwrap_or_default();
+    let full = range.start == 0 && range.end == a.size;
+    let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
+    let body = gw.cluster.read_data(&a.layout, view.data.clone(), range);
+    let etag = if a.parts.is_empty() || !a.etag.is_empty() { a.etag.clone() } else { String::new() };
+    Ok(S3Response::new(GetObjectOutput {
+        body: Some(StreamingBlob::wrap(body)),
+        content_length: Some((range.end - range.start) as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        last_modified: Some(timestamp(a.s3_mtime_ns)),
+        e_tag: Some(ETag::Strong(etag)),
+        metadata: user_metadata(&meta),
+        content_type: meta.content_type.clone().or_else(|| Some("binary/octet-stream".into())),
+        content_encoding: meta.content_encoding.clone(),
+        content_disposition: meta.content_disposition.clone(),
+        content_language: meta.content_language.clone(),
+        cache_control: meta.cache_control.clone(),
+        expires: meta.expires.as_deref().and_then(parse_http_date),
+        website_redirect_location: meta.website_redirect.clone(),
+        parts_count,
+        checksum_crc32: sums.crc32,
+        checksum_crc32c: sums.crc32c,
+        checksum_crc64nvme: sums.crc64nvme,
+        checksum_sha1: sums.sha1,
+        checksum_sha256: sums.sha256,
+        ..Default::default()
+    }))
+}
+
+pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    let input = req.input;
+    let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
+    let a = &view.attr;
+    check_read_conditions(
+        &a.etag,
+        a.s3_mtime_ns,
+        input.if_match.as_ref(),
+        input.if_none_match.as_ref(),
+        input.if_modified_since.as_ref(),
+        input.if_unmodified_since.as_ref(),
+        S3ErrorCode::NotModified,
+    )?;
+    let (range, content_range, parts_count) = select_range(&view, input.range.as_ref(), input.part_number)?;
+    let meta = view.meta.clone().unwrap_or_default();
+    let full = range.start == 0 && range.end == a.size;
+    let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
+    Ok(S3Response::new(HeadObjectOutput {
+        content_length: Some((range.end - range.start) as i64),
+        content_range,
+        accept_ranges: Some("bytes".into()),
+        last_modified: Some(timestamp(a.s3_mtime_ns)),
+        e_tag: Some(ETag::Strong(a.etag.clone())),
+        metadata: user_metadata(&meta),
+        content_type: meta.content_type.clone().or_else(|| Some("binary/octet-stream".into())),
+        content_encoding: meta.content_encoding.clone(),
+        content_disposition: meta.content_disposition.clone(),
+        content_language: meta.content_language.clone(),
+        cache_control: meta.cache_control.clone(),
+        expires: meta.expires.as_deref().and_then(parse_http_date),
+        website_redirect_location: meta.website_redirect.clone(),
+        parts_count,
+        checksum_crc32: sums.crc32,
+        checksum_crc32c: sums.crc32c,
+        checksum_crc64nvme: sums.crc64nvme,
+        checksum_sha1: sums.sha1,
+        checksum_sha256: sums.sha256,
+        ..Default::default()
+    }))
+}

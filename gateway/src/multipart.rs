@@ -1,0 +1,325 @@
+//! Multipart uploads. Parts are always chunked; Complete moves their chunk references into the
+//! inode in one raft entry (no data is copied).
+
+use s3s::crypto::{Checksum as _, Md5};
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
+use saker_rpc::{MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
+
+use crate::body::{discard, ingest, Declared};
+use crate::copy::{copy_bytes, copy_range, source, SourceConditions};
+use crate::error;
+use crate::keys::{timestamp, write_key, KeyPath};
+use crate::put::{declared_from_headers, identity, object_meta, parse_tagging_header, Headers};
+use crate::Gateway;
+
+/// Smallest part other than the last (S3's limit).
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+const MAX_PART_NUMBER: i32 = 10_000;
+
+fn upload_error(e: MetaError) -> S3Error {
+    error::meta(e)
+}
+
+fn check_part_number(n: i32) -> S3Result<u32> {
+    if (1..=MAX_PART_NUMBER).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"))
+    }
+}
+
+async fn get_upload(gw: &Gateway, kp: &KeyPath, upload_id: &str) -> S3Result<UploadInfo> {
+    match gw.cluster.call(&kp.path, MetaRequest::GetUpload { path: kp.path.clone(), upload_id: upload_id.to_string() }).await {
+        Ok(MetaResponse::Upload(u)) => Ok(*u),
+        Ok(other) => Err(error::internal(format!("get_upload answered {other:?}"))),
+        Err(e) => Err(upload_error(e)),
+    }
+}
+
+pub async fn create(
+    gw: &Gateway,
+    req: S3Request<CreateMultipartUploadInput>,
+) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+    let (uid, gid) = identity(gw, req.credentials.as_ref());
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    if kp.dir_marker {
+        return Err(s3_error!(InvalidArgument, "a directory marker cannot be uploaded in parts"));
+    }
+    let tags = parse_tagging_header(input.tagging.as_deref())?;
+    let mut meta = object_meta(Headers {
+        content_type: input.content_type,
+        content_encoding: input.content_encoding,
+        content_disposition: input.content_disposition,
+        content_language: input.content_language,
+        cache_control: input.cache_control,
+        expires: input.expires,
+        website_redirect: input.website_redirect_location,
+        metadata: input.metadata,
+    });
+    meta.checksum_type = input.checksum_type.as_ref().map(|t| t.as_str().to_string());
+    let upload_id = hex::encode(rand::random::<[u8; 16]>());
+    let req = MetaRequest::CreateUpload { path: kp.path.clone(), upload_id: upload_id.clone(), meta, tags, uid, gid };
+    gw.cluster.call(&kp.path, req).await.map_err(error::meta)?;
+    Ok(S3Response::new(CreateMultipartUploadOutput {
+        bucket: Some(input.bucket),
+        key: Some(input.key),
+        upload_id: Some(upload_id),
+        checksum_algorithm: input.checksum_algorithm,
+        ..Default::default()
+    }))
+}
+
+async fn store_part(gw: &Gateway, kp: &KeyPath, upload_id: &str, number: u32, part: PartRecord) -> S3Result<()> {
+    let req = MetaRequest::PutPart { path: kp.path.clone(), upload_id: upload_id.to_string(), part_number: number, part };
+    gw.cluster.call(&kp.path, req).await.map(|_| ()).map_err(upload_error)
+}
+
+pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    let (algorithm, trailer) = declared_from_headers(&req.headers);
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let number = check_part_number(input.part_number)?;
+    // Fail before reading the body when the upload is unknown.
+    get_upload(gw, &kp, &input.upload_id).await?;
+    let declared = Declared {
+        md5_b64: input.content_md5.clone(),
+        sums: saker_rpc::Checksums {
+            crc32: input.checksum_crc32.clone(),
+            crc32c: input.checksum_crc32c.clone(),
+            crc64nvme: input.checksum_crc64nvme.clone(),
+            sha1: input.checksum_sha1.clone(),
+            sha256: input.checksum_sha256.clone(),
+        },
+        algorithm: input.checksum_algorithm.as_ref().map(|a| a.as_str().to_string()).or(algorithm),
+    };
+    let got = ingest(&gw.cluster, input.body, declared, req.trailing_headers, trailer.as_deref(), true).await?;
+    let part = PartRecord {
+        size: got.written.size,
+        etag: got.md5_hex.clone(),
+        checksums: got.sums.clone(),
+        layout: got.written.layout.clone(),
+        mtime_ns: 0,
+    };
+    if let Err(e) = store_part(gw, &kp, &input.upload_id, number, part).await {
+        discard(&gw.cluster, &got.written).await;
+        return Err(e);
+    }
+    let s = got.sums;
+    Ok(S3Response::new(UploadPartOutput {
+        e_tag: Some(ETag::Strong(got.md5_hex)),
+        checksum_crc32: s.crc32,
+        checksum_crc32c: s.crc32c,
+        checksum_crc64nvme: s.crc64nvme,
+        checksum_sha1: s.sha1,
+        checksum_sha256: s.sha256,
+        ..Default::default()
+    }))
+}
+
+pub async fn upload_part_copy(gw: &Gateway, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let number = check_part_number(input.part_number)?;
+    get_upload(gw, &kp, &input.upload_id).await?;
+    let cond = SourceConditions {
+        if_match: input.copy_source_if_match.as_ref(),
+        if_none_match: input.copy_source_if_none_match.as_ref(),
+        if_modified_since: input.copy_source_if_modified_since.as_ref(),
+        if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+    };
+    let (_, _, view) = source(gw, &input.copy_source, cond, Want::OBJECT).await?;
+    let range = copy_range(input.copy_source_range.as_deref(), view.attr.size)?;
+    let (written, md5) = copy_bytes(gw, &view, range, true).await?;
+    let etag = hex::encode(md5);
+    let part = PartRecord {
+        size: written.size,
+        etag: etag.clone(),
+        checksums: Default::default(),
+        layout: written.layout.clone(),
+        mtime_ns: 0,
+    };
+    if let Err(e) = store_part(gw, &kp, &input.upload_id, number, part).await {
+        discard(&gw.cluster, &written).await;
+        return Err(e);
+    }
+    Ok(S3Response::new(UploadPartCopyOutput {
+        copy_part_result: Some(CopyPartResult {
+            e_tag: Some(ETag::Strong(etag)),
+            last_modified: Some(timestamp(crate::keys::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }))
+}
+
+pub async fn complete(
+    gw: &Gateway,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let upload = get_upload(gw, &kp, &input.upload_id).await?;
+    let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+    if listed.is_empty() {
+        return Err(s3_error!(MalformedXML, "You must specify at least one part"));
+    }
+    let mut wanted = Vec::with_capacity(listed.len());
+    for p in &listed {
+        let n = p.part_number.ok_or_else(|| s3_error!(MalformedXML, "a part has no PartNumber"))?;
+        let etag = p.e_tag.as_ref().map(|e| e.value().trim_matches('"').to_string()).unwrap_or_default();
+        wanted.push((check_part_number(n)?, etag));
+    }
+    // The multipart ETag: md5 of the parts' binary md5s, then "-N".
+    let mut md5 = Md5::new();
+    for (n, etag) in &wanted {
+        let stored = upload.parts.iter().find(|(pn, _)| pn == n).map(|(_, r)| r.etag.as_str());
+        let raw = hex::decode(stored.unwrap_or(etag)).unwrap_or_default();
+        md5.update(&raw);
+    }
+    let etag = format!("{}-{}", hex::encode(md5.finalize()), wanted.len());
+    let (uid, gid) = (upload.uid, upload.gid);
+    let make = || MetaRequest::CompleteUpload {
+        path: kp.path.clone(),
+        upload_id: input.upload_id.clone(),
+        parts: wanted.clone(),
+        etag: etag.clone(),
+        checksums: Default::default(),
+        min_part_size: MIN_PART_SIZE,
+    };
+    gw.cluster.call_creating_parents(&kp.path, uid, gid, make).await.map_err(error::client)?;
+    Ok(S3Response::new(CompleteMultipartUploadOutput {
+        bucket: Some(input.bucket.clone()),
+        key: Some(input.key.clone()),
+        e_tag: Some(ETag::Strong(etag)),
+        location: Some(format!("/{}/{}", input.bucket, input.key)),
+        ..Default::default()
+    }))
+}
+
+pub async fn abort(gw: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let r = MetaRequest::AbortUpload { path: kp.path.clone(), upload_id: input.upload_id };
+    gw.cluster.call(&kp.path, r).await.map_err(upload_error)?;
+    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let upload = get_upload(gw, &kp, &input.upload_id).await?;
+    let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+    let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
+    let after: Vec<_> = upload.parts.iter().filter(|(n, _)| *n > marker).collect();
+    let truncated = after.len() > max;
+    let shown: Vec<_> = after.into_iter().take(max).collect();
+    let next = shown.last().map(|(n, _)| *n as i32);
+    let parts = shown
+        .into_iter()
+        .map(|(n, r)| Part {
+            part_number: Some(*n as i32),
+            e_tag: Some(ETag::Strong(r.etag.clone())),
+            size: Some(r.size as i64),
+            last_modified: Some(timestamp(r.mtime_ns)),
+            checksum_crc32: r.checksums.crc32.clone(),
+            checksum_crc32c: r.checksums.crc32c.clone(),
+            checksum_crc64nvme: r.checksums.crc64nvme.clone(),
+            checksum_sha1: r.checksums.sha1.clone(),
+            checksum_sha256: r.checksums.sha256.clone(),
+        })
+        .collect();
+    Ok(S3Response::new(ListPartsOutput {
+        bucket: Some(input.bucket),
+        key: Some(input.key),
+        upload_id: Some(input.upload_id),
+        max_parts: Some(max as i32),
+        part_number_marker: input.part_number_marker,
+        next_part_number_marker: next,
+        is_truncated: Some(truncated),
+        parts: Some(parts),
+        owner: Some(crate::list::owner()),
+        initiator: Some(Initiator { display_name: Some("saker".into()), id: Some("saker".into()) }),
+        storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+        ..Default::default()
+    }))
+}
+
+pub async fn list_uploads(
+    gw: &Gateway,
+    req: S3Request<ListMultipartUploadsInput>,
+) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+    let input = req.input;
+    crate::bucket::bucket_exists(gw, &input.bucket).await?;
+    let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+    let prefix = input.prefix.clone().unwrap_or_default();
+    let key_marker = input.key_marker.clone().unwrap_or_default();
+    let id_marker = input.upload_id_marker.clone().unwrap_or_default();
+    let mut all: Vec<UploadInfo> = Vec::new();
+    let groups: Vec<_> = gw.cluster.groups().map(|(g, _)| *g).collect();
+    for g in groups {
+        let r = MetaRequest::ListUploads {
+            bucket: input.bucket.clone(),
+            prefix: prefix.clone(),
+            key_marker: key_marker.clone(),
+            upload_id_marker: id_marker.clone(),
+            limit: (max + 1) as u32 * 4 + 1000,
+        };
+        match gw.cluster.call_group(g, r).await.map_err(error::meta)? {
+            MetaResponse::Uploads(u) => all.extend(u),
+            other => return Err(error::internal(format!("list_uploads answered {other:?}"))),
+        }
+    }
+    all.sort_by(|a, b| (&a.key, a.initiated_ns, &a.upload_id).cmp(&(&b.key, b.initiated_ns, &b.upload_id)));
+    let delimiter = input.delimiter.clone().filter(|d| !d.is_empty());
+    let mut uploads = Vec::new();
+    let mut common: Vec<String> = Vec::new();
+    let mut truncated = false;
+    let mut last: Option<(String, String)> = None;
+    for u in all {
+        if let Some(d) = &delimiter {
+            if let Some(i) = u.key[prefix.len()..].find(d.as_str()) {
+                let cp = u.key[..prefix.len() + i + d.len()].to_string();
+                if common.last() != Some(&cp) {
+                    if uploads.len() + common.len() == max {
+                        truncated = true;
+                        break;
+                    }
+                    last = Some((cp.clone(), String::new()));
+                    common.push(cp);
+                }
+                continue;
+            }
+        }
+        if uploads.len() + common.len() == max {
+            truncated = true;
+            break;
+        }
+        last = Some((u.key.clone(), u.upload_id.clone()));
+        uploads.push(MultipartUpload {
+            key: Some(u.key),
+            upload_id: Some(u.upload_id),
+            initiated: Some(timestamp(u.initiated_ns)),
+            initiator: Some(Initiator { display_name: Some("saker".into()), id: Some("saker".into()) }),
+            owner: Some(crate::list::owner()),
+            storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+            ..Default::default()
+        });
+    }
+    Ok(S3Response::new(ListMultipartUploadsOutput {
+        bucket: Some(input.bucket),
+        prefix: input.prefix,
+        delimiter: input.delimiter,
+        key_marker: input.key_marker,
+        upload_id_marker: input.upload_id_marker,
+        max_uploads: Some(max as i32),
+        is_truncated: Some(truncated),
+        next_key_marker: if truncated { last.as_ref().map(|l| l.0.clone()) } else { None },
+        next_upload_id_marker: if truncated { last.map(|l| l.1).filter(|s| !s.is_empty()) } else { None },
+        uploads: Some(uploads),
+        common_prefixes: Some(common.into_iter().map(|p| CommonPrefix { prefix: Some(p) }).collect()),
+        ..Default::default()
+    }))
+}
+

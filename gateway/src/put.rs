@@ -1,0 +1,131 @@
+//! PutObject (files and directory markers) and the S3 headers stored with an object.
+
+use s3s::dto::{ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+use saker_rpc::{NewObject, ObjectMeta};
+
+use crate::body::{discard, ingest, Declared};
+use crate::error;
+use crate::keys::{format_http_date, write_key};
+use crate::Gateway;
+
+/// The standard headers and user metadata of a new object.
+pub struct Headers {
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub content_disposition: Option<String>,
+    pub content_language: Option<String>,
+    pub cache_control: Option<String>,
+    pub expires: Option<Timestamp>,
+    pub website_redirect: Option<String>,
+    pub metadata: Option<Metadata>,
+}
+
+pub fn object_meta(h: Headers) -> ObjectMeta {
+    let mut user: Vec<(String, String)> = h.metadata.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
+    user.sort();
+    ObjectMeta {
+        content_type: h.content_type,
+        content_encoding: h.content_encoding,
+        content_disposition: h.content_disposition,
+        content_language: h.content_language,
+        cache_control: h.cache_control,
+        expires: h.expires.as_ref().and_then(format_http_date),
+        website_redirect: h.website_redirect,
+        user,
+        checksums: Default::default(),
+        checksum_type: None,
+    }
+}
+
+/// Parses an `x-amz-tagging` header (URL query form) into validated tags.
+pub fn parse_tagging_header(h: Option<&str>) -> S3Result<Vec<(String, String)>> {
+    let Some(h) = h else { return Ok(Vec::new()) };
+    let mut tags = Vec::new();
+    for pair in h.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let dec = |s: &str| {
+            percent_encoding::percent_decode_str(&s.replace('+', " "))
+                .decode_utf8()
+                .map(|c| c.into_owned())
+                .map_err(|_| s3_error!(InvalidArgument, "x-amz-tagging is not valid UTF-8"))
+        };
+        tags.push((dec(k)?, dec(v)?));
+    }
+    crate::tagging::validate_tags(&tags)?;
+    Ok(tags)
+}
+
+pub fn declared_from_headers(req_headers: &http::HeaderMap) -> (Option<String>, Option<String>) {
+    let alg = req_headers
+        .get("x-amz-sdk-checksum-algorithm")
+        .or_else(|| req_headers.get("x-amz-checksum-algorithm"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let trailer = req_headers.get("x-amz-trailer").and_then(|v| v.to_str().ok()).map(str::to_string);
+    (alg, trailer)
+}
+
+/// The uid/gid an authenticated request acts as.
+pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u32) {
+    creds.and_then(|c| gw.keys.get(&c.access_key)).map(|k| (k.uid, k.gid)).unwrap_or((0, 0))
+}
+
+pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    let (uid, gid) = identity(gw, req.credentials.as_ref());
+    let (algorithm, trailer) = declared_from_headers(&req.headers);
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let tags = parse_tagging_header(input.tagging.as_deref())?;
+    if input.if_match.is_some() || input.if_none_match.is_some() {
+        crate::get::check_write_conditions(gw, &kp, input.if_match.as_ref(), input.if_none_match.as_ref()).await?;
+    }
+    let declared = Declared {
+        md5_b64: input.content_md5.clone(),
+        sums: saker_rpc::Checksums {
+            crc32: input.checksum_crc32.clone(),
+            crc32c: input.checksum_crc32c.clone(),
+            crc64nvme: input.checksum_crc64nvme.clone(),
+            sha1: input.checksum_sha1.clone(),
+            sha256: input.checksum_sha256.clone(),
+        },
+        algorithm: input.checksum_algorithm.as_ref().map(|a| a.as_str().to_string()).or(algorithm),
+    };
+    let got = ingest(&gw.cluster, input.body, declared, req.trailing_headers, trailer.as_deref(), false).await?;
+    let mut meta = object_meta(Headers {
+        content_type: input.content_type,
+        content_encoding: input.content_encoding,
+        content_disposition: input.content_disposition,
+        content_language: input.content_language,
+        cache_control: input.cache_control,
+        expires: input.expires,
+        website_redirect: input.website_redirect_location,
+        metadata: input.metadata,
+    });
+    meta.checksums = got.sums.clone();
+    let obj = NewObject {
+        size: got.written.size,
+        etag: got.md5_hex.clone(),
+        layout: got.written.layout.clone(),
+        parts: Vec::new(),
+        meta,
+        inline: got.written.inline.clone(),
+        tags,
+        uid,
+        gid,
+    };
+    if let Err(e) = gw.cluster.put_object(&kp.path, obj, kp.dir_marker).await {
+        discard(&gw.cluster, &got.written).await;
+        return Err(error::client(e));
+    }
+    let s = got.sums;
+    Ok(S3Response::new(PutObjectOutput {
+        e_tag: Some(ETag::Strong(got.md5_hex)),
+        checksum_crc32: s.crc32,
+        checksum_crc32c: s.crc32c,
+        checksum_crc64nvme: s.crc64nvme,
+        checksum_sha1: s.sha1,
+        checksum_sha256: s.sha256,
+        ..Default::default()
+    }))
+}

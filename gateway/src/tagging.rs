@@ -1,0 +1,67 @@
+//! Object tagging.
+
+use s3s::dto::*;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+use saker_rpc::{MetaRequest, Want};
+
+use crate::error;
+use crate::get::lookup_object;
+use crate::keys::write_key;
+use crate::Gateway;
+
+/// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
+pub fn validate_tags(tags: &[(String, String)]) -> S3Result<()> {
+    if tags.len() > 10 {
+        return Err(s3_error!(InvalidTag, "Object tags cannot be greater than 10"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (k, v) in tags {
+        if k.is_empty() || k.chars().count() > 128 {
+            return Err(s3_error!(InvalidTag, "The TagKey you have provided is invalid"));
+        }
+        if v.chars().count() > 256 {
+            return Err(s3_error!(InvalidTag, "The TagValue you have provided is invalid"));
+        }
+        if !seen.insert(k) {
+            return Err(s3_error!(InvalidTag, "Cannot provide multiple Tags with the same key"));
+        }
+    }
+    Ok(())
+}
+
+pub async fn put(gw: &Gateway, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+    let input = req.input;
+    let tags: Vec<(String, String)> = input
+        .tagging
+        .tag_set
+        .into_iter()
+        .map(|t| (t.key.unwrap_or_default(), t.value.unwrap_or_default()))
+        .collect();
+    validate_tags(&tags)?;
+    lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let r = MetaRequest::PutTags { path: kp.path.clone(), dir_marker: kp.dir_marker, tags: Some(tags) };
+    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
+    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+}
+
+pub async fn get(gw: &Gateway, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+    let input = req.input;
+    let view = lookup_object(gw, &input.bucket, &input.key, Want { meta: false, data: false, tags: true }).await?;
+    let tag_set = view
+        .tags
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| Tag { key: Some(k), value: Some(v) })
+        .collect();
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
+}
+
+pub async fn delete(gw: &Gateway, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+    let input = req.input;
+    lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let r = MetaRequest::PutTags { path: kp.path.clone(), dir_marker: kp.dir_marker, tags: None };
+    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
+    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+}
