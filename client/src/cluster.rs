@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use saker_chunkstore::ChunkStore;
 use saker_namespace::{GroupId, Route, Router};
-use saker_rpc::{Attr, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, ObjectView, Want};
+use saker_rpc::{
+    Attr, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, ObjectView, Want,
+};
 
 use crate::error::ClientError;
 
@@ -21,7 +23,10 @@ pub struct ClusterConfig {
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        Self { inline_threshold: 64 * 1024, chunk_size: 8 * 1024 * 1024 }
+        Self {
+            inline_threshold: 64 * 1024,
+            chunk_size: 8 * 1024 * 1024,
+        }
     }
 }
 
@@ -51,7 +56,14 @@ impl Cluster {
                 break id;
             }
         };
-        Self { router, groups, chunks, config, client_id, seq: AtomicU64::new(0) }
+        Self {
+            router,
+            groups,
+            chunks,
+            config,
+            client_id,
+            seq: AtomicU64::new(0),
+        }
     }
 
     pub fn config(&self) -> &ClusterConfig {
@@ -68,7 +80,11 @@ impl Cluster {
 
     /// The group owning `path` (by its last component; the root goes to the first group).
     pub fn owner(&self, path: &[String]) -> GroupId {
-        let first = *self.groups.keys().next().expect("a cluster has at least one group");
+        let first = *self
+            .groups
+            .keys()
+            .next()
+            .expect("a cluster has at least one group");
         match path.last() {
             None => first,
             Some(name) => match self.router.route_name(name) {
@@ -80,11 +96,16 @@ impl Cluster {
     }
 
     fn group(&self, g: GroupId) -> Result<&Arc<dyn MetaService>, MetaError> {
-        self.groups.get(&g).ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
+        self.groups
+            .get(&g)
+            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
     }
 
     fn next_tag(&self) -> ClientTag {
-        ClientTag { client: self.client_id, seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1 }
+        ClientTag {
+            client: self.client_id,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
+        }
     }
 
     /// Sends one request to the owner of `path`.
@@ -94,7 +115,11 @@ impl Cluster {
     }
 
     /// Sends one request to a given group.
-    pub async fn call_group(&self, g: GroupId, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+    pub async fn call_group(
+        &self,
+        g: GroupId,
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
         let tag = self.next_tag();
         self.group(g)?.call(tag, req).await
     }
@@ -114,7 +139,11 @@ impl Cluster {
             let (target, req) = match pending.last() {
                 Some(&depth) => (
                     &path[..=depth],
-                    MetaRequest::MkdirImplicit { path: path[..=depth].to_vec(), uid, gid },
+                    MetaRequest::MkdirImplicit {
+                        path: path[..=depth].to_vec(),
+                        uid,
+                        gid,
+                    },
                 ),
                 None => (path, make()),
             };
@@ -124,7 +153,9 @@ impl Cluster {
                         return Ok(resp);
                     }
                 }
-                Err(MetaError::MissingParent { depth }) if depth >= 1 && pending.last().is_none_or(|&d| depth < d) => {
+                Err(MetaError::MissingParent { depth })
+                    if depth >= 1 && pending.last().is_none_or(|&d| depth < d) =>
+                {
                     pending.push(depth);
                 }
                 Err(e) => return Err(e.into()),
@@ -134,14 +165,25 @@ impl Cluster {
     }
 
     /// Stores a file (or, for `dir_marker`, a directory marker) at `path`.
-    pub async fn put_object(&self, path: &[String], obj: NewObject, dir_marker: bool) -> Result<Attr, ClientError> {
+    pub async fn put_object(
+        &self,
+        path: &[String],
+        obj: NewObject,
+        dir_marker: bool,
+    ) -> Result<Attr, ClientError> {
         let (uid, gid) = (obj.uid, obj.gid);
         let resp = self
             .call_creating_parents(path, uid, gid, || {
                 if dir_marker {
-                    MetaRequest::PutDirMarker { path: path.to_vec(), obj: obj.clone() }
+                    MetaRequest::PutDirMarker {
+                        path: path.to_vec(),
+                        obj: obj.clone(),
+                    }
                 } else {
-                    MetaRequest::PutObject { path: path.to_vec(), obj: obj.clone() }
+                    MetaRequest::PutObject {
+                        path: path.to_vec(),
+                        obj: obj.clone(),
+                    }
                 }
             })
             .await?;
@@ -153,7 +195,16 @@ impl Cluster {
 
     /// Looks up `path` with the wanted payloads: one MNode request.
     pub async fn lookup(&self, path: &[String], want: Want) -> Result<ObjectView, MetaError> {
-        match self.call(path, MetaRequest::Lookup { path: path.to_vec(), want }).await? {
+        match self
+            .call(
+                path,
+                MetaRequest::Lookup {
+                    path: path.to_vec(),
+                    want,
+                },
+            )
+            .await?
+        {
             MetaResponse::Object(v) => Ok(*v),
             other => Err(MetaError::Internal(format!("lookup answered {other:?}"))),
         }

@@ -70,7 +70,11 @@ impl ChunkWriter {
         let data = self.buf.split().freeze();
         let id = ChunkId::random();
         let info = self.chunks_store.put(id, data).await?;
-        self.chunks.push(ChunkRef { id: id.0, len: info.len, crc32c: info.crc32c });
+        self.chunks.push(ChunkRef {
+            id: id.0,
+            len: info.len,
+            crc32c: info.crc32c,
+        });
         Ok(())
     }
 
@@ -86,7 +90,11 @@ impl ChunkWriter {
     pub async fn finish(mut self) -> Result<Written, ClientError> {
         if self.chunks.is_empty() && self.buf.len() <= self.inline_threshold {
             let inline = self.buf.split().freeze();
-            return Ok(Written { layout: Layout::Inline, inline: Some(inline), size: self.total });
+            return Ok(Written {
+                layout: Layout::Inline,
+                inline: Some(inline),
+                size: self.total,
+            });
         }
         self.finish_chunked().await
     }
@@ -94,7 +102,11 @@ impl ChunkWriter {
     /// Finishes with a chunked layout even for small data (multipart parts are never inline).
     pub async fn finish_chunked(mut self) -> Result<Written, ClientError> {
         self.flush().await?;
-        Ok(Written { layout: Layout::Chunks(std::mem::take(&mut self.chunks)), inline: None, size: self.total })
+        Ok(Written {
+            layout: Layout::Chunks(std::mem::take(&mut self.chunks)),
+            inline: None,
+            size: self.total,
+        })
     }
 
     /// Deletes the chunks written so far (nothing references them yet).
@@ -129,13 +141,20 @@ impl Stream for ChannelStream {
 
 impl Cluster {
     /// Streams `range` of a file stored with `layout` (inline bytes in `inline`).
-    pub fn read_data(&self, layout: &Layout, inline: Option<Bytes>, range: ReadRange) -> DataStream {
+    pub fn read_data(
+        &self,
+        layout: &Layout,
+        inline: Option<Bytes>,
+        range: ReadRange,
+    ) -> DataStream {
         match layout {
             Layout::Inline => {
                 let data = inline.unwrap_or_default();
                 let end = (range.end as usize).min(data.len());
                 let start = (range.start as usize).min(end);
-                Box::pin(futures::stream::once(futures::future::ready(Ok(data.slice(start..end)))))
+                Box::pin(futures::stream::once(futures::future::ready(Ok(
+                    data.slice(start..end)
+                ))))
             }
             Layout::Chunks(chunks) => {
                 let mut pieces = Vec::new();

@@ -19,17 +19,33 @@ pub struct GcReport {
 }
 
 fn now_ns() -> i64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default()
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or_default()
 }
 
 /// One pass: deletes chunks whose grace period ended, then (with `scrub`) chunks older than
 /// `grace` that no inode, part or GC entry references.
-pub async fn collect_garbage(cluster: &Cluster, grace: Duration, scrub: bool) -> Result<GcReport, ClientError> {
+pub async fn collect_garbage(
+    cluster: &Cluster,
+    grace: Duration,
+    scrub: bool,
+) -> Result<GcReport, ClientError> {
     let mut report = GcReport::default();
     let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
     for &g in &groups {
         loop {
-            let due = match cluster.call_group(g, MetaRequest::GcDue { now_ns: now_ns(), limit: 1000 }).await? {
+            let due = match cluster
+                .call_group(
+                    g,
+                    MetaRequest::GcDue {
+                        now_ns: now_ns(),
+                        limit: 1000,
+                    },
+                )
+                .await?
+            {
                 MetaResponse::Gc(d) => d,
                 other => return Err(ClientError::Protocol(format!("{other:?}"))),
             };

@@ -19,7 +19,10 @@ use crate::error::ClientError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListItem {
     /// An object (a file, or an explicit directory's marker `d/`).
-    Object { key: String, attr: Attr },
+    Object {
+        key: String,
+        attr: Attr,
+    },
     CommonPrefix(String),
 }
 
@@ -45,7 +48,14 @@ struct Frame {
 
 impl Frame {
     fn new(dir: InodeId, prefix: Vec<u8>, after: Vec<u8>) -> Self {
-        Self { dir, prefix, after, buffer: VecDeque::new(), exhausted: false, pages: 0 }
+        Self {
+            dir,
+            prefix,
+            after,
+            buffer: VecDeque::new(),
+            exhausted: false,
+            pages: 0,
+        }
     }
 }
 
@@ -83,7 +93,12 @@ impl<'a> Lister<'a> {
     /// Opens a lister on `bucket`; `NoSuchBucket` if it does not exist.
     pub async fn new(cluster: &'a Cluster, bucket: &str) -> Result<Self, ClientError> {
         let view = cluster.lookup(&[bucket.to_string()], Want::ATTR).await?;
-        Ok(Self { cluster, bucket: bucket.to_string(), bucket_id: view.attr.id, stack: Vec::new() })
+        Ok(Self {
+            cluster,
+            bucket: bucket.to_string(),
+            bucket_id: view.attr.id,
+            stack: Vec::new(),
+        })
     }
 
     /// Positions the stream so that the next key is the first one greater than `pos`.
@@ -151,7 +166,11 @@ impl<'a> Lister<'a> {
         let mut merged: Vec<Entry> = Vec::new();
         let groups: Vec<_> = self.cluster.groups().map(|(g, _)| *g).collect();
         for g in groups {
-            let req = MetaRequest::Scan { dir: frame.dir, start_after: frame.after.clone(), limit };
+            let req = MetaRequest::Scan {
+                dir: frame.dir,
+                start_after: frame.after.clone(),
+                limit,
+            };
             match self.cluster.call_group(g, req).await? {
                 MetaResponse::Entries(e) => merged.extend(e),
                 other => return Err(ClientError::Protocol(format!("{other:?}"))),
@@ -184,11 +203,16 @@ impl<'a> Lister<'a> {
             frame.after = sort_name(&entry);
             let mut key = frame.prefix.clone();
             key.extend_from_slice(&frame.after);
-            let key = String::from_utf8(key).map_err(|_| ClientError::Protocol("non-UTF-8 key".into()))?;
+            let key = String::from_utf8(key)
+                .map_err(|_| ClientError::Protocol("non-UTF-8 key".into()))?;
             match entry.attr.kind {
                 FileKind::Dir => {
                     let show = !entry.attr.implicit;
-                    self.stack.push(Frame::new(entry.attr.id, key.clone().into_bytes(), Vec::new()));
+                    self.stack.push(Frame::new(
+                        entry.attr.id,
+                        key.clone().into_bytes(),
+                        Vec::new(),
+                    ));
                     if show {
                         return Ok(Some((key, entry.attr)));
                     }
@@ -233,7 +257,9 @@ impl<'a> Lister<'a> {
                 continue;
             }
             let item = match delimiter.and_then(|d| key[prefix.len()..].find(d).map(|i| (i, d))) {
-                Some((i, d)) => ListItem::CommonPrefix(key[..prefix.len() + i + d.len()].to_string()),
+                Some((i, d)) => {
+                    ListItem::CommonPrefix(key[..prefix.len() + i + d.len()].to_string())
+                }
                 None => ListItem::Object { key, attr },
             };
             if items.len() == max {

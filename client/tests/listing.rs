@@ -518,7 +518,13 @@ async fn fixed_examples() {
 #[tokio::test]
 async fn empty_implicit_directories_are_invisible() {
     let cluster = new_cluster().await;
-    for dirs in [vec!["e"], vec!["e", "f"], vec!["g"], vec!["a", "a"]] {
+    for dirs in [
+        vec!["e"],
+        vec!["e", "f"],
+        vec!["g"],
+        vec!["a"],
+        vec!["a", "a"],
+    ] {
         let mut path = vec![BUCKET.to_string()];
         path.extend(dirs.iter().map(|d| d.to_string()));
         cluster

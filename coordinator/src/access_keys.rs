@@ -67,23 +67,43 @@ pub struct AccessKeyStore {
 /// A random string of `len` characters from `alphabet`.
 fn random_string(alphabet: &[u8], len: usize) -> String {
     let mut rng = rand::thread_rng();
-    (0..len).map(|_| alphabet[rng.gen_range(0..alphabet.len())] as char).collect()
+    (0..len)
+        .map(|_| alphabet[rng.gen_range(0..alphabet.len())] as char)
+        .collect()
 }
 
 pub fn generate_access_key() -> String {
-    format!("SK{}", random_string(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 18))
+    format!(
+        "SK{}",
+        random_string(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 18)
+    )
 }
 
 pub fn generate_secret_key() -> String {
-    random_string(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 40)
+    random_string(
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+        40,
+    )
 }
 
 fn validate(access_key: &str, secret_key: &str) -> Result<(), KeyError> {
-    if access_key.len() < 3 || access_key.len() > 128 || !access_key.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-        return Err(KeyError::Invalid("access key must be 3-128 characters of [A-Za-z0-9-_.]".into()));
+    if access_key.len() < 3
+        || access_key.len() > 128
+        || !access_key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    {
+        return Err(KeyError::Invalid(
+            "access key must be 3-128 characters of [A-Za-z0-9-_.]".into(),
+        ));
     }
-    if secret_key.len() < 8 || secret_key.len() > 128 || !secret_key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(KeyError::Invalid("secret key must be 8-128 printable ASCII characters".into()));
+    if secret_key.len() < 8
+        || secret_key.len() > 128
+        || !secret_key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(KeyError::Invalid(
+            "secret key must be 8-128 printable ASCII characters".into(),
+        ));
     }
     Ok(())
 }
@@ -95,9 +115,13 @@ impl AccessKeyStore {
         let mut keys = BTreeMap::new();
         match fs::read(path) {
             Ok(bytes) => {
-                let file: FileV1 = serde_json::from_slice(&bytes).map_err(|e| KeyError::Corrupt(e.to_string()))?;
+                let file: FileV1 =
+                    serde_json::from_slice(&bytes).map_err(|e| KeyError::Corrupt(e.to_string()))?;
                 if file.version != FILE_VERSION {
-                    return Err(KeyError::Corrupt(format!("unknown version {}", file.version)));
+                    return Err(KeyError::Corrupt(format!(
+                        "unknown version {}",
+                        file.version
+                    )));
                 }
                 for k in file.keys {
                     keys.insert(k.access_key.clone(), k);
@@ -106,20 +130,38 @@ impl AccessKeyStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
-        let store = Self { path: path.to_path_buf(), keys: RwLock::new(keys) };
+        let store = Self {
+            path: path.to_path_buf(),
+            keys: RwLock::new(keys),
+        };
         let has_root = store.keys.read().values().any(|k| k.root);
         match root {
             Some((ak, sk)) => {
                 validate(&ak, &sk)?;
                 let mut keys = store.keys.write();
                 keys.retain(|_, k| !k.root);
-                keys.insert(ak.clone(), AccessKey { access_key: ak, secret_key: sk, uid: 0, gid: 0, root: true });
+                keys.insert(
+                    ak.clone(),
+                    AccessKey {
+                        access_key: ak,
+                        secret_key: sk,
+                        uid: 0,
+                        gid: 0,
+                        root: true,
+                    },
+                );
             }
             None if !has_root => {
                 let ak = generate_access_key();
                 store.keys.write().insert(
                     ak.clone(),
-                    AccessKey { access_key: ak, secret_key: generate_secret_key(), uid: 0, gid: 0, root: true },
+                    AccessKey {
+                        access_key: ak,
+                        secret_key: generate_secret_key(),
+                        uid: 0,
+                        gid: 0,
+                        root: true,
+                    },
                 );
             }
             None => {}
@@ -130,11 +172,19 @@ impl AccessKeyStore {
 
     fn persist(&self) -> Result<(), KeyError> {
         let keys = self.keys.read();
-        let file = FileV1 { version: FILE_VERSION, keys: keys.values().cloned().collect() };
-        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Corrupt(e.to_string()))?;
+        let file = FileV1 {
+            version: FILE_VERSION,
+            keys: keys.values().cloned().collect(),
+        };
+        let bytes =
+            serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Corrupt(e.to_string()))?;
         let tmp = self.path.with_extension("tmp");
         {
-            let mut f = fs::OpenOptions::new().create(true).write(true).truncate(true).open(&tmp)?;
+            let mut f = fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(&tmp)?;
             #[cfg(unix)]
             {
                 use std::os::unix::fs::PermissionsExt;
@@ -155,7 +205,12 @@ impl AccessKeyStore {
     }
 
     pub fn root(&self) -> AccessKey {
-        self.keys.read().values().find(|k| k.root).cloned().expect("the store always has a root key")
+        self.keys
+            .read()
+            .values()
+            .find(|k| k.root)
+            .cloned()
+            .expect("the store always has a root key")
     }
 
     /// All keys, secrets included (callers decide what to show).
@@ -201,9 +256,14 @@ mod tests {
         let root = AccessKeyStore::open(&path, None).unwrap().root();
         let again = AccessKeyStore::open(&path, None).unwrap().root();
         assert_eq!(root, again);
-        let forced = AccessKeyStore::open(&path, Some(("admin".into(), "secret-123".into()))).unwrap();
+        let forced =
+            AccessKeyStore::open(&path, Some(("admin".into(), "secret-123".into()))).unwrap();
         assert_eq!(forced.root().access_key, "admin");
-        assert_eq!(forced.list().iter().filter(|k| k.root).count(), 1, "one root key only");
+        assert_eq!(
+            forced.list().iter().filter(|k| k.root).count(),
+            1,
+            "one root key only"
+        );
     }
 
     #[test]
@@ -211,15 +271,39 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.json");
         let s = AccessKeyStore::open(&path, None).unwrap();
-        let k = AccessKey { access_key: "user1".into(), secret_key: "password1".into(), uid: 1000, gid: 1000, root: false };
+        let k = AccessKey {
+            access_key: "user1".into(),
+            secret_key: "password1".into(),
+            uid: 1000,
+            gid: 1000,
+            root: false,
+        };
         s.create(k.clone()).unwrap();
         assert!(matches!(s.create(k.clone()), Err(KeyError::Exists(_))));
-        assert!(matches!(s.create(AccessKey { access_key: "a b".into(), ..k.clone() }), Err(KeyError::Invalid(_))));
-        assert_eq!(AccessKeyStore::open(&path, None).unwrap().get("user1"), Some(k));
-        assert!(matches!(s.delete(&s.root().access_key), Err(KeyError::Root)));
+        assert!(matches!(
+            s.create(AccessKey {
+                access_key: "a b".into(),
+                ..k.clone()
+            }),
+            Err(KeyError::Invalid(_))
+        ));
+        assert_eq!(
+            AccessKeyStore::open(&path, None).unwrap().get("user1"),
+            Some(k)
+        );
+        assert!(matches!(
+            s.delete(&s.root().access_key),
+            Err(KeyError::Root)
+        ));
         s.delete("user1").unwrap();
         assert!(matches!(s.delete("user1"), Err(KeyError::NotFound(_))));
-        assert_eq!(AccessKeyStore::open(&path, None).unwrap().get("user1"), None);
-        assert!(!format!("{:?}", s.root()).contains(&s.root().secret_key), "Debug hides the secret");
+        assert_eq!(
+            AccessKeyStore::open(&path, None).unwrap().get("user1"),
+            None
+        );
+        assert!(
+            !format!("{:?}", s.root()).contains(&s.root().secret_key),
+            "Debug hides the secret"
+        );
     }
 }

@@ -75,7 +75,9 @@ fn to_checksums(c: s3s::dto::Checksum) -> Checksums {
 }
 
 fn merge_trailers(declared: &mut Declared, trailers: Option<TrailingHeaders>) {
-    let Some(map) = trailers.and_then(|t| t.take()) else { return };
+    let Some(map) = trailers.and_then(|t| t.take()) else {
+        return;
+    };
     let get = |n: &str| map.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
     let s = &mut declared.sums;
     s.crc32 = get("x-amz-checksum-crc32").or(s.crc32.take());
@@ -91,7 +93,10 @@ fn verify(declared: &Declared, computed: &Checksums, md5_raw: &[u8; 16]) -> S3Re
             .decode(b64.trim())
             .map_err(|_| s3_error!(InvalidDigest, "Content-MD5 is not valid base64"))?;
         if want.as_slice() != md5_raw {
-            return Err(s3_error!(BadDigest, "the Content-MD5 you specified did not match what we received"));
+            return Err(s3_error!(
+                BadDigest,
+                "the Content-MD5 you specified did not match what we received"
+            ));
         }
     }
     let d = &declared.sums;
@@ -104,7 +109,11 @@ fn verify(declared: &Declared, computed: &Checksums, md5_raw: &[u8; 16]) -> S3Re
     ] {
         if let Some(w) = want {
             if Some(w) != got.as_ref() {
-                return Err(s3_error!(BadDigest, "the {} checksum you specified did not match what we received", name));
+                return Err(s3_error!(
+                    BadDigest,
+                    "the {} checksum you specified did not match what we received",
+                    name
+                ));
             }
         }
     }
@@ -131,7 +140,10 @@ pub async fn ingest(
                 Err(e) => {
                     writer.abort().await;
                     tracing::debug!(error = %e, "request body failed");
-                    return Err(s3_error!(IncompleteBody, "the request body could not be read"));
+                    return Err(s3_error!(
+                        IncompleteBody,
+                        "the request body could not be read"
+                    ));
                 }
             };
             md5.update(&piece);
@@ -149,14 +161,27 @@ pub async fn ingest(
         writer.abort().await;
         return Err(e);
     }
-    let written = if chunked { writer.finish_chunked().await } else { writer.finish().await }.map_err(error::client)?;
-    Ok(Ingested { written, md5_hex: hex::encode(md5_raw), sums })
+    let written = if chunked {
+        writer.finish_chunked().await
+    } else {
+        writer.finish().await
+    }
+    .map_err(error::client)?;
+    Ok(Ingested {
+        written,
+        md5_hex: hex::encode(md5_raw),
+        sums,
+    })
 }
 
 /// Deletes the chunks of data that no record will reference (a failed metadata commit).
 pub async fn discard(cluster: &Cluster, written: &Written) {
     for c in written.layout.chunks() {
-        if let Err(e) = cluster.chunk_store().delete(saker_chunkstore::ChunkId(c.id)).await {
+        if let Err(e) = cluster
+            .chunk_store()
+            .delete(saker_chunkstore::ChunkId(c.id))
+            .await
+        {
             tracing::warn!(error = %e, "could not delete an unreferenced chunk; the scrub will");
         }
     }

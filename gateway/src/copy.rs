@@ -21,10 +21,24 @@ pub struct SourceConditions<'a> {
 }
 
 /// Resolves a copy source and checks the x-amz-copy-source-if-* conditions (all 412).
-pub async fn source(gw: &Gateway, src: &CopySource, cond: SourceConditions<'_>, want: Want) -> S3Result<(String, String, ObjectView)> {
+pub async fn source(
+    gw: &Gateway,
+    src: &CopySource,
+    cond: SourceConditions<'_>,
+    want: Want,
+) -> S3Result<(String, String, ObjectView)> {
     let (bucket, key) = match src {
-        CopySource::Bucket { bucket, key, version_id: _ } => (bucket.to_string(), key.to_string()),
-        _ => return Err(s3_error!(NotImplemented, "only bucket copy sources are supported")),
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id: _,
+        } => (bucket.to_string(), key.to_string()),
+        _ => {
+            return Err(s3_error!(
+                NotImplemented,
+                "only bucket copy sources are supported"
+            ))
+        }
     };
     let view = lookup_object(gw, &bucket, &key, want).await?;
     check_read_conditions(
@@ -40,11 +54,18 @@ pub async fn source(gw: &Gateway, src: &CopySource, cond: SourceConditions<'_>, 
 }
 
 /// Copies `range` of the source's bytes into new storage; returns it with its MD5.
-pub async fn copy_bytes(gw: &Gateway, view: &ObjectView, range: ReadRange, chunked: bool) -> S3Result<(Written, [u8; 16])> {
+pub async fn copy_bytes(
+    gw: &Gateway,
+    view: &ObjectView,
+    range: ReadRange,
+    chunked: bool,
+) -> S3Result<(Written, [u8; 16])> {
     use s3s::crypto::{Checksum as _, Md5};
     let mut writer = ChunkWriter::new(&gw.cluster);
     let mut md5 = Md5::new();
-    let mut stream = gw.cluster.read_data(&view.attr.layout, view.data.clone(), range);
+    let mut stream = gw
+        .cluster
+        .read_data(&view.attr.layout, view.data.clone(), range);
     while let Some(piece) = stream.next().await {
         let piece = match piece {
             Ok(p) => p,
@@ -59,15 +80,27 @@ pub async fn copy_bytes(gw: &Gateway, view: &ObjectView, range: ReadRange, chunk
             return Err(error::client(e));
         }
     }
-    let written = if chunked { writer.finish_chunked().await } else { writer.finish().await }.map_err(error::client)?;
+    let written = if chunked {
+        writer.finish_chunked().await
+    } else {
+        writer.finish().await
+    }
+    .map_err(error::client)?;
     Ok((written, md5.finalize()))
 }
 
-pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+pub async fn copy_object(
+    gw: &Gateway,
+    req: S3Request<CopyObjectInput>,
+) -> S3Result<S3Response<CopyObjectOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
-    let want = Want { meta: true, data: true, tags: true };
+    let want = Want {
+        meta: true,
+        data: true,
+        tags: true,
+    };
     let cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
         if_none_match: input.copy_source_if_none_match.as_ref(),
@@ -75,9 +108,19 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
     let (src_bucket, src_key, view) = source(gw, &input.copy_source, cond, want).await?;
-    let replace_meta = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-    let replace_tags = input.tagging_directive.as_ref().is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
-    if src_bucket == input.bucket && src_key == input.key && !replace_meta && input.storage_class.is_none() {
+    let replace_meta = input
+        .metadata_directive
+        .as_ref()
+        .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+    let replace_tags = input
+        .tagging_directive
+        .as_ref()
+        .is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
+    if src_bucket == input.bucket
+        && src_key == input.key
+        && !replace_meta
+        && input.storage_class.is_none()
+    {
         return Err(s3_error!(
             InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
@@ -101,9 +144,26 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
     } else {
         src_meta.clone()
     };
-    meta.checksums = if view.attr.parts.is_empty() { src_meta.checksums.clone() } else { Default::default() };
-    let tags = if replace_tags { parse_tagging_header(input.tagging.as_deref())? } else { view.tags.clone().unwrap_or_default() };
-    let (written, md5) = copy_bytes(gw, &view, ReadRange { start: 0, end: view.attr.size }, false).await?;
+    meta.checksums = if view.attr.parts.is_empty() {
+        src_meta.checksums.clone()
+    } else {
+        Default::default()
+    };
+    let tags = if replace_tags {
+        parse_tagging_header(input.tagging.as_deref())?
+    } else {
+        view.tags.clone().unwrap_or_default()
+    };
+    let (written, md5) = copy_bytes(
+        gw,
+        &view,
+        ReadRange {
+            start: 0,
+            end: view.attr.size,
+        },
+        false,
+    )
+    .await?;
     let etag = hex::encode(md5);
     let obj = NewObject {
         size: written.size,
@@ -135,8 +195,15 @@ pub async fn copy_object(gw: &Gateway, req: S3Request<CopyObjectInput>) -> S3Res
 
 /// Parses `bytes=first-last` of x-amz-copy-source-range against the source size.
 pub fn copy_range(spec: Option<&str>, size: u64) -> S3Result<ReadRange> {
-    let Some(spec) = spec else { return Ok(ReadRange { start: 0, end: size }) };
-    let bad = || s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    let Some(spec) = spec else {
+        return Ok(ReadRange {
+            start: 0,
+            end: size,
+        });
+    };
+    let bad = || {
+        s3_error!(InvalidArgument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+    };
     let r = spec.strip_prefix("bytes=").ok_or_else(bad)?;
     let (a, b) = r.split_once('-').ok_or_else(bad)?;
     let first: u64 = a.parse().map_err(|_| bad())?;
@@ -144,5 +211,8 @@ pub fn copy_range(spec: Option<&str>, size: u64) -> S3Result<ReadRange> {
     if first > last || last >= size {
         return Err(S3Error::new(S3ErrorCode::InvalidRange));
     }
-    Ok(ReadRange { start: first, end: last + 1 })
+    Ok(ReadRange {
+        start: first,
+        end: last + 1,
+    })
 }

@@ -12,14 +12,19 @@ use crate::Gateway;
 async fn delete_one(gw: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
-        Err(saker_namespace::KeyError::Bucket(_)) => return Err(S3Error::new(s3s::S3ErrorCode::NoSuchBucket)),
+        Err(saker_namespace::KeyError::Bucket(_)) => {
+            return Err(S3Error::new(s3s::S3ErrorCode::NoSuchBucket))
+        }
         Err(_) => {
             // No such key can exist; still tell a missing bucket apart.
             crate::bucket::bucket_exists(gw, bucket).await?;
             return Ok(());
         }
     };
-    let req = MetaRequest::DeleteObject { path: kp.path.clone(), dir_marker: kp.dir_marker };
+    let req = MetaRequest::DeleteObject {
+        path: kp.path.clone(),
+        dir_marker: kp.dir_marker,
+    };
     match gw.cluster.call(&kp.path, req).await {
         Ok(_) => Ok(()),
         Err(e @ MetaError::NoSuchBucket) => Err(error::meta(e)),
@@ -27,12 +32,18 @@ async fn delete_one(gw: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
     }
 }
 
-pub async fn delete_object(gw: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+pub async fn delete_object(
+    gw: &Gateway,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
     delete_one(gw, &req.input.bucket, &req.input.key).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
-pub async fn delete_objects(gw: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+pub async fn delete_objects(
+    gw: &Gateway,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
     let input = req.input;
     crate::bucket::bucket_exists(gw, &input.bucket).await?;
     let quiet = input.delete.quiet.unwrap_or(false);
@@ -42,7 +53,11 @@ pub async fn delete_objects(gw: &Gateway, req: S3Request<DeleteObjectsInput>) ->
         match delete_one(gw, &input.bucket, &obj.key).await {
             Ok(()) => {
                 if !quiet {
-                    deleted.push(DeletedObject { key: Some(obj.key), version_id: obj.version_id, ..Default::default() });
+                    deleted.push(DeletedObject {
+                        key: Some(obj.key),
+                        version_id: obj.version_id,
+                        ..Default::default()
+                    });
                 }
             }
             Err(e) => errors.push(Error {

@@ -2,8 +2,8 @@
 //! preconditions, ranges, part numbers, and the stored headers.
 
 use s3s::dto::{
-    ChecksumMode, ETag, ETagCondition, GetObjectInput, GetObjectOutput, HeadObjectInput, HeadObjectOutput, Metadata,
-    Range, StreamingBlob, Timestamp,
+    ChecksumMode, ETag, ETagCondition, GetObjectInput, GetObjectOutput, HeadObjectInput,
+    HeadObjectOutput, Metadata, Range, StreamingBlob, Timestamp,
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
@@ -15,16 +15,27 @@ use crate::Gateway;
 
 /// Looks up the object a key names: a file, or an explicit directory's marker for `d/`.
 /// An unmappable key, a directory for a plain key, or an implicit directory is NoSuchKey.
-pub async fn lookup_object(gw: &Gateway, bucket: &str, key: &str, want: Want) -> S3Result<ObjectView> {
+pub async fn lookup_object(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    want: Want,
+) -> S3Result<ObjectView> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
-        Err(saker_namespace::KeyError::Bucket(_)) => return Err(S3Error::new(S3ErrorCode::NoSuchBucket)),
+        Err(saker_namespace::KeyError::Bucket(_)) => {
+            return Err(S3Error::new(S3ErrorCode::NoSuchBucket))
+        }
         Err(_) => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
     };
-    let view = gw.cluster.lookup(&kp.path, want).await.map_err(|e| match e {
-        MetaError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
-        e => error::meta(e),
-    })?;
+    let view = gw
+        .cluster
+        .lookup(&kp.path, want)
+        .await
+        .map_err(|e| match e {
+            MetaError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
+            e => error::meta(e),
+        })?;
     let is_object = match view.attr.kind {
         FileKind::File => !kp.dir_marker,
         FileKind::Dir => kp.dir_marker && !view.attr.implicit,
@@ -56,7 +67,9 @@ pub fn check_read_conditions(
 ) -> S3Result<()> {
     let mtime = secs(mtime_ns);
     match if_match {
-        Some(c) if !etag_matches(c, etag) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
+        Some(c) if !etag_matches(c, etag) => {
+            return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
+        }
         Some(_) => {}
         None => {
             if let Some(t) = if_unmodified_since {
@@ -90,7 +103,9 @@ pub async fn check_write_conditions(
 ) -> S3Result<()> {
     let current = match gw.cluster.lookup(&kp.path, Want::ATTR).await {
         Ok(v) if v.attr.kind == FileKind::File && !kp.dir_marker => Some(v.attr.etag),
-        Ok(v) if v.attr.kind == FileKind::Dir && kp.dir_marker && !v.attr.implicit => Some(v.attr.etag),
+        Ok(v) if v.attr.kind == FileKind::Dir && kp.dir_marker && !v.attr.implicit => {
+            Some(v.attr.etag)
+        }
         Ok(_) | Err(MetaError::NotFound | MetaError::NotDir) => None,
         Err(e) => return Err(error::meta(e)),
     };
@@ -110,7 +125,10 @@ pub async fn check_write_conditions(
 }
 
 fn invalid_part_number() -> S3Error {
-    let mut e = S3Error::with_message(S3ErrorCode::Custom("InvalidPartNumber".into()), "The requested partnumber is not satisfiable");
+    let mut e = S3Error::with_message(
+        S3ErrorCode::Custom("InvalidPartNumber".into()),
+        "The requested partnumber is not satisfiable",
+    );
     e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
     e
 }
@@ -124,7 +142,10 @@ fn select_range(
     let size = view.attr.size;
     if let Some(n) = part_number {
         if range.is_some() {
-            return Err(s3_error!(InvalidRequest, "Cannot specify both Range header and partNumber query parameter"));
+            return Err(s3_error!(
+                InvalidRequest,
+                "Cannot specify both Range header and partNumber query parameter"
+            ));
         }
         let parts = &view.attr.parts;
         if parts.is_empty() {
@@ -132,20 +153,46 @@ fn select_range(
                 return Err(invalid_part_number());
             }
             let cr = (size > 0).then(|| format!("bytes 0-{}/{}", size - 1, size));
-            return Ok((ReadRange { start: 0, end: size }, cr, Some(1)));
+            return Ok((
+                ReadRange {
+                    start: 0,
+                    end: size,
+                },
+                cr,
+                Some(1),
+            ));
         }
-        let idx = usize::try_from(n).ok().filter(|&i| i >= 1 && i <= parts.len()).ok_or_else(|| invalid_part_number())?;
+        let idx = usize::try_from(n)
+            .ok()
+            .filter(|&i| i >= 1 && i <= parts.len())
+            .ok_or_else(|| invalid_part_number())?;
         let start: u64 = parts[..idx - 1].iter().map(|p| p.size).sum();
         let end = start + parts[idx - 1].size;
         let cr = format!("bytes {}-{}/{}", start, end.saturating_sub(1), size);
         return Ok((ReadRange { start, end }, Some(cr), Some(parts.len() as i32)));
     }
     match range {
-        None => Ok((ReadRange { start: 0, end: size }, None, None)),
+        None => Ok((
+            ReadRange {
+                start: 0,
+                end: size,
+            },
+            None,
+            None,
+        )),
         Some(r) => {
-            let r = r.check(size).map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?;
+            let r = r
+                .check(size)
+                .map_err(|_| S3Error::new(S3ErrorCode::InvalidRange))?;
             let cr = format!("bytes {}-{}/{}", r.start, r.end.saturating_sub(1), size);
-            Ok((ReadRange { start: r.start, end: r.end }, Some(cr), None))
+            Ok((
+                ReadRange {
+                    start: r.start,
+                    end: r.end,
+                },
+                Some(cr),
+                None,
+            ))
         }
     }
 }
@@ -166,7 +213,10 @@ fn checksums_if(mode: Option<&ChecksumMode>, full: bool, meta: &ObjectMeta) -> C
     }
 }
 
-pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+pub async fn get_object(
+    gw: &Gateway,
+    req: S3Request<GetObjectInput>,
+) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
     let view = lookup_object(gw, &input.bucket, &input.key, Want::OBJECT).await?;
     let a = &view.attr;
@@ -179,12 +229,17 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         input.if_unmodified_since.as_ref(),
         S3ErrorCode::NotModified,
     )?;
-    let (range, content_range, parts_count) = select_range(&view, input.range.as_ref(), input.part_number)?;
+    let (range, content_range, parts_count) =
+        select_range(&view, input.range.as_ref(), input.part_number)?;
     let meta = view.meta.clone().unwrap_or_default();
     let full = range.start == 0 && range.end == a.size;
     let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
     let body = gw.cluster.read_data(&a.layout, view.data.clone(), range);
-    let etag = if a.parts.is_empty() || !a.etag.is_empty() { a.etag.clone() } else { String::new() };
+    let etag = if a.parts.is_empty() || !a.etag.is_empty() {
+        a.etag.clone()
+    } else {
+        String::new()
+    };
     Ok(S3Response::new(GetObjectOutput {
         body: Some(StreamingBlob::wrap(body)),
         content_length: Some((range.end - range.start) as i64),
@@ -193,7 +248,10 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
         last_modified: Some(timestamp(a.s3_mtime_ns)),
         e_tag: Some(ETag::Strong(etag)),
         metadata: user_metadata(&meta),
-        content_type: meta.content_type.clone().or_else(|| Some("binary/octet-stream".into())),
+        content_type: meta
+            .content_type
+            .clone()
+            .or_else(|| Some("binary/octet-stream".into())),
         content_encoding: meta.content_encoding.clone(),
         content_disposition: meta.content_disposition.clone(),
         content_language: meta.content_language.clone(),
@@ -210,7 +268,10 @@ pub async fn get_object(gw: &Gateway, req: S3Request<GetObjectInput>) -> S3Resul
     }))
 }
 
-pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+pub async fn head_object(
+    gw: &Gateway,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
     let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
     let a = &view.attr;
@@ -223,7 +284,8 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         input.if_unmodified_since.as_ref(),
         S3ErrorCode::NotModified,
     )?;
-    let (range, content_range, parts_count) = select_range(&view, input.range.as_ref(), input.part_number)?;
+    let (range, content_range, parts_count) =
+        select_range(&view, input.range.as_ref(), input.part_number)?;
     let meta = view.meta.clone().unwrap_or_default();
     let full = range.start == 0 && range.end == a.size;
     let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
@@ -234,7 +296,10 @@ pub async fn head_object(gw: &Gateway, req: S3Request<HeadObjectInput>) -> S3Res
         last_modified: Some(timestamp(a.s3_mtime_ns)),
         e_tag: Some(ETag::Strong(a.etag.clone())),
         metadata: user_metadata(&meta),
-        content_type: meta.content_type.clone().or_else(|| Some("binary/octet-stream".into())),
+        content_type: meta
+            .content_type
+            .clone()
+            .or_else(|| Some("binary/octet-stream".into())),
         content_encoding: meta.content_encoding.clone(),
         content_disposition: meta.content_disposition.clone(),
         content_language: meta.content_language.clone(),

@@ -19,7 +19,10 @@ pub fn map_key(bucket: &str, key: &str) -> Result<KeyPath, saker_namespace::KeyE
     let mut path = Vec::with_capacity(p.components.len() + 1);
     path.push(p.bucket.to_string());
     path.extend(p.components.iter().map(|c| c.to_string()));
-    Ok(KeyPath { path, dir_marker: p.dir_marker })
+    Ok(KeyPath {
+        path,
+        dir_marker: p.dir_marker,
+    })
 }
 
 /// For writes: an unmappable key is a 400 that says why.
@@ -28,7 +31,11 @@ pub fn write_key(bucket: &str, key: &str) -> S3Result<KeyPath> {
 }
 
 pub fn timestamp(ns: i64) -> Timestamp {
-    let t = if ns >= 0 { UNIX_EPOCH + Duration::from_nanos(ns as u64) } else { UNIX_EPOCH };
+    let t = if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH
+    };
     Timestamp::from(t)
 }
 

@@ -12,21 +12,31 @@ use crate::Gateway;
 const OWNER_ID: &str = "saker";
 
 pub fn owner() -> Owner {
-    Owner { display_name: Some(OWNER_ID.into()), id: Some(OWNER_ID.into()) }
+    Owner {
+        display_name: Some(OWNER_ID.into()),
+        id: Some(OWNER_ID.into()),
+    }
 }
 
 fn url_encoding(e: Option<&EncodingType>) -> S3Result<bool> {
     match e {
         None => Ok(false),
         Some(e) if e.as_str().eq_ignore_ascii_case("url") => Ok(true),
-        Some(_) => Err(s3_error!(InvalidArgument, "Invalid Encoding Method specified in Request")),
+        Some(_) => Err(s3_error!(
+            InvalidArgument,
+            "Invalid Encoding Method specified in Request"
+        )),
     }
 }
 
 /// Percent-encodes like S3's `encoding-type=url` (keeps unreserved characters and '/').
 fn enc(s: &str, on: bool) -> String {
-    const SET: &percent_encoding::AsciiSet =
-        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
+    const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b'/');
     if on {
         percent_encoding::utf8_percent_encode(s, SET).to_string()
     } else {
@@ -49,12 +59,24 @@ struct Page {
     last: Option<String>,
 }
 
-async fn page(gw: &Gateway, bucket: &str, prefix: &str, delimiter: Option<&str>, after: &str, max: usize) -> S3Result<Page> {
-    let mut lister = Lister::new(&gw.cluster, bucket).await.map_err(error::client)?;
+async fn page(
+    gw: &Gateway,
+    bucket: &str,
+    prefix: &str,
+    delimiter: Option<&str>,
+    after: &str,
+    max: usize,
+) -> S3Result<Page> {
+    let mut lister = Lister::new(&gw.cluster, bucket)
+        .await
+        .map_err(error::client)?;
     let (items, truncated) = if max == 0 {
         (Vec::new(), false)
     } else {
-        lister.page(prefix, delimiter, after, max).await.map_err(error::client)?
+        lister
+            .page(prefix, delimiter, after, max)
+            .await
+            .map_err(error::client)?
     };
     let last = items.last().map(|i| i.key().to_string());
     let mut contents = Vec::new();
@@ -65,7 +87,12 @@ async fn page(gw: &Gateway, bucket: &str, prefix: &str, delimiter: Option<&str>,
             ListItem::CommonPrefix(p) => prefixes.push(p),
         }
     }
-    Ok(Page { contents, prefixes, truncated, last })
+    Ok(Page {
+        contents,
+        prefixes,
+        truncated,
+        last,
+    })
 }
 
 fn objects(contents: Vec<(String, Attr)>, url: bool, with_owner: bool) -> Vec<Object> {
@@ -76,7 +103,9 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, with_owner: bool) -> Vec<Ob
             e_tag: Some(ETag::Strong(a.etag.clone())),
             last_modified: Some(timestamp(a.s3_mtime_ns)),
             size: Some(a.size as i64),
-            storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+            storage_class: Some(ObjectStorageClass::from_static(
+                ObjectStorageClass::STANDARD,
+            )),
             owner: with_owner.then(owner),
             ..Default::default()
         })
@@ -84,16 +113,35 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, with_owner: bool) -> Vec<Ob
 }
 
 fn prefixes(p: Vec<String>, url: bool) -> Vec<CommonPrefix> {
-    p.into_iter().map(|p| CommonPrefix { prefix: Some(enc(&p, url)) }).collect()
+    p.into_iter()
+        .map(|p| CommonPrefix {
+            prefix: Some(enc(&p, url)),
+        })
+        .collect()
 }
 
-pub async fn list_objects_v2(gw: &Gateway, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+pub async fn list_objects_v2(
+    gw: &Gateway,
+    req: S3Request<ListObjectsV2Input>,
+) -> S3Result<S3Response<ListObjectsV2Output>> {
     let input = req.input;
     let url = url_encoding(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
     let prefix = input.prefix.clone().unwrap_or_default();
-    let after = input.continuation_token.clone().or_else(|| input.start_after.clone()).unwrap_or_default();
-    let p = page(gw, &input.bucket, &prefix, input.delimiter.as_deref(), &after, max).await?;
+    let after = input
+        .continuation_token
+        .clone()
+        .or_else(|| input.start_after.clone())
+        .unwrap_or_default();
+    let p = page(
+        gw,
+        &input.bucket,
+        &prefix,
+        input.delimiter.as_deref(),
+        &after,
+        max,
+    )
+    .await?;
     let key_count = (p.contents.len() + p.prefixes.len()) as i32;
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(input.bucket),
@@ -112,20 +160,35 @@ pub async fn list_objects_v2(gw: &Gateway, req: S3Request<ListObjectsV2Input>) -
     }))
 }
 
-pub async fn list_objects(gw: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+pub async fn list_objects(
+    gw: &Gateway,
+    req: S3Request<ListObjectsInput>,
+) -> S3Result<S3Response<ListObjectsOutput>> {
     let input = req.input;
     let url = url_encoding(input.encoding_type.as_ref())?;
     let max = max_keys(input.max_keys)?;
     let prefix = input.prefix.clone().unwrap_or_default();
     let after = input.marker.clone().unwrap_or_default();
-    let p = page(gw, &input.bucket, &prefix, input.delimiter.as_deref(), &after, max).await?;
+    let p = page(
+        gw,
+        &input.bucket,
+        &prefix,
+        input.delimiter.as_deref(),
+        &after,
+        max,
+    )
+    .await?;
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
         prefix: Some(enc(&prefix, url)),
         marker: Some(enc(&after, url)),
         max_keys: Some(max as i32),
         is_truncated: Some(p.truncated),
-        next_marker: if p.truncated && input.delimiter.is_some() { p.last.map(|l| enc(&l, url)) } else { None },
+        next_marker: if p.truncated && input.delimiter.is_some() {
+            p.last.map(|l| enc(&l, url))
+        } else {
+            None
+        },
         contents: Some(objects(p.contents, url, true)),
         common_prefixes: Some(prefixes(p.prefixes, url)),
         delimiter: input.delimiter.map(|d| enc(&d, url)),

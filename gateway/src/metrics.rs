@@ -4,12 +4,19 @@ use std::future::Future;
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use prometheus::{register_histogram_vec, register_int_counter_vec, Encoder, HistogramVec, IntCounterVec, TextEncoder};
+use prometheus::{
+    register_histogram_vec, register_int_counter_vec, Encoder, HistogramVec, IntCounterVec,
+    TextEncoder,
+};
 use s3s::S3Result;
 
 pub static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
-    register_int_counter_vec!("saker_gateway_requests_total", "S3 requests by operation and outcome", &["op", "outcome"])
-        .expect("metric registers once")
+    register_int_counter_vec!(
+        "saker_gateway_requests_total",
+        "S3 requests by operation and outcome",
+        &["op", "outcome"]
+    )
+    .expect("metric registers once")
 });
 
 pub static LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
@@ -17,7 +24,10 @@ pub static LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
         "saker_gateway_request_duration_seconds",
         "S3 request latency by operation (until the response head)",
         &["op"],
-        vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0]
+        vec![
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 10.0
+        ]
     )
     .expect("metric registers once")
 });
@@ -26,7 +36,9 @@ pub static LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
 pub async fn timed<T>(op: &'static str, fut: impl Future<Output = S3Result<T>>) -> S3Result<T> {
     let start = Instant::now();
     let result = fut.await;
-    LATENCY.with_label_values(&[op]).observe(start.elapsed().as_secs_f64());
+    LATENCY
+        .with_label_values(&[op])
+        .observe(start.elapsed().as_secs_f64());
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) => e.code().as_str(),

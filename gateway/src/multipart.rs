@@ -25,12 +25,25 @@ fn check_part_number(n: i32) -> S3Result<u32> {
     if (1..=MAX_PART_NUMBER).contains(&n) {
         Ok(n as u32)
     } else {
-        Err(s3_error!(InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive"))
+        Err(s3_error!(
+            InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive"
+        ))
     }
 }
 
 async fn get_upload(gw: &Gateway, kp: &KeyPath, upload_id: &str) -> S3Result<UploadInfo> {
-    match gw.cluster.call(&kp.path, MetaRequest::GetUpload { path: kp.path.clone(), upload_id: upload_id.to_string() }).await {
+    match gw
+        .cluster
+        .call(
+            &kp.path,
+            MetaRequest::GetUpload {
+                path: kp.path.clone(),
+                upload_id: upload_id.to_string(),
+            },
+        )
+        .await
+    {
         Ok(MetaResponse::Upload(u)) => Ok(*u),
         Ok(other) => Err(error::internal(format!("get_upload answered {other:?}"))),
         Err(e) => Err(upload_error(e)),
@@ -45,7 +58,10 @@ pub async fn create(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     if kp.dir_marker {
-        return Err(s3_error!(InvalidArgument, "a directory marker cannot be uploaded in parts"));
+        return Err(s3_error!(
+            InvalidArgument,
+            "a directory marker cannot be uploaded in parts"
+        ));
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let mut meta = object_meta(Headers {
@@ -60,7 +76,14 @@ pub async fn create(
     });
     meta.checksum_type = input.checksum_type.as_ref().map(|t| t.as_str().to_string());
     let upload_id = hex::encode(rand::random::<[u8; 16]>());
-    let req = MetaRequest::CreateUpload { path: kp.path.clone(), upload_id: upload_id.clone(), meta, tags, uid, gid };
+    let req = MetaRequest::CreateUpload {
+        path: kp.path.clone(),
+        upload_id: upload_id.clone(),
+        meta,
+        tags,
+        uid,
+        gid,
+    };
     gw.cluster.call(&kp.path, req).await.map_err(error::meta)?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
         bucket: Some(input.bucket),
@@ -71,12 +94,30 @@ pub async fn create(
     }))
 }
 
-async fn store_part(gw: &Gateway, kp: &KeyPath, upload_id: &str, number: u32, part: PartRecord) -> S3Result<()> {
-    let req = MetaRequest::PutPart { path: kp.path.clone(), upload_id: upload_id.to_string(), part_number: number, part };
-    gw.cluster.call(&kp.path, req).await.map(|_| ()).map_err(upload_error)
+async fn store_part(
+    gw: &Gateway,
+    kp: &KeyPath,
+    upload_id: &str,
+    number: u32,
+    part: PartRecord,
+) -> S3Result<()> {
+    let req = MetaRequest::PutPart {
+        path: kp.path.clone(),
+        upload_id: upload_id.to_string(),
+        part_number: number,
+        part,
+    };
+    gw.cluster
+        .call(&kp.path, req)
+        .await
+        .map(|_| ())
+        .map_err(upload_error)
 }
 
-pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+pub async fn upload_part(
+    gw: &Gateway,
+    req: S3Request<UploadPartInput>,
+) -> S3Result<S3Response<UploadPartOutput>> {
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
@@ -92,9 +133,21 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
             sha1: input.checksum_sha1.clone(),
             sha256: input.checksum_sha256.clone(),
         },
-        algorithm: input.checksum_algorithm.as_ref().map(|a| a.as_str().to_string()).or(algorithm),
+        algorithm: input
+            .checksum_algorithm
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .or(algorithm),
     };
-    let got = ingest(&gw.cluster, input.body, declared, req.trailing_headers, trailer.as_deref(), true).await?;
+    let got = ingest(
+        &gw.cluster,
+        input.body,
+        declared,
+        req.trailing_headers,
+        trailer.as_deref(),
+        true,
+    )
+    .await?;
     let part = PartRecord {
         size: got.written.size,
         etag: got.md5_hex.clone(),
@@ -118,7 +171,10 @@ pub async fn upload_part(gw: &Gateway, req: S3Request<UploadPartInput>) -> S3Res
     }))
 }
 
-pub async fn upload_part_copy(gw: &Gateway, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+pub async fn upload_part_copy(
+    gw: &Gateway,
+    req: S3Request<UploadPartCopyInput>,
+) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
@@ -147,7 +203,12 @@ pub async fn upload_part_copy(gw: &Gateway, req: S3Request<UploadPartCopyInput>)
     Ok(S3Response::new(UploadPartCopyOutput {
         copy_part_result: Some(CopyPartResult {
             e_tag: Some(ETag::Strong(etag)),
-            last_modified: Some(timestamp(crate::keys::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default())),
+            last_modified: Some(timestamp(
+                crate::keys::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as i64)
+                    .unwrap_or_default(),
+            )),
             ..Default::default()
         }),
         ..Default::default()
@@ -161,20 +222,36 @@ pub async fn complete(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
-    let listed = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+    let listed = input
+        .multipart_upload
+        .and_then(|m| m.parts)
+        .unwrap_or_default();
     if listed.is_empty() {
-        return Err(s3_error!(MalformedXML, "You must specify at least one part"));
+        return Err(s3_error!(
+            MalformedXML,
+            "You must specify at least one part"
+        ));
     }
     let mut wanted = Vec::with_capacity(listed.len());
     for p in &listed {
-        let n = p.part_number.ok_or_else(|| s3_error!(MalformedXML, "a part has no PartNumber"))?;
-        let etag = p.e_tag.as_ref().map(|e| e.value().trim_matches('"').to_string()).unwrap_or_default();
+        let n = p
+            .part_number
+            .ok_or_else(|| s3_error!(MalformedXML, "a part has no PartNumber"))?;
+        let etag = p
+            .e_tag
+            .as_ref()
+            .map(|e| e.value().trim_matches('"').to_string())
+            .unwrap_or_default();
         wanted.push((check_part_number(n)?, etag));
     }
     // The multipart ETag: md5 of the parts' binary md5s, then "-N".
     let mut md5 = Md5::new();
     for (n, etag) in &wanted {
-        let stored = upload.parts.iter().find(|(pn, _)| pn == n).map(|(_, r)| r.etag.as_str());
+        let stored = upload
+            .parts
+            .iter()
+            .find(|(pn, _)| pn == n)
+            .map(|(_, r)| r.etag.as_str());
         let raw = hex::decode(stored.unwrap_or(etag)).unwrap_or_default();
         md5.update(&raw);
     }
@@ -188,7 +265,10 @@ pub async fn complete(
         checksums: Default::default(),
         min_part_size: MIN_PART_SIZE,
     };
-    gw.cluster.call_creating_parents(&kp.path, uid, gid, make).await.map_err(error::client)?;
+    gw.cluster
+        .call_creating_parents(&kp.path, uid, gid, make)
+        .await
+        .map_err(error::client)?;
     Ok(S3Response::new(CompleteMultipartUploadOutput {
         bucket: Some(input.bucket.clone()),
         key: Some(input.key.clone()),
@@ -198,15 +278,24 @@ pub async fn complete(
     }))
 }
 
-pub async fn abort(gw: &Gateway, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+pub async fn abort(
+    gw: &Gateway,
+    req: S3Request<AbortMultipartUploadInput>,
+) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
-    let r = MetaRequest::AbortUpload { path: kp.path.clone(), upload_id: input.upload_id };
+    let r = MetaRequest::AbortUpload {
+        path: kp.path.clone(),
+        upload_id: input.upload_id,
+    };
     gw.cluster.call(&kp.path, r).await.map_err(upload_error)?;
     Ok(S3Response::new(AbortMultipartUploadOutput::default()))
 }
 
-pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+pub async fn list_parts(
+    gw: &Gateway,
+    req: S3Request<ListPartsInput>,
+) -> S3Result<S3Response<ListPartsOutput>> {
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
@@ -240,7 +329,10 @@ pub async fn list_parts(gw: &Gateway, req: S3Request<ListPartsInput>) -> S3Resul
         is_truncated: Some(truncated),
         parts: Some(parts),
         owner: Some(crate::list::owner()),
-        initiator: Some(Initiator { display_name: Some("saker".into()), id: Some("saker".into()) }),
+        initiator: Some(Initiator {
+            display_name: Some("saker".into()),
+            id: Some("saker".into()),
+        }),
         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
         ..Default::default()
     }))
@@ -271,7 +363,9 @@ pub async fn list_uploads(
             other => return Err(error::internal(format!("list_uploads answered {other:?}"))),
         }
     }
-    all.sort_by(|a, b| (&a.key, a.initiated_ns, &a.upload_id).cmp(&(&b.key, b.initiated_ns, &b.upload_id)));
+    all.sort_by(|a, b| {
+        (&a.key, a.initiated_ns, &a.upload_id).cmp(&(&b.key, b.initiated_ns, &b.upload_id))
+    });
     let delimiter = input.delimiter.clone().filter(|d| !d.is_empty());
     let mut uploads = Vec::new();
     let mut common: Vec<String> = Vec::new();
@@ -301,7 +395,10 @@ pub async fn list_uploads(
             key: Some(u.key),
             upload_id: Some(u.upload_id),
             initiated: Some(timestamp(u.initiated_ns)),
-            initiator: Some(Initiator { display_name: Some("saker".into()), id: Some("saker".into()) }),
+            initiator: Some(Initiator {
+                display_name: Some("saker".into()),
+                id: Some("saker".into()),
+            }),
             owner: Some(crate::list::owner()),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
             ..Default::default()
@@ -315,11 +412,23 @@ pub async fn list_uploads(
         upload_id_marker: input.upload_id_marker,
         max_uploads: Some(max as i32),
         is_truncated: Some(truncated),
-        next_key_marker: if truncated { last.as_ref().map(|l| l.0.clone()) } else { None },
-        next_upload_id_marker: if truncated { last.map(|l| l.1).filter(|s| !s.is_empty()) } else { None },
+        next_key_marker: if truncated {
+            last.as_ref().map(|l| l.0.clone())
+        } else {
+            None
+        },
+        next_upload_id_marker: if truncated {
+            last.map(|l| l.1).filter(|s| !s.is_empty())
+        } else {
+            None
+        },
         uploads: Some(uploads),
-        common_prefixes: Some(common.into_iter().map(|p| CommonPrefix { prefix: Some(p) }).collect()),
+        common_prefixes: Some(
+            common
+                .into_iter()
+                .map(|p| CommonPrefix { prefix: Some(p) })
+                .collect(),
+        ),
         ..Default::default()
     }))
 }
-

@@ -22,7 +22,12 @@ pub struct Headers {
 }
 
 pub fn object_meta(h: Headers) -> ObjectMeta {
-    let mut user: Vec<(String, String)> = h.metadata.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
+    let mut user: Vec<(String, String)> = h
+        .metadata
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
     user.sort();
     ObjectMeta {
         content_type: h.content_type,
@@ -62,23 +67,38 @@ pub fn declared_from_headers(req_headers: &http::HeaderMap) -> (Option<String>, 
         .or_else(|| req_headers.get("x-amz-checksum-algorithm"))
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let trailer = req_headers.get("x-amz-trailer").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let trailer = req_headers
+        .get("x-amz-trailer")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     (alg, trailer)
 }
 
 /// The uid/gid an authenticated request acts as.
 pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u32) {
-    creds.and_then(|c| gw.keys.get(&c.access_key)).map(|k| (k.uid, k.gid)).unwrap_or((0, 0))
+    creds
+        .and_then(|c| gw.keys.get(&c.access_key))
+        .map(|k| (k.uid, k.gid))
+        .unwrap_or((0, 0))
 }
 
-pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+pub async fn put_object(
+    gw: &Gateway,
+    req: S3Request<PutObjectInput>,
+) -> S3Result<S3Response<PutObjectOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     if input.if_match.is_some() || input.if_none_match.is_some() {
-        crate::get::check_write_conditions(gw, &kp, input.if_match.as_ref(), input.if_none_match.as_ref()).await?;
+        crate::get::check_write_conditions(
+            gw,
+            &kp,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+        )
+        .await?;
     }
     let declared = Declared {
         md5_b64: input.content_md5.clone(),
@@ -89,9 +109,21 @@ pub async fn put_object(gw: &Gateway, req: S3Request<PutObjectInput>) -> S3Resul
             sha1: input.checksum_sha1.clone(),
             sha256: input.checksum_sha256.clone(),
         },
-        algorithm: input.checksum_algorithm.as_ref().map(|a| a.as_str().to_string()).or(algorithm),
+        algorithm: input
+            .checksum_algorithm
+            .as_ref()
+            .map(|a| a.as_str().to_string())
+            .or(algorithm),
     };
-    let got = ingest(&gw.cluster, input.body, declared, req.trailing_headers, trailer.as_deref(), false).await?;
+    let got = ingest(
+        &gw.cluster,
+        input.body,
+        declared,
+        req.trailing_headers,
+        trailer.as_deref(),
+        false,
+    )
+    .await?;
     let mut meta = object_meta(Headers {
         content_type: input.content_type,
         content_encoding: input.content_encoding,

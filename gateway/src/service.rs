@@ -8,16 +8,28 @@ use crate::{bucket, copy, delete, get, list, multipart, put, tagging, Gateway};
 
 #[async_trait::async_trait]
 impl S3 for Gateway {
-    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
         timed("CreateBucket", bucket::create_bucket(self, req)).await
     }
-    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
         timed("DeleteBucket", bucket::delete_bucket(self, req)).await
     }
-    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
         timed("HeadBucket", bucket::head_bucket(self, req)).await
     }
-    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
         timed("ListBuckets", bucket::list_buckets(self, req)).await
     }
     async fn get_bucket_location(
@@ -26,28 +38,52 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
         timed("GetBucketLocation", bucket::get_bucket_location(self, req)).await
     }
-    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
         timed("PutObject", put::put_object(self, req)).await
     }
-    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
         timed("GetObject", get::get_object(self, req)).await
     }
-    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
         timed("HeadObject", get::head_object(self, req)).await
     }
-    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
         timed("CopyObject", copy::copy_object(self, req)).await
     }
-    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
         timed("DeleteObject", delete::delete_object(self, req)).await
     }
-    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
         timed("DeleteObjects", delete::delete_objects(self, req)).await
     }
-    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
         timed("ListObjects", list::list_objects(self, req)).await
     }
-    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
         timed("ListObjectsV2", list::list_objects_v2(self, req)).await
     }
     async fn create_multipart_upload(
@@ -56,10 +92,16 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         timed("CreateMultipartUpload", multipart::create(self, req)).await
     }
-    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
         timed("UploadPart", multipart::upload_part(self, req)).await
     }
-    async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         timed("UploadPartCopy", multipart::upload_part_copy(self, req)).await
     }
     async fn complete_multipart_upload(
@@ -74,7 +116,10 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         timed("AbortMultipartUpload", multipart::abort(self, req)).await
     }
-    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
         timed("ListParts", multipart::list_parts(self, req)).await
     }
     async fn list_multipart_uploads(

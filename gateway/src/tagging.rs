@@ -12,24 +12,39 @@ use crate::Gateway;
 /// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
 pub fn validate_tags(tags: &[(String, String)]) -> S3Result<()> {
     if tags.len() > 10 {
-        return Err(s3_error!(InvalidTag, "Object tags cannot be greater than 10"));
+        return Err(s3_error!(
+            InvalidTag,
+            "Object tags cannot be greater than 10"
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     for (k, v) in tags {
         if k.is_empty() || k.chars().count() > 128 {
-            return Err(s3_error!(InvalidTag, "The TagKey you have provided is invalid"));
+            return Err(s3_error!(
+                InvalidTag,
+                "The TagKey you have provided is invalid"
+            ));
         }
         if v.chars().count() > 256 {
-            return Err(s3_error!(InvalidTag, "The TagValue you have provided is invalid"));
+            return Err(s3_error!(
+                InvalidTag,
+                "The TagValue you have provided is invalid"
+            ));
         }
         if !seen.insert(k) {
-            return Err(s3_error!(InvalidTag, "Cannot provide multiple Tags with the same key"));
+            return Err(s3_error!(
+                InvalidTag,
+                "Cannot provide multiple Tags with the same key"
+            ));
         }
     }
     Ok(())
 }
 
-pub async fn put(gw: &Gateway, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+pub async fn put(
+    gw: &Gateway,
+    req: S3Request<PutObjectTaggingInput>,
+) -> S3Result<S3Response<PutObjectTaggingOutput>> {
     let input = req.input;
     let tags: Vec<(String, String)> = input
         .tagging
@@ -40,28 +55,58 @@ pub async fn put(gw: &Gateway, req: S3Request<PutObjectTaggingInput>) -> S3Resul
     validate_tags(&tags)?;
     lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
-    let r = MetaRequest::PutTags { path: kp.path.clone(), dir_marker: kp.dir_marker, tags: Some(tags) };
+    let r = MetaRequest::PutTags {
+        path: kp.path.clone(),
+        dir_marker: kp.dir_marker,
+        tags: Some(tags),
+    };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
-pub async fn get(gw: &Gateway, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+pub async fn get(
+    gw: &Gateway,
+    req: S3Request<GetObjectTaggingInput>,
+) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let input = req.input;
-    let view = lookup_object(gw, &input.bucket, &input.key, Want { meta: false, data: false, tags: true }).await?;
+    let view = lookup_object(
+        gw,
+        &input.bucket,
+        &input.key,
+        Want {
+            meta: false,
+            data: false,
+            tags: true,
+        },
+    )
+    .await?;
     let tag_set = view
         .tags
         .unwrap_or_default()
         .into_iter()
-        .map(|(k, v)| Tag { key: Some(k), value: Some(v) })
+        .map(|(k, v)| Tag {
+            key: Some(k),
+            value: Some(v),
+        })
         .collect();
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set, version_id: None }))
+    Ok(S3Response::new(GetObjectTaggingOutput {
+        tag_set,
+        version_id: None,
+    }))
 }
 
-pub async fn delete(gw: &Gateway, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+pub async fn delete(
+    gw: &Gateway,
+    req: S3Request<DeleteObjectTaggingInput>,
+) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
     lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
-    let r = MetaRequest::PutTags { path: kp.path.clone(), dir_marker: kp.dir_marker, tags: None };
+    let r = MetaRequest::PutTags {
+        path: kp.path.clone(),
+        dir_marker: kp.dir_marker,
+        tags: None,
+    };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }

@@ -1,1 +1,136 @@
-fn main() {}
+//! `saker`: the one binary. `saker server` runs the roles, `saker admin …` talks to a running
+//! server's admin API, `saker bench …` measures a running endpoint.
+
+mod admin;
+mod admin_auth;
+mod bench;
+mod server;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "saker",
+    version,
+    about = "S3-compatible object gateway with a POSIX namespace"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server: gateway, MNode, coordinator and chunkstore in one process.
+    Server(server::ServerArgs),
+    /// Administer a running server.
+    Admin {
+        /// Admin endpoint of the server.
+        #[arg(long, default_value = "http://127.0.0.1:9901", global = true)]
+        admin_endpoint: String,
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+    },
+    /// Benchmarks against a running endpoint (results as JSON with --json).
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+/// Parses durations like `20s`, `500ms`, `10m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map(|i| s.split_at(i))
+        .unwrap_or((s, "s"));
+    let n: f64 = num.parse().map_err(|_| format!("bad duration '{s}'"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("bad duration unit in '{s}' (use ms, s, m, h)")),
+    };
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses sizes like `4KiB`, `1MiB`, `65536`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let i = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(i);
+    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
+        _ => return Err(format!("bad size unit in '{s}' (use KiB, MiB, GiB)")),
+    };
+    Ok(n * mult)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SAKER_LOG")
+        .unwrap_or_else(|_| "warn,saker=info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> anyhow::Result<()> {
+    // A panic anywhere ends the process: no half-dead task lingers holding locks or state.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::abort();
+    }));
+    init_tracing();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::Server(args) => server::run(args).await,
+            Command::Admin {
+                admin_endpoint,
+                command,
+            } => admin::run_client(&admin_endpoint, command).await,
+            Command::Bench { command } => bench::run(command).await,
+        }
+    })
+}
+
+/// Default data directory of the all-in-one server.
+pub fn default_data_dir() -> PathBuf {
+    PathBuf::from("./saker-data")
+}
+
+pub fn default_s3_addr() -> SocketAddr {
+    "127.0.0.1:9900".parse().expect("valid literal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("20s").unwrap(), Duration::from_secs(20));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("3 parsecs").is_err());
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("1PB").is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! The admin API (served on the admin listener beside /health and /metrics) and the
+//! `saker admin` commands that call it.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::Router;
+use clap::Subcommand;
+use saker_coordinator::{AccessKey, AccessKeyStore, KeyError};
+use serde::{Deserialize, Serialize};
+
+use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_SIGNATURE};
+
+#[derive(Subcommand)]
+pub enum AdminCommand {
+    /// Manage access keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KeyCommand {
+    /// Add an access key (a secret is generated when none is given).
+    Create {
+        #[arg(long)]
+        access_key: String,
+        #[arg(long)]
+        secret_key: Option<String>,
+        /// POSIX uid S3 requests with this key act as.
+        #[arg(long, default_value_t = 0)]
+        uid: u32,
+        #[arg(long, default_value_t = 0)]
+        gid: u32,
+    },
+    /// List access keys (secrets are not shown).
+    List,
+    /// Delete an access key.
+    Delete {
+        #[arg(long)]
+        access_key: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct CreateKey {
+    access_key: String,
+    secret_key: String,
+    uid: u32,
+    gid: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeyInfo {
+    access_key: String,
+    uid: u32,
+    gid: u32,
+    root: bool,
+}
+
+#[derive(Clone)]
+pub struct AdminState {
+    pub keys: Arc<AccessKeyStore>,
+}
+
+/// The admin listener's routes: `/health`, `/metrics`, `/admin/keys`.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(|| async { saker_gateway::metrics::render() }),
+        )
+        .route("/admin/keys", get(list_keys).post(create_key))
+        .route("/admin/keys/{access_key}", delete(delete_key))
+        .with_state(state)
+}
+
+fn authorized(
+    state: &AdminState,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> bool {
+    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+    let (Some(ak), Some(date), Some(sig)) = (h(HEADER_KEY), h(HEADER_DATE), h(HEADER_SIGNATURE))
+    else {
+        return false;
+    };
+    let Ok(date) = date.parse::<i64>() else {
+        return false;
+    };
+    let root = state.keys.root();
+    ak == root.access_key
+        && admin_auth::verify(&root.secret_key, method.as_str(), path, date, body, sig)
+}
+
+fn deny() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "admin requests must be signed with the root key\n",
+    )
+        .into_response()
+}
+
+fn key_error(e: KeyError) -> Response {
+    let status = match e {
+        KeyError::Exists(_) => StatusCode::CONFLICT,
+        KeyError::NotFound(_) => StatusCode::NOT_FOUND,
+        KeyError::Invalid(_) | KeyError::Root => StatusCode::BAD_REQUEST,
+        KeyError::Io(_) | KeyError::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, format!("{e}\n")).into_response()
+}
+
+async fn list_keys(State(st): State<AdminState>, headers: HeaderMap) -> Response {
+    if !authorized(&st, &Method::GET, "/admin/keys", &headers, b"") {
+        return deny();
+    }
+    let keys: Vec<KeyInfo> = st
+        .keys
+        .list()
+        .into_iter()
+        .map(|k| KeyInfo {
+            access_key: k.access_key,
+            uid: k.uid,
+            gid: k.gid,
+            root: k.root,
+        })
+        .collect();
+    axum::Json(keys).into_response()
+}
+
+async fn create_key(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&st, &Method::POST, "/admin/keys", &headers, &body) {
+        return deny();
+    }
+    let req: CreateKey = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
+        }
+    };
+    let key = AccessKey {
+        access_key: req.access_key,
+        secret_key: req.secret_key,
+        uid: req.uid,
+        gid: req.gid,
+        root: false,
+    };
+    match st.keys.create(key) {
+        Ok(()) => (StatusCode::CREATED, "created\n").into_response(),
+        Err(e) => key_error(e),
+    }
+}
+
+async fn delete_key(
+    State(st): State<AdminState>,
+    Path(ak): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/admin/keys/{ak}");
+    if !authorized(&st, &Method::DELETE, &path, &headers, b"") {
+        return deny();
+    }
+    match st.keys.delete(&ak) {
+        Ok(()) => (StatusCode::OK, "deleted\n").into_response(),
+        Err(e) => key_error(e),
+    }
+}
+
+fn root_from_env() -> anyhow::Result<(String, String)> {
+    let ak = std::env::var("SAKER_ACCESS_KEY")
+        .context("set SAKER_ACCESS_KEY to the server's root access key")?;
+    let sk = std::env::var("SAKER_SECRET_KEY")
+        .context("set SAKER_SECRET_KEY to the server's root secret key")?;
+    Ok((ak, sk))
+}
+
+async fn send(endpoint: &str, method: Method, path: &str, body: Vec<u8>) -> anyhow::Result<String> {
+    let (ak, sk) = root_from_env()?;
+    let date = admin_auth::now_secs();
+    let sig = admin_auth::sign(&sk, method.as_str(), path, date, &body);
+    let url = format!("{}{}", endpoint.trim_end_matches('/'), path);
+    let resp = reqwest::Client::new()
+        .request(method, &url)
+        .header(HEADER_KEY, ak)
+        .header(HEADER_DATE, date.to_string())
+        .header(HEADER_SIGNATURE, sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the admin endpoint {endpoint}"))?;
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if !status.is_success() {
+        bail!("{}: {}", status, text.trim());
+    }
+    Ok(text)
+}
+
+pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()> {
+    let AdminCommand::Key { command } = cmd;
+    match command {
+        KeyCommand::Create {
+            access_key,
+            secret_key,
+            uid,
+            gid,
+        } => {
+            let generated = secret_key.is_none();
+            let secret_key =
+                secret_key.unwrap_or_else(saker_coordinator::access_keys::generate_secret_key);
+            let body = serde_json::to_vec(&CreateKey {
+                access_key: access_key.clone(),
+                secret_key: secret_key.clone(),
+                uid,
+                gid,
+            })?;
+            send(endpoint, Method::POST, "/admin/keys", body).await?;
+            println!("created access key {access_key}");
+            if generated {
+                println!("secret key: {secret_key}");
+            }
+        }
+        KeyCommand::List => {
+            let text = send(endpoint, Method::GET, "/admin/keys", Vec::new()).await?;
+            let keys: Vec<KeyInfo> = serde_json::from_str(&text).context("unexpected reply")?;
+            for k in keys {
+                println!(
+                    "{}\tuid={}\tgid={}{}",
+                    k.access_key,
+                    k.uid,
+                    k.gid,
+                    if k.root { "\troot" } else { "" }
+                );
+            }
+        }
+        KeyCommand::Delete { access_key } => {
+            send(
+                endpoint,
+                Method::DELETE,
+                &format!("/admin/keys/{access_key}"),
+                Vec::new(),
+            )
+            .await?;
+            println!("deleted access key {access_key}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! `saker server`: every role in one process on an embedded store.
+//!
+//! Layout of the data directory: `meta.redb` (raft log + state of every MNode group),
+//! `chunks/` (the chunkstore), `access-keys.json`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use saker_chunkstore::DiskChunkStore;
+use saker_client::{collect_garbage, Cluster, ClusterConfig};
+use saker_coordinator::AccessKeyStore;
+use saker_gateway::Gateway;
+use saker_mnode::{MetaStore, Mnode, MnodeConfig, RedbStore};
+use saker_namespace::Router;
+use saker_rpc::MetaService;
+use tokio::net::TcpListener;
+
+use crate::admin::{self, AdminState};
+use crate::{parse_duration, parse_size};
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Where all state lives.
+    #[arg(long, default_value = "./saker-data")]
+    data_dir: PathBuf,
+    /// S3 listener.
+    #[arg(long, default_value = "127.0.0.1:9900")]
+    s3_addr: SocketAddr,
+    /// Admin listener: /health, /metrics and the admin API.
+    #[arg(long, default_value = "127.0.0.1:9901")]
+    admin_addr: SocketAddr,
+    /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
+    #[arg(long)]
+    domain: Option<String>,
+    /// Objects up to this size are stored inside the MNode.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    inline_threshold: u64,
+    /// Larger objects are split into chunks of this size.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    chunk_size: u64,
+    /// How long chunks of overwritten or deleted objects stay readable before deletion.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    gc_grace: Duration,
+    /// Unreferenced chunks older than this are removed by the scrub (covers crashed writes;
+    /// must exceed the longest upload).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    scrub_age: Duration,
+    /// How often garbage collection runs.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    gc_interval: Duration,
+}
+
+pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    let env_root = match (
+        std::env::var("SAKER_ACCESS_KEY"),
+        std::env::var("SAKER_SECRET_KEY"),
+    ) {
+        (Ok(a), Ok(s)) => Some((a, s)),
+        _ => None,
+    };
+    let root_from_env = env_root.is_some();
+    let keys = Arc::new(AccessKeyStore::open(
+        &args.data_dir.join("access-keys.json"),
+        env_root,
+    )?);
+    let store: Arc<dyn MetaStore> = Arc::new(
+        RedbStore::open(&args.data_dir.join("meta.redb"))
+            .context("cannot open the metadata store")?,
+    );
+    let chunks = Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
+    let mut cfg = MnodeConfig::new(1);
+    cfg.gc_grace = args.gc_grace;
+    let mnode = Mnode::start(store, cfg).await?;
+    let groups: BTreeMap<u32, Arc<dyn MetaService>> =
+        BTreeMap::from([(1, mnode.clone() as Arc<dyn MetaService>)]);
+    let cluster = Arc::new(Cluster::new(
+        Router::single(1),
+        groups,
+        chunks,
+        ClusterConfig {
+            inline_threshold: args.inline_threshold as usize,
+            chunk_size: args.chunk_size as usize,
+        },
+    ));
+
+    let s3 = Gateway::new(cluster.clone(), keys.clone())
+        .into_service(args.domain.as_deref())
+        .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
+    let s3_listener = TcpListener::bind(args.s3_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.s3_addr))?;
+    let admin_listener = TcpListener::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.admin_addr))?;
+    let s3_addr = s3_listener.local_addr()?;
+    let admin_addr = admin_listener.local_addr()?;
+
+    tokio::spawn(serve_s3(s3_listener, s3));
+    let admin_app = admin::router(AdminState { keys: keys.clone() });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(admin_listener, admin_app).await {
+            tracing::error!(error = %e, "admin listener failed");
+        }
+    });
+    tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
+
+    let root = keys.root();
+    println!("saker is ready");
+    println!("  S3 endpoint:  http://{s3_addr}");
+    println!("  admin:        http://{admin_addr}  (/health, /metrics)");
+    println!("  data dir:     {}", args.data_dir.display());
+    println!("  access key:   {}", root.access_key);
+    if root_from_env {
+        println!("  secret key:   (from SAKER_SECRET_KEY)");
+    } else {
+        println!("  secret key:   {}", root.secret_key);
+    }
+    println!("  try: AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{s3_addr} s3 ls", root.access_key);
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    mnode.shutdown().await;
+    Ok(())
+}
+
+async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = service.clone();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
+                tracing::debug!(error = %e, "S3 connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match collect_garbage(&cluster, scrub_age, true).await {
+            Ok(r) if r.released + r.leaked > 0 => {
+                tracing::info!(
+                    released = r.released,
+                    leaked = r.leaked,
+                    "garbage collected"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler cannot fail");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
