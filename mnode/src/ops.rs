@@ -255,9 +255,11 @@ fn put_dir_marker(
             (ctx.keys.inode(pid, name, true), attr, true)
         }
     };
+    release_chunks(txn, ctx, attr.layout.chunks());
     attr.implicit = false;
     attr.etag = obj.etag.clone();
     attr.size = obj.size;
+    attr.layout = obj.layout.clone();
     attr.s3_mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     put_attr(txn, &key, &attr);
@@ -344,6 +346,7 @@ fn remove_dir(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut Vec<Located>) {
     let dir = chain.pop().expect("chain has the directory");
     txn.delete(dir.key.expect("not the root"));
     delete_payloads(txn, ctx.keys, dir.attr.id);
+    release_chunks(txn, ctx, dir.attr.layout.chunks());
     touch_parent(txn, ctx, chain, -1, -1);
 }
 
@@ -385,10 +388,12 @@ fn delete_object(
             chain.push(loc);
             if has_children(txn, ctx.keys, chain.last().expect("pushed").attr.id)? {
                 let dir = chain.last_mut().expect("pushed");
+                let marker_chunks = std::mem::take(&mut dir.attr.layout);
                 dir.attr.implicit = true;
                 dir.attr.etag.clear();
                 dir.attr.size = 0;
                 let (key, attr) = (dir.key.clone().expect("not root"), dir.attr.clone());
+                release_chunks(txn, ctx, marker_chunks.chunks());
                 put_attr(txn, &key, &attr);
                 delete_payloads(txn, ctx.keys, attr.id);
                 return Ok(MetaResponse::Done);

@@ -1,0 +1,335 @@
+//! `saker bench s3`: PUT, GET and mixed (45% GET, 30% HEAD, 15% PUT, 10% DELETE) load at
+//! several object sizes and concurrencies; ops/s, MiB/s and p50/p99 latency per phase.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use clap::Args;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use self::parking_lot_free::Pool;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::sigv4::{uri_encode, Signer};
+use crate::{parse_duration, parse_size};
+
+#[derive(Args, Debug)]
+pub struct S3BenchArgs {
+    /// S3 endpoint, HOST:PORT or http://HOST:PORT.
+    #[arg(long)]
+    endpoint: String,
+    #[arg(long, env = "AWS_ACCESS_KEY_ID")]
+    access_key: String,
+    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    secret_key: String,
+    #[arg(long, default_value = "us-east-1")]
+    region: String,
+    /// Object sizes.
+    #[arg(long, default_value = "4KiB,64KiB,1MiB", value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<u64>,
+    /// Concurrent requests.
+    #[arg(long, default_value = "16,64", value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    /// Length of each phase.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Phases to run, in order.
+    #[arg(long, default_value = "put,get,mixed", value_delimiter = ',')]
+    phases: Vec<String>,
+    /// Bucket to use (created if missing).
+    #[arg(long, default_value = "saker-bench")]
+    bucket: String,
+    /// A name for this run in the JSON (e.g. the system under test).
+    #[arg(long)]
+    label: Option<String>,
+    /// Write results here as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Serialize, Debug, Clone)]
+pub struct PhaseResult {
+    pub phase: String,
+    pub size: u64,
+    pub concurrency: usize,
+    pub seconds: f64,
+    pub ops: u64,
+    pub errors: u64,
+    pub ops_per_sec: f64,
+    pub mib_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    label: Option<&'a str>,
+    endpoint: &'a str,
+    duration_secs: f64,
+    results: &'a [PhaseResult],
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+struct Target {
+    client: HttpClient,
+    host: String,
+    signer: Signer,
+    bucket: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    Put,
+    Get,
+    Head,
+    Delete,
+}
+
+impl Target {
+    /// Sends one request; returns the status and the number of body bytes received.
+    async fn send(&self, op: Op, key: &str, body: Bytes) -> anyhow::Result<(u16, u64)> {
+        let method = match op {
+            Op::Put => "PUT",
+            Op::Get => "GET",
+            Op::Head => "HEAD",
+            Op::Delete => "DELETE",
+        };
+        let path = format!("/{}/{}", uri_encode(&self.bucket, false), uri_encode(key, true));
+        let headers = self.signer.sign(method, &self.host, &path, "", time::OffsetDateTime::now_utc());
+        let mut req = http::Request::builder().method(method).uri(format!("http://{}{}", self.host, path));
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let req = req.header("content-length", body.len()).body(Full::new(body))?;
+        let resp = self.client.request(req).await?;
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut n = 0u64;
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                n += data.len() as u64;
+            }
+        }
+        Ok((status, n))
+    }
+
+    async fn create_bucket(&self) -> anyhow::Result<()> {
+        let path = format!("/{}", uri_encode(&self.bucket, false));
+        let headers = self.signer.sign("PUT", &self.host, &path, "", time::OffsetDateTime::now_utc());
+        let mut req = http::Request::builder().method("PUT").uri(format!("http://{}{}", self.host, path));
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let resp = self.client.request(req.body(Full::new(Bytes::new()))?).await?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await?.to_bytes();
+        if status != 200 && status != 409 {
+            bail!("create bucket: HTTP {status}: {}", String::from_utf8_lossy(&body));
+        }
+        Ok(())
+    }
+}
+
+mod parking_lot_free {
+    //! A tiny key pool shared by the workers of one phase.
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    pub struct Pool(Mutex<Vec<String>>);
+
+    impl Pool {
+        pub fn push(&self, k: String) {
+            self.0.lock().expect("pool lock").push(k);
+        }
+        pub fn pick(&self, r: usize) -> Option<String> {
+            let v = self.0.lock().expect("pool lock");
+            (!v.is_empty()).then(|| v[r % v.len()].clone())
+        }
+        pub fn take(&self, r: usize) -> Option<String> {
+            let mut v = self.0.lock().expect("pool lock");
+            (!v.is_empty()).then(|| {
+                let i = r % v.len();
+                v.swap_remove(i)
+            })
+        }
+        pub fn drain(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().expect("pool lock"))
+        }
+        pub fn len(&self) -> usize {
+            self.0.lock().expect("pool lock").len()
+        }
+    }
+}
+
+struct Recorder {
+    lat_us: Vec<u32>,
+    ops: u64,
+    errors: u64,
+    bytes: u64,
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+async fn run_phase(
+    target: Arc<Target>,
+    phase: &str,
+    size: u64,
+    concurrency: usize,
+    duration: Duration,
+    pool: Arc<Pool>,
+    payload: Bytes,
+) -> PhaseResult {
+    let counter = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::new();
+    for w in 0..concurrency {
+        let (target, pool, payload, counter) = (target.clone(), pool.clone(), payload.clone(), counter.clone());
+        let phase = phase.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut rec = Recorder { lat_us: Vec::new(), ops: 0, errors: 0, bytes: 0 };
+            let mut rng = rand::rngs::StdRng::from_entropy();
+            while Instant::now() < deadline {
+                let r: usize = rng.gen();
+                let roll = rng.gen_range(0..100);
+                let (op, key) = match phase.as_str() {
+                    "put" => (Op::Put, None),
+                    "get" => (Op::Get, pool.pick(r)),
+                    _ if roll < 45 => (Op::Get, pool.pick(r)),
+                    _ if roll < 75 => (Op::Head, pool.pick(r)),
+                    _ if roll < 90 => (Op::Put, None),
+                    _ => (Op::Delete, pool.take(r)),
+                };
+                let key = match (op, key) {
+                    (Op::Put, _) => format!("{size}/{w}-{}", counter.fetch_add(1, Ordering::Relaxed)),
+                    (_, Some(k)) => k,
+                    (_, None) => break, // nothing to read
+                };
+                let body = if op == Op::Put { payload.clone() } else { Bytes::new() };
+                let t0 = Instant::now();
+                let res = target.send(op, &key, body).await;
+                let us = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                match res {
+                    Ok((status, n)) if (200..300).contains(&status) || (status == 404 && phase == "mixed") => {
+                        rec.ops += 1;
+                        rec.lat_us.push(us);
+                        rec.bytes += if op == Op::Put { size } else { n };
+                        if op == Op::Put {
+                            pool.push(key);
+                        }
+                    }
+                    Ok((status, _)) => {
+                        rec.errors += 1;
+                        if rec.errors <= 3 {
+                            tracing::warn!(status, ?op, "request failed");
+                        }
+                    }
+                    Err(e) => {
+                        rec.errors += 1;
+                        if rec.errors <= 3 {
+                            tracing::warn!(error = %e, ?op, "request failed");
+                        }
+                    }
+                }
+            }
+            rec
+        }));
+    }
+    let mut all = Vec::new();
+    let (mut ops, mut errors, mut bytes) = (0, 0, 0);
+    for t in tasks {
+        if let Ok(rec) = t.await {
+            all.extend(rec.lat_us);
+            ops += rec.ops;
+            errors += rec.errors;
+            bytes += rec.bytes;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    PhaseResult {
+        phase: phase.to_string(),
+        size,
+        concurrency,
+        seconds: secs,
+        ops,
+        errors,
+        ops_per_sec: ops as f64 / secs,
+        mib_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
+        p50_ms: percentile(&all, 0.50),
+        p99_ms: percentile(&all, 0.99),
+    }
+}
+
+async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
+    let keys = Arc::new(Pool::default());
+    for k in pool.drain() {
+        keys.push(k);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency.max(1) {
+        let (target, keys) = (target.clone(), keys.clone());
+        tasks.push(tokio::spawn(async move {
+            while let Some(k) = keys.take(0) {
+                let _ = target.send(Op::Delete, &k, Bytes::new()).await;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
+    let host = args.endpoint.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(connector);
+    let target = Arc::new(Target {
+        client,
+        host,
+        signer: Signer { access_key: args.access_key.clone(), secret_key: args.secret_key.clone(), region: args.region.clone() },
+        bucket: args.bucket.clone(),
+    });
+    target.create_bucket().await.context("cannot create the benchmark bucket")?;
+    let mut results = Vec::new();
+    println!("{:<6} {:>8} {:>5} {:>10} {:>9} {:>9} {:>9} {:>7}", "phase", "size", "conc", "ops/s", "MiB/s", "p50 ms", "p99 ms", "errors");
+    for &size in &args.sizes {
+        let mut payload = vec![0u8; size as usize];
+        rand::thread_rng().fill(&mut payload[..]);
+        let payload = Bytes::from(payload);
+        for &conc in &args.concurrency {
+            let pool = Arc::new(Pool::default());
+            for phase in &args.phases {
+                let r = run_phase(target.clone(), phase, size, conc, args.duration, pool.clone(), payload.clone()).await;
+                println!(
+                    "{:<6} {:>8} {:>5} {:>10.0} {:>9.1} {:>9.2} {:>9.2} {:>7}",
+                    r.phase, r.size, r.concurrency, r.ops_per_sec, r.mib_per_sec, r.p50_ms, r.p99_ms, r.errors
+                );
+                results.push(r);
+            }
+            let n = pool.len();
+            cleanup(target.clone(), pool, conc).await;
+            tracing::debug!(deleted = n, "cleaned up");
+        }
+    }
+    if let Some(path) = &args.json {
+        let report = Report { label: args.label.as_deref(), endpoint: &args.endpoint, duration_secs: args.duration.as_secs_f64(), results: &results };
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
