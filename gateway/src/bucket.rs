@@ -34,7 +34,10 @@ pub async fn create_bucket(
         Ok(_) => Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{name}")),
         })),
-        Err(MetaError::Exists) => Err(S3Error::new(S3ErrorCode::BucketAlreadyOwnedByYou)),
+        // A single-tenant namespace: the bucket is the caller's; us-east-1 answers 200 then.
+        Err(MetaError::Exists) => Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{name}")),
+        })),
         Err(e) => Err(error::meta(e)),
     }
 }
@@ -120,10 +123,126 @@ pub async fn list_buckets(
         }
     }
     buckets.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(token) = &req.input.continuation_token {
+        buckets.retain(|b| b.name.as_deref().is_some_and(|n| n > token.as_str()));
+    }
+    let mut continuation_token = None;
+    if let Some(max) = req.input.max_buckets {
+        let max = max.clamp(1, 10_000) as usize;
+        if buckets.len() > max {
+            buckets.truncate(max);
+            continuation_token = buckets.last().and_then(|b| b.name.clone());
+        }
+    }
     Ok(S3Response::new(ListBucketsOutput {
         buckets: Some(buckets),
-        owner: Some(crate::list::owner()),
+        owner: Some(crate::list::owner(gw)),
         prefix: req.input.prefix,
-        continuation_token: None,
+        continuation_token,
     }))
+}
+
+/// The default ACL: the owner has full control, nobody else has anything.
+pub fn owner_acl(gw: &Gateway) -> (Owner, Vec<Grant>) {
+    let owner = crate::list::owner(gw);
+    let grant = Grant {
+        grantee: Some(Grantee {
+            display_name: owner.display_name.clone(),
+            email_address: None,
+            id: owner.id.clone(),
+            type_: Type::from_static(Type::CANONICAL_USER),
+            uri: None,
+        }),
+        permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
+    };
+    (owner, vec![grant])
+}
+
+/// Only the private ACL exists: granting anything to anyone else is not implemented.
+pub fn check_private_acl(
+    canned: Option<&str>,
+    grants: &[Option<&String>],
+    policy: Option<&AccessControlPolicy>,
+    gw: &Gateway,
+) -> S3Result<()> {
+    if canned.is_some_and(|c| c != "private") || grants.iter().any(|g| g.is_some()) {
+        return Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "only the private ACL is supported",
+        ));
+    }
+    if let Some(p) = policy {
+        let owner = crate::list::owner(gw).id;
+        let only_owner = p
+            .grants
+            .iter()
+            .flatten()
+            .all(|g| g.grantee.as_ref().is_some_and(|e| e.id == owner));
+        if !only_owner {
+            return Err(S3Error::with_message(
+                S3ErrorCode::NotImplemented,
+                "only the private ACL is supported",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub async fn get_bucket_acl(
+    gw: &Gateway,
+    req: S3Request<GetBucketAclInput>,
+) -> S3Result<S3Response<GetBucketAclOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    let (owner, grants) = owner_acl(gw);
+    Ok(S3Response::new(GetBucketAclOutput {
+        grants: Some(grants),
+        owner: Some(owner),
+    }))
+}
+
+pub async fn put_bucket_acl(
+    gw: &Gateway,
+    req: S3Request<PutBucketAclInput>,
+) -> S3Result<S3Response<PutBucketAclOutput>> {
+    let i = &req.input;
+    bucket_exists(gw, &i.bucket).await?;
+    let grants = [
+        i.grant_full_control.as_ref(),
+        i.grant_read.as_ref(),
+        i.grant_read_acp.as_ref(),
+        i.grant_write.as_ref(),
+        i.grant_write_acp.as_ref(),
+    ];
+    check_private_acl(
+        i.acl.as_ref().map(|a| a.as_str()),
+        &grants,
+        i.access_control_policy.as_ref(),
+        gw,
+    )?;
+    Ok(S3Response::new(PutBucketAclOutput {}))
+}
+
+pub async fn get_bucket_versioning(
+    gw: &Gateway,
+    req: S3Request<GetBucketVersioningInput>,
+) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    // Versioning has never been enabled on any saker bucket.
+    Ok(S3Response::new(GetBucketVersioningOutput::default()))
+}
+
+pub async fn get_bucket_tagging(
+    gw: &Gateway,
+    req: S3Request<GetBucketTaggingInput>,
+) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    Err(S3Error::new(S3ErrorCode::NoSuchTagSet))
+}
+
+pub async fn get_bucket_cors(
+    gw: &Gateway,
+    req: S3Request<GetBucketCorsInput>,
+) -> S3Result<S3Response<GetBucketCorsOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    Err(S3Error::new(S3ErrorCode::NoSuchCORSConfiguration))
 }

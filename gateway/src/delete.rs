@@ -46,6 +46,12 @@ pub async fn delete_objects(
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
     let input = req.input;
     crate::bucket::bucket_exists(gw, &input.bucket).await?;
+    if input.delete.objects.len() > 1000 {
+        return Err(s3s::s3_error!(
+            MalformedXML,
+            "a DeleteObjects request may name at most 1000 keys"
+        ));
+    }
     let quiet = input.delete.quiet.unwrap_or(false);
     let mut deleted = Vec::new();
     let mut errors = Vec::new();

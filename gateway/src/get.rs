@@ -79,16 +79,26 @@ pub fn check_read_conditions(
             }
         }
     }
-    match if_none_match {
-        Some(c) if etag_matches(c, etag) => return Err(S3Error::new(not_modified)),
-        Some(_) => {}
-        None => {
-            if let Some(t) = if_modified_since {
-                if mtime <= timestamp_secs(t) {
-                    return Err(S3Error::new(not_modified));
-                }
+    let unchanged = match if_none_match {
+        Some(c) => etag_matches(c, etag),
+        None => if_modified_since.is_some_and(|t| mtime <= timestamp_secs(t)),
+    };
+    if unchanged {
+        let mut e = S3Error::new(not_modified.clone());
+        if not_modified == S3ErrorCode::NotModified {
+            // A 304 carries the validators of the current representation.
+            let mut headers = http::HeaderMap::new();
+            if let Ok(v) = http::HeaderValue::from_str(&format!("\"{etag}\"")) {
+                headers.insert(http::header::ETAG, v);
             }
+            if let Some(v) = crate::keys::format_http_date(&timestamp(mtime_ns))
+                .and_then(|d| http::HeaderValue::from_str(&d).ok())
+            {
+                headers.insert(http::header::LAST_MODIFIED, v);
+            }
+            e.set_headers(headers);
         }
+        return Err(e);
     }
     Ok(())
 }

@@ -9,12 +9,12 @@ use crate::error;
 use crate::keys::timestamp;
 use crate::Gateway;
 
-const OWNER_ID: &str = "saker";
-
-pub fn owner() -> Owner {
+/// The owner shown for buckets and objects: a single-tenant namespace is owned by the root key.
+pub fn owner(gw: &Gateway) -> Owner {
+    let id = gw.keys.root().access_key;
     Owner {
-        display_name: Some(OWNER_ID.into()),
-        id: Some(OWNER_ID.into()),
+        display_name: Some(id.clone()),
+        id: Some(id),
     }
 }
 
@@ -95,7 +95,13 @@ async fn page(
     })
 }
 
-fn objects(contents: Vec<(String, Attr)>, url: bool, with_owner: bool) -> Vec<Object> {
+fn objects(
+    gw: &Gateway,
+    contents: Vec<(String, Attr)>,
+    url: bool,
+    with_owner: bool,
+) -> Vec<Object> {
+    let owner = owner(gw);
     contents
         .into_iter()
         .map(|(key, a)| Object {
@@ -106,7 +112,7 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, with_owner: bool) -> Vec<Ob
             storage_class: Some(ObjectStorageClass::from_static(
                 ObjectStorageClass::STANDARD,
             )),
-            owner: with_owner.then(owner),
+            owner: with_owner.then(|| owner.clone()),
             ..Default::default()
         })
         .collect()
@@ -151,9 +157,17 @@ pub async fn list_objects_v2(
         continuation_token: input.continuation_token,
         is_truncated: Some(p.truncated),
         next_continuation_token: if p.truncated { p.last } else { None },
-        contents: Some(objects(p.contents, url, input.fetch_owner.unwrap_or(false))),
+        contents: Some(objects(
+            gw,
+            p.contents,
+            url,
+            input.fetch_owner.unwrap_or(false),
+        )),
         common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: input.delimiter.map(|d| enc(&d, url)),
+        delimiter: input
+            .delimiter
+            .filter(|d| !d.is_empty())
+            .map(|d| enc(&d, url)),
         encoding_type: input.encoding_type,
         start_after: input.start_after.map(|s| enc(&s, url)),
         request_charged: None,
@@ -180,7 +194,7 @@ pub async fn list_objects(
     .await?;
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
-        prefix: Some(enc(&prefix, url)),
+        prefix: Some(prefix.clone()),
         marker: Some(enc(&after, url)),
         max_keys: Some(max as i32),
         is_truncated: Some(p.truncated),
@@ -189,10 +203,74 @@ pub async fn list_objects(
         } else {
             None
         },
-        contents: Some(objects(p.contents, url, true)),
+        contents: Some(objects(gw, p.contents, url, true)),
         common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: input.delimiter.map(|d| enc(&d, url)),
+        delimiter: input
+            .delimiter
+            .filter(|d| !d.is_empty())
+            .map(|d| enc(&d, url)),
         encoding_type: input.encoding_type,
         request_charged: None,
+    }))
+}
+
+/// ListObjectVersions of an unversioned bucket: every object is its only ("null") version.
+pub async fn list_object_versions(
+    gw: &Gateway,
+    req: S3Request<ListObjectVersionsInput>,
+) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+    let input = req.input;
+    let url = url_encoding(input.encoding_type.as_ref())?;
+    let max = max_keys(input.max_keys)?;
+    let prefix = input.prefix.clone().unwrap_or_default();
+    let after = input.key_marker.clone().unwrap_or_default();
+    let p = page(
+        gw,
+        &input.bucket,
+        &prefix,
+        input.delimiter.as_deref(),
+        &after,
+        max,
+    )
+    .await?;
+    let owner = owner(gw);
+    let versions = p
+        .contents
+        .into_iter()
+        .map(|(key, a)| ObjectVersion {
+            key: Some(enc(&key, url)),
+            version_id: Some("null".into()),
+            is_latest: Some(true),
+            e_tag: Some(ETag::Strong(a.etag.clone())),
+            last_modified: Some(timestamp(a.s3_mtime_ns)),
+            size: Some(a.size as i64),
+            storage_class: Some(ObjectVersionStorageClass::from_static(
+                ObjectVersionStorageClass::STANDARD,
+            )),
+            owner: Some(owner.clone()),
+            ..Default::default()
+        })
+        .collect();
+    Ok(S3Response::new(ListObjectVersionsOutput {
+        name: Some(input.bucket),
+        prefix: Some(prefix),
+        key_marker: input.key_marker,
+        version_id_marker: input.version_id_marker,
+        max_keys: Some(max as i32),
+        is_truncated: Some(p.truncated),
+        next_key_marker: if p.truncated {
+            p.last.map(|l| enc(&l, url))
+        } else {
+            None
+        },
+        next_version_id_marker: None,
+        versions: Some(versions),
+        common_prefixes: Some(prefixes(p.prefixes, url)),
+        delimiter: input
+            .delimiter
+            .filter(|d| !d.is_empty())
+            .map(|d| enc(&d, url)),
+        encoding_type: input.encoding_type,
+        ..Default::default()
     }))
 }

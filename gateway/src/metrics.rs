@@ -9,6 +9,7 @@ use prometheus::{
     TextEncoder,
 };
 use s3s::S3Result;
+use tracing::Instrument;
 
 pub static REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
@@ -35,7 +36,7 @@ pub static LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
 /// Runs one S3 operation, counting it and timing it.
 pub async fn timed<T>(op: &'static str, fut: impl Future<Output = S3Result<T>>) -> S3Result<T> {
     let start = Instant::now();
-    let result = fut.await;
+    let result = fut.instrument(tracing::debug_span!("s3_request", op)).await;
     LATENCY
         .with_label_values(&[op])
         .observe(start.elapsed().as_secs_f64());

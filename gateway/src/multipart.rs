@@ -328,7 +328,7 @@ pub async fn list_parts(
         next_part_number_marker: next,
         is_truncated: Some(truncated),
         parts: Some(parts),
-        owner: Some(crate::list::owner()),
+        owner: Some(crate::list::owner(gw)),
         initiator: Some(Initiator {
             display_name: Some("saker".into()),
             id: Some("saker".into()),
@@ -399,7 +399,7 @@ pub async fn list_uploads(
                 display_name: Some("saker".into()),
                 id: Some("saker".into()),
             }),
-            owner: Some(crate::list::owner()),
+            owner: Some(crate::list::owner(gw)),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
             ..Default::default()
         });

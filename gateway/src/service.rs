@@ -146,4 +146,56 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         timed("DeleteObjectTagging", tagging::delete(self, req)).await
     }
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        timed("ListObjectVersions", list::list_object_versions(self, req)).await
+    }
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        timed("GetBucketAcl", bucket::get_bucket_acl(self, req)).await
+    }
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        timed("PutBucketAcl", bucket::put_bucket_acl(self, req)).await
+    }
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        timed("GetObjectAcl", tagging::get_object_acl(self, req)).await
+    }
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        timed("PutObjectAcl", tagging::put_object_acl(self, req)).await
+    }
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        timed(
+            "GetBucketVersioning",
+            bucket::get_bucket_versioning(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        timed("GetBucketTagging", bucket::get_bucket_tagging(self, req)).await
+    }
+    async fn get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        timed("GetBucketCors", bucket::get_bucket_cors(self, req)).await
+    }
 }

@@ -80,9 +80,9 @@ pub async fn get(
         },
     )
     .await?;
-    let tag_set = view
-        .tags
-        .unwrap_or_default()
+    let mut tags = view.tags.unwrap_or_default();
+    tags.sort();
+    let tag_set = tags
         .into_iter()
         .map(|(k, v)| Tag {
             key: Some(k),
@@ -109,4 +109,39 @@ pub async fn delete(
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+}
+
+pub async fn get_object_acl(
+    gw: &Gateway,
+    req: S3Request<GetObjectAclInput>,
+) -> S3Result<S3Response<GetObjectAclOutput>> {
+    lookup_object(gw, &req.input.bucket, &req.input.key, Want::ATTR).await?;
+    let (owner, grants) = crate::bucket::owner_acl(gw);
+    Ok(S3Response::new(GetObjectAclOutput {
+        grants: Some(grants),
+        owner: Some(owner),
+        request_charged: None,
+    }))
+}
+
+pub async fn put_object_acl(
+    gw: &Gateway,
+    req: S3Request<PutObjectAclInput>,
+) -> S3Result<S3Response<PutObjectAclOutput>> {
+    let i = &req.input;
+    lookup_object(gw, &i.bucket, &i.key, Want::ATTR).await?;
+    let grants = [
+        i.grant_full_control.as_ref(),
+        i.grant_read.as_ref(),
+        i.grant_read_acp.as_ref(),
+        i.grant_write.as_ref(),
+        i.grant_write_acp.as_ref(),
+    ];
+    crate::bucket::check_private_acl(
+        i.acl.as_ref().map(|a| a.as_str()),
+        &grants,
+        i.access_control_policy.as_ref(),
+        gw,
+    )?;
+    Ok(S3Response::new(PutObjectAclOutput::default()))
 }

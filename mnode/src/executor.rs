@@ -2,17 +2,21 @@
 //!
 //! One worker drains whatever is queued (no timer: a lone request goes at once), evaluates each
 //! op against one batch transaction (so later ops see earlier ones), and proposes the resulting
-//! physical mutations plus per-op results as a single raft entry. The next batch is evaluated
-//! only after this one is applied, so the worker holding the batch is the lock on every
-//! (pid, name) it touched until apply. Writes carry a (client, seq) tag; the dedupe table in
-//! raft state returns the first result of a retried write.
+//! physical mutations plus per-op results as a single raft entry. Evaluation is serial, and each
+//! batch is evaluated on top of the proposed-but-unapplied writes of earlier ones (a bounded
+//! pipeline): every (pid, name) is serialized exactly as by locks held until apply, while the
+//! fsync of one batch overlaps the evaluation of the next. Writes carry a (client, seq) tag; the
+//! dedupe table in raft state returns the first result of a retried write.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
 use saker_rpc::{ClientTag, MetaError, MetaRequest, MetaResponse};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::keys::Keys;
 use crate::metrics;
@@ -20,7 +24,8 @@ use crate::ops::{apply_write, Ctx};
 use crate::raft::{BatchEntry, Raft};
 use crate::records::{decode, encode};
 use crate::store::MetaStore;
-use crate::txn::Txn;
+use crate::store::WriteBatch;
+use crate::txn::{Overlay, Txn};
 
 /// How many recent results per client the dedupe table keeps.
 pub const DEDUPE_WINDOW: u64 = 4096;
@@ -38,6 +43,8 @@ pub(crate) struct Executor {
     pub next_id: Arc<AtomicU64>,
     pub gc_grace: Duration,
     pub max_batch: usize,
+    /// Batches proposed but not yet applied, at most.
+    pub pipeline_depth: usize,
 }
 
 pub(crate) fn now_ns() -> i64 {
@@ -47,24 +54,66 @@ pub(crate) fn now_ns() -> i64 {
         .unwrap_or_default()
 }
 
+/// Batches proposed to raft and not yet applied, and their writes merged (later wins). The next
+/// batch is evaluated on top of them, so evaluation overlaps the commit of earlier batches; its
+/// ops are acknowledged only after its own apply, which follows theirs in the log.
+#[derive(Default)]
+struct InFlight {
+    batches: VecDeque<(u64, Arc<WriteBatch>)>,
+    merged: Arc<Overlay>,
+}
+
+impl InFlight {
+    fn push(&mut self, seq: u64, batch: Arc<WriteBatch>) {
+        let mut merged = (*self.merged).clone();
+        merged.extend(batch.ops.iter().cloned());
+        self.merged = Arc::new(merged);
+        self.batches.push_back((seq, batch));
+    }
+
+    fn remove(&mut self, seq: u64) {
+        self.batches.retain(|(s, _)| *s != seq);
+        let mut merged = Overlay::new();
+        for (_, b) in &self.batches {
+            merged.extend(b.ops.iter().cloned());
+        }
+        self.merged = Arc::new(merged);
+    }
+}
+
 impl Executor {
     pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
-        let mut batch = Vec::with_capacity(self.max_batch);
+        let inflight = Arc::new(Mutex::new(InFlight::default()));
+        let permits = Arc::new(Semaphore::new(self.pipeline_depth.max(1)));
+        let mut seq = 0u64;
         while let Some(first) = rx.recv().await {
+            let mut batch = Vec::with_capacity(self.max_batch);
             batch.push(first);
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            // Everything queued meanwhile joins this batch.
             while batch.len() < self.max_batch {
                 match rx.try_recv() {
                     Ok(p) => batch.push(p),
                     Err(_) => break,
                 }
             }
-            self.run_batch(&mut batch).await;
+            seq += 1;
+            self.propose(seq, batch, &inflight, permit).await;
         }
     }
 
-    async fn run_batch(&self, batch: &mut Vec<Pending>) {
+    async fn propose(
+        &self,
+        seq: u64,
+        batch: Vec<Pending>,
+        inflight: &Arc<Mutex<InFlight>>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
         metrics::BATCH_SIZE.observe(batch.len() as f64);
-        let mut txn = Txn::new(self.store.as_ref());
+        let pending = inflight.lock().merged.clone();
+        let mut txn = Txn::on_pending(self.store.as_ref(), pending);
         let mut ctx = Ctx {
             keys: &self.keys,
             now_ns: now_ns(),
@@ -75,26 +124,41 @@ impl Executor {
         for p in batch.iter() {
             results.push(self.eval(&mut txn, &mut ctx, p));
         }
+        self.next_id.store(ctx.next_id, Ordering::SeqCst);
+        let mutations = txn.into_batch();
+        inflight.lock().push(seq, Arc::new(mutations.clone()));
         let entry = BatchEntry {
-            mutations: txn.into_batch(),
+            mutations,
             results,
             id_high_water: ctx.next_id - 1,
         };
-        let outcome = self.raft.client_write(entry).await;
-        match outcome {
-            Ok(resp) => {
-                self.next_id.store(ctx.next_id, Ordering::SeqCst);
-                for (p, r) in batch.drain(..).zip(resp.data.results) {
-                    let _ = p.reply.send(r);
+        let rx = self.raft.client_write_ff(entry).await;
+        let inflight = inflight.clone();
+        tokio::spawn(async move {
+            let outcome = match rx {
+                Ok(rx) => match rx.await {
+                    Ok(Ok(resp)) => Ok(resp.data.results),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                },
+                Err(e) => Err(e.to_string()),
+            };
+            inflight.lock().remove(seq);
+            drop(permit);
+            match outcome {
+                Ok(results) => {
+                    for (p, r) in batch.into_iter().zip(results) {
+                        let _ = p.reply.send(r);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "raft write failed; batch rejected");
+                    for p in batch {
+                        let _ = p.reply.send(Err(MetaError::Unavailable(e.clone())));
+                    }
                 }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "raft write failed; batch rejected");
-                for p in batch.drain(..) {
-                    let _ = p.reply.send(Err(MetaError::Unavailable(e.to_string())));
-                }
-            }
-        }
+        });
     }
 
     fn eval(

@@ -8,7 +8,6 @@
 //! |-----|----------------------------------------|--------------------------------|
 //! | `l` | log index (8)                          | raft log entry                 |
 //! | `v` |                                        | raft vote                      |
-//! | `c` |                                        | raft committed log id          |
 //! | `p` |                                        | last purged log id             |
 //! | `m` |                                        | state-machine meta             |
 //! | `i` | parent id (8) + sort name              | inode ([`saker_rpc::Attr`])    |
@@ -27,7 +26,6 @@ use crate::store::prefix_end;
 
 pub const LOG: u8 = b'l';
 pub const VOTE: u8 = b'v';
-pub const COMMITTED: u8 = b'c';
 pub const PURGED: u8 = b'p';
 pub const SM_META: u8 = b'm';
 pub const INODE: u8 = b'i';

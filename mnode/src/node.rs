@@ -30,6 +30,8 @@ pub struct MnodeConfig {
     pub gc_grace: Duration,
     /// Upper bound of ops per batch.
     pub max_batch: usize,
+    /// Batches in flight (proposed, not yet applied) at most.
+    pub pipeline_depth: usize,
 }
 
 impl MnodeConfig {
@@ -39,6 +41,7 @@ impl MnodeConfig {
             node_id: 1,
             gc_grace: Duration::from_secs(600),
             max_batch: 512,
+            pipeline_depth: 4,
         }
     }
 }
@@ -107,6 +110,7 @@ impl Mnode {
             next_id,
             gc_grace: cfg.gc_grace,
             max_batch: cfg.max_batch,
+            pipeline_depth: cfg.pipeline_depth,
         };
         tokio::spawn(exec.run(rx));
         Ok(Arc::new(Self {

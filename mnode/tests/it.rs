@@ -292,3 +292,59 @@ async fn concurrent_writes_batch_and_survive_restart() {
     };
     assert!(a.id > before);
 }
+
+#[tokio::test]
+async fn later_batches_see_unapplied_writes_of_earlier_ones() {
+    // Tiny batches, so the 201 requests span many batches with several in flight.
+    let cfg = MnodeConfig {
+        max_batch: 3,
+        ..MnodeConfig::new(1)
+    };
+    let mut c = Client {
+        node: Mnode::start(Arc::new(MemStore::new()), cfg).await.unwrap(),
+        seq: 0,
+    };
+    // Dependent requests issued back to back without waiting: join_all polls the calls in
+    // order, so they are queued in order, and with the pipeline the parent directory of a put
+    // may still be in flight when the put is evaluated.
+    let mut reqs = vec![MetaRequest::CreateBucket {
+        name: "b".into(),
+        uid: 0,
+        gid: 0,
+    }];
+    for i in 0..100 {
+        reqs.push(MetaRequest::MkdirImplicit {
+            path: p(&format!("b/d{i}")),
+            uid: 0,
+            gid: 0,
+        });
+        let obj = NewObject {
+            size: 1,
+            etag: "e".into(),
+            inline: Some(bytes::Bytes::from_static(b"x")),
+            ..Default::default()
+        };
+        reqs.push(MetaRequest::PutObject {
+            path: p(&format!("b/d{i}/f")),
+            obj,
+        });
+    }
+    let node = c.node.clone();
+    let calls = reqs.into_iter().enumerate().map(|(i, req)| {
+        let node = node.clone();
+        async move {
+            node.call(
+                ClientTag {
+                    client: 11,
+                    seq: i as u64 + 1,
+                },
+                req,
+            )
+            .await
+        }
+    });
+    for r in futures::future::join_all(calls).await {
+        r.expect("every request, queued in order, succeeds");
+    }
+    assert_eq!(c.names("b").await.len(), 100);
+}

@@ -11,7 +11,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, Vote};
 
 use super::{read_err, storage_err, StorageError, TypeConfig};
-use crate::keys::{Keys, COMMITTED, LOG, PURGED, VOTE};
+use crate::keys::{Keys, LOG, PURGED, VOTE};
 use crate::records::{decode, encode};
 use crate::store::{MetaStore, WriteBatch};
 
@@ -124,17 +124,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
         self.get_rec(VOTE)
-    }
-
-    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
-        let mut b = WriteBatch::default();
-        b.put(self.keys.single(COMMITTED), encode(&committed));
-        // Not durable: a lost committed index is recomputed by raft.
-        self.write(b, false).await
-    }
-
-    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError> {
-        Ok(self.get_rec::<Option<LogId<u64>>>(COMMITTED)?.flatten())
     }
 
     async fn append<I>(

@@ -15,7 +15,7 @@ fn batch(ops: &[(&[u8], Option<&[u8]>)]) -> WriteBatch {
     WriteBatch {
         ops: ops
             .iter()
-            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+            .map(|(k, v)| (k.to_vec(), v.map(bytes::Bytes::copy_from_slice)))
             .collect(),
     }
 }

@@ -27,7 +27,7 @@ impl MetaStore for MemStore {
         let mut map = self.map.write();
         for (k, v) in &batch.ops {
             match v {
-                Some(v) => map.insert(k.clone(), v.clone()),
+                Some(v) => map.insert(k.clone(), v.to_vec()),
                 None => map.remove(k),
             };
         }

@@ -4,6 +4,8 @@
 //! instance under per-group key prefixes, so one fsync covers them all. Engines: [`RedbStore`]
 //! (embedded, the default) and [`MemStore`] (tests). Every engine passes [`conformance`].
 
+use bytes::Bytes;
+
 mod mem;
 mod redb_engine;
 
@@ -21,15 +23,16 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-/// An atomic set of puts and deletes, applied in order.
+/// An atomic set of puts and deletes, applied in order. Values are shared buffers, so a batch
+/// can be kept (by the executor's pipeline) and sent (in a raft entry) without copying them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriteBatch {
-    pub ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub ops: Vec<(Vec<u8>, Option<Bytes>)>,
 }
 
 impl WriteBatch {
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push((key, Some(value)));
+    pub fn put(&mut self, key: Vec<u8>, value: impl Into<Bytes>) {
+        self.ops.push((key, Some(value.into())));
     }
 
     pub fn delete(&mut self, key: Vec<u8>) {

@@ -53,7 +53,7 @@ impl MetaStore for RedbStore {
             for (k, v) in &batch.ops {
                 match v {
                     Some(v) => {
-                        table.insert(k.as_slice(), v.as_slice()).map_err(io)?;
+                        table.insert(k.as_slice(), v.as_ref()).map_err(io)?;
                     }
                     None => {
                         table.remove(k.as_slice()).map_err(io)?;
