@@ -40,9 +40,6 @@ pub struct Cluster {
     seq: AtomicU64,
 }
 
-/// Every parent level may need one creation and one retry.
-const MAX_PARENT_ROUNDS: usize = 2 * 128 + 4;
-
 impl Cluster {
     pub fn new(
         router: Router,
@@ -133,9 +130,11 @@ impl Cluster {
         gid: u32,
         make: impl Fn() -> MetaRequest,
     ) -> Result<MetaResponse, ClientError> {
+        // Every parent level may need one creation and one retry, plus a few races.
+        let max_rounds = 2 * path.len() + 4;
         // Directories (prefixes of `path`) waiting to be created, deepest last.
         let mut pending: Vec<usize> = Vec::new();
-        for _ in 0..MAX_PARENT_ROUNDS {
+        for _ in 0..max_rounds {
             let (target, req) = match pending.last() {
                 Some(&depth) => (
                     &path[..=depth],
@@ -161,7 +160,7 @@ impl Cluster {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ClientError::TooManyRetries(MAX_PARENT_ROUNDS))
+        Err(ClientError::TooManyRetries(max_rounds))
     }
 
     /// Stores a file (or, for `dir_marker`, a directory marker) at `path`.

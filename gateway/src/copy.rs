@@ -4,7 +4,7 @@ use futures::StreamExt;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::{ChunkWriter, ReadRange, Written};
-use saker_rpc::{FileKind, NewObject, ObjectView, Want};
+use saker_rpc::{NewObject, ObjectView, Want};
 
 use crate::body::discard;
 use crate::error;
@@ -125,9 +125,6 @@ pub async fn copy_object(
             InvalidRequest,
             "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
         ));
-    }
-    if view.attr.kind != FileKind::File && !dst.dir_marker {
-        return Err(S3Error::new(S3ErrorCode::NoSuchKey));
     }
     let src_meta = view.meta.clone().unwrap_or_default();
     let mut meta = if replace_meta {

@@ -175,7 +175,7 @@ fn select_range(
         let idx = usize::try_from(n)
             .ok()
             .filter(|&i| i >= 1 && i <= parts.len())
-            .ok_or_else(|| invalid_part_number())?;
+            .ok_or_else(invalid_part_number)?;
         let start: u64 = parts[..idx - 1].iter().map(|p| p.size).sum();
         let end = start + parts[idx - 1].size;
         let cr = format!("bytes {}-{}/{}", start, end.saturating_sub(1), size);

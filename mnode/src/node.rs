@@ -41,7 +41,7 @@ impl MnodeConfig {
             node_id: 1,
             gc_grace: Duration::from_secs(600),
             max_batch: 512,
-            pipeline_depth: 4,
+            pipeline_depth: 1,
         }
     }
 }

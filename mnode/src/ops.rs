@@ -198,7 +198,16 @@ fn put_object(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], obj: &NewOb
     let mut chain = resolve_parents(txn, ctx.keys, path)?;
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
-    let (key, mut attr, is_new) = match child(txn, ctx.keys, pid, name)? {
+    let existing = match child(txn, ctx.keys, pid, name)? {
+        // An empty implicit directory is invisible to S3: the object takes its place.
+        Child::Dir(loc) if loc.attr.implicit && !has_children(txn, ctx.keys, loc.attr.id)? => {
+            chain.push(loc);
+            remove_dir(txn, ctx, &mut chain);
+            Child::None
+        }
+        other => other,
+    };
+    let (key, mut attr, is_new) = match existing {
         Child::Dir(_) => {
             return Err(MetaError::Conflict {
                 path: path.join("/"),

@@ -159,6 +159,12 @@ async fn implicit_parents_conflicts_and_reaping() {
         c.call(MetaRequest::DeleteBucket { name: "b".into() }).await,
         Err(MetaError::NotEmpty)
     );
+    // An empty implicit directory (left by an interrupted put) does not block a file's name.
+    c.mkdir_implicit("b/z").await.unwrap();
+    c.put("b/z", b"file")
+        .await
+        .expect("the object replaces the empty implicit directory");
+    assert!(!c.lookup("b/z").await.unwrap().attr.is_dir());
 }
 
 #[tokio::test]

@@ -4,8 +4,11 @@
 //! A raft entry is one executor batch: the physical KV mutations it computed plus the per-op
 //! results, so followers apply bytes and never re-resolve paths.
 
+// openraft's StorageError is large and not ours to box.
+#[allow(clippy::result_large_err)]
 mod log_store;
 mod network;
+#[allow(clippy::result_large_err)]
 mod state_machine;
 
 use std::io::Cursor;
@@ -49,9 +52,9 @@ pub type Raft = openraft::Raft<TypeConfig>;
 pub type StorageError = openraft::StorageError<u64>;
 
 pub(crate) fn storage_err(e: impl std::fmt::Display) -> StorageError {
-    openraft::StorageIOError::write(&openraft::AnyError::error(e.to_string())).into()
+    openraft::StorageIOError::write(openraft::AnyError::error(e.to_string())).into()
 }
 
 pub(crate) fn read_err(e: impl std::fmt::Display) -> StorageError {
-    openraft::StorageIOError::read(&openraft::AnyError::error(e.to_string())).into()
+    openraft::StorageIOError::read(openraft::AnyError::error(e.to_string())).into()
 }

@@ -15,7 +15,7 @@ use openraft::{Entry, EntryPayload, LogId, OptionalSend, SnapshotMeta, StoredMem
 use super::{read_err, storage_err, BatchOutcome, StorageError, TypeConfig};
 use crate::keys::{Keys, SM_META, SM_TABLES};
 use crate::records::{decode, encode, SmMeta};
-use crate::store::{MetaStore, WriteBatch};
+use crate::store::{KvPairs, MetaStore, WriteBatch};
 
 pub struct StateMachine {
     store: Arc<dyn MetaStore>,
@@ -50,7 +50,7 @@ impl StateMachine {
         }
     }
 
-    fn dump(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StorageError> {
+    fn dump(&self) -> Result<KvPairs, StorageError> {
         let mut all = Vec::new();
         for tag in SM_TABLES {
             let pairs = self
@@ -153,7 +153,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta<u64, openraft::BasicNode>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
-        let pairs: Vec<(Vec<u8>, Vec<u8>)> = decode(snapshot.get_ref()).map_err(read_err)?;
+        let pairs: KvPairs = decode(snapshot.get_ref()).map_err(read_err)?;
         let meta_key = self.keys.single(SM_META);
         // The sender's meta record carries the id high-water mark.
         let mut sm_meta = match pairs.iter().find(|(k, _)| *k == meta_key) {

@@ -5,7 +5,7 @@ use std::ops::Bound;
 
 use parking_lot::RwLock;
 
-use super::{KvPairs, MetaStore, StoreError, WriteBatch};
+use super::{Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 
 #[derive(Default)]
 pub struct MemStore {
@@ -47,7 +47,7 @@ impl MetaStore for MemStore {
             .collect())
     }
 
-    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError> {
         let map = self.map.read();
         Ok(map
             .range::<[u8], _>((Bound::Included(start), Bound::Excluded(end)))

@@ -44,8 +44,11 @@ impl WriteBatch {
     }
 }
 
+/// One key-value pair.
+pub type Kv = (Vec<u8>, Vec<u8>);
+
 /// Key-value pairs returned by a scan.
-pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+pub type KvPairs = Vec<Kv>;
 
 /// An ordered key-value store.
 pub trait MetaStore: Send + Sync + 'static {
@@ -59,7 +62,7 @@ pub trait MetaStore: Send + Sync + 'static {
     fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError>;
 
     /// The greatest pair with `start <= key < end`, if any.
-    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError>;
+    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError>;
 }
 
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::{KvPairs, MetaStore, StoreError, WriteBatch};
+use super::{Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("saker_meta_v1");
 
@@ -79,7 +79,7 @@ impl MetaStore for RedbStore {
         Ok(out)
     }
 
-    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError> {
         let txn = self.db.begin_read().map_err(io)?;
         let table = txn.open_table(TABLE).map_err(io)?;
         let mut range = table.range::<&[u8]>(start..end).map_err(io)?;

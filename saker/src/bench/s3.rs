@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use self::parking_lot_free::Pool;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::Args;
@@ -13,7 +14,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use self::parking_lot_free::Pool;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -102,13 +102,27 @@ impl Target {
             Op::Head => "HEAD",
             Op::Delete => "DELETE",
         };
-        let path = format!("/{}/{}", uri_encode(&self.bucket, false), uri_encode(key, true));
-        let headers = self.signer.sign(method, &self.host, &path, "", time::OffsetDateTime::now_utc());
-        let mut req = http::Request::builder().method(method).uri(format!("http://{}{}", self.host, path));
+        let path = format!(
+            "/{}/{}",
+            uri_encode(&self.bucket, false),
+            uri_encode(key, true)
+        );
+        let headers = self.signer.sign(
+            method,
+            &self.host,
+            &path,
+            "",
+            time::OffsetDateTime::now_utc(),
+        );
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("http://{}{}", self.host, path));
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let req = req.header("content-length", body.len()).body(Full::new(body))?;
+        let req = req
+            .header("content-length", body.len())
+            .body(Full::new(body))?;
         let resp = self.client.request(req).await?;
         let status = resp.status().as_u16();
         let mut body = resp.into_body();
@@ -123,16 +137,30 @@ impl Target {
 
     async fn create_bucket(&self) -> anyhow::Result<()> {
         let path = format!("/{}", uri_encode(&self.bucket, false));
-        let headers = self.signer.sign("PUT", &self.host, &path, "", time::OffsetDateTime::now_utc());
-        let mut req = http::Request::builder().method("PUT").uri(format!("http://{}{}", self.host, path));
+        let headers = self.signer.sign(
+            "PUT",
+            &self.host,
+            &path,
+            "",
+            time::OffsetDateTime::now_utc(),
+        );
+        let mut req = http::Request::builder()
+            .method("PUT")
+            .uri(format!("http://{}{}", self.host, path));
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = self.client.request(req.body(Full::new(Bytes::new()))?).await?;
+        let resp = self
+            .client
+            .request(req.body(Full::new(Bytes::new()))?)
+            .await?;
         let status = resp.status().as_u16();
         let body = resp.into_body().collect().await?.to_bytes();
         if status != 200 && status != 409 {
-            bail!("create bucket: HTTP {status}: {}", String::from_utf8_lossy(&body));
+            bail!(
+                "create bucket: HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         Ok(())
     }
@@ -198,10 +226,20 @@ async fn run_phase(
     let deadline = start + duration;
     let mut tasks = Vec::new();
     for w in 0..concurrency {
-        let (target, pool, payload, counter) = (target.clone(), pool.clone(), payload.clone(), counter.clone());
+        let (target, pool, payload, counter) = (
+            target.clone(),
+            pool.clone(),
+            payload.clone(),
+            counter.clone(),
+        );
         let phase = phase.to_string();
         tasks.push(tokio::spawn(async move {
-            let mut rec = Recorder { lat_us: Vec::new(), ops: 0, errors: 0, bytes: 0 };
+            let mut rec = Recorder {
+                lat_us: Vec::new(),
+                ops: 0,
+                errors: 0,
+                bytes: 0,
+            };
             let mut rng = rand::rngs::StdRng::from_entropy();
             while Instant::now() < deadline {
                 let r: usize = rng.gen();
@@ -215,16 +253,24 @@ async fn run_phase(
                     _ => (Op::Delete, pool.take(r)),
                 };
                 let key = match (op, key) {
-                    (Op::Put, _) => format!("{size}/{w}-{}", counter.fetch_add(1, Ordering::Relaxed)),
+                    (Op::Put, _) => {
+                        format!("{size}/{w}-{}", counter.fetch_add(1, Ordering::Relaxed))
+                    }
                     (_, Some(k)) => k,
                     (_, None) => break, // nothing to read
                 };
-                let body = if op == Op::Put { payload.clone() } else { Bytes::new() };
+                let body = if op == Op::Put {
+                    payload.clone()
+                } else {
+                    Bytes::new()
+                };
                 let t0 = Instant::now();
                 let res = target.send(op, &key, body).await;
                 let us = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 match res {
-                    Ok((status, n)) if (200..300).contains(&status) || (status == 404 && phase == "mixed") => {
+                    Ok((status, n))
+                        if (200..300).contains(&status) || (status == 404 && phase == "mixed") =>
+                    {
                         rec.ops += 1;
                         rec.lat_us.push(us);
                         rec.bytes += if op == Op::Put { size } else { n };
@@ -295,19 +341,35 @@ async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
 }
 
 pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
-    let host = args.endpoint.trim_start_matches("http://").trim_end_matches('/').to_string();
+    let host = args
+        .endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
-    let client = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(connector);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(256)
+        .build(connector);
     let target = Arc::new(Target {
         client,
         host,
-        signer: Signer { access_key: args.access_key.clone(), secret_key: args.secret_key.clone(), region: args.region.clone() },
+        signer: Signer {
+            access_key: args.access_key.clone(),
+            secret_key: args.secret_key.clone(),
+            region: args.region.clone(),
+        },
         bucket: args.bucket.clone(),
     });
-    target.create_bucket().await.context("cannot create the benchmark bucket")?;
+    target
+        .create_bucket()
+        .await
+        .context("cannot create the benchmark bucket")?;
     let mut results = Vec::new();
-    println!("{:<6} {:>8} {:>5} {:>10} {:>9} {:>9} {:>9} {:>7}", "phase", "size", "conc", "ops/s", "MiB/s", "p50 ms", "p99 ms", "errors");
+    println!(
+        "{:<6} {:>8} {:>5} {:>10} {:>9} {:>9} {:>9} {:>7}",
+        "phase", "size", "conc", "ops/s", "MiB/s", "p50 ms", "p99 ms", "errors"
+    );
     for &size in &args.sizes {
         let mut payload = vec![0u8; size as usize];
         rand::thread_rng().fill(&mut payload[..]);
@@ -315,10 +377,26 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
         for &conc in &args.concurrency {
             let pool = Arc::new(Pool::default());
             for phase in &args.phases {
-                let r = run_phase(target.clone(), phase, size, conc, args.duration, pool.clone(), payload.clone()).await;
+                let r = run_phase(
+                    target.clone(),
+                    phase,
+                    size,
+                    conc,
+                    args.duration,
+                    pool.clone(),
+                    payload.clone(),
+                )
+                .await;
                 println!(
                     "{:<6} {:>8} {:>5} {:>10.0} {:>9.1} {:>9.2} {:>9.2} {:>7}",
-                    r.phase, r.size, r.concurrency, r.ops_per_sec, r.mib_per_sec, r.p50_ms, r.p99_ms, r.errors
+                    r.phase,
+                    r.size,
+                    r.concurrency,
+                    r.ops_per_sec,
+                    r.mib_per_sec,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.errors
                 );
                 results.push(r);
             }
@@ -328,8 +406,14 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.json {
-        let report = Report { label: args.label.as_deref(), endpoint: &args.endpoint, duration_secs: args.duration.as_secs_f64(), results: &results };
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+        let report = Report {
+            label: args.label.as_deref(),
+            endpoint: &args.endpoint,
+            duration_secs: args.duration.as_secs_f64(),
+            results: &results,
+        };
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

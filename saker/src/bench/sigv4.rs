@@ -20,7 +20,9 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             b'/' if keep_slash => out.push('/'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -31,7 +33,14 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
 impl Signer {
     /// Headers to add to a request: (name, value) pairs including Authorization.
     /// `path` must already be URI-encoded; `query` is the canonical (sorted, encoded) query.
-    pub fn sign(&self, method: &str, host: &str, path: &str, query: &str, now: time::OffsetDateTime) -> Vec<(String, String)> {
+    pub fn sign(
+        &self,
+        method: &str,
+        host: &str,
+        path: &str,
+        query: &str,
+        now: time::OffsetDateTime,
+    ) -> Vec<(String, String)> {
         let amz_date = format!(
             "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
             now.year(),
@@ -47,8 +56,14 @@ impl Signer {
             "{method}\n{path}\n{query}\nhost:{host}\nx-amz-content-sha256:{payload}\nx-amz-date:{amz_date}\n\nhost;x-amz-content-sha256;x-amz-date\n{payload}"
         );
         let scope = format!("{date}/{}/s3/aws4_request", self.region);
-        let to_sign = format!("AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())));
-        let k_date = hmac(format!("AWS4{}", self.secret_key).as_bytes(), date.as_bytes());
+        let to_sign = format!(
+            "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
+            hex::encode(Sha256::digest(canonical.as_bytes()))
+        );
+        let k_date = hmac(
+            format!("AWS4{}", self.secret_key).as_bytes(),
+            date.as_bytes(),
+        );
         let k_region = hmac(&k_date, self.region.as_bytes());
         let k_service = hmac(&k_region, b"s3");
         let k_signing = hmac(&k_service, b"aws4_request");
@@ -85,6 +100,9 @@ mod tests {
         let k_region = hmac(&k_date, b"us-east-1");
         let k_service = hmac(&k_region, b"iam");
         let k_signing = hmac(&k_service, b"aws4_request");
-        assert_eq!(hex::encode(k_signing), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+        assert_eq!(
+            hex::encode(k_signing),
+            "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d"
+        );
     }
 }

@@ -1,0 +1,196 @@
+//! The admin listener (/health, /metrics) and `saker admin key …`.
+
+mod common;
+
+use common::*;
+
+fn ok_stdout(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn access_key_lifecycle() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "keys").await;
+    put(&root, &b, "obj", b"x").await;
+
+    // Before it exists the key is refused.
+    let user = srv.client_with("AKTESTUSER1", "sk-test-user-secret");
+    assert_fails(user.list_buckets().send().await, 403, "InvalidAccessKeyId");
+
+    let out = srv.admin_cmd(&[
+        "key",
+        "create",
+        "--access-key",
+        "AKTESTUSER1",
+        "--secret-key",
+        "sk-test-user-secret",
+    ]);
+    ok_stdout(out, "key create");
+
+    let names: Vec<_> = user
+        .list_buckets()
+        .send()
+        .await
+        .expect("the new key lists buckets")
+        .buckets()
+        .iter()
+        .filter_map(|b| b.name.clone())
+        .collect();
+    assert_eq!(names, vec![b.clone()]);
+    assert_eq!(get_bytes(&user, &b, "obj").await, b"x");
+    // The key signs with its own secret only.
+    let wrong = srv.client_with("AKTESTUSER1", "sk-wrong-secret-x");
+    assert_fails(
+        wrong.list_buckets().send().await,
+        403,
+        "SignatureDoesNotMatch",
+    );
+
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some("AKTESTUSER1")),
+        "key list shows the new key:\n{listed}"
+    );
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(ROOT_AK)),
+        "key list shows the root key:\n{listed}"
+    );
+    assert!(
+        !listed.contains("sk-test-user-secret"),
+        "secrets are not shown"
+    );
+
+    // Creating it again is refused.
+    let out = srv.admin_cmd(&[
+        "key",
+        "create",
+        "--access-key",
+        "AKTESTUSER1",
+        "--secret-key",
+        "another-secret-1",
+    ]);
+    assert!(!out.status.success(), "duplicate key create must fail");
+
+    ok_stdout(
+        srv.admin_cmd(&["key", "delete", "--access-key", "AKTESTUSER1"]),
+        "key delete",
+    );
+    assert_fails(user.list_buckets().send().await, 403, "InvalidAccessKeyId");
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
+    assert!(!listed.contains("AKTESTUSER1"), "{listed}");
+    // The root key still works.
+    root.list_buckets().send().await.expect("root still works");
+}
+
+#[tokio::test]
+async fn keys_survive_a_restart() {
+    let mut srv = Server::default_start();
+    ok_stdout(
+        srv.admin_cmd(&[
+            "key",
+            "create",
+            "--access-key",
+            "AKPERSIST",
+            "--secret-key",
+            "persisted-secret",
+        ]),
+        "key create",
+    );
+    srv.restart();
+    let user = srv.client_with("AKPERSIST", "persisted-secret");
+    user.list_buckets()
+        .send()
+        .await
+        .expect("a created key survives a restart");
+}
+
+#[tokio::test]
+async fn admin_api_needs_the_root_signature() {
+    let srv = Server::default_start();
+    let http = reqwest::Client::new();
+    let resp = http
+        .get(format!("{}/admin/keys", srv.admin))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 403, "unsigned admin request");
+    let resp = http
+        .post(format!("{}/admin/keys", srv.admin))
+        .body(r#"{"access_key":"EVIL","secret_key":"evil-secret","uid":0,"gid":0}"#)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 403, "unsigned key creation");
+    let evil = srv.client_with("EVIL", "evil-secret");
+    assert_fails(evil.list_buckets().send().await, 403, "InvalidAccessKeyId");
+
+    // The CLI with a wrong root secret fails too.
+    let out = std::process::Command::new(saker_bin())
+        .args(["admin", "key", "list", "--admin-endpoint", &srv.admin])
+        .env("SAKER_ACCESS_KEY", ROOT_AK)
+        .env("SAKER_SECRET_KEY", "not-the-root-secret")
+        .output()
+        .expect("run saker admin");
+    assert!(!out.status.success());
+}
+
+#[tokio::test]
+async fn health_and_metrics() {
+    let srv = Server::default_start();
+    let http = reqwest::Client::new();
+    let resp = http
+        .get(format!("{}/health", srv.admin))
+        .send()
+        .await
+        .expect("GET /health");
+    assert_eq!(resp.status().as_u16(), 200);
+
+    // Traffic first, so the counters have samples.
+    let c = srv.client();
+    let b = new_bucket(&c, "metrics").await;
+    put(&c, &b, "k", b"x").await;
+    let _ = c.get_object().bucket(&b).key("missing").send().await;
+
+    let resp = http
+        .get(format!("{}/metrics", srv.admin))
+        .send()
+        .await
+        .expect("GET /metrics");
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = resp.text().await.expect("metrics text");
+    assert!(text.contains("saker_gateway_requests_total"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("saker_gateway_requests_total")
+                && l.contains("PutObject")
+                && l.contains("ok")
+        })
+        .unwrap_or_else(|| panic!("a PutObject ok sample:\n{text}"));
+    let n: f64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("sample value");
+    assert!(n >= 1.0, "{line}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("saker_gateway_requests_total")
+                && l.contains("GetObject")
+                && l.contains("NoSuchKey")),
+        "the failed GET is counted by outcome:\n{text}"
+    );
+}

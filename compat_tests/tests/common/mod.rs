@@ -1,0 +1,468 @@
+//! Test harness: runs the real `saker server` binary on a fresh data directory and hands out
+//! aws-sdk-s3 clients for it.
+//!
+//! The binary is `$SAKER_BIN` or `<target>/debug/saker` next to the test executable; build it
+//! first with `cargo build --bins`.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::Client;
+use md5::{Digest, Md5};
+use rand::RngCore;
+
+/// The root key the server is started with.
+pub const ROOT_AK: &str = "saker-test-root";
+pub const ROOT_SK: &str = "saker-test-root-secret";
+
+/// How long the server may take to print its addresses.
+const READY_DEADLINE: Duration = Duration::from_secs(30);
+/// stderr lines kept for diagnostics.
+const STDERR_KEEP: usize = 200;
+
+/// Extra command-line options for `saker server`.
+#[derive(Clone, Debug, Default)]
+pub struct Opts {
+    pub args: Vec<String>,
+}
+
+impl Opts {
+    /// Garbage collection fast enough to observe in a test.
+    pub fn fast_gc() -> Self {
+        Self::default()
+            .arg("--gc-grace", "1s")
+            .arg("--scrub-age", "2s")
+            .arg("--gc-interval", "200ms")
+    }
+
+    pub fn arg(mut self, name: &str, value: &str) -> Self {
+        self.args.push(name.to_string());
+        self.args.push(value.to_string());
+        self
+    }
+}
+
+/// A running `saker server` with its own data directory.
+pub struct Server {
+    child: Option<Child>,
+    data: tempfile::TempDir,
+    opts: Opts,
+    stderr: Arc<Mutex<Vec<String>>>,
+    /// `http://127.0.0.1:PORT` of the S3 listener.
+    pub endpoint: String,
+    /// `http://127.0.0.1:PORT` of the admin listener.
+    pub admin: String,
+}
+
+/// The `saker` binary under test.
+pub fn saker_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SAKER_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test executable has a path");
+    // <target>/debug/deps/<test> -> <target>/debug/saker
+    let debug = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in <target>/debug/deps");
+    let bin = debug.join(format!("saker{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        panic!(
+            "{} does not exist: build it first: cargo build --bins",
+            bin.display()
+        );
+    }
+    bin
+}
+
+fn parse_addr(line: &str, label: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix(label)?.trim_start();
+    let url = rest.split_whitespace().next()?;
+    url.starts_with("http://").then(|| url.to_string())
+}
+
+impl Server {
+    /// Starts a server on a fresh data directory.
+    pub fn start(opts: Opts) -> Server {
+        let data = tempfile::Builder::new()
+            .prefix("saker-compat-")
+            .tempdir()
+            .expect("create a temp dir");
+        let mut s = Server {
+            child: None,
+            data,
+            opts,
+            stderr: Arc::new(Mutex::new(Vec::new())),
+            endpoint: String::new(),
+            admin: String::new(),
+        };
+        s.spawn();
+        s
+    }
+
+    /// Starts with default options.
+    pub fn default_start() -> Server {
+        Self::start(Opts::default())
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "the server is already running");
+        let mut child = Command::new(saker_bin())
+            .arg("server")
+            .arg("--data-dir")
+            .arg(self.data.path())
+            .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+            .args(&self.opts.args)
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the saker binary");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+
+        // Drain both pipes for the child's whole life so it never blocks on a full pipe.
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut tx = Some(tx);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                        // Once the reader is gone, keep draining.
+                        if tx.as_ref().is_some_and(|t| t.send(text).is_err()) {
+                            tx = None;
+                        }
+                    }
+                }
+            }
+        });
+        let keep = self.stderr.clone();
+        keep.lock().unwrap().clear();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let mut k = keep.lock().unwrap();
+                        if k.len() == STDERR_KEEP {
+                            k.remove(0);
+                        }
+                        k.push(String::from_utf8_lossy(&line).trim_end().to_string());
+                    }
+                }
+            }
+        });
+
+        let deadline = Instant::now() + READY_DEADLINE;
+        let (mut s3, mut admin) = (None, None);
+        while s3.is_none() || admin.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    s3 = s3.or_else(|| parse_addr(&line, "S3 endpoint:"));
+                    admin = admin.or_else(|| parse_addr(&line, "admin:"));
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "saker server did not become ready ({e:?}); stderr:\n{}",
+                        self.stderr.lock().unwrap().join("\n")
+                    );
+                }
+            }
+        }
+        self.endpoint = s3.expect("loop ends with both");
+        self.admin = admin.expect("loop ends with both");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same data directory (new ports: refetch clients).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Starts again on the same data directory with other options.
+    pub fn restart_with(&mut self, opts: Opts) {
+        self.kill();
+        self.opts = opts;
+        self.spawn();
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
+    /// The last lines the server wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// A client with the root key.
+    pub fn client(&self) -> Client {
+        self.client_with(ROOT_AK, ROOT_SK)
+    }
+
+    pub fn client_with(&self, ak: &str, sk: &str) -> Client {
+        Client::from_conf(self.config_with(ak, sk).build())
+    }
+
+    /// A root client that never retries (for requests that must fail fast).
+    pub fn client_no_retry(&self) -> Client {
+        Client::from_conf(
+            self.config_with(ROOT_AK, ROOT_SK)
+                .retry_config(RetryConfig::disabled())
+                .build(),
+        )
+    }
+
+    pub fn config_with(&self, ak: &str, sk: &str) -> aws_sdk_s3::config::Builder {
+        aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(ak, sk, None, None, "saker-compat"))
+            .endpoint_url(&self.endpoint)
+            .force_path_style(true)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+    }
+
+    /// Runs `saker admin … --admin-endpoint <admin>` with the root key in the environment.
+    pub fn admin_cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new(saker_bin())
+            .arg("admin")
+            .args(args)
+            .args(["--admin-endpoint", &self.admin])
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run saker admin")
+    }
+
+    /// Number of `*.chunk` files under DATA_DIR/chunks.
+    pub fn chunk_files(&self) -> usize {
+        fn walk(p: &Path, n: &mut usize) {
+            let Ok(rd) = std::fs::read_dir(p) else { return };
+            for e in rd.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    walk(&path, n);
+                } else if path.extension().is_some_and(|x| x == "chunk") {
+                    *n += 1;
+                }
+            }
+        }
+        let mut n = 0;
+        walk(&self.data.path().join("chunks"), &mut n);
+        n
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers shared by the test files.
+
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::thread_rng().fill_bytes(&mut v);
+    v
+}
+
+pub fn md5_hex(data: &[u8]) -> String {
+    hex::encode(Md5::digest(data))
+}
+
+pub fn md5_raw(data: &[u8]) -> Vec<u8> {
+    Md5::digest(data).to_vec()
+}
+
+/// `"<hex md5>"`, as S3 returns a single-part ETag.
+pub fn quoted_md5(data: &[u8]) -> String {
+    format!("\"{}\"", md5_hex(data))
+}
+
+pub fn body(data: &[u8]) -> ByteStream {
+    ByteStream::from(data.to_vec())
+}
+
+/// A fresh bucket name, unique within a server.
+pub fn bucket_name(tag: &str) -> String {
+    format!("{tag}-{:08x}", rand::random::<u32>())
+}
+
+pub async fn create_bucket(c: &Client, name: &str) {
+    c.create_bucket()
+        .bucket(name)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("create bucket {name}: {e:?}"));
+}
+
+/// Creates a bucket and returns its name.
+pub async fn new_bucket(c: &Client, tag: &str) -> String {
+    let b = bucket_name(tag);
+    create_bucket(c, &b).await;
+    b
+}
+
+pub async fn put(c: &Client, bucket: &str, key: &str, data: &[u8]) -> String {
+    c.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(body(data))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("put {key}: {e:?}"))
+        .e_tag
+        .unwrap_or_default()
+}
+
+pub async fn get_bytes(c: &Client, bucket: &str, key: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("get {key}: {e:?}"));
+    out.body
+        .collect()
+        .await
+        .expect("read the body")
+        .into_bytes()
+        .to_vec()
+}
+
+/// Every key of a bucket (ListObjectsV2, all pages).
+pub async fn list_all(c: &Client, bucket: &str, prefix: Option<&str>) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let out = c
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_prefix(prefix.map(str::to_string))
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("list {bucket}: {e:?}"));
+        keys.extend(out.contents().iter().filter_map(|o| o.key.clone()));
+        if out.is_truncated == Some(true) {
+            token = out.next_continuation_token.clone();
+            assert!(token.is_some(), "truncated listing without a token");
+        } else {
+            return keys;
+        }
+    }
+}
+
+/// What a failed request looked like on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub status: u16,
+    pub code: Option<String>,
+    pub message: Option<String>,
+}
+
+/// The HTTP status and S3 error code of a request that must fail.
+pub fn failure<T: std::fmt::Debug, E>(r: Result<T, SdkError<E, HttpResponse>>) -> Failure
+where
+    E: ProvideErrorMetadata + std::fmt::Debug,
+{
+    match r {
+        Ok(v) => panic!("the request succeeded but must fail: {v:?}"),
+        Err(e) => {
+            let status = e
+                .raw_response()
+                .map(|r| r.status().as_u16())
+                .unwrap_or_else(|| panic!("no HTTP response: {e:?}"));
+            Failure {
+                status,
+                code: e.code().map(str::to_string),
+                message: e.message().map(str::to_string),
+            }
+        }
+    }
+}
+
+/// Asserts a request failed with `status` and S3 error `code`.
+#[track_caller]
+pub fn assert_fails<T: std::fmt::Debug, E>(
+    r: Result<T, SdkError<E, HttpResponse>>,
+    status: u16,
+    code: &str,
+) -> Failure
+where
+    E: ProvideErrorMetadata + std::fmt::Debug,
+{
+    let f = failure(r);
+    assert_eq!(
+        (f.status, f.code.as_deref()),
+        (status, Some(code)),
+        "unexpected failure: {f:?}"
+    );
+    f
+}
+
+/// Asserts only the HTTP status (HEAD errors carry no body, hence no code).
+#[track_caller]
+pub fn assert_status<T: std::fmt::Debug, E>(r: Result<T, SdkError<E, HttpResponse>>, status: u16)
+where
+    E: ProvideErrorMetadata + std::fmt::Debug,
+{
+    let f = failure(r);
+    assert_eq!(f.status, status, "unexpected failure: {f:?}");
+}
+
+/// Polls `f` until it returns true or `deadline` passes; returns whether it did.
+pub async fn poll_until<F, Fut>(deadline: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + deadline;
+    loop {
+        if f().await {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,147 @@
+//! Authentication failures and the shape of S3 error responses.
+
+mod common;
+
+use common::*;
+
+/// The `<Code>` of an S3 XML error body.
+fn xml_code(body: &str) -> Option<String> {
+    let start = body.find("<Code>")? + "<Code>".len();
+    let end = body[start..].find("</Code>")? + start;
+    Some(body[start..end].to_string())
+}
+
+#[tokio::test]
+async fn wrong_secret_is_signature_does_not_match() {
+    let srv = Server::default_start();
+    let b = new_bucket(&srv.client(), "authsig").await;
+    let bad = srv.client_with(ROOT_AK, "definitely-not-the-secret");
+    assert_fails(
+        bad.list_buckets().send().await,
+        403,
+        "SignatureDoesNotMatch",
+    );
+    assert_fails(
+        bad.put_object()
+            .bucket(&b)
+            .key("k")
+            .body(body(b"x"))
+            .send()
+            .await,
+        403,
+        "SignatureDoesNotMatch",
+    );
+    assert_fails(
+        bad.get_object().bucket(&b).key("k").send().await,
+        403,
+        "SignatureDoesNotMatch",
+    );
+    // Nothing was written.
+    assert!(list_all(&srv.client(), &b, None).await.is_empty());
+}
+
+#[tokio::test]
+async fn unknown_access_key_is_invalid_access_key_id() {
+    let srv = Server::default_start();
+    let b = new_bucket(&srv.client(), "authkey").await;
+    let bad = srv.client_with("NO-SUCH-KEY", "whatever-secret");
+    assert_fails(bad.list_buckets().send().await, 403, "InvalidAccessKeyId");
+    assert_fails(
+        bad.put_object()
+            .bucket(&b)
+            .key("k")
+            .body(body(b"x"))
+            .send()
+            .await,
+        403,
+        "InvalidAccessKeyId",
+    );
+}
+
+#[tokio::test]
+async fn unsigned_requests_are_access_denied() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "anon").await;
+    put(&c, &b, "public?", b"secret data").await;
+    let http = reqwest::Client::new();
+
+    for (method, url) in [
+        (
+            reqwest::Method::GET,
+            format!("{}/{b}/public%3F", srv.endpoint),
+        ),
+        (reqwest::Method::GET, format!("{}/{b}", srv.endpoint)),
+        (reqwest::Method::GET, format!("{}/", srv.endpoint)),
+        (reqwest::Method::PUT, format!("{}/{b}/new", srv.endpoint)),
+        (
+            reqwest::Method::DELETE,
+            format!("{}/{b}/public%3F", srv.endpoint),
+        ),
+    ] {
+        let resp = http
+            .request(method.clone(), &url)
+            .body("x")
+            .send()
+            .await
+            .expect("plain HTTP request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        assert_eq!(status, 403, "{method} {url}: {text}");
+        assert_eq!(
+            xml_code(&text).as_deref(),
+            Some("AccessDenied"),
+            "{method} {url}: {text}"
+        );
+        assert!(!text.contains("secret data"));
+    }
+    // Nothing changed.
+    assert_eq!(list_all(&c, &b, None).await, vec!["public?"]);
+    assert_eq!(get_bytes(&c, &b, "public?").await, b"secret data");
+}
+
+#[tokio::test]
+async fn garbage_authorization_header_is_refused() {
+    let srv = Server::default_start();
+    let b = new_bucket(&srv.client(), "garbage").await;
+    let http = reqwest::Client::new();
+    let resp = http
+        .get(format!("{}/{b}", srv.endpoint))
+        .header("authorization", "AWS4-HMAC-SHA256 nonsense")
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    assert!(
+        status == 400 || status == 403,
+        "a malformed Authorization header: {status} {text}"
+    );
+    assert!(xml_code(&text).is_some(), "an S3 XML error: {text}");
+}
+
+#[tokio::test]
+async fn error_bodies_are_s3_xml() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "xmlerr").await;
+    let f = assert_fails(
+        c.get_object().bucket(&b).key("missing").send().await,
+        404,
+        "NoSuchKey",
+    );
+    assert!(f.message.is_some() || f.code.is_some());
+    // A 409 conflict carries its message.
+    put(&c, &b, "f", b"x").await;
+    let f = assert_fails(
+        c.put_object()
+            .bucket(&b)
+            .key("f/g")
+            .body(body(b"y"))
+            .send()
+            .await,
+        409,
+        "ObjectPathConflict",
+    );
+    assert!(f.message.is_some_and(|m| !m.is_empty()));
+}
