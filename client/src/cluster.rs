@@ -24,7 +24,7 @@ pub struct ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
-            inline_threshold: 64 * 1024,
+            inline_threshold: 16 * 1024,
             chunk_size: 8 * 1024 * 1024,
         }
     }

