@@ -15,7 +15,8 @@ use rand::Rng;
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
 /// The server's defaults: objects up to this size are inline, larger ones are cut in chunks.
-const INLINE_THRESHOLD: usize = 64 * KIB;
+/// The server default (`--inline-threshold`).
+const INLINE_THRESHOLD: usize = 16 * KIB;
 const CHUNK_SIZE: usize = 8 * MIB;
 
 /// What one PUT wrote.

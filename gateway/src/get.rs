@@ -135,12 +135,10 @@ pub async fn check_write_conditions(
 }
 
 fn invalid_part_number() -> S3Error {
-    let mut e = S3Error::with_message(
-        S3ErrorCode::Custom("InvalidPartNumber".into()),
+    S3Error::with_message(
+        S3ErrorCode::InvalidPart,
         "The requested partnumber is not satisfiable",
-    );
-    e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
-    e
+    )
 }
 
 /// The byte range to serve and the Content-Range header, from Range or partNumber.
@@ -228,7 +226,12 @@ pub async fn get_object(
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
-    let view = lookup_object(gw, &input.bucket, &input.key, Want::OBJECT).await?;
+    let want = Want {
+        meta: true,
+        data: true,
+        tags: true,
+    };
+    let view = lookup_object(gw, &input.bucket, &input.key, want).await?;
     let a = &view.attr;
     check_read_conditions(
         &a.etag,
@@ -269,6 +272,11 @@ pub async fn get_object(
         expires: meta.expires.as_deref().and_then(parse_http_date),
         website_redirect_location: meta.website_redirect.clone(),
         parts_count,
+        tag_count: view
+            .tags
+            .as_ref()
+            .filter(|t| !t.is_empty())
+            .map(|t| t.len() as i32),
         checksum_crc32: sums.crc32,
         checksum_crc32c: sums.crc32c,
         checksum_crc64nvme: sums.crc64nvme,

@@ -263,7 +263,11 @@ pub async fn list_object_versions(
         } else {
             None
         },
-        next_version_id_marker: None,
+        next_version_id_marker: if p.truncated {
+            Some("null".into())
+        } else {
+            None
+        },
         versions: Some(versions),
         common_prefixes: Some(prefixes(p.prefixes, url)),
         delimiter: input

@@ -21,6 +21,17 @@ pub struct Headers {
     pub metadata: Option<Metadata>,
 }
 
+/// `aws-chunked` describes the upload's framing, not the object: it is not stored.
+fn stored_encoding(e: Option<String>) -> Option<String> {
+    let kept: Vec<&str> = e
+        .as_deref()?
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
+}
+
 pub fn object_meta(h: Headers) -> ObjectMeta {
     let mut user: Vec<(String, String)> = h
         .metadata
@@ -31,7 +42,7 @@ pub fn object_meta(h: Headers) -> ObjectMeta {
     user.sort();
     ObjectMeta {
         content_type: h.content_type,
-        content_encoding: h.content_encoding,
+        content_encoding: stored_encoding(h.content_encoding),
         content_disposition: h.content_disposition,
         content_language: h.content_language,
         cache_control: h.cache_control,
@@ -160,4 +171,20 @@ pub async fn put_object(
         checksum_sha256: s.sha256,
         ..Default::default()
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aws_chunked_is_not_stored_as_content_encoding() {
+        assert_eq!(
+            stored_encoding(Some("gzip, aws-chunked".into())).as_deref(),
+            Some("gzip")
+        );
+        assert_eq!(stored_encoding(Some("aws-chunked".into())), None);
+        assert_eq!(stored_encoding(Some("br".into())).as_deref(), Some("br"));
+        assert_eq!(stored_encoding(None), None);
+    }
 }
