@@ -21,6 +21,29 @@ pub struct Declared {
     pub algorithm: Option<String>,
 }
 
+/// The [`Declared`] checksums of a PutObject or UploadPart input (same field names in both),
+/// with `algorithm` from the SDK headers as the fallback algorithm.
+#[macro_export]
+macro_rules! declared_checksums {
+    ($input:expr, $algorithm:expr) => {
+        $crate::body::Declared {
+            md5_b64: $input.content_md5.clone(),
+            sums: saker_rpc::Checksums {
+                crc32: $input.checksum_crc32.clone(),
+                crc32c: $input.checksum_crc32c.clone(),
+                crc64nvme: $input.checksum_crc64nvme.clone(),
+                sha1: $input.checksum_sha1.clone(),
+                sha256: $input.checksum_sha256.clone(),
+            },
+            algorithm: $input
+                .checksum_algorithm
+                .as_ref()
+                .map(|a| a.as_str().to_string())
+                .or($algorithm),
+        }
+    };
+}
+
 /// What was stored.
 pub struct Ingested {
     pub written: Written,

@@ -6,7 +6,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
 
-use crate::body::{discard, ingest, Declared};
+use crate::body::{discard, ingest};
 use crate::copy::{copy_bytes, copy_range, source, SourceConditions};
 use crate::error;
 use crate::keys::{timestamp, write_key, KeyPath};
@@ -124,21 +124,7 @@ pub async fn upload_part(
     let number = check_part_number(input.part_number)?;
     // Fail before reading the body when the upload is unknown.
     get_upload(gw, &kp, &input.upload_id).await?;
-    let declared = Declared {
-        md5_b64: input.content_md5.clone(),
-        sums: saker_rpc::Checksums {
-            crc32: input.checksum_crc32.clone(),
-            crc32c: input.checksum_crc32c.clone(),
-            crc64nvme: input.checksum_crc64nvme.clone(),
-            sha1: input.checksum_sha1.clone(),
-            sha256: input.checksum_sha256.clone(),
-        },
-        algorithm: input
-            .checksum_algorithm
-            .as_ref()
-            .map(|a| a.as_str().to_string())
-            .or(algorithm),
-    };
+    let declared = crate::declared_checksums!(input, algorithm);
     let got = ingest(
         &gw.cluster,
         input.body,

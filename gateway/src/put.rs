@@ -4,7 +4,7 @@ use s3s::dto::{ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_rpc::{NewObject, ObjectMeta};
 
-use crate::body::{discard, ingest, Declared};
+use crate::body::{discard, ingest};
 use crate::error;
 use crate::keys::{format_http_date, write_key};
 use crate::Gateway;
@@ -111,21 +111,7 @@ pub async fn put_object(
         )
         .await?;
     }
-    let declared = Declared {
-        md5_b64: input.content_md5.clone(),
-        sums: saker_rpc::Checksums {
-            crc32: input.checksum_crc32.clone(),
-            crc32c: input.checksum_crc32c.clone(),
-            crc64nvme: input.checksum_crc64nvme.clone(),
-            sha1: input.checksum_sha1.clone(),
-            sha256: input.checksum_sha256.clone(),
-        },
-        algorithm: input
-            .checksum_algorithm
-            .as_ref()
-            .map(|a| a.as_str().to_string())
-            .or(algorithm),
-    };
+    let declared = crate::declared_checksums!(input, algorithm);
     let got = ingest(
         &gw.cluster,
         input.body,

@@ -16,7 +16,7 @@ pub fn now_secs() -> i64 {
         .unwrap_or_default()
 }
 
-pub fn sign(secret: &str, method: &str, path: &str, date: i64, body: &[u8]) -> String {
+fn mac(secret: &str, method: &str, path: &str, date: i64, body: &[u8]) -> Hmac<Sha256> {
     let mut mac =
         Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
     mac.update(
@@ -26,7 +26,15 @@ pub fn sign(secret: &str, method: &str, path: &str, date: i64, body: &[u8]) -> S
         )
         .as_bytes(),
     );
-    hex::encode(mac.finalize().into_bytes())
+    mac
+}
+
+pub fn sign(secret: &str, method: &str, path: &str, date: i64, body: &[u8]) -> String {
+    hex::encode(
+        mac(secret, method, path, date, body)
+            .finalize()
+            .into_bytes(),
+    )
 }
 
 /// Checks a signature in constant time and the timestamp's freshness.
@@ -44,16 +52,9 @@ pub fn verify(
     let Ok(sig) = hex::decode(signature) else {
         return false;
     };
-    let mut mac =
-        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
-    mac.update(
-        format!(
-            "{method}\n{path}\n{date}\n{}",
-            hex::encode(Sha256::digest(body))
-        )
-        .as_bytes(),
-    );
-    mac.verify_slice(&sig).is_ok()
+    mac(secret, method, path, date, body)
+        .verify_slice(&sig)
+        .is_ok()
 }
 
 #[cfg(test)]
