@@ -313,6 +313,27 @@ async fn single_small_part_and_part_overwrite() {
         .expect("a single part may be small");
     assert_eq!(out.e_tag(), Some(multipart_etag(&[&data]).as_str()));
     assert_eq!(get_bytes(&c, &b, "k").await, data);
+    // A retried Complete answers like the first one; a different part list does not.
+    let again = c
+        .complete_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .upload_id(&id)
+        .multipart_upload(completed(&[(1, &e)]))
+        .send()
+        .await
+        .expect("completing a completed upload again");
+    assert_eq!(again.e_tag(), out.e_tag());
+    let f = failure(
+        c.complete_multipart_upload()
+            .bucket(&b)
+            .key("k")
+            .upload_id(&id)
+            .multipart_upload(completed(&[(1, "\"00000000000000000000000000000000\"")]))
+            .send()
+            .await,
+    );
+    assert_eq!(f.code.as_deref(), Some("NoSuchUpload"), "{f:?}");
 }
 
 #[tokio::test]

@@ -207,7 +207,6 @@ pub async fn complete(
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
-    let upload = get_upload(gw, &kp, &input.upload_id).await?;
     let listed = input
         .multipart_upload
         .and_then(|m| m.parts)
@@ -230,18 +229,35 @@ pub async fn complete(
             .unwrap_or_default();
         wanted.push((check_part_number(n)?, etag));
     }
-    // The multipart ETag: md5 of the parts' binary md5s, then "-N".
+    // The multipart ETag: md5 of the parts' binary md5s, then "-N". The MNode checks that the
+    // listed ETags are the stored ones, so the listed ones can be used here.
     let mut md5 = Md5::new();
-    for (n, etag) in &wanted {
-        let stored = upload
-            .parts
-            .iter()
-            .find(|(pn, _)| pn == n)
-            .map(|(_, r)| r.etag.as_str());
-        let raw = hex::decode(stored.unwrap_or(etag)).unwrap_or_default();
-        md5.update(&raw);
+    for (_, etag) in &wanted {
+        md5.update(&hex::decode(etag).unwrap_or_default());
     }
     let etag = format!("{}-{}", hex::encode(md5.finalize()), wanted.len());
+    let output = CompleteMultipartUploadOutput {
+        bucket: Some(input.bucket.clone()),
+        key: Some(input.key.clone()),
+        e_tag: Some(ETag::Strong(etag.clone())),
+        location: Some(format!("/{}/{}", input.bucket, input.key)),
+        ..Default::default()
+    };
+    let upload = match get_upload(gw, &kp, &input.upload_id).await {
+        Ok(u) => u,
+        Err(e) => {
+            // A retried Complete of an upload that already completed answers like the first:
+            // the object these parts made is there.
+            if e.code() == &s3s::S3ErrorCode::NoSuchUpload {
+                if let Ok(v) = gw.cluster.lookup(&kp.path, Want::ATTR).await {
+                    if v.attr.etag == etag && v.attr.kind == saker_rpc::FileKind::File {
+                        return Ok(S3Response::new(output));
+                    }
+                }
+            }
+            return Err(e);
+        }
+    };
     let (uid, gid) = (upload.uid, upload.gid);
     let make = || MetaRequest::CompleteUpload {
         path: kp.path.clone(),
@@ -255,13 +271,7 @@ pub async fn complete(
         .call_creating_parents(&kp.path, uid, gid, make)
         .await
         .map_err(error::client)?;
-    Ok(S3Response::new(CompleteMultipartUploadOutput {
-        bucket: Some(input.bucket.clone()),
-        key: Some(input.key.clone()),
-        e_tag: Some(ETag::Strong(etag)),
-        location: Some(format!("/{}/{}", input.bucket, input.key)),
-        ..Default::default()
-    }))
+    Ok(S3Response::new(output))
 }
 
 pub async fn abort(
