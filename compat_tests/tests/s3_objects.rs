@@ -1241,3 +1241,40 @@ async fn copy_of_a_directory_marker() {
         .expect("head");
     assert_eq!(h.content_type(), Some("text/x-marker"));
 }
+
+#[tokio::test]
+async fn object_attributes_without_data() {
+    use aws_sdk_s3::types::ObjectAttributes;
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "attrs").await;
+    let data = random_bytes(5000);
+    let etag = put(&c, &b, "o", &data).await;
+    let out = c
+        .get_object_attributes()
+        .bucket(&b)
+        .key("o")
+        .object_attributes(ObjectAttributes::ObjectSize)
+        .object_attributes(ObjectAttributes::Etag)
+        .object_attributes(ObjectAttributes::StorageClass)
+        .object_attributes(ObjectAttributes::ObjectParts)
+        .send()
+        .await
+        .expect("GetObjectAttributes");
+    assert_eq!(out.object_size(), Some(5000));
+    assert_eq!(
+        out.e_tag().map(|e| e.trim_matches('"')),
+        Some(etag.trim_matches('"'))
+    );
+    assert_eq!(out.storage_class().map(|s| s.as_str()), Some("STANDARD"));
+    assert!(out.object_parts().is_none(), "a simple object has no parts");
+    let f = failure(
+        c.get_object_attributes()
+            .bucket(&b)
+            .key("missing")
+            .object_attributes(ObjectAttributes::ObjectSize)
+            .send()
+            .await,
+    );
+    assert_eq!(f.code.as_deref(), Some("NoSuchKey"), "{f:?}");
+}

@@ -2,8 +2,10 @@
 //! preconditions, ranges, part numbers, and the stored headers.
 
 use s3s::dto::{
-    ChecksumMode, ETag, ETagCondition, GetObjectInput, GetObjectOutput, HeadObjectInput,
-    HeadObjectOutput, Metadata, Range, StreamingBlob, Timestamp,
+    Checksum, ChecksumMode, ChecksumType, ETag, ETagCondition, GetObjectAttributesInput,
+    GetObjectAttributesOutput, GetObjectAttributesParts, GetObjectInput, GetObjectOutput,
+    HeadObjectInput, HeadObjectOutput, Metadata, ObjectAttributes, ObjectPart, Range, StorageClass,
+    StreamingBlob, Timestamp,
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
@@ -330,6 +332,75 @@ pub async fn head_object(
         checksum_crc64nvme: sums.crc64nvme,
         checksum_sha1: sums.sha1,
         checksum_sha256: sums.sha256,
+        ..Default::default()
+    }))
+}
+
+/// GetObjectAttributes: size, ETag, storage class, checksums and the part table, without data.
+pub async fn get_object_attributes(
+    gw: &Gateway,
+    req: S3Request<GetObjectAttributesInput>,
+) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+    let input = req.input;
+    let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
+    let a = &view.attr;
+    let wants = |name: &str| input.object_attributes.iter().any(|x| x.as_str() == name);
+    let meta = view.meta.clone().unwrap_or_default();
+    let checksum =
+        (wants(ObjectAttributes::CHECKSUM) && !meta.checksums.is_empty()).then(|| Checksum {
+            checksum_crc32: meta.checksums.crc32.clone(),
+            checksum_crc32c: meta.checksums.crc32c.clone(),
+            checksum_crc64nvme: meta.checksums.crc64nvme.clone(),
+            checksum_sha1: meta.checksums.sha1.clone(),
+            checksum_sha256: meta.checksums.sha256.clone(),
+            checksum_type: Some(ChecksumType::from(
+                meta.checksum_type
+                    .clone()
+                    .unwrap_or_else(|| "FULL_OBJECT".to_string()),
+            )),
+        });
+    let object_parts = (wants(ObjectAttributes::OBJECT_PARTS) && !a.parts.is_empty()).then(|| {
+        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+        let marker = input.part_number_marker.unwrap_or(0).max(0) as usize;
+        let after: Vec<(usize, &saker_rpc::PartInfo)> = a
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i + 1, p))
+            .filter(|(n, _)| *n > marker)
+            .collect();
+        let truncated = after.len() > max;
+        let shown: Vec<_> = after.into_iter().take(max).collect();
+        GetObjectAttributesParts {
+            is_truncated: Some(truncated),
+            max_parts: Some(max as i32),
+            next_part_number_marker: shown.last().map(|(n, _)| *n as i32),
+            part_number_marker: input.part_number_marker,
+            total_parts_count: Some(a.parts.len() as i32),
+            parts: Some(
+                shown
+                    .into_iter()
+                    .map(|(n, p)| ObjectPart {
+                        part_number: Some(n as i32),
+                        size: Some(p.size as i64),
+                        checksum_crc32: p.checksums.crc32.clone(),
+                        checksum_crc32c: p.checksums.crc32c.clone(),
+                        checksum_crc64nvme: p.checksums.crc64nvme.clone(),
+                        checksum_sha1: p.checksums.sha1.clone(),
+                        checksum_sha256: p.checksums.sha256.clone(),
+                    })
+                    .collect(),
+            ),
+        }
+    });
+    Ok(S3Response::new(GetObjectAttributesOutput {
+        e_tag: wants(ObjectAttributes::ETAG).then(|| ETag::Strong(a.etag.clone())),
+        object_size: wants(ObjectAttributes::OBJECT_SIZE).then_some(a.size as i64),
+        storage_class: wants(ObjectAttributes::STORAGE_CLASS)
+            .then(|| StorageClass::from_static(StorageClass::STANDARD)),
+        last_modified: Some(timestamp(a.s3_mtime_ns)),
+        checksum,
+        object_parts,
         ..Default::default()
     }))
 }

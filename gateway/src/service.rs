@@ -198,4 +198,10 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetBucketCorsOutput>> {
         timed("GetBucketCors", bucket::get_bucket_cors(self, req)).await
     }
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        timed("GetObjectAttributes", get::get_object_attributes(self, req)).await
+    }
 }
