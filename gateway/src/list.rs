@@ -95,6 +95,40 @@ async fn page(
     })
 }
 
+/// A parsed listing request and its page.
+struct Listing {
+    url: bool,
+    max: usize,
+    prefix: String,
+    page: Page,
+}
+
+async fn listing(
+    gw: &Gateway,
+    bucket: &str,
+    encoding: Option<&EncodingType>,
+    max_keys_param: Option<i32>,
+    prefix: Option<&str>,
+    delimiter: Option<&str>,
+    after: &str,
+) -> S3Result<Listing> {
+    let url = url_encoding(encoding)?;
+    let max = max_keys(max_keys_param)?;
+    let prefix = prefix.unwrap_or_default().to_string();
+    let page = page(gw, bucket, &prefix, delimiter, after, max).await?;
+    Ok(Listing {
+        url,
+        max,
+        prefix,
+        page,
+    })
+}
+
+/// The delimiter as echoed in a response (an empty one is not echoed).
+fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
+    d.filter(|d| !d.is_empty()).map(|d| enc(&d, url))
+}
+
 fn objects(
     gw: &Gateway,
     contents: Vec<(String, Attr)>,
@@ -131,21 +165,24 @@ pub async fn list_objects_v2(
     req: S3Request<ListObjectsV2Input>,
 ) -> S3Result<S3Response<ListObjectsV2Output>> {
     let input = req.input;
-    let url = url_encoding(input.encoding_type.as_ref())?;
-    let max = max_keys(input.max_keys)?;
-    let prefix = input.prefix.clone().unwrap_or_default();
     let after = input
         .continuation_token
         .clone()
         .or_else(|| input.start_after.clone())
         .unwrap_or_default();
-    let p = page(
+    let Listing {
+        url,
+        max,
+        prefix,
+        page: p,
+    } = listing(
         gw,
         &input.bucket,
-        &prefix,
+        input.encoding_type.as_ref(),
+        input.max_keys,
+        input.prefix.as_deref(),
         input.delimiter.as_deref(),
         &after,
-        max,
     )
     .await?;
     let key_count = (p.contents.len() + p.prefixes.len()) as i32;
@@ -164,10 +201,7 @@ pub async fn list_objects_v2(
             input.fetch_owner.unwrap_or(false),
         )),
         common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: input
-            .delimiter
-            .filter(|d| !d.is_empty())
-            .map(|d| enc(&d, url)),
+        delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,
         start_after: input.start_after.map(|s| enc(&s, url)),
         request_charged: None,
@@ -179,17 +213,20 @@ pub async fn list_objects(
     req: S3Request<ListObjectsInput>,
 ) -> S3Result<S3Response<ListObjectsOutput>> {
     let input = req.input;
-    let url = url_encoding(input.encoding_type.as_ref())?;
-    let max = max_keys(input.max_keys)?;
-    let prefix = input.prefix.clone().unwrap_or_default();
     let after = input.marker.clone().unwrap_or_default();
-    let p = page(
+    let Listing {
+        url,
+        max,
+        prefix,
+        page: p,
+    } = listing(
         gw,
         &input.bucket,
-        &prefix,
+        input.encoding_type.as_ref(),
+        input.max_keys,
+        input.prefix.as_deref(),
         input.delimiter.as_deref(),
         &after,
-        max,
     )
     .await?;
     Ok(S3Response::new(ListObjectsOutput {
@@ -205,10 +242,7 @@ pub async fn list_objects(
         },
         contents: Some(objects(gw, p.contents, url, true)),
         common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: input
-            .delimiter
-            .filter(|d| !d.is_empty())
-            .map(|d| enc(&d, url)),
+        delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,
         request_charged: None,
     }))
@@ -220,17 +254,20 @@ pub async fn list_object_versions(
     req: S3Request<ListObjectVersionsInput>,
 ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
     let input = req.input;
-    let url = url_encoding(input.encoding_type.as_ref())?;
-    let max = max_keys(input.max_keys)?;
-    let prefix = input.prefix.clone().unwrap_or_default();
     let after = input.key_marker.clone().unwrap_or_default();
-    let p = page(
+    let Listing {
+        url,
+        max,
+        prefix,
+        page: p,
+    } = listing(
         gw,
         &input.bucket,
-        &prefix,
+        input.encoding_type.as_ref(),
+        input.max_keys,
+        input.prefix.as_deref(),
         input.delimiter.as_deref(),
         &after,
-        max,
     )
     .await?;
     let owner = owner(gw);
@@ -270,10 +307,7 @@ pub async fn list_object_versions(
         },
         versions: Some(versions),
         common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: input
-            .delimiter
-            .filter(|d| !d.is_empty())
-            .map(|d| enc(&d, url)),
+        delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,
         ..Default::default()
     }))
