@@ -344,7 +344,14 @@ pub async fn get_object_attributes(
     let input = req.input;
     let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
     let a = &view.attr;
-    let wants = |name: &str| input.object_attributes.iter().any(|x| x.as_str() == name);
+    // Clients send one comma-separated header; some put spaces after the commas.
+    let wants = |name: &str| {
+        input
+            .object_attributes
+            .iter()
+            .flat_map(|x| x.as_str().split(','))
+            .any(|x| x.trim() == name)
+    };
     let meta = view.meta.clone().unwrap_or_default();
     let checksum =
         (wants(ObjectAttributes::CHECKSUM) && !meta.checksums.is_empty()).then(|| Checksum {
