@@ -162,6 +162,8 @@ async fn health_and_metrics() {
     let c = srv.client();
     let b = new_bucket(&c, "metrics").await;
     put(&c, &b, "k", b"x").await;
+    // 100 KiB is above the inline threshold: one chunk of that many bytes is written.
+    put(&c, &b, "chunked", &random_bytes(100 * 1024)).await;
     let _ = c.get_object().bucket(&b).key("missing").send().await;
 
     let resp = http
@@ -172,6 +174,19 @@ async fn health_and_metrics() {
     assert_eq!(resp.status().as_u16(), 200);
     let text = resp.text().await.expect("metrics text");
     assert!(text.contains("saker_gateway_requests_total"), "{text}");
+    let sample = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {name}:\n{text}"))
+    };
+    assert_eq!(sample("saker_chunkstore_chunks_put_total"), 1.0);
+    assert_eq!(
+        sample("saker_chunkstore_written_bytes_total"),
+        100.0 * 1024.0
+    );
+    assert_eq!(sample("saker_chunkstore_crc_failures_total"), 0.0);
     let line = text
         .lines()
         .find(|l| {

@@ -67,19 +67,55 @@ struct KeyInfo {
 #[derive(Clone)]
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
+    pub chunks: Arc<dyn saker_chunkstore::ChunkStore>,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/keys`.
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
-        .route(
-            "/metrics",
-            get(|| async { saker_gateway::metrics::render() }),
-        )
+        .route("/metrics", get(metrics))
         .route("/admin/keys", get(list_keys).post(create_key))
         .route("/admin/keys/{access_key}", delete(delete_key))
         .with_state(state)
+}
+
+/// Prometheus text: everything registered, plus the chunkstore's counters.
+async fn metrics(State(st): State<AdminState>) -> String {
+    let mut out = saker_gateway::metrics::render();
+    let c = st.chunks.stats();
+    for (name, help, value) in [
+        (
+            "saker_chunkstore_written_bytes_total",
+            "Chunk bytes written",
+            c.bytes_written,
+        ),
+        (
+            "saker_chunkstore_read_bytes_total",
+            "Chunk bytes read",
+            c.bytes_read,
+        ),
+        (
+            "saker_chunkstore_crc_failures_total",
+            "Chunk reads that failed their CRC32C check",
+            c.crc_failures,
+        ),
+        (
+            "saker_chunkstore_chunks_put_total",
+            "Chunks written",
+            c.chunks_put,
+        ),
+        (
+            "saker_chunkstore_chunks_deleted_total",
+            "Chunks deleted",
+            c.chunks_deleted,
+        ),
+    ] {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+        ));
+    }
+    out
 }
 
 fn authorized(

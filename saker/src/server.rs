@@ -81,7 +81,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         RedbStore::open(&args.data_dir.join("meta.redb"))
             .context("cannot open the metadata store")?,
     );
-    let chunks = Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
+    let chunks: Arc<dyn saker_chunkstore::ChunkStore> =
+        Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
     let mut cfg = MnodeConfig::new(1);
     cfg.gc_grace = args.gc_grace;
     cfg.pipeline_depth = args.pipeline_depth;
@@ -91,7 +92,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let cluster = Arc::new(Cluster::new(
         Router::single(1),
         groups,
-        chunks,
+        chunks.clone(),
         ClusterConfig {
             inline_threshold: args.inline_threshold as usize,
             chunk_size: args.chunk_size as usize,
@@ -111,7 +112,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
 
     tokio::spawn(serve_s3(s3_listener, s3));
-    let admin_app = admin::router(AdminState { keys: keys.clone() });
+    let admin_app = admin::router(AdminState {
+        keys: keys.clone(),
+        chunks,
+    });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(admin_listener, admin_app).await {
             tracing::error!(error = %e, "admin listener failed");
