@@ -78,14 +78,6 @@ impl ChunkWriter {
         Ok(())
     }
 
-    pub fn len(&self) -> u64 {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
     /// Finishes the file: small files stay inline, the rest is flushed to chunks.
     pub async fn finish(mut self) -> Result<Written, ClientError> {
         if self.chunks.is_empty() && self.buf.len() <= self.inline_threshold {

@@ -3,7 +3,7 @@
 
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{MetaError, MetaRequest};
+use saker_rpc::MetaRequest;
 
 use crate::error;
 use crate::keys::map_key;
@@ -25,11 +25,11 @@ async fn delete_one(gw: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
     };
-    match gw.cluster.call(&kp.path, req).await {
-        Ok(_) => Ok(()),
-        Err(e @ MetaError::NoSuchBucket) => Err(error::meta(e)),
-        Err(e) => Err(error::meta(e)),
-    }
+    gw.cluster
+        .call(&kp.path, req)
+        .await
+        .map(|_| ())
+        .map_err(error::meta)
 }
 
 pub async fn delete_object(

@@ -223,117 +223,139 @@ fn checksums_if(mode: Option<&ChecksumMode>, full: bool, meta: &ObjectMeta) -> C
     }
 }
 
+/// What GET and HEAD share after the lookup: preconditions checked, the byte range chosen, the
+/// stored headers and the checksums to return.
+struct Served {
+    range: ReadRange,
+    content_range: Option<String>,
+    parts_count: Option<i32>,
+    meta: ObjectMeta,
+    sums: Checksums,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    view: &ObjectView,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+    range: Option<&Range>,
+    part_number: Option<i32>,
+    checksum_mode: Option<&ChecksumMode>,
+) -> S3Result<Served> {
+    let a = &view.attr;
+    check_read_conditions(
+        &a.etag,
+        a.s3_mtime_ns,
+        if_match,
+        if_none_match,
+        if_modified_since,
+        if_unmodified_since,
+        S3ErrorCode::NotModified,
+    )?;
+    let (range, content_range, parts_count) = select_range(view, range, part_number)?;
+    let meta = view.meta.clone().unwrap_or_default();
+    let full = range.start == 0 && range.end == a.size;
+    let sums = checksums_if(checksum_mode, full, &meta);
+    Ok(Served {
+        range,
+        content_range,
+        parts_count,
+        meta,
+        sums,
+    })
+}
+
+/// The response headers GetObject and HeadObject have in common, as a struct literal of `$out`.
+macro_rules! object_output {
+    ($out:ident, $attr:expr, $served:expr, { $($extra:tt)* }) => {{
+        let (a, s) = ($attr, $served);
+        $out {
+            $($extra)*
+            content_length: Some((s.range.end - s.range.start) as i64),
+            content_range: s.content_range,
+            accept_ranges: Some("bytes".into()),
+            last_modified: Some(timestamp(a.s3_mtime_ns)),
+            e_tag: Some(ETag::Strong(a.etag.clone())),
+            metadata: user_metadata(&s.meta),
+            content_type: s.meta.content_type.clone().or_else(|| Some("binary/octet-stream".into())),
+            content_encoding: s.meta.content_encoding.clone(),
+            content_disposition: s.meta.content_disposition.clone(),
+            content_language: s.meta.content_language.clone(),
+            cache_control: s.meta.cache_control.clone(),
+            expires: s.meta.expires.as_deref().and_then(parse_http_date),
+            website_redirect_location: s.meta.website_redirect.clone(),
+            parts_count: s.parts_count,
+            checksum_crc32: s.sums.crc32,
+            checksum_crc32c: s.sums.crc32c,
+            checksum_crc64nvme: s.sums.crc64nvme,
+            checksum_sha1: s.sums.sha1,
+            checksum_sha256: s.sums.sha256,
+            ..Default::default()
+        }
+    }};
+}
+
 pub async fn get_object(
     gw: &Gateway,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
-    let input = req.input;
+    let i = req.input;
     let want = Want {
         meta: true,
         data: true,
         tags: true,
     };
-    let view = lookup_object(gw, &input.bucket, &input.key, want).await?;
-    let a = &view.attr;
-    check_read_conditions(
-        &a.etag,
-        a.s3_mtime_ns,
-        input.if_match.as_ref(),
-        input.if_none_match.as_ref(),
-        input.if_modified_since.as_ref(),
-        input.if_unmodified_since.as_ref(),
-        S3ErrorCode::NotModified,
+    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
+    let served = serve(
+        &view,
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+        i.range.as_ref(),
+        i.part_number,
+        i.checksum_mode.as_ref(),
     )?;
-    let (range, content_range, parts_count) =
-        select_range(&view, input.range.as_ref(), input.part_number)?;
-    let meta = view.meta.clone().unwrap_or_default();
-    let full = range.start == 0 && range.end == a.size;
-    let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
-    let body = gw.cluster.read_data(&a.layout, view.data.clone(), range);
-    let etag = if a.parts.is_empty() || !a.etag.is_empty() {
-        a.etag.clone()
-    } else {
-        String::new()
-    };
-    Ok(S3Response::new(GetObjectOutput {
-        body: Some(StreamingBlob::wrap(body)),
-        content_length: Some((range.end - range.start) as i64),
-        content_range,
-        accept_ranges: Some("bytes".into()),
-        last_modified: Some(timestamp(a.s3_mtime_ns)),
-        e_tag: Some(ETag::Strong(etag)),
-        metadata: user_metadata(&meta),
-        content_type: meta
-            .content_type
-            .clone()
-            .or_else(|| Some("binary/octet-stream".into())),
-        content_encoding: meta.content_encoding.clone(),
-        content_disposition: meta.content_disposition.clone(),
-        content_language: meta.content_language.clone(),
-        cache_control: meta.cache_control.clone(),
-        expires: meta.expires.as_deref().and_then(parse_http_date),
-        website_redirect_location: meta.website_redirect.clone(),
-        parts_count,
-        tag_count: view
-            .tags
-            .as_ref()
-            .filter(|t| !t.is_empty())
-            .map(|t| t.len() as i32),
-        checksum_crc32: sums.crc32,
-        checksum_crc32c: sums.crc32c,
-        checksum_crc64nvme: sums.crc64nvme,
-        checksum_sha1: sums.sha1,
-        checksum_sha256: sums.sha256,
-        ..Default::default()
-    }))
+    let body = gw
+        .cluster
+        .read_data(&view.attr.layout, view.data.clone(), served.range);
+    let tag_count = view
+        .tags
+        .as_ref()
+        .filter(|t| !t.is_empty())
+        .map(|t| t.len() as i32);
+    Ok(S3Response::new(
+        object_output!(GetObjectOutput, &view.attr, served, {
+            body: Some(StreamingBlob::wrap(body)),
+            tag_count,
+        }),
+    ))
 }
 
 pub async fn head_object(
     gw: &Gateway,
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
-    let input = req.input;
-    let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
-    let a = &view.attr;
-    check_read_conditions(
-        &a.etag,
-        a.s3_mtime_ns,
-        input.if_match.as_ref(),
-        input.if_none_match.as_ref(),
-        input.if_modified_since.as_ref(),
-        input.if_unmodified_since.as_ref(),
-        S3ErrorCode::NotModified,
+    let i = req.input;
+    let view = lookup_object(gw, &i.bucket, &i.key, Want::HEAD).await?;
+    let served = serve(
+        &view,
+        i.if_match.as_ref(),
+        i.if_none_match.as_ref(),
+        i.if_modified_since.as_ref(),
+        i.if_unmodified_since.as_ref(),
+        i.range.as_ref(),
+        i.part_number,
+        i.checksum_mode.as_ref(),
     )?;
-    let (range, content_range, parts_count) =
-        select_range(&view, input.range.as_ref(), input.part_number)?;
-    let meta = view.meta.clone().unwrap_or_default();
-    let full = range.start == 0 && range.end == a.size;
-    let sums = checksums_if(input.checksum_mode.as_ref(), full, &meta);
-    Ok(S3Response::new(HeadObjectOutput {
-        content_length: Some((range.end - range.start) as i64),
-        content_range,
-        accept_ranges: Some("bytes".into()),
-        last_modified: Some(timestamp(a.s3_mtime_ns)),
-        e_tag: Some(ETag::Strong(a.etag.clone())),
-        metadata: user_metadata(&meta),
-        content_type: meta
-            .content_type
-            .clone()
-            .or_else(|| Some("binary/octet-stream".into())),
-        content_encoding: meta.content_encoding.clone(),
-        content_disposition: meta.content_disposition.clone(),
-        content_language: meta.content_language.clone(),
-        cache_control: meta.cache_control.clone(),
-        expires: meta.expires.as_deref().and_then(parse_http_date),
-        website_redirect_location: meta.website_redirect.clone(),
-        parts_count,
-        checksum_crc32: sums.crc32,
-        checksum_crc32c: sums.crc32c,
-        checksum_crc64nvme: sums.crc64nvme,
-        checksum_sha1: sums.sha1,
-        checksum_sha256: sums.sha256,
-        ..Default::default()
-    }))
+    Ok(S3Response::new(object_output!(
+        HeadObjectOutput,
+        &view.attr,
+        served,
+        {}
+    )))
 }
 
 /// GetObjectAttributes: size, ETag, storage class, checksums and the part table, without data.

@@ -1,6 +1,6 @@
 //! S3 key to namespace path, and small conversions shared by the handlers.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use s3s::dto::{Timestamp, TimestampFormat};
 use s3s::S3Result;
@@ -57,8 +57,4 @@ pub fn format_http_date(t: &Timestamp) -> Option<String> {
 
 pub fn parse_http_date(s: &str) -> Option<Timestamp> {
     Timestamp::parse(TimestampFormat::HttpDate, s).ok()
-}
-
-pub fn now() -> SystemTime {
-    SystemTime::now()
 }

@@ -189,12 +189,7 @@ pub async fn upload_part_copy(
     Ok(S3Response::new(UploadPartCopyOutput {
         copy_part_result: Some(CopyPartResult {
             e_tag: Some(ETag::Strong(etag)),
-            last_modified: Some(timestamp(
-                crate::keys::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as i64)
-                    .unwrap_or_default(),
-            )),
+            last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
             ..Default::default()
         }),
         ..Default::default()

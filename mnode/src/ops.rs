@@ -13,7 +13,7 @@ use saker_rpc::{
 use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
 use crate::records::{decode, encode, encode_bytes};
 use crate::store::prefix_end;
-use crate::tree::{child, has_children, internal, read_attr, resolve_parents, Child, Located};
+use crate::tree::{child, has_children, internal, resolve_parents, Child, Located};
 use crate::txn::Txn;
 
 /// Per-batch context of the executor.
@@ -765,9 +765,4 @@ fn abort_upload(
     drop_upload_parts(txn, ctx, upload_id)?;
     txn.delete(ukey);
     Ok(MetaResponse::Done)
-}
-
-/// Reads an inode record by key (used by tests and reads).
-pub fn attr_at(txn: &Txn<'_>, key: &[u8]) -> Result<Option<Attr>, MetaError> {
-    read_attr(txn, key)
 }

@@ -124,20 +124,11 @@ impl<'a> Txn<'a> {
         Ok(out)
     }
 
-    /// Whether anything lives in `[start, end)`.
-    pub fn any_in(&self, start: &[u8], end: &[u8]) -> Result<bool, StoreError> {
-        Ok(!self.scan(start, end, 1)?.is_empty())
-    }
-
     /// The writes of this transaction, in key order, one per key.
     pub fn into_batch(self) -> WriteBatch {
         WriteBatch {
             ops: self.overlay.into_iter().collect(),
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.overlay.is_empty()
     }
 }
 
