@@ -1,6 +1,6 @@
 //! The listing engine against an S3 model.
 //!
-//! An in-process cluster (one MNode group on a memory store) is driven with S3 puts and deletes;
+//! An in-process cluster (four MNode groups on a memory store) is driven with S3 puts and deletes;
 //! a `BTreeMap` of the keys that exist is the model. Listings must match S3 semantics over the
 //! model: keys in byte order, after the marker, under the prefix, rolled up at the delimiter, in
 //! pages of `max_keys` items with `is_truncated` set iff more items follow. A marker that lies
@@ -17,15 +17,21 @@ use saker_rpc::{FileKind, Layout, MetaError, MetaRequest, MetaResponse, MetaServ
 
 const BUCKET: &str = "b";
 
+/// MNode groups of the in-process cluster: entries of one directory spread over all of them.
+const GROUPS: u32 = 4;
+
 async fn new_cluster() -> Cluster {
     let store: Arc<dyn saker_mnode::MetaStore> = Arc::new(saker_mnode::MemStore::new());
-    let mnode = saker_mnode::Mnode::start(store, saker_mnode::MnodeConfig::new(1))
+    let local = saker_mnode::LocalGroups::start(store, GROUPS, saker_mnode::MnodeConfig::new(1))
         .await
-        .expect("start mnode");
-    let groups: BTreeMap<u32, Arc<dyn MetaService>> =
-        BTreeMap::from([(1, mnode as Arc<dyn MetaService>)]);
+        .expect("start mnodes");
+    let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
+    local.connect(Arc::new(saker_coordinator::NamespaceCoordinator::new(
+        local.router.clone(),
+        groups.clone(),
+    )));
     let cluster = Cluster::new(
-        saker_namespace::Router::single(1),
+        local.router.clone(),
         groups,
         Arc::new(saker_chunkstore::MemChunkStore::new()),
         Default::default(),

@@ -1,8 +1,11 @@
 //! The coordinator: cluster-wide state that no single MNode owns.
 //!
-//! For now it holds the access keys (the identities S3 requests authenticate as). The cluster
-//! map, the exception table and the rmdir/rename protocols join it with the multi-node work.
+//! It holds the access keys (the identities S3 requests authenticate as) and runs the
+//! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
+//! ([`rmdir`]). The exception table, balancing and rename join it later.
 
 pub mod access_keys;
+pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
+pub use rmdir::{Groups, NamespaceCoordinator};

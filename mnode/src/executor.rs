@@ -8,23 +8,26 @@
 //! fsync of one batch overlaps the evaluation of the next. Writes carry a (client, seq) tag; the
 //! dedupe table in raft state returns the first result of a retried write.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::collections::VecDeque;
-
 use parking_lot::Mutex;
-use saker_rpc::{ClientTag, MetaError, MetaRequest, MetaResponse};
+use saker_namespace::{DentryReplica, GroupId, Router};
+use saker_rpc::{ClientTag, DirChange, InodeId, MetaError, MetaRequest, MetaResponse};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::keys::Keys;
+use crate::changes::ChangeLog;
+use crate::frozen::FrozenDirs;
+use crate::keys::{Keys, CHANGE_SEQ};
 use crate::metrics;
 use crate::ops::{apply_write, Ctx};
 use crate::raft::{BatchEntry, Raft};
 use crate::records::{decode, encode};
 use crate::store::MetaStore;
 use crate::store::WriteBatch;
+use crate::tree::{Absence, Resolver, Retry};
 use crate::txn::{Overlay, Txn};
 
 /// How many recent results per client the dedupe table keeps.
@@ -33,7 +36,22 @@ pub const DEDUPE_WINDOW: u64 = 4096;
 pub(crate) struct Pending {
     pub tag: ClientTag,
     pub req: MetaRequest,
-    pub reply: oneshot::Sender<Result<MetaResponse, MetaError>>,
+    pub reply: oneshot::Sender<Reply>,
+    /// What remote lookups for this op found missing on the path.
+    pub absent: Vec<(InodeId, String, Absence)>,
+    /// An implicit directory in the way was already reaped (or found not empty).
+    pub reaped: bool,
+}
+
+/// The executor's answer to one op.
+pub(crate) enum Reply {
+    /// Committed (or failed on its own); `reap` names a directory the op may have left empty.
+    Done {
+        result: Result<MetaResponse, MetaError>,
+        reap: Option<Vec<String>>,
+    },
+    /// Not executed: the MNode must do something first, then submit it again.
+    Retry(Retry),
 }
 
 pub(crate) struct Executor {
@@ -43,8 +61,12 @@ pub(crate) struct Executor {
     pub next_id: Arc<AtomicU64>,
     pub gc_grace: Duration,
     pub max_batch: usize,
-    /// Batches proposed but not yet applied, at most.
-    pub pipeline_depth: usize,
+    /// Held by each batch from evaluation until apply; `pipeline_depth` of them.
+    pub permits: Arc<Semaphore>,
+    pub router: Arc<Router>,
+    pub replica: Arc<Mutex<DentryReplica>>,
+    pub frozen: Arc<FrozenDirs>,
+    pub changes: Arc<ChangeLog>,
 }
 
 pub(crate) fn now_ns() -> i64 {
@@ -81,10 +103,28 @@ impl InFlight {
     }
 }
 
+/// A batch ready to propose.
+struct Evaluated {
+    entry: BatchEntry,
+    /// The ops in the entry, in order.
+    batch: Vec<Pending>,
+    /// Per op, a directory to reap after the commit.
+    reaps: Vec<Option<Vec<String>>>,
+    /// Per op, whether its answer waits for the change-log push (it changed a directory that
+    /// another group owns).
+    waits: Vec<bool>,
+    /// The highest change-log seq the entry writes.
+    last_change: Option<u64>,
+}
+
 impl Executor {
     pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let inflight = Arc::new(Mutex::new(InFlight::default()));
-        let permits = Arc::new(Semaphore::new(self.pipeline_depth.max(1)));
+        let permits = self.permits.clone();
+        let mut change_seq: u64 = match self.store.get(&self.keys.single(CHANGE_SEQ)) {
+            Ok(Some(v)) => decode(&v).unwrap_or_default(),
+            _ => 0,
+        };
         let mut seq = 0u64;
         while let Some(first) = rx.recv().await {
             let mut batch = Vec::with_capacity(self.max_batch);
@@ -100,29 +140,85 @@ impl Executor {
                 }
             }
             seq += 1;
-            self.propose(seq, batch, &inflight, permit).await;
+            self.propose(seq, batch, &inflight, permit, &mut change_seq)
+                .await;
         }
     }
 
-    async fn propose(
+    /// Evaluates a batch into one raft entry; ops that need a retry are answered at once.
+    fn evaluate(
         &self,
         seq: u64,
         batch: Vec<Pending>,
         inflight: &Arc<Mutex<InFlight>>,
-        permit: tokio::sync::OwnedSemaphorePermit,
-    ) {
+        change_seq: &mut u64,
+    ) -> Option<Evaluated> {
         metrics::BATCH_SIZE.observe(batch.len() as f64);
         let pending = inflight.lock().merged.clone();
         let mut txn = Txn::on_pending(self.store.as_ref(), pending);
+        for key in self.changes.take_trimmed() {
+            txn.delete(key);
+        }
+        let resolver = Resolver::new(&self.keys, &self.router, &self.replica, &self.frozen, true);
         let mut ctx = Ctx {
             keys: &self.keys,
+            ns: &resolver,
             now_ns: now_ns(),
             gc_grace_ns: self.gc_grace.as_nanos() as i64,
             next_id: self.next_id.load(Ordering::SeqCst),
+            changes: Vec::new(),
+            reap: None,
+            reaped: false,
         };
+        // Parent changes for other groups, merged per (owner, directory).
+        let mut remote: BTreeMap<GroupId, BTreeMap<InodeId, DirChange>> = BTreeMap::new();
         let mut results = Vec::with_capacity(batch.len());
-        for p in batch.iter() {
-            results.push(self.eval(&mut txn, &mut ctx, p));
+        let mut reaps = Vec::with_capacity(batch.len());
+        let mut waits = Vec::with_capacity(batch.len());
+        let mut kept = Vec::with_capacity(batch.len());
+        for p in batch.into_iter() {
+            resolver.set_absent(p.absent.clone());
+            ctx.reaped = p.reaped;
+            match self.eval(&mut txn, &mut ctx, &p) {
+                Err(retry) => {
+                    let _ = p.reply.send(Reply::Retry(retry));
+                }
+                Ok(result) => {
+                    waits.push(!ctx.changes.is_empty());
+                    for (owner, c) in ctx.changes.drain(..) {
+                        let merged =
+                            remote
+                                .entry(owner)
+                                .or_default()
+                                .entry(c.dir)
+                                .or_insert(DirChange {
+                                    dir: c.dir,
+                                    entries: 0,
+                                    links: 0,
+                                    mtime_ns: 0,
+                                });
+                        merged.entries += c.entries;
+                        merged.links += c.links;
+                        merged.mtime_ns = merged.mtime_ns.max(c.mtime_ns);
+                    }
+                    reaps.push(ctx.reap.take());
+                    results.push(result);
+                    kept.push(p);
+                }
+            }
+        }
+        if kept.is_empty() {
+            return None;
+        }
+        let mut last_change = None;
+        for (owner, dirs) in remote {
+            *change_seq += 1;
+            let changes: Vec<DirChange> = dirs.into_values().collect();
+            txn.put(self.keys.change(*change_seq, owner), encode(&changes));
+            last_change = Some(*change_seq);
+        }
+        if last_change.is_some() {
+            txn.put(self.keys.single(CHANGE_SEQ), encode(&*change_seq));
         }
         self.next_id.store(ctx.next_id, Ordering::SeqCst);
         let mutations = txn.into_batch();
@@ -132,8 +228,36 @@ impl Executor {
             results,
             id_high_water: ctx.next_id - 1,
         };
+        Some(Evaluated {
+            entry,
+            batch: kept,
+            reaps,
+            waits,
+            last_change,
+        })
+    }
+
+    async fn propose(
+        &self,
+        seq: u64,
+        batch: Vec<Pending>,
+        inflight: &Arc<Mutex<InFlight>>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        change_seq: &mut u64,
+    ) {
+        let Some(Evaluated {
+            entry,
+            batch,
+            reaps,
+            waits,
+            last_change,
+        }) = self.evaluate(seq, batch, inflight, change_seq)
+        else {
+            return;
+        };
         let rx = self.raft.client_write_ff(entry).await;
         let inflight = inflight.clone();
+        let change_log = self.changes.clone();
         tokio::spawn(async move {
             let outcome = match rx {
                 Ok(rx) => match rx.await {
@@ -147,44 +271,74 @@ impl Executor {
             drop(permit);
             match outcome {
                 Ok(results) => {
-                    for (p, r) in batch.into_iter().zip(results) {
-                        let _ = p.reply.send(r);
+                    // Ops that changed no other group's directory are answered at once: an
+                    // `ApplyChanges` must never wait for this group's own pushes, or two
+                    // groups pushing to each other would wait on each other.
+                    let mut later = Vec::new();
+                    for (((p, result), reap), wait) in
+                        batch.into_iter().zip(results).zip(reaps).zip(waits)
+                    {
+                        if wait {
+                            later.push((p, result, reap));
+                        } else {
+                            let _ = p.reply.send(Reply::Done { result, reap });
+                        }
+                    }
+                    // Sync parent updates: the owners have the changes before anyone hears back.
+                    if let Some(upto) = last_change {
+                        if let Err(e) = change_log.push_upto(upto).await {
+                            tracing::warn!(error = %e, "parent-directory changes not pushed yet");
+                        }
+                    }
+                    for (p, result, reap) in later {
+                        let _ = p.reply.send(Reply::Done { result, reap });
                     }
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "raft write failed; batch rejected");
                     for p in batch {
-                        let _ = p.reply.send(Err(MetaError::Unavailable(e.clone())));
+                        let _ = p.reply.send(Reply::Done {
+                            result: Err(MetaError::Unavailable(e.clone())),
+                            reap: None,
+                        });
                     }
                 }
             }
         });
     }
 
+    /// Evaluates one op; `Err` asks the MNode to retry it (nothing was written).
     fn eval(
         &self,
         txn: &mut Txn<'_>,
         ctx: &mut Ctx<'_>,
         p: &Pending,
-    ) -> Result<MetaResponse, MetaError> {
+    ) -> Result<Result<MetaResponse, MetaError>, Retry> {
         let dedupe = p.tag.client != 0;
         let dkey = self.keys.dedupe(p.tag.client, p.tag.seq);
         if dedupe {
             match txn.get(&dkey) {
                 Ok(Some(prev)) => {
-                    return decode(&prev)
-                        .unwrap_or_else(|e| Err(MetaError::Internal(e.to_string())));
+                    return Ok(
+                        decode(&prev).unwrap_or_else(|e| Err(MetaError::Internal(e.to_string())))
+                    );
                 }
                 Ok(None) => {}
-                Err(e) => return Err(MetaError::Internal(e.to_string())),
+                Err(e) => return Ok(Err(MetaError::Internal(e.to_string()))),
             }
         }
         let sp = txn.savepoint();
         let ids_before = ctx.next_id;
         let result = apply_write(txn, ctx, &p.req);
-        if result.is_err() {
+        let retry = ctx.ns.take_retry();
+        if result.is_err() || retry.is_some() {
             txn.rollback(sp);
             ctx.next_id = ids_before;
+            ctx.changes.clear();
+            ctx.reap = None;
+        }
+        if let Some(retry) = retry {
+            return Err(retry);
         }
         if dedupe {
             txn.put(dkey, encode(&result));
@@ -192,6 +346,6 @@ impl Executor {
                 txn.delete(self.keys.dedupe(p.tag.client, p.tag.seq - DEDUPE_WINDOW));
             }
         }
-        result
+        Ok(result)
     }
 }

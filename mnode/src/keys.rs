@@ -16,6 +16,10 @@
 //! | `q` | upload id + 0 + part number (4)        | uploaded part                  |
 //! | `x` | client id (16) + seq (8)               | dedupe: the first result       |
 //! | `g` | deadline ns (8) + chunk id (16)        | chunk to delete after grace    |
+//! | `n` | directory id (8)                       | key of its inode record        |
+//! | `c` | seq (8) + owner group (4)              | change-log: [`saker_rpc::DirChange`]s for the owner |
+//! | `s` |                                        | last change-log seq handed out |
+//! | `a` | source group (4)                       | last change-log seq applied from it |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -34,9 +38,15 @@ pub const UPLOAD: u8 = b'u';
 pub const PART: u8 = b'q';
 pub const DEDUPE: u8 = b'x';
 pub const GC: u8 = b'g';
+pub const DIR_INDEX: u8 = b'n';
+pub const CHANGE: u8 = b'c';
+pub const CHANGE_SEQ: u8 = b's';
+pub const APPLIED: u8 = b'a';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 7] = [SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC];
+pub const SM_TABLES: [u8; 11] = [
+    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, CHANGE, CHANGE_SEQ, APPLIED,
+];
 
 /// Payload kinds stored under [`PAYLOAD`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +166,32 @@ impl Keys {
         k
     }
 
+    pub fn dir_index(&self, id: InodeId) -> Vec<u8> {
+        let mut k = self.table(DIR_INDEX);
+        k.extend_from_slice(&id.to_be_bytes());
+        k
+    }
+
+    pub fn change(&self, seq: u64, owner: u32) -> Vec<u8> {
+        let mut k = self.table(CHANGE);
+        k.extend_from_slice(&seq.to_be_bytes());
+        k.extend_from_slice(&owner.to_be_bytes());
+        k
+    }
+
+    /// `(seq, owner)` of a change-log key.
+    pub fn change_parts(key: &[u8]) -> Option<(u64, u32)> {
+        let seq = key.get(5..13)?.try_into().ok().map(u64::from_be_bytes)?;
+        let owner = key.get(13..17)?.try_into().ok().map(u32::from_be_bytes)?;
+        Some((seq, owner))
+    }
+
+    pub fn applied(&self, source: u32) -> Vec<u8> {
+        let mut k = self.table(APPLIED);
+        k.extend_from_slice(&source.to_be_bytes());
+        k
+    }
+
     pub fn gc_chunk(key: &[u8]) -> Option<u128> {
         key.get(13..29)
             .and_then(|b| b.try_into().ok())
@@ -185,5 +221,10 @@ mod tests {
         assert!(a.table_end(GC) <= b.table(LOG));
         assert_eq!(Keys::log_index(&a.log(42)), Some(42));
         assert_eq!(Keys::gc_chunk(&a.gc(10, 99)), Some(99));
+        assert_eq!(Keys::change_parts(&a.change(7, 3)), Some((7, 3)));
+        assert!(
+            a.change(1, 9) < a.change(2, 1),
+            "the change-log is in seq order"
+        );
     }
 }

@@ -5,9 +5,12 @@
 //! plus per-op results) and are durable when they return. The state lives in a [`store`] engine
 //! under the key layout of [`keys`].
 
+mod changes;
 pub mod error;
 mod executor;
+mod frozen;
 pub mod keys;
+mod local;
 mod metrics;
 mod node;
 pub mod ops;
@@ -18,7 +21,9 @@ pub mod store;
 pub mod tree;
 pub mod txn;
 
+pub use changes::Peers;
 pub use error::MnodeError;
 pub use executor::DEDUPE_WINDOW;
+pub use local::LocalGroups;
 pub use node::{Mnode, MnodeConfig};
 pub use store::{MemStore, MetaStore, RedbStore};

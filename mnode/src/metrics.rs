@@ -21,3 +21,60 @@ pub static OPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+fn counter(name: &str, help: &str) -> prometheus::IntCounter {
+    prometheus::register_int_counter!(name, help).expect("metric registers once")
+}
+
+pub static CHANGE_PUSHES: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_change_pushes_total",
+        "Change-log records pushed to a parent directory's owner",
+    )
+});
+
+pub static REMOTE_LOOKUPS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_remote_lookups_total",
+        "Dentry replica misses filled by a lookup at the owner",
+    )
+});
+
+pub static REPLICA_HITS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_replica_hits_total",
+        "Path steps resolved from the dentry replica",
+    )
+});
+
+pub static INVALIDATIONS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_invalidations_total",
+        "Dentry replica invalidations received",
+    )
+});
+
+pub static MISDIRECTED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_misdirected_total",
+        "Requests received by a group that does not own them, forwarded",
+    )
+});
+
+pub static RETRIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "saker_mnode_retries_total",
+        "Ops the executor handed back for a retry, by reason",
+        &["reason"]
+    )
+    .expect("metric registers once")
+});
+
+pub static REPLICA_SIZE: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
+    prometheus::register_int_gauge_vec!(
+        "saker_mnode_replica_dentries",
+        "Directory entries cached in the dentry replica, by group",
+        &["group"]
+    )
+    .expect("metric registers once")
+});

@@ -2,22 +2,31 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use saker_rpc::{ClientTag, MetaError, MetaRequest, MetaResponse, MetaService};
-use tokio::sync::{mpsc, oneshot};
+use parking_lot::Mutex;
+use saker_namespace::{DentryReplica, Route, Router, ROOT_ID};
+use saker_rpc::{
+    ClientTag, CoordinatorService, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond,
+};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::changes::{ChangeLog, Peers};
 use crate::error::MnodeError;
-use crate::executor::{Executor, Pending};
+use crate::executor::{Executor, Pending, Reply};
+use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, SM_META};
 use crate::metrics;
 use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
-use crate::read::apply_read;
+use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
 use crate::store::MetaStore;
-use crate::tree::StoreView;
+use crate::tree::{child, resolve_parents, Absence, Child, Resolver, Retry, StoreView};
+
+/// How often one request may be handed back by the executor before it fails.
+const MAX_ATTEMPTS: usize = 16;
 
 /// Settings of one MNode group.
 #[derive(Clone, Debug)]
@@ -32,9 +41,12 @@ pub struct MnodeConfig {
     pub max_batch: usize,
     /// Batches in flight (proposed, not yet applied) at most.
     pub pipeline_depth: usize,
+    /// Where every name lives (the cluster's ring and exception table).
+    pub router: Router,
 }
 
 impl MnodeConfig {
+    /// A group alone in its cluster.
     pub fn new(group: u32) -> Self {
         Self {
             group,
@@ -42,6 +54,7 @@ impl MnodeConfig {
             gc_grace: Duration::from_secs(600),
             max_batch: 512,
             pipeline_depth: 1,
+            router: Router::single(group),
         }
     }
 }
@@ -51,11 +64,25 @@ pub struct Mnode {
     store: Arc<dyn MetaStore>,
     raft: Raft,
     queue: mpsc::UnboundedSender<Pending>,
+    router: Arc<Router>,
+    replica: Arc<Mutex<DentryReplica>>,
+    frozen: Arc<FrozenDirs>,
+    permits: Arc<Semaphore>,
+    pipeline_depth: u32,
+    peers: Arc<OnceLock<Peers>>,
+    coordinator: OnceLock<Arc<dyn CoordinatorService>>,
+    changes: Arc<ChangeLog>,
+}
+
+fn untagged() -> ClientTag {
+    ClientTag { client: 0, seq: 0 }
 }
 
 impl Mnode {
     /// Opens the group on `store`, becomes leader of its single-voter raft group and replays
-    /// the log, then starts the executor.
+    /// the log, then starts the executor. It serves requests for its own names at once; paths
+    /// through other groups' directories, parent updates and the rmdir protocol work once
+    /// [`Mnode::connect`] has introduced the peers and the coordinator.
     pub async fn start(
         store: Arc<dyn MetaStore>,
         cfg: MnodeConfig,
@@ -102,6 +129,13 @@ impl Mnode {
         };
         let base = (cfg.group as u64) << 48;
         let next_id = Arc::new(AtomicU64::new((sm_meta.id_high_water + 1).max(base + 1)));
+        let router = Arc::new(cfg.router);
+        let replica = Arc::new(Mutex::new(DentryReplica::new()));
+        let frozen = Arc::new(FrozenDirs::default());
+        let pipeline_depth = cfg.pipeline_depth.clamp(1, 64) as u32;
+        let permits = Arc::new(Semaphore::new(pipeline_depth as usize));
+        let peers = Arc::new(OnceLock::new());
+        let changes = Arc::new(ChangeLog::new(keys, store.clone(), peers.clone()));
         let (tx, rx) = mpsc::unbounded_channel();
         let exec = Executor {
             keys,
@@ -110,7 +144,11 @@ impl Mnode {
             next_id,
             gc_grace: cfg.gc_grace,
             max_batch: cfg.max_batch,
-            pipeline_depth: cfg.pipeline_depth,
+            permits: permits.clone(),
+            router: router.clone(),
+            replica: replica.clone(),
+            frozen: frozen.clone(),
+            changes: changes.clone(),
         };
         tokio::spawn(exec.run(rx));
         Ok(Arc::new(Self {
@@ -118,16 +156,291 @@ impl Mnode {
             store,
             raft,
             queue: tx,
+            router,
+            replica,
+            frozen,
+            permits,
+            pipeline_depth,
+            peers,
+            coordinator: OnceLock::new(),
+            changes,
         }))
+    }
+
+    /// Introduces the other groups (this one may be among them) and the coordinator, then
+    /// pushes change-log records a previous run left behind.
+    pub fn connect(self: &Arc<Self>, peers: Peers, coordinator: Arc<dyn CoordinatorService>) {
+        let _ = self.peers.set(peers);
+        let _ = self.coordinator.set(coordinator);
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.changes.push_upto(u64::MAX).await {
+                tracing::warn!(group = me.group(), error = %e, "leftover change-log not pushed");
+            }
+        });
     }
 
     pub fn group(&self) -> u32 {
         self.keys.group
     }
 
+    /// Pushes every change-log record this group still owes other groups.
+    pub async fn push_changes(&self) -> Result<(), MetaError> {
+        self.changes.push_upto(u64::MAX).await
+    }
+
     /// Stops raft; queued writes fail with `Unavailable`.
     pub async fn shutdown(&self) {
         let _ = self.raft.shutdown().await;
+    }
+
+    /// Directory entries cached in this group's dentry replica.
+    pub fn replica_len(&self) -> usize {
+        self.replica.lock().len()
+    }
+
+    fn peer(&self, g: u32) -> Result<&Arc<dyn MetaService>, MetaError> {
+        self.peers
+            .get()
+            .and_then(|p| p.get(&g))
+            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
+    }
+
+    fn coordinator(&self) -> Result<&Arc<dyn CoordinatorService>, MetaError> {
+        self.coordinator
+            .get()
+            .ok_or_else(|| MetaError::Unavailable("no coordinator connected".into()))
+    }
+
+    /// Waits until no batch is between evaluation and apply.
+    async fn drain_inflight(&self) -> Result<(), MetaError> {
+        let all = self
+            .permits
+            .acquire_many(self.pipeline_depth)
+            .await
+            .map_err(|_| MetaError::Unavailable("executor stopped".into()))?;
+        drop(all);
+        Ok(())
+    }
+
+    /// Fills the dentry replica along `path`'s parents by remote lookups, and returns what the
+    /// owners found missing (the executor turns that into `MissingParent` or `Conflict`).
+    async fn warm(&self, path: &[String]) -> Result<Vec<(u64, String, Absence)>, MetaError> {
+        let mut absent = Vec::new();
+        let mut pid = ROOT_ID;
+        let parents = path.len().saturating_sub(1);
+        for name in &path[..parents] {
+            let owner = self.router.owner(pid, name);
+            if owner == self.keys.group {
+                let view = StoreView(self.store.as_ref());
+                match child(&view, &self.keys, pid, name)? {
+                    Child::Dir(loc) => pid = loc.attr.id,
+                    // Maybe in a batch not applied yet: the executor sees it, or decides.
+                    _ => break,
+                }
+                continue;
+            }
+            if let Some(d) = self.replica.lock().get(pid, name) {
+                pid = d.id;
+                continue;
+            }
+            let epoch = self.replica.lock().epoch();
+            metrics::REMOTE_LOOKUPS.inc();
+            let req = MetaRequest::LookupDentry {
+                pid,
+                name: name.clone(),
+            };
+            match self.peer(owner)?.call(untagged(), req).await {
+                Ok(MetaResponse::Dentry(d)) => {
+                    let mut replica = self.replica.lock();
+                    replica.insert_at(epoch, pid, name, d);
+                    metrics::REPLICA_SIZE
+                        .with_label_values(&[&self.keys.group.to_string()])
+                        .set(replica.len() as i64);
+                    pid = d.id;
+                }
+                Ok(other) => {
+                    return Err(MetaError::Internal(format!(
+                        "lookup_dentry answered {other:?}"
+                    )))
+                }
+                Err(MetaError::NotFound) => {
+                    absent.push((pid, name.clone(), Absence::Missing));
+                    break;
+                }
+                Err(MetaError::NotDir) => {
+                    absent.push((pid, name.clone(), Absence::NotDir));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(absent)
+    }
+
+    /// Answers a remote lookup; a frozen directory is answered once it thaws.
+    async fn lookup_dentry(&self, req: &MetaRequest) -> Result<MetaResponse, MetaError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let resp = self.read(req, Vec::new())?;
+            if let MetaResponse::Dentry(d) = &resp {
+                if self.frozen.is_frozen(d.id) {
+                    self.frozen.wait(d.id).await?;
+                    continue;
+                }
+            }
+            return Ok(resp);
+        }
+        Err(MetaError::Unavailable("directory kept being frozen".into()))
+    }
+
+    fn resolver(&self, writing: bool) -> Resolver<'_> {
+        Resolver::new(
+            &self.keys,
+            &self.router,
+            &self.replica,
+            &self.frozen,
+            writing,
+        )
+    }
+
+    fn read(
+        &self,
+        req: &MetaRequest,
+        absent: Vec<(u64, String, Absence)>,
+    ) -> Result<MetaResponse, MetaError> {
+        let r = self.resolver(false);
+        r.set_absent(absent);
+        let result = apply_read(&StoreView(self.store.as_ref()), &r, req);
+        match r.take_retry() {
+            Some(_) => Err(MetaError::Unavailable("retry".into())),
+            None => result,
+        }
+    }
+
+    /// Freezes the directory at `path` for the rmdir protocol and answers it with its parent.
+    async fn freeze(&self, path: &[String]) -> Result<MetaResponse, MetaError> {
+        let Some(name) = path.last() else {
+            return Err(MetaError::Invalid("the root cannot be removed".into()));
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            let absent = self.warm(path).await?;
+            let r = self.resolver(false);
+            r.set_absent(absent);
+            let view = StoreView(self.store.as_ref());
+            let found = resolve_parents(&view, &r, path).and_then(|chain| {
+                let pid = chain.last().expect("chain has the root").attr.id;
+                Ok((pid, child(&view, &self.keys, pid, name)?))
+            });
+            if r.take_retry().is_some() {
+                continue;
+            }
+            return match found {
+                Ok((parent, Child::Dir(loc))) => {
+                    self.frozen.freeze(loc.attr.id);
+                    // Writes under it that were evaluated before the freeze finish first.
+                    if let Err(e) = self.drain_inflight().await {
+                        self.frozen.thaw(loc.attr.id);
+                        return Err(e);
+                    }
+                    Ok(MetaResponse::Frozen {
+                        parent,
+                        attr: loc.attr,
+                    })
+                }
+                Ok((_, Child::Other(_))) => Err(MetaError::NotDir),
+                Ok((_, Child::None)) if path.len() == 1 => Err(MetaError::NoSuchBucket),
+                Ok((_, Child::None)) => Err(MetaError::NotFound),
+                Err(MetaError::MissingParent { .. }) => Err(MetaError::NotFound),
+                Err(MetaError::Conflict { .. }) => Err(MetaError::NotDir),
+                Err(e) => Err(e),
+            };
+        }
+        Err(MetaError::Unavailable("freeze retried too often".into()))
+    }
+
+    async fn invalidate(&self, pid: u64, name: &str, dir: u64) -> Result<MetaResponse, MetaError> {
+        self.replica.lock().invalidate(pid, name);
+        metrics::INVALIDATIONS.inc();
+        // A batch that resolved through the old entry is applied before we count entries.
+        self.drain_inflight().await?;
+        dir_usage(&StoreView(self.store.as_ref()), &self.keys, &[dir])
+    }
+
+    /// A request for a name this group owns (or a group-wide one).
+    async fn serve(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
+        let mut reaped = false;
+        for _ in 0..MAX_ATTEMPTS {
+            let absent = self.warm(&path).await?;
+            if !req.is_write() {
+                match self.read(&req, absent) {
+                    Err(MetaError::Unavailable(m)) if m == "retry" => {
+                        metrics::RETRIES.with_label_values(&["lookup"]).inc();
+                        continue;
+                    }
+                    other => return other,
+                }
+            }
+            let (reply, rx) = oneshot::channel();
+            let pending = Pending {
+                tag,
+                req: req.clone(),
+                reply,
+                absent,
+                reaped,
+            };
+            if self.queue.send(pending).is_err() {
+                return Err(MetaError::Unavailable("executor stopped".into()));
+            }
+            let Ok(reply) = rx.await else {
+                return Err(MetaError::Unavailable("executor stopped".into()));
+            };
+            match reply {
+                Reply::Done { result, reap } => {
+                    if let Some(dir) = reap {
+                        self.reap(dir).await;
+                    }
+                    return result;
+                }
+                Reply::Retry(Retry::Lookup) => {
+                    metrics::RETRIES.with_label_values(&["lookup"]).inc();
+                }
+                Reply::Retry(Retry::Frozen(id)) => {
+                    metrics::RETRIES.with_label_values(&["frozen"]).inc();
+                    self.frozen.wait(id).await?;
+                }
+                Reply::Retry(Retry::Reap(dir)) => {
+                    metrics::RETRIES.with_label_values(&["reap"]).inc();
+                    self.reap(dir).await;
+                    reaped = true;
+                }
+            }
+        }
+        Err(MetaError::Unavailable(format!(
+            "{} retried {MAX_ATTEMPTS} times",
+            req.op_name()
+        )))
+    }
+
+    /// Asks the coordinator to remove `dir` if it is an empty implicit directory; a failed reap
+    /// is not an error.
+    async fn reap(&self, dir: Vec<String>) {
+        let Ok(coordinator) = self.coordinator() else {
+            return;
+        };
+        match coordinator.remove_dir(dir, RemoveCond::ImplicitEmpty).await {
+            Ok(()) | Err(MetaError::NotEmpty | MetaError::NotFound) => {}
+            Err(e) => tracing::debug!(error = %e, "reap failed"),
+        }
+    }
+
+    /// The group that owns the request's target, if not this one.
+    fn misdirected(&self, req: &MetaRequest) -> Option<u32> {
+        let name = req.path()?.last()?;
+        match self.router.route_name(name) {
+            Route::Group(g) if g != self.keys.group => Some(g),
+            _ => None,
+        }
     }
 }
 
@@ -135,15 +448,31 @@ impl Mnode {
 impl MetaService for Mnode {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
-        let result = if req.is_write() {
-            let (reply, rx) = oneshot::channel();
-            if self.queue.send(Pending { tag, req, reply }).is_err() {
-                return Err(MetaError::Unavailable("executor stopped".into()));
+        let result = match req {
+            MetaRequest::Rmdir { path } => self
+                .coordinator()?
+                .remove_dir(path, RemoveCond::Empty)
+                .await
+                .map(|()| MetaResponse::Done),
+            MetaRequest::DeleteBucket { name } => self
+                .coordinator()?
+                .remove_dir(vec![name], RemoveCond::Bucket)
+                .await
+                .map(|()| MetaResponse::Done),
+            MetaRequest::Freeze { path } => self.freeze(&path).await,
+            MetaRequest::Unfreeze { dir } => {
+                self.frozen.thaw(dir);
+                Ok(MetaResponse::Done)
             }
-            rx.await
-                .unwrap_or_else(|_| Err(MetaError::Unavailable("executor stopped".into())))
-        } else {
-            apply_read(&StoreView(self.store.as_ref()), &self.keys, &req)
+            MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
+            req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
+            req => match self.misdirected(&req) {
+                Some(g) => {
+                    metrics::MISDIRECTED.inc();
+                    self.peer(g)?.call(tag, req).await
+                }
+                None => self.serve(tag, req).await,
+            },
         };
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::OPS.with_label_values(&[op, outcome]).inc();

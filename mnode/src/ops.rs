@@ -5,25 +5,37 @@
 //! namespace (implicit directories, reaping, conflicts, multipart) is unit-testable.
 
 use bytes::Bytes;
+use saker_namespace::GroupId;
 use saker_rpc::{
-    Attr, Checksums, ChunkRef, FileKind, InodeId, Layout, MetaError, MetaRequest, MetaResponse,
-    NewObject, ObjectMeta, PartInfo, PartRecord, UploadInfo,
+    Attr, Checksums, ChunkRef, DirChange, FileKind, InodeId, Layout, MetaError, MetaRequest,
+    MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord, RemoveCond, UploadInfo,
 };
 
 use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
 use crate::records::{decode, encode, encode_bytes};
 use crate::store::prefix_end;
-use crate::tree::{child, has_children, internal, resolve_parents, Child, Located};
+use crate::tree::{
+    child, has_children, internal, resolve_parents, Child, Located, Resolver, Retry,
+};
 use crate::txn::Txn;
 
 /// Per-batch context of the executor.
 pub struct Ctx<'k> {
     pub keys: &'k Keys,
+    pub ns: &'k Resolver<'k>,
     pub now_ns: i64,
     /// How long a released chunk stays readable before it is deleted.
     pub gc_grace_ns: i64,
     /// Next inode id to hand out (advanced by ops that allocate).
     pub next_id: u64,
+    /// Parent-directory changes of the current op for directories other groups own.
+    pub changes: Vec<(GroupId, DirChange)>,
+    /// A directory the current op may have left empty: the MNode asks the coordinator to reap
+    /// it after the op commits.
+    pub reap: Option<Vec<String>>,
+    /// The current op already had an implicit directory in its way reaped: if one is still
+    /// there, it is not empty.
+    pub reaped: bool,
 }
 
 impl Ctx<'_> {
@@ -56,12 +68,10 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             std::slice::from_ref(name),
             DirSpec::bucket(*uid, *gid),
         ),
-        MetaRequest::DeleteBucket { name } => delete_bucket(txn, ctx, name),
         MetaRequest::DeleteObject { path, dir_marker } => {
             delete_object(txn, ctx, path, *dir_marker)
         }
         MetaRequest::Unlink { path } => unlink(txn, ctx, path),
-        MetaRequest::Rmdir { path } => rmdir(txn, ctx, path),
         MetaRequest::SetAttr {
             path,
             mode,
@@ -113,6 +123,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             }
             Ok(MetaResponse::Done)
         }
+        MetaRequest::ApplyChanges {
+            source,
+            seq,
+            changes,
+        } => apply_changes(txn, ctx, *source, *seq, changes),
+        MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
+        MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
             other.op_name()
@@ -144,18 +161,44 @@ fn delete_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId) {
     }
 }
 
-/// Applies a directory-entry change to the parent at the end of `chain`.
-fn touch_parent(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut [Located], entries: i64, links: i64) {
+/// Applies a directory-entry change to the parent at the end of `chain`: to its record when this
+/// group owns it, else as a change-log entry for its owner.
+fn touch_parent(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    entries: i64,
+    links: i64,
+) {
     let parent = chain.last_mut().expect("chain has the root");
-    let Some(key) = parent.key.clone() else {
-        return; // the root keeps no record
+    let change = DirChange {
+        dir: parent.attr.id,
+        entries,
+        links,
+        mtime_ns: ctx.now_ns,
     };
-    let a = &mut parent.attr;
-    a.children = (a.children as i64 + entries).max(0) as u64;
-    a.nlink = (a.nlink as i64 + links).max(2) as u32;
-    a.mtime_ns = ctx.now_ns;
-    a.ctime_ns = ctx.now_ns;
-    put_attr(txn, &key, a);
+    match parent.key.clone() {
+        Some(key) => {
+            change_attr(&mut parent.attr, &change);
+            put_attr(txn, &key, &parent.attr);
+        }
+        // The root keeps no record.
+        None if parent.attr.id == saker_namespace::ROOT_ID => {}
+        None => ctx.changes.push((parent.owner, change)),
+    }
+}
+
+fn change_attr(a: &mut Attr, c: &DirChange) {
+    a.children = (a.children as i64 + c.entries).max(0) as u64;
+    a.nlink = (a.nlink as i64 + c.links).max(2) as u32;
+    a.mtime_ns = a.mtime_ns.max(c.mtime_ns);
+    a.ctime_ns = a.ctime_ns.max(c.mtime_ns);
+}
+
+/// Writes a directory's record and its id index.
+fn put_dir(txn: &mut Txn<'_>, keys: &Keys, key: &[u8], attr: &Attr) {
+    put_attr(txn, key, attr);
+    txn.put(keys.dir_index(attr.id), key.to_vec());
 }
 
 fn new_attr(ctx: &mut Ctx<'_>, kind: FileKind, mode: u32, uid: u32, gid: u32) -> Attr {
@@ -195,18 +238,17 @@ fn write_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId, obj: &NewObject) 
 
 fn put_object(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], obj: &NewObject) -> OpResult {
     check_path(path, 2)?;
-    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path)?;
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
-    let existing = match child(txn, ctx.keys, pid, name)? {
-        // An empty implicit directory is invisible to S3: the object takes its place.
-        Child::Dir(loc) if loc.attr.implicit && !has_children(txn, ctx.keys, loc.attr.id)? => {
-            chain.push(loc);
-            remove_dir(txn, ctx, &mut chain);
-            Child::None
+    let existing = child(txn, ctx.keys, pid, name)?;
+    // An empty implicit directory is invisible to S3: the object takes its place once the
+    // coordinator has reaped it (its entries may live on any group).
+    if let Child::Dir(loc) = &existing {
+        if loc.attr.implicit && !ctx.reaped {
+            return Err(ctx.ns.retry(Retry::Reap(path.to_vec())));
         }
-        other => other,
-    };
+    }
     let (key, mut attr, is_new) = match existing {
         Child::Dir(_) => {
             return Err(MetaError::Conflict {
@@ -249,7 +291,7 @@ fn put_dir_marker(
     obj: &NewObject,
 ) -> OpResult {
     check_path(path, 2)?;
-    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path)?;
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
     let (key, mut attr, is_new) = match child(txn, ctx.keys, pid, name)? {
@@ -271,7 +313,7 @@ fn put_dir_marker(
     attr.layout = obj.layout.clone();
     attr.s3_mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
-    put_attr(txn, &key, &attr);
+    put_dir(txn, ctx.keys, &key, &attr);
     write_payloads(txn, ctx.keys, attr.id, obj);
     if is_new {
         touch_parent(txn, ctx, &mut chain, 1, 1);
@@ -329,7 +371,7 @@ fn mkdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], spec: DirSpec) -
             "a top-level directory is a bucket".into(),
         ));
     }
-    let mut chain = resolve_parents(txn, ctx.keys, path)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path)?;
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
     match child(txn, ctx.keys, pid, name)? {
@@ -345,31 +387,24 @@ fn mkdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], spec: DirSpec) -
     }
     let mut attr = new_attr(ctx, FileKind::Dir, spec.mode, spec.uid, spec.gid);
     attr.implicit = spec.implicit;
-    put_attr(txn, &ctx.keys.inode(pid, name, true), &attr);
+    put_dir(txn, ctx.keys, &ctx.keys.inode(pid, name, true), &attr);
     touch_parent(txn, ctx, &mut chain, 1, 1);
     Ok(MetaResponse::Attr(attr))
 }
 
 /// Removes the directory at the end of `chain` (which must be empty) from its parent.
-fn remove_dir(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut Vec<Located>) {
+fn remove_dir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut Vec<Located>) {
     let dir = chain.pop().expect("chain has the directory");
-    txn.delete(dir.key.expect("not the root"));
+    txn.delete(dir.key.expect("a local directory"));
+    txn.delete(ctx.keys.dir_index(dir.attr.id));
     delete_payloads(txn, ctx.keys, dir.attr.id);
     release_chunks(txn, ctx, dir.attr.layout.chunks());
     touch_parent(txn, ctx, chain, -1, -1);
 }
 
-/// Removes empty implicit directories from the end of `chain` upwards, stopping at the bucket.
-fn reap(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut Vec<Located>) -> Result<(), MetaError> {
-    // chain[0] is the root, chain[1] the bucket: never reaped.
-    while chain.len() > 2 {
-        let dir = chain.last().expect("len checked");
-        if !dir.attr.implicit || has_children(txn, ctx.keys, dir.attr.id)? {
-            break;
-        }
-        remove_dir(txn, ctx, chain);
-    }
-    Ok(())
+/// Whether `path` names a directory below a bucket, which S3 may reap.
+fn reapable(path: &[String]) -> bool {
+    path.len() > 1
 }
 
 fn delete_object(
@@ -379,7 +414,7 @@ fn delete_object(
     dir_marker: bool,
 ) -> OpResult {
     check_path(path, 2)?;
-    let mut chain = match resolve_parents(txn, ctx.keys, path) {
+    let mut chain = match resolve_parents(txn, ctx.ns, path) {
         Ok(chain) => chain,
         Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
         Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
@@ -392,30 +427,30 @@ fn delete_object(
     match (child(txn, ctx.keys, pid, name)?, dir_marker) {
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
             remove_file(txn, ctx, &mut chain, loc);
+            let parent = path[..path.len() - 1].to_vec();
+            if reapable(&parent) && !has_children(txn, ctx.keys, pid)? {
+                ctx.reap = Some(parent);
+            }
         }
         (Child::Dir(loc), true) if !loc.attr.implicit => {
-            chain.push(loc);
-            if has_children(txn, ctx.keys, chain.last().expect("pushed").attr.id)? {
-                let dir = chain.last_mut().expect("pushed");
-                let marker_chunks = std::mem::take(&mut dir.attr.layout);
-                dir.attr.implicit = true;
-                dir.attr.etag.clear();
-                dir.attr.size = 0;
-                let (key, attr) = (dir.key.clone().expect("not root"), dir.attr.clone());
-                release_chunks(txn, ctx, marker_chunks.chunks());
-                put_attr(txn, &key, &attr);
-                delete_payloads(txn, ctx.keys, attr.id);
-                return Ok(MetaResponse::Done);
-            }
-            remove_dir(txn, ctx, &mut chain);
+            // The marker goes; the directory stays as implicit until the coordinator finds it
+            // empty on every group and reaps it.
+            let mut attr = loc.attr;
+            let marker = std::mem::take(&mut attr.layout);
+            attr.implicit = true;
+            attr.etag.clear();
+            attr.size = 0;
+            release_chunks(txn, ctx, marker.chunks());
+            put_attr(txn, &loc.key.expect("a local directory"), &attr);
+            delete_payloads(txn, ctx.keys, attr.id);
+            ctx.reap = Some(path.to_vec());
         }
-        _ => return Ok(MetaResponse::Done),
+        _ => {}
     }
-    reap(txn, ctx, &mut chain)?;
     Ok(MetaResponse::Done)
 }
 
-fn remove_file(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut [Located], loc: Located) {
+fn remove_file(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut [Located], loc: Located) {
     txn.delete(loc.key.expect("child has a key"));
     delete_payloads(txn, ctx.keys, loc.attr.id);
     release_chunks(txn, ctx, loc.attr.layout.chunks());
@@ -424,7 +459,7 @@ fn remove_file(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chain: &mut [Located], loc: Loc
 
 fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String]) -> OpResult {
     check_path(path, 2)?;
-    let mut chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     let pid = chain.last().expect("root").attr.id;
     match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Other(loc) => {
@@ -444,38 +479,40 @@ fn missing_as_not_found(e: MetaError) -> MetaError {
     }
 }
 
-fn rmdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String]) -> OpResult {
+/// The last step of the coordinator's rmdir protocol, at the directory's owner: the directory
+/// is frozen and every group has reported its entries; check what this group holds once more
+/// and remove it.
+fn remove_dir_op(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir: InodeId,
+    cond: RemoveCond,
+) -> OpResult {
     check_path(path, 1)?;
-    let mut chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     let pid = chain.last().expect("root").attr.id;
-    match child(txn, ctx.keys, pid, path.last().expect("len"))? {
-        Child::Dir(loc) => {
-            if has_children(txn, ctx.keys, loc.attr.id)? {
-                return Err(MetaError::NotEmpty);
-            }
-            chain.push(loc);
-            remove_dir(txn, ctx, &mut chain);
-            Ok(MetaResponse::Done)
-        }
-        Child::Other(_) => Err(MetaError::NotDir),
-        Child::None if path.len() == 1 => Err(MetaError::NoSuchBucket),
-        Child::None => Err(MetaError::NotFound),
+    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Dir(loc) if loc.attr.id == dir => loc,
+        Child::Dir(_) | Child::None if path.len() == 1 => return Err(MetaError::NoSuchBucket),
+        Child::Dir(_) | Child::None => return Err(MetaError::NotFound),
+        Child::Other(_) => return Err(MetaError::NotDir),
+    };
+    if cond == RemoveCond::ImplicitEmpty && !loc.attr.implicit {
+        return Err(MetaError::NotEmpty);
     }
+    if has_children(txn, ctx.keys, dir)? {
+        return Err(MetaError::NotEmpty);
+    }
+    chain.push(loc);
+    remove_dir(txn, ctx, &mut chain);
+    Ok(MetaResponse::Done)
 }
 
-/// A bucket may go when it holds no object: implicit directories without objects are removed
-/// with it, and so are unfinished multipart uploads.
-fn delete_bucket(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, name: &str) -> OpResult {
-    let path = [name.to_string()];
-    let chain = resolve_parents(txn, ctx.keys, &path)?;
-    let bucket = match child(txn, ctx.keys, chain[0].attr.id, name)? {
-        Child::Dir(loc) => loc,
-        _ => return Err(MetaError::NoSuchBucket),
-    };
-    // Collect the implicit subtree; any object makes the bucket non-empty.
-    let mut doomed: Vec<Located> = Vec::new();
-    let mut stack = vec![bucket.attr.id];
-    while let Some(dir) = stack.pop() {
+/// DeleteBucket's sweep on one group: the implicit directories under `dirs` (the coordinator
+/// found no object below the frozen bucket) and the bucket's unfinished uploads.
+fn purge_dirs(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, bucket: &str, dirs: &[InodeId]) -> OpResult {
+    for &dir in dirs {
         let start = ctx.keys.children(dir);
         let end = prefix_end(&start).expect("prefix end");
         for (key, value) in txn.scan(&start, &end, usize::MAX).map_err(internal)? {
@@ -483,18 +520,12 @@ fn delete_bucket(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, name: &str) -> OpResult {
             if attr.kind != FileKind::Dir || !attr.implicit {
                 return Err(MetaError::NotEmpty);
             }
-            stack.push(attr.id);
-            doomed.push(Located {
-                key: Some(key),
-                attr,
-            });
+            txn.delete(key);
+            txn.delete(ctx.keys.dir_index(attr.id));
+            delete_payloads(txn, ctx.keys, attr.id);
         }
     }
-    for d in doomed {
-        txn.delete(d.key.expect("child key"));
-        delete_payloads(txn, ctx.keys, d.attr.id);
-    }
-    let upload_prefix = ctx.keys.uploads_of(name);
+    let upload_prefix = ctx.keys.uploads_of(bucket);
     let upload_end = prefix_end(&upload_prefix).expect("prefix end");
     for (key, value) in txn
         .scan(&upload_prefix, &upload_end, usize::MAX)
@@ -504,9 +535,38 @@ fn delete_bucket(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, name: &str) -> OpResult {
         drop_upload_parts(txn, ctx, &info.upload_id)?;
         txn.delete(key);
     }
-    let mut chain = chain;
-    chain.push(bucket);
-    remove_dir(txn, ctx, &mut chain);
+    Ok(MetaResponse::Done)
+}
+
+/// Change-log entries pushed by group `source`, applied once each (by seq).
+fn apply_changes(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    source: u32,
+    seq: u64,
+    changes: &[DirChange],
+) -> OpResult {
+    let akey = ctx.keys.applied(source);
+    let applied: u64 = match txn.get(&akey).map_err(internal)? {
+        Some(v) => decode(&v).map_err(internal)?,
+        None => 0,
+    };
+    if seq <= applied {
+        return Ok(MetaResponse::Done);
+    }
+    for c in changes {
+        // A directory removed since is skipped: its deltas no longer matter.
+        let Some(key) = txn.get(&ctx.keys.dir_index(c.dir)).map_err(internal)? else {
+            continue;
+        };
+        let Some(bytes) = txn.get(&key).map_err(internal)? else {
+            continue;
+        };
+        let mut attr: Attr = decode(&bytes).map_err(internal)?;
+        change_attr(&mut attr, c);
+        put_attr(txn, &key, &attr);
+    }
+    txn.put(akey, encode(&seq));
     Ok(MetaResponse::Done)
 }
 
@@ -522,7 +582,7 @@ fn set_attr(
     mtime_ns: Option<i64>,
 ) -> OpResult {
     check_path(path, 1)?;
-    let chain = resolve_parents(txn, ctx.keys, path).map_err(missing_as_not_found)?;
+    let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     let pid = chain.last().expect("root").attr.id;
     let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Dir(loc) | Child::Other(loc) => loc,
@@ -552,16 +612,19 @@ fn set_attr(
 /// Finds the file (or explicit directory marker) an S3 key names.
 fn find_object<V: crate::tree::View + ?Sized>(
     v: &V,
-    keys: &Keys,
+    ns: &Resolver<'_>,
     path: &[String],
     dir_marker: bool,
 ) -> Result<Located, MetaError> {
-    let chain = resolve_parents(v, keys, path).map_err(|e| match e {
-        MetaError::NoSuchBucket => e,
+    let chain = resolve_parents(v, ns, path).map_err(|e| match e {
+        MetaError::NoSuchBucket | MetaError::Unavailable(_) => e,
         _ => MetaError::NotFound,
     })?;
     let pid = chain.last().expect("root").attr.id;
-    match (child(v, keys, pid, path.last().expect("len"))?, dir_marker) {
+    match (
+        child(v, ns.keys, pid, path.last().expect("len"))?,
+        dir_marker,
+    ) {
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => Ok(loc),
         (Child::Dir(loc), true) if !loc.attr.implicit => Ok(loc),
         _ => Err(MetaError::NotFound),
@@ -576,7 +639,7 @@ fn put_tags(
     tags: Option<&Vec<(String, String)>>,
 ) -> OpResult {
     check_path(path, 2)?;
-    let loc = find_object(txn, ctx.keys, path, dir_marker)?;
+    let loc = find_object(txn, ctx.ns, path, dir_marker)?;
     let key = ctx.keys.payload(loc.attr.id, PayloadKind::Tags);
     match tags {
         Some(t) if !t.is_empty() => txn.put(key, encode(t)),
@@ -614,11 +677,10 @@ fn create_upload(
     gid: u32,
 ) -> OpResult {
     check_path(path, 2)?;
-    let root = crate::tree::root_attr();
-    match child(txn, ctx.keys, root.id, &path[0])? {
-        Child::Dir(_) => {}
-        _ => return Err(MetaError::NoSuchBucket),
-    }
+    resolve_parents(txn, ctx.ns, &path[..2]).map_err(|e| match e {
+        MetaError::Unavailable(_) => e,
+        _ => MetaError::NoSuchBucket,
+    })?;
     let info = UploadInfo {
         key: path[1..].join("/"),
         upload_id: upload_id.to_string(),

@@ -2,20 +2,26 @@
 
 use bytes::Bytes;
 use saker_rpc::{
-    Attr, Entry, MetaError, MetaRequest, MetaResponse, ObjectMeta, ObjectView, UploadInfo, Want,
+    Attr, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta,
+    ObjectView, UploadInfo, Want,
 };
 
 use crate::keys::{Keys, PayloadKind};
 use crate::ops::upload_parts;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
-use crate::tree::{child, internal, read_payload, resolve_parents, root_attr, Child, View};
+use crate::tree::{
+    child, internal, read_payload, resolve_parents, root_attr, Child, Resolver, View,
+};
 
 type OpResult = Result<MetaResponse, MetaError>;
 
-pub fn apply_read<V: View + ?Sized>(v: &V, keys: &Keys, req: &MetaRequest) -> OpResult {
+pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) -> OpResult {
+    let keys = r.keys;
     match req {
-        MetaRequest::Lookup { path, want } => lookup(v, keys, path, *want),
+        MetaRequest::Lookup { path, want } => lookup(v, r, path, *want),
+        MetaRequest::LookupDentry { pid, name } => lookup_dentry(v, keys, *pid, name),
+        MetaRequest::DirUsage { dirs } => dir_usage(v, keys, dirs),
         MetaRequest::Scan {
             dir,
             start_after,
@@ -46,7 +52,8 @@ pub fn apply_read<V: View + ?Sized>(v: &V, keys: &Keys, req: &MetaRequest) -> Op
     }
 }
 
-fn lookup<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], want: Want) -> OpResult {
+fn lookup<V: View + ?Sized>(v: &V, r: &Resolver<'_>, path: &[String], want: Want) -> OpResult {
+    let keys = r.keys;
     if path.is_empty() {
         return Ok(MetaResponse::Object(Box::new(ObjectView {
             attr: root_attr(),
@@ -55,7 +62,7 @@ fn lookup<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], want: Want) -> 
             tags: None,
         })));
     }
-    let chain = resolve_parents(v, keys, path).map_err(|e| match e {
+    let chain = resolve_parents(v, r, path).map_err(|e| match e {
         MetaError::MissingParent { .. } => MetaError::NotFound,
         MetaError::Conflict { .. } => MetaError::NotDir,
         e => e,
@@ -96,6 +103,46 @@ fn lookup<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], want: Want) -> 
         data,
         tags,
     })))
+}
+
+/// A directory entry this group owns, for another group's replica.
+fn lookup_dentry<V: View + ?Sized>(v: &V, keys: &Keys, pid: InodeId, name: &str) -> OpResult {
+    match child(v, keys, pid, name)? {
+        Child::Dir(loc) => Ok(MetaResponse::Dentry(Dentry {
+            id: loc.attr.id,
+            mode: loc.attr.mode,
+            uid: loc.attr.uid,
+            gid: loc.attr.gid,
+        })),
+        Child::Other(_) => Err(MetaError::NotDir),
+        Child::None => Err(MetaError::NotFound),
+    }
+}
+
+/// What this group holds directly under each of `dirs`.
+pub fn dir_usage<V: View + ?Sized>(v: &V, keys: &Keys, dirs: &[InodeId]) -> OpResult {
+    let mut usage = DirUsage::default();
+    for &dir in dirs {
+        let start = keys.children(dir);
+        let end = prefix_end(&start).expect("prefix end");
+        let mut from = start.clone();
+        loop {
+            let batch = v.scan(&from, &end, 1024).map_err(internal)?;
+            let Some((last, _)) = batch.last() else { break };
+            from = last.clone();
+            from.push(0);
+            for (_, val) in &batch {
+                let attr: Attr = decode(val).map_err(internal)?;
+                if attr.is_dir() && attr.implicit {
+                    usage.implicit_dirs.push(attr.id);
+                } else {
+                    usage.objects = true;
+                    return Ok(MetaResponse::Usage(usage));
+                }
+            }
+        }
+    }
+    Ok(MetaResponse::Usage(usage))
 }
 
 fn scan<V: View + ?Sized>(

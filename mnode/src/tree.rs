@@ -3,8 +3,13 @@
 //! Works over any [`View`], so the executor resolves against its batch (seeing earlier ops of
 //! the same batch) and reads resolve against the applied store.
 
-use saker_rpc::{Attr, FileKind, InodeId, Layout, MetaError};
+use std::cell::{Cell, RefCell};
 
+use parking_lot::Mutex;
+use saker_namespace::{DentryReplica, GroupId, Router};
+use saker_rpc::{Attr, Dentry, FileKind, InodeId, Layout, MetaError};
+
+use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, PayloadKind};
 use crate::records::decode;
 use crate::store::{KvPairs, MetaStore, StoreError};
@@ -63,11 +68,130 @@ pub fn root_attr() -> Attr {
     }
 }
 
-/// A resolved inode and the key of its record (`None` for the root).
+/// A resolved inode and the key of its record (`None` for the root and for directories owned
+/// by another group, known from the dentry replica).
 #[derive(Clone, Debug)]
 pub struct Located {
     pub key: Option<Vec<u8>>,
     pub attr: Attr,
+    /// The group holding the inode record.
+    pub owner: GroupId,
+}
+
+impl Located {
+    fn remote(d: Dentry, owner: GroupId) -> Self {
+        let mut attr = root_attr();
+        attr.id = d.id;
+        attr.mode = d.mode;
+        attr.uid = d.uid;
+        attr.gid = d.gid;
+        Self {
+            key: None,
+            attr,
+            owner,
+        }
+    }
+}
+
+/// Why an op must be retried by the MNode instead of answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// A directory on another group is not in the replica: look it up, then retry.
+    Lookup,
+    /// A directory on the path is frozen by the rmdir protocol: wait for it, then retry.
+    Frozen(InodeId),
+    /// An implicit directory is in the way of a new object: reap it (if empty), then retry.
+    Reap(Vec<String>),
+}
+
+/// What a remote lookup found where a directory was expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absence {
+    Missing,
+    NotDir,
+}
+
+/// Path resolution across groups: local inode records for names this group owns, the dentry
+/// replica for the others. An unresolvable step asks for a retry (see [`Retry`]) instead of
+/// guessing.
+pub struct Resolver<'a> {
+    pub keys: &'a Keys,
+    pub router: &'a Router,
+    pub replica: &'a Mutex<DentryReplica>,
+    pub frozen: &'a FrozenDirs,
+    /// Whether frozen directories stop resolution (writes) or not (reads).
+    pub writing: bool,
+    /// What the remote lookups made for the current op found missing.
+    absent: RefCell<Vec<(InodeId, String, Absence)>>,
+    retry: Cell<Option<Retry>>,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(
+        keys: &'a Keys,
+        router: &'a Router,
+        replica: &'a Mutex<DentryReplica>,
+        frozen: &'a FrozenDirs,
+        writing: bool,
+    ) -> Self {
+        Self {
+            keys,
+            router,
+            replica,
+            frozen,
+            writing,
+            absent: RefCell::new(Vec::new()),
+            retry: Cell::new(None),
+        }
+    }
+
+    pub fn group(&self) -> GroupId {
+        self.keys.group
+    }
+
+    /// Sets what remote lookups found missing for the next op.
+    pub fn set_absent(&self, absent: Vec<(InodeId, String, Absence)>) {
+        *self.absent.borrow_mut() = absent;
+    }
+
+    /// Asks for a retry; the returned error aborts the op.
+    pub fn retry(&self, why: Retry) -> MetaError {
+        self.retry.set(Some(why));
+        MetaError::Unavailable("retry".into())
+    }
+
+    /// The retry the last op asked for, if any.
+    pub fn take_retry(&self) -> Option<Retry> {
+        self.retry.take()
+    }
+
+    /// Resolves the directory `name` in `pid`, as the step of a walk.
+    fn step<V: View + ?Sized>(&self, v: &V, pid: InodeId, name: &str) -> Result<Child, MetaError> {
+        let owner = self.router.owner(pid, name);
+        if owner == self.keys.group {
+            let found = child(v, self.keys, pid, name)?;
+            if let Child::Dir(loc) = &found {
+                if self.writing && self.frozen.is_frozen(loc.attr.id) {
+                    return Err(self.retry(Retry::Frozen(loc.attr.id)));
+                }
+            }
+            return Ok(found);
+        }
+        if let Some(d) = self.replica.lock().get(pid, name) {
+            crate::metrics::REPLICA_HITS.inc();
+            return Ok(Child::Dir(Located::remote(d, owner)));
+        }
+        let absent = self.absent.borrow();
+        match absent.iter().find(|(p, n, _)| *p == pid && n == name) {
+            Some((_, _, Absence::Missing)) => Ok(Child::None),
+            Some((_, _, Absence::NotDir)) => Ok(Child::Other(Located {
+                key: None,
+                attr: root_attr(),
+                owner,
+            })),
+            None => Err(self.retry(Retry::Lookup)),
+        }
+    }
 }
 
 /// What lives under one name in a directory.
@@ -97,6 +221,7 @@ pub fn child<V: View + ?Sized>(
         return Ok(Child::Dir(Located {
             key: Some(dkey),
             attr,
+            owner: keys.group,
         }));
     }
     let fkey = keys.inode(pid, name, false);
@@ -104,6 +229,7 @@ pub fn child<V: View + ?Sized>(
         return Ok(Child::Other(Located {
             key: Some(fkey),
             attr,
+            owner: keys.group,
         }));
     }
     Ok(Child::None)
@@ -114,17 +240,18 @@ pub fn child<V: View + ?Sized>(
 /// a missing directory, `Conflict` where a file stands in the way.
 pub fn resolve_parents<V: View + ?Sized>(
     v: &V,
-    keys: &Keys,
+    r: &Resolver<'_>,
     path: &[String],
 ) -> Result<Vec<Located>, MetaError> {
     let mut chain = vec![Located {
         key: None,
         attr: root_attr(),
+        owner: r.keys.group,
     }];
     let parents = path.len().saturating_sub(1);
     for (depth, name) in path[..parents].iter().enumerate() {
         let pid = chain.last().expect("chain starts with the root").attr.id;
-        match child(v, keys, pid, name)? {
+        match r.step(v, pid, name)? {
             Child::Dir(loc) => chain.push(loc),
             Child::Other(_) if depth == 0 => return Err(MetaError::NoSuchBucket),
             Child::Other(_) => {
@@ -148,7 +275,7 @@ pub fn read_payload<V: View + ?Sized>(
     v.get(&keys.payload(id, kind)).map_err(internal)
 }
 
-/// Whether directory `id` has any entry.
+/// Whether directory `id` has any entry on this group.
 pub fn has_children<V: View + ?Sized>(v: &V, keys: &Keys, id: InodeId) -> Result<bool, MetaError> {
     let start = keys.children(id);
     let end = crate::store::prefix_end(&start).expect("inode prefix has an end");

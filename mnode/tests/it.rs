@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use saker_coordinator::NamespaceCoordinator;
 use saker_mnode::store::conformance;
-use saker_mnode::{MemStore, MetaStore, Mnode, MnodeConfig, RedbStore};
+use saker_mnode::{LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig, RedbStore};
 use saker_rpc::{
     ClientTag, Layout, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, Want,
 };
@@ -24,7 +25,9 @@ fn p(s: &str) -> Vec<String> {
     s.split('/').map(str::to_string).collect()
 }
 
+/// Talks to one group of an in-process cluster, which forwards what it does not own.
 struct Client {
+    groups: LocalGroups,
     node: Arc<Mnode>,
     seq: u64,
 }
@@ -77,35 +80,44 @@ impl Client {
         }
     }
 
+    /// The entries of `dir` on every group, in sort order (directories as `name/`).
     async fn names(&mut self, dir: &str) -> Vec<String> {
         let id = self.lookup(dir).await.unwrap().attr.id;
-        match self
-            .call(MetaRequest::Scan {
+        let mut names = Vec::new();
+        for g in &self.groups.mnodes {
+            let req = MetaRequest::Scan {
                 dir: id,
                 start_after: vec![],
                 limit: 1000,
-            })
-            .await
-            .unwrap()
-        {
-            MetaResponse::Entries(e) => e
-                .into_iter()
-                .map(|e| {
+            };
+            match g.call(ClientTag { client: 0, seq: 0 }, req).await.unwrap() {
+                MetaResponse::Entries(e) => names.extend(e.into_iter().map(|e| {
                     if e.attr.is_dir() {
                         e.name + "/"
                     } else {
                         e.name
                     }
-                })
-                .collect(),
-            other => panic!("unexpected {other:?}"),
+                })),
+                other => panic!("unexpected {other:?}"),
+            }
         }
+        names.sort();
+        names
     }
 }
 
+/// Four groups on `store` with a coordinator; the client enters at group 1.
 async fn start(store: Arc<dyn MetaStore>) -> Client {
+    start_with(store, 4, MnodeConfig::new(1)).await
+}
+
+async fn start_with(store: Arc<dyn MetaStore>, n: u32, cfg: MnodeConfig) -> Client {
+    let groups = LocalGroups::start(store, n, cfg).await.unwrap();
+    let coordinator = NamespaceCoordinator::new(groups.router.clone(), groups.services());
+    groups.connect(Arc::new(coordinator));
     Client {
-        node: Mnode::start(store, MnodeConfig::new(1)).await.unwrap(),
+        node: groups.mnodes[0].clone(),
+        groups,
         seq: 0,
     }
 }
@@ -281,7 +293,7 @@ async fn concurrent_writes_batch_and_survive_restart() {
         for t in tasks {
             t.await.unwrap().unwrap();
         }
-        c.node.shutdown().await;
+        c.groups.shutdown().await;
     }
     let mut c = start(store).await;
     let names = c.names("b").await;
@@ -291,25 +303,31 @@ async fn concurrent_writes_batch_and_survive_restart() {
         (v.attr.etag.as_str(), v.data.as_deref()),
         ("123", Some(&[123u8][..]))
     );
-    // Ids keep increasing after the restart.
-    let before = v.attr.id;
-    let MetaResponse::Attr(a) = c.put("b/new", b"x").await.unwrap() else {
-        panic!()
-    };
-    assert!(a.id > before);
+    // Ids keep increasing after the restart, in every group (the group is in the high bits).
+    let mut highest = std::collections::BTreeMap::new();
+    for i in 0..200 {
+        let id = c.lookup(&format!("b/f{i:03}")).await.unwrap().attr.id;
+        let top = highest.entry(id >> 48).or_insert(0);
+        *top = id.max(*top);
+    }
+    for i in 0..40 {
+        let MetaResponse::Attr(a) = c.put(&format!("b/new{i}"), b"x").await.unwrap() else {
+            panic!()
+        };
+        assert!(a.id > highest.get(&(a.id >> 48)).copied().unwrap_or(0));
+    }
 }
 
 #[tokio::test]
 async fn later_batches_see_unapplied_writes_of_earlier_ones() {
-    // Tiny batches, so the 201 requests span many batches with several in flight.
+    // Tiny batches, so the 201 requests span many batches with several in flight. One group:
+    // parents on other groups are only seen once applied, which is another test's business.
     let cfg = MnodeConfig {
         max_batch: 3,
+        pipeline_depth: 4,
         ..MnodeConfig::new(1)
     };
-    let mut c = Client {
-        node: Mnode::start(Arc::new(MemStore::new()), cfg).await.unwrap(),
-        seq: 0,
-    };
+    let mut c = start_with(Arc::new(MemStore::new()), 1, cfg).await;
     // Dependent requests issued back to back without waiting: join_all polls the calls in
     // order, so they are queued in order, and with the pipeline the parent directory of a put
     // may still be in flight when the put is evaluated.

@@ -51,6 +51,15 @@ impl Router {
         self.route_name(path.last())
     }
 
+    /// The group that holds the inode `(pid, name)`: [`Router::route_name`], with a path-walked
+    /// name placed by its parent.
+    pub fn owner(&self, pid: u64, name: &str) -> GroupId {
+        match self.route_name(name) {
+            Route::Group(g) => g,
+            Route::PathWalk => self.route_pid_name(pid, name),
+        }
+    }
+
     /// The owner of a path-walked name once its parent id is known.
     pub fn route_pid_name(&self, pid: u64, name: &str) -> GroupId {
         self.ring.owner(pid_name_hash(pid, name.as_bytes()))
@@ -121,6 +130,14 @@ mod tests {
         assert_eq!(r.route_path(&b), Route::Group(42));
         let d = key_to_path("b1", "x/cold/").unwrap();
         assert_eq!(r.route_path(&d), r.route_name("cold"));
+    }
+
+    #[test]
+    fn owner_combines_both_routes() {
+        let r = router();
+        assert_eq!(r.owner(7, "hot"), 42);
+        assert_eq!(r.owner(7, "train"), r.route_pid_name(7, "train"));
+        assert_eq!(r.owner(7, "cold"), r.ring().owner(name_hash(b"cold")));
     }
 
     #[test]

@@ -12,9 +12,10 @@ pub mod service;
 pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
 pub use error::MetaError;
 pub use meta::{
-    ClientTag, MetaRequest, MetaResponse, NewObject, ObjectView, PartRecord, UploadInfo, Want,
+    ClientTag, Dentry, DirChange, DirUsage, MetaRequest, MetaResponse, NewObject, ObjectView,
+    PartRecord, RemoveCond, UploadInfo, Want,
 };
-pub use service::MetaService;
+pub use service::{CoordinatorService, MetaService};
 
 /// Inode number. Id 1 is the root directory; ids are allocated per MNode group.
 pub type InodeId = u64;

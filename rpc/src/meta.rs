@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::attr::{Attr, Checksums, Entry, Layout, ObjectMeta, PartInfo};
 use crate::InodeId;
+pub use saker_namespace::Dentry;
 
 /// Identifies one mutating request of one client, for exactly-once replies across retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +92,40 @@ pub struct ObjectView {
     pub tags: Option<Vec<(String, String)>>,
 }
 
+/// A change of a directory's attributes made by an op that ran on another group: commutative
+/// deltas, no names (SwitchFS change-log entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirChange {
+    pub dir: InodeId,
+    /// Entry-count delta.
+    pub entries: i64,
+    /// Link-count delta (subdirectories).
+    pub links: i64,
+    /// The op's time; the directory's mtime and ctime become at least this.
+    pub mtime_ns: i64,
+}
+
+/// When the coordinator may remove a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RemoveCond {
+    /// POSIX rmdir: no entry at all.
+    Empty,
+    /// S3 reaping: the directory is implicit and has no entry.
+    ImplicitEmpty,
+    /// S3 DeleteBucket: no object anywhere below; implicit directories without objects go with
+    /// the bucket, and so do unfinished multipart uploads.
+    Bucket,
+}
+
+/// What one group holds directly under some directories.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirUsage {
+    /// Some entry that is not an implicit directory.
+    pub objects: bool,
+    /// Ids of the implicit directories among the entries.
+    pub implicit_dirs: Vec<InodeId>,
+}
+
 /// A metadata operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaRequest {
@@ -128,6 +163,32 @@ pub enum MetaRequest {
     },
     /// Every chunk id referenced by an inode or an upload (for the leak scrub).
     ChunkRefs,
+    /// Remote lookup of a directory entry by its owner, to fill a dentry replica.
+    LookupDentry {
+        pid: InodeId,
+        name: String,
+    },
+    /// What this group holds directly under `dirs` (the emptiness check of the rmdir protocol).
+    DirUsage {
+        dirs: Vec<InodeId>,
+    },
+
+    // ---- coordinator -> MNode control (in memory, not logged) ----
+    /// At the directory's owner: stop every operation that resolves through it until
+    /// `Unfreeze`. Answers `Frozen`.
+    Freeze {
+        path: Vec<String>,
+    },
+    Unfreeze {
+        dir: InodeId,
+    },
+    /// At every group: drop the replica entry `(pid, name)`, wait until no batch that resolved
+    /// through it is in flight, then report what this group holds under `dir`.
+    Invalidate {
+        pid: InodeId,
+        name: String,
+        dir: InodeId,
+    },
 
     // ---- writes ----
     /// Create or replace the file at `path`. Parents must exist (`MissingParent` otherwise).
@@ -223,6 +284,27 @@ pub enum MetaRequest {
     GcDone {
         keys: Vec<Vec<u8>>,
     },
+    /// At a directory's owner: apply the change-log entries that group `source` logged up to
+    /// `seq` (entries at or below the last applied seq of `source` are ignored).
+    ApplyChanges {
+        source: u32,
+        seq: u64,
+        changes: Vec<DirChange>,
+    },
+    /// At the directory's owner, after the coordinator's checks: delete the frozen directory
+    /// `dir` at `path`, if this group holds no entry under it but the implicit directories
+    /// in `purged` (already removed elsewhere).
+    RemoveDir {
+        path: Vec<String>,
+        dir: InodeId,
+        cond: RemoveCond,
+    },
+    /// At every group, for DeleteBucket: delete the implicit directories whose parent is in
+    /// `dirs`, and the multipart uploads of `bucket`.
+    PurgeDirs {
+        bucket: String,
+        dirs: Vec<InodeId>,
+    },
 }
 
 impl MetaRequest {
@@ -236,7 +318,49 @@ impl MetaRequest {
                 | MetaRequest::GetUpload { .. }
                 | MetaRequest::GcDue { .. }
                 | MetaRequest::ChunkRefs
+                | MetaRequest::LookupDentry { .. }
+                | MetaRequest::DirUsage { .. }
+                | MetaRequest::Freeze { .. }
+                | MetaRequest::Unfreeze { .. }
+                | MetaRequest::Invalidate { .. }
         )
+    }
+
+    /// The full path this request names, if it names one.
+    pub fn path(&self) -> Option<&[String]> {
+        match self {
+            MetaRequest::Lookup { path, .. }
+            | MetaRequest::GetUpload { path, .. }
+            | MetaRequest::PutObject { path, .. }
+            | MetaRequest::PutDirMarker { path, .. }
+            | MetaRequest::MkdirImplicit { path, .. }
+            | MetaRequest::Mkdir { path, .. }
+            | MetaRequest::DeleteObject { path, .. }
+            | MetaRequest::Unlink { path }
+            | MetaRequest::Rmdir { path }
+            | MetaRequest::SetAttr { path, .. }
+            | MetaRequest::PutTags { path, .. }
+            | MetaRequest::CreateUpload { path, .. }
+            | MetaRequest::PutPart { path, .. }
+            | MetaRequest::CompleteUpload { path, .. }
+            | MetaRequest::AbortUpload { path, .. }
+            | MetaRequest::Freeze { path }
+            | MetaRequest::RemoveDir { path, .. } => Some(path),
+            MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
+                Some(std::slice::from_ref(name))
+            }
+            MetaRequest::Scan { .. }
+            | MetaRequest::ListUploads { .. }
+            | MetaRequest::GcDue { .. }
+            | MetaRequest::ChunkRefs
+            | MetaRequest::LookupDentry { .. }
+            | MetaRequest::DirUsage { .. }
+            | MetaRequest::Unfreeze { .. }
+            | MetaRequest::Invalidate { .. }
+            | MetaRequest::GcDone { .. }
+            | MetaRequest::ApplyChanges { .. }
+            | MetaRequest::PurgeDirs { .. } => None,
+        }
     }
 
     /// Short operation name for metrics and traces.
@@ -264,6 +388,14 @@ impl MetaRequest {
             MetaRequest::CompleteUpload { .. } => "complete_upload",
             MetaRequest::AbortUpload { .. } => "abort_upload",
             MetaRequest::GcDone { .. } => "gc_done",
+            MetaRequest::LookupDentry { .. } => "lookup_dentry",
+            MetaRequest::DirUsage { .. } => "dir_usage",
+            MetaRequest::Freeze { .. } => "freeze",
+            MetaRequest::Unfreeze { .. } => "unfreeze",
+            MetaRequest::Invalidate { .. } => "invalidate",
+            MetaRequest::ApplyChanges { .. } => "apply_changes",
+            MetaRequest::RemoveDir { .. } => "remove_dir",
+            MetaRequest::PurgeDirs { .. } => "purge_dirs",
         }
     }
 }
@@ -279,4 +411,11 @@ pub enum MetaResponse {
     Upload(Box<UploadInfo>),
     Gc(Vec<(Vec<u8>, u128)>),
     ChunkIds(Vec<u128>),
+    Dentry(Dentry),
+    Usage(DirUsage),
+    /// A directory frozen for the rmdir protocol, and its parent's id.
+    Frozen {
+        parent: InodeId,
+        attr: Attr,
+    },
 }

@@ -1,7 +1,8 @@
 //! `saker server`: every role in one process on an embedded store.
 //!
 //! Layout of the data directory: `meta.redb` (raft log + state of every MNode group),
-//! `chunks/` (the chunkstore), `access-keys.json`.
+//! `chunks/` (the chunkstore), `access-keys.json`, `cluster.json` (the number of MNode groups
+//! the namespace is spread over, fixed at the first start).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,10 +15,9 @@ use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use saker_chunkstore::DiskChunkStore;
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
-use saker_coordinator::AccessKeyStore;
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::{MetaStore, Mnode, MnodeConfig, RedbStore};
-use saker_namespace::Router;
+use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, RedbStore};
 use saker_rpc::MetaService;
 use tokio::net::TcpListener;
 
@@ -57,6 +57,10 @@ pub struct ServerArgs {
     /// measured faster here, as batches stay larger).
     #[arg(long, default_value_t = 1)]
     pipeline_depth: usize,
+    /// MNode groups the namespace is spread over (in this process). Fixed when the data
+    /// directory is created.
+    #[arg(long, default_value_t = 4)]
+    mnodes: u32,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -77,6 +81,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         &args.data_dir.join("access-keys.json"),
         env_root,
     )?);
+    let mnodes = cluster_size(&args.data_dir, args.mnodes)?;
     let store: Arc<dyn MetaStore> = Arc::new(
         RedbStore::open(&args.data_dir.join("meta.redb"))
             .context("cannot open the metadata store")?,
@@ -86,11 +91,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let mut cfg = MnodeConfig::new(1);
     cfg.gc_grace = args.gc_grace;
     cfg.pipeline_depth = args.pipeline_depth;
-    let mnode = Mnode::start(store, cfg).await?;
-    let groups: BTreeMap<u32, Arc<dyn MetaService>> =
-        BTreeMap::from([(1, mnode.clone() as Arc<dyn MetaService>)]);
+    let local = LocalGroups::start(store, mnodes, cfg).await?;
+    let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
+    let coordinator = Arc::new(NamespaceCoordinator::new(
+        local.router.clone(),
+        groups.clone(),
+    ));
+    local.connect(coordinator);
     let cluster = Arc::new(Cluster::new(
-        Router::single(1),
+        local.router.clone(),
         groups,
         chunks.clone(),
         ClusterConfig {
@@ -128,6 +137,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     println!("  S3 endpoint:  http://{s3_addr}");
     println!("  admin:        http://{admin_addr}  (/health, /metrics)");
     println!("  data dir:     {}", args.data_dir.display());
+    println!("  MNode groups: {mnodes}");
     println!("  access key:   {}", root.access_key);
     if root_from_env {
         println!("  secret key:   (from SAKER_SECRET_KEY)");
@@ -138,8 +148,61 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    mnode.shutdown().await;
+    local.shutdown().await;
     Ok(())
+}
+
+/// The number of MNode groups of this data directory: recorded at the first start, and an
+/// error if asked for another (moving inodes between groups is not supported yet).
+fn cluster_size(data_dir: &std::path::Path, wanted: u32) -> anyhow::Result<u32> {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct ClusterFile {
+        version: u32,
+        mnodes: u32,
+    }
+    anyhow::ensure!((1..=256).contains(&wanted), "--mnodes must be 1..=256");
+    let path = data_dir.join("cluster.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let f: ClusterFile = serde_json::from_slice(&bytes)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
+            anyhow::ensure!(
+                f.version == 1,
+                "{}: unknown version {}",
+                path.display(),
+                f.version
+            );
+            anyhow::ensure!(
+                f.mnodes == wanted,
+                "{} was created with --mnodes {}; changing the number of groups of an existing \
+                 namespace is not supported",
+                data_dir.display(),
+                f.mnodes
+            );
+            Ok(f.mnodes)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A data directory from before groups were recorded has one.
+            let mnodes = if data_dir.join("meta.redb").exists() {
+                1
+            } else {
+                wanted
+            };
+            anyhow::ensure!(
+                mnodes == wanted,
+                "{} holds a namespace of one MNode group; start it with --mnodes 1",
+                data_dir.display()
+            );
+            let f = ClusterFile { version: 1, mnodes };
+            let tmp = data_dir.join("cluster.json.tmp");
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&f)?)?;
+            std::fs::File::open(&tmp)?.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            std::fs::File::open(data_dir)?.sync_all()?;
+            Ok(wanted)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {

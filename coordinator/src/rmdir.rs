@@ -1,0 +1,208 @@
+//! The rmdir protocol (FalconFS §4.3): removing a directory needs every MNode's agreement,
+//! because its entries may live on any of them.
+//!
+//! 1. Lock the path (exclusive, in the coordinator).
+//! 2. Freeze the directory at its owner: writes that resolve through it wait, and so do remote
+//!    lookups of it, so no new entry can appear under it.
+//! 3. Invalidate the dentry on every MNode. Each drops its replica entry, waits for batches that
+//!    resolved through it, and reports what it holds under the directory.
+//! 4. Decide by the condition; for DeleteBucket, walk the implicit directories below (they can
+//!    only be reached through the frozen bucket) and sweep them and the bucket's uploads.
+//! 5. Remove the directory at its owner (which re-checks its own entries), then thaw.
+//!
+//! Reaping (S3's removal of empty implicit directories) is the same protocol with the
+//! condition "implicit and empty", cascading to the parent after each success.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use parking_lot::Mutex;
+use saker_namespace::{GroupId, Route, Router};
+use saker_rpc::{
+    ClientTag, CoordinatorService, DirUsage, InodeId, MetaError, MetaRequest, MetaResponse,
+    MetaService, RemoveCond,
+};
+
+/// The coordinator's view of the MNode groups.
+pub type Groups = BTreeMap<GroupId, Arc<dyn MetaService>>;
+
+pub struct NamespaceCoordinator {
+    router: Router,
+    groups: Groups,
+    /// Per-path exclusive locks of operations in progress.
+    locks: Mutex<HashMap<Vec<String>, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+fn untagged() -> ClientTag {
+    ClientTag { client: 0, seq: 0 }
+}
+
+impl NamespaceCoordinator {
+    pub fn new(router: Router, groups: Groups) -> Self {
+        Self {
+            router,
+            groups,
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn owner(&self, path: &[String]) -> Result<&Arc<dyn MetaService>, MetaError> {
+        let name = path
+            .last()
+            .ok_or_else(|| MetaError::Invalid("the root cannot be removed".into()))?;
+        let g = match self.router.route_name(name) {
+            Route::Group(g) => g,
+            // Path-walked names are forwarded by whichever group receives them.
+            Route::PathWalk => *self.groups.keys().next().expect("at least one group"),
+        };
+        self.groups
+            .get(&g)
+            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
+    }
+
+    async fn lock(&self, path: &[String]) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = self.locks.lock().entry(path.to_vec()).or_default().clone();
+        m.lock_owned().await
+    }
+
+    fn unlock(&self, path: &[String], guard: tokio::sync::OwnedMutexGuard<()>) {
+        drop(guard);
+        let mut locks = self.locks.lock();
+        if let Some(m) = locks.get(path) {
+            // Only the table holds it: nobody waits.
+            if Arc::strong_count(m) == 1 {
+                locks.remove(path);
+            }
+        }
+    }
+
+    /// Sends `req` to every group and collects their usage reports.
+    async fn usage_everywhere(
+        &self,
+        req: impl Fn() -> MetaRequest,
+    ) -> Result<Vec<DirUsage>, MetaError> {
+        let calls = self.groups.values().map(|g| g.call(untagged(), req()));
+        let mut out = Vec::with_capacity(self.groups.len());
+        for r in join_all(calls).await {
+            match r? {
+                MetaResponse::Usage(u) => out.push(u),
+                other => return Err(MetaError::Internal(format!("usage answered {other:?}"))),
+            }
+        }
+        Ok(out)
+    }
+
+    async fn remove_one(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
+        let guard = self.lock(path).await;
+        let result = self.remove_locked(path, cond).await;
+        self.unlock(path, guard);
+        result
+    }
+
+    async fn remove_locked(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
+        let owner = self.owner(path)?;
+        let freeze = MetaRequest::Freeze {
+            path: path.to_vec(),
+        };
+        let (parent, attr) = match owner.call(untagged(), freeze).await? {
+            MetaResponse::Frozen { parent, attr } => (parent, attr),
+            other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
+        };
+        let result = self.check_and_remove(path, cond, parent, &attr).await;
+        let thaw = MetaRequest::Unfreeze { dir: attr.id };
+        if let Err(e) = owner.call(untagged(), thaw).await {
+            tracing::warn!(error = %e, "unfreeze failed");
+        }
+        result
+    }
+
+    async fn check_and_remove(
+        &self,
+        path: &[String],
+        cond: RemoveCond,
+        parent: InodeId,
+        attr: &saker_rpc::Attr,
+    ) -> Result<(), MetaError> {
+        if cond == RemoveCond::ImplicitEmpty && !attr.implicit {
+            return Err(MetaError::NotEmpty);
+        }
+        let name = path.last().expect("checked by owner()").clone();
+        let dir = attr.id;
+        let reports = self
+            .usage_everywhere(|| MetaRequest::Invalidate {
+                pid: parent,
+                name: name.clone(),
+                dir,
+            })
+            .await?;
+        let mut objects = reports.iter().any(|u| u.objects);
+        let mut frontier: Vec<InodeId> =
+            reports.into_iter().flat_map(|u| u.implicit_dirs).collect();
+        match cond {
+            RemoveCond::Empty | RemoveCond::ImplicitEmpty => {
+                if objects || !frontier.is_empty() {
+                    return Err(MetaError::NotEmpty);
+                }
+            }
+            RemoveCond::Bucket => {
+                let mut swept = vec![dir];
+                while !objects && !frontier.is_empty() {
+                    swept.extend_from_slice(&frontier);
+                    let dirs = std::mem::take(&mut frontier);
+                    let reports = self
+                        .usage_everywhere(|| MetaRequest::DirUsage { dirs: dirs.clone() })
+                        .await?;
+                    objects = reports.iter().any(|u| u.objects);
+                    frontier = reports.into_iter().flat_map(|u| u.implicit_dirs).collect();
+                }
+                if objects {
+                    return Err(MetaError::NotEmpty);
+                }
+                let calls = self.groups.values().map(|g| {
+                    g.call(
+                        untagged(),
+                        MetaRequest::PurgeDirs {
+                            bucket: name.clone(),
+                            dirs: swept.clone(),
+                        },
+                    )
+                });
+                for r in join_all(calls).await {
+                    r?;
+                }
+            }
+        }
+        let remove = MetaRequest::RemoveDir {
+            path: path.to_vec(),
+            dir,
+            cond,
+        };
+        self.owner(path)?.call(untagged(), remove).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl CoordinatorService for NamespaceCoordinator {
+    async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        self.remove_one(&path, cond).await?;
+        if cond == RemoveCond::ImplicitEmpty {
+            // Cascade: the parent may be an implicit directory left empty. Never the bucket.
+            let mut parent = path;
+            parent.pop();
+            while parent.len() > 1 {
+                if self
+                    .remove_one(&parent, RemoveCond::ImplicitEmpty)
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                parent.pop();
+            }
+        }
+        Ok(())
+    }
+}

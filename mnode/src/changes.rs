@@ -1,0 +1,91 @@
+//! The change-log of parent-directory updates this group owes other groups (SwitchFS §5, sync
+//! mode).
+//!
+//! A batch whose ops changed directories owned elsewhere writes one record per owner under
+//! `c/seq/owner` in the same raft entry. After the batch is applied, [`ChangeLog::push_upto`]
+//! sends the records in seq order to their owners, which apply each seq once (`ApplyChanges`
+//! keeps the last applied seq per source), and the ops are answered only then. Pushed records
+//! are deleted by the next batch; records left by a crash are pushed again at start, which is
+//! harmless because applying is idempotent.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use saker_namespace::GroupId;
+use saker_rpc::{ClientTag, DirChange, MetaError, MetaRequest, MetaService};
+
+use crate::keys::{Keys, CHANGE};
+use crate::metrics;
+use crate::records::decode;
+use crate::store::MetaStore;
+use crate::tree::internal;
+
+/// The other groups, by id, as this MNode reaches them.
+pub type Peers = BTreeMap<GroupId, Arc<dyn MetaService>>;
+
+pub struct ChangeLog {
+    keys: Keys,
+    store: Arc<dyn MetaStore>,
+    peers: Arc<OnceLock<Peers>>,
+    /// Highest seq pushed; every record at or below it was pushed.
+    pushed: tokio::sync::Mutex<u64>,
+    /// Keys of pushed records, deleted by the next batch.
+    trimmed: Mutex<Vec<Vec<u8>>>,
+}
+
+impl ChangeLog {
+    pub fn new(keys: Keys, store: Arc<dyn MetaStore>, peers: Arc<OnceLock<Peers>>) -> Self {
+        Self {
+            keys,
+            store,
+            peers,
+            pushed: tokio::sync::Mutex::new(0),
+            trimmed: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Pushes every applied record up to at least `upto` to its owner, in seq order.
+    pub async fn push_upto(&self, upto: u64) -> Result<(), MetaError> {
+        let mut pushed = self.pushed.lock().await;
+        if *pushed >= upto {
+            return Ok(());
+        }
+        let peers = self
+            .peers
+            .get()
+            .ok_or_else(|| MetaError::Unavailable("peers not connected yet".into()))?;
+        let start = self.keys.change(*pushed + 1, 0);
+        let end = self.keys.table_end(CHANGE);
+        let records = self
+            .store
+            .scan(&start, Some(&end), usize::MAX)
+            .map_err(internal)?;
+        for (key, value) in records {
+            let Some((seq, owner)) = Keys::change_parts(&key) else {
+                return Err(MetaError::Internal("bad change-log key".into()));
+            };
+            let changes: Vec<DirChange> = decode(&value).map_err(internal)?;
+            let peer = peers
+                .get(&owner)
+                .ok_or_else(|| MetaError::Unavailable(format!("no route to group {owner}")))?;
+            let req = MetaRequest::ApplyChanges {
+                source: self.keys.group,
+                seq,
+                changes,
+            };
+            // Untagged: applying is idempotent by seq, so no dedupe entry is needed.
+            let untagged = ClientTag { client: 0, seq: 0 };
+            peer.call(untagged, req).await?;
+            metrics::CHANGE_PUSHES.inc();
+            self.trimmed.lock().push(key);
+            *pushed = seq;
+        }
+        Ok(())
+    }
+
+    /// Keys of pushed records, for the next batch to delete.
+    pub fn take_trimmed(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.trimmed.lock())
+    }
+}

@@ -1,0 +1,351 @@
+//! Several MNode groups in one process: path resolution through other groups' directories,
+//! parent-directory updates through the change-log, and the races of the rmdir protocol.
+
+use std::sync::Arc;
+
+use saker_coordinator::NamespaceCoordinator;
+use saker_mnode::{LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig};
+use saker_namespace::Route;
+use saker_rpc::{
+    Attr, ClientTag, Layout, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, Want,
+};
+
+fn p(s: &str) -> Vec<String> {
+    s.split('/').map(str::to_string).collect()
+}
+
+struct Cluster {
+    groups: LocalGroups,
+}
+
+static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn tag() -> ClientTag {
+    ClientTag {
+        client: 77,
+        seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
+impl Cluster {
+    async fn start(store: Arc<dyn MetaStore>) -> Self {
+        let groups = LocalGroups::start(store, 4, MnodeConfig::new(1))
+            .await
+            .unwrap();
+        let coordinator = NamespaceCoordinator::new(groups.router.clone(), groups.services());
+        groups.connect(Arc::new(coordinator));
+        Self { groups }
+    }
+
+    /// The group owning `name`.
+    fn owner(&self, name: &str) -> u32 {
+        match self.groups.router.route_name(name) {
+            Route::Group(g) => g,
+            Route::PathWalk => unreachable!("no exceptions in these tests"),
+        }
+    }
+
+    fn node(&self, g: u32) -> &Arc<Mnode> {
+        &self.groups.mnodes[g as usize - 1]
+    }
+
+    /// A name owned by group `g` (and not by `not`), made from `stem`.
+    fn name_on(&self, g: u32, stem: &str) -> String {
+        (0..)
+            .map(|i| format!("{stem}{i}"))
+            .find(|n| self.owner(n) == g)
+            .unwrap()
+    }
+
+    /// Sends `req` to the owner of `path`'s last component.
+    async fn call(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        let g = self.owner(path.last().unwrap());
+        self.node(g).call(tag(), req).await
+    }
+
+    async fn bucket(&self, name: &str) {
+        self.call(
+            &p(name),
+            MetaRequest::CreateBucket {
+                name: name.into(),
+                uid: 0,
+                gid: 0,
+            },
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn mkdir(&self, path: &str) -> Result<MetaResponse, MetaError> {
+        self.call(
+            &p(path),
+            MetaRequest::Mkdir {
+                path: p(path),
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+            },
+        )
+        .await
+    }
+
+    async fn put(&self, path: &str) -> Result<MetaResponse, MetaError> {
+        let obj = NewObject {
+            size: 1,
+            etag: "e".into(),
+            layout: Layout::Inline,
+            inline: Some(bytes::Bytes::from_static(b"x")),
+            ..Default::default()
+        };
+        self.call(&p(path), MetaRequest::PutObject { path: p(path), obj })
+            .await
+    }
+
+    async fn attr(&self, path: &str) -> Result<Attr, MetaError> {
+        let req = MetaRequest::Lookup {
+            path: p(path),
+            want: Want::ATTR,
+        };
+        match self.call(&p(path), req).await? {
+            MetaResponse::Object(v) => Ok(v.attr),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parent_attributes_follow_creates_and_deletes_on_other_groups() {
+    let c = Cluster::start(Arc::new(MemStore::new())).await;
+    c.bucket("b").await;
+    let dir_owner = c.owner("d");
+    c.mkdir("b/d").await.unwrap();
+    let before = c.attr("b/d").await.unwrap();
+    // Files on every group, concurrently.
+    let names: Vec<String> = (0..64).map(|i| format!("f{i}")).collect();
+    assert!(
+        names.iter().any(|n| c.owner(n) != dir_owner),
+        "some files live away from their directory"
+    );
+    let paths: Vec<String> = names.iter().map(|n| format!("b/d/{n}")).collect();
+    for r in futures::future::join_all(paths.iter().map(|path| c.put(path))).await {
+        r.unwrap();
+    }
+    // Sync mode: every create's change is at the owner before the create returns.
+    let after = c.attr("b/d").await.unwrap();
+    assert_eq!(after.children, 64);
+    assert!(after.mtime_ns >= before.mtime_ns);
+    c.mkdir("b/d/sub").await.unwrap();
+    let with_sub = c.attr("b/d").await.unwrap();
+    assert_eq!((with_sub.children, with_sub.nlink), (65, 3));
+    for n in &names[..10] {
+        let path = p(&format!("b/d/{n}"));
+        c.call(&path, MetaRequest::Unlink { path: path.clone() })
+            .await
+            .unwrap();
+    }
+    assert_eq!(c.attr("b/d").await.unwrap().children, 55);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rmdir_races_create_below_on_another_group() {
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    let dir = c.name_on(1, "d");
+    let file = c.name_on(2, "f");
+    for round in 0..40 {
+        let dpath = format!("b/{dir}");
+        let fpath = format!("b/{dir}/{file}");
+        c.mkdir(&dpath).await.unwrap();
+        let dir_id = c.attr(&dpath).await.unwrap().id;
+        let rmdir = {
+            let c = c.clone();
+            let dpath = dpath.clone();
+            tokio::spawn(async move {
+                let path = p(&dpath);
+                c.call(&path, MetaRequest::Rmdir { path: path.clone() })
+                    .await
+            })
+        };
+        let put = {
+            let c = c.clone();
+            let fpath = fpath.clone();
+            tokio::spawn(async move { c.put(&fpath).await })
+        };
+        let (rmdir, put) = (rmdir.await.unwrap(), put.await.unwrap());
+        match (&rmdir, &put) {
+            (Ok(_), Ok(_)) => panic!("round {round}: rmdir and a create below both succeeded"),
+            (Err(MetaError::NotEmpty), Ok(_)) => {
+                // The file exists and is reachable; clean up for the next round.
+                c.attr(&fpath).await.expect("created file is reachable");
+                let path = p(&fpath);
+                c.call(&path, MetaRequest::Unlink { path: path.clone() })
+                    .await
+                    .unwrap();
+                let path = p(&dpath);
+                c.call(&path, MetaRequest::Rmdir { path: path.clone() })
+                    .await
+                    .unwrap();
+            }
+            (Ok(_), Err(MetaError::MissingParent { depth: 1 })) => {
+                assert_eq!(c.attr(&dpath).await.unwrap_err(), MetaError::NotFound);
+                // No entry was left behind under the removed directory on any group.
+                for g in &c.groups.mnodes {
+                    let usage = g.call(tag(), MetaRequest::DirUsage { dirs: vec![dir_id] });
+                    assert_eq!(
+                        usage.await.unwrap(),
+                        MetaResponse::Usage(Default::default())
+                    );
+                }
+            }
+            other => panic!("round {round}: unexpected outcome {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_mkdir_of_one_name_succeeds_once() {
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    let calls = (0..4u32).map(|g| {
+        let c = c.clone();
+        async move {
+            // Sent to every group: the non-owners forward.
+            let req = MetaRequest::Mkdir {
+                path: p("b/same"),
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+            };
+            c.node(g + 1).call(tag(), req).await
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let exists = results
+        .iter()
+        .filter(|r| **r == Err(MetaError::Exists))
+        .count();
+    assert_eq!((ok, exists), (1, 3), "{results:?}");
+    assert_eq!(c.attr("b").await.unwrap().children, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_bucket_sweeps_implicit_dirs_on_every_group() {
+    let c = Cluster::start(Arc::new(MemStore::new())).await;
+    c.bucket("b").await;
+    // Implicit directories at several depths, spread over groups, one object deep down.
+    for d in ["b/x", "b/x/y", "b/x/y/z", "b/w", "b/w/v"] {
+        c.call(
+            &p(d),
+            MetaRequest::MkdirImplicit {
+                path: p(d),
+                uid: 0,
+                gid: 0,
+            },
+        )
+        .await
+        .unwrap();
+    }
+    c.put("b/x/y/z/obj").await.unwrap();
+    let bucket = p("b");
+    let del = || c.call(&bucket, MetaRequest::DeleteBucket { name: "b".into() });
+    assert_eq!(del().await, Err(MetaError::NotEmpty));
+    let path = p("b/x/y/z/obj");
+    c.call(
+        &path,
+        MetaRequest::DeleteObject {
+            path: path.clone(),
+            dir_marker: false,
+        },
+    )
+    .await
+    .unwrap();
+    // The delete reaped z, y and x (cascading through the coordinator); w/v stays.
+    assert_eq!(c.attr("b/x").await.unwrap_err(), MetaError::NotFound);
+    let (w, v) = (c.attr("b/w").await.unwrap(), c.attr("b/w/v").await.unwrap());
+    assert!(w.implicit && v.implicit);
+    del().await.unwrap();
+    assert_eq!(c.attr("b").await.unwrap_err(), MetaError::NoSuchBucket);
+    // Nothing of the bucket's subtree is left on any group.
+    for id in [w.id, v.id] {
+        for g in &c.groups.mnodes {
+            let usage = g.call(tag(), MetaRequest::DirUsage { dirs: vec![id] });
+            assert_eq!(
+                usage.await.unwrap(),
+                MetaResponse::Usage(Default::default())
+            );
+        }
+    }
+    // The name is free again.
+    c.bucket("b").await;
+}
+
+/// The directory's owner as the other groups see it while their pushes fail: everything but
+/// `ApplyChanges` gets through (a crash between a create's commit and its change push).
+struct PushesFail(Arc<dyn MetaService>);
+
+#[async_trait::async_trait]
+impl MetaService for PushesFail {
+    async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        match req {
+            MetaRequest::ApplyChanges { .. } => Err(MetaError::Unavailable("down".into())),
+            req => self.0.call(tag, req).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn change_log_is_pushed_after_a_restart_and_applied_once() {
+    let store: Arc<dyn MetaStore> = Arc::new(MemStore::new());
+    let groups = LocalGroups::start(store.clone(), 4, MnodeConfig::new(1))
+        .await
+        .unwrap();
+    let c = Cluster { groups };
+    let dir_owner = c.owner("d");
+    let coordinator = Arc::new(NamespaceCoordinator::new(
+        c.groups.router.clone(),
+        c.groups.services(),
+    ));
+    for m in &c.groups.mnodes {
+        let mut peers = c.groups.services();
+        if m.group() != dir_owner {
+            let owner = peers[&dir_owner].clone();
+            peers.insert(dir_owner, Arc::new(PushesFail(owner)));
+        }
+        m.connect(peers, coordinator.clone());
+    }
+    c.bucket("b").await;
+    c.mkdir("b/d").await.unwrap();
+    let files: Vec<String> = (0..200)
+        .map(|i| format!("f{i}"))
+        .filter(|n| c.owner(n) != dir_owner)
+        .take(20)
+        .collect();
+    for f in &files {
+        c.put(&format!("b/d/{f}"))
+            .await
+            .expect("a create commits even when its parent's owner is unreachable");
+    }
+    assert_eq!(
+        c.attr("b/d").await.unwrap().children,
+        0,
+        "nothing pushed yet"
+    );
+    c.groups.shutdown().await;
+
+    for restart in 0..2 {
+        let c = Cluster::start(store.clone()).await;
+        for m in &c.groups.mnodes {
+            m.push_changes().await.unwrap();
+        }
+        let d = c.attr("b/d").await.unwrap();
+        assert_eq!(
+            d.children, 20,
+            "restart {restart}: every change applied exactly once"
+        );
+        for f in &files {
+            c.attr(&format!("b/d/{f}")).await.unwrap();
+        }
+        c.groups.shutdown().await;
+    }
+}
