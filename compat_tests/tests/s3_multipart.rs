@@ -654,3 +654,306 @@ async fn upload_part_checksums() {
         assert_eq!(f.status, 400, "part number {n}: {f:?}");
     }
 }
+
+fn b64(raw: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
+fn crc32_b64(data: &[u8]) -> String {
+    b64(&crc32fast::hash(data).to_be_bytes())
+}
+
+/// Uploads `parts` with checksum `alg`, returning each part's ETag and reported checksum.
+async fn upload_with_checksum(
+    c: &Client,
+    b: &str,
+    key: &str,
+    id: &str,
+    alg: aws_sdk_s3::types::ChecksumAlgorithm,
+    parts: &[&[u8]],
+) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    for (i, data) in parts.iter().enumerate() {
+        let r = c
+            .upload_part()
+            .bucket(b)
+            .key(key)
+            .upload_id(id)
+            .part_number(i as i32 + 1)
+            .checksum_algorithm(alg.clone())
+            .body(body(data))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("upload part {}: {e:?}", i + 1));
+        let sum = r
+            .checksum_crc32()
+            .or(r.checksum_crc32_c())
+            .map(str::to_string);
+        out.push((r.e_tag.expect("part etag"), sum));
+    }
+    out
+}
+
+#[tokio::test]
+async fn composite_checksum_of_a_crc32_upload() {
+    use aws_sdk_s3::types::{ChecksumAlgorithm, ChecksumMode, ChecksumType, ObjectAttributes};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "mpu-cksum").await;
+    let created = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .checksum_algorithm(ChecksumAlgorithm::Crc32)
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(
+        created.checksum_algorithm(),
+        Some(&ChecksumAlgorithm::Crc32)
+    );
+    // CRC32 uploads are COMPOSITE unless asked otherwise.
+    assert_eq!(created.checksum_type(), Some(&ChecksumType::Composite));
+    let id = created.upload_id.expect("upload id");
+    let (p1, p2) = (random_bytes(5 * MIB), random_bytes(1000));
+    let got = upload_with_checksum(&c, &b, "k", &id, ChecksumAlgorithm::Crc32, &[&p1, &p2]).await;
+    assert_eq!(got[0].1.as_deref(), Some(crc32_b64(&p1).as_str()));
+    assert_eq!(got[1].1.as_deref(), Some(crc32_b64(&p2).as_str()));
+    // COMPOSITE: the CRC32 of the parts' raw CRC32s, then "-N".
+    let mut raw = crc32fast::hash(&p1).to_be_bytes().to_vec();
+    raw.extend(crc32fast::hash(&p2).to_be_bytes());
+    let composite = format!("{}-2", crc32_b64(&raw));
+    let listed = |with_sums: bool| {
+        CompletedMultipartUpload::builder()
+            .set_parts(Some(
+                got.iter()
+                    .enumerate()
+                    .map(|(i, (etag, sum))| {
+                        CompletedPart::builder()
+                            .part_number(i as i32 + 1)
+                            .e_tag(etag)
+                            .set_checksum_crc32(sum.clone().filter(|_| with_sums))
+                            .build()
+                    })
+                    .collect(),
+            ))
+            .build()
+    };
+    assert_fails(
+        c.complete_multipart_upload()
+            .bucket(&b)
+            .key("k")
+            .upload_id(&id)
+            .checksum_crc32("AAAAAA==-2")
+            .multipart_upload(listed(true))
+            .send()
+            .await,
+        400,
+        "BadDigest",
+    );
+    let done = c
+        .complete_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .upload_id(&id)
+        .checksum_crc32(&composite)
+        .multipart_upload(listed(true))
+        .send()
+        .await
+        .expect("complete with the right checksum");
+    assert_eq!(done.checksum_crc32(), Some(composite.as_str()));
+    assert_eq!(done.checksum_type(), Some(&ChecksumType::Composite));
+
+    let plain = c
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(
+        plain.checksum_crc32(),
+        None,
+        "no checksum without checksum mode"
+    );
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .checksum_mode(ChecksumMode::Enabled)
+        .send()
+        .await
+        .expect("head with checksum mode");
+    assert_eq!(head.checksum_crc32(), Some(composite.as_str()));
+    assert_eq!(head.checksum_type(), Some(&ChecksumType::Composite));
+    let part2 = c
+        .get_object()
+        .bucket(&b)
+        .key("k")
+        .part_number(2)
+        .checksum_mode(ChecksumMode::Enabled)
+        .send()
+        .await
+        .expect("get part 2");
+    assert_eq!(part2.checksum_crc32(), Some(crc32_b64(&p2).as_str()));
+    assert_eq!(part2.checksum_type(), Some(&ChecksumType::Composite));
+    let attrs = c
+        .get_object_attributes()
+        .bucket(&b)
+        .key("k")
+        .object_attributes(ObjectAttributes::Checksum)
+        .object_attributes(ObjectAttributes::Etag)
+        .send()
+        .await
+        .expect("attributes");
+    let sum = attrs.checksum().expect("checksum attribute");
+    assert_eq!(sum.checksum_crc32(), Some(composite.as_str()));
+    assert_eq!(sum.checksum_type(), Some(&ChecksumType::Composite));
+    // GetObjectAttributes is the one answer whose ETag S3 does not quote.
+    assert_eq!(
+        attrs.e_tag(),
+        Some(multipart_etag(&[&p1, &p2]).trim_matches('"'))
+    );
+}
+
+#[tokio::test]
+async fn full_object_crc32c_of_an_upload() {
+    use aws_sdk_s3::types::{ChecksumAlgorithm, ChecksumMode, ChecksumType};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "mpu-full").await;
+    let created = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .checksum_algorithm(ChecksumAlgorithm::Crc32C)
+        .checksum_type(ChecksumType::FullObject)
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.checksum_type(), Some(&ChecksumType::FullObject));
+    let id = created.upload_id.expect("upload id");
+    let parts = [
+        random_bytes(5 * MIB),
+        random_bytes(5 * MIB + 17),
+        random_bytes(3),
+    ];
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    let got = upload_with_checksum(&c, &b, "k", &id, ChecksumAlgorithm::Crc32C, &refs).await;
+    let listed: Vec<(i32, &str)> = got
+        .iter()
+        .enumerate()
+        .map(|(i, (e, _))| (i as i32 + 1, e.as_str()))
+        .collect();
+    // FULL_OBJECT: the CRC32C of all the bytes, combined from the parts' CRCs.
+    let whole = b64(&crc32c::crc32c(&parts.concat()).to_be_bytes());
+    let done = c
+        .complete_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .upload_id(&id)
+        .multipart_upload(completed(&listed))
+        .send()
+        .await
+        .expect("complete");
+    assert_eq!(done.checksum_crc32_c(), Some(whole.as_str()));
+    assert_eq!(done.checksum_type(), Some(&ChecksumType::FullObject));
+    let got = c
+        .get_object()
+        .bucket(&b)
+        .key("k")
+        .checksum_mode(ChecksumMode::Enabled)
+        .send()
+        .await
+        .expect("get (the SDK validates the full-object checksum)");
+    assert_eq!(got.checksum_crc32_c(), Some(whole.as_str()));
+    assert_eq!(got.checksum_type(), Some(&ChecksumType::FullObject));
+    let data = got.body.collect().await.expect("body").into_bytes();
+    assert_eq!(data.as_ref(), parts.concat().as_slice());
+}
+
+#[tokio::test]
+async fn checksum_type_needs_a_matching_algorithm() {
+    use aws_sdk_s3::types::{ChecksumAlgorithm, ChecksumType};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "mpu-ctype").await;
+    for (alg, t) in [
+        (Some(ChecksumAlgorithm::Sha256), ChecksumType::FullObject),
+        (Some(ChecksumAlgorithm::Crc64Nvme), ChecksumType::Composite),
+        (None, ChecksumType::Composite),
+    ] {
+        assert_fails(
+            c.create_multipart_upload()
+                .bucket(&b)
+                .key("k")
+                .set_checksum_algorithm(alg)
+                .checksum_type(t)
+                .send()
+                .await,
+            400,
+            "InvalidRequest",
+        );
+    }
+}
+
+#[tokio::test]
+async fn conditional_complete() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "mpu-cond").await;
+    let prepare = |key: &'static str| {
+        let (c, b) = (c.clone(), b.clone());
+        async move {
+            let id = create(&c, &b, key).await;
+            let etag = upload(&c, &b, key, &id, 1, b"abc").await;
+            (id, etag)
+        }
+    };
+    let existing = put(&c, &b, "k", b"old").await;
+    let (id, etag) = prepare("k").await;
+    let f = c
+        .complete_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .upload_id(&id)
+        .if_none_match("*")
+        .multipart_upload(completed(&[(1, &etag)]))
+        .send()
+        .await;
+    assert_fails(f, 412, "PreconditionFailed");
+    // The upload survives a failed condition.
+    c.complete_multipart_upload()
+        .bucket(&b)
+        .key("k")
+        .upload_id(&id)
+        .if_match(&existing)
+        .multipart_upload(completed(&[(1, &etag)]))
+        .send()
+        .await
+        .expect("If-Match the current ETag");
+    assert_eq!(get_bytes(&c, &b, "k").await, b"abc");
+    let (id, etag) = prepare("absent").await;
+    assert_fails(
+        c.complete_multipart_upload()
+            .bucket(&b)
+            .key("absent")
+            .upload_id(&id)
+            .if_match("*")
+            .multipart_upload(completed(&[(1, &etag)]))
+            .send()
+            .await,
+        404,
+        "NoSuchKey",
+    );
+    c.complete_multipart_upload()
+        .bucket(&b)
+        .key("absent")
+        .upload_id(&id)
+        .if_none_match("*")
+        .multipart_upload(completed(&[(1, &etag)]))
+        .send()
+        .await
+        .expect("If-None-Match * on a new key");
+}

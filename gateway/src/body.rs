@@ -10,6 +10,7 @@ use s3s::{s3_error, S3Result, TrailingHeaders};
 use saker_client::{ChunkWriter, Cluster, Written};
 use saker_rpc::Checksums;
 
+use crate::checksum::Algorithm;
 use crate::error;
 
 /// The checksums a client declared, from headers (and later trailers).
@@ -19,6 +20,9 @@ pub struct Declared {
     pub sums: Checksums,
     /// Algorithm named by `x-amz-checksum-algorithm` or `x-amz-sdk-checksum-algorithm`.
     pub algorithm: Option<String>,
+    /// An algorithm to compute whatever the client declared (a part of a multipart upload
+    /// created with a checksum algorithm).
+    pub required: Option<Algorithm>,
 }
 
 /// The [`Declared`] checksums of a PutObject or UploadPart input (same field names in both),
@@ -40,6 +44,7 @@ macro_rules! declared_checksums {
                 .as_ref()
                 .map(|a| a.as_str().to_string())
                 .or($algorithm),
+            required: None,
         }
     };
 }
@@ -76,6 +81,9 @@ fn hasher_for(declared: &Declared, trailer: Option<&str>) -> ChecksumHasher {
     }
     if let Some(a) = &declared.algorithm {
         want(a);
+    }
+    if let Some(a) = declared.required {
+        want(a.as_str());
     }
     if let Some(t) = trailer {
         for name in t.split(',') {

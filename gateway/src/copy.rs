@@ -1,12 +1,14 @@
 //! CopyObject and UploadPartCopy. A copy copies bytes: exactly one record references each chunk.
 
 use futures::StreamExt;
+use s3s::checksum::ChecksumHasher;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::{ChunkWriter, ReadRange, Written};
-use saker_rpc::{NewObject, ObjectView, Want};
+use saker_rpc::{Checksums, NewObject, ObjectView, Want};
 
 use crate::body::discard;
+use crate::checksum::Algorithm;
 use crate::error;
 use crate::get::{check_read_conditions, lookup_object};
 use crate::keys::{timestamp, write_key};
@@ -53,16 +55,22 @@ pub async fn source(
     Ok((bucket, key, view))
 }
 
-/// Copies `range` of the source's bytes into new storage; returns it with its MD5.
+/// Copies `range` of the source's bytes into new storage; returns it with its MD5 and its
+/// checksum of `algorithm`.
 pub async fn copy_bytes(
     gw: &Gateway,
     view: &ObjectView,
     range: ReadRange,
     chunked: bool,
-) -> S3Result<(Written, [u8; 16])> {
+    algorithm: Option<Algorithm>,
+) -> S3Result<(Written, [u8; 16], Checksums)> {
     use s3s::crypto::{Checksum as _, Md5};
     let mut writer = ChunkWriter::new(&gw.cluster);
     let mut md5 = Md5::new();
+    let mut hasher = ChecksumHasher::default();
+    if let Some(a) = algorithm {
+        a.enable(&mut hasher);
+    }
     let mut stream = gw
         .cluster
         .read_data(&view.attr.layout, view.data.clone(), range);
@@ -75,6 +83,7 @@ pub async fn copy_bytes(
             }
         };
         md5.update(&piece);
+        hasher.update(&piece);
         if let Err(e) = writer.write(&piece).await {
             writer.abort().await;
             return Err(error::client(e));
@@ -86,7 +95,15 @@ pub async fn copy_bytes(
         writer.finish().await
     }
     .map_err(error::client)?;
-    Ok((written, md5.finalize()))
+    let c = hasher.finalize();
+    let sums = Checksums {
+        crc32: c.checksum_crc32,
+        crc32c: c.checksum_crc32c,
+        crc64nvme: c.checksum_crc64nvme,
+        sha1: c.checksum_sha1,
+        sha256: c.checksum_sha256,
+    };
+    Ok((written, md5.finalize(), sums))
 }
 
 pub async fn copy_object(
@@ -141,17 +158,19 @@ pub async fn copy_object(
     } else {
         src_meta.clone()
     };
+    // The copy is one part: a multipart source's checksum (of its parts) does not carry over.
     meta.checksums = if view.attr.parts.is_empty() {
         src_meta.checksums.clone()
     } else {
         Default::default()
     };
+    meta.checksum_type = None;
     let tags = if replace_tags {
         parse_tagging_header(input.tagging.as_deref())?
     } else {
         view.tags.clone().unwrap_or_default()
     };
-    let (written, md5) = copy_bytes(
+    let (written, md5, _) = copy_bytes(
         gw,
         &view,
         ReadRange {
@@ -159,6 +178,7 @@ pub async fn copy_object(
             end: view.attr.size,
         },
         false,
+        None,
     )
     .await?;
     let etag = hex::encode(md5);

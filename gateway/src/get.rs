@@ -2,15 +2,14 @@
 //! preconditions, ranges, part numbers, and the stored headers.
 
 use s3s::dto::{
-    Checksum, ChecksumMode, ChecksumType, ETag, ETagCondition, GetObjectAttributesInput,
-    GetObjectAttributesOutput, GetObjectAttributesParts, GetObjectInput, GetObjectOutput,
-    HeadObjectInput, HeadObjectOutput, Metadata, ObjectAttributes, ObjectPart, Range, StorageClass,
-    StreamingBlob, Timestamp,
+    ChecksumMode, ChecksumType, ETag, ETagCondition, GetObjectInput, GetObjectOutput,
+    HeadObjectInput, HeadObjectOutput, Metadata, Range, StreamingBlob, Timestamp,
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
 use saker_rpc::{Checksums, FileKind, MetaError, ObjectMeta, ObjectView, Want};
 
+use crate::checksum::{self, Algorithm};
 use crate::error;
 use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs, KeyPath};
 use crate::Gateway;
@@ -215,12 +214,36 @@ fn user_metadata(meta: &ObjectMeta) -> Option<Metadata> {
     }
 }
 
-fn checksums_if(mode: Option<&ChecksumMode>, full: bool, meta: &ObjectMeta) -> Checksums {
-    if full && mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED) {
-        meta.checksums.clone()
-    } else {
-        Checksums::default()
+/// The checksums a GET or HEAD with `x-amz-checksum-mode: ENABLED` returns, and their type:
+/// the object's for the whole object, the part's (in the object's algorithm) for `partNumber`
+/// of a multipart object, none for any other range.
+fn served_checksums(
+    mode: Option<&ChecksumMode>,
+    view: &ObjectView,
+    range: &ReadRange,
+    part_number: Option<i32>,
+    meta: &ObjectMeta,
+) -> (Checksums, Option<ChecksumType>) {
+    if mode.is_none_or(|m| m.as_str() != ChecksumMode::ENABLED) {
+        return (Checksums::default(), None);
     }
+    let a = &view.attr;
+    let part = part_number
+        .filter(|_| !a.parts.is_empty())
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| a.parts.get(n.checked_sub(1)?));
+    let sums = match part {
+        Some(p) => match Algorithm::of(&meta.checksums) {
+            Some(alg) => alg.only(&p.checksums),
+            None => Checksums::default(),
+        },
+        None if range.start == 0 && range.end == a.size => meta.checksums.clone(),
+        None => Checksums::default(),
+    };
+    if sums.is_empty() {
+        return (sums, None);
+    }
+    (sums, checksum::object_type(meta))
 }
 
 /// What GET and HEAD share after the lookup: preconditions checked, the byte range chosen, the
@@ -231,6 +254,7 @@ struct Served {
     parts_count: Option<i32>,
     meta: ObjectMeta,
     sums: Checksums,
+    checksum_type: Option<ChecksumType>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -256,14 +280,14 @@ fn serve(
     )?;
     let (range, content_range, parts_count) = select_range(view, range, part_number)?;
     let meta = view.meta.clone().unwrap_or_default();
-    let full = range.start == 0 && range.end == a.size;
-    let sums = checksums_if(checksum_mode, full, &meta);
+    let (sums, checksum_type) = served_checksums(checksum_mode, view, &range, part_number, &meta);
     Ok(Served {
         range,
         content_range,
         parts_count,
         meta,
         sums,
+        checksum_type,
     })
 }
 
@@ -292,6 +316,7 @@ macro_rules! object_output {
             checksum_crc64nvme: s.sums.crc64nvme,
             checksum_sha1: s.sums.sha1,
             checksum_sha256: s.sums.sha256,
+            checksum_type: s.checksum_type,
             ..Default::default()
         }
     }};
@@ -339,7 +364,12 @@ pub async fn head_object(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
-    let view = lookup_object(gw, &i.bucket, &i.key, Want::HEAD).await?;
+    let want = Want {
+        meta: true,
+        data: false,
+        tags: true,
+    };
+    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -350,86 +380,11 @@ pub async fn head_object(
         i.part_number,
         i.checksum_mode.as_ref(),
     )?;
-    Ok(S3Response::new(object_output!(
-        HeadObjectOutput,
-        &view.attr,
-        served,
-        {}
-    )))
-}
-
-/// GetObjectAttributes: size, ETag, storage class, checksums and the part table, without data.
-pub async fn get_object_attributes(
-    gw: &Gateway,
-    req: S3Request<GetObjectAttributesInput>,
-) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-    let input = req.input;
-    let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
-    let a = &view.attr;
-    // Clients send one comma-separated header; some put spaces after the commas.
-    let wants = |name: &str| {
-        input
-            .object_attributes
-            .iter()
-            .flat_map(|x| x.as_str().split(','))
-            .any(|x| x.trim() == name)
-    };
-    let meta = view.meta.clone().unwrap_or_default();
-    let checksum =
-        (wants(ObjectAttributes::CHECKSUM) && !meta.checksums.is_empty()).then(|| Checksum {
-            checksum_crc32: meta.checksums.crc32.clone(),
-            checksum_crc32c: meta.checksums.crc32c.clone(),
-            checksum_crc64nvme: meta.checksums.crc64nvme.clone(),
-            checksum_sha1: meta.checksums.sha1.clone(),
-            checksum_sha256: meta.checksums.sha256.clone(),
-            checksum_type: Some(ChecksumType::from(
-                meta.checksum_type
-                    .clone()
-                    .unwrap_or_else(|| "FULL_OBJECT".to_string()),
-            )),
-        });
-    let object_parts = (wants(ObjectAttributes::OBJECT_PARTS) && !a.parts.is_empty()).then(|| {
-        let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
-        let marker = input.part_number_marker.unwrap_or(0).max(0) as usize;
-        let after: Vec<(usize, &saker_rpc::PartInfo)> = a
-            .parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i + 1, p))
-            .filter(|(n, _)| *n > marker)
-            .collect();
-        let truncated = after.len() > max;
-        let shown: Vec<_> = after.into_iter().take(max).collect();
-        GetObjectAttributesParts {
-            is_truncated: Some(truncated),
-            max_parts: Some(max as i32),
-            next_part_number_marker: shown.last().map(|(n, _)| *n as i32),
-            part_number_marker: input.part_number_marker,
-            total_parts_count: Some(a.parts.len() as i32),
-            parts: Some(
-                shown
-                    .into_iter()
-                    .map(|(n, p)| ObjectPart {
-                        part_number: Some(n as i32),
-                        size: Some(p.size as i64),
-                        checksum_crc32: p.checksums.crc32.clone(),
-                        checksum_crc32c: p.checksums.crc32c.clone(),
-                        checksum_crc64nvme: p.checksums.crc64nvme.clone(),
-                        checksum_sha1: p.checksums.sha1.clone(),
-                        checksum_sha256: p.checksums.sha256.clone(),
-                    })
-                    .collect(),
-            ),
-        }
-    });
-    Ok(S3Response::new(GetObjectAttributesOutput {
-        e_tag: wants(ObjectAttributes::ETAG).then(|| ETag::Strong(a.etag.clone())),
-        object_size: wants(ObjectAttributes::OBJECT_SIZE).then_some(a.size as i64),
-        storage_class: wants(ObjectAttributes::STORAGE_CLASS)
-            .then(|| StorageClass::from_static(StorageClass::STANDARD)),
-        last_modified: Some(timestamp(a.s3_mtime_ns)),
-        checksum,
-        object_parts,
-        ..Default::default()
-    }))
+    let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {}));
+    // HeadObjectOutput has no tag count, but S3 sends it on HEAD as on GET.
+    if let Some(t) = view.tags.as_ref().filter(|t| !t.is_empty()) {
+        resp.headers
+            .insert("x-amz-tagging-count", http::HeaderValue::from(t.len()));
+    }
+    Ok(resp)
 }

@@ -5,9 +5,11 @@
 //! the `impl S3` in [`service`] stays thin and delegates. S3 error codes are mapped in one
 //! place, [`error`].
 
+mod attributes;
 mod auth;
 mod body;
 mod bucket;
+mod checksum;
 mod copy;
 mod delete;
 pub mod error;
@@ -17,6 +19,7 @@ mod list;
 pub mod metrics;
 mod multipart;
 mod put;
+mod route;
 mod service;
 mod tagging;
 
@@ -40,13 +43,21 @@ impl Gateway {
     }
 
     /// The s3s service: SigV4 against the access-key store, path-style addressing, and
-    /// virtual-hosted style under `domain` when given.
+    /// virtual-hosted style under `domain` when given; [`route`] answers what s3s would put on
+    /// the wire differently from S3.
     pub fn into_service(self, domain: Option<&str>) -> Result<s3s::service::S3Service, String> {
         let auth = KeyAuth::new(self.keys.clone());
+        let host = || {
+            domain
+                .map(|d| s3s::host::SingleDomain::new(d).map_err(|e| e.to_string()))
+                .transpose()
+        };
+        let routes = route::Routes::new(self.clone(), host()?);
         let mut builder = s3s::service::S3ServiceBuilder::new(self);
         builder.set_auth(auth);
-        if let Some(d) = domain {
-            builder.set_host(s3s::host::SingleDomain::new(d).map_err(|e| e.to_string())?);
+        builder.set_route(routes);
+        if let Some(h) = host()? {
+            builder.set_host(h);
         }
         Ok(builder.build())
     }

@@ -4,9 +4,10 @@
 use s3s::crypto::{Checksum as _, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
+use saker_rpc::{Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
 
 use crate::body::{discard, ingest};
+use crate::checksum::{self, Algorithm};
 use crate::copy::{copy_bytes, copy_range, source, SourceConditions};
 use crate::error;
 use crate::keys::{timestamp, write_key, KeyPath};
@@ -50,6 +51,66 @@ async fn get_upload(gw: &Gateway, kp: &KeyPath, upload_id: &str) -> S3Result<Upl
     }
 }
 
+/// A new upload id: 32 hex digits, then `-` and the checksum algorithm the upload was created
+/// with, if any. An upload keeps its algorithm for life and ids are looked up whole, so the
+/// id is where the algorithm is kept.
+fn new_upload_id(algorithm: Option<Algorithm>) -> String {
+    let id = hex::encode(rand::random::<[u8; 16]>());
+    match algorithm {
+        Some(a) => format!("{id}-{}", a.as_str().to_ascii_lowercase()),
+        None => id,
+    }
+}
+
+/// The checksum algorithm an upload was created with.
+pub fn upload_algorithm(upload_id: &str) -> Option<Algorithm> {
+    upload_id
+        .split_once('-')
+        .and_then(|(_, a)| Algorithm::parse(a))
+}
+
+/// The algorithm and checksum type of a new upload, checked as S3 does: a type needs an
+/// algorithm, FULL_OBJECT needs a CRC, CRC64NVME is always FULL_OBJECT.
+fn checksum_choice(
+    algorithm: Option<&ChecksumAlgorithm>,
+    checksum_type: Option<&ChecksumType>,
+) -> S3Result<(Option<Algorithm>, Option<&'static str>)> {
+    let Some(a) = algorithm else {
+        if checksum_type.is_some() {
+            return Err(s3_error!(
+                InvalidRequest,
+                "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header."
+            ));
+        }
+        return Ok((None, None));
+    };
+    let a = Algorithm::parse(a.as_str()).ok_or_else(|| {
+        s3_error!(
+            InvalidRequest,
+            "Checksum algorithm provided is unsupported."
+        )
+    })?;
+    let t = match checksum_type.map(|t| t.as_str()) {
+        None => a.default_type(),
+        Some(t) if a.allows_type(t) => {
+            if t == ChecksumType::FULL_OBJECT {
+                ChecksumType::FULL_OBJECT
+            } else {
+                ChecksumType::COMPOSITE
+            }
+        }
+        Some(t) => {
+            return Err(s3_error!(
+                InvalidRequest,
+                "The {} checksum type cannot be used with the {} checksum algorithm.",
+                t,
+                a.as_str()
+            ))
+        }
+    };
+    Ok((Some(a), Some(t)))
+}
+
 pub async fn create(
     gw: &Gateway,
     req: S3Request<CreateMultipartUploadInput>,
@@ -74,8 +135,12 @@ pub async fn create(
         website_redirect: input.website_redirect_location,
         metadata: input.metadata,
     });
-    meta.checksum_type = input.checksum_type.as_ref().map(|t| t.as_str().to_string());
-    let upload_id = hex::encode(rand::random::<[u8; 16]>());
+    let (algorithm, checksum_type) = checksum_choice(
+        input.checksum_algorithm.as_ref(),
+        input.checksum_type.as_ref(),
+    )?;
+    meta.checksum_type = checksum_type.map(str::to_string);
+    let upload_id = new_upload_id(algorithm);
     let req = MetaRequest::CreateUpload {
         path: kp.path.clone(),
         upload_id: upload_id.clone(),
@@ -89,7 +154,8 @@ pub async fn create(
         bucket: Some(input.bucket),
         key: Some(input.key),
         upload_id: Some(upload_id),
-        checksum_algorithm: input.checksum_algorithm,
+        checksum_algorithm: algorithm.map(|a| ChecksumAlgorithm::from_static(a.as_str())),
+        checksum_type: checksum_type.map(ChecksumType::from_static),
         ..Default::default()
     }))
 }
@@ -124,7 +190,8 @@ pub async fn upload_part(
     let number = check_part_number(input.part_number)?;
     // Fail before reading the body when the upload is unknown.
     get_upload(gw, &kp, &input.upload_id).await?;
-    let declared = crate::declared_checksums!(input, algorithm);
+    let mut declared = crate::declared_checksums!(input, algorithm);
+    declared.required = upload_algorithm(&input.upload_id);
     let got = ingest(
         &gw.cluster,
         input.body,
@@ -173,12 +240,13 @@ pub async fn upload_part_copy(
     };
     let (_, _, view) = source(gw, &input.copy_source, cond, Want::OBJECT).await?;
     let range = copy_range(input.copy_source_range.as_deref(), view.attr.size)?;
-    let (written, md5) = copy_bytes(gw, &view, range, true).await?;
+    let algorithm = upload_algorithm(&input.upload_id);
+    let (written, md5, sums) = copy_bytes(gw, &view, range, true, algorithm).await?;
     let etag = hex::encode(md5);
     let part = PartRecord {
         size: written.size,
         etag: etag.clone(),
-        checksums: Default::default(),
+        checksums: sums.clone(),
         layout: written.layout.clone(),
         mtime_ns: 0,
     };
@@ -190,30 +258,32 @@ pub async fn upload_part_copy(
         copy_part_result: Some(CopyPartResult {
             e_tag: Some(ETag::Strong(etag)),
             last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
-            ..Default::default()
+            checksum_crc32: sums.crc32,
+            checksum_crc32c: sums.crc32c,
+            checksum_crc64nvme: sums.crc64nvme,
+            checksum_sha1: sums.sha1,
+            checksum_sha256: sums.sha256,
         }),
         ..Default::default()
     }))
 }
 
-pub async fn complete(
-    gw: &Gateway,
-    req: S3Request<CompleteMultipartUploadInput>,
-) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-    let input = req.input;
-    let kp = write_key(&input.bucket, &input.key)?;
-    let listed = input
-        .multipart_upload
-        .and_then(|m| m.parts)
-        .unwrap_or_default();
-    if listed.is_empty() {
+/// A part a CompleteMultipartUpload lists.
+struct Listed {
+    number: u32,
+    etag: String,
+    sums: Checksums,
+}
+
+fn listed_parts(parts: Vec<CompletedPart>) -> S3Result<Vec<Listed>> {
+    if parts.is_empty() {
         return Err(s3_error!(
             MalformedXML,
             "You must specify at least one part"
         ));
     }
-    let mut wanted = Vec::with_capacity(listed.len());
-    for p in &listed {
+    let mut out = Vec::with_capacity(parts.len());
+    for p in parts {
         let n = p
             .part_number
             .ok_or_else(|| s3_error!(MalformedXML, "a part has no PartNumber"))?;
@@ -222,20 +292,169 @@ pub async fn complete(
             .as_ref()
             .map(|e| e.value().trim_matches('"').to_string())
             .unwrap_or_default();
-        wanted.push((check_part_number(n)?, etag));
+        out.push(Listed {
+            number: check_part_number(n)?,
+            etag,
+            sums: Checksums {
+                crc32: p.checksum_crc32,
+                crc32c: p.checksum_crc32c,
+                crc64nvme: p.checksum_crc64nvme,
+                sha1: p.checksum_sha1,
+                sha256: p.checksum_sha256,
+            },
+        });
     }
-    // The multipart ETag: md5 of the parts' binary md5s, then "-N". The MNode checks that the
-    // listed ETags are the stored ones, so the listed ones can be used here.
+    Ok(out)
+}
+
+/// Whether the client's whole-object checksum is `computed`; a composite one may leave out
+/// its `-N`.
+fn same_checksum(declared: &str, computed: &str) -> bool {
+    declared == computed
+        || computed
+            .split_once('-')
+            .is_some_and(|(b64, _)| b64 == declared)
+}
+
+/// The whole-object checksum a Complete stores, and its type. The listed parts must be the
+/// uploaded ones (number, ETag, and any checksum they name), and a whole-object checksum the
+/// client sends must be the computed one (BadDigest otherwise). The algorithm is the upload's,
+/// else the one the client's whole-object checksum uses; without either there is none.
+fn completed_checksum(
+    upload: &UploadInfo,
+    listed: &[Listed],
+    declared: &Checksums,
+    declared_type: Option<&ChecksumType>,
+) -> S3Result<Option<(Algorithm, String, &'static str)>> {
+    if listed.windows(2).any(|w| w[0].number >= w[1].number) {
+        return Err(S3Error::new(s3s::S3ErrorCode::InvalidPartOrder));
+    }
+    let mut stored = Vec::with_capacity(listed.len());
+    for p in listed {
+        let rec = upload
+            .parts
+            .iter()
+            .find(|(n, _)| *n == p.number)
+            .map(|(_, r)| r)
+            .ok_or_else(|| s3_error!(InvalidPart, "part {} was not uploaded", p.number))?;
+        if rec.etag.trim_matches('"') != p.etag {
+            return Err(s3_error!(
+                InvalidPart,
+                "part {} has a different ETag",
+                p.number
+            ));
+        }
+        for a in Algorithm::ALL {
+            if let Some(v) = a.get(&p.sums) {
+                if a.get(&rec.checksums) != Some(v) {
+                    return Err(s3_error!(
+                        InvalidPart,
+                        "the {} checksum of part {} is not the uploaded part's",
+                        a.as_str(),
+                        p.number
+                    ));
+                }
+            }
+        }
+        stored.push(rec);
+    }
+    let declared_alg = Algorithm::ALL
+        .into_iter()
+        .find(|a| a.get(declared).is_some());
+    let upload_alg = upload_algorithm(&upload.upload_id);
+    let Some(alg) = upload_alg.or(declared_alg) else {
+        return Ok(None);
+    };
+    if let Some(d) = declared_alg.filter(|d| *d != alg) {
+        return Err(s3_error!(
+            InvalidRequest,
+            "The upload was created using the {} checksum algorithm; the complete request names {}",
+            alg.as_str(),
+            d.as_str()
+        ));
+    }
+    let ctype = match (&upload.meta.checksum_type, declared_type) {
+        (Some(t), Some(d)) if t.as_str() != d.as_str() => {
+            return Err(s3_error!(
+                BadDigest,
+                "The upload was created with the {} checksum type, not {}",
+                t,
+                d.as_str()
+            ))
+        }
+        (Some(t), _) => t.as_str(),
+        (None, Some(d)) => d.as_str(),
+        (None, None) => alg.default_type(),
+    };
+    if !alg.allows_type(ctype) {
+        return Err(s3_error!(
+            InvalidRequest,
+            "The {} checksum type cannot be used with the {} checksum algorithm.",
+            ctype,
+            alg.as_str()
+        ));
+    }
+    let full_object = ctype == ChecksumType::FULL_OBJECT;
+    let mut sums = Vec::with_capacity(stored.len());
+    for (p, rec) in listed.iter().zip(&stored) {
+        let v = alg.get(&rec.checksums).ok_or_else(|| {
+            s3_error!(
+                InvalidRequest,
+                "part {} was uploaded without a {} checksum",
+                p.number,
+                alg.as_str()
+            )
+        })?;
+        sums.push((v.as_str(), rec.size));
+    }
+    let whole = checksum::multipart(alg, full_object, &sums)?;
+    if let Some(d) = alg.get(declared) {
+        if !same_checksum(d, &whole) {
+            return Err(s3_error!(
+                BadDigest,
+                "The {} you specified did not match the calculated checksum.",
+                alg.as_str()
+            ));
+        }
+    }
+    let ctype = if full_object {
+        ChecksumType::FULL_OBJECT
+    } else {
+        ChecksumType::COMPOSITE
+    };
+    Ok(Some((alg, whole, ctype)))
+}
+
+pub async fn complete(
+    gw: &Gateway,
+    req: S3Request<CompleteMultipartUploadInput>,
+) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    let input = req.input;
+    let kp = write_key(&input.bucket, &input.key)?;
+    let listed = listed_parts(
+        input
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default(),
+    )?;
+    // The multipart ETag: md5 of the parts' binary md5s, then "-N". The listed ETags are
+    // checked against the stored ones, so the listed ones can be used here.
     let mut md5 = Md5::new();
-    for (_, etag) in &wanted {
-        md5.update(&hex::decode(etag).unwrap_or_default());
+    for p in &listed {
+        md5.update(&hex::decode(&p.etag).unwrap_or_default());
     }
-    let etag = format!("{}-{}", hex::encode(md5.finalize()), wanted.len());
-    let output = CompleteMultipartUploadOutput {
+    let etag = format!("{}-{}", hex::encode(md5.finalize()), listed.len());
+    let output = |sums: &Checksums, ctype: Option<ChecksumType>| CompleteMultipartUploadOutput {
         bucket: Some(input.bucket.clone()),
         key: Some(input.key.clone()),
         e_tag: Some(ETag::Strong(etag.clone())),
         location: Some(format!("/{}/{}", input.bucket, input.key)),
+        checksum_crc32: sums.crc32.clone(),
+        checksum_crc32c: sums.crc32c.clone(),
+        checksum_crc64nvme: sums.crc64nvme.clone(),
+        checksum_sha1: sums.sha1.clone(),
+        checksum_sha256: sums.sha256.clone(),
+        checksum_type: ctype,
         ..Default::default()
     };
     let upload = match get_upload(gw, &kp, &input.upload_id).await {
@@ -244,29 +463,56 @@ pub async fn complete(
             // A retried Complete of an upload that already completed answers like the first:
             // the object these parts made is there.
             if e.code() == &s3s::S3ErrorCode::NoSuchUpload {
-                if let Ok(v) = gw.cluster.lookup(&kp.path, Want::ATTR).await {
+                if let Ok(v) = gw.cluster.lookup(&kp.path, Want::HEAD).await {
                     if v.attr.etag == etag && v.attr.kind == saker_rpc::FileKind::File {
-                        return Ok(S3Response::new(output));
+                        let meta = v.meta.unwrap_or_default();
+                        let ctype = checksum::object_type(&meta);
+                        return Ok(S3Response::new(output(&meta.checksums, ctype)));
                     }
                 }
             }
             return Err(e);
         }
     };
+    if input.if_match.is_some() || input.if_none_match.is_some() {
+        crate::get::check_write_conditions(
+            gw,
+            &kp,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+        )
+        .await?;
+    }
+    let declared = Checksums {
+        crc32: input.checksum_crc32.clone(),
+        crc32c: input.checksum_crc32c.clone(),
+        crc64nvme: input.checksum_crc64nvme.clone(),
+        sha1: input.checksum_sha1.clone(),
+        sha256: input.checksum_sha256.clone(),
+    };
+    let mut sums = Checksums::default();
+    let mut ctype = None;
+    if let Some((alg, whole, t)) =
+        completed_checksum(&upload, &listed, &declared, input.checksum_type.as_ref())?
+    {
+        *alg.slot(&mut sums) = Some(whole);
+        ctype = Some(ChecksumType::from_static(t));
+    }
+    let wanted: Vec<(u32, String)> = listed.iter().map(|p| (p.number, p.etag.clone())).collect();
     let (uid, gid) = (upload.uid, upload.gid);
     let make = || MetaRequest::CompleteUpload {
         path: kp.path.clone(),
         upload_id: input.upload_id.clone(),
         parts: wanted.clone(),
         etag: etag.clone(),
-        checksums: Default::default(),
+        checksums: sums.clone(),
         min_part_size: MIN_PART_SIZE,
     };
     gw.cluster
         .call_creating_parents(&kp.path, uid, gid, make)
         .await
         .map_err(error::client)?;
-    Ok(S3Response::new(output))
+    Ok(S3Response::new(output(&sums, ctype)))
 }
 
 pub async fn abort(
@@ -325,6 +571,9 @@ pub async fn list_parts(
             id: Some("saker".into()),
         }),
         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+        checksum_algorithm: upload_algorithm(&upload.upload_id)
+            .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
+        checksum_type: upload.meta.checksum_type.clone().map(ChecksumType::from),
         ..Default::default()
     }))
 }
@@ -383,6 +632,9 @@ pub async fn list_uploads(
         }
         last = Some((u.key.clone(), u.upload_id.clone()));
         uploads.push(MultipartUpload {
+            checksum_algorithm: upload_algorithm(&u.upload_id)
+                .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
+            checksum_type: u.meta.checksum_type.clone().map(ChecksumType::from),
             key: Some(u.key),
             upload_id: Some(u.upload_id),
             initiated: Some(timestamp(u.initiated_ns)),
@@ -392,7 +644,6 @@ pub async fn list_uploads(
             }),
             owner: Some(crate::list::owner(gw)),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
-            ..Default::default()
         });
     }
     Ok(S3Response::new(ListMultipartUploadsOutput {

@@ -1,6 +1,6 @@
 //! PutObject (files and directory markers) and the S3 headers stored with an object.
 
-use s3s::dto::{ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
+use s3s::dto::{ChecksumType, ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_rpc::{NewObject, ObjectMeta};
 
@@ -148,8 +148,11 @@ pub async fn put_object(
         return Err(error::client(e));
     }
     let s = got.sums;
+    let checksum_type =
+        (!s.is_empty()).then(|| ChecksumType::from_static(ChecksumType::FULL_OBJECT));
     Ok(S3Response::new(PutObjectOutput {
         e_tag: Some(ETag::Strong(got.md5_hex)),
+        checksum_type,
         checksum_crc32: s.crc32,
         checksum_crc32c: s.crc32c,
         checksum_crc64nvme: s.crc64nvme,
