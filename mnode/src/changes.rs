@@ -32,6 +32,8 @@ pub struct ChangeLog {
     pushed: tokio::sync::Mutex<u64>,
     /// Keys of pushed records, deleted by the next batch.
     trimmed: Mutex<Vec<Vec<u8>>>,
+    /// Records pushed since start.
+    pub pushes: std::sync::atomic::AtomicU64,
 }
 
 impl ChangeLog {
@@ -42,6 +44,7 @@ impl ChangeLog {
             peers,
             pushed: tokio::sync::Mutex::new(0),
             trimmed: Mutex::new(Vec::new()),
+            pushes: Default::default(),
         }
     }
 
@@ -78,6 +81,8 @@ impl ChangeLog {
             let untagged = ClientTag { client: 0, seq: 0 };
             peer.call(untagged, req).await?;
             metrics::CHANGE_PUSHES.inc();
+            self.pushes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.trimmed.lock().push(key);
             *pushed = seq;
         }

@@ -1,7 +1,7 @@
 //! One MNode group: its raft instance, its executor and the [`MetaService`] it serves.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, Route, Router, ROOT_ID};
 use saker_rpc::{
-    ClientTag, CoordinatorService, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond,
+    ClientTag, CoordinatorService, GroupCounters, MetaError, MetaRequest, MetaResponse,
+    MetaService, RemoveCond,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -72,6 +73,9 @@ pub struct Mnode {
     peers: Arc<OnceLock<Peers>>,
     coordinator: OnceLock<Arc<dyn CoordinatorService>>,
     changes: Arc<ChangeLog>,
+    forwards: AtomicU64,
+    remote_lookups: AtomicU64,
+    invalidations: AtomicU64,
 }
 
 fn untagged() -> ClientTag {
@@ -164,6 +168,9 @@ impl Mnode {
             peers,
             coordinator: OnceLock::new(),
             changes,
+            forwards: AtomicU64::new(0),
+            remote_lookups: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
         }))
     }
 
@@ -182,6 +189,32 @@ impl Mnode {
 
     pub fn group(&self) -> u32 {
         self.keys.group
+    }
+
+    /// This group's message counters and sizes.
+    pub fn counters(&self) -> Result<GroupCounters, MetaError> {
+        let start = self.keys.table(crate::keys::INODE);
+        let end = self.keys.table_end(crate::keys::INODE);
+        let mut inodes = 0u64;
+        let mut from = start;
+        loop {
+            let batch = self
+                .store
+                .scan(&from, Some(&end), 4096)
+                .map_err(crate::tree::internal)?;
+            let Some((last, _)) = batch.last() else { break };
+            inodes += batch.len() as u64;
+            from = last.clone();
+            from.push(0);
+        }
+        Ok(GroupCounters {
+            forwards: self.forwards.load(Ordering::Relaxed),
+            remote_lookups: self.remote_lookups.load(Ordering::Relaxed),
+            change_pushes: self.changes.pushes.load(Ordering::Relaxed),
+            invalidations: self.invalidations.load(Ordering::Relaxed),
+            replica_len: self.replica_len() as u64,
+            inodes,
+        })
     }
 
     /// Pushes every change-log record this group still owes other groups.
@@ -246,6 +279,7 @@ impl Mnode {
             }
             let epoch = self.replica.lock().epoch();
             metrics::REMOTE_LOOKUPS.inc();
+            self.remote_lookups.fetch_add(1, Ordering::Relaxed);
             let req = MetaRequest::LookupDentry {
                 pid,
                 name: name.clone(),
@@ -361,6 +395,7 @@ impl Mnode {
     async fn invalidate(&self, pid: u64, name: &str, dir: u64) -> Result<MetaResponse, MetaError> {
         self.replica.lock().invalidate(pid, name);
         metrics::INVALIDATIONS.inc();
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
         // A batch that resolved through the old entry is applied before we count entries.
         self.drain_inflight().await?;
         dir_usage(&StoreView(self.store.as_ref()), &self.keys, &[dir])
@@ -466,9 +501,11 @@ impl MetaService for Mnode {
             }
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
+            MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
             req => match self.misdirected(&req) {
                 Some(g) => {
                     metrics::MISDIRECTED.inc();
+                    self.forwards.fetch_add(1, Ordering::Relaxed);
                     self.peer(g)?.call(tag, req).await
                 }
                 None => self.serve(tag, req).await,

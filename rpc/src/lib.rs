@@ -12,8 +12,8 @@ pub mod service;
 pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
 pub use error::MetaError;
 pub use meta::{
-    ClientTag, Dentry, DirChange, DirUsage, MetaRequest, MetaResponse, NewObject, ObjectView,
-    PartRecord, RemoveCond, UploadInfo, Want,
+    ClientTag, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse, NewObject,
+    ObjectView, PartRecord, RemoveCond, UploadInfo, Want,
 };
 pub use service::{CoordinatorService, MetaService};
 

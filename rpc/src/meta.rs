@@ -126,6 +126,30 @@ pub struct DirUsage {
     pub implicit_dirs: Vec<InodeId>,
 }
 
+/// Messages one MNode group sent or received on behalf of client ops, since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupCounters {
+    /// Requests received for names another group owns, forwarded there.
+    pub forwards: u64,
+    /// Remote lookups sent to fill the dentry replica.
+    pub remote_lookups: u64,
+    /// Change-log records pushed to directory owners.
+    pub change_pushes: u64,
+    /// Dentry invalidations received from the coordinator.
+    pub invalidations: u64,
+    /// Entries in the dentry replica now.
+    pub replica_len: u64,
+    /// Inode records (files and directories) this group holds.
+    pub inodes: u64,
+}
+
+impl GroupCounters {
+    /// Messages between servers: forwards, remote lookups and change-log pushes.
+    pub fn server_msgs(&self) -> u64 {
+        self.forwards + self.remote_lookups + self.change_pushes
+    }
+}
+
 /// A metadata operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaRequest {
@@ -172,6 +196,8 @@ pub enum MetaRequest {
     DirUsage {
         dirs: Vec<InodeId>,
     },
+    /// This group's message counters (for benchmarks: server messages per client op).
+    Counters,
 
     // ---- coordinator -> MNode control (in memory, not logged) ----
     /// At the directory's owner: stop every operation that resolves through it until
@@ -320,6 +346,7 @@ impl MetaRequest {
                 | MetaRequest::ChunkRefs
                 | MetaRequest::LookupDentry { .. }
                 | MetaRequest::DirUsage { .. }
+                | MetaRequest::Counters
                 | MetaRequest::Freeze { .. }
                 | MetaRequest::Unfreeze { .. }
                 | MetaRequest::Invalidate { .. }
@@ -355,6 +382,7 @@ impl MetaRequest {
             | MetaRequest::ChunkRefs
             | MetaRequest::LookupDentry { .. }
             | MetaRequest::DirUsage { .. }
+            | MetaRequest::Counters
             | MetaRequest::Unfreeze { .. }
             | MetaRequest::Invalidate { .. }
             | MetaRequest::GcDone { .. }
@@ -390,6 +418,7 @@ impl MetaRequest {
             MetaRequest::GcDone { .. } => "gc_done",
             MetaRequest::LookupDentry { .. } => "lookup_dentry",
             MetaRequest::DirUsage { .. } => "dir_usage",
+            MetaRequest::Counters => "counters",
             MetaRequest::Freeze { .. } => "freeze",
             MetaRequest::Unfreeze { .. } => "unfreeze",
             MetaRequest::Invalidate { .. } => "invalidate",
@@ -413,6 +442,7 @@ pub enum MetaResponse {
     ChunkIds(Vec<u128>),
     Dentry(Dentry),
     Usage(DirUsage),
+    Counters(GroupCounters),
     /// A directory frozen for the rmdir protocol, and its parent's id.
     Frozen {
         parent: InodeId,
