@@ -234,3 +234,130 @@ async fn valid_edge_case_bucket_names() {
         "InvalidBucketName",
     );
 }
+
+/// saker keeps no object versions, so no bucket has Object Lock: requests are validated as S3
+/// validates them and then answered as for a bucket without Object Lock.
+#[tokio::test]
+async fn object_lock_is_not_available() {
+    use aws_sdk_s3::types::{
+        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockLegalHold,
+        ObjectLockLegalHoldStatus, ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode,
+        ObjectLockRule,
+    };
+    let srv = Server::default_start();
+    let c = srv.client();
+    assert_fails(
+        c.create_bucket()
+            .bucket(bucket_name("locked"))
+            .object_lock_enabled_for_bucket(true)
+            .send()
+            .await,
+        501,
+        "NotImplemented",
+    );
+    let b = new_bucket(&c, "nolock").await;
+    put(&c, &b, "k", b"x").await;
+    let conf = |enabled: &str, days: Option<i32>, years: Option<i32>| {
+        ObjectLockConfiguration::builder()
+            .object_lock_enabled(ObjectLockEnabled::from(enabled))
+            .rule(
+                ObjectLockRule::builder()
+                    .default_retention(
+                        DefaultRetention::builder()
+                            .mode(ObjectLockRetentionMode::Governance)
+                            .set_days(days)
+                            .set_years(years)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .build()
+    };
+    for (c_, status, code) in [
+        (conf("Enabled", Some(1), None), 409, "InvalidBucketState"),
+        (
+            conf("Enabled", Some(0), None),
+            400,
+            "InvalidRetentionPeriod",
+        ),
+        (conf("Enabled", Some(1), Some(1)), 400, "MalformedXML"),
+        (conf("Disabled", Some(1), None), 400, "MalformedXML"),
+    ] {
+        assert_fails(
+            c.put_object_lock_configuration()
+                .bucket(&b)
+                .object_lock_configuration(c_)
+                .send()
+                .await,
+            status,
+            code,
+        );
+    }
+    assert_fails(
+        c.get_object_lock_configuration().bucket(&b).send().await,
+        404,
+        "ObjectLockConfigurationNotFoundError",
+    );
+    let until = aws_sdk_s3::primitives::DateTime::from_secs(4_102_444_800);
+    assert_fails(
+        c.put_object_retention()
+            .bucket(&b)
+            .key("k")
+            .retention(
+                ObjectLockRetention::builder()
+                    .mode(ObjectLockRetentionMode::Governance)
+                    .retain_until_date(until)
+                    .build(),
+            )
+            .send()
+            .await,
+        400,
+        "InvalidRequest",
+    );
+    assert_fails(
+        c.get_object_retention().bucket(&b).key("k").send().await,
+        400,
+        "InvalidRequest",
+    );
+    assert_fails(
+        c.put_object_legal_hold()
+            .bucket(&b)
+            .key("k")
+            .legal_hold(
+                ObjectLockLegalHold::builder()
+                    .status(ObjectLockLegalHoldStatus::On)
+                    .build(),
+            )
+            .send()
+            .await,
+        400,
+        "InvalidRequest",
+    );
+    assert_fails(
+        c.get_object_legal_hold().bucket(&b).key("k").send().await,
+        400,
+        "InvalidRequest",
+    );
+    // A write that asks for a lock is refused rather than stored unlocked.
+    assert_fails(
+        c.put_object()
+            .bucket(&b)
+            .key("locked")
+            .body(body(b"y"))
+            .object_lock_mode(ObjectLockMode::Governance)
+            .object_lock_retain_until_date(until)
+            .send()
+            .await,
+        400,
+        "InvalidRequest",
+    );
+    assert_eq!(list_all(&c, &b, None).await, vec!["k"]);
+    assert_fails(
+        c.get_object_lock_configuration()
+            .bucket("no-such-bucket-here")
+            .send()
+            .await,
+        404,
+        "NoSuchBucket",
+    );
+}

@@ -98,6 +98,20 @@ async fn unsigned_requests_are_access_denied() {
     // Nothing changed.
     assert_eq!(list_all(&c, &b, None).await, vec!["public?"]);
     assert_eq!(get_bytes(&c, &b, "public?").await, b"secret data");
+
+    // A bucket that does not exist is NoSuchBucket to anyone, as in S3.
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let url = format!("{}/no-such-bucket-here/k", srv.endpoint);
+        let resp = http
+            .request(method.clone(), &url)
+            .send()
+            .await
+            .expect("plain HTTP request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        assert_eq!(status, 404, "{method} {url}: {text}");
+        assert_eq!(xml_code(&text).as_deref(), Some("NoSuchBucket"), "{text}");
+    }
 }
 
 #[tokio::test]
@@ -144,4 +158,46 @@ async fn error_bodies_are_s3_xml() {
         "ObjectPathConflict",
     );
     assert!(f.message.is_some_and(|m| !m.is_empty()));
+}
+
+#[tokio::test]
+async fn every_answer_has_a_request_id() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "reqid").await;
+    // An error: the x-amz-request-id header and the body's <RequestId> are the same id.
+    let p = c
+        .get_object()
+        .bucket(&b)
+        .key("missing")
+        .presigned(
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(std::time::Duration::from_secs(
+                60,
+            ))
+            .expect("expiry"),
+        )
+        .await
+        .expect("presign");
+    let resp = reqwest::get(p.uri()).await.expect("GET");
+    assert_eq!(resp.status().as_u16(), 404);
+    let header = resp
+        .headers()
+        .get("x-amz-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .expect("x-amz-request-id on an error");
+    let text = resp.text().await.expect("body");
+    let start = text.find("<RequestId>").expect("RequestId in the body") + "<RequestId>".len();
+    let end = text[start..].find("</RequestId>").expect("closed") + start;
+    assert_eq!(&text[start..end], header);
+    // A success has one too, and ids differ between requests.
+    use aws_sdk_s3::operation::RequestId;
+    let a = c
+        .head_bucket()
+        .bucket(&b)
+        .send()
+        .await
+        .expect("head bucket");
+    let a = a.request_id().expect("request id on a success").to_string();
+    assert_ne!(a, header);
 }

@@ -18,6 +18,13 @@ pub async fn create_bucket(
     let name = req.input.bucket;
     validate_bucket_name(&name)
         .map_err(|e| S3Error::with_message(S3ErrorCode::InvalidBucketName, e.to_string()))?;
+    if req.input.object_lock_enabled_for_bucket == Some(true) {
+        // Object Lock needs object versions, which saker does not keep.
+        return Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "buckets with Object Lock are not supported",
+        ));
+    }
     let path = vec![name.clone()];
     match gw
         .cluster

@@ -113,6 +113,11 @@ pub async fn copy_object(
     let (uid, gid) = identity(gw, req.credentials.as_ref());
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
+    crate::lock::refuse_lock_headers(
+        input.object_lock_mode.as_ref(),
+        input.object_lock_retain_until_date.as_ref(),
+        input.object_lock_legal_hold_status.as_ref(),
+    )?;
     let want = Want {
         meta: true,
         data: true,

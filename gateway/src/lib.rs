@@ -16,6 +16,7 @@ pub mod error;
 mod get;
 mod keys;
 mod list;
+mod lock;
 pub mod metrics;
 mod multipart;
 mod put;
@@ -42,9 +43,9 @@ impl Gateway {
         Self { cluster, keys }
     }
 
-    /// The s3s service: SigV4 against the access-key store, path-style addressing, and
-    /// virtual-hosted style under `domain` when given; [`route`] answers what s3s would put on
-    /// the wire differently from S3.
+    /// The s3s service: SigV4 against the access-key store, anonymous requests refused
+    /// ([`auth::Access`]), path-style addressing, and virtual-hosted style under `domain` when
+    /// given; [`route`] answers what s3s would put on the wire differently from S3.
     pub fn into_service(self, domain: Option<&str>) -> Result<s3s::service::S3Service, String> {
         let auth = KeyAuth::new(self.keys.clone());
         let host = || {
@@ -53,8 +54,10 @@ impl Gateway {
                 .transpose()
         };
         let routes = route::Routes::new(self.clone(), host()?);
+        let access = auth::Access::new(self.clone());
         let mut builder = s3s::service::S3ServiceBuilder::new(self);
         builder.set_auth(auth);
+        builder.set_access(access);
         builder.set_route(routes);
         if let Some(h) = host()? {
             builder.set_host(h);

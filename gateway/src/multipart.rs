@@ -125,6 +125,11 @@ pub async fn create(
         ));
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
+    crate::lock::refuse_lock_headers(
+        input.object_lock_mode.as_ref(),
+        input.object_lock_retain_until_date.as_ref(),
+        input.object_lock_legal_hold_status.as_ref(),
+    )?;
     let mut meta = object_meta(Headers {
         content_type: input.content_type,
         content_encoding: input.content_encoding,

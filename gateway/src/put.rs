@@ -102,6 +102,11 @@ pub async fn put_object(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
+    crate::lock::refuse_lock_headers(
+        input.object_lock_mode.as_ref(),
+        input.object_lock_retain_until_date.as_ref(),
+        input.object_lock_legal_hold_status.as_ref(),
+    )?;
     if input.if_match.is_some() || input.if_none_match.is_some() {
         crate::get::check_write_conditions(
             gw,

@@ -12,7 +12,6 @@ use s3s::path::S3Path;
 use s3s::route::S3Route;
 use s3s::{s3_error, Body, S3Request, S3Response, S3Result};
 
-use crate::metrics::timed;
 use crate::{attributes, keys, Gateway};
 
 pub struct Routes {
@@ -107,7 +106,7 @@ impl S3Route for Routes {
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
-        timed("GetObjectAttributes", self.object_attributes(req)).await
+        crate::service::run("GetObjectAttributes", self.object_attributes(req)).await
     }
 }
 

@@ -1,10 +1,37 @@
-//! The `S3` trait implementation: thin, each method delegates to its module and is timed.
+//! The `S3` trait implementation: thin, each method delegates to its module and is [`run`].
+
+use std::future::Future;
 
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::metrics::timed;
-use crate::{attributes, bucket, copy, delete, get, list, multipart, put, tagging, Gateway};
+use crate::{attributes, bucket, copy, delete, get, list, lock, multipart, put, tagging, Gateway};
+
+const REQUEST_ID: &str = "x-amz-request-id";
+
+/// Runs one operation, timed, and tags its answer with a fresh request id as S3 does: the
+/// `x-amz-request-id` header, and `<RequestId>` in an error body.
+pub async fn run<T>(
+    op: &'static str,
+    fut: impl Future<Output = S3Result<S3Response<T>>>,
+) -> S3Result<S3Response<T>> {
+    let id = format!("{:016X}", rand::random::<u64>());
+    let value = http::HeaderValue::from_str(&id).expect("hex is a valid header value");
+    match timed(op, fut).await {
+        Ok(mut r) => {
+            r.headers.insert(REQUEST_ID, value);
+            Ok(r)
+        }
+        Err(mut e) => {
+            let mut headers = e.headers().cloned().unwrap_or_default();
+            headers.insert(REQUEST_ID, value);
+            e.set_headers(headers);
+            e.set_request_id(id);
+            Err(e)
+        }
+    }
+}
 
 #[async_trait::async_trait]
 impl S3 for Gateway {
@@ -12,175 +39,175 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
-        timed("CreateBucket", bucket::create_bucket(self, req)).await
+        run("CreateBucket", bucket::create_bucket(self, req)).await
     }
     async fn delete_bucket(
         &self,
         req: S3Request<DeleteBucketInput>,
     ) -> S3Result<S3Response<DeleteBucketOutput>> {
-        timed("DeleteBucket", bucket::delete_bucket(self, req)).await
+        run("DeleteBucket", bucket::delete_bucket(self, req)).await
     }
     async fn head_bucket(
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        timed("HeadBucket", bucket::head_bucket(self, req)).await
+        run("HeadBucket", bucket::head_bucket(self, req)).await
     }
     async fn list_buckets(
         &self,
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        timed("ListBuckets", bucket::list_buckets(self, req)).await
+        run("ListBuckets", bucket::list_buckets(self, req)).await
     }
     async fn get_bucket_location(
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        timed("GetBucketLocation", bucket::get_bucket_location(self, req)).await
+        run("GetBucketLocation", bucket::get_bucket_location(self, req)).await
     }
     async fn put_object(
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        timed("PutObject", put::put_object(self, req)).await
+        run("PutObject", put::put_object(self, req)).await
     }
     async fn get_object(
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        timed("GetObject", get::get_object(self, req)).await
+        run("GetObject", get::get_object(self, req)).await
     }
     async fn head_object(
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        timed("HeadObject", get::head_object(self, req)).await
+        run("HeadObject", get::head_object(self, req)).await
     }
     async fn copy_object(
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
-        timed("CopyObject", copy::copy_object(self, req)).await
+        run("CopyObject", copy::copy_object(self, req)).await
     }
     async fn delete_object(
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        timed("DeleteObject", delete::delete_object(self, req)).await
+        run("DeleteObject", delete::delete_object(self, req)).await
     }
     async fn delete_objects(
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        timed("DeleteObjects", delete::delete_objects(self, req)).await
+        run("DeleteObjects", delete::delete_objects(self, req)).await
     }
     async fn list_objects(
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        timed("ListObjects", list::list_objects(self, req)).await
+        run("ListObjects", list::list_objects(self, req)).await
     }
     async fn list_objects_v2(
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        timed("ListObjectsV2", list::list_objects_v2(self, req)).await
+        run("ListObjectsV2", list::list_objects_v2(self, req)).await
     }
     async fn create_multipart_upload(
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        timed("CreateMultipartUpload", multipart::create(self, req)).await
+        run("CreateMultipartUpload", multipart::create(self, req)).await
     }
     async fn upload_part(
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        timed("UploadPart", multipart::upload_part(self, req)).await
+        run("UploadPart", multipart::upload_part(self, req)).await
     }
     async fn upload_part_copy(
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        timed("UploadPartCopy", multipart::upload_part_copy(self, req)).await
+        run("UploadPartCopy", multipart::upload_part_copy(self, req)).await
     }
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        timed("CompleteMultipartUpload", multipart::complete(self, req)).await
+        run("CompleteMultipartUpload", multipart::complete(self, req)).await
     }
     async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        timed("AbortMultipartUpload", multipart::abort(self, req)).await
+        run("AbortMultipartUpload", multipart::abort(self, req)).await
     }
     async fn list_parts(
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        timed("ListParts", multipart::list_parts(self, req)).await
+        run("ListParts", multipart::list_parts(self, req)).await
     }
     async fn list_multipart_uploads(
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        timed("ListMultipartUploads", multipart::list_uploads(self, req)).await
+        run("ListMultipartUploads", multipart::list_uploads(self, req)).await
     }
     async fn put_object_tagging(
         &self,
         req: S3Request<PutObjectTaggingInput>,
     ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
-        timed("PutObjectTagging", tagging::put(self, req)).await
+        run("PutObjectTagging", tagging::put(self, req)).await
     }
     async fn get_object_tagging(
         &self,
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-        timed("GetObjectTagging", tagging::get(self, req)).await
+        run("GetObjectTagging", tagging::get(self, req)).await
     }
     async fn delete_object_tagging(
         &self,
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
-        timed("DeleteObjectTagging", tagging::delete(self, req)).await
+        run("DeleteObjectTagging", tagging::delete(self, req)).await
     }
     async fn list_object_versions(
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        timed("ListObjectVersions", list::list_object_versions(self, req)).await
+        run("ListObjectVersions", list::list_object_versions(self, req)).await
     }
     async fn get_bucket_acl(
         &self,
         req: S3Request<GetBucketAclInput>,
     ) -> S3Result<S3Response<GetBucketAclOutput>> {
-        timed("GetBucketAcl", bucket::get_bucket_acl(self, req)).await
+        run("GetBucketAcl", bucket::get_bucket_acl(self, req)).await
     }
     async fn put_bucket_acl(
         &self,
         req: S3Request<PutBucketAclInput>,
     ) -> S3Result<S3Response<PutBucketAclOutput>> {
-        timed("PutBucketAcl", bucket::put_bucket_acl(self, req)).await
+        run("PutBucketAcl", bucket::put_bucket_acl(self, req)).await
     }
     async fn get_object_acl(
         &self,
         req: S3Request<GetObjectAclInput>,
     ) -> S3Result<S3Response<GetObjectAclOutput>> {
-        timed("GetObjectAcl", tagging::get_object_acl(self, req)).await
+        run("GetObjectAcl", tagging::get_object_acl(self, req)).await
     }
     async fn put_object_acl(
         &self,
         req: S3Request<PutObjectAclInput>,
     ) -> S3Result<S3Response<PutObjectAclOutput>> {
-        timed("PutObjectAcl", tagging::put_object_acl(self, req)).await
+        run("PutObjectAcl", tagging::put_object_acl(self, req)).await
     }
     async fn get_bucket_versioning(
         &self,
         req: S3Request<GetBucketVersioningInput>,
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        timed(
+        run(
             "GetBucketVersioning",
             bucket::get_bucket_versioning(self, req),
         )
@@ -190,13 +217,13 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketTaggingInput>,
     ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        timed("GetBucketTagging", bucket::get_bucket_tagging(self, req)).await
+        run("GetBucketTagging", bucket::get_bucket_tagging(self, req)).await
     }
     async fn get_bucket_cors(
         &self,
         req: S3Request<GetBucketCorsInput>,
     ) -> S3Result<S3Response<GetBucketCorsOutput>> {
-        timed("GetBucketCors", bucket::get_bucket_cors(self, req)).await
+        run("GetBucketCors", bucket::get_bucket_cors(self, req)).await
     }
     async fn get_object_attributes(
         &self,
@@ -208,6 +235,50 @@ impl S3 for Gateway {
                 .await
                 .map(S3Response::new)
         };
-        timed("GetObjectAttributes", op).await
+        run("GetObjectAttributes", op).await
+    }
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        run(
+            "PutObjectLockConfiguration",
+            lock::put_configuration(self, req),
+        )
+        .await
+    }
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        run(
+            "GetObjectLockConfiguration",
+            lock::get_configuration(self, req),
+        )
+        .await
+    }
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        run("PutObjectRetention", lock::put_retention(self, req)).await
+    }
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        run("GetObjectRetention", lock::get_retention(self, req)).await
+    }
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        run("PutObjectLegalHold", lock::put_legal_hold(self, req)).await
+    }
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        run("GetObjectLegalHold", lock::get_legal_hold(self, req)).await
     }
 }
