@@ -21,6 +21,9 @@ use crate::records::decode;
 use crate::store::MetaStore;
 use crate::tree::internal;
 
+/// One owner's share of a push: `(seq, changes)` records and their change-log keys.
+type OwnerRecords = (Vec<(u64, Vec<DirChange>)>, Vec<Vec<u8>>);
+
 /// The other groups, by id, as this MNode reaches them.
 pub type Peers = BTreeMap<GroupId, Arc<dyn MetaService>>;
 
@@ -64,29 +67,58 @@ impl ChangeLog {
             .store
             .scan(&start, Some(&end), usize::MAX)
             .map_err(internal)?;
+        let Some(last) = records.last().and_then(|(k, _)| Keys::change_parts(k)) else {
+            return Ok(());
+        };
+        // One request per owner with its records in seq order; owners in parallel (order
+        // matters only between one source and one owner).
+        let mut per_owner: BTreeMap<GroupId, OwnerRecords> = BTreeMap::new();
         for (key, value) in records {
             let Some((seq, owner)) = Keys::change_parts(&key) else {
                 return Err(MetaError::Internal("bad change-log key".into()));
             };
             let changes: Vec<DirChange> = decode(&value).map_err(internal)?;
+            let entry = per_owner.entry(owner).or_default();
+            entry.0.push((seq, changes));
+            entry.1.push(key);
+        }
+        let mut calls = Vec::with_capacity(per_owner.len());
+        let mut keys = Vec::with_capacity(per_owner.len());
+        for (owner, (records, owner_keys)) in per_owner {
             let peer = peers
                 .get(&owner)
                 .ok_or_else(|| MetaError::Unavailable(format!("no route to group {owner}")))?;
             let req = MetaRequest::ApplyChanges {
                 source: self.keys.group,
-                seq,
-                changes,
+                records,
             };
             // Untagged: applying is idempotent by seq, so no dedupe entry is needed.
             let untagged = ClientTag { client: 0, seq: 0 };
-            peer.call(untagged, req).await?;
-            metrics::CHANGE_PUSHES.inc();
-            self.pushes
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.trimmed.lock().push(key);
-            *pushed = seq;
+            calls.push(async move { peer.call(untagged, req).await });
+            keys.push(owner_keys);
         }
-        Ok(())
+        let results = futures::future::join_all(calls).await;
+        let mut failed = None;
+        for (result, owner_keys) in results.into_iter().zip(keys) {
+            match result {
+                Ok(_) => {
+                    metrics::CHANGE_PUSHES.inc();
+                    self.pushes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.trimmed.lock().extend(owner_keys);
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        match failed {
+            // The records pushed stay trimmed; the others are pushed again next time (their
+            // owners skip what they applied).
+            Some(e) => Err(e),
+            None => {
+                *pushed = last.0;
+                Ok(())
+            }
+        }
     }
 
     /// Keys of pushed records, for the next batch to delete.

@@ -67,6 +67,18 @@ pub(crate) struct Executor {
     pub replica: Arc<Mutex<DentryReplica>>,
     pub frozen: Arc<FrozenDirs>,
     pub changes: Arc<ChangeLog>,
+    pub parent_updates: ParentUpdates,
+}
+
+/// When an op that changed another group's directory is answered (SwitchFS §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParentUpdates {
+    /// After the directory's owner has applied the change.
+    Sync,
+    /// At once; the change is pushed right after, and the owner pulls pending changes before
+    /// it answers with a directory's attributes.
+    Async,
 }
 
 pub(crate) fn now_ns() -> i64 {
@@ -258,6 +270,7 @@ impl Executor {
         let rx = self.raft.client_write_ff(entry).await;
         let inflight = inflight.clone();
         let change_log = self.changes.clone();
+        let sync = self.parent_updates == ParentUpdates::Sync;
         tokio::spawn(async move {
             let outcome = match rx {
                 Ok(rx) => match rx.await {
@@ -278,7 +291,7 @@ impl Executor {
                     for (((p, result), reap), wait) in
                         batch.into_iter().zip(results).zip(reaps).zip(waits)
                     {
-                        if wait {
+                        if wait && sync {
                             later.push((p, result, reap));
                         } else {
                             let _ = p.reply.send(Reply::Done { result, reap });

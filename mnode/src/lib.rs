@@ -23,7 +23,7 @@ pub mod txn;
 
 pub use changes::Peers;
 pub use error::MnodeError;
-pub use executor::DEDUPE_WINDOW;
-pub use local::LocalGroups;
+pub use executor::{ParentUpdates, DEDUPE_WINDOW};
+pub use local::{LocalGroups, LOCAL_VNODES};
 pub use node::{Mnode, MnodeConfig};
 pub use store::{MemStore, MetaStore, RedbStore};

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::changes::{ChangeLog, Peers};
 use crate::error::MnodeError;
-use crate::executor::{Executor, Pending, Reply};
+use crate::executor::{Executor, ParentUpdates, Pending, Reply};
 use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, SM_META};
 use crate::metrics;
@@ -44,6 +44,8 @@ pub struct MnodeConfig {
     pub pipeline_depth: usize,
     /// Where every name lives (the cluster's ring and exception table).
     pub router: Router,
+    /// When ops that change another group's directory are answered.
+    pub parent_updates: ParentUpdates,
 }
 
 impl MnodeConfig {
@@ -56,6 +58,7 @@ impl MnodeConfig {
             max_batch: 512,
             pipeline_depth: 1,
             router: Router::single(group),
+            parent_updates: ParentUpdates::Async,
         }
     }
 }
@@ -76,6 +79,7 @@ pub struct Mnode {
     forwards: AtomicU64,
     remote_lookups: AtomicU64,
     invalidations: AtomicU64,
+    parent_updates: ParentUpdates,
 }
 
 fn untagged() -> ClientTag {
@@ -153,6 +157,7 @@ impl Mnode {
             replica: replica.clone(),
             frozen: frozen.clone(),
             changes: changes.clone(),
+            parent_updates: cfg.parent_updates,
         };
         tokio::spawn(exec.run(rx));
         Ok(Arc::new(Self {
@@ -171,6 +176,7 @@ impl Mnode {
             forwards: AtomicU64::new(0),
             remote_lookups: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
+            parent_updates: cfg.parent_updates,
         }))
     }
 
@@ -189,6 +195,29 @@ impl Mnode {
 
     pub fn group(&self) -> u32 {
         self.keys.group
+    }
+
+    /// Whether directory attributes here may lack changes other groups have not pushed yet.
+    fn may_be_behind(&self) -> bool {
+        self.parent_updates == ParentUpdates::Async && self.peers.get().is_some_and(|p| p.len() > 1)
+    }
+
+    /// Asks every other group to push the change-log records it owes (to anyone), so every
+    /// change of an op answered before this call is applied here when it returns. A group that
+    /// does not answer leaves its changes for later: the attributes may lag, never break.
+    async fn pull_changes(&self) {
+        let Some(peers) = self.peers.get() else {
+            return;
+        };
+        let calls = peers
+            .iter()
+            .filter(|(g, _)| **g != self.keys.group)
+            .map(|(_, p)| p.call(untagged(), MetaRequest::PushChanges));
+        for r in futures::future::join_all(calls).await {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "a group did not push its changes");
+            }
+        }
     }
 
     /// This group's message counters and sizes.
@@ -413,6 +442,11 @@ impl Mnode {
                         metrics::RETRIES.with_label_values(&["lookup"]).inc();
                         continue;
                     }
+                    Ok(MetaResponse::Object(v)) if v.attr.is_dir() && self.may_be_behind() => {
+                        // Aggregate: the other groups push what they owe, then read again.
+                        self.pull_changes().await;
+                        return self.read(&req, Vec::new()).or(Ok(MetaResponse::Object(v)));
+                    }
                     other => return other,
                 }
             }
@@ -502,6 +536,7 @@ impl MetaService for Mnode {
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
+            MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
             req => match self.misdirected(&req) {
                 Some(g) => {
                     metrics::MISDIRECTED.inc();

@@ -123,11 +123,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             }
             Ok(MetaResponse::Done)
         }
-        MetaRequest::ApplyChanges {
-            source,
-            seq,
-            changes,
-        } => apply_changes(txn, ctx, *source, *seq, changes),
+        MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
         other => Err(MetaError::Invalid(format!(
@@ -538,35 +534,37 @@ fn purge_dirs(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, bucket: &str, dirs: &[InodeI
     Ok(MetaResponse::Done)
 }
 
-/// Change-log entries pushed by group `source`, applied once each (by seq).
+/// Change-log records pushed by group `source`, applied once each (by seq).
 fn apply_changes(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     source: u32,
-    seq: u64,
-    changes: &[DirChange],
+    records: &[(u64, Vec<DirChange>)],
 ) -> OpResult {
     let akey = ctx.keys.applied(source);
-    let applied: u64 = match txn.get(&akey).map_err(internal)? {
+    let mut applied: u64 = match txn.get(&akey).map_err(internal)? {
         Some(v) => decode(&v).map_err(internal)?,
         None => 0,
     };
-    if seq <= applied {
-        return Ok(MetaResponse::Done);
-    }
-    for c in changes {
-        // A directory removed since is skipped: its deltas no longer matter.
-        let Some(key) = txn.get(&ctx.keys.dir_index(c.dir)).map_err(internal)? else {
+    for (seq, changes) in records {
+        if *seq <= applied {
             continue;
-        };
-        let Some(bytes) = txn.get(&key).map_err(internal)? else {
-            continue;
-        };
-        let mut attr: Attr = decode(&bytes).map_err(internal)?;
-        change_attr(&mut attr, c);
-        put_attr(txn, &key, &attr);
+        }
+        for c in changes {
+            // A directory removed since is skipped: its deltas no longer matter.
+            let Some(key) = txn.get(&ctx.keys.dir_index(c.dir)).map_err(internal)? else {
+                continue;
+            };
+            let Some(bytes) = txn.get(&key).map_err(internal)? else {
+                continue;
+            };
+            let mut attr: Attr = decode(&bytes).map_err(internal)?;
+            change_attr(&mut attr, c);
+            put_attr(txn, &key, &attr);
+        }
+        applied = *seq;
     }
-    txn.put(akey, encode(&seq));
+    txn.put(akey, encode(&applied));
     Ok(MetaResponse::Done)
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use saker_coordinator::NamespaceCoordinator;
-use saker_mnode::{LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig};
+use saker_mnode::{LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig, ParentUpdates};
 use saker_namespace::Route;
 use saker_rpc::{
     Attr, ClientTag, Layout, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, Want,
@@ -29,9 +29,15 @@ fn tag() -> ClientTag {
 
 impl Cluster {
     async fn start(store: Arc<dyn MetaStore>) -> Self {
-        let groups = LocalGroups::start(store, 4, MnodeConfig::new(1))
-            .await
-            .unwrap();
+        Self::start_with(store, ParentUpdates::Async).await
+    }
+
+    async fn start_with(store: Arc<dyn MetaStore>, mode: ParentUpdates) -> Self {
+        let cfg = MnodeConfig {
+            parent_updates: mode,
+            ..MnodeConfig::new(1)
+        };
+        let groups = LocalGroups::start(store, 4, cfg).await.unwrap();
         let coordinator = NamespaceCoordinator::new(groups.router.clone(), groups.services());
         groups.connect(Arc::new(coordinator));
         Self { groups }
@@ -114,8 +120,18 @@ impl Cluster {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn parent_attributes_follow_creates_and_deletes_on_other_groups() {
-    let c = Cluster::start(Arc::new(MemStore::new())).await;
+async fn parent_attributes_follow_creates_and_deletes_sync() {
+    parent_attributes_follow_creates_and_deletes(ParentUpdates::Sync).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parent_attributes_follow_creates_and_deletes_async() {
+    parent_attributes_follow_creates_and_deletes(ParentUpdates::Async).await;
+}
+
+/// After a create or unlink on any group returns, a stat of the parent shows it.
+async fn parent_attributes_follow_creates_and_deletes(mode: ParentUpdates) {
+    let c = Cluster::start_with(Arc::new(MemStore::new()), mode).await;
     c.bucket("b").await;
     let dir_owner = c.owner("d");
     c.mkdir("b/d").await.unwrap();
@@ -137,13 +153,13 @@ async fn parent_attributes_follow_creates_and_deletes_on_other_groups() {
     c.mkdir("b/d/sub").await.unwrap();
     let with_sub = c.attr("b/d").await.unwrap();
     assert_eq!((with_sub.children, with_sub.nlink), (65, 3));
-    for n in &names[..10] {
+    for (i, n) in names[..10].iter().enumerate() {
         let path = p(&format!("b/d/{n}"));
         c.call(&path, MetaRequest::Unlink { path: path.clone() })
             .await
             .unwrap();
+        assert_eq!(c.attr("b/d").await.unwrap().children, 64 - i as u64);
     }
-    assert_eq!(c.attr("b/d").await.unwrap().children, 55);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

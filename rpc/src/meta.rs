@@ -198,6 +198,9 @@ pub enum MetaRequest {
     },
     /// This group's message counters (for benchmarks: server messages per client op).
     Counters,
+    /// Push every change-log record this group owes other groups now (a directory's owner
+    /// asks before it answers with the directory's attributes in async mode).
+    PushChanges,
 
     // ---- coordinator -> MNode control (in memory, not logged) ----
     /// At the directory's owner: stop every operation that resolves through it until
@@ -310,12 +313,11 @@ pub enum MetaRequest {
     GcDone {
         keys: Vec<Vec<u8>>,
     },
-    /// At a directory's owner: apply the change-log entries that group `source` logged up to
-    /// `seq` (entries at or below the last applied seq of `source` are ignored).
+    /// At a directory's owner: apply change-log records of group `source`, each `(seq,
+    /// changes)` once (records at or below the last applied seq of `source` are skipped).
     ApplyChanges {
         source: u32,
-        seq: u64,
-        changes: Vec<DirChange>,
+        records: Vec<(u64, Vec<DirChange>)>,
     },
     /// At the directory's owner, after the coordinator's checks: delete the frozen directory
     /// `dir` at `path`, if this group holds no entry under it but the implicit directories
@@ -347,6 +349,7 @@ impl MetaRequest {
                 | MetaRequest::LookupDentry { .. }
                 | MetaRequest::DirUsage { .. }
                 | MetaRequest::Counters
+                | MetaRequest::PushChanges
                 | MetaRequest::Freeze { .. }
                 | MetaRequest::Unfreeze { .. }
                 | MetaRequest::Invalidate { .. }
@@ -383,6 +386,7 @@ impl MetaRequest {
             | MetaRequest::LookupDentry { .. }
             | MetaRequest::DirUsage { .. }
             | MetaRequest::Counters
+            | MetaRequest::PushChanges
             | MetaRequest::Unfreeze { .. }
             | MetaRequest::Invalidate { .. }
             | MetaRequest::GcDone { .. }
@@ -419,6 +423,7 @@ impl MetaRequest {
             MetaRequest::LookupDentry { .. } => "lookup_dentry",
             MetaRequest::DirUsage { .. } => "dir_usage",
             MetaRequest::Counters => "counters",
+            MetaRequest::PushChanges => "push_changes",
             MetaRequest::Freeze { .. } => "freeze",
             MetaRequest::Unfreeze { .. } => "unfreeze",
             MetaRequest::Invalidate { .. } => "invalidate",
