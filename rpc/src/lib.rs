@@ -5,17 +5,21 @@
 //! code paths.
 
 pub mod attr;
+mod cluster_map;
 pub mod error;
 pub mod meta;
 pub mod service;
+pub mod transport;
 
 pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
+pub use cluster_map::ClusterMap;
 pub use error::MetaError;
 pub use meta::{
     ClientTag, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse, NewObject,
     ObjectView, PartRecord, RemoveCond, UploadInfo, Want,
 };
 pub use service::{CoordinatorService, MetaService};
+pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};
 
 /// Inode number. Id 1 is the root directory; ids are allocated per MNode group.
 pub type InodeId = u64;

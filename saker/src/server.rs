@@ -17,8 +17,8 @@ use saker_chunkstore::DiskChunkStore;
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, RedbStore};
-use saker_rpc::MetaService;
+use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, RedbStore, LOCAL_VNODES};
+use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
@@ -35,6 +35,10 @@ pub struct ServerArgs {
     /// Admin listener: /health, /metrics and the admin API.
     #[arg(long, default_value = "127.0.0.1:9901")]
     admin_addr: SocketAddr,
+    /// RPC listener for library clients (and later other saker processes): every MNode group
+    /// and the coordinator of this process, and the cluster map, behind one address.
+    #[arg(long, default_value = "127.0.0.1:9902")]
+    rpc_addr: SocketAddr,
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
@@ -93,11 +97,22 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     cfg.pipeline_depth = args.pipeline_depth;
     let local = LocalGroups::start(store, mnodes, cfg).await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
-    let coordinator = Arc::new(NamespaceCoordinator::new(
+    let coordinator: Arc<dyn CoordinatorService> = Arc::new(NamespaceCoordinator::new(
         local.router.clone(),
         groups.clone(),
     ));
-    local.connect(coordinator);
+    local.connect(coordinator.clone());
+    let map = ClusterMap {
+        version: 1,
+        groups: local.router.ring().groups().to_vec(),
+        vnodes: LOCAL_VNODES,
+        exceptions: local.router.exceptions().clone(),
+    };
+    anyhow::ensure!(
+        map.router()? == local.router,
+        "the cluster map does not describe the in-process groups"
+    );
+    let rpc = RpcServer::new(groups.clone(), coordinator, map);
     let cluster = Arc::new(Cluster::new(
         local.router.clone(),
         groups,
@@ -117,8 +132,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_listener = TcpListener::bind(args.admin_addr)
         .await
         .with_context(|| format!("cannot listen on {}", args.admin_addr))?;
+    let rpc_listener = TcpListener::bind(args.rpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.rpc_addr))?;
     let s3_addr = s3_listener.local_addr()?;
     let admin_addr = admin_listener.local_addr()?;
+    let rpc_addr = rpc_listener.local_addr()?;
 
     tokio::spawn(serve_s3(s3_listener, s3));
     let admin_app = admin::router(AdminState {
@@ -130,12 +149,18 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             tracing::error!(error = %e, "admin listener failed");
         }
     });
+    tokio::spawn(async move {
+        if let Err(e) = rpc.serve(rpc_listener).await {
+            tracing::error!(error = %e, "RPC listener failed");
+        }
+    });
     tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
 
     let root = keys.root();
     println!("saker is ready");
     println!("  S3 endpoint:  http://{s3_addr}");
     println!("  admin:        http://{admin_addr}  (/health, /metrics)");
+    println!("  RPC (library clients): {rpc_addr}");
     println!("  data dir:     {}", args.data_dir.display());
     println!("  MNode groups: {mnodes}");
     println!("  access key:   {}", root.access_key);

@@ -63,6 +63,8 @@ pub struct Server {
     pub endpoint: String,
     /// `http://127.0.0.1:PORT` of the admin listener.
     pub admin: String,
+    /// `127.0.0.1:PORT` of the RPC listener (for `saker_client::Cluster::connect`).
+    pub rpc_addr: String,
 }
 
 /// The `saker` binary under test.
@@ -92,6 +94,15 @@ fn parse_addr(line: &str, label: &str) -> Option<String> {
     url.starts_with("http://").then(|| url.to_string())
 }
 
+/// `host:port` after `label` (the RPC line has no scheme).
+fn parse_host_port(line: &str, label: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix(label)?.trim_start();
+    let addr = rest.split_whitespace().next()?;
+    addr.parse::<std::net::SocketAddr>()
+        .is_ok()
+        .then(|| addr.to_string())
+}
+
 impl Server {
     /// Starts a server on a fresh data directory.
     pub fn start(opts: Opts) -> Server {
@@ -106,6 +117,7 @@ impl Server {
             stderr: Arc::new(Mutex::new(Vec::new())),
             endpoint: String::new(),
             admin: String::new(),
+            rpc_addr: String::new(),
         };
         s.spawn();
         s
@@ -123,6 +135,7 @@ impl Server {
             .arg("--data-dir")
             .arg(self.data.path())
             .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+            .args(["--rpc-addr", "127.0.0.1:0"])
             .args(&self.opts.args)
             .env("SAKER_ACCESS_KEY", ROOT_AK)
             .env("SAKER_SECRET_KEY", ROOT_SK)
@@ -175,13 +188,14 @@ impl Server {
         });
 
         let deadline = Instant::now() + READY_DEADLINE;
-        let (mut s3, mut admin) = (None, None);
-        while s3.is_none() || admin.is_none() {
+        let (mut s3, mut admin, mut rpc) = (None, None, None);
+        while s3.is_none() || admin.is_none() || rpc.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(line) => {
                     s3 = s3.or_else(|| parse_addr(&line, "S3 endpoint:"));
                     admin = admin.or_else(|| parse_addr(&line, "admin:"));
+                    rpc = rpc.or_else(|| parse_host_port(&line, "RPC (library clients):"));
                 }
                 Err(e) => {
                     let _ = child.kill();
@@ -195,6 +209,7 @@ impl Server {
         }
         self.endpoint = s3.expect("loop ends with both");
         self.admin = admin.expect("loop ends with both");
+        self.rpc_addr = rpc.expect("loop ends with all three");
         self.child = Some(child);
     }
 

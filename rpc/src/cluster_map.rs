@@ -1,0 +1,80 @@
+//! The cluster map: which MNode groups exist and how names are placed on them.
+
+use saker_namespace::{ExceptionTable, GroupId, Ring, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::error::MetaError;
+
+/// What a client needs to route full-path operations: the groups, the ring's shape and the
+/// exception table. Served by every RPC endpoint ([`crate::transport::fetch_cluster_map`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMap {
+    /// Bumped whenever the set of groups changes.
+    pub version: u64,
+    /// The MNode group ids, ascending.
+    pub groups: Vec<GroupId>,
+    /// Virtual nodes per group on the ring.
+    pub vnodes: u32,
+    pub exceptions: ExceptionTable,
+}
+
+impl ClusterMap {
+    /// The router this map describes. `Invalid` for a map without groups or virtual nodes (it
+    /// may come from the network, so it is checked rather than trusted).
+    pub fn router(&self) -> Result<Router, MetaError> {
+        if self.groups.is_empty() {
+            return Err(MetaError::Invalid("cluster map without groups".into()));
+        }
+        if self.vnodes == 0 {
+            return Err(MetaError::Invalid(
+                "cluster map without virtual nodes".into(),
+            ));
+        }
+        Ok(Router::new(
+            Ring::new(&self.groups, self.vnodes),
+            self.exceptions.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use saker_namespace::{Exception, Route};
+
+    use super::*;
+
+    fn map() -> ClusterMap {
+        let mut exceptions = ExceptionTable::new();
+        exceptions.set("train", Exception::PathWalk);
+        exceptions.set("pinned", Exception::Override(3));
+        ClusterMap {
+            version: 1,
+            groups: vec![1, 2, 3, 4],
+            vnodes: 64,
+            exceptions,
+        }
+    }
+
+    #[test]
+    fn router_matches_the_one_it_was_made_from() {
+        let m = map();
+        let expected = Router::new(Ring::new(&[1, 2, 3, 4], 64), m.exceptions.clone());
+        let r = m.router().unwrap();
+        assert_eq!(r, expected);
+        assert_eq!(r.route_name("train"), Route::PathWalk);
+        assert_eq!(r.route_name("pinned"), Route::Group(3));
+        for name in ["a", "b", "bucket", "x.jpg"] {
+            assert_eq!(r.route_name(name), expected.route_name(name));
+        }
+    }
+
+    #[test]
+    fn empty_maps_are_rejected() {
+        let mut m = map();
+        m.vnodes = 0;
+        assert!(matches!(m.router(), Err(MetaError::Invalid(_))));
+        m.vnodes = 64;
+        m.groups.clear();
+        assert!(matches!(m.router(), Err(MetaError::Invalid(_))));
+    }
+}

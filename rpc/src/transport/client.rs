@@ -1,0 +1,200 @@
+//! Clients of a remote [`RpcServer`](super::RpcServer): [`RemoteMeta`], [`RemoteCoordinator`]
+//! and [`fetch_cluster_map`], all over one shared HTTP/2 connection ([`RpcChannel`]).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status};
+
+use super::pb::saker_client::SakerClient;
+use super::pb::Frame;
+use super::wire::{decode, encode, MetaCall, RemoveDirCall};
+use super::MAX_MESSAGE;
+use crate::cluster_map::ClusterMap;
+use crate::error::MetaError;
+use crate::meta::{ClientTag, MetaRequest, MetaResponse, RemoveCond};
+use crate::service::{CoordinatorService, MetaService};
+
+/// How long establishing a connection may take before a call fails as `Unavailable`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// HTTP/2 pings, also on idle connections, so a dead server is noticed.
+const KEEPALIVE: Duration = Duration::from_secs(20);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A connection to one RPC endpoint, shared by every handle made from it (calls are
+/// multiplexed on one HTTP/2 connection, re-established after a failure). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RpcChannel {
+    addr: String,
+    client: SakerClient<Channel>,
+}
+
+impl RpcChannel {
+    /// Connects to `addr` (`host:port`, or a `http://` URI), failing with `Unavailable` if the
+    /// endpoint cannot be reached.
+    pub async fn connect(addr: &str) -> Result<Self, MetaError> {
+        let endpoint = endpoint(addr)?;
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| unavailable(addr, &error_chain(&e)))?;
+        Ok(Self::new(addr, channel))
+    }
+
+    /// A channel that connects at its first call (must be made inside a tokio runtime).
+    pub fn lazy(addr: &str) -> Result<Self, MetaError> {
+        Ok(Self::new(addr, endpoint(addr)?.connect_lazy()))
+    }
+
+    fn new(addr: &str, channel: Channel) -> Self {
+        Self {
+            addr: addr.to_string(),
+            client: SakerClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        }
+    }
+
+    /// The address this channel was made for.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// MNode group `group` behind this endpoint.
+    pub fn meta(&self, group: u32) -> RemoteMeta {
+        RemoteMeta {
+            group,
+            channel: self.clone(),
+        }
+    }
+
+    /// The coordinator behind this endpoint.
+    pub fn coordinator(&self) -> RemoteCoordinator {
+        RemoteCoordinator {
+            channel: self.clone(),
+        }
+    }
+
+    /// The endpoint's cluster map.
+    pub async fn cluster_map(&self) -> Result<ClusterMap, MetaError> {
+        let reply = self.client.clone().cluster_map(frame(&())).await;
+        self.reply(reply)
+    }
+
+    /// Decodes a reply; a failed call is `Unavailable`, an undecodable body `Internal`.
+    fn reply<T: DeserializeOwned>(
+        &self,
+        reply: Result<tonic::Response<Frame>, Status>,
+    ) -> Result<T, MetaError> {
+        let body = reply
+            .map_err(|s| unavailable(&self.addr, &status_text(&s)))?
+            .into_inner()
+            .body;
+        decode(&body).map_err(|e| MetaError::Internal(format!("reply from {}: {e}", self.addr)))
+    }
+}
+
+/// Fetches the cluster map from the endpoint at `addr`.
+pub async fn fetch_cluster_map(addr: &str) -> Result<ClusterMap, MetaError> {
+    RpcChannel::connect(addr).await?.cluster_map().await
+}
+
+/// An MNode group reached over the network.
+#[derive(Clone, Debug)]
+pub struct RemoteMeta {
+    group: u32,
+    channel: RpcChannel,
+}
+
+impl RemoteMeta {
+    pub fn new(channel: &RpcChannel, group: u32) -> Self {
+        channel.meta(group)
+    }
+
+    pub fn group(&self) -> u32 {
+        self.group
+    }
+}
+
+#[async_trait]
+impl MetaService for RemoteMeta {
+    async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        let call = MetaCall {
+            group: self.group,
+            tag,
+            req,
+        };
+        let reply = self.channel.client.clone().meta(frame(&call)).await;
+        self.channel
+            .reply::<Result<MetaResponse, MetaError>>(reply)?
+    }
+}
+
+/// The coordinator reached over the network.
+#[derive(Clone, Debug)]
+pub struct RemoteCoordinator {
+    channel: RpcChannel,
+}
+
+impl RemoteCoordinator {
+    pub fn new(channel: &RpcChannel) -> Self {
+        channel.coordinator()
+    }
+}
+
+#[async_trait]
+impl CoordinatorService for RemoteCoordinator {
+    async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        let call = RemoveDirCall { path, cond };
+        let reply = self.channel.client.clone().remove_dir(frame(&call)).await;
+        self.channel.reply::<Result<(), MetaError>>(reply)?
+    }
+}
+
+fn frame<T: serde::Serialize>(value: &T) -> Request<Frame> {
+    Request::new(Frame {
+        body: encode(value),
+    })
+}
+
+fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|e| MetaError::Invalid(format!("bad RPC address '{addr}': {e}")))?
+        .tcp_nodelay(true)
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true))
+}
+
+fn unavailable(addr: &str, why: &str) -> MetaError {
+    MetaError::Unavailable(format!("RPC to {addr}: {why}"))
+}
+
+fn status_text(s: &Status) -> String {
+    use std::error::Error;
+    let mut text = format!("{:?}: {}", s.code(), s.message());
+    let mut source = s.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
+}

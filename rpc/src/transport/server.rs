@@ -1,0 +1,121 @@
+//! [`RpcServer`]: serves a process's MNode groups, coordinator and cluster map.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::Server;
+use tonic::{Request, Response, Status};
+
+use super::pb::saker_server::{Saker, SakerServer};
+use super::pb::Frame;
+use super::wire::{decode, encode, MetaCall, RemoveDirCall};
+use super::MAX_MESSAGE;
+use crate::cluster_map::ClusterMap;
+use crate::error::MetaError;
+use crate::service::{CoordinatorService, MetaService};
+
+/// HTTP/2 pings on idle connections, so a dead peer is noticed.
+const KEEPALIVE: Duration = Duration::from_secs(20);
+
+/// The RPC endpoint of one process.
+pub struct RpcServer {
+    handler: Arc<Handler>,
+}
+
+struct Handler {
+    groups: BTreeMap<u32, Arc<dyn MetaService>>,
+    coordinator: Arc<dyn CoordinatorService>,
+    map: ClusterMap,
+}
+
+impl RpcServer {
+    /// Serves `groups` (by group id), `coordinator` and `map`.
+    pub fn new(
+        groups: BTreeMap<u32, Arc<dyn MetaService>>,
+        coordinator: Arc<dyn CoordinatorService>,
+        map: ClusterMap,
+    ) -> Self {
+        Self {
+            handler: Arc::new(Handler {
+                groups,
+                coordinator,
+                map,
+            }),
+        }
+    }
+
+    /// Serves connections from `listener` (HTTP/2 only, `TCP_NODELAY`) until the process ends.
+    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        self.serve_with_shutdown(listener, std::future::pending())
+            .await
+    }
+
+    /// Serves until `signal` completes, then waits for open connections to finish.
+    pub async fn serve_with_shutdown(
+        self,
+        listener: TcpListener,
+        signal: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let service = SakerServer::from_arc(self.handler)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        Server::builder()
+            .tcp_nodelay(true)
+            .http2_keepalive_interval(Some(KEEPALIVE))
+            .serve_with_incoming_shutdown(service, incoming, signal)
+            .await
+            .map_err(std::io::Error::other)
+    }
+}
+
+fn frame(body: bytes::Bytes) -> Response<Frame> {
+    Response::new(Frame { body })
+}
+
+/// Runs `fut` on its own task: a call runs to completion even if the caller goes away, so a
+/// cancelled RPC never cuts a protocol (freeze ... unfreeze) in half.
+async fn detached<T: Send + 'static>(
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::spawn(fut).await.map_err(|e| {
+        tracing::error!(error = %e, "RPC handler task failed");
+        Status::internal(format!("handler failed: {e}"))
+    })
+}
+
+#[tonic::async_trait]
+impl Saker for Handler {
+    async fn meta(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: MetaCall = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let result = match self.groups.get(&call.group) {
+            Some(group) => {
+                let group = group.clone();
+                detached(async move { group.call(call.tag, call.req).await }).await?
+            }
+            None => Err(MetaError::Unavailable(format!(
+                "group {} is not served at this address",
+                call.group
+            ))),
+        };
+        Ok(frame(encode(&result)))
+    }
+
+    async fn remove_dir(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: RemoveDirCall = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let coordinator = self.coordinator.clone();
+        let result =
+            detached(async move { coordinator.remove_dir(call.path, call.cond).await }).await?;
+        Ok(frame(encode(&result)))
+    }
+
+    async fn cluster_map(&self, _request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        Ok(frame(encode(&self.map)))
+    }
+}

@@ -1,0 +1,152 @@
+//! The body of every frame: one version byte, then postcard.
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::meta::{ClientTag, MetaRequest, RemoveCond};
+
+/// The encoding version every body starts with. Bump it for any change to the encoding of a
+/// type that crosses the wire.
+pub const WIRE_VERSION: u8 = 1;
+
+/// A body that could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("empty body")]
+    Empty,
+    #[error("wire version {0} (this side speaks {WIRE_VERSION})")]
+    Version(u8),
+    #[error("undecodable body: {0}")]
+    Decode(String),
+}
+
+/// `Meta`: one call to one group.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct MetaCall {
+    pub group: u32,
+    pub tag: ClientTag,
+    pub req: MetaRequest,
+}
+
+/// `RemoveDir`: the coordinator's rmdir protocol.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct RemoveDirCall {
+    pub path: Vec<String>,
+    pub cond: RemoveCond,
+}
+
+pub(super) fn encode<T: Serialize>(value: &T) -> Bytes {
+    postcard::to_extend(value, vec![WIRE_VERSION])
+        .expect("postcard encodes every wire type (no maps of unknown length)")
+        .into()
+}
+
+pub(super) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
+    match body.split_first() {
+        None => Err(WireError::Empty),
+        Some((&WIRE_VERSION, rest)) => {
+            postcard::from_bytes(rest).map_err(|e| WireError::Decode(e.to_string()))
+        }
+        Some((&v, _)) => Err(WireError::Version(v)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use saker_namespace::{Exception, ExceptionTable};
+
+    use super::*;
+    use crate::attr::{Attr, ChunkRef, FileKind, Layout, ObjectMeta};
+    use crate::meta::{MetaResponse, NewObject, ObjectView, Want};
+    use crate::{ClusterMap, MetaError};
+
+    fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(v: T) {
+        let body = encode(&v);
+        assert_eq!(body[0], WIRE_VERSION);
+        assert_eq!(decode::<T>(&body).unwrap(), v);
+    }
+
+    fn attr() -> Attr {
+        Attr {
+            id: 42,
+            kind: FileKind::File,
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            nlink: 1,
+            size: 5,
+            atime_ns: -1,
+            mtime_ns: 1_700_000_000_000_000_000,
+            ctime_ns: 3,
+            etag: "abc".into(),
+            implicit: false,
+            children: 0,
+            layout: Layout::Chunks(vec![ChunkRef {
+                id: u128::MAX,
+                len: 5,
+                crc32c: 7,
+            }]),
+            parts: vec![],
+            s3_mtime_ns: 9,
+        }
+    }
+
+    #[test]
+    fn requests_replies_and_errors_round_trip() {
+        round_trip(MetaRequest::PutObject {
+            path: vec!["b".into(), "dir".into(), "ключ".into()],
+            obj: NewObject {
+                size: 5,
+                etag: "e".into(),
+                inline: Some(Bytes::from_static(b"hello")),
+                meta: ObjectMeta {
+                    content_type: Some("text/plain".into()),
+                    user: vec![("k".into(), "v".into())],
+                    ..Default::default()
+                },
+                tags: vec![("t".into(), "1".into())],
+                ..Default::default()
+            },
+        });
+        round_trip(MetaRequest::Lookup {
+            path: vec!["b".into()],
+            want: Want::OBJECT,
+        });
+        round_trip::<Result<MetaResponse, MetaError>>(Ok(MetaResponse::Object(Box::new(
+            ObjectView {
+                attr: attr(),
+                meta: Some(ObjectMeta::default()),
+                data: Some(Bytes::from_static(b"hello")),
+                tags: None,
+            },
+        ))));
+        round_trip::<Result<MetaResponse, MetaError>>(Err(MetaError::MissingParent { depth: 2 }));
+        round_trip::<Result<(), MetaError>>(Err(MetaError::NotEmpty));
+        let mut exceptions = ExceptionTable::new();
+        exceptions.set("train", Exception::PathWalk);
+        round_trip(ClusterMap {
+            version: 3,
+            groups: vec![1, 2],
+            vnodes: 64,
+            exceptions,
+        });
+    }
+
+    #[test]
+    fn other_versions_and_garbage_are_rejected() {
+        let mut body = encode(&RemoveCond::Empty).to_vec();
+        assert_eq!(decode::<RemoveCond>(&body), Ok(RemoveCond::Empty));
+        body[0] = WIRE_VERSION + 1;
+        assert_eq!(
+            decode::<RemoveCond>(&body),
+            Err(WireError::Version(WIRE_VERSION + 1))
+        );
+        assert_eq!(decode::<RemoveCond>(&[]), Err(WireError::Empty));
+        assert!(matches!(
+            decode::<RemoveCond>(&[WIRE_VERSION, 200]),
+            Err(WireError::Decode(_))
+        ));
+    }
+}
