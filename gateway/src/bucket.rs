@@ -165,13 +165,72 @@ pub fn owner_acl(gw: &Gateway) -> (Owner, Vec<Grant>) {
     (owner, vec![grant])
 }
 
-/// Only the private ACL exists: granting anything to anyone else is not implemented.
+const GROUPS: [&str; 3] = [
+    "http://acs.amazonaws.com/groups/global/AllUsers",
+    "http://acs.amazonaws.com/groups/global/AuthenticatedUsers",
+    "http://acs.amazonaws.com/groups/s3/LogDelivery",
+];
+
+/// A grantee must exist: a canonical user id is an access key, saker knows no e-mail
+/// addresses, and the groups are S3's. `kind` is the header form's `id`, `emailAddress` or
+/// `uri`.
+fn check_grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<()> {
+    match kind {
+        "id" if gw.keys.get(value).is_some() => Ok(()),
+        "id" => Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "Invalid id",
+        )),
+        "emailAddress" => Err(S3Error::with_message(
+            S3ErrorCode::UnresolvableGrantByEmailAddress,
+            "The e-mail address you provided does not match any account on record.",
+        )),
+        "uri" if GROUPS.contains(&value) => Ok(()),
+        "uri" => Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "Invalid group uri",
+        )),
+        _ => Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            format!("grantee type {kind:?} is not one of id, emailAddress, uri"),
+        )),
+    }
+}
+
+/// The grantees of an `x-amz-grant-*` header: `id="…", emailAddress="…", uri="…"`.
+fn check_grant_header(gw: &Gateway, h: &str) -> S3Result<()> {
+    for g in h.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+        let (kind, value) = g.split_once('=').ok_or_else(|| {
+            S3Error::with_message(S3ErrorCode::InvalidArgument, "a grant is not key=\"value\"")
+        })?;
+        check_grantee(gw, kind.trim(), value.trim().trim_matches('"'))?;
+    }
+    Ok(())
+}
+
+/// Only the private ACL exists: granting anything to anyone else is not implemented. Grants
+/// to grantees that do not exist are refused first, as S3 refuses them.
 pub fn check_private_acl(
     canned: Option<&str>,
     grants: &[Option<&String>],
     policy: Option<&AccessControlPolicy>,
     gw: &Gateway,
 ) -> S3Result<()> {
+    for h in grants.iter().flatten() {
+        check_grant_header(gw, h)?;
+    }
+    if let Some(p) = policy {
+        for e in p.grants.iter().flatten().filter_map(|g| g.grantee.as_ref()) {
+            match e.type_.as_str() {
+                Type::CANONICAL_USER => check_grantee(gw, "id", e.id.as_deref().unwrap_or(""))?,
+                Type::AMAZON_CUSTOMER_BY_EMAIL => {
+                    check_grantee(gw, "emailAddress", e.email_address.as_deref().unwrap_or(""))?
+                }
+                Type::GROUP => check_grantee(gw, "uri", e.uri.as_deref().unwrap_or(""))?,
+                other => check_grantee(gw, other, "")?,
+            }
+        }
+    }
     if canned.is_some_and(|c| c != "private") || grants.iter().any(|g| g.is_some()) {
         return Err(S3Error::with_message(
             S3ErrorCode::NotImplemented,
