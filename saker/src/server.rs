@@ -17,12 +17,18 @@ use saker_chunkstore::DiskChunkStore;
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, RedbStore, LOCAL_VNODES};
+use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, ParentUpdates, RedbStore, LOCAL_VNODES};
 use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::{parse_duration, parse_size};
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ParentUpdatesArg {
+    Sync,
+    Async,
+}
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
@@ -61,6 +67,11 @@ pub struct ServerArgs {
     /// measured faster here, as batches stay larger).
     #[arg(long, default_value_t = 1)]
     pipeline_depth: usize,
+    /// When a create or unlink whose parent directory lives on another MNode group is
+    /// answered: `async` (at once; the directory's owner pulls pending changes before it shows
+    /// the directory's attributes) or `sync` (after the owner applied the change).
+    #[arg(long, value_enum, default_value = "async")]
+    parent_updates: ParentUpdatesArg,
     /// MNode groups the namespace is spread over (in this process). Fixed when the data
     /// directory is created.
     #[arg(long, default_value_t = 4)]
@@ -95,6 +106,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let mut cfg = MnodeConfig::new(1);
     cfg.gc_grace = args.gc_grace;
     cfg.pipeline_depth = args.pipeline_depth;
+    cfg.parent_updates = match args.parent_updates {
+        ParentUpdatesArg::Sync => ParentUpdates::Sync,
+        ParentUpdatesArg::Async => ParentUpdates::Async,
+    };
     let local = LocalGroups::start(store, mnodes, cfg).await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
     let coordinator: Arc<dyn CoordinatorService> = Arc::new(NamespaceCoordinator::new(
