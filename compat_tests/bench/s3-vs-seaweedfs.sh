@@ -21,7 +21,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 SAKER_ACCESS_KEY=$AK SAKER_SECRET_KEY=$SK "$SAKER" server --data-dir "$OUT/saker-data" \
-  --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 >"$OUT/saker.log" 2>&1 &
+  --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 --rpc-addr 127.0.0.1:19902 >"$OUT/saker.log" 2>&1 &
 pids+=($!)
 
 cat >"$OUT/weed-s3.json" <<JSON
