@@ -73,6 +73,10 @@ async fn unsigned_requests_are_access_denied() {
         ),
         (reqwest::Method::GET, format!("{}/{b}", srv.endpoint)),
         (reqwest::Method::GET, format!("{}/", srv.endpoint)),
+        (
+            reqwest::Method::GET,
+            format!("{}/{b}/public%3F?attributes", srv.endpoint),
+        ),
         (reqwest::Method::PUT, format!("{}/{b}/new", srv.endpoint)),
         (
             reqwest::Method::DELETE,
@@ -100,8 +104,12 @@ async fn unsigned_requests_are_access_denied() {
     assert_eq!(get_bytes(&c, &b, "public?").await, b"secret data");
 
     // A bucket that does not exist is NoSuchBucket to anyone, as in S3.
-    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let url = format!("{}/no-such-bucket-here/k", srv.endpoint);
+    for (method, query) in [
+        (reqwest::Method::GET, ""),
+        (reqwest::Method::DELETE, ""),
+        (reqwest::Method::GET, "?attributes"),
+    ] {
+        let url = format!("{}/no-such-bucket-here/k{query}", srv.endpoint);
         let resp = http
             .request(method.clone(), &url)
             .send()

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
+use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 use saker_coordinator::AccessKeyStore;
 
@@ -42,15 +43,20 @@ impl Access {
     }
 }
 
+/// The answer to an anonymous request for `path`: NoSuchBucket or AccessDenied.
+pub async fn refuse_anonymous(gw: &Gateway, path: &S3Path) -> S3Result<()> {
+    if let Some(bucket) = path.get_bucket_name() {
+        crate::bucket::bucket_exists(gw, bucket).await?;
+    }
+    Err(s3_error!(AccessDenied, "Anonymous access is not allowed"))
+}
+
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         if cx.credentials().is_some() {
             return Ok(());
         }
-        if let Some(bucket) = cx.s3_path().get_bucket_name() {
-            crate::bucket::bucket_exists(&self.gw, bucket).await?;
-        }
-        Err(s3_error!(AccessDenied, "Anonymous access is not allowed"))
+        refuse_anonymous(&self.gw, cx.s3_path()).await
     }
 }

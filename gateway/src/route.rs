@@ -105,6 +105,15 @@ impl S3Route for Routes {
         method == Method::GET && has_query_key(uri, "attributes")
     }
 
+    /// The same rule as [`crate::auth::Access`] (s3s does not apply it to routes).
+    async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
+        if req.credentials.is_some() {
+            return Ok(());
+        }
+        let path = self.s3_path(&req.uri, &req.headers)?;
+        crate::auth::refuse_anonymous(&self.gw, &path).await
+    }
+
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         crate::service::run("GetObjectAttributes", self.object_attributes(req)).await
     }
