@@ -24,7 +24,9 @@ use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
 use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
 use crate::store::MetaStore;
-use crate::tree::{child, resolve_parents, Absence, Child, Resolver, Retry, StoreView};
+use crate::tree::{
+    child, for_each_value, resolve_parents, Absence, Child, Resolver, Retry, StoreView,
+};
 
 /// How often one request may be handed back by the executor before it fails.
 const MAX_ATTEMPTS: usize = 16;
@@ -222,20 +224,16 @@ impl Mnode {
 
     /// This group's message counters and sizes.
     pub fn counters(&self) -> Result<GroupCounters, MetaError> {
-        let start = self.keys.table(crate::keys::INODE);
-        let end = self.keys.table_end(crate::keys::INODE);
         let mut inodes = 0u64;
-        let mut from = start;
-        loop {
-            let batch = self
-                .store
-                .scan(&from, Some(&end), 4096)
-                .map_err(crate::tree::internal)?;
-            let Some((last, _)) = batch.last() else { break };
-            inodes += batch.len() as u64;
-            from = last.clone();
-            from.push(0);
-        }
+        for_each_value(
+            &StoreView(self.store.as_ref()),
+            &self.keys.table(crate::keys::INODE),
+            &self.keys.table_end(crate::keys::INODE),
+            |_| {
+                inodes += 1;
+                Ok(true)
+            },
+        )?;
         Ok(GroupCounters {
             forwards: self.forwards.load(Ordering::Relaxed),
             remote_lookups: self.remote_lookups.load(Ordering::Relaxed),

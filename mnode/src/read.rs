@@ -11,7 +11,8 @@ use crate::ops::upload_parts;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
 use crate::tree::{
-    child, internal, read_payload, resolve_parents, root_attr, Child, Resolver, View,
+    child, for_each_value, internal, read_payload, resolve_parents, root_attr, Child, Resolver,
+    View,
 };
 
 type OpResult = Result<MetaResponse, MetaError>;
@@ -125,21 +126,18 @@ pub fn dir_usage<V: View + ?Sized>(v: &V, keys: &Keys, dirs: &[InodeId]) -> OpRe
     for &dir in dirs {
         let start = keys.children(dir);
         let end = prefix_end(&start).expect("prefix end");
-        let mut from = start.clone();
-        loop {
-            let batch = v.scan(&from, &end, 1024).map_err(internal)?;
-            let Some((last, _)) = batch.last() else { break };
-            from = last.clone();
-            from.push(0);
-            for (_, val) in &batch {
-                let attr: Attr = decode(val).map_err(internal)?;
-                if attr.is_dir() && attr.implicit {
-                    usage.implicit_dirs.push(attr.id);
-                } else {
-                    usage.objects = true;
-                    return Ok(MetaResponse::Usage(usage));
-                }
+        for_each_value(v, &start, &end, |val| {
+            let attr: Attr = decode(val).map_err(internal)?;
+            if attr.is_dir() && attr.implicit {
+                usage.implicit_dirs.push(attr.id);
+                Ok(true)
+            } else {
+                usage.objects = true;
+                Ok(false)
             }
+        })?;
+        if usage.objects {
+            break;
         }
     }
     Ok(MetaResponse::Usage(usage))
@@ -251,24 +249,17 @@ fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpRe
 fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
     let mut ids = Vec::new();
     for tag in [crate::keys::INODE, crate::keys::PART] {
-        let mut from = keys.table(tag);
-        let end = keys.table_end(tag);
-        loop {
-            let batch = v.scan(&from, &end, 1024).map_err(internal)?;
-            let Some((last, _)) = batch.last() else { break };
-            from = last.clone();
-            from.push(0);
-            for (_, val) in &batch {
-                let layout = if tag == crate::keys::INODE {
-                    decode::<Attr>(val).map_err(internal)?.layout
-                } else {
-                    decode::<saker_rpc::PartRecord>(val)
-                        .map_err(internal)?
-                        .layout
-                };
-                ids.extend(layout.chunks().iter().map(|c| c.id));
-            }
-        }
+        for_each_value(v, &keys.table(tag), &keys.table_end(tag), |val| {
+            let layout = if tag == crate::keys::INODE {
+                decode::<Attr>(val).map_err(internal)?.layout
+            } else {
+                decode::<saker_rpc::PartRecord>(val)
+                    .map_err(internal)?
+                    .layout
+            };
+            ids.extend(layout.chunks().iter().map(|c| c.id));
+            Ok(true)
+        })?;
     }
     // Chunks queued for deletion are still referenced until collected.
     let start = keys.table(crate::keys::GC);

@@ -281,3 +281,26 @@ pub fn has_children<V: View + ?Sized>(v: &V, keys: &Keys, id: InodeId) -> Result
     let end = crate::store::prefix_end(&start).expect("inode prefix has an end");
     Ok(!v.scan(&start, &end, 1).map_err(internal)?.is_empty())
 }
+
+/// Calls `f` on every value in `[start, end)`, reading in pages; `f` answers whether to go on.
+pub fn for_each_value<V: View + ?Sized>(
+    v: &V,
+    start: &[u8],
+    end: &[u8],
+    mut f: impl FnMut(&[u8]) -> Result<bool, MetaError>,
+) -> Result<(), MetaError> {
+    let mut from = start.to_vec();
+    loop {
+        let page = v.scan(&from, end, 1024).map_err(internal)?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        for (_, val) in &page {
+            if !f(val)? {
+                return Ok(());
+            }
+        }
+        from = last.clone();
+        from.push(0);
+    }
+}
