@@ -1087,3 +1087,35 @@ proptest! {
         rt.block_on(run_churn(initial, churn, prefix, delim))?;
     }
 }
+
+/// Many writers at once creating deep keys whose implicit parents overlap and live on different
+/// groups: every PUT succeeds (parents created by one writer may still be in flight when
+/// another resolves through them), and the listing shows exactly the keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_deep_puts_with_shared_implicit_parents() {
+    let cluster = Arc::new(new_cluster().await);
+    let keys: Vec<String> = (0..300)
+        .map(|i| format!("x{}/y{}/z{}/f{i}", i % 3, i % 5, i % 7))
+        .collect();
+    let mut tasks = Vec::new();
+    for chunk in keys.chunks(10) {
+        let (cluster, chunk) = (cluster.clone(), chunk.to_vec());
+        tasks.push(tokio::spawn(async move {
+            let puts = chunk.iter().map(|k| put(&cluster, k, "e"));
+            for (k, r) in chunk.iter().zip(futures::future::join_all(puts).await) {
+                r.unwrap_or_else(|e| panic!("put {k}: {e}"));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut want = keys.clone();
+    want.sort();
+    let got: Vec<String> = listing(&cluster, "", None, "")
+        .await
+        .iter()
+        .map(|i| i.key().to_string())
+        .collect();
+    assert_eq!(got, want);
+}

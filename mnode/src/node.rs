@@ -289,13 +289,20 @@ impl Mnode {
         let mut absent = Vec::new();
         let mut pid = ROOT_ID;
         let parents = path.len().saturating_sub(1);
-        for name in &path[..parents] {
+        for (depth, name) in path[..parents].iter().enumerate() {
             let owner = self.router.owner(pid, name);
             if owner == self.keys.group {
                 let view = StoreView(self.store.as_ref());
-                match child(&view, &self.keys, pid, name)? {
+                let mut found = child(&view, &self.keys, pid, name)?;
+                if !matches!(found, Child::Dir(_)) && depth + 1 < parents {
+                    // Maybe created by a batch not applied yet: let it land, so the steps below
+                    // it can be warmed (else the op would come back for a lookup again).
+                    self.drain_inflight().await?;
+                    found = child(&view, &self.keys, pid, name)?;
+                }
+                match found {
                     Child::Dir(loc) => pid = loc.attr.id,
-                    // Maybe in a batch not applied yet: the executor sees it, or decides.
+                    // The executor decides (MissingParent or Conflict).
                     _ => break,
                 }
                 continue;
