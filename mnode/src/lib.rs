@@ -26,4 +26,4 @@ pub use error::MnodeError;
 pub use executor::{ParentUpdates, DEDUPE_WINDOW};
 pub use local::{LocalGroups, LOCAL_VNODES};
 pub use node::{Mnode, MnodeConfig};
-pub use store::{MemStore, MetaStore, RedbStore};
+pub use store::{FjallStore, MemStore, MetaStore, RedbStore};

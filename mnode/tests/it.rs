@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use saker_coordinator::NamespaceCoordinator;
 use saker_mnode::store::conformance;
-use saker_mnode::{LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig, RedbStore};
+use saker_mnode::{FjallStore, LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig, RedbStore};
 use saker_rpc::{
     ClientTag, Layout, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, Want,
 };
@@ -13,6 +13,30 @@ use saker_rpc::{
 #[test]
 fn mem_store_conforms() {
     conformance::run_all(&MemStore::new());
+}
+
+#[test]
+fn fjall_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::run_all(&FjallStore::open(&dir.path().join("meta.fjall")).unwrap());
+}
+
+#[test]
+fn fjall_keeps_earlier_non_durable_writes_with_a_durable_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta.fjall");
+    {
+        let s = FjallStore::open(&path).unwrap();
+        let mut b = saker_mnode::store::WriteBatch::default();
+        b.put(b"k1".to_vec(), &b"v1"[..]);
+        s.write(&b, false).unwrap();
+        let mut b = saker_mnode::store::WriteBatch::default();
+        b.put(b"k2".to_vec(), &b"v2"[..]);
+        s.write(&b, true).unwrap();
+    }
+    let s = FjallStore::open(&path).unwrap();
+    assert_eq!(s.get(b"k1").unwrap().as_deref(), Some(&b"v1"[..]));
+    assert_eq!(s.get(b"k2").unwrap().as_deref(), Some(&b"v2"[..]));
 }
 
 #[test]

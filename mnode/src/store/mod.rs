@@ -2,15 +2,17 @@
 //!
 //! Raft log, vote and state machine of every MNode group in a process live in one store
 //! instance under per-group key prefixes, so one fsync covers them all. Engines: [`RedbStore`]
-//! (embedded, the default) and [`MemStore`] (tests). Every engine passes [`conformance`].
+//! (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and [`MemStore`] (tests). Every engine passes [`conformance`].
 
 use bytes::Bytes;
 
+mod fjall_engine;
 mod mem;
 mod redb_engine;
 
 pub mod conformance;
 
+pub use fjall_engine::FjallStore;
 pub use mem::MemStore;
 pub use redb_engine::RedbStore;
 
