@@ -188,8 +188,8 @@ impl Executor {
         let mut reaps = Vec::with_capacity(batch.len());
         let mut waits = Vec::with_capacity(batch.len());
         let mut kept = Vec::with_capacity(batch.len());
-        for p in batch.into_iter() {
-            resolver.set_absent(p.absent.clone());
+        for mut p in batch.into_iter() {
+            resolver.set_absent(std::mem::take(&mut p.absent));
             ctx.reaped = p.reaped;
             match self.eval(&mut txn, &mut ctx, &p) {
                 Err(retry) => {

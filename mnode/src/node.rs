@@ -349,7 +349,10 @@ impl Mnode {
     /// Answers a remote lookup; a frozen directory is answered once it thaws.
     async fn lookup_dentry(&self, req: &MetaRequest) -> Result<MetaResponse, MetaError> {
         for _ in 0..MAX_ATTEMPTS {
-            let resp = self.read(req, Vec::new())?;
+            // A dentry lookup resolves no path, so it never asks for a retry.
+            let resp = self
+                .read(req, Vec::new())
+                .unwrap_or_else(|_| Err(MetaError::Unavailable("retry".into())))?;
             if let MetaResponse::Dentry(d) = &resp {
                 if self.frozen.is_frozen(d.id) {
                     self.frozen.wait(d.id).await?;
@@ -371,17 +374,18 @@ impl Mnode {
         )
     }
 
+    /// Serves a read from the applied state; `Err` asks for a retry (see [`Retry`]).
     fn read(
         &self,
         req: &MetaRequest,
         absent: Vec<(u64, String, Absence)>,
-    ) -> Result<MetaResponse, MetaError> {
+    ) -> Result<Result<MetaResponse, MetaError>, Retry> {
         let r = self.resolver(false);
         r.set_absent(absent);
         let result = apply_read(&StoreView(self.store.as_ref()), &r, req);
         match r.take_retry() {
-            Some(_) => Err(MetaError::Unavailable("retry".into())),
-            None => result,
+            Some(retry) => Err(retry),
+            None => Ok(result),
         }
     }
 
@@ -443,16 +447,20 @@ impl Mnode {
             let absent = self.warm(&path).await?;
             if !req.is_write() {
                 match self.read(&req, absent) {
-                    Err(MetaError::Unavailable(m)) if m == "retry" => {
+                    Err(_) => {
                         metrics::RETRIES.with_label_values(&["lookup"]).inc();
                         continue;
                     }
-                    Ok(MetaResponse::Object(v)) if v.attr.is_dir() && self.may_be_behind() => {
+                    Ok(Ok(MetaResponse::Object(v))) if v.attr.is_dir() && self.may_be_behind() => {
                         // Aggregate: the other groups push what they owe, then read again.
                         self.pull_changes().await;
-                        return self.read(&req, Vec::new()).or(Ok(MetaResponse::Object(v)));
+                        let stale = MetaResponse::Object(v);
+                        return match self.read(&req, Vec::new()) {
+                            Ok(fresh) => fresh.or(Ok(stale)),
+                            Err(_) => Ok(stale),
+                        };
                     }
-                    other => return other,
+                    Ok(other) => return other,
                 }
             }
             let (reply, rx) = oneshot::channel();

@@ -40,6 +40,12 @@ impl FjallStore {
             .map_err(io)?;
         Ok(Self { db, ks })
     }
+
+    /// Whether background flushes or compactions are running or queued (benchmarks wait for
+    /// quiet before measuring).
+    pub fn busy(&self) -> bool {
+        self.db.outstanding_flushes() > 0 || self.db.active_compactions() > 0
+    }
 }
 
 impl MetaStore for FjallStore {

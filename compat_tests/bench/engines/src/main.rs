@@ -3,7 +3,6 @@
 //! append-only volumes with group commit, through the `ChunkStore` trait). See README.md.
 
 mod chunk_bench;
-mod fjall_store;
 mod hist;
 mod meta_bench;
 mod report;

@@ -20,9 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use saker_mnode::store::{prefix_end, MetaStore, WriteBatch};
-use saker_mnode::RedbStore;
+use saker_mnode::{FjallStore, RedbStore};
 
-use crate::fjall_store::FjallStore;
 use crate::hist::{Hist, Rng};
 use crate::report::Cell;
 
