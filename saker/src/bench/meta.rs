@@ -228,20 +228,14 @@ impl Bench {
         let sent = self.sent.load(Ordering::Relaxed) - sent_before;
         let msgs = self.server_msgs().await? - msgs_before;
         lat.sort_unstable();
-        let pct = |p: f64| -> f64 {
-            match lat.len() {
-                0 => 0.0,
-                n => lat[((n as f64 - 1.0) * p).round() as usize] as f64 / 1000.0,
-            }
-        };
         Ok(OpResult {
             op: op.to_string(),
             ops,
             errors,
             seconds,
             ops_per_sec: ops as f64 / seconds,
-            p50_ms: pct(0.5),
-            p99_ms: pct(0.99),
+            p50_ms: super::percentile_ms(&lat, 0.5),
+            p99_ms: super::percentile_ms(&lat, 0.99),
             rpcs_per_op: sent as f64 / ops.max(1) as f64,
             server_msgs_per_op: msgs as f64 / ops.max(1) as f64,
         })

@@ -21,3 +21,13 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Meta(args) => meta::run(args).await,
     }
 }
+
+/// The `p` quantile (0..=1, nearest rank) of latencies in microseconds, sorted ascending, in
+/// milliseconds; 0 when there are none.
+fn percentile_ms(sorted_us: &[u32], p: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_us.len() as f64 - 1.0) * p).round() as usize;
+    sorted_us[i] as f64 / 1000.0
+}

@@ -204,14 +204,6 @@ struct Recorder {
     bytes: u64,
 }
 
-fn percentile(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64 / 1000.0
-}
-
 async fn run_phase(
     target: Arc<Target>,
     phase: &str,
@@ -316,8 +308,8 @@ async fn run_phase(
         errors,
         ops_per_sec: ops as f64 / secs,
         mib_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
-        p50_ms: percentile(&all, 0.50),
-        p99_ms: percentile(&all, 0.99),
+        p50_ms: super::percentile_ms(&all, 0.50),
+        p99_ms: super::percentile_ms(&all, 0.99),
     }
 }
 
