@@ -20,6 +20,9 @@ pub enum ChunkError {
     /// Input that is not in a format we understand (an unknown on-disk version, a bad id string).
     #[error("bad format: {0}")]
     BadFormat(String),
+    /// A remote chunkstore could not be reached, or answered out of protocol.
+    #[error("chunkstore unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl ChunkError {

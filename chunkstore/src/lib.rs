@@ -8,6 +8,7 @@
 //! - [`DiskChunkStore`]: one file per chunk on local disk (layout in [`disk`], file format in
 //!   [`format`](mod@format)).
 //! - [`MemChunkStore`]: in-memory backend with the same semantics, for tests of other crates.
+//! - [`RemoteChunkStore`]: a store in another process; [`ChunkServer`] serves one to it.
 //! - [`conformance`]: the suite every backend must pass.
 
 pub mod conformance;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod format;
 pub mod id;
 pub mod mem;
+pub mod remote;
 pub mod stats;
 pub mod store;
 
@@ -24,5 +26,6 @@ pub use error::ChunkError;
 pub use format::BLOCK_SIZE;
 pub use id::ChunkId;
 pub use mem::MemChunkStore;
+pub use remote::{ChunkServer, RemoteChunkStore};
 pub use stats::ChunkStats;
 pub use store::{ChunkInfo, ChunkStore};

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use saker_chunkstore::ChunkStore;
+use saker_chunkstore::{ChunkStore, RemoteChunkStore};
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
-    Attr, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, ObjectView,
-    RpcChannel, Want,
+    Attr, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse, MetaService, NewObject,
+    ObjectView, RpcChannel, Want,
 };
 
 use crate::error::ClientError;
@@ -28,6 +28,21 @@ impl Default for ClusterConfig {
             inline_threshold: 16 * 1024,
             chunk_size: 8 * 1024 * 1024,
         }
+    }
+}
+
+/// One connection per RPC address (the first one already connected; the others connect at
+/// their first call, so a process that is down fails only the requests it would serve).
+struct Channels(Vec<RpcChannel>);
+
+impl Channels {
+    fn get(&mut self, addr: &str) -> Result<RpcChannel, MetaError> {
+        if let Some(c) = self.0.iter().find(|c| c.addr() == addr) {
+            return Ok(c.clone());
+        }
+        let c = RpcChannel::lazy(addr)?;
+        self.0.push(c.clone());
+        Ok(c)
     }
 }
 
@@ -65,21 +80,45 @@ impl Cluster {
     }
 
     /// Connects to the cluster behind the RPC endpoint `addr` (`host:port`): fetches its
-    /// cluster map and reaches every MNode group through that endpoint, over one connection.
-    /// File data still goes to `chunks`.
+    /// cluster map and reaches every MNode group where the map says it runs (behind `addr`
+    /// itself for the all-in-one server), one connection per process. File data goes to the
+    /// cluster's chunkstore.
+    pub async fn connect_all(addr: &str, config: ClusterConfig) -> Result<Self, ClientError> {
+        let (map, mut channels) = Self::dial(addr).await?;
+        let chunk_addr = map.endpoints.chunkstore(addr);
+        let chunks = Arc::new(RemoteChunkStore::new(channels.get(chunk_addr)?));
+        Self::from_map(&map, addr, &mut channels, chunks, config)
+    }
+
+    /// Like [`Cluster::connect_all`], but file data goes to `chunks`.
     pub async fn connect(
         addr: &str,
         chunks: Arc<dyn ChunkStore>,
         config: ClusterConfig,
     ) -> Result<Self, ClientError> {
-        let channel = RpcChannel::connect(addr).await?;
-        let map = channel.cluster_map().await?;
+        let (map, mut channels) = Self::dial(addr).await?;
+        Self::from_map(&map, addr, &mut channels, chunks, config)
+    }
+
+    async fn dial(addr: &str) -> Result<(ClusterMap, Channels), ClientError> {
+        let first = RpcChannel::connect(addr).await?;
+        let map = first.cluster_map().await?;
+        Ok((map, Channels(vec![first])))
+    }
+
+    fn from_map(
+        map: &ClusterMap,
+        addr: &str,
+        channels: &mut Channels,
+        chunks: Arc<dyn ChunkStore>,
+        config: ClusterConfig,
+    ) -> Result<Self, ClientError> {
         let router = map.router()?;
-        let groups = map
-            .groups
-            .iter()
-            .map(|&g| (g, Arc::new(channel.meta(g)) as Arc<dyn MetaService>))
-            .collect();
+        let mut groups = BTreeMap::new();
+        for &g in &map.groups {
+            let channel = channels.get(map.endpoints.mnode(g, addr))?;
+            groups.insert(g, Arc::new(channel.meta(g)) as Arc<dyn MetaService>);
+        }
         Ok(Self::new(router, groups, chunks, config))
     }
 
@@ -272,6 +311,7 @@ mod tests {
             groups: groups.keys().copied().collect(),
             vnodes: LOCAL_VNODES,
             exceptions: local.router.exceptions().clone(),
+            endpoints: Default::default(),
         };
         assert_eq!(map.router().unwrap(), local.router);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

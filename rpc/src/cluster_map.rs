@@ -1,5 +1,7 @@
 //! The cluster map: which MNode groups exist and how names are placed on them.
 
+use std::collections::BTreeMap;
+
 use saker_namespace::{ExceptionTable, GroupId, Ring, Router};
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,37 @@ pub struct ClusterMap {
     /// Virtual nodes per group on the ring.
     pub vnodes: u32,
     pub exceptions: ExceptionTable,
+    /// Where the roles run. Empty for the all-in-one server: everything is behind the endpoint
+    /// the map came from.
+    pub endpoints: Endpoints,
+}
+
+/// RPC addresses (`host:port`) of the processes of a multi-process cluster. A role with no
+/// address here is served by the endpoint the map was fetched from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoints {
+    /// The process hosting each MNode group.
+    pub mnodes: BTreeMap<GroupId, String>,
+    pub coordinator: Option<String>,
+    /// Chunkstores; file data goes to the first (one replica).
+    pub chunkstores: Vec<String>,
+}
+
+impl Endpoints {
+    /// The address of group `g`, or `here`.
+    pub fn mnode<'a>(&'a self, g: GroupId, here: &'a str) -> &'a str {
+        self.mnodes.get(&g).map(String::as_str).unwrap_or(here)
+    }
+
+    /// The coordinator's address, or `here`.
+    pub fn coordinator<'a>(&'a self, here: &'a str) -> &'a str {
+        self.coordinator.as_deref().unwrap_or(here)
+    }
+
+    /// The chunkstore file data goes to, or `here`.
+    pub fn chunkstore<'a>(&'a self, here: &'a str) -> &'a str {
+        self.chunkstores.first().map(String::as_str).unwrap_or(here)
+    }
 }
 
 impl ClusterMap {
@@ -52,6 +85,7 @@ mod tests {
             groups: vec![1, 2, 3, 4],
             vnodes: 64,
             exceptions,
+            endpoints: Endpoints::default(),
         }
     }
 

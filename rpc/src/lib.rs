@@ -5,6 +5,7 @@
 //! code paths.
 
 pub mod attr;
+pub mod chunk;
 mod cluster_map;
 pub mod error;
 pub mod meta;
@@ -12,7 +13,8 @@ pub mod service;
 pub mod transport;
 
 pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
-pub use cluster_map::ClusterMap;
+pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
+pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
     ClientTag, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse, NewObject,

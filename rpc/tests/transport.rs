@@ -135,6 +135,7 @@ fn map() -> ClusterMap {
         groups: vec![1, 2],
         vnodes: 16,
         exceptions,
+        endpoints: Default::default(),
     }
 }
 

@@ -80,10 +80,31 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Prometheus text: everything registered, plus the chunkstore's counters.
+/// `/health` and `/metrics` alone, for a process without a gateway (and so without access
+/// keys); `chunks` is its chunkstore, if it runs one.
+pub fn health_router(chunks: Option<Arc<dyn saker_chunkstore::ChunkStore>>) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let chunks = chunks.clone();
+                async move { render_metrics(chunks.as_deref()) }
+            }),
+        )
+}
+
 async fn metrics(State(st): State<AdminState>) -> String {
+    render_metrics(Some(&*st.chunks))
+}
+
+/// Prometheus text: everything registered, plus the chunkstore's counters.
+fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
     let mut out = saker_gateway::metrics::render();
-    let c = st.chunks.stats();
+    let Some(chunks) = chunks else {
+        return out;
+    };
+    let c = chunks.stats();
     for (name, help, value) in [
         (
             "saker_chunkstore_written_bytes_total",

@@ -4,6 +4,8 @@
 mod admin;
 mod admin_auth;
 mod bench;
+mod process_config;
+mod roles;
 mod server;
 
 use std::net::SocketAddr;
@@ -25,7 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the server: gateway, MNode, coordinator and chunkstore in one process.
+    /// Run the server: gateway, MNode, coordinator and chunkstore in one process, or the roles
+    /// a --config file names.
     Server(server::ServerArgs),
     /// Administer a running server.
     Admin {

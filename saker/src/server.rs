@@ -1,4 +1,5 @@
-//! `saker server`: every role in one process on an embedded store.
+//! `saker server`: every role in one process on an embedded store (or, with `--config`, the
+//! roles of one process of a multi-process cluster: see [`crate::roles`]).
 //!
 //! Layout of the data directory: `meta.redb` or `meta.fjall/` (raft log + state of every MNode
 //! group), `chunks/` (the chunkstore), `access-keys.json`, `cluster.json` (the number of MNode
@@ -13,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use saker_chunkstore::DiskChunkStore;
+use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -24,6 +25,7 @@ use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
+use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -86,44 +88,32 @@ pub struct ServerArgs {
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
+    /// Run as one process of a multi-process cluster: the TOML file names this process's
+    /// roles, listeners and data directory, and where the other roles run
+    /// (deploy/local-cluster/ has examples). It replaces --data-dir, the listener flags and
+    /// --mnodes; the tuning flags still apply.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.config {
+        let cfg = ProcessConfig::load(path)?;
+        return crate::roles::run(cfg, args).await;
+    }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
-    let env_root = match (
-        std::env::var("SAKER_ACCESS_KEY"),
-        std::env::var("SAKER_SECRET_KEY"),
-    ) {
-        (Ok(a), Ok(s)) => Some((a, s)),
-        _ => None,
-    };
+    let env_root = env_root_key();
     let root_from_env = env_root.is_some();
     let keys = Arc::new(AccessKeyStore::open(
         &args.data_dir.join("access-keys.json"),
         env_root,
     )?);
-    let mnodes = cluster_file(&args.data_dir, args.mnodes, args.store)?.mnodes;
-    let store: Arc<dyn MetaStore> = match args.store {
-        StoreEngine::Redb => Arc::new(
-            RedbStore::open(&args.data_dir.join("meta.redb"))
-                .context("cannot open the metadata store")?,
-        ),
-        StoreEngine::Fjall => Arc::new(
-            FjallStore::open(&args.data_dir.join("meta.fjall"))
-                .context("cannot open the metadata store")?,
-        ),
-    };
+    let mnodes = cluster_file(&args.data_dir, args.mnodes, args.store, None)?.mnodes;
+    let store = open_store(&args.data_dir, args.store)?;
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> =
         Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
-    let mut cfg = MnodeConfig::new(1);
-    cfg.gc_grace = args.gc_grace;
-    cfg.pipeline_depth = args.pipeline_depth;
-    cfg.parent_updates = match args.parent_updates {
-        ParentUpdatesArg::Sync => ParentUpdates::Sync,
-        ParentUpdatesArg::Async => ParentUpdates::Async,
-    };
-    let local = LocalGroups::start(store, mnodes, cfg).await?;
+    let local = LocalGroups::start(store, mnodes, args.mnode_config(1)).await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
     let coordinator: Arc<dyn CoordinatorService> = Arc::new(NamespaceCoordinator::new(
         local.router.clone(),
@@ -135,20 +125,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         groups: local.router.ring().groups().to_vec(),
         vnodes: LOCAL_VNODES,
         exceptions: local.router.exceptions().clone(),
+        endpoints: Default::default(),
     };
     anyhow::ensure!(
         map.router()? == local.router,
         "the cluster map does not describe the in-process groups"
     );
-    let rpc = RpcServer::new(groups.clone(), coordinator, map);
+    let rpc = RpcServer::new(groups.clone(), coordinator, map)
+        .with_chunks(Arc::new(ChunkServer(chunks.clone())));
     let cluster = Arc::new(Cluster::new(
         local.router.clone(),
         groups,
         chunks.clone(),
-        ClusterConfig {
-            inline_threshold: args.inline_threshold as usize,
-            chunk_size: args.chunk_size as usize,
-        },
+        args.client_config(),
     ));
 
     let s3 = Gateway::new(cluster.clone(), keys.clone())
@@ -205,12 +194,75 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+impl ServerArgs {
+    /// The settings of an MNode group from the flags.
+    pub(crate) fn mnode_config(&self, group: u32) -> MnodeConfig {
+        let mut cfg = MnodeConfig::new(group);
+        cfg.gc_grace = self.gc_grace;
+        cfg.pipeline_depth = self.pipeline_depth;
+        cfg.parent_updates = match self.parent_updates {
+            ParentUpdatesArg::Sync => ParentUpdates::Sync,
+            ParentUpdatesArg::Async => ParentUpdates::Async,
+        };
+        cfg
+    }
+
+    /// The data-path settings of a front end from the flags.
+    pub(crate) fn client_config(&self) -> ClusterConfig {
+        ClusterConfig {
+            inline_threshold: self.inline_threshold as usize,
+            chunk_size: self.chunk_size as usize,
+        }
+    }
+
+    pub(crate) fn store(&self) -> StoreEngine {
+        self.store
+    }
+
+    pub(crate) fn gc(&self) -> (Duration, Duration) {
+        (self.scrub_age, self.gc_interval)
+    }
+
+    pub(crate) fn domain(&self) -> Option<&str> {
+        self.domain.as_deref()
+    }
+}
+
+/// Opens the metadata store of `data_dir`.
+pub(crate) fn open_store(
+    data_dir: &std::path::Path,
+    engine: StoreEngine,
+) -> anyhow::Result<Arc<dyn MetaStore>> {
+    Ok(match engine {
+        StoreEngine::Redb => Arc::new(
+            RedbStore::open(&data_dir.join("meta.redb"))
+                .context("cannot open the metadata store")?,
+        ),
+        StoreEngine::Fjall => Arc::new(
+            FjallStore::open(&data_dir.join("meta.fjall"))
+                .context("cannot open the metadata store")?,
+        ),
+    })
+}
+
+/// The root access key from `SAKER_ACCESS_KEY` / `SAKER_SECRET_KEY`, if both are set and not
+/// empty.
+pub(crate) fn env_root_key() -> Option<(String, String)> {
+    match (
+        std::env::var("SAKER_ACCESS_KEY"),
+        std::env::var("SAKER_SECRET_KEY"),
+    ) {
+        (Ok(a), Ok(s)) if !a.is_empty() && !s.is_empty() => Some((a, s)),
+        _ => None,
+    }
+}
+
 /// The metadata store engine.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
-enum StoreEngine {
+pub(crate) enum StoreEngine {
     /// B-tree (redb): faster reads, slower commits.
     Redb,
     /// LSM (fjall): 2-6x faster raft commits, slower scans.
@@ -224,18 +276,23 @@ fn legacy_engine() -> StoreEngine {
 /// What a data directory was created with: recorded at the first start; asking for another
 /// is an error (moving a namespace between group counts or engines is not supported yet).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct ClusterFile {
+pub(crate) struct ClusterFile {
     version: u32,
-    mnodes: u32,
+    pub mnodes: u32,
     /// Absent in files written before the engine was recorded: those are redb.
     #[serde(default = "legacy_engine")]
     store: StoreEngine,
+    /// The one group an MNode process of a multi-process cluster hosts (absent: groups
+    /// `1..=mnodes`, all in this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<u32>,
 }
 
-fn cluster_file(
+pub(crate) fn cluster_file(
     data_dir: &std::path::Path,
     mnodes: u32,
     store: StoreEngine,
+    group: Option<u32>,
 ) -> anyhow::Result<ClusterFile> {
     anyhow::ensure!((1..=256).contains(&mnodes), "--mnodes must be 1..=256");
     let path = data_dir.join("cluster.json");
@@ -258,6 +315,7 @@ fn cluster_file(
                 version: 1,
                 mnodes: if legacy { 1 } else { mnodes },
                 store: if legacy { StoreEngine::Redb } else { store },
+                group,
             };
             let tmp = data_dir.join("cluster.json.tmp");
             std::fs::write(&tmp, serde_json::to_vec_pretty(&f)?)?;
@@ -268,6 +326,13 @@ fn cluster_file(
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
+    anyhow::ensure!(
+        recorded.group == group,
+        "{} holds {}, not {}",
+        data_dir.display(),
+        describe_group(recorded.group),
+        describe_group(group)
+    );
     anyhow::ensure!(
         recorded.mnodes == mnodes && recorded.store == store,
         "{} holds a namespace of {} MNode groups on {:?}; start it with --mnodes {} --store {}",
@@ -280,7 +345,14 @@ fn cluster_file(
     Ok(recorded)
 }
 
-async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {
+fn describe_group(group: Option<u32>) -> String {
+    match group {
+        Some(g) => format!("MNode group {g} of a multi-process cluster"),
+        None => "the MNode groups of an all-in-one server".into(),
+    }
+}
+
+pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -300,7 +372,7 @@ async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {
     }
 }
 
-async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration) {
+pub(crate) async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -319,7 +391,7 @@ async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration)
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

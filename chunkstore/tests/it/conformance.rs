@@ -1,6 +1,15 @@
 //! Runs the conformance suite against every [`ChunkStore`] implementation.
 
-use saker_chunkstore::{conformance, DiskChunkStore, MemChunkStore};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use saker_chunkstore::{
+    conformance, ChunkError, ChunkId, ChunkServer, ChunkStore, DiskChunkStore, MemChunkStore,
+    RemoteChunkStore,
+};
+use saker_rpc::{ClusterMap, CoordinatorService, MetaError, RemoveCond, RpcChannel, RpcServer};
+use tokio::net::TcpListener;
 
 #[tokio::test]
 async fn mem_store_conforms() {
@@ -12,4 +21,70 @@ async fn disk_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = DiskChunkStore::open(dir.path()).unwrap();
     conformance::run_all(&store).await;
+}
+
+/// A disk store served over the RPC transport, used through [`RemoteChunkStore`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let served: Arc<dyn ChunkStore> = Arc::new(DiskChunkStore::open(dir.path()).unwrap());
+    let addr = serve(served.clone()).await;
+    let remote = RemoteChunkStore::new(RpcChannel::connect(&addr).await.unwrap());
+    conformance::run_all(&remote).await;
+
+    // Errors keep their kind across the wire.
+    let missing = ChunkId::random();
+    assert!(matches!(
+        remote.get(missing, 0, 1).await,
+        Err(ChunkError::NotFound(id)) if id == missing
+    ));
+    let id = ChunkId::random();
+    remote.put(id, Bytes::from_static(b"once")).await.unwrap();
+    assert!(matches!(
+        remote.put(id, Bytes::from_static(b"twice")).await,
+        Err(ChunkError::AlreadyExists(_))
+    ));
+    // What the remote handle wrote is in the served store.
+    assert_eq!(&served.get(id, 0, 100).await.unwrap()[..], b"once");
+}
+
+/// A process without a chunkstore says so instead of failing obscurely.
+#[tokio::test]
+async fn an_endpoint_without_a_chunkstore_is_unavailable() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(RpcServer::new(BTreeMap::new(), Arc::new(NoCoordinator), map()).serve(listener));
+    let remote = RemoteChunkStore::new(RpcChannel::connect(&addr).await.unwrap());
+    match remote.get(ChunkId::random(), 0, 1).await {
+        Err(ChunkError::Unavailable(why)) => assert!(why.contains("no chunkstore"), "{why}"),
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+async fn serve(store: Arc<dyn ChunkStore>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = RpcServer::new(BTreeMap::new(), Arc::new(NoCoordinator), map())
+        .with_chunks(Arc::new(ChunkServer(store)));
+    tokio::spawn(server.serve(listener));
+    addr
+}
+
+fn map() -> ClusterMap {
+    ClusterMap {
+        version: 1,
+        groups: vec![1],
+        vnodes: 1,
+        exceptions: Default::default(),
+        endpoints: Default::default(),
+    }
+}
+
+struct NoCoordinator;
+
+#[async_trait::async_trait]
+impl CoordinatorService for NoCoordinator {
+    async fn remove_dir(&self, _: Vec<String>, _: RemoveCond) -> Result<(), MetaError> {
+        Err(MetaError::NotPermitted)
+    }
 }

@@ -103,6 +103,104 @@ fn parse_host_port(line: &str, label: &str) -> Option<String> {
         .then(|| addr.to_string())
 }
 
+/// What follows a label on a line the server prints when it is ready.
+#[derive(Clone, Copy, Debug)]
+pub enum Want {
+    /// `http://host:port`
+    Url,
+    /// `host:port`
+    HostPort,
+    /// Anything non-empty (the rest of the line).
+    Text,
+}
+
+/// Drains `child`'s stdout and stderr for its whole life (so it never blocks on a full pipe;
+/// the last stderr lines are kept in `stderr`) and waits until it has printed a line for each
+/// label; returns the values in the order asked. Kills the child and panics with its stderr if
+/// it exits or takes longer than the deadline.
+pub fn wait_ready(
+    child: &mut Child,
+    stderr: &Arc<Mutex<Vec<String>>>,
+    wanted: &[(&str, Want)],
+) -> Vec<String> {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let err_pipe = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut tx = Some(tx);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                    // Once the reader is gone, keep draining.
+                    if tx.as_ref().is_some_and(|t| t.send(text).is_err()) {
+                        tx = None;
+                    }
+                }
+            }
+        }
+    });
+    let keep = stderr.clone();
+    keep.lock().unwrap().clear();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(err_pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let mut k = keep.lock().unwrap();
+                    if k.len() == STDERR_KEEP {
+                        k.remove(0);
+                    }
+                    k.push(String::from_utf8_lossy(&line).trim_end().to_string());
+                }
+            }
+        }
+    });
+
+    let deadline = Instant::now() + READY_DEADLINE;
+    let mut found: Vec<Option<String>> = vec![None; wanted.len()];
+    while found.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                for (slot, (label, want)) in found.iter_mut().zip(wanted) {
+                    if slot.is_none() {
+                        *slot = match want {
+                            Want::Url => parse_addr(&line, label),
+                            Want::HostPort => parse_host_port(&line, label),
+                            Want::Text => line
+                                .trim_start()
+                                .strip_prefix(label)
+                                .map(str::trim)
+                                .filter(|v| !v.is_empty())
+                                .map(str::to_string),
+                        };
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "saker did not become ready ({e:?}); stderr:\n{}",
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|v| v.expect("loop ends with all"))
+        .collect()
+}
+
 impl Server {
     /// Starts a server on a fresh data directory.
     pub fn start(opts: Opts) -> Server {
@@ -144,72 +242,16 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn the saker binary");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
-
-        // Drain both pipes for the child's whole life so it never blocks on a full pipe.
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut tx = Some(tx);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                        // Once the reader is gone, keep draining.
-                        if tx.as_ref().is_some_and(|t| t.send(text).is_err()) {
-                            tx = None;
-                        }
-                    }
-                }
-            }
-        });
-        let keep = self.stderr.clone();
-        keep.lock().unwrap().clear();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stderr);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let mut k = keep.lock().unwrap();
-                        if k.len() == STDERR_KEEP {
-                            k.remove(0);
-                        }
-                        k.push(String::from_utf8_lossy(&line).trim_end().to_string());
-                    }
-                }
-            }
-        });
-
-        let deadline = Instant::now() + READY_DEADLINE;
-        let (mut s3, mut admin, mut rpc) = (None, None, None);
-        while s3.is_none() || admin.is_none() || rpc.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    s3 = s3.or_else(|| parse_addr(&line, "S3 endpoint:"));
-                    admin = admin.or_else(|| parse_addr(&line, "admin:"));
-                    rpc = rpc.or_else(|| parse_host_port(&line, "RPC (library clients):"));
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!(
-                        "saker server did not become ready ({e:?}); stderr:\n{}",
-                        self.stderr.lock().unwrap().join("\n")
-                    );
-                }
-            }
-        }
-        self.endpoint = s3.expect("loop ends with both");
-        self.admin = admin.expect("loop ends with both");
-        self.rpc_addr = rpc.expect("loop ends with all three");
+        let wanted = [
+            ("S3 endpoint:", Want::Url),
+            ("admin:", Want::Url),
+            ("RPC (library clients):", Want::HostPort),
+        ];
+        let found = wait_ready(&mut child, &self.stderr, &wanted);
+        let [s3, admin, rpc] = [0, 1, 2].map(|i| found[i].clone());
+        self.endpoint = s3;
+        self.admin = admin;
+        self.rpc_addr = rpc;
         self.child = Some(child);
     }
 

@@ -12,6 +12,7 @@ use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
 use super::wire::{decode, encode, MetaCall, RemoveDirCall};
 use super::MAX_MESSAGE;
+use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::meta::{ClientTag, MetaRequest, MetaResponse, RemoveCond};
@@ -81,6 +82,19 @@ impl RpcChannel {
     pub async fn cluster_map(&self) -> Result<ClusterMap, MetaError> {
         let reply = self.client.clone().cluster_map(frame(&())).await;
         self.reply(reply)
+    }
+
+    /// One call to the chunkstore behind this endpoint; a transport failure is `Unavailable`.
+    pub async fn chunk(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
+        let reply = self.client.clone().chunk(frame(&req)).await;
+        let body = reply
+            .map_err(|s| {
+                ChunkWireError::Unavailable(format!("RPC to {}: {}", self.addr, status_text(&s)))
+            })?
+            .into_inner()
+            .body;
+        decode::<Result<ChunkReply, ChunkWireError>>(&body)
+            .map_err(|e| ChunkWireError::Protocol(format!("reply from {}: {e}", self.addr)))?
     }
 
     /// Decodes a reply; a failed call is `Unavailable`, an undecodable body `Internal`.

@@ -14,6 +14,7 @@ use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
 use super::wire::{decode, encode, MetaCall, RemoveDirCall};
 use super::MAX_MESSAGE;
+use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::service::{CoordinatorService, MetaService};
@@ -30,6 +31,7 @@ struct Handler {
     groups: BTreeMap<u32, Arc<dyn MetaService>>,
     coordinator: Arc<dyn CoordinatorService>,
     map: ClusterMap,
+    chunks: Option<Arc<dyn ChunkService>>,
 }
 
 impl RpcServer {
@@ -44,6 +46,25 @@ impl RpcServer {
                 groups,
                 coordinator,
                 map,
+                chunks: None,
+            }),
+        }
+    }
+
+    /// Also serves a chunkstore.
+    pub fn with_chunks(self, chunks: Arc<dyn ChunkService>) -> Self {
+        let Handler {
+            groups,
+            coordinator,
+            map,
+            ..
+        } = Arc::into_inner(self.handler).expect("not serving yet");
+        Self {
+            handler: Arc::new(Handler {
+                groups,
+                coordinator,
+                map,
+                chunks: Some(chunks),
             }),
         }
     }
@@ -117,5 +138,20 @@ impl Saker for Handler {
 
     async fn cluster_map(&self, _request: Request<Frame>) -> Result<Response<Frame>, Status> {
         Ok(frame(encode(&self.map)))
+    }
+
+    async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let req: ChunkRequest = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let result = match &self.chunks {
+            Some(chunks) => {
+                let chunks = chunks.clone();
+                detached(async move { chunks.call(req).await }).await?
+            }
+            None => Err(ChunkWireError::Unavailable(
+                "no chunkstore is served at this address".into(),
+            )),
+        };
+        Ok(frame(encode(&result)))
     }
 }

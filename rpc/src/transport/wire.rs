@@ -8,7 +8,7 @@ use crate::meta::{ClientTag, MetaRequest, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 1;
+pub const WIRE_VERSION: u8 = 2;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -59,8 +59,9 @@ mod tests {
 
     use super::*;
     use crate::attr::{Attr, ChunkRef, FileKind, Layout, ObjectMeta};
+    use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
     use crate::meta::{MetaResponse, NewObject, ObjectView, Want};
-    use crate::{ClusterMap, MetaError};
+    use crate::{ClusterMap, Endpoints, MetaError};
 
     fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(v: T) {
         let body = encode(&v);
@@ -131,6 +132,22 @@ mod tests {
             groups: vec![1, 2],
             vnodes: 64,
             exceptions,
+            endpoints: Endpoints {
+                mnodes: [(1, "127.0.0.1:9911".to_string())].into(),
+                coordinator: Some("127.0.0.1:9910".into()),
+                chunkstores: vec!["127.0.0.1:9914".into()],
+            },
+        });
+        round_trip::<Result<ChunkReply, ChunkWireError>>(Ok(ChunkReply::Data(Bytes::from_static(
+            b"chunk bytes",
+        ))));
+        round_trip::<Result<ChunkReply, ChunkWireError>>(Err(ChunkWireError::Corrupt {
+            id: 7,
+            detail: "crc".into(),
+        }));
+        round_trip(ChunkRequest::Put {
+            id: u128::MAX,
+            data: Bytes::from_static(b"x"),
         });
     }
 

@@ -1,0 +1,168 @@
+//! Chunkstores across the network: [`RemoteChunkStore`] is a [`ChunkStore`] whose chunks live
+//! in another process, and [`ChunkServer`] serves any store to it through
+//! [`saker_rpc::RpcServer::with_chunks`].
+//!
+//! Durability is the serving store's: a `put` answers after the remote store synced the chunk.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use saker_rpc::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel};
+
+use crate::error::ChunkError;
+use crate::id::ChunkId;
+use crate::stats::{ChunkStats, Counters};
+use crate::store::{ChunkInfo, ChunkStore};
+
+/// A chunkstore in another process, reached over the saker RPC transport.
+pub struct RemoteChunkStore {
+    channel: RpcChannel,
+    /// The traffic of this handle (the serving process exports the store's own totals).
+    counters: Counters,
+}
+
+impl RemoteChunkStore {
+    pub fn new(channel: RpcChannel) -> Self {
+        Self {
+            channel,
+            counters: Counters::default(),
+        }
+    }
+
+    async fn call(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkError> {
+        self.channel.chunk(req).await.map_err(|e| {
+            if matches!(e, ChunkWireError::Corrupt { .. }) {
+                self.counters.crc_failure();
+            }
+            from_wire(e)
+        })
+    }
+}
+
+#[async_trait]
+impl ChunkStore for RemoteChunkStore {
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        match self.call(ChunkRequest::Put { id: id.0, data }).await? {
+            ChunkReply::Put { len, crc32c } => {
+                self.counters.put(len);
+                Ok(ChunkInfo { len, crc32c })
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
+        match self
+            .call(ChunkRequest::Get {
+                id: id.0,
+                offset,
+                len,
+            })
+            .await?
+        {
+            ChunkReply::Data(bytes) => {
+                self.counters.read(bytes.len() as u64);
+                Ok(bytes)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
+        match self.call(ChunkRequest::Delete { id: id.0 }).await? {
+            ChunkReply::Done => {
+                self.counters.deleted();
+                Ok(())
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
+        let unix_ns = older_than
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_nanos();
+        match self.call(ChunkRequest::ListOlderThan { unix_ns }).await? {
+            ChunkReply::Ids(ids) => Ok(ids.into_iter().map(ChunkId).collect()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// What this handle wrote, read and deleted (deletes of missing chunks included), and the
+    /// corrupt chunks the remote store reported to it.
+    fn stats(&self) -> ChunkStats {
+        self.counters.snapshot()
+    }
+}
+
+/// Serves a [`ChunkStore`] to remote callers.
+pub struct ChunkServer(pub Arc<dyn ChunkStore>);
+
+#[async_trait]
+impl ChunkService for ChunkServer {
+    async fn call(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
+        let store = &self.0;
+        let reply = match req {
+            ChunkRequest::Put { id, data } => {
+                let info = store.put(ChunkId(id), data).await.map_err(to_wire)?;
+                ChunkReply::Put {
+                    len: info.len,
+                    crc32c: info.crc32c,
+                }
+            }
+            ChunkRequest::Get { id, offset, len } => {
+                ChunkReply::Data(store.get(ChunkId(id), offset, len).await.map_err(to_wire)?)
+            }
+            ChunkRequest::Delete { id } => {
+                store.delete(ChunkId(id)).await.map_err(to_wire)?;
+                ChunkReply::Done
+            }
+            ChunkRequest::ListOlderThan { unix_ns } => {
+                let secs = (unix_ns / 1_000_000_000).min(u64::MAX as u128) as u64;
+                let nanos = (unix_ns % 1_000_000_000) as u32;
+                let cut = UNIX_EPOCH + Duration::new(secs, nanos);
+                let ids = store.list_older_than(cut).await.map_err(to_wire)?;
+                ChunkReply::Ids(ids.into_iter().map(|id| id.0).collect())
+            }
+        };
+        Ok(reply)
+    }
+}
+
+fn to_wire(e: ChunkError) -> ChunkWireError {
+    match e {
+        ChunkError::NotFound(id) => ChunkWireError::NotFound(id.0),
+        ChunkError::AlreadyExists(id) => ChunkWireError::AlreadyExists(id.0),
+        ChunkError::Corrupt { id, detail } => ChunkWireError::Corrupt { id: id.0, detail },
+        ChunkError::Io(e) => ChunkWireError::Io(e.to_string()),
+        ChunkError::BadFormat(s) => ChunkWireError::BadFormat(s),
+        ChunkError::Unavailable(s) => ChunkWireError::Unavailable(s),
+    }
+}
+
+fn from_wire(e: ChunkWireError) -> ChunkError {
+    match e {
+        ChunkWireError::NotFound(id) => ChunkError::NotFound(ChunkId(id)),
+        ChunkWireError::AlreadyExists(id) => ChunkError::AlreadyExists(ChunkId(id)),
+        ChunkWireError::Corrupt { id, detail } => ChunkError::Corrupt {
+            id: ChunkId(id),
+            detail,
+        },
+        ChunkWireError::Io(s) => ChunkError::Io(std::io::Error::other(s)),
+        ChunkWireError::BadFormat(s) => ChunkError::BadFormat(s),
+        ChunkWireError::Unavailable(s) | ChunkWireError::Protocol(s) => ChunkError::Unavailable(s),
+    }
+}
+
+fn unexpected(reply: &ChunkReply) -> ChunkError {
+    let kind = match reply {
+        ChunkReply::Put { .. } => "Put",
+        ChunkReply::Data(_) => "Data",
+        ChunkReply::Done => "Done",
+        ChunkReply::Ids(_) => "Ids",
+    };
+    ChunkError::Unavailable(format!("chunkstore answered out of protocol ({kind})"))
+}

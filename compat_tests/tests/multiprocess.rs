@@ -1,0 +1,356 @@
+//! The multi-process shape: a coordinator, three MNode processes (one group each), a chunkstore
+//! and a gateway, each a `saker server --config FILE` process on loopback. S3 works through the
+//! gateway, a library client dials every process the cluster map names, and an MNode process
+//! killed with SIGKILL fails only its own names until it restarts, losing nothing it
+//! acknowledged.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
+use aws_sdk_s3::Client;
+use common::*;
+use futures::StreamExt;
+use saker_client::ReadRange;
+use saker_namespace::Route;
+use saker_rpc::{fetch_cluster_map, Want as MetaWant};
+
+/// The processes of a cluster, by name (`coordinator`, `mnode1` … `mnode3`, `chunkstore`,
+/// `gateway`), each with its config file and data directory under one temp dir.
+struct LocalCluster {
+    dir: tempfile::TempDir,
+    procs: BTreeMap<String, Proc>,
+    rpc: BTreeMap<String, String>,
+    s3: String,
+}
+
+struct Proc {
+    child: Option<Child>,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for p in self.procs.values_mut() {
+            if let Some(mut c) = p.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// Free loopback ports (bound together, then released for the processes to take).
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+impl LocalCluster {
+    fn start() -> LocalCluster {
+        let dir = tempfile::Builder::new()
+            .prefix("saker-multiproc-")
+            .tempdir()
+            .unwrap();
+        let ports = free_ports(5);
+        let names = ["coordinator", "mnode1", "mnode2", "mnode3", "chunkstore"];
+        let rpc: BTreeMap<String, String> = names
+            .iter()
+            .zip(&ports)
+            .map(|(n, p)| (n.to_string(), format!("127.0.0.1:{p}")))
+            .collect();
+        let cluster = format!(
+            "[cluster]\ncoordinator = \"{}\"\nmnodes = [\"{}\", \"{}\", \"{}\"]\nchunkstores = [\"{}\"]\n",
+            rpc["coordinator"], rpc["mnode1"], rpc["mnode2"], rpc["mnode3"], rpc["chunkstore"]
+        );
+        let data = |n: &str| dir.path().join(n).display().to_string();
+        let mut files = vec![
+            (
+                "coordinator".to_string(),
+                format!(
+                    "roles = [\"coordinator\"]\ndata_dir = \"{}\"\nrpc_addr = \"{}\"\n",
+                    data("coordinator"),
+                    rpc["coordinator"]
+                ),
+            ),
+            (
+                "chunkstore".to_string(),
+                format!(
+                    "roles = [\"chunkstore\"]\ndata_dir = \"{}\"\nrpc_addr = \"{}\"\n",
+                    data("chunkstore"),
+                    rpc["chunkstore"]
+                ),
+            ),
+            (
+                "gateway".to_string(),
+                format!(
+                    "roles = [\"gateway\"]\ndata_dir = \"{}\"\ns3_addr = \"127.0.0.1:0\"\n",
+                    data("gateway")
+                ),
+            ),
+        ];
+        for g in 1..=3 {
+            let name = format!("mnode{g}");
+            files.push((
+                name.clone(),
+                format!(
+                    "roles = [\"mnode\"]\ndata_dir = \"{}\"\nrpc_addr = \"{}\"\ngroup = {g}\n",
+                    data(&name),
+                    rpc[&name]
+                ),
+            ));
+        }
+        for (name, head) in &files {
+            std::fs::write(config_path(dir.path(), name), format!("{head}\n{cluster}")).unwrap();
+        }
+        let mut c = LocalCluster {
+            dir,
+            procs: BTreeMap::new(),
+            rpc,
+            s3: String::new(),
+        };
+        for name in ["coordinator", "mnode1", "mnode2", "mnode3", "chunkstore"] {
+            c.spawn(name);
+        }
+        c.spawn("gateway");
+        c
+    }
+
+    /// Starts process `name` from its config file and waits until it is ready.
+    fn spawn(&mut self, name: &str) {
+        let mut child = Command::new(saker_bin())
+            .args(["server", "--config"])
+            .arg(config_path(self.dir.path(), name))
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the saker binary");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut wanted = vec![("data dir:", Want::Text)];
+        if name == "gateway" {
+            wanted.push(("S3 endpoint:", Want::Url));
+        }
+        let found = wait_ready(&mut child, &stderr, &wanted);
+        if name == "gateway" {
+            self.s3 = found[1].clone();
+        }
+        self.procs.insert(
+            name.to_string(),
+            Proc {
+                child: Some(child),
+                stderr,
+            },
+        );
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    fn kill(&mut self, name: &str) {
+        let p = self.procs.get_mut(name).expect("a known process");
+        let mut c = p.child.take().expect("running");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    fn stderr(&self, name: &str) -> String {
+        self.procs[name].stderr.lock().unwrap().join("\n")
+    }
+
+    fn client(&self, retry: bool) -> Client {
+        let mut b = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(ROOT_AK, ROOT_SK, None, None, "saker-mp"))
+            .endpoint_url(&self.s3)
+            .force_path_style(true)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+        if !retry {
+            b = b.retry_config(RetryConfig::disabled());
+        }
+        Client::from_conf(b.build())
+    }
+}
+
+fn config_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.toml"))
+}
+
+/// The group that owns a key's last component (the router of the served cluster map).
+async fn owners(rpc: &str, keys: &[String]) -> Vec<u32> {
+    let map = fetch_cluster_map(rpc).await.unwrap();
+    let router = map.router().unwrap();
+    keys.iter()
+        .map(|k| match router.route_name(k.rsplit('/').next().unwrap()) {
+            Route::Group(g) => g,
+            Route::PathWalk => panic!("no exceptions in a fresh cluster"),
+        })
+        .collect()
+}
+
+/// Retries `f` until it succeeds (processes that just started may not have dialled each other
+/// yet), with a deadline; panics with the last error.
+async fn eventually<T, E: std::fmt::Debug, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn six_processes_serve_s3_and_survive_an_mnode_kill() {
+    let mut cluster = LocalCluster::start();
+    let s3 = cluster.client(true);
+    let bucket = "multiproc";
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket(bucket).send()
+    })
+    .await;
+
+    // Small objects (inline at their MNode) and chunked ones (on the chunkstore process).
+    let mut objects: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for i in 0..48 {
+        let size = if i % 8 == 0 { 100 * 1024 } else { 300 + i };
+        let key = format!("train/d{}/sample-{i:03}.bin", i % 4);
+        let data = random_bytes(size);
+        let etag = put(&s3, bucket, &key, &data).await;
+        assert_eq!(etag, quoted_md5(&data), "{key}");
+        objects.insert(key, data);
+    }
+    let keys: Vec<String> = objects.keys().cloned().collect();
+    assert_eq!(list_all(&s3, bucket, None).await, keys);
+    for (key, data) in &objects {
+        assert_eq!(&get_bytes(&s3, bucket, key).await, data, "{key}");
+    }
+    let owner = owners(&cluster.rpc["coordinator"], &keys).await;
+    for g in 1..=3 {
+        assert!(
+            owner.contains(&g),
+            "every group owns some of the keys: {owner:?}"
+        );
+    }
+
+    // A library client gets the map from any process and dials each group's own process.
+    let map = fetch_cluster_map(&cluster.rpc["mnode3"]).await.unwrap();
+    assert_eq!(map.groups, vec![1, 2, 3]);
+    assert_eq!(map.endpoints.mnode(2, ""), cluster.rpc["mnode2"]);
+    let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode3"], Default::default())
+        .await
+        .unwrap();
+    let big = keys.iter().find(|k| objects[*k].len() > 64 * 1024).unwrap();
+    let path: Vec<String> = std::iter::once(bucket.to_string())
+        .chain(big.split('/').map(str::to_string))
+        .collect();
+    let view = lib.lookup(&path, MetaWant::OBJECT).await.unwrap();
+    let mut stream = lib.read_data(
+        &view.attr.layout,
+        view.data,
+        ReadRange {
+            start: 0,
+            end: view.attr.size,
+        },
+    );
+    let mut read = Vec::new();
+    while let Some(piece) = stream.next().await {
+        read.extend_from_slice(&piece.unwrap());
+    }
+    assert_eq!(read, objects[big], "{big} read from the chunkstore process");
+
+    // Kill MNode group 2's process: its names fail fast with 503, the other groups' still work.
+    cluster.kill("mnode2");
+    let no_retry = cluster.client(false);
+    let (on2, elsewhere): (Vec<_>, Vec<_>) = keys.iter().zip(&owner).partition(|(_, g)| **g == 2);
+    let (down_key, _) = on2[0];
+    let f = failure(
+        no_retry
+            .get_object()
+            .bucket(bucket)
+            .key(down_key)
+            .send()
+            .await,
+    );
+    assert_eq!(
+        (f.status, f.code.as_deref()),
+        (503, Some("ServiceUnavailable")),
+        "{down_key} on the killed group"
+    );
+    for (key, _) in &elsewhere {
+        assert_eq!(&get_bytes(&s3, bucket, key).await, &objects[*key], "{key}");
+    }
+
+    // Restarted on its data directory, the group has every object it acknowledged.
+    cluster.spawn("mnode2");
+    for (key, data) in &objects {
+        let got = eventually(&format!("get {key} after the restart"), || async {
+            let out = s3.get_object().bucket(bucket).key(key).send().await?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                out.body.collect().await?.into_bytes().to_vec(),
+            )
+        })
+        .await;
+        assert_eq!(&got, data, "{key} after the restart");
+    }
+    assert_eq!(list_all(&s3, bucket, None).await, keys);
+
+    // The coordinator's protocols span the processes: emptying the bucket reaps the implicit
+    // directories on every group, and DeleteBucket removes it.
+    for key in &keys {
+        s3.delete_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("delete {key}: {e:?}"));
+    }
+    assert!(list_all(&s3, bucket, None).await.is_empty());
+    s3.delete_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("delete bucket: {e:?}\n{}", cluster.stderr("coordinator")));
+    let f = failure(no_retry.head_bucket().bucket(bucket).send().await);
+    assert_eq!(f.status, 404);
+}
+
+/// An inconsistent config file is refused at start with the reason, before anything listens.
+#[test]
+fn a_bad_config_is_refused_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "roles = [\"mnode\"]\ndata_dir = \"/tmp/x\"\nrpc_addr = \"127.0.0.1:1\"\ngroup = 5\n\
+         [cluster]\ncoordinator = \"127.0.0.1:2\"\nmnodes = [\"127.0.0.1:1\"]\n\
+         chunkstores = [\"127.0.0.1:3\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(saker_bin())
+        .args(["server", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("group 5"), "{err}");
+}

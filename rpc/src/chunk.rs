@@ -1,0 +1,60 @@
+//! The chunk service as it crosses the network: requests, replies and errors of a remote
+//! chunkstore, and the [`ChunkService`] trait its server side implements.
+//!
+//! The storage trait itself (`ChunkStore`) lives in the chunkstore crate, which depends on this
+//! one; that crate adapts a store to [`ChunkService`] for [`RpcServer`](crate::RpcServer) and
+//! implements `ChunkStore` over [`RpcChannel::chunk`](crate::RpcChannel::chunk).
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// One operation on a remote chunkstore. Chunk ids are the 128-bit random ids of `ChunkRef`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChunkRequest {
+    /// Store durably; an existing id is `AlreadyExists`.
+    Put { id: u128, data: Bytes },
+    /// Read `len` bytes at `offset` (clamped to the chunk's end), CRC-checked.
+    Get { id: u128, offset: u64, len: u64 },
+    /// Delete; a missing chunk is fine.
+    Delete { id: u128 },
+    /// Ids of chunks last modified before `unix_ns` (nanoseconds since the Unix epoch, by the
+    /// caller's clock; the leak scrub's cut-off is hours in the past, far above clock skew).
+    ListOlderThan { unix_ns: u128 },
+}
+
+/// A successful answer; which variant follows from the request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChunkReply {
+    Put { len: u64, crc32c: u32 },
+    Data(Bytes),
+    Done,
+    Ids(Vec<u128>),
+}
+
+/// Why a chunk operation failed, as it travels back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ChunkWireError {
+    #[error("chunk {0:032x} not found")]
+    NotFound(u128),
+    #[error("chunk {0:032x} already exists")]
+    AlreadyExists(u128),
+    #[error("chunk {id:032x} is corrupt: {detail}")]
+    Corrupt { id: u128, detail: String },
+    #[error("chunkstore I/O error: {0}")]
+    Io(String),
+    #[error("bad format: {0}")]
+    BadFormat(String),
+    /// The request did not reach the chunkstore, or its answer did not come back.
+    #[error("chunkstore unavailable: {0}")]
+    Unavailable(String),
+    /// The answer does not fit the request (a peer speaking another protocol).
+    #[error("unexpected chunkstore reply: {0}")]
+    Protocol(String),
+}
+
+/// The server side of a remote chunkstore.
+#[async_trait]
+pub trait ChunkService: Send + Sync + 'static {
+    async fn call(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError>;
+}

@@ -1,0 +1,175 @@
+//! One process of a multi-process cluster: starts the roles a [`ProcessConfig`] names and wires
+//! them to the others over the RPC transport.
+//!
+//! Every role talks to the others through the service traits (`MetaService`,
+//! `CoordinatorService`, `ChunkStore`), with a local object for the roles of this process and a
+//! network handle for the rest, so the code paths are those of the all-in-one server. Peers are
+//! dialled lazily: processes may start in any order, and a process that is down fails only the
+//! requests it would serve (503 to S3 clients) until it is back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, RemoteChunkStore};
+use saker_client::Cluster;
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
+use saker_gateway::Gateway;
+use saker_mnode::Mnode;
+use saker_rpc::{CoordinatorService, MetaService, RpcChannel, RpcServer};
+use tokio::net::TcpListener;
+
+use crate::admin::{self, AdminState};
+use crate::process_config::{ProcessConfig, Role};
+use crate::server::{
+    cluster_file, env_root_key, gc_loop, open_store, serve_s3, shutdown_signal, ServerArgs,
+};
+
+pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cfg.data_dir)
+        .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
+    let map = cfg.cluster_map();
+    let router = map.router()?;
+    let channels = Channels::default();
+
+    // MNode: one group on this process's own store.
+    let mnode = match (cfg.has(Role::Mnode), cfg.group) {
+        (true, Some(group)) => {
+            let n = map.groups.len() as u32;
+            cluster_file(&cfg.data_dir, n, args.store(), Some(group))?;
+            let store = open_store(&cfg.data_dir, args.store())?;
+            let mut mcfg = args.mnode_config(group);
+            mcfg.router = router.clone();
+            Some(Mnode::start(store, mcfg).await?)
+        }
+        _ => None,
+    };
+    let mut groups: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
+    for &g in &map.groups {
+        let service: Arc<dyn MetaService> = match &mnode {
+            Some(m) if m.group() == g => m.clone(),
+            _ => Arc::new(channels.get(map.endpoints.mnode(g, ""))?.meta(g)),
+        };
+        groups.insert(g, service);
+    }
+    let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
+        Arc::new(NamespaceCoordinator::new(router.clone(), groups.clone()))
+    } else {
+        Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())
+    };
+    if let Some(m) = &mnode {
+        m.connect(groups.clone(), coordinator.clone());
+    }
+    let local_chunks: Option<Arc<dyn ChunkStore>> = if cfg.has(Role::Chunkstore) {
+        Some(Arc::new(DiskChunkStore::open(
+            &cfg.data_dir.join("chunks"),
+        )?))
+    } else {
+        None
+    };
+
+    let mut lines = vec![format!(
+        "saker process ready: {}",
+        cfg.roles
+            .iter()
+            .map(|r| format!("{r:?}").to_lowercase())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    if let Some(addr) = cfg.rpc_addr {
+        // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
+        // the chunkstore (if it runs here) and the cluster map.
+        let served: BTreeMap<u32, Arc<dyn MetaService>> = mnode
+            .iter()
+            .map(|m| (m.group(), m.clone() as Arc<dyn MetaService>))
+            .collect();
+        let mut rpc = RpcServer::new(served, coordinator.clone(), map.clone());
+        if let Some(chunks) = &local_chunks {
+            rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
+        }
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        lines.push(format!("  RPC:          {}", listener.local_addr()?));
+        tokio::spawn(async move {
+            if let Err(e) = rpc.serve(listener).await {
+                tracing::error!(error = %e, "RPC listener failed");
+            }
+        });
+    }
+
+    let mut admin_app = None;
+    if let (true, Some(s3_addr)) = (cfg.has(Role::Gateway), cfg.s3_addr) {
+        let chunks: Arc<dyn ChunkStore> = match &local_chunks {
+            Some(c) => c.clone(),
+            None => Arc::new(RemoteChunkStore::new(
+                channels.get(map.endpoints.chunkstore(""))?,
+            )),
+        };
+        let keys = Arc::new(AccessKeyStore::open(
+            &cfg.data_dir.join("access-keys.json"),
+            env_root_key(),
+        )?);
+        let cluster = Arc::new(Cluster::new(
+            router.clone(),
+            groups.clone(),
+            chunks.clone(),
+            args.client_config(),
+        ));
+        let s3 = Gateway::new(cluster.clone(), keys.clone())
+            .into_service(args.domain())
+            .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
+        let listener = TcpListener::bind(s3_addr)
+            .await
+            .with_context(|| format!("cannot listen on {s3_addr}"))?;
+        lines.push(format!("  S3 endpoint:  http://{}", listener.local_addr()?));
+        lines.push(format!("  access key:   {}", keys.root().access_key));
+        if env_root_key().is_none() {
+            lines.push(format!("  secret key:   {}", keys.root().secret_key));
+        }
+        tokio::spawn(serve_s3(listener, s3));
+        let (scrub_age, interval) = args.gc();
+        tokio::spawn(gc_loop(cluster, scrub_age, interval));
+        admin_app = Some(admin::router(AdminState { keys, chunks }));
+    }
+    if let Some(addr) = cfg.admin_addr {
+        let app = admin_app.unwrap_or_else(|| admin::health_router(local_chunks.clone()));
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        lines.push(format!("  admin:        http://{}", listener.local_addr()?));
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "admin listener failed");
+            }
+        });
+    }
+    if let Some(m) = &mnode {
+        lines.push(format!("  MNode group:  {}", m.group()));
+    }
+    lines.push(format!("  data dir:     {}", cfg.data_dir.display()));
+    println!("{}", lines.join("\n"));
+
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    if let Some(m) = &mnode {
+        m.shutdown().await;
+    }
+    Ok(())
+}
+
+/// One lazily connected channel per peer address.
+#[derive(Default)]
+struct Channels(std::sync::Mutex<BTreeMap<String, RpcChannel>>);
+
+impl Channels {
+    fn get(&self, addr: &str) -> anyhow::Result<RpcChannel> {
+        let mut map = self.0.lock().expect("channel map lock");
+        if let Some(c) = map.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = RpcChannel::lazy(addr)?;
+        map.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+}
