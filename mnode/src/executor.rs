@@ -68,6 +68,15 @@ pub(crate) struct Executor {
     pub frozen: Arc<FrozenDirs>,
     pub changes: Arc<ChangeLog>,
     pub parent_updates: ParentUpdates,
+    /// Batches evaluated and the ops in them, since start (mean batch size for benchmarks).
+    pub batch_counts: Arc<BatchCounts>,
+}
+
+/// How many batches the executor ran and how many ops they held.
+#[derive(Default)]
+pub struct BatchCounts {
+    pub batches: AtomicU64,
+    pub ops: AtomicU64,
 }
 
 /// When an op that changed another group's directory is answered (SwitchFS §5).
@@ -122,11 +131,13 @@ struct Evaluated {
     batch: Vec<Pending>,
     /// Per op, a directory to reap after the commit.
     reaps: Vec<Option<Vec<String>>>,
-    /// Per op, whether its answer waits for the change-log push (it changed a directory that
-    /// another group owns).
+    /// Per op, whether its answer waits for the change-log push or the dirty marks (it changed
+    /// a directory that another group owns).
     waits: Vec<bool>,
     /// The highest change-log seq the entry writes.
     last_change: Option<u64>,
+    /// The other groups' directories the entry changes, by owner (the dirty marks).
+    dirty: BTreeMap<GroupId, Vec<InodeId>>,
 }
 
 impl Executor {
@@ -166,6 +177,10 @@ impl Executor {
         change_seq: &mut u64,
     ) -> Option<Evaluated> {
         metrics::BATCH_SIZE.observe(batch.len() as f64);
+        self.batch_counts.batches.fetch_add(1, Ordering::Relaxed);
+        self.batch_counts
+            .ops
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let pending = inflight.lock().merged.clone();
         let mut txn = Txn::on_pending(self.store.as_ref(), pending);
         for key in self.changes.take_trimmed() {
@@ -223,6 +238,10 @@ impl Executor {
             return None;
         }
         let mut last_change = None;
+        let dirty = remote
+            .iter()
+            .map(|(owner, dirs)| (*owner, dirs.keys().copied().collect()))
+            .collect();
         for (owner, dirs) in remote {
             *change_seq += 1;
             let changes: Vec<DirChange> = dirs.into_values().collect();
@@ -246,6 +265,7 @@ impl Executor {
             reaps,
             waits,
             last_change,
+            dirty,
         })
     }
 
@@ -263,6 +283,7 @@ impl Executor {
             reaps,
             waits,
             last_change,
+            dirty,
         }) = self.evaluate(seq, batch, inflight, change_seq)
         else {
             return;
@@ -286,21 +307,34 @@ impl Executor {
                 Ok(results) => {
                     // Ops that changed no other group's directory are answered at once: an
                     // `ApplyChanges` must never wait for this group's own pushes, or two
-                    // groups pushing to each other would wait on each other.
+                    // groups pushing to each other would wait on each other. The others wait
+                    // for the push (sync) or the dirty marks (async).
                     let mut later = Vec::new();
                     for (((p, result), reap), wait) in
                         batch.into_iter().zip(results).zip(reaps).zip(waits)
                     {
-                        if wait && sync {
+                        if wait {
                             later.push((p, result, reap));
                         } else {
                             let _ = p.reply.send(Reply::Done { result, reap });
                         }
                     }
-                    // Sync parent updates: the owners have the changes before anyone hears back.
                     if let Some(upto) = last_change {
-                        if let Err(e) = change_log.push_upto(upto).await {
-                            tracing::warn!(error = %e, "parent-directory changes not pushed yet");
+                        if sync {
+                            // The owners have the changes before anyone hears back.
+                            if let Err(e) = change_log.push_upto(upto).await {
+                                tracing::warn!(error = %e, "parent-directory changes not pushed yet");
+                            }
+                        } else {
+                            // The owners know the directories are dirty before anyone hears
+                            // back; the records follow shortly. An owner that did not take
+                            // its mark gets the records now instead (sync fallback).
+                            if change_log.mark_dirty(&dirty).await.is_err() {
+                                if let Err(e) = change_log.push_upto(upto).await {
+                                    tracing::warn!(error = %e, "parent-directory changes neither marked nor pushed");
+                                }
+                            }
+                            change_log.push_soon();
                         }
                     }
                     for (p, result, reap) in later {

@@ -6,6 +6,7 @@
 //! under the key layout of [`keys`].
 
 mod changes;
+mod dirty;
 pub mod error;
 mod executor;
 mod frozen;

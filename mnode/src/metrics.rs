@@ -78,3 +78,26 @@ pub static REPLICA_SIZE: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+pub static DIRTY_MARKS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_dirty_marks_total",
+        "Dirty marks sent to directory owners (async parent updates, one per owner per batch)",
+    )
+});
+
+pub static AGGREGATIONS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_aggregations_total",
+        "Directory attribute reads that pulled pending changes first",
+    )
+});
+
+pub static DIRTY_DIRS: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
+    prometheus::register_int_gauge_vec!(
+        "saker_mnode_dirty_dirs",
+        "Directories with changes other groups have not pushed yet, by owner group",
+        &["group"]
+    )
+    .expect("metric registers once")
+});

@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use saker_namespace::{DentryReplica, Route, Router, ROOT_ID};
+use saker_namespace::{DentryReplica, GroupId, Route, Router, ROOT_ID};
 use saker_rpc::{
-    ClientTag, CoordinatorService, GroupCounters, MetaError, MetaRequest, MetaResponse,
+    ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest, MetaResponse,
     MetaService, RemoveCond,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::changes::{ChangeLog, Peers};
+use crate::dirty::{DirtySet, Need};
 use crate::error::MnodeError;
-use crate::executor::{Executor, ParentUpdates, Pending, Reply};
+use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending, Reply};
 use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, SM_META};
 use crate::metrics;
@@ -78,9 +79,13 @@ pub struct Mnode {
     peers: Arc<OnceLock<Peers>>,
     coordinator: OnceLock<Arc<dyn CoordinatorService>>,
     changes: Arc<ChangeLog>,
+    /// This group's directories other groups changed without pushing yet (async mode).
+    dirty: Arc<Mutex<DirtySet>>,
     forwards: AtomicU64,
     remote_lookups: AtomicU64,
     invalidations: AtomicU64,
+    pulls: AtomicU64,
+    batch_counts: Arc<BatchCounts>,
     parent_updates: ParentUpdates,
 }
 
@@ -147,6 +152,7 @@ impl Mnode {
         let peers = Arc::new(OnceLock::new());
         let changes = Arc::new(ChangeLog::new(keys, store.clone(), peers.clone()));
         let (tx, rx) = mpsc::unbounded_channel();
+        let batch_counts = Arc::new(BatchCounts::default());
         let exec = Executor {
             keys,
             store: store.clone(),
@@ -160,6 +166,7 @@ impl Mnode {
             frozen: frozen.clone(),
             changes: changes.clone(),
             parent_updates: cfg.parent_updates,
+            batch_counts: batch_counts.clone(),
         };
         tokio::spawn(exec.run(rx));
         Ok(Arc::new(Self {
@@ -175,9 +182,12 @@ impl Mnode {
             peers,
             coordinator: OnceLock::new(),
             changes,
+            dirty: Arc::new(Mutex::new(DirtySet::rebuilding([]))),
             forwards: AtomicU64::new(0),
             remote_lookups: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
+            pulls: AtomicU64::new(0),
+            batch_counts,
             parent_updates: cfg.parent_updates,
         }))
     }
@@ -185,8 +195,19 @@ impl Mnode {
     /// Introduces the other groups (this one may be among them) and the coordinator, then
     /// pushes change-log records a previous run left behind.
     pub fn connect(self: &Arc<Self>, peers: Peers, coordinator: Arc<dyn CoordinatorService>) {
+        let others: Vec<GroupId> = peers
+            .keys()
+            .copied()
+            .filter(|g| *g != self.keys.group)
+            .collect();
         let _ = self.peers.set(peers);
         let _ = self.coordinator.set(coordinator);
+        if self.parent_updates == ParentUpdates::Async && !others.is_empty() {
+            // The dirty set is empty after a start, which says nothing: rebuild it.
+            self.dirty.lock().await_reports(others);
+            let me = self.clone();
+            tokio::spawn(async move { me.rebuild_dirty_set().await });
+        }
         let me = self.clone();
         tokio::spawn(async move {
             if let Err(e) = me.changes.push_upto(u64::MAX).await {
@@ -199,26 +220,69 @@ impl Mnode {
         self.keys.group
     }
 
-    /// Whether directory attributes here may lack changes other groups have not pushed yet.
-    fn may_be_behind(&self) -> bool {
-        self.parent_updates == ParentUpdates::Async && self.peers.get().is_some_and(|p| p.len() > 1)
+    /// Asks every other group which of this group's directories it holds change-log records
+    /// for, until all have answered (a group that is down is asked again).
+    async fn rebuild_dirty_set(&self) {
+        loop {
+            let unreported = self.dirty.lock().unreported();
+            if unreported.is_empty() {
+                return;
+            }
+            for g in unreported {
+                let Ok(peer) = self.peer(g) else { continue };
+                let req = MetaRequest::PendingDirs {
+                    owner: self.keys.group,
+                };
+                match peer.call(untagged(), req).await {
+                    Ok(MetaResponse::Dirs(dirs)) => self.dirty.lock().reported(g, &dirs),
+                    Ok(other) => {
+                        tracing::warn!(group = g, "PendingDirs answered {other:?}");
+                    }
+                    Err(e) => tracing::debug!(group = g, error = %e, "PendingDirs failed"),
+                }
+            }
+            if !self.dirty.lock().unreported().is_empty() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
 
-    /// Asks every other group to push the change-log records it owes (to anyone), so every
-    /// change of an op answered before this call is applied here when it returns. A group that
-    /// does not answer leaves its changes for later: the attributes may lag, never break.
-    async fn pull_changes(&self) {
-        let Some(peers) = self.peers.get() else {
-            return;
+    /// Brings directory `dir`'s attributes up to date with every change acknowledged before
+    /// this call (async mode): pulls from the groups that marked it dirty, then clears the
+    /// mark. A group that does not answer leaves its changes for later (the attributes may lag,
+    /// never break) and the mark stays.
+    async fn aggregate(&self, dir: InodeId) {
+        let (sources, token) = match self.dirty.lock().check(dir) {
+            Need::Clean => return,
+            Need::Pull { sources, token } => (sources, Some(token)),
+            Need::PullAll => (
+                self.peers
+                    .get()
+                    .map(|p| {
+                        p.keys()
+                            .copied()
+                            .filter(|g| *g != self.keys.group)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                None,
+            ),
         };
-        let calls = peers
-            .iter()
-            .filter(|(g, _)| **g != self.keys.group)
-            .map(|(_, p)| p.call(untagged(), MetaRequest::PushChanges));
+        let calls = sources.iter().filter_map(|g| {
+            let peer = self.peer(*g).ok()?;
+            self.pulls.fetch_add(1, Ordering::Relaxed);
+            Some(async move { peer.call(untagged(), MetaRequest::PushChanges).await })
+        });
+        let mut all_ok = true;
         for r in futures::future::join_all(calls).await {
             if let Err(e) = r {
+                all_ok = false;
                 tracing::warn!(error = %e, "a group did not push its changes");
             }
+        }
+        metrics::AGGREGATIONS.inc();
+        if let (true, Some(token)) = (all_ok, token) {
+            self.dirty.lock().clear(dir, token);
         }
     }
 
@@ -238,6 +302,11 @@ impl Mnode {
             forwards: self.forwards.load(Ordering::Relaxed),
             remote_lookups: self.remote_lookups.load(Ordering::Relaxed),
             change_pushes: self.changes.pushes.load(Ordering::Relaxed),
+            dirty_marks: self.changes.marks.load(Ordering::Relaxed),
+            pulls: self.pulls.load(Ordering::Relaxed),
+            dirty_dirs: self.dirty.lock().len() as u64,
+            batches: self.batch_counts.batches.load(Ordering::Relaxed),
+            batched_ops: self.batch_counts.ops.load(Ordering::Relaxed),
             invalidations: self.invalidations.load(Ordering::Relaxed),
             replica_len: self.replica_len() as u64,
             inodes,
@@ -451,9 +520,13 @@ impl Mnode {
                         metrics::RETRIES.with_label_values(&["lookup"]).inc();
                         continue;
                     }
-                    Ok(Ok(MetaResponse::Object(v))) if v.attr.is_dir() && self.may_be_behind() => {
-                        // Aggregate: the other groups push what they owe, then read again.
-                        self.pull_changes().await;
+                    Ok(Ok(MetaResponse::Object(v)))
+                        if v.attr.is_dir()
+                            && self.parent_updates == ParentUpdates::Async
+                            && self.dirty.lock().check(v.attr.id) != Need::Clean =>
+                    {
+                        // Aggregate: the contributors push what they owe, then read again.
+                        self.aggregate(v.attr.id).await;
                         let stale = MetaResponse::Object(v);
                         return match self.read(&req, Vec::new()) {
                             Ok(fresh) => fresh.or(Ok(stale)),
@@ -550,6 +623,19 @@ impl MetaService for Mnode {
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
             MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
+            MetaRequest::MarkDirty { source, dirs } => {
+                let mut dirty = self.dirty.lock();
+                for d in dirs {
+                    dirty.mark(d, source);
+                }
+                metrics::DIRTY_DIRS
+                    .with_label_values(&[&self.keys.group.to_string()])
+                    .set(dirty.len() as i64);
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::PendingDirs { owner } => {
+                self.changes.pending_dirs(owner).map(MetaResponse::Dirs)
+            }
             req => match self.misdirected(&req) {
                 Some(g) => {
                     metrics::MISDIRECTED.inc();

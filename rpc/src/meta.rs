@@ -135,6 +135,17 @@ pub struct GroupCounters {
     pub remote_lookups: u64,
     /// Change-log records pushed to directory owners.
     pub change_pushes: u64,
+    /// Dirty marks sent to directory owners (async parent updates; one per owner per batch).
+    pub dirty_marks: u64,
+    /// Pulls (`PushChanges`) sent to contributing groups before answering a directory's
+    /// attributes.
+    pub pulls: u64,
+    /// Directories marked dirty here now.
+    pub dirty_dirs: u64,
+    /// Batches the executor ran (each one transaction and one raft entry).
+    pub batches: u64,
+    /// Ops in those batches.
+    pub batched_ops: u64,
     /// Dentry invalidations received from the coordinator.
     pub invalidations: u64,
     /// Entries in the dentry replica now.
@@ -144,9 +155,10 @@ pub struct GroupCounters {
 }
 
 impl GroupCounters {
-    /// Messages between servers: forwards, remote lookups and change-log pushes.
+    /// Messages between servers: forwards, remote lookups, change-log pushes, dirty marks and
+    /// pulls.
     pub fn server_msgs(&self) -> u64 {
-        self.forwards + self.remote_lookups + self.change_pushes
+        self.forwards + self.remote_lookups + self.change_pushes + self.dirty_marks + self.pulls
     }
 }
 
@@ -201,6 +213,18 @@ pub enum MetaRequest {
     /// Push every change-log record this group owes other groups now (a directory's owner
     /// asks before it answers with the directory's attributes in async mode).
     PushChanges,
+    /// At a directory owner (async parent updates): group `source` committed changes to
+    /// `dirs` and has not necessarily pushed them. In memory; answered before `source` answers
+    /// the ops that made the changes.
+    MarkDirty {
+        source: u32,
+        dirs: Vec<InodeId>,
+    },
+    /// The directories of group `owner` this group holds change-log entries for (an owner
+    /// rebuilding its dirty set after a restart asks every group). Answers `Dirs`.
+    PendingDirs {
+        owner: u32,
+    },
 
     // ---- coordinator -> MNode control (in memory, not logged) ----
     /// At the directory's owner: stop every operation that resolves through it until
@@ -350,6 +374,8 @@ impl MetaRequest {
                 | MetaRequest::DirUsage { .. }
                 | MetaRequest::Counters
                 | MetaRequest::PushChanges
+                | MetaRequest::MarkDirty { .. }
+                | MetaRequest::PendingDirs { .. }
                 | MetaRequest::Freeze { .. }
                 | MetaRequest::Unfreeze { .. }
                 | MetaRequest::Invalidate { .. }
@@ -387,6 +413,8 @@ impl MetaRequest {
             | MetaRequest::DirUsage { .. }
             | MetaRequest::Counters
             | MetaRequest::PushChanges
+            | MetaRequest::MarkDirty { .. }
+            | MetaRequest::PendingDirs { .. }
             | MetaRequest::Unfreeze { .. }
             | MetaRequest::Invalidate { .. }
             | MetaRequest::GcDone { .. }
@@ -424,6 +452,8 @@ impl MetaRequest {
             MetaRequest::DirUsage { .. } => "dir_usage",
             MetaRequest::Counters => "counters",
             MetaRequest::PushChanges => "push_changes",
+            MetaRequest::MarkDirty { .. } => "mark_dirty",
+            MetaRequest::PendingDirs { .. } => "pending_dirs",
             MetaRequest::Freeze { .. } => "freeze",
             MetaRequest::Unfreeze { .. } => "unfreeze",
             MetaRequest::Invalidate { .. } => "invalidate",
@@ -448,6 +478,8 @@ pub enum MetaResponse {
     Dentry(Dentry),
     Usage(DirUsage),
     Counters(GroupCounters),
+    /// Directory ids.
+    Dirs(Vec<InodeId>),
     /// A directory frozen for the rmdir protocol, and its parent's id.
     Frozen {
         parent: InodeId,

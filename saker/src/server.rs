@@ -76,6 +76,11 @@ pub struct ServerArgs {
     /// the directory's attributes) or `sync` (after the owner applied the change).
     #[arg(long, value_enum, default_value = "async")]
     parent_updates: ParentUpdatesArg,
+    /// Concurrent request merging: the MNode executor runs everything queued as one
+    /// transaction and one raft entry (`true`), or one request per transaction (`false`, the
+    /// ablation baseline).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    merge: bool,
     /// Metadata store engine, fixed when the data directory is created. fjall by measurement:
     /// 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs 0.8-1x
     /// (compat_tests/bench/engines/README.md for the engine-level numbers).
@@ -200,6 +205,9 @@ impl ServerArgs {
         let mut cfg = MnodeConfig::new(group);
         cfg.gc_grace = self.gc_grace;
         cfg.pipeline_depth = self.pipeline_depth;
+        if !self.merge {
+            cfg.max_batch = 1;
+        }
         cfg.parent_updates = match self.parent_updates {
             ParentUpdatesArg::Sync => ParentUpdates::Sync,
             ParentUpdatesArg::Async => ParentUpdates::Async,

@@ -3,9 +3,13 @@
 //! client sent per op) and `server_msgs_per_op` (forwards, remote lookups and change-log pushes
 //! between MNodes per op, from the groups' counters).
 //!
-//! Layout: one bucket, one directory per thread at `--depth` (the levels above it shared), and
-//! the thread's files in it. A warm-up pass creates, stats and unlinks other names in every
-//! directory first, so the MNodes' dentry replicas are warm.
+//! Layout: one bucket, one directory per thread at `--depth` (the levels above it shared; with
+//! `--shared-dir` one directory for all threads), and the thread's files in it (with
+//! `--burst B`, in a new subdirectory every B files: bursts of writes per directory). A warm-up
+//! pass creates and unlinks other names in every directory first, so the MNodes' dentry
+//! replicas are warm. Each phase also reports the MNodes' mean batch size (ops per
+//! transaction / raft entry). The `statdir` op measures a directory's stat right after k
+//! creates in it (`--statdir-k`), the cost of aggregating deferred parent updates.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,7 +28,9 @@ use saker_rpc::{
 };
 use serde::Serialize;
 
-const OPS: [&str; 6] = ["create", "stat", "readdir", "unlink", "mkdir", "rmdir"];
+const OPS: [&str; 7] = [
+    "create", "stat", "readdir", "unlink", "mkdir", "rmdir", "statdir",
+];
 
 #[derive(Args, Debug)]
 pub struct MetaBenchArgs {
@@ -47,6 +53,15 @@ pub struct MetaBenchArgs {
     /// Depth of each thread's directory below the bucket.
     #[arg(long, default_value_t = 3)]
     depth: usize,
+    /// All threads work in one directory.
+    #[arg(long)]
+    shared_dir: bool,
+    /// Files per directory: each thread moves to a new subdirectory every B files.
+    #[arg(long)]
+    burst: Option<usize>,
+    /// For the `statdir` op: numbers of creates after which a directory is stat'ed.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
+    statdir_k: Vec<usize>,
     /// Write the results here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -77,6 +92,8 @@ struct OpResult {
     p99_ms: f64,
     rpcs_per_op: f64,
     server_msgs_per_op: f64,
+    /// Ops per executor batch on the MNodes during the phase (0 when nothing was batched).
+    mean_batch: f64,
 }
 
 #[derive(Serialize)]
@@ -86,6 +103,8 @@ struct Report<'a> {
     threads: usize,
     files: usize,
     depth: usize,
+    shared_dir: bool,
+    burst: Option<usize>,
     results: &'a [OpResult],
 }
 
@@ -96,6 +115,8 @@ struct Bench {
     sent: Arc<AtomicU64>,
     /// Each thread's directory.
     dirs: Vec<Vec<String>>,
+    burst: Option<usize>,
+    bucket: String,
 }
 
 fn empty_object() -> NewObject {
@@ -112,23 +133,36 @@ fn child(dir: &[String], name: String) -> Vec<String> {
 }
 
 impl Bench {
-    async fn server_msgs(&self) -> anyhow::Result<u64> {
-        let mut total = 0;
+    /// Server messages, batches and batched ops, summed over the groups.
+    async fn totals(&self) -> anyhow::Result<(u64, u64, u64)> {
+        let mut total = (0, 0, 0);
         for g in self.raw.values() {
             let tag = ClientTag { client: 0, seq: 0 };
             match g.call(tag, MetaRequest::Counters).await? {
-                MetaResponse::Counters(c) => total += GroupCounters::server_msgs(&c),
+                MetaResponse::Counters(c) => {
+                    total.0 += GroupCounters::server_msgs(&c);
+                    total.1 += c.batches;
+                    total.2 += c.batched_ops;
+                }
                 other => anyhow::bail!("counters answered {other:?}"),
             }
         }
         Ok(total)
     }
 
+    /// The directory of item `i` of thread `t`.
+    fn item_dir(&self, t: usize, i: usize) -> Vec<String> {
+        match self.burst {
+            Some(b) => child(&self.dirs[t], format!("burst{}", i / b)),
+            None => self.dirs[t].clone(),
+        }
+    }
+
     /// One op on item `i` of thread `t`.
     async fn one(&self, op: &str, t: usize, i: usize) -> Result<(), MetaError> {
-        let dir = &self.dirs[t];
-        let file = child(dir, format!("f{i}"));
-        let sub = child(dir, format!("m{i}"));
+        let dir = &self.item_dir(t, i);
+        let file = child(dir, format!("f{t}-{i}"));
+        let sub = child(dir, format!("m{t}-{i}"));
         let req = match op {
             "create" => MetaRequest::PutObject {
                 path: file.clone(),
@@ -187,7 +221,7 @@ impl Bench {
     /// Runs `op` over every item (readdir: over every thread's directory, `files / threads`
     /// times in all) with one task per thread; items in random order per thread.
     async fn phase(self: &Arc<Self>, op: &str, per_thread: usize) -> anyhow::Result<OpResult> {
-        let msgs_before = self.server_msgs().await?;
+        let (msgs_before, batches_before, batched_before) = self.totals().await?;
         let sent_before = self.sent.load(Ordering::Relaxed);
         let start = Instant::now();
         let mut tasks = Vec::new();
@@ -226,7 +260,12 @@ impl Bench {
         let seconds = start.elapsed().as_secs_f64();
         let ops = lat.len() as u64;
         let sent = self.sent.load(Ordering::Relaxed) - sent_before;
-        let msgs = self.server_msgs().await? - msgs_before;
+        let (msgs, batches, batched) = self.totals().await?;
+        let (msgs, batches, batched) = (
+            msgs - msgs_before,
+            batches - batches_before,
+            batched - batched_before,
+        );
         lat.sort_unstable();
         Ok(OpResult {
             op: op.to_string(),
@@ -238,7 +277,77 @@ impl Bench {
             p99_ms: super::percentile_ms(&lat, 0.99),
             rpcs_per_op: sent as f64 / ops.max(1) as f64,
             server_msgs_per_op: msgs as f64 / ops.max(1) as f64,
+            mean_batch: batched as f64 / batches.max(1) as f64,
         })
+    }
+
+    /// For each k: creates k files in a fresh directory (spread over the threads), then times
+    /// one stat of the directory; three times, median reported. A stat that does not show k
+    /// entries counts as an error.
+    async fn statdir(self: &Arc<Self>, ks: &[usize]) -> anyhow::Result<Vec<OpResult>> {
+        const REPS: usize = 3;
+        let threads = self.dirs.len();
+        let mut out = Vec::new();
+        for &k in ks {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            let (msgs_before, _, _) = self.totals().await?;
+            let mut stat_sent = 0;
+            for rep in 0..REPS {
+                let dir = vec![self.bucket.clone(), format!("statdir-{k}-{rep}")];
+                let req = MetaRequest::Mkdir {
+                    path: dir.clone(),
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                };
+                self.cluster.call(&dir, req).await?;
+                let mut tasks = Vec::new();
+                for t in 0..threads {
+                    let me = self.clone();
+                    let dir = dir.clone();
+                    tasks.push(tokio::spawn(async move {
+                        for i in (t..k).step_by(threads) {
+                            let path = child(&dir, format!("f{i}"));
+                            let req = MetaRequest::PutObject {
+                                path: path.clone(),
+                                obj: empty_object(),
+                            };
+                            me.cluster.call(&path, req).await?;
+                        }
+                        Ok::<_, MetaError>(())
+                    }));
+                }
+                for t in tasks {
+                    t.await??;
+                }
+                let sent_before = self.sent.load(Ordering::Relaxed);
+                let t0 = Instant::now();
+                let attr = self.cluster.lookup(&dir, Want::ATTR).await?.attr;
+                lat.push(t0.elapsed().as_micros() as u32);
+                stat_sent += self.sent.load(Ordering::Relaxed) - sent_before;
+                if attr.children != k as u64 {
+                    errors += 1;
+                }
+            }
+            // The messages of the creates are in here too: per stat, they are what the
+            // aggregation pulled plus the creates' marks and pushes.
+            let (msgs, _, _) = self.totals().await?;
+            lat.sort_unstable();
+            out.push(OpResult {
+                op: format!("statdir_after_{k}"),
+                ops: REPS as u64,
+                errors,
+                seconds: lat.iter().map(|&l| l as f64 / 1e6).sum(),
+                ops_per_sec: 0.0,
+                p50_ms: super::percentile_ms(&lat, 0.5),
+                p99_ms: super::percentile_ms(&lat, 0.99),
+                rpcs_per_op: stat_sent as f64 / REPS as f64,
+                server_msgs_per_op: (msgs - msgs_before) as f64 / (REPS * (k + 1)) as f64,
+                mean_batch: 0.0,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -282,11 +391,21 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
     let map = channel.cluster_map().await?;
-    let raw: BTreeMap<u32, Arc<dyn MetaService>> = map
-        .groups
-        .iter()
-        .map(|&g| (g, Arc::new(channel.meta(g)) as Arc<dyn MetaService>))
-        .collect();
+    // Each group where the map says it runs (all behind one address for the all-in-one server).
+    let mut channels = BTreeMap::from([(args.cluster.clone(), channel.clone())]);
+    let mut raw: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
+    for &g in &map.groups {
+        let addr = map.endpoints.mnode(g, &args.cluster).to_string();
+        let ch = match channels.get(&addr) {
+            Some(c) => c.clone(),
+            None => {
+                let c = saker_rpc::RpcChannel::lazy(&addr)?;
+                channels.insert(addr, c.clone());
+                c
+            }
+        };
+        raw.insert(g, Arc::new(ch.meta(g)));
+    }
     let sent = Arc::new(AtomicU64::new(0));
     let cluster = counted_cluster(map.router()?, raw.clone(), &sent);
 
@@ -297,8 +416,29 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         for level in 1..args.depth {
             dir.push(format!("l{level}"));
         }
-        dir.push(format!("t{t}"));
+        dir.push(if args.shared_dir {
+            "shared".to_string()
+        } else {
+            format!("t{t}")
+        });
         dirs.push(dir);
+    }
+    anyhow::ensure!(args.burst != Some(0), "--burst must be > 0");
+    let per_thread = args.files.div_ceil(args.threads);
+    // With bursts, each directory's subdirectories (once per distinct directory).
+    let mut tree: Vec<Vec<String>> = Vec::new();
+    for dir in &dirs {
+        if !tree.contains(dir) {
+            tree.push(dir.clone());
+        }
+    }
+    if let Some(b) = args.burst {
+        let bases = tree.clone();
+        for base in bases {
+            for k in 0..per_thread.div_ceil(b) {
+                tree.push(child(&base, format!("burst{k}")));
+            }
+        }
     }
     // Directories, top-down (levels shared by all threads exist after the first).
     let root = MetaRequest::CreateBucket {
@@ -307,7 +447,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         gid: 0,
     };
     cluster.call(&dirs[0][..1], root).await?;
-    for dir in &dirs {
+    for dir in &tree {
         for depth in 2..=dir.len() {
             let req = MetaRequest::Mkdir {
                 path: dir[..depth].to_vec(),
@@ -326,12 +466,13 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         raw,
         sent,
         dirs,
+        burst: args.burst,
+        bucket: bucket.clone(),
     });
-    let per_thread = args.files.div_ceil(args.threads);
-    // Warm-up: every group resolves every thread directory once.
-    for t in 0..bench.dirs.len() {
+    // Warm-up: every group resolves every directory once.
+    for dir in &tree {
         for i in 0..64 {
-            let path = child(&bench.dirs[t], format!("warm{i}"));
+            let path = child(dir, format!("warm{i}"));
             let obj = empty_object();
             bench
                 .cluster
@@ -351,24 +492,31 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
     }
 
     println!(
-        "{:<8} {:>9} {:>10} {:>9} {:>9} {:>8} {:>12} {:>7}",
-        "op", "ops", "ops/s", "p50 ms", "p99 ms", "rpcs/op", "srv msgs/op", "errors"
+        "{:<18} {:>9} {:>10} {:>9} {:>9} {:>8} {:>12} {:>7} {:>7}",
+        "op", "ops", "ops/s", "p50 ms", "p99 ms", "rpcs/op", "srv msgs/op", "batch", "errors"
     );
     let mut results = Vec::new();
     for op in &args.ops {
-        let r = bench.phase(op, per_thread).await?;
-        println!(
-            "{:<8} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>8.2} {:>12.2} {:>7}",
-            r.op,
-            r.ops,
-            r.ops_per_sec,
-            r.p50_ms,
-            r.p99_ms,
-            r.rpcs_per_op,
-            r.server_msgs_per_op,
-            r.errors
-        );
-        results.push(r);
+        let rs = if op == "statdir" {
+            bench.statdir(&args.statdir_k).await?
+        } else {
+            vec![bench.phase(op, per_thread).await?]
+        };
+        for r in rs {
+            println!(
+                "{:<18} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>8.2} {:>12.2} {:>7.1} {:>7}",
+                r.op,
+                r.ops,
+                r.ops_per_sec,
+                r.p50_ms,
+                r.p99_ms,
+                r.rpcs_per_op,
+                r.server_msgs_per_op,
+                r.mean_batch,
+                r.errors
+            );
+            results.push(r);
+        }
     }
     if let Some(path) = &args.json {
         let report = Report {
@@ -377,6 +525,8 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
             threads: args.threads,
             files: args.files,
             depth: args.depth,
+            shared_dir: args.shared_dir,
+            burst: args.burst,
             results: &results,
         };
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)
