@@ -8,12 +8,18 @@
 //! non-durable ones stay in the journal's buffer and become durable with the next durable commit,
 //! which syncs the whole journal. The block cache is set to redb's default (1 GiB) so both engines
 //! may keep the same amount of data in memory.
+//!
+//! Shared syncs: the MNode groups of a process append to their raft logs concurrently, each
+//! asking for a durable write. A durable write commits its batch to the journal without a sync,
+//! then waits for a sync that started after that commit; whoever finds no sync running starts
+//! one for everyone committed so far. One fdatasync thus covers every group's appends.
 
 use std::ops::Bound;
 use std::path::Path;
 
 use super::{Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 /// Block cache size, equal to redb's default cache size.
 const CACHE_BYTES: u64 = 1 << 30;
@@ -22,6 +28,20 @@ const CACHE_BYTES: u64 = 1 << 30;
 pub struct FjallStore {
     db: Database,
     ks: Keyspace,
+    syncs: Mutex<SyncState>,
+    synced: Condvar,
+}
+
+/// Durable writes by ticket: each ticket is a batch committed to the journal that waits for a
+/// sync covering it.
+#[derive(Default)]
+struct SyncState {
+    next_ticket: u64,
+    /// Every ticket at or below this is durable.
+    synced_upto: u64,
+    syncing: bool,
+    /// The last sync failed with this (the journal may not be durable: every waiter fails).
+    failed: Option<(u64, String)>,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -38,7 +58,12 @@ impl FjallStore {
         let ks = db
             .keyspace("saker_meta_v1", KeyspaceCreateOptions::default)
             .map_err(io)?;
-        Ok(Self { db, ks })
+        Ok(Self {
+            db,
+            ks,
+            syncs: Mutex::new(SyncState::default()),
+            synced: Condvar::new(),
+        })
     }
 
     /// Whether background flushes or compactions are running or queued (benchmarks wait for
@@ -48,30 +73,58 @@ impl FjallStore {
     }
 }
 
+impl FjallStore {
+    /// Returns once a journal sync that started after this call has finished.
+    fn sync_committed(&self) -> Result<(), StoreError> {
+        let mut s = self.syncs.lock();
+        s.next_ticket += 1;
+        let ticket = s.next_ticket;
+        loop {
+            if s.synced_upto >= ticket {
+                return match &s.failed {
+                    Some((upto, e)) if *upto >= ticket => Err(StoreError::Io(e.clone())),
+                    _ => Ok(()),
+                };
+            }
+            if s.syncing {
+                self.synced.wait(&mut s);
+                continue;
+            }
+            // Lead: one sync for every ticket taken so far (their batches are in the journal).
+            s.syncing = true;
+            let upto = s.next_ticket;
+            let result = MutexGuard::unlocked(&mut s, || self.db.persist(PersistMode::SyncData));
+            if let Err(e) = result {
+                s.failed = Some((upto, e.to_string()));
+            }
+            s.synced_upto = upto;
+            s.syncing = false;
+            self.synced.notify_all();
+        }
+    }
+}
+
 impl MetaStore for FjallStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.ks.get(key).map_err(io)?.map(|v| v.to_vec()))
     }
 
     fn write(&self, batch: &WriteBatch, durable: bool) -> Result<(), StoreError> {
-        let mut b = self
-            .db
-            .batch()
-            .durability(durable.then_some(PersistMode::SyncData));
+        let mut b = self.db.batch().durability(None);
         for (k, v) in &batch.ops {
             match v {
                 Some(v) => b.insert(&self.ks, k.as_slice(), v.as_ref()),
                 None => b.remove(&self.ks, k.as_slice()),
             }
         }
-        if b.is_empty() {
-            // fjall skips empty batches entirely; a durable one must still sync earlier writes.
-            if durable {
-                self.db.persist(PersistMode::SyncData).map_err(io)?;
-            }
-            return Ok(());
+        // fjall skips empty batches entirely; a durable one still syncs earlier writes.
+        if !b.is_empty() {
+            b.commit().map_err(io)?;
         }
-        b.commit().map_err(io)
+        if durable {
+            self.sync_committed()?;
+        }
+        Ok(())
     }
 
     fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError> {
