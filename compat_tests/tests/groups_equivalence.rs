@@ -29,6 +29,14 @@ where
     }
 }
 
+/// prefix, delimiter, start-after, max-keys.
+type ListCase<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<i32>,
+);
+
 /// Runs the workload; returns one line per request.
 async fn transcript(c: &Client) -> Vec<String> {
     let mut t = Vec::new();
@@ -241,7 +249,7 @@ async fn transcript(c: &Client) -> Vec<String> {
             req = req.set_max_keys(max);
             req
         };
-    let cases: [(Option<&str>, Option<&str>, Option<&str>, Option<i32>); 9] = [
+    let cases: [ListCase; 9] = [
         (None, None, None, None),
         (None, Some("/"), None, None),
         (Some("a"), Some("/"), None, None),
