@@ -12,6 +12,7 @@ use saker_rpc::{
 };
 
 use crate::error::ClientError;
+use crate::metrics::MNODE_REQUESTS_PER_OP;
 
 /// Tunables of the data path.
 #[derive(Clone, Debug)]
@@ -166,6 +167,11 @@ impl Cluster {
 
     /// Sends one request to the owner of `path`.
     pub async fn call(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        MNODE_REQUESTS_PER_OP.observe(1.0);
+        self.send(path, req).await
+    }
+
+    async fn send(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let tag = self.next_tag();
         self.group(self.owner(path))?.call(tag, req).await
     }
@@ -176,6 +182,7 @@ impl Cluster {
         g: GroupId,
         req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
+        MNODE_REQUESTS_PER_OP.observe(1.0);
         let tag = self.next_tag();
         self.group(g)?.call(tag, req).await
     }
@@ -193,7 +200,7 @@ impl Cluster {
         let max_rounds = 2 * path.len() + 4;
         // Directories (prefixes of `path`) waiting to be created, deepest last.
         let mut pending: Vec<usize> = Vec::new();
-        for _ in 0..max_rounds {
+        for round in 0..max_rounds {
             let (target, req) = match pending.last() {
                 Some(&depth) => (
                     &path[..=depth],
@@ -205,9 +212,11 @@ impl Cluster {
                 ),
                 None => (path, make()),
             };
-            match self.call(target, req).await {
+            let sent = (round + 1) as f64;
+            match self.send(target, req).await {
                 Ok(resp) => {
                     if pending.pop().is_none() {
+                        MNODE_REQUESTS_PER_OP.observe(sent);
                         return Ok(resp);
                     }
                 }
@@ -216,9 +225,13 @@ impl Cluster {
                 {
                     pending.push(depth);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    MNODE_REQUESTS_PER_OP.observe(sent);
+                    return Err(e.into());
+                }
             }
         }
+        MNODE_REQUESTS_PER_OP.observe(max_rounds as f64);
         Err(ClientError::TooManyRetries(max_rounds))
     }
 

@@ -10,6 +10,7 @@ mod data;
 mod error;
 mod gc;
 mod list;
+pub mod metrics;
 
 pub use cluster::{Cluster, ClusterConfig};
 pub use data::{ChunkWriter, DataStream, ReadRange, Written};

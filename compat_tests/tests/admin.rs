@@ -208,4 +208,33 @@ async fn health_and_metrics() {
                 && l.contains("NoSuchKey")),
         "the failed GET is counted by outcome:\n{text}"
     );
+    // Hops: every client op above sent at least one MNode request, and the deep key made
+    // its parents first (more than one request for one op).
+    assert!(sample("saker_client_mnode_requests_per_op_count") >= 3.0);
+    put(&c, &b, "deep/er/key", b"x").await;
+    let text = http
+        .get(format!("{}/metrics", srv.admin))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let le1 = text
+        .lines()
+        .find(|l| l.starts_with("saker_client_mnode_requests_per_op_bucket{le=\"1\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("the le=1 bucket");
+    let count = text
+        .lines()
+        .find(|l| l.starts_with("saker_client_mnode_requests_per_op_count"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .expect("the count");
+    assert!(count > le1, "an op with several hops is counted:\n{text}");
+    // Inodes per group, one gauge per group.
+    let groups = text
+        .lines()
+        .filter(|l| l.starts_with("saker_mnode_inodes{"))
+        .count();
+    assert_eq!(groups, 4, "{text}");
 }

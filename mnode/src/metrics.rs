@@ -101,3 +101,12 @@ pub static DIRTY_DIRS: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+pub static INODES: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
+    prometheus::register_int_gauge_vec!(
+        "saker_mnode_inodes",
+        "Inode records (files and directories) a group holds, counted every minute, by group",
+        &["group"]
+    )
+    .expect("metric registers once")
+});

@@ -169,7 +169,7 @@ impl Mnode {
             batch_counts: batch_counts.clone(),
         };
         tokio::spawn(exec.run(rx));
-        Ok(Arc::new(Self {
+        let node = Arc::new(Self {
             keys,
             store,
             raft,
@@ -189,7 +189,21 @@ impl Mnode {
             pulls: AtomicU64::new(0),
             batch_counts,
             parent_updates: cfg.parent_updates,
-        }))
+        });
+        // The inode count for /metrics: a full scan, so once a minute, and only while the
+        // node is alive.
+        let weak = Arc::downgrade(&node);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                let Some(node) = weak.upgrade() else { return };
+                if let Err(e) = node.counters() {
+                    tracing::debug!(error = %e, "inode count failed");
+                }
+            }
+        });
+        Ok(node)
     }
 
     /// Introduces the other groups (this one may be among them) and the coordinator, then
@@ -298,6 +312,9 @@ impl Mnode {
                 Ok(true)
             },
         )?;
+        metrics::INODES
+            .with_label_values(&[&self.keys.group.to_string()])
+            .set(inodes as i64);
         Ok(GroupCounters {
             forwards: self.forwards.load(Ordering::Relaxed),
             remote_lookups: self.remote_lookups.load(Ordering::Relaxed),

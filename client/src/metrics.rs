@@ -1,0 +1,16 @@
+//! Client-side metrics: MNode requests per client operation (the hops ARCHITECTURE.md counts).
+
+use std::sync::LazyLock;
+
+use prometheus::{register_histogram, Histogram};
+
+/// MNode requests one library operation sent: 1 for a lookup or a write whose parents exist,
+/// more when implicit parents had to be created first.
+pub static MNODE_REQUESTS_PER_OP: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "saker_client_mnode_requests_per_op",
+        "MNode requests sent per client operation (hops)",
+        vec![1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]
+    )
+    .expect("metric registers once")
+});
