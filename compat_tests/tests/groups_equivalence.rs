@@ -1,4 +1,5 @@
-//! Every S3 operation gives the same answers with 1 MNode group and with 4: one scripted
+//! Every S3 operation gives the same answers with 1 MNode group, with 4, and with 4 where some
+//! names are placed by path walk (`--pathwalk`): one scripted
 //! workload (buckets, nested keys with implicit directories, directory markers, overwrites,
 //! copies, multipart, tags, conflicts, listings with delimiters, prefixes, start-after and
 //! pagination, deletes, reaping, DeleteBucket) runs against both servers, and the two
@@ -339,8 +340,17 @@ async fn transcript(c: &Client) -> Vec<String> {
 async fn one_and_four_groups_answer_alike() {
     let one = Server::start(Opts::default().arg("--mnodes", "1"));
     let four = Server::start(Opts::default().arg("--mnodes", "4"));
+    // Path-walk placement for a directory name and a file name of the workload: requests go
+    // to any group and are forwarded to the owner.
+    let walked = Server::start(
+        Opts::default()
+            .arg("--mnodes", "4")
+            .arg("--pathwalk", "train,img_0001.jpg"),
+    );
     let a = transcript(&one.client()).await;
     let b = transcript(&four.client()).await;
+    let c = transcript(&walked.client()).await;
+    assert_eq!(a, c, "4 groups with path-walk names answer as 1 group");
     assert!(a.len() > 60, "the workload ran: {} answers", a.len());
     assert!(
         a.iter().any(|l| l.starts_with("err 409")),
@@ -350,4 +360,24 @@ async fn one_and_four_groups_answer_alike() {
         assert_eq!(x, y, "answer {i} differs between 1 and 4 groups");
     }
     assert_eq!(a.len(), b.len());
+}
+
+/// Path-walk names are fixed when the namespace is created: a restart that asks for others is
+/// refused with the reason.
+#[test]
+fn pathwalk_names_are_fixed_at_creation() {
+    let mut srv = Server::start(Opts::default().arg("--pathwalk", "train"));
+    srv.kill();
+    let out = std::process::Command::new(saker_bin())
+        .arg("server")
+        .arg("--data-dir")
+        .arg(srv.data_dir())
+        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args(["--rpc-addr", "127.0.0.1:0", "--pathwalk", "val"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("path-walk names are fixed"), "{err}");
 }

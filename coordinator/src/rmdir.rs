@@ -102,15 +102,24 @@ impl NamespaceCoordinator {
     }
 
     async fn remove_locked(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
-        let owner = self.owner(path)?;
         let freeze = MetaRequest::Freeze {
             path: path.to_vec(),
         };
-        let (parent, attr) = match owner.call(untagged(), freeze).await? {
+        let (parent, attr) = match self.owner(path)?.call(untagged(), freeze).await? {
             MetaResponse::Frozen { parent, attr } => (parent, attr),
             other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
         };
-        let result = self.check_and_remove(path, cond, parent, &attr).await;
+        // Now that the parent is known, the owner is known even for a path-walked name (the
+        // freeze itself reached it by forwarding).
+        let name = path.last().expect("checked by owner()");
+        let g = self.router.owner(parent, name);
+        let owner = self
+            .groups
+            .get(&g)
+            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))?;
+        let result = self
+            .check_and_remove(path, cond, parent, &attr, owner)
+            .await;
         let thaw = MetaRequest::Unfreeze { dir: attr.id };
         if let Err(e) = owner.call(untagged(), thaw).await {
             tracing::warn!(error = %e, "unfreeze failed");
@@ -124,6 +133,7 @@ impl NamespaceCoordinator {
         cond: RemoveCond,
         parent: InodeId,
         attr: &saker_rpc::Attr,
+        owner: &Arc<dyn MetaService>,
     ) -> Result<(), MetaError> {
         if cond == RemoveCond::ImplicitEmpty && !attr.implicit {
             return Err(MetaError::NotEmpty);
@@ -179,7 +189,7 @@ impl NamespaceCoordinator {
             dir,
             cond,
         };
-        self.owner(path)?.call(untagged(), remove).await?;
+        owner.call(untagged(), remove).await?;
         Ok(())
     }
 }

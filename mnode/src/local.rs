@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use saker_namespace::{Ring, Router};
+use saker_namespace::{ExceptionTable, Ring, Router};
 use saker_rpc::{CoordinatorService, MetaService};
 
 use crate::changes::Peers;
@@ -29,11 +29,22 @@ impl LocalGroups {
         n: u32,
         template: MnodeConfig,
     ) -> Result<Self, MnodeError> {
+        Self::start_with_exceptions(store, n, template, ExceptionTable::new()).await
+    }
+
+    /// [`LocalGroups::start`] with names placed by `exceptions` (fixed for the life of the
+    /// namespace: moving the inodes of a name whose placement changes is not implemented).
+    pub async fn start_with_exceptions(
+        store: Arc<dyn MetaStore>,
+        n: u32,
+        template: MnodeConfig,
+        exceptions: ExceptionTable,
+    ) -> Result<Self, MnodeError> {
         if n == 0 {
             return Err(MnodeError::Config("at least one MNode group".into()));
         }
         let ids: Vec<u32> = (1..=n).collect();
-        let router = Router::new(Ring::new(&ids, LOCAL_VNODES), Default::default());
+        let router = Router::new(Ring::new(&ids, LOCAL_VNODES), exceptions);
         let mut mnodes = Vec::with_capacity(ids.len());
         for &g in &ids {
             let mut cfg = template.clone();

@@ -372,8 +372,17 @@ impl Mnode {
     /// Fills the dentry replica along `path`'s parents by remote lookups, and returns what the
     /// owners found missing (the executor turns that into `MissingParent` or `Conflict`).
     async fn warm(&self, path: &[String]) -> Result<Vec<(u64, String, Absence)>, MetaError> {
+        Ok(self.walk_parents(path).await?.0)
+    }
+
+    /// [`Mnode::warm`], also returning the parent directory's id when every parent exists.
+    async fn walk_parents(
+        &self,
+        path: &[String],
+    ) -> Result<(Vec<(u64, String, Absence)>, Option<InodeId>), MetaError> {
         let mut absent = Vec::new();
         let mut pid = ROOT_ID;
+        let mut complete = true;
         let parents = path.len().saturating_sub(1);
         for (depth, name) in path[..parents].iter().enumerate() {
             let owner = self.router.owner(pid, name);
@@ -389,7 +398,10 @@ impl Mnode {
                 match found {
                     Child::Dir(loc) => pid = loc.attr.id,
                     // The executor decides (MissingParent or Conflict).
-                    _ => break,
+                    _ => {
+                        complete = false;
+                        break;
+                    }
                 }
                 continue;
             }
@@ -420,16 +432,18 @@ impl Mnode {
                 }
                 Err(MetaError::NotFound) => {
                     absent.push((pid, name.clone(), Absence::Missing));
+                    complete = false;
                     break;
                 }
                 Err(MetaError::NotDir) => {
                     absent.push((pid, name.clone(), Absence::NotDir));
+                    complete = false;
                     break;
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(absent)
+        Ok((absent, complete.then_some(pid)))
     }
 
     /// Answers a remote lookup; a frozen directory is answered once it thaws.
@@ -606,13 +620,37 @@ impl Mnode {
         }
     }
 
-    /// The group that owns the request's target, if not this one.
-    fn misdirected(&self, req: &MetaRequest) -> Option<u32> {
-        let name = req.path()?.last()?;
-        match self.router.route_name(name) {
-            Route::Group(g) if g != self.keys.group => Some(g),
-            _ => None,
-        }
+    /// The group that owns the request's target, if not this one. A path-walked name is
+    /// placed by its parent's id, which this group resolves first (its own records and dentry
+    /// replica, else remote lookups); while a parent is missing, the request stays here and
+    /// the executor answers for the missing parent.
+    async fn misdirected(&self, req: &MetaRequest) -> Result<Option<u32>, MetaError> {
+        let Some(path) = req.path() else {
+            return Ok(None);
+        };
+        let Some(name) = path.last() else {
+            return Ok(None);
+        };
+        let owner = match self.router.route_name(name) {
+            Route::Group(g) => g,
+            Route::PathWalk => match self.walk_parents(path).await?.1 {
+                Some(pid) => self.router.route_pid_name(pid, name),
+                None => return Ok(None),
+            },
+        };
+        Ok((owner != self.keys.group).then_some(owner))
+    }
+
+    /// Sends a request to the group that owns it, counting the misdirection.
+    async fn forward(
+        &self,
+        g: u32,
+        tag: ClientTag,
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
+        metrics::MISDIRECTED.inc();
+        self.forwards.fetch_add(1, Ordering::Relaxed);
+        self.peer(g)?.call(tag, req).await
     }
 }
 
@@ -631,7 +669,14 @@ impl MetaService for Mnode {
                 .remove_dir(vec![name], RemoveCond::Bucket)
                 .await
                 .map(|()| MetaResponse::Done),
-            MetaRequest::Freeze { path } => self.freeze(&path).await,
+            req @ MetaRequest::Freeze { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => match req {
+                    MetaRequest::Freeze { path } => self.freeze(&path).await,
+                    _ => unreachable!("matched above"),
+                },
+            },
             MetaRequest::Unfreeze { dir } => {
                 self.frozen.thaw(dir);
                 Ok(MetaResponse::Done)
@@ -653,13 +698,10 @@ impl MetaService for Mnode {
             MetaRequest::PendingDirs { owner } => {
                 self.changes.pending_dirs(owner).map(MetaResponse::Dirs)
             }
-            req => match self.misdirected(&req) {
-                Some(g) => {
-                    metrics::MISDIRECTED.inc();
-                    self.forwards.fetch_add(1, Ordering::Relaxed);
-                    self.peer(g)?.call(tag, req).await
-                }
-                None => self.serve(tag, req).await,
+            req => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => self.serve(tag, req).await,
             },
         };
         let outcome = if result.is_ok() { "ok" } else { "error" };

@@ -58,6 +58,9 @@ pub struct ClusterConfigFile {
     /// The process of MNode group i+1 is `mnodes[i]`.
     pub mnodes: Vec<SocketAddr>,
     pub chunkstores: Vec<SocketAddr>,
+    /// Names placed by hash(parent id, name) (`saker server --pathwalk`), fixed at creation.
+    #[serde(default)]
+    pub pathwalk: Vec<String>,
 }
 
 impl ProcessConfig {
@@ -143,7 +146,7 @@ impl ProcessConfig {
             version: 1,
             groups,
             vnodes: LOCAL_VNODES,
-            exceptions: Default::default(),
+            exceptions: crate::server::pathwalk_table(&c.pathwalk),
             endpoints: Endpoints {
                 mnodes,
                 coordinator: Some(c.coordinator.to_string()),

@@ -36,7 +36,13 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     let mnode = match (cfg.has(Role::Mnode), cfg.group) {
         (true, Some(group)) => {
             let n = map.groups.len() as u32;
-            cluster_file(&cfg.data_dir, n, args.store(), Some(group))?;
+            cluster_file(
+                &cfg.data_dir,
+                n,
+                args.store(),
+                Some(group),
+                &cfg.cluster.pathwalk,
+            )?;
             let store = open_store(&cfg.data_dir, args.store())?;
             let mut mcfg = args.mnode_config(group);
             mcfg.router = router.clone();

@@ -90,6 +90,11 @@ pub struct ServerArgs {
     /// directory is created.
     #[arg(long, default_value_t = 4)]
     mnodes: u32,
+    /// Names too common for one group (e.g. `train,val`): each inode of such a name is placed
+    /// by hash(parent id, name) instead of hash(name), and requests for it are forwarded by
+    /// whichever group receives them. Fixed when the data directory is created.
+    #[arg(long, value_delimiter = ',')]
+    pathwalk: Vec<String>,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -114,11 +119,24 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         &args.data_dir.join("access-keys.json"),
         env_root,
     )?);
-    let mnodes = cluster_file(&args.data_dir, args.mnodes, args.store, None)?.mnodes;
+    let mnodes = cluster_file(
+        &args.data_dir,
+        args.mnodes,
+        args.store,
+        None,
+        &args.pathwalk,
+    )?
+    .mnodes;
     let store = open_store(&args.data_dir, args.store)?;
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> =
         Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
-    let local = LocalGroups::start(store, mnodes, args.mnode_config(1)).await?;
+    let local = LocalGroups::start_with_exceptions(
+        store,
+        mnodes,
+        args.mnode_config(1),
+        pathwalk_table(&args.pathwalk),
+    )
+    .await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
     let coordinator: Arc<dyn CoordinatorService> = Arc::new(NamespaceCoordinator::new(
         local.router.clone(),
@@ -236,6 +254,15 @@ impl ServerArgs {
     }
 }
 
+/// The exception table that places `names` by path walk.
+pub(crate) fn pathwalk_table(names: &[String]) -> saker_namespace::ExceptionTable {
+    let mut t = saker_namespace::ExceptionTable::new();
+    for n in names {
+        t.set(n.clone(), saker_namespace::Exception::PathWalk);
+    }
+    t
+}
+
 /// Opens the metadata store of `data_dir`.
 pub(crate) fn open_store(
     data_dir: &std::path::Path,
@@ -294,6 +321,9 @@ pub(crate) struct ClusterFile {
     /// `1..=mnodes`, all in this process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     group: Option<u32>,
+    /// Names placed by hash(parent id, name) (path-walk exceptions), fixed at creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pathwalk: Vec<String>,
 }
 
 pub(crate) fn cluster_file(
@@ -301,8 +331,13 @@ pub(crate) fn cluster_file(
     mnodes: u32,
     store: StoreEngine,
     group: Option<u32>,
+    pathwalk: &[String],
 ) -> anyhow::Result<ClusterFile> {
     anyhow::ensure!((1..=256).contains(&mnodes), "--mnodes must be 1..=256");
+    for name in pathwalk {
+        saker_namespace::Name::new(name)
+            .map_err(|e| anyhow::anyhow!("path-walk name {name:?}: {e}"))?;
+    }
     let path = data_dir.join("cluster.json");
     let recorded = match std::fs::read(&path) {
         Ok(bytes) => {
@@ -324,6 +359,7 @@ pub(crate) fn cluster_file(
                 mnodes: if legacy { 1 } else { mnodes },
                 store: if legacy { StoreEngine::Redb } else { store },
                 group,
+                pathwalk: pathwalk.to_vec(),
             };
             let tmp = data_dir.join("cluster.json.tmp");
             std::fs::write(&tmp, serde_json::to_vec_pretty(&f)?)?;
@@ -340,6 +376,14 @@ pub(crate) fn cluster_file(
         data_dir.display(),
         describe_group(recorded.group),
         describe_group(group)
+    );
+    anyhow::ensure!(
+        recorded.pathwalk == pathwalk,
+        "{} places {:?} by path walk, not {:?}: path-walk names are fixed when the namespace is \
+         created",
+        data_dir.display(),
+        recorded.pathwalk,
+        pathwalk
     );
     anyhow::ensure!(
         recorded.mnodes == mnodes && recorded.store == store,
