@@ -1,30 +1,25 @@
 //! The library client against a running `saker server`: `Cluster::connect` to its RPC address,
 //! then the same namespace through the library and through S3, both ways.
 //!
-//! File data still goes to a chunk store the test opens itself: the server's own chunk
-//! directory (a remote chunkstore is later work), so chunked objects cross over too.
+//! File data goes to the server's chunkstore over the same RPC address, so chunked objects
+//! cross over too.
 
 mod common;
-
-use std::sync::Arc;
 
 use bytes::Bytes;
 use common::*;
 use futures::TryStreamExt;
-use saker_chunkstore::{ChunkStore, DiskChunkStore};
 use saker_client::{ChunkWriter, Cluster, ClusterConfig, ListItem, Lister, ReadRange};
 use saker_rpc::{fetch_cluster_map, Layout, MetaError, MetaRequest, NewObject, ObjectMeta, Want};
 
-/// A library client on `srv`'s RPC address, writing chunks of `chunk_size` into the server's
-/// chunk directory.
+/// A library client on `srv`'s RPC address, writing chunks of `chunk_size` to the server's
+/// chunkstore.
 async fn connect(srv: &Server, chunk_size: usize) -> Cluster {
-    let chunks: Arc<dyn ChunkStore> =
-        Arc::new(DiskChunkStore::open(&srv.data_dir().join("chunks")).expect("open chunks"));
     let config = ClusterConfig {
         chunk_size,
         ..ClusterConfig::default()
     };
-    Cluster::connect(&srv.rpc_addr, chunks, config)
+    Cluster::connect_all(&srv.rpc_addr, config)
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", srv.rpc_addr))
 }
