@@ -2,9 +2,10 @@
 //!
 //! It holds the access keys (the identities S3 requests authenticate as) and runs the
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
-//! ([`rmdir`]). The exception table, balancing and rename join it later.
+//! ([`rmdir`]), and decides how names are redirected to balance the groups ([`balance`]).
 
 pub mod access_keys;
+pub mod balance;
 pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};

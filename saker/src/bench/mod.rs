@@ -1,5 +1,6 @@
 //! `saker bench …`: load generators that write their results as JSON.
 
+mod balance;
 mod meta;
 mod s3;
 mod sigv4;
@@ -13,12 +14,16 @@ pub enum BenchCommand {
     /// Metadata ops (create, stat, readdir, unlink, mkdir, rmdir) through the client library,
     /// with RPCs per op and server messages per op.
     Meta(meta::MetaBenchArgs),
+    /// Inode balance over MNode groups on generated trees (FalconFS Tab. 3): a placement
+    /// simulation with the production router and balancer.
+    Balance(balance::BalanceBenchArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::S3(args) => s3::run(args).await,
         BenchCommand::Meta(args) => meta::run(args).await,
+        BenchCommand::Balance(args) => balance::run(args).await,
     }
 }
 
