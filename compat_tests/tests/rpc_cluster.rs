@@ -74,7 +74,7 @@ async fn rpc_cluster_map_describes_the_server_groups() {
     let srv = Server::start(Opts::default().arg("--mnodes", "3"));
     let map = fetch_cluster_map(&srv.rpc_addr).await.expect("cluster map");
     assert_eq!(map.groups, vec![1, 2, 3]);
-    assert_eq!(map.vnodes, 64);
+    assert_eq!(map.vnodes, 256, "a new namespace's ring");
     assert_eq!(map.version, 1);
     assert!(map.exceptions.is_empty());
     let cluster = connect(&srv, 8 * 1024 * 1024).await;

@@ -25,6 +25,6 @@ pub mod txn;
 pub use changes::Peers;
 pub use error::MnodeError;
 pub use executor::{ParentUpdates, DEDUPE_WINDOW};
-pub use local::{LocalGroups, LOCAL_VNODES};
+pub use local::{LocalGroups, LOCAL_VNODES, RING_VNODES};
 pub use node::{Mnode, MnodeConfig};
 pub use store::{FjallStore, MemStore, MetaStore, RedbStore};

@@ -33,10 +33,11 @@ fn group_of(id: u64) -> u32 {
 async fn start() -> LocalGroups {
     let mut exceptions = ExceptionTable::new();
     exceptions.set("train", Exception::PathWalk);
-    let groups = LocalGroups::start_with_exceptions(
+    let groups = LocalGroups::start_placed(
         Arc::new(MemStore::new()),
         4,
         MnodeConfig::new(1),
+        saker_mnode::RING_VNODES,
         exceptions,
     )
     .await

@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, ensure, Context};
-use saker_mnode::LOCAL_VNODES;
+use saker_mnode::RING_VNODES;
 use saker_rpc::{ClusterMap, Endpoints};
 use serde::Deserialize;
 
@@ -145,7 +145,7 @@ impl ProcessConfig {
         ClusterMap {
             version: 1,
             groups,
-            vnodes: LOCAL_VNODES,
+            vnodes: RING_VNODES,
             exceptions: crate::server::pathwalk_table(&c.pathwalk),
             endpoints: Endpoints {
                 mnodes,

@@ -20,6 +20,7 @@ use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
 use saker_mnode::{
     FjallStore, LocalGroups, MetaStore, MnodeConfig, ParentUpdates, RedbStore, LOCAL_VNODES,
+    RING_VNODES,
 };
 use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
@@ -119,21 +120,22 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         &args.data_dir.join("access-keys.json"),
         env_root,
     )?);
-    let mnodes = cluster_file(
+    let recorded = cluster_file(
         &args.data_dir,
         args.mnodes,
         args.store,
         None,
         &args.pathwalk,
-    )?
-    .mnodes;
+    )?;
+    let mnodes = recorded.mnodes;
     let store = open_store(&args.data_dir, args.store)?;
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> =
         Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
-    let local = LocalGroups::start_with_exceptions(
+    let local = LocalGroups::start_placed(
         store,
         mnodes,
         args.mnode_config(1),
+        recorded.vnodes,
         pathwalk_table(&args.pathwalk),
     )
     .await?;
@@ -146,7 +148,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let map = ClusterMap {
         version: 1,
         groups: local.router.ring().groups().to_vec(),
-        vnodes: LOCAL_VNODES,
+        vnodes: recorded.vnodes,
         exceptions: local.router.exceptions().clone(),
         endpoints: Default::default(),
     };
@@ -324,6 +326,13 @@ pub(crate) struct ClusterFile {
     /// Names placed by hash(parent id, name) (path-walk exceptions), fixed at creation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pathwalk: Vec<String>,
+    /// Virtual nodes per group on the ring; absent in files written before it was recorded.
+    #[serde(default = "legacy_vnodes")]
+    pub vnodes: u32,
+}
+
+fn legacy_vnodes() -> u32 {
+    LOCAL_VNODES
 }
 
 pub(crate) fn cluster_file(
@@ -360,6 +369,7 @@ pub(crate) fn cluster_file(
                 store: if legacy { StoreEngine::Redb } else { store },
                 group,
                 pathwalk: pathwalk.to_vec(),
+                vnodes: RING_VNODES,
             };
             let tmp = data_dir.join("cluster.json.tmp");
             std::fs::write(&tmp, serde_json::to_vec_pretty(&f)?)?;
@@ -456,4 +466,30 @@ pub(crate) async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_file_without_a_ring_size_is_an_old_namespace_on_64_vnodes() {
+        let old: ClusterFile =
+            serde_json::from_str(r#"{"version":1,"mnodes":4,"store":"fjall"}"#).unwrap();
+        assert_eq!(old.vnodes, LOCAL_VNODES);
+        let dir = tempfile_dir();
+        let new = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[]).unwrap();
+        assert_eq!(new.vnodes, RING_VNODES);
+        // Recorded: the next start reads the same.
+        let again = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[]).unwrap();
+        assert_eq!(again.vnodes, RING_VNODES);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("saker-clusterfile-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
 }

@@ -36,8 +36,8 @@ pub struct BalanceBenchArgs {
     epsilon: f64,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Virtual nodes per group on the ring (the server uses 64).
-    #[arg(long, default_value_t = saker_mnode::LOCAL_VNODES)]
+    /// Virtual nodes per group on the ring (new namespaces use 256; older ones 64).
+    #[arg(long, default_value_t = saker_mnode::RING_VNODES)]
     vnodes: u32,
     /// Balancer decisions (new or changed entries) in all.
     #[arg(long, default_value_t = 16)]
