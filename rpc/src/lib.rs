@@ -15,8 +15,8 @@ pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, P
 pub use cluster_map::ClusterMap;
 pub use error::MetaError;
 pub use meta::{
-    ClientTag, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse, NewObject,
-    ObjectView, PartRecord, RemoveCond, UploadInfo, Want,
+    access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
+    NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want,
 };
 pub use service::{CoordinatorService, MetaService};
 pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};

@@ -83,6 +83,11 @@ pub struct ServerArgs {
     /// directory is created.
     #[arg(long, default_value_t = 4)]
     mnodes: u32,
+    /// Also mount the namespace here as a FUSE file system (unmounted at shutdown).
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    #[command(flatten)]
+    fuse: crate::mount::FuseArgs,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -184,6 +189,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     });
     tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
 
+    let fuse = match &args.mount {
+        Some(path) => Some(crate::mount::spawn(cluster.clone(), path, &args.fuse)?),
+        None => None,
+    };
+
     let root = keys.root();
     println!("saker is ready");
     println!("  S3 endpoint:  http://{s3_addr}");
@@ -191,6 +201,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     println!("  RPC (library clients): {rpc_addr}");
     println!("  data dir:     {}", args.data_dir.display());
     println!("  MNode groups: {mnodes}");
+    if let Some(path) = &args.mount {
+        println!("  mounted at:   {}", path.display());
+    }
     println!("  access key:   {}", root.access_key);
     if root_from_env {
         println!("  secret key:   (from SAKER_SECRET_KEY)");
@@ -201,6 +214,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
+    drop(fuse);
     local.shutdown().await;
     Ok(())
 }
@@ -319,7 +333,7 @@ async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration)
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
