@@ -72,6 +72,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::NotEmpty => Errno::ENOTEMPTY,
         MetaError::Invalid(_) => Errno::EINVAL,
         MetaError::NotPermitted => Errno::EPERM,
+        MetaError::CrossGroup => Errno::EXDEV,
         MetaError::AccessDenied => Errno::EACCES,
         MetaError::NoSuchUpload
         | MetaError::InvalidPart(_)

@@ -401,6 +401,122 @@ impl SakerFs {
         Ok(attr)
     }
 
+    /// rename(2) of a file. Within one MNode group: one atomic request. Across groups: the
+    /// bytes are copied (no chunk is ever referenced twice), the target is created with the
+    /// same inode id, then the source removed; a crash in between leaves both names (never
+    /// neither). Directories: EXDEV for now (a moved directory's dentry lives in every
+    /// group's replica; that needs the coordinator's protocol).
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<()> {
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return Err(MetaError::Invalid("RENAME_EXCHANGE".into()).into());
+        }
+        let noreplace = flags & libc::RENAME_NOREPLACE != 0;
+        let from = self.child_path(parent, name)?;
+        let to = self.child_path(newparent, newname)?;
+        if from.len() < 2 || to.len() < 2 {
+            // Buckets are not renamed.
+            return Err(FuseError::CrossDevice);
+        }
+        let cred = Some(caller.cred.clone());
+        let attr = if self.cluster.owner(&from) == self.cluster.owner(&to) {
+            let req = MetaRequest::Rename {
+                from: from.clone(),
+                to: to.clone(),
+                noreplace,
+                cred,
+            };
+            self.block(self.call_attr(&to, req))?
+        } else {
+            self.block(self.rename_across(caller, &from, &to, noreplace))?
+        };
+        let to_name = to.last().expect("checked length");
+        self.inodes.lock().moved(attr.id, newparent, to_name);
+        Ok(())
+    }
+
+    async fn rename_across(
+        &self,
+        caller: &Caller,
+        from: &[String],
+        to: &[String],
+        noreplace: bool,
+    ) -> Result<Attr> {
+        let want = Want {
+            meta: true,
+            data: true,
+            tags: true,
+        };
+        let view = self.access_view(from, access::DELETE, caller, want).await?;
+        if view.attr.is_dir() {
+            return Err(FuseError::CrossDevice);
+        }
+        let mut attr = view.attr;
+        let mut data = view.data;
+        let mut copied = None;
+        if let saker_rpc::Layout::Chunks(_) = &attr.layout {
+            let mut writer = saker_client::ChunkWriter::new(&self.cluster);
+            let mut stream = self.cluster.read_data(
+                &attr.layout,
+                None,
+                ReadRange {
+                    start: 0,
+                    end: attr.size,
+                },
+            );
+            while let Some(piece) = stream.next().await {
+                let piece = match piece {
+                    Ok(p) => p,
+                    Err(e) => {
+                        writer.abort().await;
+                        return Err(e.into());
+                    }
+                };
+                if let Err(e) = writer.write(&piece).await {
+                    writer.abort().await;
+                    return Err(e.into());
+                }
+            }
+            let written = writer.finish_chunked().await?;
+            attr.layout = written.layout.clone();
+            data = None;
+            copied = Some(crate::file::ChunkWriterGuard {
+                layout: written.layout,
+            });
+        }
+        let req = MetaRequest::RenameIn {
+            to: to.to_vec(),
+            attr: Box::new(attr),
+            meta: view.meta.unwrap_or_default(),
+            data,
+            tags: view.tags.unwrap_or_default(),
+            noreplace,
+            cred: Some(caller.cred.clone()),
+        };
+        let attr = match self.call_attr(to, req).await {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(g) = copied {
+                    g.discard(&self.cluster).await;
+                }
+                return Err(e);
+            }
+        };
+        let out = MetaRequest::RenameOut {
+            from: from.to_vec(),
+            id: attr.id,
+        };
+        self.call(from, out).await?;
+        Ok(attr)
+    }
+
     pub fn readlink(&self, caller: &Caller, ino: u64) -> Result<Bytes> {
         let path = self.path(ino)?;
         let want = Want {

@@ -179,6 +179,30 @@ impl fuser::Filesystem for SakerFs {
         }
     }
 
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match SakerFs::rename(
+            self,
+            &caller(req),
+            parent.0,
+            name,
+            newparent.0,
+            newname,
+            flags.bits(),
+        ) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("rename", &e)),
+        }
+    }
+
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match SakerFs::open(self, &caller(req), ino.0, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),

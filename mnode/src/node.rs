@@ -479,9 +479,17 @@ impl Mnode {
     /// A request for a name this group owns (or a group-wide one).
     async fn serve(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
+        // A rename resolves its source path too.
+        let also = match &req {
+            MetaRequest::Rename { from, .. } => Some(from.clone()),
+            _ => None,
+        };
         let mut reaped = false;
         for _ in 0..MAX_ATTEMPTS {
-            let absent = self.warm(&path).await?;
+            let mut absent = self.warm(&path).await?;
+            if let Some(from) = &also {
+                absent.extend(self.warm(from).await?);
+            }
             if !req.is_write() {
                 match self.read(&req, absent) {
                     Err(_) => {

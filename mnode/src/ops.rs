@@ -101,6 +101,35 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             },
             cred.as_ref(),
         ),
+        MetaRequest::Rename {
+            from,
+            to,
+            noreplace,
+            cred,
+        } => rename(txn, ctx, from, to, *noreplace, cred.as_ref()),
+        MetaRequest::RenameIn {
+            to,
+            attr,
+            meta,
+            data,
+            tags,
+            noreplace,
+            cred,
+        } => rename_in(
+            txn,
+            ctx,
+            to,
+            attr,
+            &NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            },
+            *noreplace,
+            cred.as_ref(),
+        ),
+        MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
         MetaRequest::CommitFile {
             path,
             id,
@@ -869,6 +898,127 @@ fn commit_file(
         None => txn.delete(ctx.keys.payload(id, PayloadKind::Data)),
     }
     Ok(MetaResponse::Attr(attr))
+}
+
+/// What stands at a rename target: nothing, or a file the caller may replace (removed here).
+fn clear_target(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    name: &str,
+    moving: InodeId,
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> Result<bool, MetaError> {
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, name)? {
+        Child::None => Ok(false),
+        Child::Dir(_) => Err(MetaError::IsDir),
+        Child::Other(loc) if loc.attr.id == moving => Ok(true),
+        Child::Other(_) if noreplace => Err(MetaError::Exists),
+        Child::Other(loc) => {
+            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
+            remove_file(txn, ctx, chain, loc);
+            Ok(false)
+        }
+    }
+}
+
+fn rename(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    from: &[String],
+    to: &[String],
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(from, 2)?;
+    check_path(to, 2)?;
+    let mut from_chain = resolve_parents(txn, ctx.ns, from).map_err(missing_as_not_found)?;
+    perm::search(&from_chain, cred)?;
+    let from_pid = from_chain.last().expect("root").attr.id;
+    let from_name = from.last().expect("len");
+    let loc = match child(txn, ctx.keys, from_pid, from_name)? {
+        Child::None => return Err(MetaError::NotFound),
+        // Moving a directory renames a dentry every replica may hold: not here yet.
+        Child::Dir(_) => return Err(MetaError::CrossGroup),
+        Child::Other(loc) => loc,
+    };
+    perm::may_delete(&from_chain.last().expect("root").attr, &loc.attr, cred)?;
+    if from == to {
+        return Ok(MetaResponse::Attr(loc.attr));
+    }
+    let mut to_chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
+    perm::search(&to_chain, cred)?;
+    let same_dir = to_chain.last().expect("root").attr.id == from_pid;
+    let chain = if same_dir {
+        &mut from_chain
+    } else {
+        &mut to_chain
+    };
+    perm::may_create(&chain.last().expect("root").attr, cred)?;
+    let to_name = to.last().expect("len");
+    clear_target(txn, ctx, chain, to_name, loc.attr.id, noreplace, cred)?;
+    let to_pid = chain.last().expect("root").attr.id;
+    let mut attr = loc.attr;
+    attr.ctime_ns = ctx.now_ns;
+    txn.delete(loc.key.expect("child key"));
+    put_attr(txn, &ctx.keys.inode(to_pid, to_name, false), &attr);
+    if same_dir {
+        touch_parent(txn, ctx, &mut from_chain, 0, 0);
+    } else {
+        touch_parent(txn, ctx, &mut to_chain, 1, 0);
+        touch_parent(txn, ctx, &mut from_chain, -1, 0);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rename_in(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    to: &[String],
+    attr: &Attr,
+    payloads: &NewObject,
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(to, 2)?;
+    if attr.kind == FileKind::Dir {
+        return Err(MetaError::CrossGroup);
+    }
+    let mut chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    perm::may_create(&chain.last().expect("root").attr, cred)?;
+    let name = to.last().expect("len");
+    if clear_target(txn, ctx, &mut chain, name, attr.id, noreplace, cred)? {
+        return Ok(MetaResponse::Attr(attr.clone()));
+    }
+    let pid = chain.last().expect("root").attr.id;
+    let mut attr = attr.clone();
+    attr.ctime_ns = ctx.now_ns;
+    put_attr(txn, &ctx.keys.inode(pid, name, false), &attr);
+    write_payloads(txn, ctx.keys, attr.id, payloads);
+    touch_parent(txn, ctx, &mut chain, 1, 0);
+    Ok(MetaResponse::Attr(attr))
+}
+
+fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId) -> OpResult {
+    check_path(from, 2)?;
+    let mut chain = match resolve_parents(txn, ctx.ns, from) {
+        Ok(c) => c,
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
+            return Ok(MetaResponse::Done)
+        }
+        Err(e) => return Err(e),
+    };
+    let pid = chain.last().expect("root").attr.id;
+    if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
+        if loc.attr.id == id {
+            remove_file(txn, ctx, &mut chain, loc);
+        }
+    }
+    Ok(MetaResponse::Done)
 }
 
 /// Finds the file (or explicit directory marker) an S3 key names.

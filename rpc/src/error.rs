@@ -35,6 +35,9 @@ pub enum MetaError {
     Invalid(String),
     #[error("operation not permitted")]
     NotPermitted,
+    /// The operation spans MNode groups in a way not supported yet (EXDEV).
+    #[error("operation across metadata groups not supported")]
+    CrossGroup,
     /// A POSIX permission check failed (EACCES; `NotPermitted` is EPERM).
     #[error("permission denied")]
     AccessDenied,

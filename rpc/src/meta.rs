@@ -305,6 +305,32 @@ pub enum MetaRequest {
         symlink: Option<String>,
         cred: Option<Cred>,
     },
+    /// Rename a file within one group (both names owned by the group this is sent to): one
+    /// atomic step. A replaced target's chunks are released. Answers the moved inode.
+    Rename {
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    },
+    /// Cross-group file rename, step 1 at the target's owner: create (or replace) `to` as
+    /// inode `attr` (its id kept) with these payloads. The client copied the bytes, so no chunk
+    /// is referenced twice. Idempotent: `to` already naming `attr.id` is success.
+    RenameIn {
+        to: Vec<String>,
+        attr: Box<Attr>,
+        meta: ObjectMeta,
+        data: Option<Bytes>,
+        tags: Vec<(String, String)>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    },
+    /// Cross-group file rename, step 2 at the source's owner: remove `from` if it still names
+    /// inode `id` (permissions were checked before step 1).
+    RenameOut {
+        from: Vec<String>,
+        id: InodeId,
+    },
     /// Replace the bytes of the file `id` at `path` (a FUSE close or fsync): `NotFound` if
     /// `path` no longer names `id`. Attributes and S3 metadata stay.
     CommitFile {
@@ -441,6 +467,9 @@ impl MetaRequest {
             | MetaRequest::Access { path, .. }
             | MetaRequest::Create { path, .. }
             | MetaRequest::CommitFile { path, .. }
+            | MetaRequest::Rename { to: path, .. }
+            | MetaRequest::RenameIn { to: path, .. }
+            | MetaRequest::RenameOut { from: path, .. }
             | MetaRequest::GetUpload { path, .. }
             | MetaRequest::PutObject { path, .. }
             | MetaRequest::PutDirMarker { path, .. }
@@ -483,6 +512,9 @@ impl MetaRequest {
             MetaRequest::Access { .. } => "access",
             MetaRequest::Create { .. } => "create",
             MetaRequest::CommitFile { .. } => "commit_file",
+            MetaRequest::Rename { .. } => "rename",
+            MetaRequest::RenameIn { .. } => "rename_in",
+            MetaRequest::RenameOut { .. } => "rename_out",
             MetaRequest::Scan { .. } => "scan",
             MetaRequest::ListUploads { .. } => "list_uploads",
             MetaRequest::GetUpload { .. } => "get_upload",

@@ -214,7 +214,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    drop(fuse);
+    if let (Some(session), Some(path)) = (fuse, &args.mount) {
+        crate::mount::unmount(path);
+        drop(session);
+    }
     local.shutdown().await;
     Ok(())
 }
