@@ -28,7 +28,10 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
         MetaError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
         MetaError::Invalid(m) => S3Error::with_message(S3ErrorCode::InvalidArgument, m),
-        MetaError::NotPermitted => S3Error::new(S3ErrorCode::AccessDenied),
+        MetaError::CrossGroup => S3Error::new(S3ErrorCode::NotImplemented),
+        MetaError::NotPermitted | MetaError::AccessDenied => {
+            S3Error::new(S3ErrorCode::AccessDenied)
+        }
         MetaError::Unavailable(m) => {
             tracing::warn!(error = %m, "metadata node unavailable");
             S3Error::new(S3ErrorCode::ServiceUnavailable)

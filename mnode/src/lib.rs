@@ -15,6 +15,7 @@ mod local;
 mod metrics;
 mod node;
 pub mod ops;
+pub mod perm;
 pub mod raft;
 pub mod read;
 pub mod records;

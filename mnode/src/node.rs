@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId, Route, Router, ROOT_ID};
 use saker_rpc::{
-    ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest, MetaResponse,
-    MetaService, RemoveCond,
+    access, ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest,
+    MetaResponse, MetaService, RemoveCond, Want,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -539,12 +539,57 @@ impl Mnode {
         dir_usage(&StoreView(self.store.as_ref()), &self.keys, &[dir])
     }
 
+    /// After a chmod/chown of directory `dir` at `path`: every other group drops its replica
+    /// entry, so permission checks there see the new mode and owner. A group that does not
+    /// answer keeps its entry until it is invalidated otherwise (logged).
+    async fn invalidate_everywhere(&self, path: &[String], dir: InodeId) {
+        let Some(name) = path.last() else { return };
+        let pid = {
+            let r = self.resolver(false);
+            let found = resolve_parents(&StoreView(self.store.as_ref()), &r, path);
+            match (r.take_retry(), found) {
+                (None, Ok(chain)) => chain.last().map(|l| l.attr.id),
+                _ => None,
+            }
+        };
+        let (Some(pid), Some(peers)) = (pid, self.peers.get()) else {
+            tracing::warn!("could not invalidate the replicas of a changed directory");
+            return;
+        };
+        let calls = peers
+            .iter()
+            .filter(|(g, _)| **g != self.keys.group)
+            .map(|(_, p)| {
+                p.call(
+                    untagged(),
+                    MetaRequest::Invalidate {
+                        pid,
+                        name: name.clone(),
+                        dir,
+                    },
+                )
+            });
+        for r in futures::future::join_all(calls).await {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "a group did not invalidate a changed directory");
+            }
+        }
+    }
+
     /// A request for a name this group owns (or a group-wide one).
     async fn serve(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
+        // A rename resolves its source path too.
+        let also = match &req {
+            MetaRequest::Rename { from, .. } => Some(from.clone()),
+            _ => None,
+        };
         let mut reaped = false;
         for _ in 0..MAX_ATTEMPTS {
-            let absent = self.warm(&path).await?;
+            let mut absent = self.warm(&path).await?;
+            if let Some(from) = &also {
+                absent.extend(self.warm(from).await?);
+            }
             if !req.is_write() {
                 match self.read(&req, absent) {
                     Err(_) => {
@@ -659,11 +704,22 @@ impl MetaService for Mnode {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
         let result = match req {
-            MetaRequest::Rmdir { path } => self
-                .coordinator()?
-                .remove_dir(path, RemoveCond::Empty)
-                .await
-                .map(|()| MetaResponse::Done),
+            MetaRequest::Rmdir { path, cred } => {
+                if let Some(cred) = cred {
+                    // The caller's permission to remove the entry, checked by the owner.
+                    let check = MetaRequest::Access {
+                        path: path.clone(),
+                        mask: access::DELETE,
+                        cred,
+                        want: Want::ATTR,
+                    };
+                    self.call(tag, check).await?;
+                }
+                self.coordinator()?
+                    .remove_dir(path, RemoveCond::Empty)
+                    .await
+                    .map(|()| MetaResponse::Done)
+            }
             MetaRequest::DeleteBucket { name } => self
                 .coordinator()?
                 .remove_dir(vec![name], RemoveCond::Bucket)
@@ -701,7 +757,25 @@ impl MetaService for Mnode {
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,
-                Ok(None) => self.serve(tag, req).await,
+                Ok(None) => {
+                    let owner_change = match &req {
+                        MetaRequest::SetAttr {
+                            path,
+                            mode,
+                            uid,
+                            gid,
+                            ..
+                        } if mode.is_some() || uid.is_some() || gid.is_some() => Some(path.clone()),
+                        _ => None,
+                    };
+                    let result = self.serve(tag, req).await;
+                    if let (Some(path), Ok(MetaResponse::Attr(a))) = (owner_change, &result) {
+                        if a.is_dir() {
+                            self.invalidate_everywhere(&path, a.id).await;
+                        }
+                    }
+                    result
+                }
             },
         };
         let outcome = if result.is_ok() { "ok" } else { "error" };

@@ -7,11 +7,13 @@
 use bytes::Bytes;
 use saker_namespace::GroupId;
 use saker_rpc::{
-    Attr, Checksums, ChunkRef, DirChange, FileKind, InodeId, Layout, MetaError, MetaRequest,
-    MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord, RemoveCond, UploadInfo,
+    access, Attr, Checksums, ChunkRef, Cred, DirChange, FileKind, InodeId, Layout, MetaError,
+    MetaRequest, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord, RemoveCond, SetTime,
+    UploadInfo,
 };
 
 use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
+use crate::perm;
 use crate::records::{decode, encode, encode_bytes};
 use crate::store::prefix_end;
 use crate::tree::{
@@ -54,32 +56,115 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::PutObject { path, obj } => put_object(txn, ctx, path, obj),
         MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
         MetaRequest::MkdirImplicit { path, uid, gid } => {
-            mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid))
+            mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
         }
         MetaRequest::Mkdir {
             path,
             mode,
             uid,
             gid,
-        } => mkdir(txn, ctx, path, DirSpec::posix(*mode, *uid, *gid)),
+            cred,
+        } => {
+            let mut spec = DirSpec::posix(*mode, *uid, *gid);
+            if path.len() == 1 {
+                saker_namespace::validate_bucket_name(&path[0])
+                    .map_err(|e| MetaError::Invalid(e.to_string()))?;
+                spec.bucket = true;
+            }
+            mkdir(txn, ctx, path, spec, cred.as_ref())
+        }
         MetaRequest::CreateBucket { name, uid, gid } => mkdir(
             txn,
             ctx,
             std::slice::from_ref(name),
             DirSpec::bucket(*uid, *gid),
+            None,
         ),
+        MetaRequest::Create {
+            path,
+            mode,
+            uid,
+            gid,
+            exclusive,
+            symlink,
+            cred,
+        } => create(
+            txn,
+            ctx,
+            path,
+            NewFile {
+                mode: *mode,
+                uid: *uid,
+                gid: *gid,
+                exclusive: *exclusive,
+                symlink: symlink.as_deref(),
+            },
+            cred.as_ref(),
+        ),
+        MetaRequest::Rename {
+            from,
+            to,
+            noreplace,
+            cred,
+        } => rename(txn, ctx, from, to, *noreplace, cred.as_ref()),
+        MetaRequest::RenameIn {
+            to,
+            attr,
+            meta,
+            data,
+            tags,
+            noreplace,
+            cred,
+        } => rename_in(
+            txn,
+            ctx,
+            to,
+            attr,
+            &NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            },
+            *noreplace,
+            cred.as_ref(),
+        ),
+        MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
+        MetaRequest::CommitFile {
+            path,
+            id,
+            size,
+            etag,
+            layout,
+            inline,
+        } => commit_file(txn, ctx, path, *id, *size, etag, layout, inline.as_ref()),
         MetaRequest::DeleteObject { path, dir_marker } => {
             delete_object(txn, ctx, path, *dir_marker)
         }
-        MetaRequest::Unlink { path } => unlink(txn, ctx, path),
+        MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
         MetaRequest::SetAttr {
             path,
             mode,
             uid,
             gid,
-            atime_ns,
-            mtime_ns,
-        } => set_attr(txn, ctx, path, *mode, *uid, *gid, *atime_ns, *mtime_ns),
+            size,
+            atime,
+            mtime,
+            cred,
+        } => set_attr(
+            txn,
+            ctx,
+            path,
+            AttrChange {
+                mode: *mode,
+                uid: *uid,
+                gid: *gid,
+                size: *size,
+                atime: *atime,
+                mtime: *mtime,
+            },
+            cred.as_ref(),
+        ),
         MetaRequest::PutTags {
             path,
             dir_marker,
@@ -360,16 +445,33 @@ impl DirSpec {
     }
 }
 
-fn mkdir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], spec: DirSpec) -> OpResult {
+fn mkdir(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    mut spec: DirSpec,
+    cred: Option<&Cred>,
+) -> OpResult {
     check_path(path, 1)?;
     if path.len() == 1 && !spec.bucket {
         return Err(MetaError::Invalid(
             "a top-level directory is a bucket".into(),
         ));
     }
-    let mut chain = resolve_parents(txn, ctx.ns, path)?;
+    let mut chain = if cred.is_some() {
+        resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?
+    } else {
+        resolve_parents(txn, ctx.ns, path)?
+    };
+    perm::search(&chain, cred)?;
+    let parent = &chain.last().expect("root").attr;
+    perm::may_create(parent, cred)?;
+    if cred.is_some() && parent.mode & perm::S_ISGID != 0 {
+        spec.gid = parent.gid;
+        spec.mode |= perm::S_ISGID;
+    }
     let name = path.last().expect("checked length");
-    let pid = chain.last().expect("root").attr.id;
+    let pid = parent.id;
     match child(txn, ctx.keys, pid, name)? {
         Child::Dir(loc) if spec.exist_ok => return Ok(MetaResponse::Attr(loc.attr)),
         Child::Dir(_) => return Err(MetaError::Exists),
@@ -453,12 +555,14 @@ fn remove_file(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut [Located], loc:
     touch_parent(txn, ctx, chain, -1, 0);
 }
 
-fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String]) -> OpResult {
+fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], cred: Option<&Cred>) -> OpResult {
     check_path(path, 2)?;
     let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
     let pid = chain.last().expect("root").attr.id;
     match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Other(loc) => {
+            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
             remove_file(txn, ctx, &mut chain, loc);
             Ok(MetaResponse::Done)
         }
@@ -568,43 +672,353 @@ fn apply_changes(
     Ok(MetaResponse::Done)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a `SetAttr` changes.
+struct AttrChange {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<SetTime>,
+    mtime: Option<SetTime>,
+}
+
+/// MD5 of no bytes: the ETag of an empty file.
+pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
 fn set_attr(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],
-    mode: Option<u32>,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    atime_ns: Option<i64>,
-    mtime_ns: Option<i64>,
+    ch: AttrChange,
+    cred: Option<&Cred>,
 ) -> OpResult {
     check_path(path, 1)?;
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
     let pid = chain.last().expect("root").attr.id;
     let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Dir(loc) | Child::Other(loc) => loc,
         Child::None => return Err(MetaError::NotFound),
     };
     let mut attr = loc.attr;
-    if let Some(m) = mode {
-        attr.mode = m & 0o7777;
+    if let Some(cred) = cred {
+        check_set_attr(&attr, &ch, cred)?;
     }
-    if let Some(u) = uid {
+    if let Some(size) = ch.size {
+        match attr.kind {
+            FileKind::Dir => return Err(MetaError::IsDir),
+            FileKind::Symlink => return Err(MetaError::Invalid("truncate of a symlink".into())),
+            FileKind::File => {}
+        }
+        if size != 0 {
+            return Err(MetaError::Invalid(
+                "SetAttr truncates to 0 only; other sizes are a CommitFile".into(),
+            ));
+        }
+        if attr.size != 0 || !attr.layout.chunks().is_empty() {
+            release_chunks(txn, ctx, attr.layout.chunks());
+            attr.layout = Layout::Inline;
+            attr.size = 0;
+            attr.parts.clear();
+            attr.etag = EMPTY_ETAG.to_string();
+            txn.put(
+                ctx.keys.payload(attr.id, PayloadKind::Data),
+                encode_bytes(&[]),
+            );
+        }
+        attr.mtime_ns = ctx.now_ns;
+        attr.s3_mtime_ns = ctx.now_ns;
+    }
+    if let Some(m) = ch.mode {
+        attr.mode = m & 0o7777;
+        // A non-root caller outside the file's group cannot keep set-group-id.
+        if let Some(c) = cred {
+            if c.uid != 0 && attr.kind != FileKind::Dir && !c.in_group(attr.gid) {
+                attr.mode &= !perm::S_ISGID;
+            }
+        }
+    }
+    let owner_changed =
+        ch.uid.is_some_and(|u| u != attr.uid) || ch.gid.is_some_and(|g| g != attr.gid);
+    if let Some(u) = ch.uid {
         attr.uid = u;
     }
-    if let Some(g) = gid {
+    if let Some(g) = ch.gid {
         attr.gid = g;
     }
-    if let Some(t) = atime_ns {
-        attr.atime_ns = t;
+    // chown clears set-user-id and set-group-id of files (as Linux does).
+    let chown = ch.uid.is_some() || ch.gid.is_some();
+    if cred.is_some() && (owner_changed || chown) && ch.mode.is_none() && attr.kind != FileKind::Dir
+    {
+        attr.mode &= !(perm::S_ISUID | perm::S_ISGID);
     }
-    if let Some(t) = mtime_ns {
-        attr.mtime_ns = t;
+    let resolve = |t: SetTime| match t {
+        SetTime::Now => ctx.now_ns,
+        SetTime::At(ns) => ns,
+    };
+    if let Some(t) = ch.atime {
+        attr.atime_ns = resolve(t);
+    }
+    if let Some(t) = ch.mtime {
+        attr.mtime_ns = resolve(t);
     }
     attr.ctime_ns = ctx.now_ns;
     put_attr(txn, &loc.key.expect("child key"), &attr);
     Ok(MetaResponse::Attr(attr))
+}
+
+/// The POSIX rules of chmod, chown, utimens and truncate for a non-S3 caller.
+fn check_set_attr(attr: &Attr, ch: &AttrChange, cred: &Cred) -> Result<(), MetaError> {
+    let root = cred.uid == 0;
+    let owner = root || cred.uid == attr.uid;
+    if ch.mode.is_some() && !owner {
+        return Err(MetaError::NotPermitted);
+    }
+    if let Some(u) = ch.uid {
+        if u != attr.uid && !root {
+            return Err(MetaError::NotPermitted);
+        }
+    }
+    if let Some(g) = ch.gid {
+        if g != attr.gid && !(root || cred.uid == attr.uid && cred.in_group(g)) {
+            return Err(MetaError::NotPermitted);
+        }
+        if !owner {
+            return Err(MetaError::NotPermitted);
+        }
+    }
+    let explicit_time =
+        matches!(ch.atime, Some(SetTime::At(_))) || matches!(ch.mtime, Some(SetTime::At(_)));
+    let any_time = ch.atime.is_some() || ch.mtime.is_some();
+    if explicit_time && !owner {
+        return Err(MetaError::NotPermitted);
+    }
+    if any_time && !owner {
+        perm::check(attr, cred, access::WRITE)?;
+    }
+    if ch.size.is_some() {
+        perm::check(attr, cred, access::WRITE)?;
+    }
+    Ok(())
+}
+
+/// What a `Create` makes.
+struct NewFile<'a> {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    exclusive: bool,
+    symlink: Option<&'a str>,
+}
+
+fn create(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    spec: NewFile<'_>,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let parent = chain.last().expect("root").attr.clone();
+    let name = path.last().expect("checked length");
+    match child(txn, ctx.keys, parent.id, name)? {
+        Child::Dir(_) if spec.exclusive || spec.symlink.is_some() => return Err(MetaError::Exists),
+        Child::Dir(_) => return Err(MetaError::IsDir),
+        Child::Other(_) if spec.exclusive || spec.symlink.is_some() => {
+            return Err(MetaError::Exists)
+        }
+        Child::Other(loc) => {
+            if let Some(c) = cred {
+                let mut want = 0;
+                if loc.attr.kind == FileKind::File {
+                    want = access::READ;
+                }
+                perm::check(&loc.attr, c, want)?;
+            }
+            return Ok(MetaResponse::Attr(loc.attr));
+        }
+        Child::None => {}
+    }
+    perm::may_create(&parent, cred)?;
+    let gid = if parent.mode & perm::S_ISGID != 0 {
+        parent.gid
+    } else {
+        spec.gid
+    };
+    let (kind, mode, data): (FileKind, u32, &[u8]) = match spec.symlink {
+        Some(target) => (FileKind::Symlink, 0o777, target.as_bytes()),
+        None => (FileKind::File, spec.mode & 0o7777, &[]),
+    };
+    let mut attr = new_attr(ctx, kind, mode, spec.uid, gid);
+    attr.size = data.len() as u64;
+    if kind == FileKind::File {
+        attr.etag = EMPTY_ETAG.to_string();
+    }
+    put_attr(txn, &ctx.keys.inode(parent.id, name, false), &attr);
+    txn.put(
+        ctx.keys.payload(attr.id, PayloadKind::Data),
+        encode_bytes(data),
+    );
+    touch_parent(txn, ctx, &mut chain, 1, 0);
+    Ok(MetaResponse::Attr(attr))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn commit_file(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    id: InodeId,
+    size: u64,
+    etag: &str,
+    layout: &Layout,
+    inline: Option<&Bytes>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    let pid = chain.last().expect("root").attr.id;
+    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Other(loc) if loc.attr.id == id && loc.attr.kind == FileKind::File => loc,
+        _ => return Err(MetaError::NotFound),
+    };
+    let mut attr = loc.attr;
+    release_chunks(txn, ctx, attr.layout.chunks());
+    attr.size = size;
+    attr.etag = etag.to_string();
+    attr.layout = layout.clone();
+    attr.parts.clear();
+    attr.mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    attr.s3_mtime_ns = ctx.now_ns;
+    put_attr(txn, &loc.key.expect("child key"), &attr);
+    match inline {
+        Some(data) => txn.put(ctx.keys.payload(id, PayloadKind::Data), encode_bytes(data)),
+        None => txn.delete(ctx.keys.payload(id, PayloadKind::Data)),
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+/// What stands at a rename target: nothing, or a file the caller may replace (removed here).
+fn clear_target(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    name: &str,
+    moving: InodeId,
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> Result<bool, MetaError> {
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, name)? {
+        Child::None => Ok(false),
+        Child::Dir(_) => Err(MetaError::IsDir),
+        Child::Other(loc) if loc.attr.id == moving => Ok(true),
+        Child::Other(_) if noreplace => Err(MetaError::Exists),
+        Child::Other(loc) => {
+            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
+            remove_file(txn, ctx, chain, loc);
+            Ok(false)
+        }
+    }
+}
+
+fn rename(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    from: &[String],
+    to: &[String],
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(from, 2)?;
+    check_path(to, 2)?;
+    let mut from_chain = resolve_parents(txn, ctx.ns, from).map_err(missing_as_not_found)?;
+    perm::search(&from_chain, cred)?;
+    let from_pid = from_chain.last().expect("root").attr.id;
+    let from_name = from.last().expect("len");
+    let loc = match child(txn, ctx.keys, from_pid, from_name)? {
+        Child::None => return Err(MetaError::NotFound),
+        // Moving a directory renames a dentry every replica may hold: not here yet.
+        Child::Dir(_) => return Err(MetaError::CrossGroup),
+        Child::Other(loc) => loc,
+    };
+    perm::may_delete(&from_chain.last().expect("root").attr, &loc.attr, cred)?;
+    if from == to {
+        return Ok(MetaResponse::Attr(loc.attr));
+    }
+    let mut to_chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
+    perm::search(&to_chain, cred)?;
+    let same_dir = to_chain.last().expect("root").attr.id == from_pid;
+    let chain = if same_dir {
+        &mut from_chain
+    } else {
+        &mut to_chain
+    };
+    perm::may_create(&chain.last().expect("root").attr, cred)?;
+    let to_name = to.last().expect("len");
+    clear_target(txn, ctx, chain, to_name, loc.attr.id, noreplace, cred)?;
+    let to_pid = chain.last().expect("root").attr.id;
+    let mut attr = loc.attr;
+    attr.ctime_ns = ctx.now_ns;
+    txn.delete(loc.key.expect("child key"));
+    put_attr(txn, &ctx.keys.inode(to_pid, to_name, false), &attr);
+    if same_dir {
+        touch_parent(txn, ctx, &mut from_chain, 0, 0);
+    } else {
+        touch_parent(txn, ctx, &mut to_chain, 1, 0);
+        touch_parent(txn, ctx, &mut from_chain, -1, 0);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rename_in(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    to: &[String],
+    attr: &Attr,
+    payloads: &NewObject,
+    noreplace: bool,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(to, 2)?;
+    if attr.kind == FileKind::Dir {
+        return Err(MetaError::CrossGroup);
+    }
+    let mut chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    perm::may_create(&chain.last().expect("root").attr, cred)?;
+    let name = to.last().expect("len");
+    if clear_target(txn, ctx, &mut chain, name, attr.id, noreplace, cred)? {
+        return Ok(MetaResponse::Attr(attr.clone()));
+    }
+    let pid = chain.last().expect("root").attr.id;
+    let mut attr = attr.clone();
+    attr.ctime_ns = ctx.now_ns;
+    put_attr(txn, &ctx.keys.inode(pid, name, false), &attr);
+    write_payloads(txn, ctx.keys, attr.id, payloads);
+    touch_parent(txn, ctx, &mut chain, 1, 0);
+    Ok(MetaResponse::Attr(attr))
+}
+
+fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId) -> OpResult {
+    check_path(from, 2)?;
+    let mut chain = match resolve_parents(txn, ctx.ns, from) {
+        Ok(c) => c,
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
+            return Ok(MetaResponse::Done)
+        }
+        Err(e) => return Err(e),
+    };
+    let pid = chain.last().expect("root").attr.id;
+    if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
+        if loc.attr.id == id {
+            remove_file(txn, ctx, &mut chain, loc);
+        }
+    }
+    Ok(MetaResponse::Done)
 }
 
 /// Finds the file (or explicit directory marker) an S3 key names.

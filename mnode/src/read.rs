@@ -2,12 +2,13 @@
 
 use bytes::Bytes;
 use saker_rpc::{
-    Attr, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta,
-    ObjectView, UploadInfo, Want,
+    access, Attr, Cred, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse,
+    ObjectMeta, ObjectView, UploadInfo, Want,
 };
 
 use crate::keys::{Keys, PayloadKind};
 use crate::ops::upload_parts;
+use crate::perm;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
 use crate::tree::{
@@ -20,7 +21,13 @@ type OpResult = Result<MetaResponse, MetaError>;
 pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) -> OpResult {
     let keys = r.keys;
     match req {
-        MetaRequest::Lookup { path, want } => lookup(v, r, path, *want),
+        MetaRequest::Lookup { path, want } => lookup(v, r, path, *want, None),
+        MetaRequest::Access {
+            path,
+            mask,
+            cred,
+            want,
+        } => lookup(v, r, path, *want, Some((cred, *mask))),
         MetaRequest::LookupDentry { pid, name } => lookup_dentry(v, keys, *pid, name),
         MetaRequest::DirUsage { dirs } => dir_usage(v, keys, dirs),
         MetaRequest::Scan {
@@ -53,11 +60,25 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
     }
 }
 
-fn lookup<V: View + ?Sized>(v: &V, r: &Resolver<'_>, path: &[String], want: Want) -> OpResult {
+/// `Lookup`, and with `check` = (caller, mask) the POSIX checks of `Access`.
+fn lookup<V: View + ?Sized>(
+    v: &V,
+    r: &Resolver<'_>,
+    path: &[String],
+    want: Want,
+    check: Option<(&Cred, u32)>,
+) -> OpResult {
     let keys = r.keys;
     if path.is_empty() {
+        let attr = root_attr();
+        if let Some((cred, mask)) = check {
+            if mask & access::DELETE != 0 {
+                return Err(MetaError::Invalid("the root cannot be removed".into()));
+            }
+            perm::check(&attr, cred, mask)?;
+        }
         return Ok(MetaResponse::Object(Box::new(ObjectView {
-            attr: root_attr(),
+            attr,
             meta: None,
             data: None,
             tags: None,
@@ -68,12 +89,21 @@ fn lookup<V: View + ?Sized>(v: &V, r: &Resolver<'_>, path: &[String], want: Want
         MetaError::Conflict { .. } => MetaError::NotDir,
         e => e,
     })?;
+    if let Some((cred, _)) = check {
+        perm::search(&chain, Some(cred))?;
+    }
     let pid = chain.last().expect("root").attr.id;
     let attr = match child(v, keys, pid, path.last().expect("non-empty"))? {
         Child::Dir(loc) | Child::Other(loc) => loc.attr,
-        Child::None if path.len() == 1 => return Err(MetaError::NoSuchBucket),
+        Child::None if path.len() == 1 && check.is_none() => return Err(MetaError::NoSuchBucket),
         Child::None => return Err(MetaError::NotFound),
     };
+    if let Some((cred, mask)) = check {
+        if mask & access::DELETE != 0 {
+            perm::may_delete(&chain.last().expect("root").attr, &attr, Some(cred))?;
+        }
+        perm::check(&attr, cred, mask & 0o7)?;
+    }
     let meta = if want.meta {
         match read_payload(v, keys, attr.id, PayloadKind::Meta)? {
             Some(b) => Some(decode::<ObjectMeta>(&b).map_err(internal)?),

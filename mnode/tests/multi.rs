@@ -90,6 +90,7 @@ impl Cluster {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
+                cred: None,
             },
         )
         .await
@@ -155,9 +156,15 @@ async fn parent_attributes_follow_creates_and_deletes(mode: ParentUpdates) {
     assert_eq!((with_sub.children, with_sub.nlink), (65, 3));
     for (i, n) in names[..10].iter().enumerate() {
         let path = p(&format!("b/d/{n}"));
-        c.call(&path, MetaRequest::Unlink { path: path.clone() })
-            .await
-            .unwrap();
+        c.call(
+            &path,
+            MetaRequest::Unlink {
+                path: path.clone(),
+                cred: None,
+            },
+        )
+        .await
+        .unwrap();
         assert_eq!(c.attr("b/d").await.unwrap().children, 64 - i as u64);
     }
 }
@@ -178,8 +185,14 @@ async fn rmdir_races_create_below_on_another_group() {
             let dpath = dpath.clone();
             tokio::spawn(async move {
                 let path = p(&dpath);
-                c.call(&path, MetaRequest::Rmdir { path: path.clone() })
-                    .await
+                c.call(
+                    &path,
+                    MetaRequest::Rmdir {
+                        path: path.clone(),
+                        cred: None,
+                    },
+                )
+                .await
             })
         };
         let put = {
@@ -194,13 +207,25 @@ async fn rmdir_races_create_below_on_another_group() {
                 // The file exists and is reachable; clean up for the next round.
                 c.attr(&fpath).await.expect("created file is reachable");
                 let path = p(&fpath);
-                c.call(&path, MetaRequest::Unlink { path: path.clone() })
-                    .await
-                    .unwrap();
+                c.call(
+                    &path,
+                    MetaRequest::Unlink {
+                        path: path.clone(),
+                        cred: None,
+                    },
+                )
+                .await
+                .unwrap();
                 let path = p(&dpath);
-                c.call(&path, MetaRequest::Rmdir { path: path.clone() })
-                    .await
-                    .unwrap();
+                c.call(
+                    &path,
+                    MetaRequest::Rmdir {
+                        path: path.clone(),
+                        cred: None,
+                    },
+                )
+                .await
+                .unwrap();
             }
             (Ok(_), Err(MetaError::MissingParent { depth: 1 })) => {
                 assert_eq!(c.attr(&dpath).await.unwrap_err(), MetaError::NotFound);
@@ -231,6 +256,7 @@ async fn concurrent_mkdir_of_one_name_succeeds_once() {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
+                cred: None,
             };
             c.node(g + 1).call(tag(), req).await
         }

@@ -61,6 +61,7 @@ impl Groups {
             mode: 0o755,
             uid: 0,
             gid: 0,
+            cred: None,
         };
         self.call(&p(path), req).await
     }
@@ -78,13 +79,25 @@ impl Groups {
     }
 
     async fn unlink(&self, path: &str) -> Result<MetaResponse, MetaError> {
-        self.call(&p(path), MetaRequest::Unlink { path: p(path) })
-            .await
+        self.call(
+            &p(path),
+            MetaRequest::Unlink {
+                path: p(path),
+                cred: None,
+            },
+        )
+        .await
     }
 
     async fn rmdir(&self, path: &str) -> Result<MetaResponse, MetaError> {
-        self.call(&p(path), MetaRequest::Rmdir { path: p(path) })
-            .await
+        self.call(
+            &p(path),
+            MetaRequest::Rmdir {
+                path: p(path),
+                cred: None,
+            },
+        )
+        .await
     }
 
     async fn stat(&self, path: &str) -> Attr {

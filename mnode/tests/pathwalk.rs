@@ -84,6 +84,7 @@ async fn mkdir(groups: &LocalGroups, path: &str) {
         mode: 0o755,
         uid: 0,
         gid: 0,
+        cred: None,
     };
     via(groups, g, req).await.unwrap();
 }
@@ -171,20 +172,29 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
             &groups,
             4,
             MetaRequest::Rmdir {
-                path: p("b/x/train")
+                path: p("b/x/train"),
+                cred: None
             }
         )
         .await,
         Err(MetaError::NotEmpty)
     );
-    via(&groups, leaf_group, MetaRequest::Unlink { path: inner })
-        .await
-        .unwrap();
+    via(
+        &groups,
+        leaf_group,
+        MetaRequest::Unlink {
+            path: inner,
+            cred: None,
+        },
+    )
+    .await
+    .unwrap();
     via(
         &groups,
         4,
         MetaRequest::Rmdir {
             path: p("b/x/train"),
+            cred: None,
         },
     )
     .await
@@ -199,6 +209,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         3,
         MetaRequest::Unlink {
             path: p("b/d0/train"),
+            cred: None,
         },
     )
     .await

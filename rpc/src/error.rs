@@ -35,6 +35,12 @@ pub enum MetaError {
     Invalid(String),
     #[error("operation not permitted")]
     NotPermitted,
+    /// The operation spans MNode groups in a way not supported yet (EXDEV).
+    #[error("operation across metadata groups not supported")]
+    CrossGroup,
+    /// A POSIX permission check failed (EACCES; `NotPermitted` is EPERM).
+    #[error("permission denied")]
+    AccessDenied,
     /// The request reached a node that does not own it; `group` does.
     #[error("not the owner; try group {group}")]
     NotOwner { group: u32 },

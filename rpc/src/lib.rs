@@ -17,8 +17,8 @@ pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
-    ClientTag, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse, NewObject,
-    ObjectView, PartRecord, RemoveCond, UploadInfo, Want,
+    access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
+    NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want,
 };
 pub use service::{CoordinatorService, MetaService};
 pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};

@@ -18,6 +18,47 @@ pub struct ClientTag {
     pub seq: u64,
 }
 
+/// Who asks, for POSIX permission checks by the MNode (FUSE requests; S3 requests carry none
+/// and bypass the checks).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Cred {
+    pub const ROOT: Cred = Cred {
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+    };
+
+    /// Whether the caller is in group `gid` (primary or supplementary).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// Bits of [`MetaRequest::Access`]'s `mask` (`R_OK`, `W_OK`, `X_OK` as in access(2), plus
+/// [`access::DELETE`]). A mask of 0 checks only that the path resolves for the caller.
+pub mod access {
+    pub const READ: u32 = 4;
+    pub const WRITE: u32 = 2;
+    pub const EXEC: u32 = 1;
+    /// The caller may remove the entry from its directory: write and search permission on the
+    /// parent, and the sticky-bit rule.
+    pub const DELETE: u32 = 8;
+}
+
+/// A time to set: the server's clock now, or a given time (ns since the epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SetTime {
+    Now,
+    At(i64),
+}
+
 /// Which payloads a lookup should return beside the attributes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Want {
@@ -199,6 +240,14 @@ pub enum MetaRequest {
     },
     /// Every chunk id referenced by an inode or an upload (for the leak scrub).
     ChunkRefs,
+    /// POSIX access check by `cred`: search permission on every directory of the path, and
+    /// `mask` (see [`access`]) on the target; answers like `Lookup`.
+    Access {
+        path: Vec<String>,
+        mask: u32,
+        cred: Cred,
+        want: Want,
+    },
     /// Remote lookup of a directory entry by its owner, to fill a dentry replica.
     LookupDentry {
         pid: InodeId,
@@ -260,12 +309,61 @@ pub enum MetaRequest {
         uid: u32,
         gid: u32,
     },
-    /// POSIX mkdir: `Exists` if anything is there.
+    /// POSIX mkdir: `Exists` if anything is there. A one-component path creates a bucket (the
+    /// name must be a valid bucket name).
     Mkdir {
         path: Vec<String>,
         mode: u32,
         uid: u32,
         gid: u32,
+        cred: Option<Cred>,
+    },
+    /// POSIX create of an empty regular file (or, with `symlink`, a symbolic link to that
+    /// target). An existing file is answered as is unless `exclusive`.
+    Create {
+        path: Vec<String>,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        exclusive: bool,
+        symlink: Option<String>,
+        cred: Option<Cred>,
+    },
+    /// Rename a file within one group (both names owned by the group this is sent to): one
+    /// atomic step. A replaced target's chunks are released. Answers the moved inode.
+    Rename {
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    },
+    /// Cross-group file rename, step 1 at the target's owner: create (or replace) `to` as
+    /// inode `attr` (its id kept) with these payloads. The client copied the bytes, so no chunk
+    /// is referenced twice. Idempotent: `to` already naming `attr.id` is success.
+    RenameIn {
+        to: Vec<String>,
+        attr: Box<Attr>,
+        meta: ObjectMeta,
+        data: Option<Bytes>,
+        tags: Vec<(String, String)>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    },
+    /// Cross-group file rename, step 2 at the source's owner: remove `from` if it still names
+    /// inode `id` (permissions were checked before step 1).
+    RenameOut {
+        from: Vec<String>,
+        id: InodeId,
+    },
+    /// Replace the bytes of the file `id` at `path` (a FUSE close or fsync): `NotFound` if
+    /// `path` no longer names `id`. Attributes and S3 metadata stay.
+    CommitFile {
+        path: Vec<String>,
+        id: InodeId,
+        size: u64,
+        etag: String,
+        layout: Layout,
+        inline: Option<Bytes>,
     },
     CreateBucket {
         name: String,
@@ -285,18 +383,23 @@ pub enum MetaRequest {
     /// POSIX unlink of a file.
     Unlink {
         path: Vec<String>,
+        cred: Option<Cred>,
     },
     /// POSIX rmdir.
     Rmdir {
         path: Vec<String>,
+        cred: Option<Cred>,
     },
+    /// chmod, chown, utimens and truncate (only to size 0: other sizes are a `CommitFile`).
     SetAttr {
         path: Vec<String>,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
-        atime_ns: Option<i64>,
-        mtime_ns: Option<i64>,
+        size: Option<u64>,
+        atime: Option<SetTime>,
+        mtime: Option<SetTime>,
+        cred: Option<Cred>,
     },
     /// Replace (or, with `None`, delete) the tag set of a file or a directory marker.
     PutTags {
@@ -365,6 +468,7 @@ impl MetaRequest {
         !matches!(
             self,
             MetaRequest::Lookup { .. }
+                | MetaRequest::Access { .. }
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
                 | MetaRequest::GetUpload { .. }
@@ -386,14 +490,20 @@ impl MetaRequest {
     pub fn path(&self) -> Option<&[String]> {
         match self {
             MetaRequest::Lookup { path, .. }
+            | MetaRequest::Access { path, .. }
+            | MetaRequest::Create { path, .. }
+            | MetaRequest::CommitFile { path, .. }
+            | MetaRequest::Rename { to: path, .. }
+            | MetaRequest::RenameIn { to: path, .. }
+            | MetaRequest::RenameOut { from: path, .. }
             | MetaRequest::GetUpload { path, .. }
             | MetaRequest::PutObject { path, .. }
             | MetaRequest::PutDirMarker { path, .. }
             | MetaRequest::MkdirImplicit { path, .. }
             | MetaRequest::Mkdir { path, .. }
             | MetaRequest::DeleteObject { path, .. }
-            | MetaRequest::Unlink { path }
-            | MetaRequest::Rmdir { path }
+            | MetaRequest::Unlink { path, .. }
+            | MetaRequest::Rmdir { path, .. }
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
             | MetaRequest::CreateUpload { path, .. }
@@ -427,6 +537,12 @@ impl MetaRequest {
     pub fn op_name(&self) -> &'static str {
         match self {
             MetaRequest::Lookup { .. } => "lookup",
+            MetaRequest::Access { .. } => "access",
+            MetaRequest::Create { .. } => "create",
+            MetaRequest::CommitFile { .. } => "commit_file",
+            MetaRequest::Rename { .. } => "rename",
+            MetaRequest::RenameIn { .. } => "rename_in",
+            MetaRequest::RenameOut { .. } => "rename_out",
             MetaRequest::Scan { .. } => "scan",
             MetaRequest::ListUploads { .. } => "list_uploads",
             MetaRequest::GetUpload { .. } => "get_upload",

@@ -4,6 +4,7 @@
 mod admin;
 mod admin_auth;
 mod bench;
+mod mount;
 mod process_config;
 mod roles;
 mod server;
@@ -30,6 +31,8 @@ enum Command {
     /// Run the server: gateway, MNode, coordinator and chunkstore in one process, or the roles
     /// a --config file names.
     Server(server::ServerArgs),
+    /// Mount a running cluster's namespace as a FUSE file system (until SIGINT/SIGTERM).
+    Mount(mount::MountArgs),
     /// Administer a running server.
     Admin {
         /// Admin endpoint of the server.
@@ -103,6 +106,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.command {
             Command::Server(args) => server::run(args).await,
+            Command::Mount(args) => mount::run(args).await,
             Command::Admin {
                 admin_endpoint,
                 command,

@@ -96,6 +96,11 @@ pub struct ServerArgs {
     /// whichever group receives them. Fixed when the data directory is created.
     #[arg(long, value_delimiter = ',')]
     pathwalk: Vec<String>,
+    /// Also mount the namespace here as a FUSE file system (unmounted at shutdown).
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    #[command(flatten)]
+    fuse: crate::mount::FuseArgs,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -198,6 +203,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     });
     tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
 
+    let fuse = match &args.mount {
+        Some(path) => Some(crate::mount::spawn(cluster.clone(), path, &args.fuse)?),
+        None => None,
+    };
+
     let root = keys.root();
     println!("saker is ready");
     println!("  S3 endpoint:  http://{s3_addr}");
@@ -205,6 +215,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     println!("  RPC (library clients): {rpc_addr}");
     println!("  data dir:     {}", args.data_dir.display());
     println!("  MNode groups: {mnodes}");
+    if let Some(path) = &args.mount {
+        println!("  mounted at:   {}", path.display());
+    }
     println!("  access key:   {}", root.access_key);
     if root_from_env {
         println!("  secret key:   (from SAKER_SECRET_KEY)");
@@ -215,6 +228,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
+    if let (Some(session), Some(path)) = (fuse, &args.mount) {
+        crate::mount::unmount(path);
+        drop(session);
+    }
     local.shutdown().await;
     Ok(())
 }

@@ -172,14 +172,21 @@ impl Bench {
                 path: file.clone(),
                 want: Want::ATTR,
             },
-            "unlink" => MetaRequest::Unlink { path: file.clone() },
+            "unlink" => MetaRequest::Unlink {
+                path: file.clone(),
+                cred: None,
+            },
             "mkdir" => MetaRequest::Mkdir {
                 path: sub.clone(),
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
+                cred: None,
             },
-            "rmdir" => MetaRequest::Rmdir { path: sub.clone() },
+            "rmdir" => MetaRequest::Rmdir {
+                path: sub.clone(),
+                cred: None,
+            },
             "readdir" => return self.readdir(dir).await,
             other => return Err(MetaError::Invalid(format!("unknown op {other}"))),
         };
@@ -300,6 +307,7 @@ impl Bench {
                     mode: 0o755,
                     uid: 0,
                     gid: 0,
+                    cred: None,
                 };
                 self.cluster.call(&dir, req).await?;
                 let mut tasks = Vec::new();
@@ -454,6 +462,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
+                cred: None,
             };
             match cluster.call(&dir[..depth], req).await {
                 Ok(_) | Err(MetaError::Exists) => {}
@@ -486,7 +495,13 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                 .await?;
             bench
                 .cluster
-                .call(&path, MetaRequest::Unlink { path: path.clone() })
+                .call(
+                    &path,
+                    MetaRequest::Unlink {
+                        path: path.clone(),
+                        cred: None,
+                    },
+                )
                 .await?;
         }
     }

@@ -1,0 +1,34 @@
+//! Mount settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a mount behaves; [`MountConfig::default`] documents the defaults.
+#[derive(Clone, Debug)]
+pub struct MountConfig {
+    /// How long the kernel may trust a name -> inode answer without asking again
+    /// (default 1 s, as libfuse). Other clients' creates and deletes show within this time.
+    pub entry_ttl: Duration,
+    /// How long the kernel may trust attributes (default 1 s). Files another client changed
+    /// show their new size and times within this time; their bytes at the next open.
+    pub attr_ttl: Duration,
+    /// Threads serving kernel requests (default 8).
+    pub threads: usize,
+    /// Where open files being written keep their local buffer (default the system temp dir;
+    /// the buffers are unlinked files, gone when the file is closed).
+    pub buffer_dir: PathBuf,
+    /// Ask `fusermount3` to unmount when this process ends, however it ends (default on).
+    pub auto_unmount: bool,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        Self {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            threads: 8,
+            buffer_dir: std::env::temp_dir(),
+            auto_unmount: true,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! An open file's bytes on this mount: what the server had at open (close-to-open), and once
+//! written, a local sparse buffer file holding the whole new content until it is committed at
+//! flush, fsync or release.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use md5::{Digest, Md5};
+use saker_client::{ChunkWriter, Cluster, ReadRange};
+use saker_rpc::{Attr, Layout};
+
+use crate::error::Result;
+
+/// Files up to this size get the plain MD5 as ETag even when written out of order
+/// (ARCHITECTURE.md: larger ones get `md5(chunk md5s)-N` unless written sequentially).
+pub const FULL_MD5_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The state of one inode opened through this mount, shared by all its handles.
+pub struct OpenFile {
+    /// The attributes from the server at the last open or commit.
+    pub attr: Attr,
+    /// Inline bytes from the server (small files).
+    pub inline: Option<Bytes>,
+    /// The whole content, once written locally.
+    pub buf: Option<Buffer>,
+    /// Bytes in `buf` the server does not have yet.
+    pub dirty: bool,
+    /// Open handles.
+    pub handles: usize,
+}
+
+/// The local copy of a file being written.
+pub struct Buffer {
+    pub file: File,
+    pub size: u64,
+    /// MD5 of `[0, pos)` while every write so far continued at the end from offset 0.
+    seq: Option<(Md5, u64)>,
+}
+
+impl Buffer {
+    fn empty(dir: &std::path::Path) -> Result<Self> {
+        Ok(Self {
+            file: tempfile::tempfile_in(dir)?,
+            size: 0,
+            seq: Some((Md5::new(), 0)),
+        })
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        self.file.write_all_at(data, offset)?;
+        self.size = self.size.max(offset + data.len() as u64);
+        self.seq = match self.seq.take() {
+            Some((mut md5, pos)) if pos == offset => {
+                md5.update(data);
+                Some((md5, pos + data.len() as u64))
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+
+    pub fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let end = (offset + len as u64).min(self.size);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let mut out = vec![0u8; (end - offset) as usize];
+        let mut done = 0;
+        while done < out.len() {
+            // A sparse hole reads as zeros; a short read past the written end is zeros too.
+            let n = self.file.read_at(&mut out[done..], offset + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(out)
+    }
+
+    pub fn truncate(&mut self, size: u64) -> Result<()> {
+        self.file.set_len(size)?;
+        self.seq = match self.seq.take() {
+            Some((md5, pos)) if pos == size => Some((md5, pos)),
+            _ if size == 0 => Some((Md5::new(), 0)),
+            _ => None,
+        };
+        self.size = size;
+        Ok(())
+    }
+}
+
+/// What a commit stores.
+pub struct Committed {
+    pub size: u64,
+    pub etag: String,
+    pub layout: Layout,
+    pub inline: Option<Bytes>,
+}
+
+impl OpenFile {
+    pub fn new(attr: Attr, inline: Option<Bytes>) -> Self {
+        Self {
+            attr,
+            inline,
+            buf: None,
+            dirty: false,
+            handles: 0,
+        }
+    }
+
+    /// The size the kernel should see.
+    pub fn size(&self) -> u64 {
+        match &self.buf {
+            Some(b) => b.size,
+            None => self.attr.size,
+        }
+    }
+
+    /// Makes sure `buf` holds the whole content, fetching the server's bytes if needed.
+    pub async fn materialize(&mut self, cluster: &Cluster, dir: &std::path::Path) -> Result<()> {
+        if self.buf.is_some() {
+            return Ok(());
+        }
+        let mut buf = Buffer::empty(dir)?;
+        if self.attr.size > 0 {
+            let mut stream = cluster.read_data(
+                &self.attr.layout,
+                self.inline.clone(),
+                ReadRange {
+                    start: 0,
+                    end: self.attr.size,
+                },
+            );
+            while let Some(piece) = stream.next().await {
+                let piece = piece?;
+                let at = buf.size;
+                buf.write(at, &piece)?;
+            }
+            // The running MD5 stays valid: it covers [0, size) whoever wrote those bytes.
+            if buf.size != self.attr.size {
+                buf.truncate(self.attr.size)?;
+            }
+        }
+        self.buf = Some(buf);
+        Ok(())
+    }
+
+    /// Writes the buffer to the chunkstores (or inline) and computes its ETag; the caller sends
+    /// the `CommitFile`.
+    pub async fn store(&mut self, cluster: &Cluster) -> Result<(Committed, ChunkWriterGuard)> {
+        let buf = self
+            .buf
+            .as_mut()
+            .expect("store is called on a materialized file");
+        let chunk_size = cluster.config().chunk_size.max(1) as u64;
+        let seq_md5 = match &buf.seq {
+            Some((md5, pos)) if *pos == buf.size => Some(md5.clone()),
+            _ => None,
+        };
+        let full = seq_md5.is_none() && buf.size <= FULL_MD5_LIMIT;
+        let mut full_md5 = Md5::new();
+        let mut chunk_md5s: Vec<[u8; 16]> = Vec::new();
+        let mut writer = ChunkWriter::new(cluster);
+        let mut off = 0u64;
+        let piece = chunk_size.min(4 * 1024 * 1024);
+        let mut chunk_md5 = Md5::new();
+        let mut in_chunk = 0u64;
+        while off < buf.size {
+            let n = piece.min(buf.size - off).min(chunk_size - in_chunk);
+            let data = buf.read(off, n as u32)?;
+            if full {
+                full_md5.update(&data);
+            }
+            if seq_md5.is_none() && !full {
+                chunk_md5.update(&data);
+                in_chunk += n;
+                if in_chunk == chunk_size {
+                    chunk_md5s.push(
+                        std::mem::replace(&mut chunk_md5, Md5::new())
+                            .finalize()
+                            .into(),
+                    );
+                    in_chunk = 0;
+                }
+            }
+            if let Err(e) = writer.write(&data).await {
+                writer.abort().await;
+                return Err(e.into());
+            }
+            off += n;
+        }
+        let etag = match seq_md5 {
+            Some(md5) => hex::encode(md5.finalize()),
+            None if full => hex::encode(full_md5.finalize()),
+            None => {
+                if in_chunk > 0 {
+                    chunk_md5s.push(chunk_md5.finalize().into());
+                }
+                let mut all = Md5::new();
+                for m in &chunk_md5s {
+                    all.update(m);
+                }
+                format!("{}-{}", hex::encode(all.finalize()), chunk_md5s.len())
+            }
+        };
+        let written = writer.finish().await?;
+        let guard = ChunkWriterGuard {
+            layout: written.layout.clone(),
+        };
+        Ok((
+            Committed {
+                size: written.size,
+                etag,
+                layout: written.layout,
+                inline: written.inline,
+            },
+            guard,
+        ))
+    }
+}
+
+/// The chunks of a stored buffer, to delete if the metadata commit fails.
+pub struct ChunkWriterGuard {
+    pub layout: Layout,
+}
+
+impl ChunkWriterGuard {
+    pub async fn discard(self, cluster: &Cluster) {
+        for c in self.layout.chunks() {
+            if let Err(e) = cluster
+                .chunk_store()
+                .delete(saker_chunkstore::ChunkId(c.id))
+                .await
+            {
+                tracing::warn!(error = %e, "could not delete a chunk of a failed commit; the scrub will");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_reads_holes_as_zeros_and_tracks_sequential_md5() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Buffer::empty(dir.path()).unwrap();
+        b.write(0, b"hello ").unwrap();
+        b.write(6, b"world").unwrap();
+        assert!(b.seq.is_some());
+        assert_eq!(b.read(0, 100).unwrap(), b"hello world");
+        b.write(20, b"!").unwrap();
+        assert!(b.seq.is_none());
+        assert_eq!(b.size, 21);
+        let r = b.read(9, 12).unwrap();
+        assert_eq!(&r[..2], b"ld");
+        assert!(r[2..11].iter().all(|&x| x == 0));
+        assert_eq!(r[11], b'!');
+        b.truncate(5).unwrap();
+        assert_eq!(b.read(0, 100).unwrap(), b"hello");
+        b.truncate(0).unwrap();
+        assert!(b.seq.is_some());
+    }
+}

@@ -1,0 +1,823 @@
+//! The file system: each kernel operation becomes (where possible) one full-path MNode
+//! request through [`saker_client::Cluster`]; replies are returned by [`crate::kernel`].
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use saker_client::{Cluster, ReadRange};
+use saker_rpc::{
+    access, Attr, Cred, Entry, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
+    Want,
+};
+
+use crate::config::MountConfig;
+use crate::error::{FuseError, Result};
+use crate::file::OpenFile;
+use crate::inodes::{Inodes, PATH_MAX, ROOT};
+
+/// Entries a directory scan asks each group for at once.
+const SCAN_PAGE: u32 = 1000;
+
+/// One open file handle.
+pub struct Handle {
+    pub ino: u64,
+    pub append: bool,
+}
+
+/// A directory listing taken at opendir: (name, attributes).
+pub type DirList = Arc<Vec<Entry>>;
+
+/// The mounted file system's state: the inode table, open files and open directories.
+pub struct SakerFs {
+    pub(crate) cluster: Arc<Cluster>,
+    pub(crate) rt: tokio::runtime::Handle,
+    pub(crate) cfg: MountConfig,
+    pub(crate) inodes: Mutex<Inodes>,
+    files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    dirs: Mutex<HashMap<u64, (u64, DirList)>>,
+    next_fh: AtomicU64,
+}
+
+/// The caller of a kernel request.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub cred: Cred,
+}
+
+impl Caller {
+    /// The caller's uid and gid from the request, supplementary groups from /proc/PID/status.
+    pub fn new(uid: u32, gid: u32, pid: u32) -> Self {
+        let groups = if pid == 0 {
+            Vec::new()
+        } else {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                        g.split_whitespace()
+                            .filter_map(|x| x.parse().ok())
+                            .collect()
+                    })
+                })
+                .unwrap_or_default()
+        };
+        Self {
+            cred: Cred { uid, gid, groups },
+        }
+    }
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+pub fn set_time(t: fuser::TimeOrNow) -> SetTime {
+    match t {
+        fuser::TimeOrNow::Now => SetTime::Now,
+        fuser::TimeOrNow::SpecificTime(st) => SetTime::At(match st.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_nanos().min(i64::MAX as u128) as i64,
+            Err(e) => -(e.duration().as_nanos().min(i64::MAX as u128) as i64),
+        }),
+    }
+}
+
+pub fn kind(k: FileKind) -> fuser::FileType {
+    match k {
+        FileKind::File => fuser::FileType::RegularFile,
+        FileKind::Dir => fuser::FileType::Directory,
+        FileKind::Symlink => fuser::FileType::Symlink,
+    }
+}
+
+/// The kernel's view of an inode's attributes (`size` overrides the server's while a local
+/// write is pending).
+pub fn file_attr(a: &Attr, size: Option<u64>) -> fuser::FileAttr {
+    let size = match a.kind {
+        FileKind::Dir => 4096,
+        _ => size.unwrap_or(a.size),
+    };
+    fuser::FileAttr {
+        ino: fuser::INodeNo(a.id),
+        size,
+        blocks: size.div_ceil(512),
+        atime: time(a.atime_ns),
+        mtime: time(a.mtime_ns),
+        ctime: time(a.ctime_ns),
+        crtime: time(a.ctime_ns),
+        kind: kind(a.kind),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// Checks one name the kernel sends and turns it into a path component.
+pub fn component(name: &OsStr) -> Result<String> {
+    let s = name
+        .to_str()
+        .ok_or_else(|| FuseError::InvalidName("not UTF-8".into()))?;
+    if s.len() > 255 {
+        return Err(FuseError::NameTooLong);
+    }
+    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\0') {
+        return Err(FuseError::InvalidName(format!("{} bytes", s.len())));
+    }
+    Ok(s.to_string())
+}
+
+impl SakerFs {
+    pub fn new(cluster: Arc<Cluster>, rt: tokio::runtime::Handle, cfg: MountConfig) -> Self {
+        Self {
+            cluster,
+            rt,
+            cfg,
+            inodes: Mutex::new(Inodes::default()),
+            files: Mutex::new(HashMap::new()),
+            handles: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    /// The full path of an inode the kernel holds.
+    pub fn path(&self, ino: u64) -> Result<Vec<String>> {
+        self.inodes
+            .lock()
+            .path(ino)
+            .ok_or(FuseError::UnknownInode(ino))
+    }
+
+    /// The full path of `name` in directory `parent`.
+    pub fn child_path(&self, parent: u64, name: &OsStr) -> Result<Vec<String>> {
+        let mut path = self.path(parent)?;
+        path.push(component(name)?);
+        let len: usize = path.iter().map(|c| c.len() + 1).sum();
+        if len >= PATH_MAX {
+            return Err(FuseError::NameTooLong);
+        }
+        Ok(path)
+    }
+
+    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    async fn call(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse> {
+        Ok(self.cluster.call(path, req).await?)
+    }
+
+    async fn call_attr(&self, path: &[String], req: MetaRequest) -> Result<Attr> {
+        match self.call(path, req).await? {
+            MetaResponse::Attr(a) => Ok(a),
+            other => Err(MetaError::Internal(format!("expected attributes, got {other:?}")).into()),
+        }
+    }
+
+    /// One `Access` request: the attributes (and wanted payloads) of `path` if `caller` may
+    /// reach it and has `mask` on it.
+    async fn access_view(
+        &self,
+        path: &[String],
+        mask: u32,
+        caller: &Caller,
+        want: Want,
+    ) -> Result<ObjectView> {
+        let req = MetaRequest::Access {
+            path: path.to_vec(),
+            mask,
+            cred: caller.cred.clone(),
+            want,
+        };
+        match self.call(path, req).await? {
+            MetaResponse::Object(v) => Ok(*v),
+            other => Err(MetaError::Internal(format!("access answered {other:?}")).into()),
+        }
+    }
+
+    /// The size a pending local write gives `ino`, if any.
+    fn local_size(&self, ino: u64) -> Option<u64> {
+        let f = self.files.lock().get(&ino).cloned()?;
+        let f = f.lock();
+        f.buf.as_ref().map(|b| b.size)
+    }
+
+    pub fn kernel_attr(&self, a: &Attr) -> fuser::FileAttr {
+        file_attr(a, self.local_size(a.id))
+    }
+
+    // ---- namespace ----
+
+    pub fn lookup(&self, caller: &Caller, parent: u64, name: &OsStr) -> Result<Attr> {
+        let path = self.child_path(parent, name)?;
+        let view = self.block(self.access_view(&path, 0, caller, Want::ATTR))?;
+        let name = path.last().expect("child path");
+        self.inodes.lock().remember(view.attr.id, parent, name);
+        Ok(view.attr)
+    }
+
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.lock().forget(ino, n);
+    }
+
+    pub fn getattr(&self, caller: &Caller, ino: u64) -> Result<Attr> {
+        let path = self.path(ino)?;
+        let view = self.block(self.access_view(&path, 0, caller, Want::ATTR))?;
+        if view.attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        Ok(view.attr)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn setattr(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<SetTime>,
+        mtime: Option<SetTime>,
+        has_handle: bool,
+    ) -> Result<Attr> {
+        let path = self.path(ino)?;
+        if let Some(n) = size.filter(|&n| n > 0) {
+            self.truncate_to(caller, ino, &path, n, has_handle)?;
+        }
+        let zero = size == Some(0);
+        if mode.is_none()
+            && uid.is_none()
+            && gid.is_none()
+            && atime.is_none()
+            && mtime.is_none()
+            && !zero
+        {
+            return self.getattr(caller, ino);
+        }
+        let req = MetaRequest::SetAttr {
+            path: path.clone(),
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size: zero.then_some(0),
+            atime,
+            mtime,
+            cred: Some(caller.cred.clone()),
+        };
+        let attr = self.block(self.call_attr(&path, req))?;
+        if attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        if zero {
+            if let Some(f) = self.files.lock().get(&ino).cloned() {
+                let mut f = f.lock();
+                if let Some(b) = f.buf.as_mut() {
+                    b.truncate(0)?;
+                }
+                f.dirty = false;
+                f.attr = attr.clone();
+                f.inline = Some(Bytes::new());
+            }
+        }
+        Ok(attr)
+    }
+
+    /// Truncate (or extend with zeros) to a non-zero size: through the local buffer, committed
+    /// at once.
+    fn truncate_to(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        path: &[String],
+        size: u64,
+        has_handle: bool,
+    ) -> Result<()> {
+        let existing = self.files.lock().get(&ino).cloned();
+        let file = match (existing, has_handle) {
+            (Some(f), true) => f,
+            (existing, _) => {
+                // truncate(2) by path needs write permission, checked by the MNode.
+                let view =
+                    self.block(self.access_view(path, access::WRITE, caller, Want::OBJECT))?;
+                if view.attr.id != ino {
+                    return Err(FuseError::Stale);
+                }
+                match existing {
+                    Some(f) => f,
+                    None => Arc::new(Mutex::new(OpenFile::new(view.attr, view.data))),
+                }
+            }
+        };
+        let mut f = file.lock();
+        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+        f.buf.as_mut().expect("materialized").truncate(size)?;
+        f.dirty = true;
+        self.commit_locked(ino, &mut f)
+    }
+
+    pub fn mkdir(&self, caller: &Caller, parent: u64, name: &OsStr, mode: u32) -> Result<Attr> {
+        let path = self.child_path(parent, name)?;
+        if path.len() == 1 {
+            saker_namespace::validate_bucket_name(&path[0])
+                .map_err(|e| FuseError::InvalidName(e.to_string()))?;
+        }
+        let req = MetaRequest::Mkdir {
+            path: path.clone(),
+            mode: mode & 0o7777,
+            uid: caller.cred.uid,
+            gid: caller.cred.gid,
+            cred: Some(caller.cred.clone()),
+        };
+        let attr = self.block(self.call_attr(&path, req))?;
+        self.inodes
+            .lock()
+            .remember(attr.id, parent, path.last().expect("child"));
+        Ok(attr)
+    }
+
+    pub fn unlink(&self, caller: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let path = self.child_path(parent, name)?;
+        let req = MetaRequest::Unlink {
+            path: path.clone(),
+            cred: Some(caller.cred.clone()),
+        };
+        self.block(self.call(&path, req))?;
+        Ok(())
+    }
+
+    pub fn rmdir(&self, caller: &Caller, parent: u64, name: &OsStr) -> Result<()> {
+        let path = self.child_path(parent, name)?;
+        let req = MetaRequest::Rmdir {
+            path: path.clone(),
+            cred: Some(caller.cred.clone()),
+        };
+        self.block(self.call(&path, req))?;
+        Ok(())
+    }
+
+    /// Creates a regular file (`symlink: None`) or a symbolic link.
+    pub fn create_node(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        exclusive: bool,
+        symlink: Option<String>,
+    ) -> Result<Attr> {
+        let path = self.child_path(parent, name)?;
+        if parent == ROOT {
+            return Err(FuseError::Meta(MetaError::NotPermitted));
+        }
+        let req = MetaRequest::Create {
+            path: path.clone(),
+            mode: mode & 0o7777,
+            uid: caller.cred.uid,
+            gid: caller.cred.gid,
+            exclusive,
+            symlink,
+            cred: Some(caller.cred.clone()),
+        };
+        let attr = self.block(self.call_attr(&path, req))?;
+        self.inodes
+            .lock()
+            .remember(attr.id, parent, path.last().expect("child"));
+        Ok(attr)
+    }
+
+    /// rename(2) of a file. Within one MNode group: one atomic request. Across groups: the
+    /// bytes are copied (no chunk is ever referenced twice), the target is created with the
+    /// same inode id, then the source removed; a crash in between leaves both names (never
+    /// neither). Directories: EXDEV for now (a moved directory's dentry lives in every
+    /// group's replica; that needs the coordinator's protocol).
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<()> {
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return Err(MetaError::Invalid("RENAME_EXCHANGE".into()).into());
+        }
+        let noreplace = flags & libc::RENAME_NOREPLACE != 0;
+        let from = self.child_path(parent, name)?;
+        let to = self.child_path(newparent, newname)?;
+        if from.len() < 2 || to.len() < 2 {
+            // Buckets are not renamed.
+            return Err(FuseError::CrossDevice);
+        }
+        let cred = Some(caller.cred.clone());
+        let attr = if self.cluster.owner(&from) == self.cluster.owner(&to) {
+            let req = MetaRequest::Rename {
+                from: from.clone(),
+                to: to.clone(),
+                noreplace,
+                cred,
+            };
+            self.block(self.call_attr(&to, req))?
+        } else {
+            self.block(self.rename_across(caller, &from, &to, noreplace))?
+        };
+        let to_name = to.last().expect("checked length");
+        self.inodes.lock().moved(attr.id, newparent, to_name);
+        Ok(())
+    }
+
+    async fn rename_across(
+        &self,
+        caller: &Caller,
+        from: &[String],
+        to: &[String],
+        noreplace: bool,
+    ) -> Result<Attr> {
+        let want = Want {
+            meta: true,
+            data: true,
+            tags: true,
+        };
+        let view = self.access_view(from, access::DELETE, caller, want).await?;
+        if view.attr.is_dir() {
+            return Err(FuseError::CrossDevice);
+        }
+        let mut attr = view.attr;
+        let mut data = view.data;
+        let mut copied = None;
+        if let saker_rpc::Layout::Chunks(_) = &attr.layout {
+            let mut writer = saker_client::ChunkWriter::new(&self.cluster);
+            let mut stream = self.cluster.read_data(
+                &attr.layout,
+                None,
+                ReadRange {
+                    start: 0,
+                    end: attr.size,
+                },
+            );
+            while let Some(piece) = stream.next().await {
+                let piece = match piece {
+                    Ok(p) => p,
+                    Err(e) => {
+                        writer.abort().await;
+                        return Err(e.into());
+                    }
+                };
+                if let Err(e) = writer.write(&piece).await {
+                    writer.abort().await;
+                    return Err(e.into());
+                }
+            }
+            let written = writer.finish_chunked().await?;
+            attr.layout = written.layout.clone();
+            data = None;
+            copied = Some(crate::file::ChunkWriterGuard {
+                layout: written.layout,
+            });
+        }
+        let req = MetaRequest::RenameIn {
+            to: to.to_vec(),
+            attr: Box::new(attr),
+            meta: view.meta.unwrap_or_default(),
+            data,
+            tags: view.tags.unwrap_or_default(),
+            noreplace,
+            cred: Some(caller.cred.clone()),
+        };
+        let attr = match self.call_attr(to, req).await {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(g) = copied {
+                    g.discard(&self.cluster).await;
+                }
+                return Err(e);
+            }
+        };
+        let out = MetaRequest::RenameOut {
+            from: from.to_vec(),
+            id: attr.id,
+        };
+        self.call(from, out).await?;
+        Ok(attr)
+    }
+
+    pub fn readlink(&self, caller: &Caller, ino: u64) -> Result<Bytes> {
+        let path = self.path(ino)?;
+        let want = Want {
+            meta: false,
+            data: true,
+            tags: false,
+        };
+        let view = self.block(self.access_view(&path, 0, caller, want))?;
+        if view.attr.kind != FileKind::Symlink {
+            return Err(MetaError::Invalid("not a symlink".into()).into());
+        }
+        Ok(view.data.unwrap_or_default())
+    }
+
+    pub fn access(&self, caller: &Caller, ino: u64, mask: u32) -> Result<()> {
+        let path = self.path(ino)?;
+        self.block(self.access_view(&path, mask & 0o7, caller, Want::ATTR))?;
+        Ok(())
+    }
+
+    // ---- files ----
+
+    fn new_handle(&self, ino: u64, append: bool) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, Handle { ino, append });
+        fh
+    }
+
+    /// Registers an open of `ino` with what the server answered (close-to-open: a file nobody
+    /// here is writing takes the server's current bytes).
+    fn opened(&self, attr: Attr, inline: Option<Bytes>, append: bool) -> u64 {
+        let ino = attr.id;
+        let file = self
+            .files
+            .lock()
+            .entry(ino)
+            .or_insert_with(|| Arc::new(Mutex::new(OpenFile::new(attr.clone(), inline.clone()))))
+            .clone();
+        {
+            let mut f = file.lock();
+            if f.buf.is_none() {
+                f.attr = attr;
+                f.inline = inline;
+            }
+            f.handles += 1;
+        }
+        self.new_handle(ino, append)
+    }
+
+    pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> Result<u64> {
+        let path = self.path(ino)?;
+        let mut mask = match flags & libc::O_ACCMODE {
+            libc::O_WRONLY => access::WRITE,
+            libc::O_RDWR => access::READ | access::WRITE,
+            _ => access::READ,
+        };
+        if flags & libc::O_TRUNC != 0 {
+            mask |= access::WRITE;
+        }
+        let want = Want {
+            meta: false,
+            data: true,
+            tags: false,
+        };
+        let view = self.block(self.access_view(&path, mask, caller, want))?;
+        if view.attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        if view.attr.kind == FileKind::Dir {
+            return Err(MetaError::IsDir.into());
+        }
+        Ok(self.opened(view.attr, view.data, flags & libc::O_APPEND != 0))
+    }
+
+    /// create(2): a new empty file, opened.
+    pub fn create(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+    ) -> Result<(Attr, u64)> {
+        let exclusive = flags & libc::O_EXCL != 0;
+        let attr = self.create_node(caller, parent, name, mode, exclusive, None)?;
+        if attr.kind != FileKind::File {
+            return Err(MetaError::Exists.into());
+        }
+        let inline = if attr.size == 0 {
+            Some(Bytes::new())
+        } else {
+            // An existing file (a create racing another client's): its bytes as of now.
+            let path = self.path(attr.id)?;
+            let want = Want {
+                meta: false,
+                data: true,
+                tags: false,
+            };
+            self.block(self.access_view(&path, 0, caller, want))?.data
+        };
+        let fh = self.opened(attr.clone(), inline, flags & libc::O_APPEND != 0);
+        if flags & libc::O_TRUNC != 0 && attr.size > 0 {
+            let attr =
+                self.setattr(caller, attr.id, None, None, None, Some(0), None, None, true)?;
+            return Ok((attr, fh));
+        }
+        Ok((attr, fh))
+    }
+
+    fn file(&self, fh: u64) -> Result<(Arc<Mutex<OpenFile>>, bool)> {
+        let (ino, append) = {
+            let h = self.handles.lock();
+            let h = h.get(&fh).ok_or(FuseError::BadHandle(fh))?;
+            (h.ino, h.append)
+        };
+        let f = self
+            .files
+            .lock()
+            .get(&ino)
+            .cloned()
+            .ok_or(FuseError::BadHandle(fh))?;
+        Ok((f, append))
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let (file, _) = self.file(fh)?;
+        let (layout, inline, len) = {
+            let f = file.lock();
+            if let Some(b) = &f.buf {
+                return b.read(offset, size);
+            }
+            (f.attr.layout.clone(), f.inline.clone(), f.attr.size)
+        };
+        let end = (offset + size as u64).min(len);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        self.block(async {
+            let mut out = Vec::with_capacity((end - offset) as usize);
+            let mut stream =
+                self.cluster
+                    .read_data(&layout, inline, ReadRange { start: offset, end });
+            while let Some(piece) = stream.next().await {
+                out.extend_from_slice(&piece?);
+            }
+            Ok(out)
+        })
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let (file, append) = self.file(fh)?;
+        let mut f = file.lock();
+        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+        let buf = f.buf.as_mut().expect("materialized");
+        let offset = if append { buf.size } else { offset };
+        buf.write(offset, data)?;
+        f.dirty = true;
+        Ok(data.len() as u32)
+    }
+
+    /// Commits `fh`'s file if it has unsent bytes (flush, fsync).
+    pub fn commit(&self, fh: u64) -> Result<()> {
+        let (file, _) = self.file(fh)?;
+        let ino = self
+            .handles
+            .lock()
+            .get(&fh)
+            .map(|h| h.ino)
+            .ok_or(FuseError::BadHandle(fh))?;
+        let mut f = file.lock();
+        self.commit_locked(ino, &mut f)
+    }
+
+    fn commit_locked(&self, ino: u64, f: &mut OpenFile) -> Result<()> {
+        if !f.dirty {
+            return Ok(());
+        }
+        let path = self.path(ino)?;
+        let id = f.attr.id;
+        self.block(async {
+            let (stored, guard) = f.store(&self.cluster).await?;
+            let req = MetaRequest::CommitFile {
+                path: path.clone(),
+                id,
+                size: stored.size,
+                etag: stored.etag,
+                layout: stored.layout,
+                inline: stored.inline.clone(),
+            };
+            match self.call_attr(&path, req).await {
+                Ok(attr) => {
+                    f.attr = attr;
+                    f.inline = stored.inline;
+                    f.dirty = false;
+                    Ok(())
+                }
+                // The file was removed (here or elsewhere) while open: its bytes go with it.
+                Err(FuseError::Client(saker_client::ClientError::Meta(MetaError::NotFound))) => {
+                    guard.discard(&self.cluster).await;
+                    f.dirty = false;
+                    Ok(())
+                }
+                Err(e) => {
+                    guard.discard(&self.cluster).await;
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    /// The last close of a handle: commit, then forget the handle (and the file's local state
+    /// with its last handle).
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.commit(fh);
+        let Some(h) = self.handles.lock().remove(&fh) else {
+            return result;
+        };
+        let mut files = self.files.lock();
+        if let Some(f) = files.get(&h.ino).cloned() {
+            let mut g = f.lock();
+            g.handles = g.handles.saturating_sub(1);
+            if g.handles == 0 {
+                drop(g);
+                files.remove(&h.ino);
+            }
+        }
+        result
+    }
+
+    // ---- directories ----
+
+    /// Every entry of directory `dir` across all groups, sorted by name.
+    async fn scan_all(&self, dir: u64) -> Result<Vec<Entry>> {
+        let groups: Vec<u32> = self.cluster.groups().map(|(g, _)| *g).collect();
+        let scans = groups.into_iter().map(|g| async move {
+            let mut out: Vec<Entry> = Vec::new();
+            let mut start_after = Vec::new();
+            loop {
+                let req = MetaRequest::Scan {
+                    dir,
+                    start_after: start_after.clone(),
+                    limit: SCAN_PAGE,
+                };
+                let page = match self.cluster.call_group(g, req).await? {
+                    MetaResponse::Entries(e) => e,
+                    other => {
+                        return Err(FuseError::from(MetaError::Internal(format!(
+                            "scan answered {other:?}"
+                        ))))
+                    }
+                };
+                let n = page.len();
+                if let Some(last) = page.last() {
+                    start_after = saker_namespace::sort_key(&last.name, last.attr.is_dir())
+                        .as_bytes()
+                        .to_vec();
+                }
+                out.extend(page);
+                if n < SCAN_PAGE as usize {
+                    return Ok(out);
+                }
+            }
+        });
+        let mut all = Vec::new();
+        for r in futures::future::join_all(scans).await {
+            all.extend(r?);
+        }
+        all.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        Ok(all)
+    }
+
+    pub fn opendir(&self, caller: &Caller, ino: u64) -> Result<u64> {
+        let path = self.path(ino)?;
+        let view = self.block(self.access_view(&path, access::READ, caller, Want::ATTR))?;
+        if !view.attr.is_dir() {
+            return Err(MetaError::NotDir.into());
+        }
+        let entries = self.block(self.scan_all(view.attr.id))?;
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.dirs.lock().insert(fh, (ino, Arc::new(entries)));
+        Ok(fh)
+    }
+
+    pub fn dir(&self, fh: u64) -> Result<DirList> {
+        self.dirs
+            .lock()
+            .get(&fh)
+            .map(|(_, d)| d.clone())
+            .ok_or(FuseError::BadHandle(fh))
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.dirs.lock().remove(&fh);
+    }
+
+    /// The parent inode of directory `ino` (for `..`).
+    pub fn parent_of(&self, ino: u64) -> u64 {
+        self.inodes.lock().parent(ino).unwrap_or(ROOT)
+    }
+
+    pub fn remember(&self, ino: u64, parent: u64, name: &str) {
+        self.inodes.lock().remember(ino, parent, name);
+    }
+}

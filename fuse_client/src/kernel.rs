@@ -1,0 +1,450 @@
+//! The `fuser::Filesystem` implementation: unpacks each kernel request, calls [`SakerFs`] and
+//! replies with the result or its errno.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::Duration;
+
+use fuser::{
+    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use saker_rpc::Attr;
+
+use crate::error::FuseError;
+use crate::fs::{kind, set_time, Caller, SakerFs};
+
+/// The kernel may send writes this large (fewer, bigger requests than the 128 KiB default).
+const MAX_WRITE: u32 = 1024 * 1024;
+
+fn caller(req: &Request) -> Caller {
+    Caller::new(req.uid(), req.gid(), req.pid())
+}
+
+fn fail(op: &str, e: &FuseError) -> Errno {
+    if e.is_expected() {
+        tracing::debug!(op, error = %e, "fuse op failed");
+    } else {
+        tracing::warn!(op, error = %e, "fuse op failed");
+    }
+    e.errno()
+}
+
+impl SakerFs {
+    fn entry(&self, reply: ReplyEntry, attr: &Attr) {
+        reply.entry_with_ttls(
+            &self.cfg.attr_ttl,
+            &self.cfg.entry_ttl,
+            &self.kernel_attr(attr),
+            Generation(0),
+        );
+    }
+}
+
+impl fuser::Filesystem for SakerFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_WRITE);
+        let _ = config.set_max_readahead(MAX_WRITE);
+        let _ = config.add_capabilities(
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match SakerFs::lookup(self, &caller(req), parent.0, name) {
+            Ok(a) => self.entry(reply, &a),
+            Err(e) => reply.error(fail("lookup", &e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        SakerFs::forget(self, ino.0, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match SakerFs::getattr(self, &caller(req), ino.0) {
+            Ok(a) => reply.attr(&self.cfg.attr_ttl, &self.kernel_attr(&a)),
+            Err(e) => reply.error(fail("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        match SakerFs::setattr(
+            self,
+            &caller(req),
+            ino.0,
+            mode,
+            uid,
+            gid,
+            size,
+            atime.map(set_time),
+            mtime.map(set_time),
+            fh.is_some(),
+        ) {
+            Ok(a) => reply.attr(&self.cfg.attr_ttl, &self.kernel_attr(&a)),
+            Err(e) => reply.error(fail("setattr", &e)),
+        }
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        match SakerFs::readlink(self, &caller(req), ino.0) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(fail("readlink", &e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            reply.error(fail("mknod", &FuseError::Unsupported("special files")));
+            return;
+        }
+        match self.create_node(&caller(req), parent.0, name, mode & !umask, true, None) {
+            Ok(a) => self.entry(reply, &a),
+            Err(e) => reply.error(fail("mknod", &e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match SakerFs::mkdir(self, &caller(req), parent.0, name, mode & !umask) {
+            Ok(a) => self.entry(reply, &a),
+            Err(e) => reply.error(fail("mkdir", &e)),
+        }
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match SakerFs::unlink(self, &caller(req), parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("unlink", &e)),
+        }
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match SakerFs::rmdir(self, &caller(req), parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("rmdir", &e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let Some(target) = target.to_str().map(str::to_string) else {
+            reply.error(Errno::EINVAL);
+            return;
+        };
+        match self.create_node(&caller(req), parent.0, link_name, 0o777, true, Some(target)) {
+            Ok(a) => self.entry(reply, &a),
+            Err(e) => reply.error(fail("symlink", &e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match SakerFs::rename(
+            self,
+            &caller(req),
+            parent.0,
+            name,
+            newparent.0,
+            newname,
+            flags.bits(),
+        ) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("rename", &e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match SakerFs::open(self, &caller(req), ino.0, flags.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(fail("open", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match SakerFs::read(self, fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(fail("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match SakerFs::write(self, fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(fail("write", &e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.commit(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("flush", &e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match SakerFs::release(self, fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("release", &e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.commit(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("fsync", &e)),
+        }
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match SakerFs::opendir(self, &caller(req), ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(fail("opendir", &e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let list = match self.dir(fh.0) {
+            Ok(l) => l,
+            Err(e) => return reply.error(fail("readdir", &e)),
+        };
+        let dots = [(ino.0, "."), (self.parent_of(ino.0), "..")];
+        for i in offset as usize..list.len() + 2 {
+            let full = match i {
+                0 | 1 => reply.add(
+                    INodeNo(dots[i].0),
+                    i as u64 + 1,
+                    fuser::FileType::Directory,
+                    dots[i].1,
+                ),
+                _ => {
+                    let e = &list[i - 2];
+                    reply.add(INodeNo(e.attr.id), i as u64 + 1, kind(e.attr.kind), &e.name)
+                }
+            };
+            if full {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let list = match self.dir(fh.0) {
+            Ok(l) => l,
+            Err(e) => return reply.error(fail("readdirplus", &e)),
+        };
+        let mut dir_attr = None;
+        for i in offset as usize..list.len() + 2 {
+            let full = match i {
+                0 | 1 => {
+                    if dir_attr.is_none() {
+                        match SakerFs::getattr(self, &caller(req), ino.0) {
+                            Ok(a) => dir_attr = Some(self.kernel_attr(&a)),
+                            Err(e) => return reply.error(fail("readdirplus", &e)),
+                        }
+                    }
+                    let mut a = dir_attr.expect("set above");
+                    let (name, id) = if i == 0 {
+                        (".", ino.0)
+                    } else {
+                        ("..", self.parent_of(ino.0))
+                    };
+                    a.ino = INodeNo(id);
+                    reply.add(
+                        INodeNo(id),
+                        i as u64 + 1,
+                        name,
+                        &Duration::ZERO,
+                        &a,
+                        Generation(0),
+                    )
+                }
+                _ => {
+                    let e = &list[i - 2];
+                    let full = reply.add(
+                        INodeNo(e.attr.id),
+                        i as u64 + 1,
+                        &e.name,
+                        &self.cfg.entry_ttl,
+                        &self.kernel_attr(&e.attr),
+                        Generation(0),
+                    );
+                    if !full {
+                        // The kernel counts a lookup for each entry it receives.
+                        self.remember(e.attr.id, ino.0, &e.name);
+                    }
+                    full
+                }
+            };
+            if full {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        SakerFs::releasedir(self, fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // Capacity is the chunkstores' and is not known here: report a large, mostly free
+        // file system so tools that check free space proceed.
+        const BLOCKS: u64 = 1 << 32;
+        reply.statfs(
+            BLOCKS,
+            BLOCKS / 2,
+            BLOCKS / 2,
+            BLOCKS,
+            BLOCKS / 2,
+            4096,
+            255,
+            4096,
+        );
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match SakerFs::access(self, &caller(req), ino.0, mask.bits() as u32) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("access", &e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match SakerFs::create(self, &caller(req), parent.0, name, mode & !umask, flags) {
+            Ok((a, fh)) => reply.created(
+                &self.cfg.entry_ttl,
+                &self.kernel_attr(&a),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(fail("create", &e)),
+        }
+    }
+}

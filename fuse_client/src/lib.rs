@@ -1,0 +1,59 @@
+//! The FUSE front end: a `fuser` mount over the same namespace the S3 gateway serves.
+//!
+//! A file written through the mount is an object in S3 and the reverse (ARCHITECTURE.md "The
+//! namespace", "Front ends"). The client is stateless apart from the kernel's needs:
+//!
+//! - it keeps only ino -> (parent ino, name) for inodes the kernel holds ([`inodes`]), dropped
+//!   on `forget`, and sends full paths, one MNode request per kernel operation where possible
+//!   (lookup, getattr, open, create, mkdir, unlink, rmdir, setattr, access: one `Access` or
+//!   write request each; readdir: one scan per group at opendir);
+//! - permissions are checked by the MNode with the caller's uid, gid and supplementary groups
+//!   (no `default_permissions`);
+//! - writes go to a local buffer file and become visible (to S3 and other mounts) at
+//!   close/fsync (close-to-open), with the ETag rule of ARCHITECTURE.md ([`file`]);
+//! - entry and attribute TTLs are configurable ([`MountConfig`], 1 s by default).
+//!
+//! Not yet: rename across MNode groups (EXDEV), hard links (EPERM), special files (EPERM).
+
+mod config;
+mod error;
+pub mod file;
+mod fs;
+pub mod inodes;
+mod kernel;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use config::MountConfig;
+pub use error::FuseError;
+pub use fs::SakerFs;
+use saker_client::Cluster;
+
+/// Mounts `cluster` at `mountpoint`, served by background threads until the returned session
+/// is dropped (or unmounted from outside). File-system calls block on `rt`, so they must not
+/// come from a thread of `rt`.
+pub fn spawn_mount(
+    cluster: Arc<Cluster>,
+    rt: tokio::runtime::Handle,
+    mountpoint: &Path,
+    cfg: MountConfig,
+) -> std::io::Result<fuser::BackgroundSession> {
+    let mut options = vec![
+        fuser::MountOption::FSName("saker".into()),
+        fuser::MountOption::Subtype("saker".into()),
+        fuser::MountOption::RW,
+        fuser::MountOption::NoAtime,
+    ];
+    if cfg.auto_unmount {
+        options.push(fuser::MountOption::AutoUnmount);
+    }
+    let mut config = fuser::Config::default();
+    config.mount_options = options;
+    // Other users reach the mount (permissions are the MNode's); auto_unmount needs it too.
+    config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+    let fs = SakerFs::new(cluster, rt, cfg);
+    fuser::spawn_mount(fs, mountpoint, &config)
+}

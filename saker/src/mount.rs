@@ -1,0 +1,139 @@
+//! `saker mount MOUNTPOINT --cluster ADDR`: the namespace of a running cluster as a FUSE file
+//! system, and the in-process mount of `saker server --mount`.
+//!
+//! File data: until the chunkstore is a network service, the mount reads and writes the chunk
+//! directory of the all-in-one server itself (`--data-dir`, the server's data directory), so it
+//! must run on the server's machine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use saker_chunkstore::DiskChunkStore;
+use saker_client::{Cluster, ClusterConfig};
+use saker_fuse::MountConfig;
+
+use crate::{parse_duration, parse_size};
+
+/// FUSE settings shared by `saker mount` and `saker server --mount`.
+#[derive(Args, Debug, Clone)]
+pub struct FuseArgs {
+    /// How long the kernel trusts a name lookup (other clients' creates and deletes show after
+    /// at most this long).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub entry_ttl: Duration,
+    /// How long the kernel trusts attributes (size, mode, times).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub attr_ttl: Duration,
+    /// Threads serving kernel requests.
+    #[arg(long, default_value_t = 8)]
+    pub fuse_threads: usize,
+    /// Where files being written keep their local buffer until close (default: the temp dir).
+    #[arg(long)]
+    pub buffer_dir: Option<PathBuf>,
+}
+
+impl FuseArgs {
+    pub fn config(&self) -> MountConfig {
+        let mut cfg = MountConfig {
+            entry_ttl: self.entry_ttl,
+            attr_ttl: self.attr_ttl,
+            threads: self.fuse_threads,
+            ..MountConfig::default()
+        };
+        if let Some(d) = &self.buffer_dir {
+            cfg.buffer_dir = d.clone();
+        }
+        cfg
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Directory to mount on.
+    mountpoint: PathBuf,
+    /// RPC address of a running server (`saker server --rpc-addr`).
+    #[arg(long, default_value = "127.0.0.1:9902")]
+    cluster: String,
+    /// Data directory of the all-in-one server whose chunks the mount reads and writes (the
+    /// chunkstore is not a network service yet).
+    #[arg(long, default_value = "./saker-data")]
+    data_dir: PathBuf,
+    /// Must match the server's `--inline-threshold`.
+    #[arg(long, default_value = "16KiB", value_parser = parse_size)]
+    inline_threshold: u64,
+    /// Must match the server's `--chunk-size`.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    chunk_size: u64,
+    #[command(flatten)]
+    fuse: FuseArgs,
+}
+
+pub async fn run(args: MountArgs) -> anyhow::Result<()> {
+    let chunk_dir = args.data_dir.join("chunks");
+    anyhow::ensure!(
+        chunk_dir.is_dir(),
+        "{} is not a saker data directory (no chunks/)",
+        args.data_dir.display()
+    );
+    let chunks = Arc::new(DiskChunkStore::open(&chunk_dir)?);
+    let config = ClusterConfig {
+        inline_threshold: args.inline_threshold as usize,
+        chunk_size: args.chunk_size as usize,
+    };
+    let cluster = Cluster::connect(&args.cluster, chunks, config)
+        .await
+        .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
+    let session = spawn(Arc::new(cluster), &args.mountpoint, &args.fuse)?;
+    println!("saker mounted at {}", args.mountpoint.display());
+    let mut served = tokio::task::spawn_blocking(move || session.join());
+    tokio::select! {
+        r = &mut served => {
+            r.context("the FUSE session thread")??;
+            return Ok(());
+        }
+        _ = crate::server::shutdown_signal() => {}
+    }
+    tracing::info!("unmounting");
+    unmount(&args.mountpoint);
+    served.await.context("the FUSE session thread")??;
+    Ok(())
+}
+
+/// Mounts `cluster` at `mountpoint` in this process (the runtime must be a multi-thread one).
+pub fn spawn(
+    cluster: Arc<Cluster>,
+    mountpoint: &Path,
+    fuse: &FuseArgs,
+) -> anyhow::Result<fuser::BackgroundSession> {
+    saker_fuse::spawn_mount(
+        cluster,
+        tokio::runtime::Handle::current(),
+        mountpoint,
+        fuse.config(),
+    )
+    .with_context(|| format!("cannot mount on {}", mountpoint.display()))
+}
+
+/// Detaches the mount so the session loop ends (root: umount2; others: fusermount3 -u).
+pub fn unmount(mountpoint: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return;
+    }
+    match std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mountpoint)
+        .status()
+    {
+        Ok(s) if s.success() => {}
+        other => tracing::warn!(?other, "could not unmount"),
+    }
+}
