@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use saker_chunkstore::DiskChunkStore;
 use saker_client::{Cluster, ClusterConfig};
 use saker_fuse::MountConfig;
 
@@ -57,10 +56,6 @@ pub struct MountArgs {
     /// RPC address of a running server (`saker server --rpc-addr`).
     #[arg(long, default_value = "127.0.0.1:9902")]
     cluster: String,
-    /// Data directory of the all-in-one server whose chunks the mount reads and writes (the
-    /// chunkstore is not a network service yet).
-    #[arg(long, default_value = "./saker-data")]
-    data_dir: PathBuf,
     /// Must match the server's `--inline-threshold`.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
@@ -72,18 +67,12 @@ pub struct MountArgs {
 }
 
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
-    let chunk_dir = args.data_dir.join("chunks");
-    anyhow::ensure!(
-        chunk_dir.is_dir(),
-        "{} is not a saker data directory (no chunks/)",
-        args.data_dir.display()
-    );
-    let chunks = Arc::new(DiskChunkStore::open(&chunk_dir)?);
+    // File data goes to the cluster's chunkstore over RPC, as the map says.
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
     };
-    let cluster = Cluster::connect(&args.cluster, chunks, config)
+    let cluster = Cluster::connect_all(&args.cluster, config)
         .await
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
     let session = spawn(Arc::new(cluster), &args.mountpoint, &args.fuse)?;
