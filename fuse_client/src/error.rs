@@ -33,6 +33,9 @@ pub enum FuseError {
     /// An operation across MNode groups that needs a protocol not built yet.
     #[error("cross-device operation")]
     CrossDevice,
+    /// An extended attribute outside `user.*` (the only namespace stored).
+    #[error("extended attributes outside user.* are not supported")]
+    XattrNamespace,
 }
 
 impl FuseError {
@@ -52,6 +55,7 @@ impl FuseError {
             FuseError::BadHandle(_) => Errno::EBADF,
             FuseError::Unsupported(_) => Errno::EPERM,
             FuseError::CrossDevice => Errno::EXDEV,
+            FuseError::XattrNamespace => Errno::EOPNOTSUPP,
         }
     }
 
@@ -74,6 +78,8 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::NotPermitted => Errno::EPERM,
         MetaError::CrossGroup => Errno::EXDEV,
         MetaError::AccessDenied => Errno::EACCES,
+        MetaError::NoAttr => Errno::NO_XATTR,
+        MetaError::MetadataTooLarge => Errno::ENOSPC,
         MetaError::NoSuchUpload
         | MetaError::InvalidPart(_)
         | MetaError::InvalidPartOrder

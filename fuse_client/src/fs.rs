@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
     access, Attr, Cred, Entry, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
-    Want,
+    Want, XattrMode,
 };
 
 use crate::config::MountConfig;
@@ -138,6 +138,42 @@ pub fn component(name: &OsStr) -> Result<String> {
         return Err(FuseError::InvalidName(format!("{} bytes", s.len())));
     }
     Ok(s.to_string())
+}
+
+/// The S3 user-metadata name behind an extended attribute: `user.NAME` -> lower-cased `NAME`
+/// (S3 names are case-insensitive), which must be an HTTP header token. `None` for the other
+/// namespaces (security.*, trusted.*, system.*), which this file system does not store.
+pub fn user_meta_name(name: &OsStr) -> Result<Option<String>> {
+    let Some(rest) = name.as_encoded_bytes().strip_prefix(b"user.") else {
+        return Ok(None);
+    };
+    if rest.len() > 255 {
+        return Err(FuseError::NameTooLong);
+    }
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    if rest.is_empty() || !rest.iter().all(token) {
+        return Err(FuseError::InvalidName(
+            "user.* attribute names must be HTTP header tokens (S3 user metadata)".into(),
+        ));
+    }
+    Ok(Some(
+        String::from_utf8(rest.to_ascii_lowercase()).expect("ASCII"),
+    ))
+}
+
+/// An extended attribute's value as S3 user metadata: printable ASCII (and tabs), as an HTTP
+/// header value can carry it unencoded.
+pub fn user_meta_value(value: &[u8]) -> Result<String> {
+    if value
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        Ok(String::from_utf8(value.to_vec()).expect("ASCII"))
+    } else {
+        Err(FuseError::InvalidName(
+            "user.* attribute values must be printable ASCII (S3 user metadata)".into(),
+        ))
+    }
 }
 
 impl SakerFs {
@@ -535,6 +571,80 @@ impl SakerFs {
         let path = self.path(ino)?;
         self.block(self.access_view(&path, mask & 0o7, caller, Want::ATTR))?;
         Ok(())
+    }
+
+    // ---- extended attributes: `user.*` <-> S3 user metadata ----
+
+    /// The value of extended attribute `name` (only `user.*` exist: `NoAttr` for the rest).
+    pub fn getxattr(&self, caller: &Caller, ino: u64, name: &OsStr) -> Result<Vec<u8>> {
+        let Some(key) = user_meta_name(name)? else {
+            return Err(MetaError::NoAttr.into());
+        };
+        let meta = self.user_meta(caller, ino, access::READ)?;
+        meta.into_iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.into_bytes())
+            .ok_or_else(|| MetaError::NoAttr.into())
+    }
+
+    /// The NUL-terminated names of `ino`'s extended attributes.
+    pub fn listxattr(&self, caller: &Caller, ino: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        for (k, _) in self.user_meta(caller, ino, 0)? {
+            out.extend_from_slice(b"user.");
+            out.extend_from_slice(k.as_bytes());
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// setxattr(2) (`value: Some`, `flags` `XATTR_CREATE`/`XATTR_REPLACE`) and removexattr(2).
+    pub fn setxattr(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        name: &OsStr,
+        value: Option<&[u8]>,
+        flags: i32,
+    ) -> Result<()> {
+        let Some(key) = user_meta_name(name)? else {
+            return Err(FuseError::XattrNamespace);
+        };
+        let value = value.map(user_meta_value).transpose()?;
+        let mode = if value.is_none() || flags & libc::XATTR_REPLACE != 0 {
+            XattrMode::Replace
+        } else if flags & libc::XATTR_CREATE != 0 {
+            XattrMode::Create
+        } else {
+            XattrMode::Any
+        };
+        let path = self.path(ino)?;
+        let req = MetaRequest::SetUserMeta {
+            path: path.clone(),
+            name: key,
+            value,
+            mode,
+            cred: caller.cred.clone(),
+        };
+        let attr = self.block(self.call_attr(&path, req))?;
+        if attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        Ok(())
+    }
+
+    fn user_meta(&self, caller: &Caller, ino: u64, mask: u32) -> Result<Vec<(String, String)>> {
+        let path = self.path(ino)?;
+        let want = Want {
+            meta: true,
+            data: false,
+            tags: false,
+        };
+        let view = self.block(self.access_view(&path, mask, caller, want))?;
+        if view.attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        Ok(view.meta.map(|m| m.user).unwrap_or_default())
     }
 
     // ---- files ----

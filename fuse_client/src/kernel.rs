@@ -8,7 +8,7 @@ use std::time::Duration;
 use fuser::{
     AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use saker_rpc::Attr;
 
@@ -29,6 +29,17 @@ fn fail(op: &str, e: &FuseError) -> Errno {
         tracing::warn!(op, error = %e, "fuse op failed");
     }
     e.errno()
+}
+
+/// getxattr/listxattr: the size when asked for it (`size` 0), else the bytes if they fit.
+fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32);
+    } else if value.len() > size as usize {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
 }
 
 impl SakerFs {
@@ -176,6 +187,55 @@ impl fuser::Filesystem for SakerFs {
         match self.create_node(&caller(req), parent.0, link_name, 0o777, true, Some(target)) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("symlink", &e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        // One inode, one name: every object has exactly one key (see the crate docs).
+        reply.error(Errno::EPERM);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match SakerFs::getxattr(self, &caller(req), ino.0, name) {
+            Ok(v) => xattr_reply(reply, size, &v),
+            Err(e) => reply.error(fail("getxattr", &e)),
+        }
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match SakerFs::listxattr(self, &caller(req), ino.0) {
+            Ok(v) => xattr_reply(reply, size, &v),
+            Err(e) => reply.error(fail("listxattr", &e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match SakerFs::setxattr(self, &caller(req), ino.0, name, Some(value), flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("setxattr", &e)),
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match SakerFs::setxattr(self, &caller(req), ino.0, name, None, 0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("removexattr", &e)),
         }
     }
 

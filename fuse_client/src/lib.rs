@@ -13,7 +13,16 @@
 //!   close/fsync (close-to-open), with the ETag rule of ARCHITECTURE.md ([`file`]);
 //! - entry and attribute TTLs are configurable ([`MountConfig`], 1 s by default).
 //!
-//! Not yet: rename across MNode groups (EXDEV), hard links (EPERM), special files (EPERM).
+//! - extended attributes `user.NAME` are the S3 user metadata `x-amz-meta-NAME` (names
+//!   lower-cased, as S3 keeps them; values printable ASCII; 2 KiB in all, else ENOSPC); other
+//!   namespaces hold nothing (ENODATA on get, EOPNOTSUPP on set);
+//! - flock(2) and fcntl(2) locks (POSIX and OFD) are kept by the kernel for this mount (the
+//!   file system does not take them over), so they hold between processes on this host.
+//!
+//! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
+//! special files (EPERM), directory rename across MNode groups (EXDEV, until the
+//! coordinator's rename protocol). A file renamed across groups is copied, then the source
+//! removed: a crash in between leaves both names, never neither.
 
 mod config;
 mod error;

@@ -29,6 +29,8 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
         MetaError::Invalid(m) => S3Error::with_message(S3ErrorCode::InvalidArgument, m),
         MetaError::CrossGroup => S3Error::new(S3ErrorCode::NotImplemented),
+        MetaError::MetadataTooLarge => S3Error::new(S3ErrorCode::MetadataTooLarge),
+        MetaError::NoAttr => S3Error::new(S3ErrorCode::NoSuchKey),
         MetaError::NotPermitted | MetaError::AccessDenied => {
             S3Error::new(S3ErrorCode::AccessDenied)
         }

@@ -9,7 +9,7 @@ use saker_namespace::GroupId;
 use saker_rpc::{
     access, Attr, Checksums, ChunkRef, Cred, DirChange, FileKind, InodeId, Layout, MetaError,
     MetaRequest, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord, RemoveCond, SetTime,
-    UploadInfo,
+    UploadInfo, XattrMode,
 };
 
 use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
@@ -170,6 +170,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             dir_marker,
             tags,
         } => put_tags(txn, ctx, path, *dir_marker, tags.as_ref()),
+        MetaRequest::SetUserMeta {
+            path,
+            name,
+            value,
+            mode,
+            cred,
+        } => set_user_meta(txn, ctx, path, name, value.as_deref(), *mode, cred),
         MetaRequest::CreateUpload {
             path,
             upload_id,
@@ -1058,6 +1065,59 @@ fn put_tags(
         _ => txn.delete(key),
     }
     Ok(MetaResponse::Done)
+}
+
+/// S3's limit on user metadata: names and values together, in bytes.
+pub const USER_META_LIMIT: usize = 2048;
+
+/// One user-metadata pair of a file or directory (a FUSE `user.*` xattr): needs write
+/// permission, as Linux asks for `user.*` attributes; symlinks have none (EPERM).
+fn set_user_meta(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    name: &str,
+    value: Option<&str>,
+    mode: XattrMode,
+    cred: &Cred,
+) -> OpResult {
+    check_path(path, 1)?;
+    let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, Some(cred))?;
+    let pid = chain.last().expect("root").attr.id;
+    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Dir(loc) | Child::Other(loc) => loc,
+        Child::None => return Err(MetaError::NotFound),
+    };
+    let mut attr = loc.attr;
+    if attr.kind == FileKind::Symlink {
+        return Err(MetaError::NotPermitted);
+    }
+    perm::check(&attr, cred, access::WRITE)?;
+    let key = ctx.keys.payload(attr.id, PayloadKind::Meta);
+    let mut meta: ObjectMeta = match txn.get(&key).map_err(internal)? {
+        Some(v) => decode(&v).map_err(internal)?,
+        None => ObjectMeta::default(),
+    };
+    let at = meta.user.binary_search_by(|(k, _)| k.as_str().cmp(name));
+    match (at, value) {
+        (Ok(_), Some(_)) if mode == XattrMode::Create => return Err(MetaError::Exists),
+        (Ok(i), Some(v)) => meta.user[i].1 = v.to_string(),
+        (Err(_), Some(_)) if mode == XattrMode::Replace => return Err(MetaError::NoAttr),
+        (Err(i), Some(v)) => meta.user.insert(i, (name.to_string(), v.to_string())),
+        (Ok(i), None) => {
+            meta.user.remove(i);
+        }
+        (Err(_), None) => return Err(MetaError::NoAttr),
+    }
+    let used: usize = meta.user.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if used > USER_META_LIMIT {
+        return Err(MetaError::MetadataTooLarge);
+    }
+    txn.put(key, encode(&meta));
+    attr.ctime_ns = ctx.now_ns;
+    put_attr(txn, &loc.key.expect("child key"), &attr);
+    Ok(MetaResponse::Attr(attr))
 }
 
 fn upload_key(keys: &Keys, path: &[String], upload_id: &str) -> Vec<u8> {

@@ -48,4 +48,10 @@ pub enum MetaError {
     Unavailable(String),
     #[error("internal metadata error: {0}")]
     Internal(String),
+    /// No such extended attribute / user-metadata name (ENODATA).
+    #[error("no such attribute")]
+    NoAttr,
+    /// User metadata over S3's 2 KiB limit (S3 MetadataTooLarge, ENOSPC).
+    #[error("user metadata too large")]
+    MetadataTooLarge,
 }

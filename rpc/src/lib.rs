@@ -18,7 +18,7 @@ pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
     access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
-    NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want,
+    NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want, XattrMode,
 };
 pub use service::{CoordinatorService, MetaService};
 pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};

@@ -460,6 +460,27 @@ pub enum MetaRequest {
         bucket: String,
         dirs: Vec<InodeId>,
     },
+    /// Set (or, with `value: None`, remove) one S3 user-metadata pair of a file or directory:
+    /// the FUSE `user.*` extended attributes. `name` is lower-case without the prefix; the
+    /// caller needs write permission. Answers the inode's attributes (its ctime changed).
+    SetUserMeta {
+        path: Vec<String>,
+        name: String,
+        value: Option<String>,
+        mode: XattrMode,
+        cred: Cred,
+    },
+}
+
+/// setxattr(2)'s flags: whether the name must (not) exist already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrMode {
+    /// Create or replace.
+    Any,
+    /// `XATTR_CREATE`: `Exists` if the name is set.
+    Create,
+    /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
+    Replace,
 }
 
 impl MetaRequest {
@@ -506,6 +527,7 @@ impl MetaRequest {
             | MetaRequest::Rmdir { path, .. }
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
+            | MetaRequest::SetUserMeta { path, .. }
             | MetaRequest::CreateUpload { path, .. }
             | MetaRequest::PutPart { path, .. }
             | MetaRequest::CompleteUpload { path, .. }
@@ -559,6 +581,7 @@ impl MetaRequest {
             MetaRequest::Rmdir { .. } => "rmdir",
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
+            MetaRequest::SetUserMeta { .. } => "set_user_meta",
             MetaRequest::CreateUpload { .. } => "create_upload",
             MetaRequest::PutPart { .. } => "put_part",
             MetaRequest::CompleteUpload { .. } => "complete_upload",

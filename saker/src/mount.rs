@@ -1,9 +1,9 @@
 //! `saker mount MOUNTPOINT --cluster ADDR`: the namespace of a running cluster as a FUSE file
 //! system, and the in-process mount of `saker server --mount`.
 //!
-//! File data: until the chunkstore is a network service, the mount reads and writes the chunk
-//! directory of the all-in-one server itself (`--data-dir`, the server's data directory), so it
-//! must run on the server's machine.
+//! The mount needs only the cluster's RPC address: metadata goes to the MNodes and file data
+//! to the chunkstores the cluster map names. A killed `saker mount` is unmounted by
+//! `fusermount3` (auto_unmount), so no hung mount point stays behind.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use crate::meta::{ClientTag, MetaRequest, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 2;
+pub const WIRE_VERSION: u8 = 3;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
