@@ -529,3 +529,53 @@ async fn directory_attributes_are_exact_after_a_kill() {
         "the directory counts exactly the objects it holds"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_directory_rename_cut_by_a_crash_finishes_on_restart() {
+    // The process aborts right after the rename's intent is logged, and right after its first
+    // step (the new name) is applied: either way the restart rolls it forward.
+    for failpoint in ["rename_dir_logged", "rename_dir_in_done"] {
+        let mut srv = Server::start(Opts::default().env("SAKER_FAILPOINT", failpoint));
+        let c = srv.client();
+        let bucket = new_bucket(&c, "renamecut").await;
+        let keys: Vec<String> = (0..24)
+            .map(|i| format!("src/{}f{i}", if i % 3 == 0 { "sub/" } else { "" }))
+            .collect();
+        for k in &keys {
+            put(&c, &bucket, k, k.as_bytes()).await;
+        }
+        let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+            .await
+            .unwrap();
+        let to = vec![bucket.clone(), "dst".to_string()];
+        let req = saker_rpc::MetaRequest::RenameDir {
+            from: vec![bucket.clone(), "src".to_string()],
+            to: to.clone(),
+            noreplace: false,
+            cred: None,
+        };
+        let cut = lib.call(&to, req).await;
+        assert!(
+            cut.is_err(),
+            "{failpoint}: the server was to abort, got {cut:?}"
+        );
+        srv.restart_with(Opts::default());
+        let c = srv.client();
+        assert_eq!(
+            list_all(&c, &bucket, Some("src/")).await,
+            Vec::<String>::new(),
+            "{failpoint}: the old name is gone"
+        );
+        let mut want: Vec<String> = keys.iter().map(|k| k.replacen("src/", "dst/", 1)).collect();
+        want.sort();
+        assert_eq!(
+            list_all(&c, &bucket, Some("dst/")).await,
+            want,
+            "{failpoint}"
+        );
+        for k in &keys {
+            let moved = k.replacen("src/", "dst/", 1);
+            assert_eq!(get_bytes(&c, &bucket, &moved).await, k.as_bytes());
+        }
+    }
+}

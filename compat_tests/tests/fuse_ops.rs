@@ -218,16 +218,13 @@ fn rename_moves_and_replaces_files() {
         errno(std::fs::rename(b.join("x/nope"), b.join("x/n2"))),
         libc::ENOENT
     );
-    // Directories rename within their MNode group, or say EXDEV (tools fall back to copying).
-    match std::fs::rename(b.join("x/y"), b.join("z/y2")) {
-        Ok(()) => {
-            assert_eq!(
-                std::fs::read_to_string(b.join("z/y2/old")).unwrap(),
-                "file 0"
-            );
-        }
-        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EXDEV)),
-    }
+    // A directory moves with what it holds.
+    std::fs::rename(b.join("x/y"), b.join("z/y2")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.join("z/y2/old")).unwrap(),
+        "file 0"
+    );
+    assert_eq!(errno(std::fs::metadata(b.join("x/y"))), libc::ENOENT);
     let mut names: Vec<String> = std::fs::read_dir(b.join("z"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -724,5 +721,105 @@ fn a_killed_mount_process_leaves_no_hung_mount_point() {
     assert_eq!(
         rt.block_on(get_bytes(&s3, "killbkt", "f")),
         b"before the kill"
+    );
+}
+
+#[test]
+fn directories_rename_with_their_contents_and_s3_sees_the_new_keys() {
+    let m = Mounted::start(Opts::default());
+    let b = m.bucket("dirs");
+    // Several names, so the moves cross MNode groups.
+    for d in 0..6 {
+        let dir = b.join(format!("d{d}"));
+        std::fs::create_dir_all(dir.join("inner")).unwrap();
+        for f in 0..5 {
+            std::fs::write(dir.join(format!("f{f}")), format!("{d}/{f}")).unwrap();
+        }
+        std::fs::write(dir.join("inner/deep"), format!("deep {d}")).unwrap();
+    }
+    std::fs::create_dir(b.join("into")).unwrap();
+    for d in 0..6 {
+        let to = if d % 2 == 0 {
+            b.join(format!("renamed{d}"))
+        } else {
+            b.join(format!("into/moved{d}"))
+        };
+        std::fs::rename(b.join(format!("d{d}")), &to).unwrap();
+        assert_eq!(
+            errno(std::fs::metadata(b.join(format!("d{d}")))),
+            libc::ENOENT
+        );
+        for f in 0..5 {
+            assert_eq!(
+                std::fs::read_to_string(to.join(format!("f{f}"))).unwrap(),
+                format!("{d}/{f}")
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(to.join("inner/deep")).unwrap(),
+            format!("deep {d}")
+        );
+    }
+    // nlink of the directory that gained three subdirectories.
+    assert_eq!(std::fs::metadata(b.join("into")).unwrap().nlink(), 2 + 3);
+    // S3 lists the objects under their new keys at once.
+    let rt = rt();
+    let s3 = m.srv.client();
+    let keys = rt.block_on(list_all(&s3, "dirs", Some("into/moved1/")));
+    assert_eq!(
+        keys,
+        // Directories made by mkdir are explicit: S3 shows their markers.
+        [
+            "into/moved1/",
+            "into/moved1/f0",
+            "into/moved1/f1",
+            "into/moved1/f2",
+            "into/moved1/f3",
+            "into/moved1/f4",
+            "into/moved1/inner/",
+            "into/moved1/inner/deep"
+        ]
+    );
+    assert!(rt.block_on(list_all(&s3, "dirs", Some("d1/"))).is_empty());
+
+    // Over an empty directory: replaced. Over a full one: ENOTEMPTY. Below itself: EINVAL.
+    std::fs::create_dir(b.join("empty")).unwrap();
+    std::fs::rename(b.join("renamed0"), b.join("empty")).unwrap();
+    assert_eq!(std::fs::read_to_string(b.join("empty/f0")).unwrap(), "0/0");
+    assert_eq!(
+        errno(std::fs::rename(b.join("renamed2"), b.join("empty"))),
+        libc::ENOTEMPTY
+    );
+    assert_eq!(
+        errno(std::fs::rename(
+            b.join("renamed2"),
+            b.join("renamed2/inner/x")
+        )),
+        libc::EINVAL
+    );
+    // A directory over a file: ENOTDIR; RENAME_NOREPLACE over a directory: EEXIST.
+    std::fs::write(b.join("plain"), b"p").unwrap();
+    assert_eq!(
+        errno(std::fs::rename(b.join("renamed2"), b.join("plain"))),
+        libc::ENOTDIR
+    );
+    std::fs::create_dir(b.join("other")).unwrap();
+    assert_eq!(
+        renameat2(
+            &b.join("renamed2"),
+            &b.join("other"),
+            libc::RENAME_NOREPLACE
+        ),
+        libc::EEXIST
+    );
+    // mv(1) of a tree.
+    run_ok(
+        std::process::Command::new("mv")
+            .arg(b.join("renamed4"))
+            .arg(b.join("other/by-mv")),
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.join("other/by-mv/inner/deep")).unwrap(),
+        "deep 4"
     );
 }

@@ -2,11 +2,14 @@
 //!
 //! It holds the access keys (the identities S3 requests authenticate as) and runs the
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
-//! ([`rmdir`]), and decides how names are redirected to balance the groups ([`balance`]).
+//! ([`rmdir`]), directory rename ([`rename`]), and decides how names are redirected to balance the groups ([`balance`]).
 
 pub mod access_keys;
 pub mod balance;
+pub mod locks;
+pub mod rename;
 pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
+pub use rename::{JournalError, RenameJournal};
 pub use rmdir::{Groups, NamespaceCoordinator};

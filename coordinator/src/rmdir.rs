@@ -1,7 +1,7 @@
 //! The rmdir protocol (FalconFS §4.3): removing a directory needs every MNode's agreement,
 //! because its entries may live on any of them.
 //!
-//! 1. Lock the path (exclusive, in the coordinator).
+//! 1. Lock the path (exclusive, its ancestors shared, in the coordinator).
 //! 2. Freeze the directory at its owner: writes that resolve through it wait, and so do remote
 //!    lookups of it, so no new entry can appear under it.
 //! 3. Invalidate the dentry on every MNode. Each drops its replica entry, waits for batches that
@@ -13,42 +13,55 @@
 //! Reaping (S3's removal of empty implicit directories) is the same protocol with the
 //! condition "implicit and empty", cascading to the parent after each success.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::join_all;
-use parking_lot::Mutex;
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
-    ClientTag, CoordinatorService, DirUsage, InodeId, MetaError, MetaRequest, MetaResponse,
-    MetaService, RemoveCond,
+    Attr, ClientTag, CoordinatorService, Cred, DirUsage, InodeId, MetaError, MetaRequest,
+    MetaResponse, MetaService, RemoveCond,
 };
+
+use crate::locks::PathLocks;
+use crate::rename::RenameJournal;
 
 /// The coordinator's view of the MNode groups.
 pub type Groups = BTreeMap<GroupId, Arc<dyn MetaService>>;
 
 pub struct NamespaceCoordinator {
-    router: Router,
-    groups: Groups,
-    /// Per-path exclusive locks of operations in progress.
-    locks: Mutex<HashMap<Vec<String>, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) router: Router,
+    pub(crate) groups: Groups,
+    /// Path locks of operations in progress.
+    pub(crate) locks: PathLocks,
+    /// Directory renames between their two steps.
+    pub(crate) journal: RenameJournal,
 }
 
-fn untagged() -> ClientTag {
+pub(crate) fn untagged() -> ClientTag {
     ClientTag { client: 0, seq: 0 }
 }
 
 impl NamespaceCoordinator {
     pub fn new(router: Router, groups: Groups) -> Self {
+        Self::with_journal(router, groups, RenameJournal::in_memory())
+    }
+
+    /// A coordinator whose directory renames survive its crashes (see [`crate::rename`]);
+    /// call [`NamespaceCoordinator::resolve_renames`] once the groups are reachable.
+    pub fn with_journal(router: Router, groups: Groups, journal: RenameJournal) -> Self {
         Self {
             router,
             groups,
-            locks: Mutex::new(HashMap::new()),
+            locks: PathLocks::default(),
+            journal,
         }
     }
 
-    fn owner(&self, path: &[String]) -> Result<&Arc<dyn MetaService>, MetaError> {
+    /// The group that owns `path`'s last component for a request (a path-walked name goes to
+    /// any group, which forwards it).
+    pub(crate) fn owner(&self, path: &[String]) -> Result<&Arc<dyn MetaService>, MetaError> {
         let name = path
             .last()
             .ok_or_else(|| MetaError::Invalid("the root cannot be removed".into()))?;
@@ -62,24 +75,8 @@ impl NamespaceCoordinator {
             .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
     }
 
-    async fn lock(&self, path: &[String]) -> tokio::sync::OwnedMutexGuard<()> {
-        let m = self.locks.lock().entry(path.to_vec()).or_default().clone();
-        m.lock_owned().await
-    }
-
-    fn unlock(&self, path: &[String], guard: tokio::sync::OwnedMutexGuard<()>) {
-        drop(guard);
-        let mut locks = self.locks.lock();
-        if let Some(m) = locks.get(path) {
-            // Only the table holds it: nobody waits.
-            if Arc::strong_count(m) == 1 {
-                locks.remove(path);
-            }
-        }
-    }
-
     /// Sends `req` to every group and collects their usage reports.
-    async fn usage_everywhere(
+    pub(crate) async fn usage_everywhere(
         &self,
         req: impl Fn() -> MetaRequest,
     ) -> Result<Vec<DirUsage>, MetaError> {
@@ -95,10 +92,8 @@ impl NamespaceCoordinator {
     }
 
     async fn remove_one(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
-        let guard = self.lock(path).await;
-        let result = self.remove_locked(path, cond).await;
-        self.unlock(path, guard);
-        result
+        let _held = self.locks.lock(&[path]).await;
+        self.remove_locked(path, cond).await
     }
 
     async fn remove_locked(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
@@ -214,5 +209,15 @@ impl CoordinatorService for NamespaceCoordinator {
             }
         }
         Ok(())
+    }
+
+    async fn rename_dir(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.rename_dir_protocol(from, to, noreplace, cred).await
     }
 }

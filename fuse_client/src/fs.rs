@@ -437,11 +437,11 @@ impl SakerFs {
         Ok(attr)
     }
 
-    /// rename(2) of a file. Within one MNode group: one atomic request. Across groups: the
+    /// rename(2). A file within one MNode group: one atomic request. A file across groups: the
     /// bytes are copied (no chunk is ever referenced twice), the target is created with the
     /// same inode id, then the source removed; a crash in between leaves both names (never
-    /// neither). Directories: EXDEV for now (a moved directory's dentry lives in every
-    /// group's replica; that needs the coordinator's protocol).
+    /// neither). A directory: the coordinator's protocol (`RenameDir`), which moves only the
+    /// directory's own record, whatever groups are involved.
     pub fn rename(
         &self,
         caller: &Caller,
@@ -462,16 +462,29 @@ impl SakerFs {
             return Err(FuseError::CrossDevice);
         }
         let cred = Some(caller.cred.clone());
-        let attr = if self.cluster.owner(&from) == self.cluster.owner(&to) {
+        let file = if self.cluster.owner(&from) == self.cluster.owner(&to) {
             let req = MetaRequest::Rename {
                 from: from.clone(),
                 to: to.clone(),
                 noreplace,
-                cred,
+                cred: cred.clone(),
             };
-            self.block(self.call_attr(&to, req))?
+            self.block(self.call_attr(&to, req))
         } else {
-            self.block(self.rename_across(caller, &from, &to, noreplace))?
+            self.block(self.rename_across(caller, &from, &to, noreplace))
+        };
+        let attr = match file {
+            // A directory (both paths answer `CrossGroup` for one).
+            Err(e) if e.errno() == fuser::Errno::EXDEV => {
+                let req = MetaRequest::RenameDir {
+                    from: from.clone(),
+                    to: to.clone(),
+                    noreplace,
+                    cred,
+                };
+                self.block(self.call_attr(&to, req))?
+            }
+            other => other?,
         };
         let to_name = to.last().expect("checked length");
         self.inodes.lock().moved(attr.id, newparent, to_name);

@@ -19,10 +19,12 @@
 //! - flock(2) and fcntl(2) locks (POSIX and OFD) are kept by the kernel for this mount (the
 //!   file system does not take them over), so they hold between processes on this host.
 //!
+//! - rename of a directory goes through the coordinator's protocol (its entries stay where
+//!   they are); a file renamed across MNode groups is copied, then the source removed: a
+//!   crash in between leaves both names, never neither.
+//!
 //! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
-//! special files (EPERM), directory rename across MNode groups (EXDEV, until the
-//! coordinator's rename protocol). A file renamed across groups is copied, then the source
-//! removed: a crash in between leaves both names, never neither.
+//! special files (EPERM), RENAME_EXCHANGE (EINVAL).
 
 mod config;
 mod error;

@@ -720,6 +720,16 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
+            MetaRequest::RenameDir {
+                from,
+                to,
+                noreplace,
+                cred,
+            } => self
+                .coordinator()?
+                .rename_dir(from, to, noreplace, cred)
+                .await
+                .map(MetaResponse::Attr),
             MetaRequest::DeleteBucket { name } => self
                 .coordinator()?
                 .remove_dir(vec![name], RemoveCond::Bucket)

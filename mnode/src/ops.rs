@@ -130,6 +130,24 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             cred.as_ref(),
         ),
         MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
+        MetaRequest::RenameDirIn {
+            to,
+            attr,
+            meta,
+            data,
+            tags,
+            replace,
+            cred,
+        } => {
+            let payloads = NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            };
+            rename_dir_in(txn, ctx, to, attr, &payloads, *replace, cred.as_ref())
+        }
+        MetaRequest::RenameDirOut { from, id } => rename_dir_out(txn, ctx, from, *id),
         MetaRequest::CommitFile {
             path,
             id,
@@ -1023,6 +1041,78 @@ fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId
     if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
         if loc.attr.id == id {
             remove_file(txn, ctx, &mut chain, loc);
+        }
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Directory rename, step 1 at the owner of the new name (see [`MetaRequest::RenameDirIn`]).
+fn rename_dir_in(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    to: &[String],
+    attr: &Attr,
+    payloads: &NewObject,
+    replace: Option<InodeId>,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(to, 2)?;
+    if attr.kind != FileKind::Dir {
+        return Err(MetaError::NotDir);
+    }
+    let mut chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let name = to.last().expect("len");
+    let pid = chain.last().expect("root").attr.id;
+    let mut entries = 1;
+    match child(txn, ctx.keys, pid, name)? {
+        Child::Dir(loc) if loc.attr.id == attr.id => return Ok(MetaResponse::Attr(loc.attr)),
+        Child::Dir(loc) if Some(loc.attr.id) == replace => {
+            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
+            if has_children(txn, ctx.keys, loc.attr.id)? {
+                return Err(MetaError::NotEmpty);
+            }
+            txn.delete(loc.key.expect("a local directory"));
+            txn.delete(ctx.keys.dir_index(loc.attr.id));
+            delete_payloads(txn, ctx.keys, loc.attr.id);
+            release_chunks(txn, ctx, loc.attr.layout.chunks());
+            entries = 0;
+        }
+        // Something else took the name since the coordinator looked.
+        Child::Dir(_) => return Err(MetaError::NotEmpty),
+        Child::Other(_) => return Err(MetaError::NotDir),
+        Child::None => perm::may_create(&chain.last().expect("root").attr, cred)?,
+    }
+    let mut attr = attr.clone();
+    attr.ctime_ns = ctx.now_ns;
+    put_dir(txn, ctx.keys, &ctx.keys.inode(pid, name, true), &attr);
+    write_payloads(txn, ctx.keys, attr.id, payloads);
+    touch_parent(txn, ctx, &mut chain, entries, entries);
+    Ok(MetaResponse::Attr(attr))
+}
+
+/// Directory rename, step 2 at the owner of the old name (see [`MetaRequest::RenameDirOut`]).
+fn rename_dir_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId) -> OpResult {
+    check_path(from, 2)?;
+    let mut chain = match resolve_parents(txn, ctx.ns, from) {
+        Ok(c) => c,
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
+            return Ok(MetaResponse::Done)
+        }
+        Err(e) => return Err(e),
+    };
+    let pid = chain.last().expect("root").attr.id;
+    if let Child::Dir(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
+        if loc.attr.id == id {
+            let key = loc.key.expect("a local directory");
+            txn.delete(key.clone());
+            // When the new name is in this group too, the index and payloads are its now.
+            let index = ctx.keys.dir_index(id);
+            if txn.get(&index).map_err(internal)?.as_deref() == Some(key.as_slice()) {
+                txn.delete(index);
+                delete_payloads(txn, ctx.keys, id);
+            }
+            touch_parent(txn, ctx, &mut chain, -1, -1);
         }
     }
     Ok(MetaResponse::Done)

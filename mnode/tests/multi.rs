@@ -391,3 +391,152 @@ async fn change_log_is_pushed_after_a_restart_and_applied_once() {
         c.groups.shutdown().await;
     }
 }
+
+impl Cluster {
+    async fn rename_dir(&self, from: &str, to: &str, noreplace: bool) -> Result<Attr, MetaError> {
+        let req = MetaRequest::RenameDir {
+            from: p(from),
+            to: p(to),
+            noreplace,
+            cred: None,
+        };
+        // Any group hands it to the coordinator.
+        match self.node(1).call(tag(), req).await? {
+            MetaResponse::Attr(a) => Ok(a),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn directory_rename_moves_only_the_directory_record() {
+    let c = Cluster::start(Arc::new(MemStore::new())).await;
+    c.bucket("b").await;
+    let src = c.name_on(1, "src");
+    let dst = c.name_on(3, "dst");
+    c.mkdir("b/x").await.unwrap();
+    c.mkdir(&format!("b/{src}")).await.unwrap();
+    c.mkdir(&format!("b/{src}/sub")).await.unwrap();
+    let files: Vec<String> = (0..32).map(|i| format!("f{i}")).collect();
+    for f in &files {
+        c.put(&format!("b/{src}/{f}")).await.unwrap();
+    }
+    c.put(&format!("b/{src}/sub/deep")).await.unwrap();
+    let before = c.attr(&format!("b/{src}")).await.unwrap();
+    let (b0, x0) = (c.attr("b").await.unwrap(), c.attr("b/x").await.unwrap());
+
+    let moved = c
+        .rename_dir(&format!("b/{src}"), &format!("b/x/{dst}"), false)
+        .await
+        .unwrap();
+    assert_eq!(moved.id, before.id, "the directory keeps its inode");
+    assert_eq!((moved.children, moved.nlink), (33, 3));
+    assert_eq!(
+        c.attr(&format!("b/{src}")).await.unwrap_err(),
+        MetaError::NotFound
+    );
+    for f in &files {
+        assert_eq!(
+            c.attr(&format!("b/{src}/{f}")).await.unwrap_err(),
+            MetaError::NotFound
+        );
+        c.attr(&format!("b/x/{dst}/{f}")).await.unwrap();
+    }
+    c.attr(&format!("b/x/{dst}/sub/deep")).await.unwrap();
+    // The parents' entry counts and link counts moved with it.
+    let (b1, x1) = (c.attr("b").await.unwrap(), c.attr("b/x").await.unwrap());
+    assert_eq!((b1.children, b1.nlink), (b0.children - 1, b0.nlink - 1));
+    assert_eq!((x1.children, x1.nlink), (x0.children + 1, x0.nlink + 1));
+    // New entries land under the new name.
+    c.put(&format!("b/x/{dst}/later")).await.unwrap();
+    assert_eq!(c.attr(&format!("b/x/{dst}")).await.unwrap().children, 34);
+
+    // Targets: an empty directory is replaced; a full one, a file, noreplace and a move
+    // below itself are refused.
+    c.mkdir("b/empty").await.unwrap();
+    c.mkdir("b/full").await.unwrap();
+    c.put("b/full/f").await.unwrap();
+    c.put("b/file").await.unwrap();
+    let path = format!("b/x/{dst}");
+    assert_eq!(
+        c.rename_dir(&path, "b/full", false).await.unwrap_err(),
+        MetaError::NotEmpty
+    );
+    assert_eq!(
+        c.rename_dir(&path, "b/file", false).await.unwrap_err(),
+        MetaError::NotDir
+    );
+    assert_eq!(
+        c.rename_dir(&path, "b/empty", true).await.unwrap_err(),
+        MetaError::Exists
+    );
+    assert!(matches!(
+        c.rename_dir(&path, &format!("{path}/sub/inner"), false)
+            .await
+            .unwrap_err(),
+        MetaError::Invalid(_)
+    ));
+    let replaced = c.attr("b/empty").await.unwrap().id;
+    let moved = c.rename_dir(&path, "b/empty", false).await.unwrap();
+    assert_eq!(moved.id, before.id);
+    assert_ne!(c.attr("b/empty").await.unwrap().id, replaced);
+    c.attr("b/empty/sub/deep").await.unwrap();
+    // The file in the refused target is still there.
+    c.attr("b/full/f").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn directory_rename_races_lookups_and_creates_inside_it() {
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    let mut name = "d0".to_string();
+    for round in 1..=12 {
+        let from = format!("b/{name}");
+        if round == 1 {
+            c.mkdir(&from).await.unwrap();
+            c.put(&format!("{from}/seed")).await.unwrap();
+        }
+        let next = format!("d{round}");
+        let to = format!("b/{next}");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Readers and writers inside the directory while it is renamed.
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let (c, from, stop) = (c.clone(), from.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut created = Vec::new();
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        match c.attr(&format!("{from}/seed")).await {
+                            Ok(_) | Err(MetaError::NotFound) => {}
+                            Err(e) => panic!("lookup inside a renamed directory: {e:?}"),
+                        }
+                        let f = format!("w{w}-{round}-{i}");
+                        match c.put(&format!("{from}/{f}")).await {
+                            Ok(_) => created.push(f),
+                            Err(MetaError::MissingParent { .. } | MetaError::NotFound) => {}
+                            Err(e) => panic!("create inside a renamed directory: {e:?}"),
+                        }
+                        i += 1;
+                        tokio::task::yield_now().await;
+                    }
+                    created
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        c.rename_dir(&from, &to, false).await.unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut created = Vec::new();
+        for w in workers {
+            created.extend(w.await.unwrap());
+        }
+        // Every create that succeeded is under the new name; nothing is under the old one.
+        for f in &created {
+            c.attr(&format!("{to}/{f}")).await.unwrap();
+        }
+        c.attr(&format!("{to}/seed")).await.unwrap();
+        assert_eq!(c.attr(&from).await.unwrap_err(), MetaError::NotFound);
+        name = next;
+    }
+}

@@ -460,6 +460,34 @@ pub enum MetaRequest {
         bucket: String,
         dirs: Vec<InodeId>,
     },
+    /// rename(2) of a directory: the MNode hands it to the coordinator's protocol
+    /// ([`crate::CoordinatorService::rename_dir`]). Answers the moved directory.
+    RenameDir {
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    },
+    /// Directory rename, step 1 at the new name's owner (the coordinator checked the source,
+    /// froze it and invalidated its dentry everywhere): put directory `attr` (its id kept) with
+    /// its payloads at `to`, replacing the empty directory `replace` if that is what `to`
+    /// names. Idempotent: `to` already naming `attr.id` is success.
+    RenameDirIn {
+        to: Vec<String>,
+        attr: Box<Attr>,
+        meta: ObjectMeta,
+        data: Option<Bytes>,
+        tags: Vec<(String, String)>,
+        replace: Option<InodeId>,
+        cred: Option<Cred>,
+    },
+    /// Directory rename, step 2 at the old name's owner: remove `from` if it still names
+    /// directory `id` (its payloads too, unless the directory's record now lives in this group
+    /// under its new name). Idempotent.
+    RenameDirOut {
+        from: Vec<String>,
+        id: InodeId,
+    },
     /// Set (or, with `value: None`, remove) one S3 user-metadata pair of a file or directory:
     /// the FUSE `user.*` extended attributes. `name` is lower-case without the prefix; the
     /// caller needs write permission. Answers the inode's attributes (its ctime changed).
@@ -528,6 +556,9 @@ impl MetaRequest {
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
             | MetaRequest::SetUserMeta { path, .. }
+            | MetaRequest::RenameDir { to: path, .. }
+            | MetaRequest::RenameDirIn { to: path, .. }
+            | MetaRequest::RenameDirOut { from: path, .. }
             | MetaRequest::CreateUpload { path, .. }
             | MetaRequest::PutPart { path, .. }
             | MetaRequest::CompleteUpload { path, .. }
@@ -582,6 +613,9 @@ impl MetaRequest {
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
             MetaRequest::SetUserMeta { .. } => "set_user_meta",
+            MetaRequest::RenameDir { .. } => "rename_dir",
+            MetaRequest::RenameDirIn { .. } => "rename_dir_in",
+            MetaRequest::RenameDirOut { .. } => "rename_dir_out",
             MetaRequest::CreateUpload { .. } => "create_upload",
             MetaRequest::PutPart { .. } => "put_part",
             MetaRequest::CompleteUpload { .. } => "complete_upload",

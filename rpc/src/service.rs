@@ -3,8 +3,9 @@
 
 use async_trait::async_trait;
 
+use crate::attr::Attr;
 use crate::error::MetaError;
-use crate::meta::{ClientTag, MetaRequest, MetaResponse, RemoveCond};
+use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// A metadata node (or a handle to a remote one).
 #[async_trait]
@@ -19,4 +20,16 @@ pub trait CoordinatorService: Send + Sync + 'static {
     /// Removes the directory at `path` if `cond` holds across all groups (the rmdir protocol:
     /// freeze at the owner, invalidate everywhere, check, remove). `NotEmpty` if it does not.
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError>;
+
+    /// Renames the directory at `from` to `to` (replacing an empty directory there unless
+    /// `noreplace`), checking `cred`'s permissions: freeze, invalidate everywhere, move the
+    /// directory's own record between owners (its entries stay: they are keyed by its id).
+    /// Answers the moved directory.
+    async fn rename_dir(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError>;
 }

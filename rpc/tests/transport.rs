@@ -12,9 +12,9 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use saker_namespace::{Exception, ExceptionTable, Route};
 use saker_rpc::{
-    fetch_cluster_map, ClientTag, ClusterMap, CoordinatorService, GroupCounters, MetaError,
-    MetaRequest, MetaResponse, MetaService, NewObject, RemoteMeta, RemoveCond, RpcChannel,
-    RpcServer, Want,
+    fetch_cluster_map, Attr, ClientTag, ClusterMap, CoordinatorService, Cred, GroupCounters,
+    MetaError, MetaRequest, MetaResponse, MetaService, NewObject, RemoteMeta, RemoveCond,
+    RpcChannel, RpcServer, Want,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Barrier};
@@ -110,9 +110,13 @@ fn attr(size: u64, etag: &str) -> saker_rpc::Attr {
     }
 }
 
+/// A rename the fake coordinator was asked for: (from, to, noreplace, cred).
+type RenameCall = (Vec<String>, Vec<String>, bool, Option<Cred>);
+
 #[derive(Default)]
 struct FakeCoordinator {
     seen: Mutex<Vec<(Vec<String>, RemoveCond)>>,
+    renames: Mutex<Vec<RenameCall>>,
 }
 
 #[async_trait]
@@ -124,6 +128,25 @@ impl CoordinatorService for FakeCoordinator {
         } else {
             Ok(())
         }
+    }
+
+    async fn rename_dir(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.renames
+            .lock()
+            .push((from, to.clone(), noreplace, cred));
+        if noreplace {
+            return Err(MetaError::Exists);
+        }
+        let mut a = attr(0, "");
+        a.id = to.len() as u64;
+        a.kind = saker_rpc::FileKind::Dir;
+        Ok(a)
     }
 }
 
@@ -304,6 +327,33 @@ async fn the_coordinator_is_reached_through_the_same_address() {
         vec![
             (path(&["b", "d"]), RemoveCond::Empty),
             (path(&["b", "full"]), RemoveCond::Bucket)
+        ]
+    );
+    let cred = Cred {
+        uid: 7,
+        gid: 8,
+        groups: vec![9],
+    };
+    let moved = c
+        .rename_dir(
+            path(&["b", "x"]),
+            path(&["b", "y", "z"]),
+            false,
+            Some(cred.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!((moved.id, moved.kind), (3, saker_rpc::FileKind::Dir));
+    assert_eq!(
+        c.rename_dir(path(&["b", "x"]), path(&["b", "w"]), true, None)
+            .await,
+        Err(MetaError::Exists)
+    );
+    assert_eq!(
+        *coordinator.renames.lock(),
+        vec![
+            (path(&["b", "x"]), path(&["b", "y", "z"]), false, Some(cred)),
+            (path(&["b", "x"]), path(&["b", "w"]), true, None)
         ]
     );
     server.stop().await;

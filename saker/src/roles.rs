@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, RemoteChunkStore};
 use saker_client::Cluster;
-use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator, RenameJournal};
 use saker_gateway::Gateway;
 use saker_mnode::Mnode;
 use saker_rpc::{CoordinatorService, MetaService, RpcChannel, RpcServer};
@@ -59,7 +59,17 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         groups.insert(g, service);
     }
     let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
-        Arc::new(NamespaceCoordinator::new(router.clone(), groups.clone()))
+        let namespace = Arc::new(NamespaceCoordinator::with_journal(
+            router.clone(),
+            groups.clone(),
+            RenameJournal::open(&cfg.data_dir.join("renames"))?,
+        ));
+        // Renames a crash left half done are finished once their MNodes answer.
+        tokio::spawn({
+            let namespace = namespace.clone();
+            async move { namespace.resolve_renames().await }
+        });
+        namespace
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())
     };

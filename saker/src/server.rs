@@ -16,7 +16,7 @@ use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
-use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator, RenameJournal};
 use saker_gateway::Gateway;
 use saker_mnode::{
     FjallStore, LocalGroups, MetaStore, MnodeConfig, ParentUpdates, RedbStore, LOCAL_VNODES,
@@ -145,11 +145,25 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )
     .await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
-    let coordinator: Arc<dyn CoordinatorService> = Arc::new(NamespaceCoordinator::new(
+    let namespace = Arc::new(NamespaceCoordinator::with_journal(
         local.router.clone(),
         groups.clone(),
+        RenameJournal::open(&args.data_dir.join("renames"))?,
     ));
+    let coordinator: Arc<dyn CoordinatorService> = namespace.clone();
     local.connect(coordinator.clone());
+    // Directory renames a crash left half done are finished before serving (or, if an MNode
+    // keeps failing them, in the background).
+    let resolving = tokio::spawn({
+        let namespace = namespace.clone();
+        async move { namespace.resolve_renames().await }
+    });
+    if tokio::time::timeout(std::time::Duration::from_secs(10), resolving)
+        .await
+        .is_err()
+    {
+        tracing::warn!("logged directory renames are still unresolved; retrying in the background");
+    }
     let map = ClusterMap {
         version: 1,
         groups: local.router.ring().groups().to_vec(),

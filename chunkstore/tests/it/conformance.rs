@@ -87,4 +87,14 @@ impl CoordinatorService for NoCoordinator {
     async fn remove_dir(&self, _: Vec<String>, _: RemoveCond) -> Result<(), MetaError> {
         Err(MetaError::NotPermitted)
     }
+
+    async fn rename_dir(
+        &self,
+        _: Vec<String>,
+        _: Vec<String>,
+        _: bool,
+        _: Option<saker_rpc::Cred>,
+    ) -> Result<saker_rpc::Attr, MetaError> {
+        Err(MetaError::NotPermitted)
+    }
 }

@@ -37,6 +37,8 @@ const STDERR_KEEP: usize = 200;
 #[derive(Clone, Debug, Default)]
 pub struct Opts {
     pub args: Vec<String>,
+    /// Extra environment variables (e.g. `SAKER_FAILPOINT`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Opts {
@@ -51,6 +53,11 @@ impl Opts {
     pub fn arg(mut self, name: &str, value: &str) -> Self {
         self.args.push(name.to_string());
         self.args.push(value.to_string());
+        self
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_string(), value.to_string()));
         self
     }
 }
@@ -237,6 +244,7 @@ impl Server {
             .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
             .args(["--rpc-addr", "127.0.0.1:0"])
             .args(&self.opts.args)
+            .envs(self.opts.env.iter().map(|(k, v)| (k, v)))
             .env("SAKER_ACCESS_KEY", ROOT_AK)
             .env("SAKER_SECRET_KEY", ROOT_SK)
             .stdin(Stdio::null())

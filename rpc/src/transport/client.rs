@@ -10,12 +10,13 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, RemoveDirCall};
+use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameDirCall};
 use super::MAX_MESSAGE;
+use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
-use crate::meta::{ClientTag, MetaRequest, MetaResponse, RemoveCond};
+use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 use crate::service::{CoordinatorService, MetaService};
 
 /// How long establishing a connection may take before a call fails as `Unavailable`.
@@ -164,6 +165,23 @@ impl CoordinatorService for RemoteCoordinator {
         let call = RemoveDirCall { path, cond };
         let reply = self.channel.client.clone().remove_dir(frame(&call)).await;
         self.channel.reply::<Result<(), MetaError>>(reply)?
+    }
+
+    async fn rename_dir(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let call = RenameDirCall {
+            from,
+            to,
+            noreplace,
+            cred,
+        };
+        let reply = self.channel.client.clone().rename_dir(frame(&call)).await;
+        self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 }
 

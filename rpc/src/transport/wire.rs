@@ -4,7 +4,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::meta::{ClientTag, MetaRequest, RemoveCond};
+use crate::meta::{ClientTag, Cred, MetaRequest, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
@@ -34,6 +34,15 @@ pub(super) struct MetaCall {
 pub(super) struct RemoveDirCall {
     pub path: Vec<String>,
     pub cond: RemoveCond,
+}
+
+/// `RenameDir`: the coordinator's directory-rename protocol.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct RenameDirCall {
+    pub from: Vec<String>,
+    pub to: Vec<String>,
+    pub noreplace: bool,
+    pub cred: Option<Cred>,
 }
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Bytes {

@@ -1,0 +1,565 @@
+//! Directory rename (FalconFS §4.3). A directory's entries are keyed by its inode id, so they
+//! stay where they are; only the directory's own record moves, from the owner of the old name
+//! to the owner of the new one.
+//!
+//! 1. Lock the paths: shared on every ancestor, exclusive on both names (see [`crate::locks`]).
+//! 2. Check that the caller may remove the source (and write it, when it changes parent: its
+//!    `..` changes) and create at the target; freeze the source at its owner (writes through
+//!    it and remote lookups of it wait).
+//! 3. A target that exists must be a directory (ENOTDIR), may not be replaced with
+//!    `noreplace` (EEXIST), and must be empty on every group (ENOTEMPTY): it is frozen and its
+//!    dentry invalidated everywhere, as rmdir does.
+//! 4. Invalidate the source's dentry everywhere (each group drops its replica entry and waits
+//!    for batches that resolved through it), then have every group push its change-log, so the
+//!    directory's attributes at its owner are exact, and read them.
+//! 5. Log the intent in the [`RenameJournal`], put the directory at the new name
+//!    (`RenameDirIn`), remove the old name (`RenameDirOut`), drop the intent, thaw.
+//!
+//! Both steps of 5 are idempotent, so a crash anywhere in it is resolved by rolling forward:
+//! a coordinator replays its logged intents when it starts, and retries an intent whose MNode
+//! did not answer until it does. An intent whose first step fails for good (the target's
+//! parent vanished meanwhile) is dropped: the directory keeps its old name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::join_all;
+use parking_lot::Mutex;
+use saker_rpc::{
+    access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta, Want,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::rmdir::{untagged, NamespaceCoordinator};
+
+/// How often unresolved intents are retried while an MNode does not answer.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
+/// A directory rename between its two steps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenameIntent {
+    pub from: Vec<String>,
+    pub to: Vec<String>,
+    /// The directory with its exact attributes.
+    pub attr: Attr,
+    pub meta: ObjectMeta,
+    pub data: Option<Bytes>,
+    pub tags: Vec<(String, String)>,
+    /// The empty directory the rename replaces.
+    pub replace: Option<InodeId>,
+    pub cred: Option<Cred>,
+}
+
+/// The access mask the caller needs on a directory it moves: remove it from its parent, and
+/// write it when its parent changes (its `..` entry does).
+pub fn source_mask(from: &[String], to: &[String]) -> u32 {
+    if from[..from.len() - 1] == to[..to.len() - 1] {
+        access::DELETE
+    } else {
+        access::DELETE | access::WRITE
+    }
+}
+
+/// Whether `to` lies inside `from` (a directory cannot move below itself: EINVAL).
+pub fn into_itself(from: &[String], to: &[String]) -> bool {
+    to.len() > from.len() && to[..from.len()] == *from
+}
+
+/// Logged intents, one durable file each (`rename-<seq>.json`), or in memory only.
+pub struct RenameJournal {
+    dir: Option<PathBuf>,
+    pending: Mutex<(u64, BTreeMap<u64, RenameIntent>)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("rename journal {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("rename journal entry {path}: {source}")]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+impl From<JournalError> for MetaError {
+    fn from(e: JournalError) -> Self {
+        MetaError::Unavailable(e.to_string())
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
+    move |source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl RenameJournal {
+    /// A journal that does not survive the process (tests, in-memory clusters).
+    pub fn in_memory() -> Self {
+        Self {
+            dir: None,
+            pending: Mutex::new((1, BTreeMap::new())),
+        }
+    }
+
+    /// Opens (creating) the journal in `dir` and loads the intents a previous run left.
+    pub fn open(dir: &Path) -> Result<Self, JournalError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut pending = BTreeMap::new();
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            let path = entry.map_err(io_err(dir))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(seq) = name
+                .strip_prefix("rename-")
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                // A temporary file of an interrupted write: its intent was never logged.
+                if name.ends_with(".tmp") {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            };
+            let text = std::fs::read(&path).map_err(io_err(&path))?;
+            let intent = serde_json::from_slice(&text).map_err(|source| JournalError::Corrupt {
+                path: path.clone(),
+                source,
+            })?;
+            pending.insert(seq, intent);
+        }
+        let next = pending.keys().next_back().map_or(1, |s| s + 1);
+        Ok(Self {
+            dir: Some(dir.to_path_buf()),
+            pending: Mutex::new((next, pending)),
+        })
+    }
+
+    /// Logs `intent` durably; returns its sequence number.
+    pub fn log(&self, intent: &RenameIntent) -> Result<u64, JournalError> {
+        let seq = {
+            let mut p = self.pending.lock();
+            let seq = p.0;
+            p.0 += 1;
+            seq
+        };
+        if let Some(dir) = &self.dir {
+            let path = dir.join(format!("rename-{seq}.json"));
+            let tmp = dir.join(format!("rename-{seq}.tmp"));
+            let body = serde_json::to_vec(intent).expect("intents serialize");
+            {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+                f.write_all(&body).map_err(io_err(&tmp))?;
+                f.sync_all().map_err(io_err(&tmp))?;
+            }
+            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io_err(dir))?;
+        }
+        self.pending.lock().1.insert(seq, intent.clone());
+        Ok(seq)
+    }
+
+    /// Drops a resolved intent.
+    pub fn done(&self, seq: u64) {
+        if let Some(dir) = &self.dir {
+            let path = dir.join(format!("rename-{seq}.json"));
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot drop a rename intent");
+                }
+            }
+        }
+        self.pending.lock().1.remove(&seq);
+    }
+
+    /// The intents not resolved yet, oldest first.
+    pub fn pending(&self) -> Vec<(u64, RenameIntent)> {
+        self.pending
+            .lock()
+            .1
+            .iter()
+            .map(|(s, i)| (*s, i.clone()))
+            .collect()
+    }
+}
+
+/// Test hook: `SAKER_FAILPOINT=<name>` aborts the process at that point of the protocol, so
+/// crash tests can stop it between two durable steps.
+fn fail_point(name: &str) {
+    if std::env::var("SAKER_FAILPOINT").is_ok_and(|v| v == name) {
+        eprintln!("failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// Whether an error may go away by retrying (an MNode that did not answer).
+fn transient(e: &MetaError) -> bool {
+    matches!(e, MetaError::Unavailable(_) | MetaError::Internal(_))
+}
+
+impl NamespaceCoordinator {
+    async fn call_owner(
+        &self,
+        path: &[String],
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
+        self.owner(path)?.call(untagged(), req).await
+    }
+
+    /// Checks `cred` may do `mask` on `path` (`Access`); answers its attributes.
+    async fn checked(
+        &self,
+        path: &[String],
+        mask: u32,
+        cred: &Option<Cred>,
+        want: Want,
+    ) -> Result<saker_rpc::ObjectView, MetaError> {
+        let req = match cred {
+            Some(cred) => MetaRequest::Access {
+                path: path.to_vec(),
+                mask,
+                cred: cred.clone(),
+                want,
+            },
+            None => MetaRequest::Lookup {
+                path: path.to_vec(),
+                want,
+            },
+        };
+        match self.call_owner(path, req).await? {
+            MetaResponse::Object(v) => Ok(*v),
+            other => Err(MetaError::Internal(format!("access answered {other:?}"))),
+        }
+    }
+
+    async fn freeze(&self, path: &[String]) -> Result<(InodeId, Attr), MetaError> {
+        let req = MetaRequest::Freeze {
+            path: path.to_vec(),
+        };
+        match self.call_owner(path, req).await? {
+            MetaResponse::Frozen { parent, attr } => Ok((parent, attr)),
+            other => Err(MetaError::Internal(format!("freeze answered {other:?}"))),
+        }
+    }
+
+    async fn thaw(&self, parent: InodeId, name: &str, dir: InodeId) {
+        let g = self.router.owner(parent, name);
+        let Some(owner) = self.groups.get(&g) else {
+            return;
+        };
+        if let Err(e) = owner.call(untagged(), MetaRequest::Unfreeze { dir }).await {
+            tracing::warn!(error = %e, "unfreeze failed");
+        }
+    }
+
+    /// The directory-rename protocol (module docs).
+    pub(crate) async fn rename_dir_protocol(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        if from.len() < 2 || to.len() < 2 {
+            return Err(MetaError::Invalid("buckets are not renamed".into()));
+        }
+        if into_itself(&from, &to) {
+            return Err(MetaError::Invalid(
+                "a directory cannot move below itself".into(),
+            ));
+        }
+        let _held = self.locks.lock(&[&from, &to]).await;
+        // The caller's rights on both sides, before anything changes.
+        let source = self
+            .checked(&from, source_mask(&from, &to), &cred, Want::ATTR)
+            .await?;
+        if !source.attr.is_dir() {
+            return Err(MetaError::NotDir);
+        }
+        if from == to {
+            return Ok(source.attr);
+        }
+        let (parent, attr) = self.freeze(&from).await?;
+        let from_name = from.last().expect("checked length");
+        let result = self
+            .rename_frozen(&from, &to, noreplace, &cred, parent, &attr)
+            .await;
+        self.thaw(parent, from_name, attr.id).await;
+        result
+    }
+
+    async fn rename_frozen(
+        &self,
+        from: &[String],
+        to: &[String],
+        noreplace: bool,
+        cred: &Option<Cred>,
+        parent: InodeId,
+        attr: &Attr,
+    ) -> Result<Attr, MetaError> {
+        let to_parent = &to[..to.len() - 1];
+        self.checked(to_parent, access::WRITE | access::EXEC, cred, Want::ATTR)
+            .await?;
+        // The target: nothing, or an empty directory to replace (frozen while we work).
+        let mut replace = None;
+        let mut frozen_target = None;
+        match self.checked(to, 0, &None, Want::ATTR).await {
+            Err(MetaError::NotFound) => {}
+            Err(e) => return Err(e),
+            Ok(t) if !t.attr.is_dir() => return Err(MetaError::NotDir),
+            Ok(_) if noreplace => return Err(MetaError::Exists),
+            Ok(_) => {
+                self.checked(to, access::DELETE, cred, Want::ATTR).await?;
+                let (tparent, tattr) = self.freeze(to).await?;
+                frozen_target = Some((tparent, tattr.id));
+                let name = to.last().expect("checked length").clone();
+                let empty = self
+                    .usage_everywhere(|| MetaRequest::Invalidate {
+                        pid: tparent,
+                        name: name.clone(),
+                        dir: tattr.id,
+                    })
+                    .await
+                    .map(|reports| {
+                        reports
+                            .iter()
+                            .all(|u| !u.objects && u.implicit_dirs.is_empty())
+                    });
+                match empty {
+                    Ok(true) => replace = Some(tattr.id),
+                    Ok(false) => {
+                        self.thaw(tparent, &name, tattr.id).await;
+                        return Err(MetaError::NotEmpty);
+                    }
+                    Err(e) => {
+                        self.thaw(tparent, &name, tattr.id).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let result = self
+            .move_record(from, to, parent, attr, replace, cred)
+            .await;
+        if let Some((tparent, tid)) = frozen_target {
+            self.thaw(tparent, to.last().expect("checked length"), tid)
+                .await;
+        }
+        result
+    }
+
+    /// Steps 4 and 5: invalidate, drain, log, move.
+    async fn move_record(
+        &self,
+        from: &[String],
+        to: &[String],
+        parent: InodeId,
+        attr: &Attr,
+        replace: Option<InodeId>,
+        cred: &Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let name = from.last().expect("checked length").clone();
+        self.usage_everywhere(|| MetaRequest::Invalidate {
+            pid: parent,
+            name: name.clone(),
+            dir: attr.id,
+        })
+        .await?;
+        for r in join_all(
+            self.groups
+                .values()
+                .map(|g| g.call(untagged(), MetaRequest::PushChanges)),
+        )
+        .await
+        {
+            r?;
+        }
+        let want = Want {
+            meta: true,
+            data: true,
+            tags: true,
+        };
+        let view = self.checked(from, 0, &None, want).await?;
+        if view.attr.id != attr.id {
+            return Err(MetaError::NotFound);
+        }
+        let intent = RenameIntent {
+            from: from.to_vec(),
+            to: to.to_vec(),
+            attr: view.attr,
+            meta: view.meta.unwrap_or_default(),
+            data: view.data,
+            tags: view.tags.unwrap_or_default(),
+            replace,
+            cred: cred.clone(),
+        };
+        let seq = self.journal.log(&intent)?;
+        fail_point("rename_dir_logged");
+        match self.roll_forward(&intent).await {
+            Ok(moved) => {
+                self.journal.done(seq);
+                Ok(moved)
+            }
+            Err(e) if transient(&e) => {
+                // Logged: it will be finished (the resolver retries).
+                tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "directory rename left to the resolver");
+                Err(e)
+            }
+            Err(e) => {
+                self.journal.done(seq);
+                Err(e)
+            }
+        }
+    }
+
+    /// Both steps of a logged intent, each idempotent.
+    async fn roll_forward(&self, intent: &RenameIntent) -> Result<Attr, MetaError> {
+        let put = MetaRequest::RenameDirIn {
+            to: intent.to.clone(),
+            attr: Box::new(intent.attr.clone()),
+            meta: intent.meta.clone(),
+            data: intent.data.clone(),
+            tags: intent.tags.clone(),
+            replace: intent.replace,
+            cred: intent.cred.clone(),
+        };
+        let moved = match self.call_owner(&intent.to, put).await? {
+            MetaResponse::Attr(a) => a,
+            other => {
+                return Err(MetaError::Internal(format!(
+                    "rename_dir_in answered {other:?}"
+                )))
+            }
+        };
+        fail_point("rename_dir_in_done");
+        let out = MetaRequest::RenameDirOut {
+            from: intent.from.clone(),
+            id: intent.attr.id,
+        };
+        self.call_owner(&intent.from, out).await?;
+        Ok(moved)
+    }
+
+    /// Finishes the renames a previous run logged (or this one could not finish), retrying
+    /// while MNodes do not answer. Returns once none is left.
+    pub async fn resolve_renames(&self) {
+        loop {
+            let pending = self.journal.pending();
+            if pending.is_empty() {
+                return;
+            }
+            for (seq, intent) in pending {
+                let _held = self.locks.lock(&[&intent.from, &intent.to]).await;
+                match self.roll_forward(&intent).await {
+                    Ok(_) => {
+                        tracing::info!(from = ?intent.from, to = ?intent.to, "logged directory rename finished");
+                        self.journal.done(seq);
+                    }
+                    Err(e) if transient(&e) => {
+                        tracing::debug!(error = %e, "logged directory rename waits for its MNodes");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "logged directory rename abandoned: the directory keeps its old name");
+                        self.journal.done(seq);
+                    }
+                }
+            }
+            tokio::time::sleep(RETRY_EVERY).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use saker_rpc::{FileKind, Layout};
+
+    fn p(s: &str) -> Vec<String> {
+        s.split('/').map(str::to_string).collect()
+    }
+
+    fn intent(from: &str, to: &str) -> RenameIntent {
+        RenameIntent {
+            from: p(from),
+            to: p(to),
+            attr: Attr {
+                id: 42,
+                kind: FileKind::Dir,
+                mode: 0o755,
+                uid: 1,
+                gid: 2,
+                nlink: 3,
+                size: 0,
+                atime_ns: 1,
+                mtime_ns: 2,
+                ctime_ns: 3,
+                etag: String::new(),
+                implicit: false,
+                children: 4,
+                layout: Layout::Inline,
+                parts: Vec::new(),
+                s3_mtime_ns: 5,
+            },
+            meta: ObjectMeta::default(),
+            data: Some(Bytes::from_static(b"marker")),
+            tags: vec![("k".into(), "v".into())],
+            replace: Some(7),
+            cred: None,
+        }
+    }
+
+    #[test]
+    fn logged_intents_survive_a_reopen_until_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = RenameJournal::open(dir.path()).unwrap();
+        let a = j.log(&intent("b/x", "b/y")).unwrap();
+        let b = j.log(&intent("b/p", "b/q")).unwrap();
+        j.done(a);
+        drop(j);
+        // A torn write leaves only a temporary file, which is not an intent.
+        std::fs::write(dir.path().join("rename-99.tmp"), b"{\"half").unwrap();
+        let j = RenameJournal::open(dir.path()).unwrap();
+        assert_eq!(j.pending(), vec![(b, intent("b/p", "b/q"))]);
+        assert!(!dir.path().join("rename-99.tmp").exists());
+        // Sequence numbers keep growing past what was found.
+        let c = j.log(&intent("b/r", "b/s")).unwrap();
+        assert!(c > b);
+        j.done(b);
+        j.done(c);
+        assert!(RenameJournal::open(dir.path())
+            .unwrap()
+            .pending()
+            .is_empty());
+    }
+
+    #[test]
+    fn a_corrupt_intent_is_an_error_not_a_silent_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rename-3.json"), b"{not json").unwrap();
+        assert!(matches!(
+            RenameJournal::open(dir.path()),
+            Err(JournalError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn masks_and_cycles() {
+        assert_eq!(source_mask(&p("b/a/x"), &p("b/a/y")), access::DELETE);
+        assert_eq!(
+            source_mask(&p("b/a/x"), &p("b/c/x")),
+            access::DELETE | access::WRITE
+        );
+        assert!(into_itself(&p("b/a"), &p("b/a/x")));
+        assert!(!into_itself(&p("b/a"), &p("b/ab")));
+        assert!(!into_itself(&p("b/a/x"), &p("b/a")));
+    }
+}
