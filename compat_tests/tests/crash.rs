@@ -531,51 +531,98 @@ async fn directory_attributes_are_exact_after_a_kill() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_directory_rename_cut_by_a_crash_finishes_on_restart() {
-    // The process aborts right after the rename's intent is logged, and right after its first
-    // step (the new name) is applied: either way the restart rolls it forward.
-    for failpoint in ["rename_dir_logged", "rename_dir_in_done"] {
-        let mut srv = Server::start(Opts::default().env("SAKER_FAILPOINT", failpoint));
-        let c = srv.client();
-        let bucket = new_bucket(&c, "renamecut").await;
-        let keys: Vec<String> = (0..24)
-            .map(|i| format!("src/{}f{i}", if i % 3 == 0 { "sub/" } else { "" }))
-            .collect();
-        for k in &keys {
-            put(&c, &bucket, k, k.as_bytes()).await;
+async fn a_rename_cut_by_a_crash_finishes_on_restart() {
+    // The process aborts right after the move's intent is logged, and right after its first
+    // step (the new name) is applied: either way the restart rolls it forward. For a
+    // directory (its entries stay put) and for a chunked file moving between MNode groups.
+    for dir in [true, false] {
+        for failpoint in ["rename_logged", "rename_in_done"] {
+            rename_cut_by_a_crash(dir, failpoint).await;
         }
-        let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+    }
+}
+
+async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
+    let mut srv = Server::start(Opts::fast_gc().env("SAKER_FAILPOINT", failpoint));
+    let c = srv.client();
+    let bucket = new_bucket(&c, "renamecut").await;
+    let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let at = |name: &str| vec![bucket.clone(), name.to_string()];
+    // Source and target names: for a file, owned by different groups.
+    let (from, to) = if dir {
+        ("src".to_string(), "dst".to_string())
+    } else {
+        let to = (0..)
+            .map(|i| format!("moved{i}.bin"))
+            .find(|n| lib.owner(&at(n)) != lib.owner(&at("big.bin")))
+            .unwrap();
+        ("big.bin".to_string(), to)
+    };
+    let big = random_bytes(600 * 1024);
+    let keys: Vec<String> = if dir {
+        (0..24)
+            .map(|i| format!("src/{}f{i}", if i % 3 == 0 { "sub/" } else { "" }))
+            .collect()
+    } else {
+        vec!["big.bin".to_string()]
+    };
+    for k in &keys {
+        let data = if dir {
+            k.as_bytes().to_vec()
+        } else {
+            big.clone()
+        };
+        put(&c, &bucket, k, &data).await;
+    }
+    let req = saker_rpc::MetaRequest::CoordinatedRename {
+        from: at(&from),
+        to: at(&to),
+        noreplace: false,
+        cred: None,
+    };
+    let cut = lib.call(&at(&to), req).await;
+    assert!(
+        cut.is_err(),
+        "{failpoint}: the server was to abort, got {cut:?}"
+    );
+    srv.restart_with(Opts::fast_gc());
+    let c = srv.client();
+    let all = list_all(&c, &bucket, None).await;
+    assert!(
+        !all.iter().any(|k| k.starts_with(&from)),
+        "{failpoint}: the old name is gone: {all:?}"
+    );
+    let mut want: Vec<String> = keys.iter().map(|k| k.replacen(&from, &to, 1)).collect();
+    want.sort();
+    assert_eq!(all, want, "{failpoint}");
+    for k in &keys {
+        let moved = k.replacen(&from, &to, 1);
+        let data = if dir {
+            k.as_bytes().to_vec()
+        } else {
+            big.clone()
+        };
+        assert_eq!(get_bytes(&c, &bucket, &moved).await, data);
+    }
+    if !dir {
+        // The chunks moved with the inode: collecting the old name's garbage (and the leak
+        // scrub) leaves them alone. Deleting another object shows a collection has run.
+        put(&c, &bucket, "victim", &random_bytes(300 * 1024)).await;
+        let with_victim = srv.chunk_files();
+        c.delete_object()
+            .bucket(&bucket)
+            .key("victim")
+            .send()
             .await
             .unwrap();
-        let to = vec![bucket.clone(), "dst".to_string()];
-        let req = saker_rpc::MetaRequest::RenameDir {
-            from: vec![bucket.clone(), "src".to_string()],
-            to: to.clone(),
-            noreplace: false,
-            cred: None,
-        };
-        let cut = lib.call(&to, req).await;
-        assert!(
-            cut.is_err(),
-            "{failpoint}: the server was to abort, got {cut:?}"
-        );
-        srv.restart_with(Opts::default());
-        let c = srv.client();
-        assert_eq!(
-            list_all(&c, &bucket, Some("src/")).await,
-            Vec::<String>::new(),
-            "{failpoint}: the old name is gone"
-        );
-        let mut want: Vec<String> = keys.iter().map(|k| k.replacen("src/", "dst/", 1)).collect();
-        want.sort();
-        assert_eq!(
-            list_all(&c, &bucket, Some("dst/")).await,
-            want,
-            "{failpoint}"
-        );
-        for k in &keys {
-            let moved = k.replacen("src/", "dst/", 1);
-            assert_eq!(get_bytes(&c, &bucket, &moved).await, k.as_bytes());
-        }
+        let collected = poll_until(Duration::from_secs(20), || {
+            let n = srv.chunk_files();
+            async move { n < with_victim }
+        })
+        .await;
+        assert!(collected, "the deleted object's chunks were collected");
+        assert_eq!(get_bytes(&c, &bucket, &to).await, big);
     }
 }

@@ -1,6 +1,8 @@
-//! Directory rename (FalconFS §4.3). A directory's entries are keyed by its inode id, so they
-//! stay where they are; only the directory's own record moves, from the owner of the old name
-//! to the owner of the new one.
+//! Rename through the coordinator (FalconFS §4.3): of a directory, and of a file whose old and
+//! new names live in different MNode groups. Either way only the inode's own record moves,
+//! from the owner of the old name to the owner of the new one, in two logged steps.
+//!
+//! A directory's entries are keyed by its inode id, so they stay where they are:
 //!
 //! 1. Lock the paths: shared on every ancestor, exclusive on both names (see [`crate::locks`]).
 //! 2. Check that the caller may remove the source (and write it, when it changes parent: its
@@ -15,7 +17,13 @@
 //! 5. Log the intent in the [`RenameJournal`], put the directory at the new name
 //!    (`RenameDirIn`), remove the old name (`RenameDirOut`), drop the intent, thaw.
 //!
-//! Both steps of 5 are idempotent, so a crash anywhere in it is resolved by rolling forward:
+//! A file keeps its inode id and its chunk references (no byte is copied): the coordinator
+//! checks the caller's rights, blocks writes to the old path at its owner (`BlockPath`, which
+//! also drains the writes evaluated before it), reads the file, logs the intent, creates the
+//! new name (`RenameIn`, replacing a file there unless `noreplace`), removes the old one
+//! (`RenameOut`, which keeps the chunks) and unblocks.
+//!
+//! Both steps are idempotent, so a crash anywhere between them is resolved by rolling forward:
 //! a coordinator replays its logged intents when it starts, and retries an intent whose MNode
 //! did not answer until it does. An intent whose first step fails for good (the target's
 //! parent vanished meanwhile) is dropped: the directory keeps its old name.
@@ -49,6 +57,8 @@ pub struct RenameIntent {
     pub tags: Vec<(String, String)>,
     /// The empty directory the rename replaces.
     pub replace: Option<InodeId>,
+    /// A file rename must not replace an existing target.
+    pub noreplace: bool,
     pub cred: Option<Cred>,
 }
 
@@ -181,6 +191,15 @@ impl RenameJournal {
         self.pending.lock().1.remove(&seq);
     }
 
+    pub fn is_pending(&self, seq: u64) -> bool {
+        self.pending.lock().1.contains_key(&seq)
+    }
+
+    /// Whether an unresolved intent moves the inode at `from`.
+    pub fn moving(&self, from: &[String]) -> bool {
+        self.pending.lock().1.values().any(|i| i.from == from)
+    }
+
     /// The intents not resolved yet, oldest first.
     pub fn pending(&self) -> Vec<(u64, RenameIntent)> {
         self.pending
@@ -261,8 +280,8 @@ impl NamespaceCoordinator {
         }
     }
 
-    /// The directory-rename protocol (module docs).
-    pub(crate) async fn rename_dir_protocol(
+    /// The rename protocol (module docs).
+    pub(crate) async fn rename_protocol(
         &self,
         from: Vec<String>,
         to: Vec<String>,
@@ -282,11 +301,11 @@ impl NamespaceCoordinator {
         let source = self
             .checked(&from, source_mask(&from, &to), &cred, Want::ATTR)
             .await?;
-        if !source.attr.is_dir() {
-            return Err(MetaError::NotDir);
-        }
         if from == to {
             return Ok(source.attr);
+        }
+        if !source.attr.is_dir() {
+            return self.move_file(&from, &to, noreplace, &cred).await;
         }
         let (parent, attr) = self.freeze(&from).await?;
         let from_name = from.last().expect("checked length");
@@ -400,10 +419,87 @@ impl NamespaceCoordinator {
             data: view.data,
             tags: view.tags.unwrap_or_default(),
             replace,
+            noreplace: false,
             cred: cred.clone(),
         };
+        self.log_and_move(intent).await
+    }
+
+    /// A file: block its path, read it, check the target, log, move.
+    async fn move_file(
+        &self,
+        from: &[String],
+        to: &[String],
+        noreplace: bool,
+        cred: &Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let to_parent = &to[..to.len() - 1];
+        self.checked(to_parent, access::WRITE | access::EXEC, cred, Want::ATTR)
+            .await?;
+        match self.checked(to, 0, &None, Want::ATTR).await {
+            Err(MetaError::NotFound) => {}
+            Err(e) => return Err(e),
+            Ok(t) if t.attr.is_dir() => return Err(MetaError::IsDir),
+            Ok(_) if noreplace => return Err(MetaError::Exists),
+            Ok(_) => {
+                self.checked(to, access::DELETE, cred, Want::ATTR).await?;
+            }
+        }
+        self.call_owner(
+            from,
+            MetaRequest::BlockPath {
+                path: from.to_vec(),
+            },
+        )
+        .await?;
+        let result = self.move_blocked_file(from, to, noreplace, cred).await;
+        if self.journal.moving(from) {
+            // Logged but not finished: the path stays blocked until the resolver finishes
+            // the move (a write there now could release the chunks the new name holds).
+            return result;
+        }
+        let unblock = MetaRequest::UnblockPath {
+            path: from.to_vec(),
+        };
+        if let Err(e) = self.call_owner(from, unblock).await {
+            tracing::warn!(error = %e, "unblock failed");
+        }
+        result
+    }
+
+    async fn move_blocked_file(
+        &self,
+        from: &[String],
+        to: &[String],
+        noreplace: bool,
+        cred: &Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let want = Want {
+            meta: true,
+            data: true,
+            tags: true,
+        };
+        let view = self.checked(from, 0, &None, want).await?;
+        if view.attr.is_dir() {
+            return Err(MetaError::NotFound);
+        }
+        let intent = RenameIntent {
+            from: from.to_vec(),
+            to: to.to_vec(),
+            attr: view.attr,
+            meta: view.meta.unwrap_or_default(),
+            data: view.data,
+            tags: view.tags.unwrap_or_default(),
+            replace: None,
+            noreplace,
+            cred: cred.clone(),
+        };
+        self.log_and_move(intent).await
+    }
+
+    async fn log_and_move(&self, intent: RenameIntent) -> Result<Attr, MetaError> {
         let seq = self.journal.log(&intent)?;
-        fail_point("rename_dir_logged");
+        fail_point("rename_logged");
         match self.roll_forward(&intent).await {
             Ok(moved) => {
                 self.journal.done(seq);
@@ -411,7 +507,7 @@ impl NamespaceCoordinator {
             }
             Err(e) if transient(&e) => {
                 // Logged: it will be finished (the resolver retries).
-                tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "directory rename left to the resolver");
+                tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "rename left to the resolver");
                 Err(e)
             }
             Err(e) => {
@@ -423,30 +519,76 @@ impl NamespaceCoordinator {
 
     /// Both steps of a logged intent, each idempotent.
     async fn roll_forward(&self, intent: &RenameIntent) -> Result<Attr, MetaError> {
-        let put = MetaRequest::RenameDirIn {
-            to: intent.to.clone(),
-            attr: Box::new(intent.attr.clone()),
-            meta: intent.meta.clone(),
-            data: intent.data.clone(),
-            tags: intent.tags.clone(),
-            replace: intent.replace,
-            cred: intent.cred.clone(),
+        let dir = intent.attr.is_dir();
+        let put = if dir {
+            MetaRequest::RenameDirIn {
+                to: intent.to.clone(),
+                attr: Box::new(intent.attr.clone()),
+                meta: intent.meta.clone(),
+                data: intent.data.clone(),
+                tags: intent.tags.clone(),
+                replace: intent.replace,
+                cred: intent.cred.clone(),
+            }
+        } else {
+            MetaRequest::RenameIn {
+                from: intent.from.clone(),
+                to: intent.to.clone(),
+                attr: Box::new(intent.attr.clone()),
+                meta: intent.meta.clone(),
+                data: intent.data.clone(),
+                tags: intent.tags.clone(),
+                noreplace: intent.noreplace,
+                cred: intent.cred.clone(),
+            }
         };
         let moved = match self.call_owner(&intent.to, put).await? {
             MetaResponse::Attr(a) => a,
             other => {
                 return Err(MetaError::Internal(format!(
-                    "rename_dir_in answered {other:?}"
+                    "rename step 1 answered {other:?}"
                 )))
             }
         };
-        fail_point("rename_dir_in_done");
-        let out = MetaRequest::RenameDirOut {
-            from: intent.from.clone(),
-            id: intent.attr.id,
+        fail_point("rename_in_done");
+        let out = if dir {
+            MetaRequest::RenameDirOut {
+                from: intent.from.clone(),
+                id: intent.attr.id,
+            }
+        } else {
+            MetaRequest::RenameOut {
+                from: intent.from.clone(),
+                id: intent.attr.id,
+            }
         };
         self.call_owner(&intent.from, out).await?;
         Ok(moved)
+    }
+
+    /// After a restart, what a cut-off move left held at the MNodes (the freeze of a
+    /// directory, the block of a file's path) is released; neither is held by anyone else.
+    async fn release_holds(&self, intent: &RenameIntent) {
+        let req = if intent.attr.is_dir() {
+            MetaRequest::Unfreeze {
+                dir: intent.attr.id,
+            }
+        } else {
+            MetaRequest::UnblockPath {
+                path: intent.from.clone(),
+            }
+        };
+        for g in self.groups.values() {
+            let _ = g.call(untagged(), req.clone()).await;
+        }
+    }
+
+    /// Runs for the life of the process: finishes renames whose MNodes did not answer in time.
+    pub async fn run_resolver(self: std::sync::Arc<Self>) {
+        loop {
+            self.resolve_renames().await;
+            tokio::time::sleep(RETRY_EVERY).await;
+        }
     }
 
     /// Finishes the renames a previous run logged (or this one could not finish), retrying
@@ -459,16 +601,22 @@ impl NamespaceCoordinator {
             }
             for (seq, intent) in pending {
                 let _held = self.locks.lock(&[&intent.from, &intent.to]).await;
+                if !self.journal.is_pending(seq) {
+                    // Its own protocol finished it while we waited for the locks.
+                    continue;
+                }
                 match self.roll_forward(&intent).await {
                     Ok(_) => {
-                        tracing::info!(from = ?intent.from, to = ?intent.to, "logged directory rename finished");
+                        tracing::info!(from = ?intent.from, to = ?intent.to, "logged rename finished");
+                        self.release_holds(&intent).await;
                         self.journal.done(seq);
                     }
                     Err(e) if transient(&e) => {
-                        tracing::debug!(error = %e, "logged directory rename waits for its MNodes");
+                        tracing::debug!(error = %e, "logged rename waits for its MNodes");
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "logged directory rename abandoned: the directory keeps its old name");
+                        tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "logged rename abandoned: the inode keeps its old name");
+                        self.release_holds(&intent).await;
                         self.journal.done(seq);
                     }
                 }
@@ -513,6 +661,7 @@ mod tests {
             data: Some(Bytes::from_static(b"marker")),
             tags: vec![("k".into(), "v".into())],
             replace: Some(7),
+            noreplace: false,
             cred: None,
         }
     }

@@ -211,13 +211,13 @@ impl CoordinatorService for NamespaceCoordinator {
         Ok(())
     }
 
-    async fn rename_dir(
+    async fn rename(
         &self,
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError> {
-        self.rename_dir_protocol(from, to, noreplace, cred).await
+        self.rename_protocol(from, to, noreplace, cred).await
     }
 }

@@ -437,11 +437,9 @@ impl SakerFs {
         Ok(attr)
     }
 
-    /// rename(2). A file within one MNode group: one atomic request. A file across groups: the
-    /// bytes are copied (no chunk is ever referenced twice), the target is created with the
-    /// same inode id, then the source removed; a crash in between leaves both names (never
-    /// neither). A directory: the coordinator's protocol (`RenameDir`), which moves only the
-    /// directory's own record, whatever groups are involved.
+    /// rename(2). A file whose old and new names are in one MNode group: one atomic request
+    /// there. Anything else (a directory, a file moving between groups): the coordinator's
+    /// logged move (`CoordinatedRename`), which keeps the inode and its chunks.
     pub fn rename(
         &self,
         caller: &Caller,
@@ -462,108 +460,33 @@ impl SakerFs {
             return Err(FuseError::CrossDevice);
         }
         let cred = Some(caller.cred.clone());
-        let file = if self.cluster.owner(&from) == self.cluster.owner(&to) {
+        let coordinated = MetaRequest::CoordinatedRename {
+            from: from.clone(),
+            to: to.clone(),
+            noreplace,
+            cred: cred.clone(),
+        };
+        let attr = if self.cluster.owner(&from) == self.cluster.owner(&to) {
             let req = MetaRequest::Rename {
                 from: from.clone(),
                 to: to.clone(),
                 noreplace,
-                cred: cred.clone(),
+                cred,
             };
-            self.block(self.call_attr(&to, req))
-        } else {
-            self.block(self.rename_across(caller, &from, &to, noreplace))
-        };
-        let attr = match file {
-            // A directory (both paths answer `CrossGroup` for one).
-            Err(e) if e.errno() == fuser::Errno::EXDEV => {
-                let req = MetaRequest::RenameDir {
-                    from: from.clone(),
-                    to: to.clone(),
-                    noreplace,
-                    cred,
-                };
-                self.block(self.call_attr(&to, req))?
+            match self.block(self.call_attr(&to, req)) {
+                // A directory: the MNode says its dentry needs the coordinator.
+                Err(
+                    FuseError::Meta(MetaError::CrossGroup)
+                    | FuseError::Client(saker_client::ClientError::Meta(MetaError::CrossGroup)),
+                ) => self.block(self.call_attr(&to, coordinated))?,
+                other => other?,
             }
-            other => other?,
+        } else {
+            self.block(self.call_attr(&to, coordinated))?
         };
         let to_name = to.last().expect("checked length");
         self.inodes.lock().moved(attr.id, newparent, to_name);
         Ok(())
-    }
-
-    async fn rename_across(
-        &self,
-        caller: &Caller,
-        from: &[String],
-        to: &[String],
-        noreplace: bool,
-    ) -> Result<Attr> {
-        let want = Want {
-            meta: true,
-            data: true,
-            tags: true,
-        };
-        let view = self.access_view(from, access::DELETE, caller, want).await?;
-        if view.attr.is_dir() {
-            return Err(FuseError::CrossDevice);
-        }
-        let mut attr = view.attr;
-        let mut data = view.data;
-        let mut copied = None;
-        if let saker_rpc::Layout::Chunks(_) = &attr.layout {
-            let mut writer = saker_client::ChunkWriter::new(&self.cluster);
-            let mut stream = self.cluster.read_data(
-                &attr.layout,
-                None,
-                ReadRange {
-                    start: 0,
-                    end: attr.size,
-                },
-            );
-            while let Some(piece) = stream.next().await {
-                let piece = match piece {
-                    Ok(p) => p,
-                    Err(e) => {
-                        writer.abort().await;
-                        return Err(e.into());
-                    }
-                };
-                if let Err(e) = writer.write(&piece).await {
-                    writer.abort().await;
-                    return Err(e.into());
-                }
-            }
-            let written = writer.finish_chunked().await?;
-            attr.layout = written.layout.clone();
-            data = None;
-            copied = Some(crate::file::ChunkWriterGuard {
-                layout: written.layout,
-            });
-        }
-        let req = MetaRequest::RenameIn {
-            to: to.to_vec(),
-            attr: Box::new(attr),
-            meta: view.meta.unwrap_or_default(),
-            data,
-            tags: view.tags.unwrap_or_default(),
-            noreplace,
-            cred: Some(caller.cred.clone()),
-        };
-        let attr = match self.call_attr(to, req).await {
-            Ok(a) => a,
-            Err(e) => {
-                if let Some(g) = copied {
-                    g.discard(&self.cluster).await;
-                }
-                return Err(e);
-            }
-        };
-        let out = MetaRequest::RenameOut {
-            from: from.to_vec(),
-            id: attr.id,
-        };
-        self.call(from, out).await?;
-        Ok(attr)
     }
 
     pub fn readlink(&self, caller: &Caller, ino: u64) -> Result<Bytes> {

@@ -374,6 +374,11 @@ impl Executor {
                 Err(e) => return Ok(Err(MetaError::Internal(e.to_string()))),
             }
         }
+        // After the block was set, every write to the path waits (the block drains what was
+        // evaluated before it).
+        if let Some(path) = self.frozen.blocked(&p.req.written_paths()) {
+            return Err(Retry::Blocked(path));
+        }
         let sp = txn.savepoint();
         let ids_before = ctx.next_id;
         let result = apply_write(txn, ctx, &p.req);

@@ -1,4 +1,5 @@
-//! Directories frozen by the coordinator's rmdir protocol, and the waits on them.
+//! Directories frozen by the coordinator's rmdir and rename protocols, paths blocked by its
+//! file moves, and the waits on them.
 //!
 //! While a directory is frozen at its owner, writes that resolve through it are held back and
 //! remote lookups of it wait, so no new entry can appear under it while the coordinator checks
@@ -15,9 +16,29 @@ use tokio::sync::watch;
 /// How long an operation waits for a frozen directory before giving up.
 pub const FREEZE_WAIT: Duration = Duration::from_secs(30);
 
+/// How many holds are on one key, and the sender whose drop wakes the waiters.
+type Holds<K> = Mutex<HashMap<K, (u32, watch::Sender<()>)>>;
+
 #[derive(Default)]
 pub struct FrozenDirs {
-    dirs: Mutex<HashMap<InodeId, (u32, watch::Sender<()>)>>,
+    dirs: Holds<InodeId>,
+    /// Paths whose writes are held back while the coordinator moves the file there.
+    paths: Holds<Vec<String>>,
+}
+
+/// Waits until `rx`'s sender is dropped, for at most [`FREEZE_WAIT`].
+async fn until_dropped(mut rx: watch::Receiver<()>, what: &str) -> Result<(), MetaError> {
+    match tokio::time::timeout(FREEZE_WAIT, async {
+        // Err means the sender is gone: thawed or unblocked.
+        while rx.changed().await.is_ok() {}
+    })
+    .await
+    {
+        Ok(()) => Ok(()),
+        Err(_) => Err(MetaError::Unavailable(format!(
+            "{what} stayed frozen for {FREEZE_WAIT:?}"
+        ))),
+    }
 }
 
 impl FrozenDirs {
@@ -51,23 +72,76 @@ impl FrozenDirs {
             Some((_, tx)) => tx.subscribe(),
             None => return Ok(()),
         };
-        let mut rx = rx;
-        match tokio::time::timeout(FREEZE_WAIT, async {
-            // Err means the sender is gone: the directory was thawed.
-            while rx.changed().await.is_ok() {}
-        })
-        .await
-        {
-            Ok(()) => Ok(()),
-            Err(_) => Err(MetaError::Unavailable(format!(
-                "directory {id} stayed frozen for {FREEZE_WAIT:?}"
-            ))),
+        until_dropped(rx, &format!("directory {id}")).await
+    }
+
+    /// Blocks writes to `path` (blocks nest: each needs its own `unblock`).
+    pub fn block(&self, path: &[String]) {
+        self.paths
+            .lock()
+            .entry(path.to_vec())
+            .or_insert_with(|| (0, watch::channel(()).0))
+            .0 += 1;
+    }
+
+    /// Ends one block of `path`; the last one wakes the waiters. Unblocking a path that is not
+    /// blocked does nothing (a coordinator finishing a move after its restart does that).
+    pub fn unblock(&self, path: &[String]) {
+        let mut paths = self.paths.lock();
+        if let Some((count, _)) = paths.get_mut(path) {
+            *count -= 1;
+            if *count == 0 {
+                paths.remove(path);
+            }
         }
+    }
+
+    /// The first path `paths` that is blocked, if any.
+    pub fn blocked(&self, paths: &[&[String]]) -> Option<Vec<String>> {
+        let blocked = self.paths.lock();
+        if blocked.is_empty() {
+            return None;
+        }
+        paths
+            .iter()
+            .find(|p| blocked.contains_key(**p))
+            .map(|p| p.to_vec())
+    }
+
+    /// Waits until `path` is not blocked.
+    pub async fn wait_path(&self, path: &[String]) -> Result<(), MetaError> {
+        let rx = match self.paths.lock().get(path) {
+            Some((_, tx)) => tx.subscribe(),
+            None => return Ok(()),
+        };
+        until_dropped(rx, &format!("path /{}", path.join("/"))).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn blocked_paths_hold_writers_until_unblocked() {
+        let f = std::sync::Arc::new(FrozenDirs::default());
+        let p = vec!["b".to_string(), "f".to_string()];
+        let other = vec!["b".to_string(), "g".to_string()];
+        f.block(&p);
+        f.block(&p);
+        assert_eq!(f.blocked(&[&other, &p]), Some(p.clone()));
+        assert_eq!(f.blocked(&[&other]), None);
+        f.unblock(&p);
+        assert!(f.blocked(&[&p]).is_some(), "blocks nest");
+        let waiter = {
+            let (f, p) = (f.clone(), p.clone());
+            tokio::spawn(async move { f.wait_path(&p).await })
+        };
+        f.unblock(&p);
+        waiter.await.unwrap().unwrap();
+        assert_eq!(f.blocked(&[&p]), None);
+        f.unblock(&p); // not blocked: nothing happens
+        assert_eq!(f.blocked(&[&p]), None);
+    }
+
     use super::*;
 
     #[tokio::test]

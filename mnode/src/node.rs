@@ -581,7 +581,9 @@ impl Mnode {
         let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
         // A rename resolves its source path too.
         let also = match &req {
-            MetaRequest::Rename { from, .. } => Some(from.clone()),
+            MetaRequest::Rename { from, .. } | MetaRequest::RenameIn { from, .. } => {
+                Some(from.clone())
+            }
             _ => None,
         };
         let mut reaped = false;
@@ -639,6 +641,10 @@ impl Mnode {
                 Reply::Retry(Retry::Frozen(id)) => {
                     metrics::RETRIES.with_label_values(&["frozen"]).inc();
                     self.frozen.wait(id).await?;
+                }
+                Reply::Retry(Retry::Blocked(path)) => {
+                    metrics::RETRIES.with_label_values(&["blocked"]).inc();
+                    self.frozen.wait_path(&path).await?;
                 }
                 Reply::Retry(Retry::Reap(dir)) => {
                     metrics::RETRIES.with_label_values(&["reap"]).inc();
@@ -720,14 +726,14 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
-            MetaRequest::RenameDir {
+            MetaRequest::CoordinatedRename {
                 from,
                 to,
                 noreplace,
                 cred,
             } => self
                 .coordinator()?
-                .rename_dir(from, to, noreplace, cred)
+                .rename(from, to, noreplace, cred)
                 .await
                 .map(MetaResponse::Attr),
             MetaRequest::DeleteBucket { name } => self
@@ -747,6 +753,31 @@ impl MetaService for Mnode {
                 self.frozen.thaw(dir);
                 Ok(MetaResponse::Done)
             }
+            req @ MetaRequest::BlockPath { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    let path = req.path().expect("BlockPath names a path").to_vec();
+                    self.frozen.block(&path);
+                    // Writes to it evaluated before the block are applied first.
+                    match self.drain_inflight().await {
+                        Ok(()) => Ok(MetaResponse::Done),
+                        Err(e) => {
+                            self.frozen.unblock(&path);
+                            Err(e)
+                        }
+                    }
+                }
+            },
+            req @ MetaRequest::UnblockPath { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    self.frozen
+                        .unblock(req.path().expect("UnblockPath names a path"));
+                    Ok(MetaResponse::Done)
+                }
+            },
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),

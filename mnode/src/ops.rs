@@ -108,6 +108,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             cred,
         } => rename(txn, ctx, from, to, *noreplace, cred.as_ref()),
         MetaRequest::RenameIn {
+            from,
             to,
             attr,
             meta,
@@ -118,6 +119,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         } => rename_in(
             txn,
             ctx,
+            from,
             to,
             attr,
             &NewObject {
@@ -1002,12 +1004,14 @@ fn rename(
 fn rename_in(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
+    from: &[String],
     to: &[String],
     attr: &Attr,
     payloads: &NewObject,
     noreplace: bool,
     cred: Option<&Cred>,
 ) -> OpResult {
+    check_path(from, 2)?;
     check_path(to, 2)?;
     if attr.kind == FileKind::Dir {
         return Err(MetaError::CrossGroup);
@@ -1019,12 +1023,28 @@ fn rename_in(
     if clear_target(txn, ctx, &mut chain, name, attr.id, noreplace, cred)? {
         return Ok(MetaResponse::Attr(attr.clone()));
     }
+    // The old name in this group too (a path-walked name, or a caller that did not know):
+    // remove it in the same step, keeping the payloads, which the new name shares.
+    let mut entries = 1;
+    if let Ok(mut from_chain) = resolve_parents(txn, ctx.ns, from) {
+        let from_pid = from_chain.last().expect("root").attr.id;
+        if let Child::Other(loc) = child(txn, ctx.keys, from_pid, from.last().expect("len"))? {
+            if loc.attr.id == attr.id {
+                txn.delete(loc.key.expect("child has a key"));
+                if from_pid == chain.last().expect("root").attr.id {
+                    entries = 0;
+                } else {
+                    touch_parent(txn, ctx, &mut from_chain, -1, 0);
+                }
+            }
+        }
+    }
     let pid = chain.last().expect("root").attr.id;
     let mut attr = attr.clone();
     attr.ctime_ns = ctx.now_ns;
     put_attr(txn, &ctx.keys.inode(pid, name, false), &attr);
     write_payloads(txn, ctx.keys, attr.id, payloads);
-    touch_parent(txn, ctx, &mut chain, 1, 0);
+    touch_parent(txn, ctx, &mut chain, entries, 0);
     Ok(MetaResponse::Attr(attr))
 }
 
@@ -1040,7 +1060,10 @@ fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId
     let pid = chain.last().expect("root").attr.id;
     if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
         if loc.attr.id == id {
-            remove_file(txn, ctx, &mut chain, loc);
+            // The chunks moved with the inode: only the name and payloads go.
+            txn.delete(loc.key.expect("child has a key"));
+            delete_payloads(txn, ctx.keys, id);
+            touch_parent(txn, ctx, &mut chain, -1, 0);
         }
     }
     Ok(MetaResponse::Done)

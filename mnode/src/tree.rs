@@ -100,6 +100,8 @@ pub enum Retry {
     Lookup,
     /// A directory on the path is frozen by the rmdir protocol: wait for it, then retry.
     Frozen(InodeId),
+    /// The path is blocked while the coordinator moves the file there: wait, then retry.
+    Blocked(Vec<String>),
     /// An implicit directory is in the way of a new object: reap it (if empty), then retry.
     Reap(Vec<String>),
 }

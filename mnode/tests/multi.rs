@@ -393,8 +393,8 @@ async fn change_log_is_pushed_after_a_restart_and_applied_once() {
 }
 
 impl Cluster {
-    async fn rename_dir(&self, from: &str, to: &str, noreplace: bool) -> Result<Attr, MetaError> {
-        let req = MetaRequest::RenameDir {
+    async fn rename(&self, from: &str, to: &str, noreplace: bool) -> Result<Attr, MetaError> {
+        let req = MetaRequest::CoordinatedRename {
             from: p(from),
             to: p(to),
             noreplace,
@@ -426,7 +426,7 @@ async fn directory_rename_moves_only_the_directory_record() {
     let (b0, x0) = (c.attr("b").await.unwrap(), c.attr("b/x").await.unwrap());
 
     let moved = c
-        .rename_dir(&format!("b/{src}"), &format!("b/x/{dst}"), false)
+        .rename(&format!("b/{src}"), &format!("b/x/{dst}"), false)
         .await
         .unwrap();
     assert_eq!(moved.id, before.id, "the directory keeps its inode");
@@ -459,25 +459,25 @@ async fn directory_rename_moves_only_the_directory_record() {
     c.put("b/file").await.unwrap();
     let path = format!("b/x/{dst}");
     assert_eq!(
-        c.rename_dir(&path, "b/full", false).await.unwrap_err(),
+        c.rename(&path, "b/full", false).await.unwrap_err(),
         MetaError::NotEmpty
     );
     assert_eq!(
-        c.rename_dir(&path, "b/file", false).await.unwrap_err(),
+        c.rename(&path, "b/file", false).await.unwrap_err(),
         MetaError::NotDir
     );
     assert_eq!(
-        c.rename_dir(&path, "b/empty", true).await.unwrap_err(),
+        c.rename(&path, "b/empty", true).await.unwrap_err(),
         MetaError::Exists
     );
     assert!(matches!(
-        c.rename_dir(&path, &format!("{path}/sub/inner"), false)
+        c.rename(&path, &format!("{path}/sub/inner"), false)
             .await
             .unwrap_err(),
         MetaError::Invalid(_)
     ));
     let replaced = c.attr("b/empty").await.unwrap().id;
-    let moved = c.rename_dir(&path, "b/empty", false).await.unwrap();
+    let moved = c.rename(&path, "b/empty", false).await.unwrap();
     assert_eq!(moved.id, before.id);
     assert_ne!(c.attr("b/empty").await.unwrap().id, replaced);
     c.attr("b/empty/sub/deep").await.unwrap();
@@ -525,7 +525,7 @@ async fn directory_rename_races_lookups_and_creates_inside_it() {
             })
             .collect();
         tokio::task::yield_now().await;
-        c.rename_dir(&from, &to, false).await.unwrap();
+        c.rename(&from, &to, false).await.unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut created = Vec::new();
         for w in workers {
@@ -538,5 +538,80 @@ async fn directory_rename_races_lookups_and_creates_inside_it() {
         c.attr(&format!("{to}/seed")).await.unwrap();
         assert_eq!(c.attr(&from).await.unwrap_err(), MetaError::NotFound);
         name = next;
+    }
+}
+
+impl Cluster {
+    async fn data(&self, path: &str) -> Result<Vec<u8>, MetaError> {
+        let want = Want {
+            meta: false,
+            data: true,
+            tags: false,
+        };
+        let req = MetaRequest::Lookup {
+            path: p(path),
+            want,
+        };
+        match self.call(&p(path), req).await? {
+            MetaResponse::Object(v) => Ok(v.data.unwrap_or_default().to_vec()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_file_moves_between_groups_keeping_its_inode_while_writers_wait() {
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    c.mkdir("b/x").await.unwrap();
+    c.mkdir("b/y").await.unwrap();
+    let from = format!("b/x/{}", c.name_on(1, "f"));
+    let to = format!("b/y/{}", c.name_on(3, "g"));
+    c.put(&from).await.unwrap();
+    let id = c.attr(&from).await.unwrap().id;
+    let (x0, y0) = (c.attr("b/x").await.unwrap(), c.attr("b/y").await.unwrap());
+    let moved = c.rename(&from, &to, false).await.unwrap();
+    assert_eq!(moved.id, id, "the inode keeps its id");
+    assert_eq!(c.data(&to).await.unwrap(), b"x");
+    assert_eq!(c.attr(&from).await.unwrap_err(), MetaError::NotFound);
+    assert_eq!(c.attr("b/x").await.unwrap().children, x0.children - 1);
+    assert_eq!(c.attr("b/y").await.unwrap().children, y0.children + 1);
+    // Within one group through the coordinator: one step, payloads kept.
+    let same = format!("b/y/{}", c.name_on(3, "h"));
+    assert_eq!(c.rename(&to, &same, false).await.unwrap().id, id);
+    assert_eq!(c.data(&same).await.unwrap(), b"x");
+    assert_eq!(c.attr(&to).await.unwrap_err(), MetaError::NotFound);
+    // noreplace over an existing file, and a file over a directory.
+    c.put(&to).await.unwrap();
+    assert_eq!(
+        c.rename(&same, &to, true).await.unwrap_err(),
+        MetaError::Exists
+    );
+    assert_eq!(
+        c.rename(&same, "b/x", false).await.unwrap_err(),
+        MetaError::IsDir
+    );
+
+    // Writers of the source path while it moves wait for the move, then succeed.
+    for round in 0..10 {
+        let src = format!("b/x/{}", c.name_on(2, &format!("w{round}-")));
+        let dst = format!("b/y/{}", c.name_on(4, &format!("v{round}-")));
+        c.put(&src).await.unwrap();
+        let writers: Vec<_> = (0..4)
+            .map(|_| {
+                let (c, src) = (c.clone(), src.clone());
+                tokio::spawn(async move {
+                    for _ in 0..5 {
+                        c.put(&src).await.unwrap();
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        c.rename(&src, &dst, false).await.unwrap();
+        for w in writers {
+            w.await.unwrap();
+        }
+        assert_eq!(c.data(&dst).await.unwrap(), b"x");
     }
 }

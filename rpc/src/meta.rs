@@ -291,6 +291,15 @@ pub enum MetaRequest {
         name: String,
         dir: InodeId,
     },
+    /// At the owner of `path`: hold back every write to exactly this path (but the
+    /// coordinator's own `RenameOut`) until `UnblockPath`, once writes already evaluated have
+    /// been applied (the per-name block of a file move).
+    BlockPath {
+        path: Vec<String>,
+    },
+    UnblockPath {
+        path: Vec<String>,
+    },
 
     // ---- writes ----
     /// Create or replace the file at `path`. Parents must exist (`MissingParent` otherwise).
@@ -337,10 +346,14 @@ pub enum MetaRequest {
         noreplace: bool,
         cred: Option<Cred>,
     },
-    /// Cross-group file rename, step 1 at the target's owner: create (or replace) `to` as
-    /// inode `attr` (its id kept) with these payloads. The client copied the bytes, so no chunk
-    /// is referenced twice. Idempotent: `to` already naming `attr.id` is success.
+    /// Cross-group file rename, step 1 at the target's owner (the coordinator blocked the
+    /// source path and logged the move): create (or replace) `to` as inode `attr`, its id and
+    /// chunk references kept, with these payloads. Idempotent: `to` already naming `attr.id`
+    /// is success.
     RenameIn {
+        /// The old name: when this group holds it too, the whole rename is done here at once
+        /// (and step 2 finds nothing to do).
+        from: Vec<String>,
         to: Vec<String>,
         attr: Box<Attr>,
         meta: ObjectMeta,
@@ -350,7 +363,8 @@ pub enum MetaRequest {
         cred: Option<Cred>,
     },
     /// Cross-group file rename, step 2 at the source's owner: remove `from` if it still names
-    /// inode `id` (permissions were checked before step 1).
+    /// inode `id`, keeping its chunks (they moved with the inode). Not held back by the block
+    /// on `from` (it is the move's own step). Idempotent.
     RenameOut {
         from: Vec<String>,
         id: InodeId,
@@ -460,9 +474,10 @@ pub enum MetaRequest {
         bucket: String,
         dirs: Vec<InodeId>,
     },
-    /// rename(2) of a directory: the MNode hands it to the coordinator's protocol
-    /// ([`crate::CoordinatorService::rename_dir`]). Answers the moved directory.
-    RenameDir {
+    /// rename(2) carried out by the coordinator ([`crate::CoordinatorService::rename`]): of a
+    /// directory, and of a file whose old and new names live in different groups. The MNode
+    /// that receives it hands it on. Answers the moved inode.
+    CoordinatedRename {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
@@ -532,7 +547,24 @@ impl MetaRequest {
                 | MetaRequest::Freeze { .. }
                 | MetaRequest::Unfreeze { .. }
                 | MetaRequest::Invalidate { .. }
+                | MetaRequest::BlockPath { .. }
+                | MetaRequest::UnblockPath { .. }
         )
+    }
+
+    /// The paths whose entries this write changes, for the per-path blocks of file moves.
+    pub fn written_paths(&self) -> Vec<&[String]> {
+        match self {
+            MetaRequest::Rename { from, to, .. } => vec![from, to],
+            // The move's own step, and requests that are not writes to a name.
+            MetaRequest::RenameOut { .. }
+            | MetaRequest::RenameDirOut { .. }
+            | MetaRequest::BlockPath { .. }
+            | MetaRequest::UnblockPath { .. }
+            | MetaRequest::Freeze { .. } => Vec::new(),
+            r if r.is_write() => r.path().into_iter().collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// The full path this request names, if it names one.
@@ -556,7 +588,7 @@ impl MetaRequest {
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
             | MetaRequest::SetUserMeta { path, .. }
-            | MetaRequest::RenameDir { to: path, .. }
+            | MetaRequest::CoordinatedRename { to: path, .. }
             | MetaRequest::RenameDirIn { to: path, .. }
             | MetaRequest::RenameDirOut { from: path, .. }
             | MetaRequest::CreateUpload { path, .. }
@@ -564,6 +596,8 @@ impl MetaRequest {
             | MetaRequest::CompleteUpload { path, .. }
             | MetaRequest::AbortUpload { path, .. }
             | MetaRequest::Freeze { path }
+            | MetaRequest::BlockPath { path }
+            | MetaRequest::UnblockPath { path }
             | MetaRequest::RemoveDir { path, .. } => Some(path),
             MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
                 Some(std::slice::from_ref(name))
@@ -613,7 +647,7 @@ impl MetaRequest {
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
             MetaRequest::SetUserMeta { .. } => "set_user_meta",
-            MetaRequest::RenameDir { .. } => "rename_dir",
+            MetaRequest::CoordinatedRename { .. } => "coordinated_rename",
             MetaRequest::RenameDirIn { .. } => "rename_dir_in",
             MetaRequest::RenameDirOut { .. } => "rename_dir_out",
             MetaRequest::CreateUpload { .. } => "create_upload",
@@ -630,6 +664,8 @@ impl MetaRequest {
             MetaRequest::Freeze { .. } => "freeze",
             MetaRequest::Unfreeze { .. } => "unfreeze",
             MetaRequest::Invalidate { .. } => "invalidate",
+            MetaRequest::BlockPath { .. } => "block_path",
+            MetaRequest::UnblockPath { .. } => "unblock_path",
             MetaRequest::ApplyChanges { .. } => "apply_changes",
             MetaRequest::RemoveDir { .. } => "remove_dir",
             MetaRequest::PurgeDirs { .. } => "purge_dirs",

@@ -21,11 +21,13 @@ pub trait CoordinatorService: Send + Sync + 'static {
     /// freeze at the owner, invalidate everywhere, check, remove). `NotEmpty` if it does not.
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError>;
 
-    /// Renames the directory at `from` to `to` (replacing an empty directory there unless
-    /// `noreplace`), checking `cred`'s permissions: freeze, invalidate everywhere, move the
-    /// directory's own record between owners (its entries stay: they are keyed by its id).
-    /// Answers the moved directory.
-    async fn rename_dir(
+    /// Renames `from` to `to`, checking `cred`'s permissions, as one logged move of the
+    /// inode's record between the names' owners (two steps, rolled forward after a crash). A
+    /// directory is frozen and invalidated everywhere first (its entries stay: they are keyed
+    /// by its id) and may replace an empty directory; a file's path is blocked at its owner
+    /// and its chunks move with it. `noreplace` refuses an existing target. Answers the moved
+    /// inode.
+    async fn rename(
         &self,
         from: Vec<String>,
         to: Vec<String>,

@@ -130,7 +130,7 @@ impl CoordinatorService for FakeCoordinator {
         }
     }
 
-    async fn rename_dir(
+    async fn rename(
         &self,
         from: Vec<String>,
         to: Vec<String>,
@@ -335,7 +335,7 @@ async fn the_coordinator_is_reached_through_the_same_address() {
         groups: vec![9],
     };
     let moved = c
-        .rename_dir(
+        .rename(
             path(&["b", "x"]),
             path(&["b", "y", "z"]),
             false,
@@ -345,7 +345,7 @@ async fn the_coordinator_is_reached_through_the_same_address() {
         .unwrap();
     assert_eq!((moved.id, moved.kind), (3, saker_rpc::FileKind::Dir));
     assert_eq!(
-        c.rename_dir(path(&["b", "x"]), path(&["b", "w"]), true, None)
+        c.rename(path(&["b", "x"]), path(&["b", "w"]), true, None)
             .await,
         Err(MetaError::Exists)
     );

@@ -64,11 +64,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             groups.clone(),
             RenameJournal::open(&cfg.data_dir.join("renames"))?,
         ));
-        // Renames a crash left half done are finished once their MNodes answer.
-        tokio::spawn({
-            let namespace = namespace.clone();
-            async move { namespace.resolve_renames().await }
-        });
+        // Renames a crash (or an MNode that stopped answering) left half done are finished
+        // once their MNodes answer.
+        tokio::spawn(namespace.clone().run_resolver());
         namespace
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())

@@ -152,8 +152,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     ));
     let coordinator: Arc<dyn CoordinatorService> = namespace.clone();
     local.connect(coordinator.clone());
-    // Directory renames a crash left half done are finished before serving (or, if an MNode
-    // keeps failing them, in the background).
+    // Renames a crash left half done are finished before serving (or, if an MNode keeps
+    // failing them, in the background, as are renames whose MNodes stop answering later).
     let resolving = tokio::spawn({
         let namespace = namespace.clone();
         async move { namespace.resolve_renames().await }
@@ -162,8 +162,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .is_err()
     {
-        tracing::warn!("logged directory renames are still unresolved; retrying in the background");
+        tracing::warn!("logged renames are still unresolved; retrying in the background");
     }
+    tokio::spawn(namespace.clone().run_resolver());
     let map = ClusterMap {
         version: 1,
         groups: local.router.ring().groups().to_vec(),

@@ -88,7 +88,7 @@ impl CoordinatorService for NoCoordinator {
         Err(MetaError::NotPermitted)
     }
 
-    async fn rename_dir(
+    async fn rename(
         &self,
         _: Vec<String>,
         _: Vec<String>,

@@ -10,7 +10,7 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameDirCall};
+use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameCall};
 use super::MAX_MESSAGE;
 use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
@@ -167,20 +167,20 @@ impl CoordinatorService for RemoteCoordinator {
         self.channel.reply::<Result<(), MetaError>>(reply)?
     }
 
-    async fn rename_dir(
+    async fn rename(
         &self,
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError> {
-        let call = RenameDirCall {
+        let call = RenameCall {
             from,
             to,
             noreplace,
             cred,
         };
-        let reply = self.channel.client.clone().rename_dir(frame(&call)).await;
+        let reply = self.channel.client.clone().rename(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 }

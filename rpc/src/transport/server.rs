@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameDirCall};
+use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameCall};
 use super::MAX_MESSAGE;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
@@ -136,13 +136,13 @@ impl Saker for Handler {
         Ok(frame(encode(&result)))
     }
 
-    async fn rename_dir(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let call: RenameDirCall = decode(&request.into_inner().body)
+    async fn rename(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: RenameCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let result = detached(async move {
             coordinator
-                .rename_dir(call.from, call.to, call.noreplace, call.cred)
+                .rename(call.from, call.to, call.noreplace, call.cred)
                 .await
         })
         .await?;

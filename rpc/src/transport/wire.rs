@@ -36,9 +36,9 @@ pub(super) struct RemoveDirCall {
     pub cond: RemoveCond,
 }
 
-/// `RenameDir`: the coordinator's directory-rename protocol.
+/// `Rename`: the coordinator's rename protocol.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct RenameDirCall {
+pub(super) struct RenameCall {
     pub from: Vec<String>,
     pub to: Vec<String>,
     pub noreplace: bool,
