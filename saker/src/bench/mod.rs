@@ -4,6 +4,7 @@ mod balance;
 mod meta;
 mod s3;
 mod sigv4;
+mod traverse;
 
 use clap::Subcommand;
 
@@ -17,12 +18,16 @@ pub enum BenchCommand {
     /// Inode balance over MNode groups on generated trees (FalconFS Tab. 3): a placement
     /// simulation with the production router and balancer.
     Balance(balance::BalanceBenchArgs),
+    /// Build a directory tree, then read every file once in random order through a fresh
+    /// client (FalconFS §6.4): files/s, RPCs per read, client memory.
+    Traverse(traverse::TraverseBenchArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::S3(args) => s3::run(args).await,
         BenchCommand::Meta(args) => meta::run(args).await,
+        BenchCommand::Traverse(args) => traverse::run(args).await,
         BenchCommand::Balance(args) => balance::run(args).await,
     }
 }
