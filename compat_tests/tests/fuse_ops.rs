@@ -1,7 +1,7 @@
 //! Each FUSE operation against a real mount (`saker server --mount`): file data (random
 //! offsets, sparse files, O_APPEND, truncate, fsync), attributes (chmod, chown, utimens),
 //! rename (within and across directories, replacing, RENAME_NOREPLACE, RENAME_EXCHANGE),
-//! symlinks, the unsupported link/mknod, readdir, statfs, extended attributes as S3 user
+//! symlinks, special files, the unsupported link, readdir, statfs, extended attributes as S3 user
 //! metadata, locks, long paths, and the errnos of bad calls.
 
 mod common;
@@ -253,16 +253,42 @@ fn symlinks_readdir_statfs_and_unsupported_calls() {
     std::os::unix::fs::symlink("/no/such/place", b.join("dangling")).unwrap();
     assert_eq!(errno(std::fs::read(b.join("dangling"))), libc::ENOENT);
 
-    // Hard links and special files: EPERM, as documented.
+    // Hard links: EPERM, as documented.
     assert_eq!(
         errno(std::fs::hard_link(b.join("target.txt"), b.join("hard"))),
         libc::EPERM
     );
+    // FIFOs and device nodes exist with their type, mode and device number, not in S3.
     let fifo = cpath(&b.join("fifo"));
     assert_eq!(
-        libc_errno(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) } as i64),
-        libc::EPERM
+        libc_errno(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) } as i64),
+        0
     );
+    let meta = std::fs::symlink_metadata(b.join("fifo")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
+    assert_eq!(meta.mode() & 0o777, 0o640);
+    let dev = cpath(&b.join("dev"));
+    let rdev = libc::makedev(1, 3);
+    assert_eq!(
+        libc_errno(unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, rdev) } as i64),
+        0
+    );
+    let meta = std::fs::symlink_metadata(b.join("dev")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &meta.file_type()
+    ));
+    assert_eq!(meta.rdev(), rdev);
+    assert_eq!(
+        libc_errno(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) } as i64),
+        libc::EEXIST
+    );
+    let rt = rt();
+    let listed = rt.block_on(list_all(&m.srv.client(), "misc", None));
+    assert!(
+        !listed.iter().any(|k| k == "fifo" || k == "dev"),
+        "{listed:?}"
+    );
+    std::fs::remove_file(b.join("fifo")).unwrap();
 
     // readdir lists everything, with types.
     std::fs::create_dir(b.join("sub")).unwrap();

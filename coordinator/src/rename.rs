@@ -63,7 +63,7 @@ pub struct RenameIntent {
 }
 
 /// The access mask the caller needs on a directory it moves: remove it from its parent, and
-/// write it when its parent changes (its `..` entry does).
+/// write it when its parent changes (its `..` entry does). A file needs only the first.
 pub fn source_mask(from: &[String], to: &[String]) -> u32 {
     if from[..from.len() - 1] == to[..to.len() - 1] {
         access::DELETE
@@ -299,13 +299,17 @@ impl NamespaceCoordinator {
         let _held = self.locks.lock(&[&from, &to]).await;
         // The caller's rights on both sides, before anything changes.
         let source = self
-            .checked(&from, source_mask(&from, &to), &cred, Want::ATTR)
+            .checked(&from, access::DELETE, &cred, Want::ATTR)
             .await?;
         if from == to {
             return Ok(source.attr);
         }
         if !source.attr.is_dir() {
             return self.move_file(&from, &to, noreplace, &cred).await;
+        }
+        let mask = source_mask(&from, &to);
+        if mask != access::DELETE {
+            self.checked(&from, mask, &cred, Want::ATTR).await?;
         }
         let (parent, attr) = self.freeze(&from).await?;
         let from_name = from.last().expect("checked length");

@@ -24,6 +24,16 @@ use crate::inodes::{Inodes, PATH_MAX, ROOT};
 /// Entries a directory scan asks each group for at once.
 const SCAN_PAGE: u32 = 1000;
 
+/// What `create_node` makes.
+pub enum NewNode {
+    /// A regular file (an existing one is answered as is unless `exclusive`).
+    File { exclusive: bool },
+    /// A symbolic link to this target.
+    Symlink(String),
+    /// A FIFO, socket or device node.
+    Special(FileKind),
+}
+
 /// One open file handle.
 pub struct Handle {
     pub ino: u64,
@@ -97,6 +107,21 @@ pub fn kind(k: FileKind) -> fuser::FileType {
         FileKind::File => fuser::FileType::RegularFile,
         FileKind::Dir => fuser::FileType::Directory,
         FileKind::Symlink => fuser::FileType::Symlink,
+        FileKind::Fifo => fuser::FileType::NamedPipe,
+        FileKind::Socket => fuser::FileType::Socket,
+        FileKind::CharDevice(_) => fuser::FileType::CharDevice,
+        FileKind::BlockDevice(_) => fuser::FileType::BlockDevice,
+    }
+}
+
+/// The kind `mknod(2)` asks for with `mode`'s type bits and `rdev`.
+pub fn special_kind(mode: u32, rdev: u32) -> Option<FileKind> {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => Some(FileKind::Fifo),
+        libc::S_IFSOCK => Some(FileKind::Socket),
+        libc::S_IFCHR => Some(FileKind::CharDevice(rdev)),
+        libc::S_IFBLK => Some(FileKind::BlockDevice(rdev)),
+        _ => None,
     }
 }
 
@@ -105,7 +130,12 @@ pub fn kind(k: FileKind) -> fuser::FileType {
 pub fn file_attr(a: &Attr, size: Option<u64>) -> fuser::FileAttr {
     let size = match a.kind {
         FileKind::Dir => 4096,
+        k if k.is_special() => 0,
         _ => size.unwrap_or(a.size),
+    };
+    let rdev = match a.kind {
+        FileKind::CharDevice(r) | FileKind::BlockDevice(r) => r,
+        _ => 0,
     };
     fuser::FileAttr {
         ino: fuser::INodeNo(a.id),
@@ -120,7 +150,7 @@ pub fn file_attr(a: &Attr, size: Option<u64>) -> fuser::FileAttr {
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        rdev,
         blksize: 4096,
         flags: 0,
     }
@@ -407,20 +437,24 @@ impl SakerFs {
         Ok(())
     }
 
-    /// Creates a regular file (`symlink: None`) or a symbolic link.
+    /// Creates a regular file, a symbolic link or a special file.
     pub fn create_node(
         &self,
         caller: &Caller,
         parent: u64,
         name: &OsStr,
         mode: u32,
-        exclusive: bool,
-        symlink: Option<String>,
+        node: NewNode,
     ) -> Result<Attr> {
         let path = self.child_path(parent, name)?;
         if parent == ROOT {
             return Err(FuseError::Meta(MetaError::NotPermitted));
         }
+        let (exclusive, symlink, special) = match node {
+            NewNode::File { exclusive } => (exclusive, None, None),
+            NewNode::Symlink(target) => (true, Some(target), None),
+            NewNode::Special(kind) => (true, None, Some(kind)),
+        };
         let req = MetaRequest::Create {
             path: path.clone(),
             mode: mode & 0o7777,
@@ -428,6 +462,7 @@ impl SakerFs {
             gid: caller.cred.gid,
             exclusive,
             symlink,
+            special,
             cred: Some(caller.cred.clone()),
         };
         let attr = self.block(self.call_attr(&path, req))?;
@@ -647,7 +682,7 @@ impl SakerFs {
         flags: i32,
     ) -> Result<(Attr, u64)> {
         let exclusive = flags & libc::O_EXCL != 0;
-        let attr = self.create_node(caller, parent, name, mode, exclusive, None)?;
+        let attr = self.create_node(caller, parent, name, mode, NewNode::File { exclusive })?;
         if attr.kind != FileKind::File {
             return Err(MetaError::Exists.into());
         }

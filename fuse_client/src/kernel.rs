@@ -13,7 +13,7 @@ use fuser::{
 use saker_rpc::Attr;
 
 use crate::error::FuseError;
-use crate::fs::{kind, set_time, Caller, SakerFs};
+use crate::fs::{kind, set_time, special_kind, Caller, NewNode, SakerFs};
 
 /// The kernel may send writes this large (fewer, bigger requests than the 128 KiB default).
 const MAX_WRITE: u32 = 1024 * 1024;
@@ -130,14 +130,20 @@ impl fuser::Filesystem for SakerFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            reply.error(fail("mknod", &FuseError::Unsupported("special files")));
-            return;
-        }
-        match self.create_node(&caller(req), parent.0, name, mode & !umask, true, None) {
+        let node = match special_kind(mode, rdev) {
+            Some(kind) => NewNode::Special(kind),
+            None if mode & libc::S_IFMT == libc::S_IFREG || mode & libc::S_IFMT == 0 => {
+                NewNode::File { exclusive: true }
+            }
+            None => {
+                reply.error(Errno::EINVAL);
+                return;
+            }
+        };
+        match self.create_node(&caller(req), parent.0, name, mode & !umask, node) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("mknod", &e)),
         }
@@ -184,7 +190,13 @@ impl fuser::Filesystem for SakerFs {
             reply.error(Errno::EINVAL);
             return;
         };
-        match self.create_node(&caller(req), parent.0, link_name, 0o777, true, Some(target)) {
+        match self.create_node(
+            &caller(req),
+            parent.0,
+            link_name,
+            0o777,
+            NewNode::Symlink(target),
+        ) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("symlink", &e)),
         }

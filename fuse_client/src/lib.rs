@@ -23,8 +23,10 @@
 //!   they are); a file renamed across MNode groups is copied, then the source removed: a
 //!   crash in between leaves both names, never neither.
 //!
+//! - FIFOs, sockets and device nodes (mknod) are inodes without data, invisible to S3.
+//!
 //! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
-//! special files (EPERM), RENAME_EXCHANGE (EINVAL).
+//! RENAME_EXCHANGE (EINVAL).
 
 mod config;
 mod error;

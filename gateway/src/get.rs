@@ -40,7 +40,11 @@ pub async fn lookup_object(
     let is_object = match view.attr.kind {
         FileKind::File => !kp.dir_marker,
         FileKind::Dir => kp.dir_marker && !view.attr.implicit,
-        FileKind::Symlink => false,
+        FileKind::Symlink
+        | FileKind::Fifo
+        | FileKind::Socket
+        | FileKind::CharDevice(_)
+        | FileKind::BlockDevice(_) => false,
     };
     if !is_object {
         return Err(S3Error::new(S3ErrorCode::NoSuchKey));

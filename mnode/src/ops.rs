@@ -87,6 +87,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             gid,
             exclusive,
             symlink,
+            special,
             cred,
         } => create(
             txn,
@@ -98,6 +99,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 gid: *gid,
                 exclusive: *exclusive,
                 symlink: symlink.as_deref(),
+                special: *special,
             },
             cred.as_ref(),
         ),
@@ -734,8 +736,12 @@ fn set_attr(
     if let Some(size) = ch.size {
         match attr.kind {
             FileKind::Dir => return Err(MetaError::IsDir),
-            FileKind::Symlink => return Err(MetaError::Invalid("truncate of a symlink".into())),
             FileKind::File => {}
+            _ => {
+                return Err(MetaError::Invalid(
+                    "truncate of a symlink or special file".into(),
+                ))
+            }
         }
         if size != 0 {
             return Err(MetaError::Invalid(
@@ -836,6 +842,7 @@ struct NewFile<'a> {
     gid: u32,
     exclusive: bool,
     symlink: Option<&'a str>,
+    special: Option<FileKind>,
 }
 
 fn create(
@@ -850,12 +857,16 @@ fn create(
     perm::search(&chain, cred)?;
     let parent = chain.last().expect("root").attr.clone();
     let name = path.last().expect("checked length");
+    if spec.special.is_some_and(|k| !k.is_special()) {
+        return Err(MetaError::Invalid(
+            "special must be a FIFO, socket or device".into(),
+        ));
+    }
+    let new_name_only = spec.exclusive || spec.symlink.is_some() || spec.special.is_some();
     match child(txn, ctx.keys, parent.id, name)? {
-        Child::Dir(_) if spec.exclusive || spec.symlink.is_some() => return Err(MetaError::Exists),
+        Child::Dir(_) if new_name_only => return Err(MetaError::Exists),
         Child::Dir(_) => return Err(MetaError::IsDir),
-        Child::Other(_) if spec.exclusive || spec.symlink.is_some() => {
-            return Err(MetaError::Exists)
-        }
+        Child::Other(_) if new_name_only => return Err(MetaError::Exists),
         Child::Other(loc) => {
             if let Some(c) = cred {
                 let mut want = 0;
@@ -874,9 +885,10 @@ fn create(
     } else {
         spec.gid
     };
-    let (kind, mode, data): (FileKind, u32, &[u8]) = match spec.symlink {
-        Some(target) => (FileKind::Symlink, 0o777, target.as_bytes()),
-        None => (FileKind::File, spec.mode & 0o7777, &[]),
+    let (kind, mode, data): (FileKind, u32, &[u8]) = match (spec.symlink, spec.special) {
+        (Some(target), _) => (FileKind::Symlink, 0o777, target.as_bytes()),
+        (None, Some(kind)) => (kind, spec.mode & 0o7777, &[]),
+        (None, None) => (FileKind::File, spec.mode & 0o7777, &[]),
     };
     let mut attr = new_attr(ctx, kind, mode, spec.uid, gid);
     attr.size = data.len() as u64;

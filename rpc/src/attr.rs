@@ -4,12 +4,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::InodeId;
 
-/// What an inode is.
+/// What an inode is. FIFOs, sockets and device nodes exist for the FUSE front end only (no
+/// data; S3 neither lists nor serves them); a device carries its device number (`rdev`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {
     File,
     Dir,
     Symlink,
+    Fifo,
+    Socket,
+    CharDevice(u32),
+    BlockDevice(u32),
+}
+
+impl FileKind {
+    /// A FIFO, socket or device node.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileKind::Fifo | FileKind::Socket | FileKind::CharDevice(_) | FileKind::BlockDevice(_)
+        )
+    }
 }
 
 /// One chunk of file data on the chunkstores.

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::attr::{Attr, Checksums, Entry, Layout, ObjectMeta, PartInfo};
+use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta, PartInfo};
 use crate::InodeId;
 pub use saker_namespace::Dentry;
 
@@ -328,7 +328,8 @@ pub enum MetaRequest {
         cred: Option<Cred>,
     },
     /// POSIX create of an empty regular file (or, with `symlink`, a symbolic link to that
-    /// target). An existing file is answered as is unless `exclusive`.
+    /// target; with `special`, a FIFO, socket or device node: mknod). An existing file is
+    /// answered as is unless `exclusive`.
     Create {
         path: Vec<String>,
         mode: u32,
@@ -336,6 +337,7 @@ pub enum MetaRequest {
         gid: u32,
         exclusive: bool,
         symlink: Option<String>,
+        special: Option<FileKind>,
         cred: Option<Cred>,
     },
     /// Rename a file within one group (both names owned by the group this is sent to): one
