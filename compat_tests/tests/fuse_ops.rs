@@ -380,8 +380,8 @@ fn bad_calls_get_the_right_errno() {
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(deep.join("leaf"), b"deep").unwrap();
     assert_eq!(std::fs::read(deep.join("leaf")).unwrap(), b"deep");
-    // ... and a name that would take the full path past PATH_MAX (reached through a
-    // directory fd, as the kernel passes no longer path) is ENAMETOOLONG.
+    // ... and, as on a local file system, a process goes deeper through relative paths (here
+    // a directory fd): the full path may pass PATH_MAX, each call's argument may not.
     let dirfd = File::open(&deep).unwrap();
     let name = std::ffi::CString::new("x".repeat(250)).unwrap();
     let fd = unsafe {
@@ -392,7 +392,19 @@ fn bad_calls_get_the_right_errno() {
             0o644,
         )
     };
-    assert_eq!(libc_errno(fd as i64), libc::ENAMETOOLONG);
+    assert!(fd >= 0, "create below PATH_MAX: errno {}", libc_errno(-1));
+    unsafe { libc::close(fd) };
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        libc_errno(unsafe { libc::fstatat(dirfd.as_raw_fd(), name.as_ptr(), &mut st, 0) } as i64),
+        0
+    );
+    let beyond = std::ffi::CString::new(format!("{}/{}", deep.display(), "x".repeat(250))).unwrap();
+    assert_eq!(
+        libc_errno(unsafe { libc::stat(beyond.as_ptr(), &mut st) } as i64),
+        libc::ENAMETOOLONG,
+        "the kernel refuses a path argument over PATH_MAX"
+    );
 }
 
 fn setxattr(p: &Path, name: &str, value: &[u8], flags: i32) -> i32 {
@@ -848,4 +860,45 @@ fn directories_rename_with_their_contents_and_s3_sees_the_new_keys() {
         std::fs::read_to_string(b.join("other/by-mv/inner/deep")).unwrap(),
         "deep 4"
     );
+}
+
+#[test]
+fn posix_corner_cases_of_open_files() {
+    require_tool("perl");
+    let m = Mounted::start(Opts::default());
+    let b = m.bucket("corners");
+    std::fs::set_permissions(&b, PermissionsExt::from_mode(0o777)).unwrap();
+
+    // fstat of an open file after its name is gone: nlink 0, the file's own attributes.
+    let p = b.join("doomed");
+    std::fs::write(&p, b"still here").unwrap();
+    let f = File::open(&p).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    let meta = f.metadata().unwrap();
+    assert_eq!((meta.nlink(), meta.len()), (0, 10));
+
+    // A file created with mode 0 can be truncated through the handle that created it.
+    let zero = b.join("mode0");
+    let script = format!(
+        "perl -MFcntl -e 'sysopen(my $f, $ARGV[0], O_CREAT|O_RDWR, 0) or die \"open: $!\"; \
+         truncate($f, 0) or die \"ftruncate: $!\"' {}",
+        zero.display()
+    );
+    let o = as_user(65534, 65534, &[], &script);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::metadata(&zero).unwrap().mode() & 0o7777, 0);
+
+    // A write by someone other than the owner drops set-user-id.
+    let setuid = b.join("setuid");
+    std::fs::write(&setuid, b"").unwrap();
+    std::fs::set_permissions(&setuid, PermissionsExt::from_mode(0o4777)).unwrap();
+    let o = as_user(
+        65534,
+        65534,
+        &[],
+        &format!("echo x >> {}", setuid.display()),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::metadata(&setuid).unwrap().mode() & 0o7777, 0o777);
+    assert_eq!(std::fs::read(&setuid).unwrap(), b"x\n");
 }

@@ -13,7 +13,7 @@ pub enum FuseError {
     Client(#[from] ClientError),
     #[error("local buffer file: {0}")]
     Io(#[from] std::io::Error),
-    /// A component over 255 bytes or a path over PATH_MAX.
+    /// A component over 255 bytes or a path over [`crate::inodes::MAX_PATH`].
     #[error("name too long")]
     NameTooLong,
     /// A name the namespace cannot hold (not UTF-8, or a bucket name S3 does not allow).

@@ -19,7 +19,7 @@ use saker_rpc::{
 use crate::config::MountConfig;
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
-use crate::inodes::{Inodes, PATH_MAX, ROOT};
+use crate::inodes::{Inodes, MAX_PATH, ROOT};
 
 /// Entries a directory scan asks each group for at once.
 const SCAN_PAGE: u32 = 1000;
@@ -233,7 +233,7 @@ impl SakerFs {
         let mut path = self.path(parent)?;
         path.push(component(name)?);
         let len: usize = path.iter().map(|c| c.len() + 1).sum();
-        if len >= PATH_MAX {
+        if len >= MAX_PATH {
             return Err(FuseError::NameTooLong);
         }
         Ok(path)
@@ -302,11 +302,21 @@ impl SakerFs {
 
     pub fn getattr(&self, caller: &Caller, ino: u64) -> Result<Attr> {
         let path = self.path(ino)?;
-        let view = self.block(self.access_view(&path, 0, caller, Want::ATTR))?;
-        if view.attr.id != ino {
-            return Err(FuseError::Stale);
+        let gone = match self.block(self.access_view(&path, 0, caller, Want::ATTR)) {
+            Ok(view) if view.attr.id == ino => return Ok(view.attr),
+            Ok(_) => FuseError::Stale,
+            Err(e) if e.errno() == fuser::Errno::ENOENT => e,
+            Err(e) => return Err(e),
+        };
+        // Removed (or replaced) while open here: fstat answers for the open file, unlinked.
+        match self.files.lock().get(&ino) {
+            Some(f) => {
+                let mut attr = f.lock().attr.clone();
+                attr.nlink = 0;
+                Ok(attr)
+            }
+            None => Err(gone),
         }
-        Ok(view.attr)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -336,6 +346,15 @@ impl SakerFs {
         {
             return self.getattr(caller, ino);
         }
+        // ftruncate(2): the kernel checked that the handle is open for writing (a file created
+        // with mode 0 may be truncated through the handle that created it).
+        let through_handle = has_handle
+            && zero
+            && mode.is_none()
+            && uid.is_none()
+            && gid.is_none()
+            && atime.is_none()
+            && mtime.is_none();
         let req = MetaRequest::SetAttr {
             path: path.clone(),
             mode: mode.map(|m| m & 0o7777),
@@ -344,7 +363,7 @@ impl SakerFs {
             size: zero.then_some(0),
             atime,
             mtime,
-            cred: Some(caller.cred.clone()),
+            cred: (!through_handle).then(|| caller.cred.clone()),
         };
         let attr = self.block(self.call_attr(&path, req))?;
         if attr.id != ino {

@@ -7,8 +7,11 @@ use std::collections::HashMap;
 /// The root directory's inode (the MNode's root id is the FUSE root id).
 pub const ROOT: u64 = 1;
 
-/// Longest path the kernel accepts (PATH_MAX, with its NUL).
-pub const PATH_MAX: usize = 4096;
+/// The longest full path (from the mount's root) this mount sends to the MNodes. The kernel
+/// limits each call's path argument to PATH_MAX (4,096 bytes), but a process reaches deeper
+/// through relative paths, as on a local file system. (S3 addresses only keys up to 1,024
+/// bytes: deeper files are listed but cannot be fetched by key.)
+pub const MAX_PATH: usize = 64 * 1024;
 
 struct Node {
     parent: u64,
@@ -72,7 +75,7 @@ impl Inodes {
             rev.push(node.name.clone());
             cur = node.parent;
             // A cycle cannot come from the kernel; stop rather than loop.
-            if rev.len() > PATH_MAX / 2 {
+            if rev.len() > MAX_PATH / 2 {
                 return None;
             }
         }

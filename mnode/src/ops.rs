@@ -804,7 +804,15 @@ fn set_attr(
 fn check_set_attr(attr: &Attr, ch: &AttrChange, cred: &Cred) -> Result<(), MetaError> {
     let root = cred.uid == 0;
     let owner = root || cred.uid == attr.uid;
-    if ch.mode.is_some() && !owner {
+    // Anyone who may write the file may drop its set-user-id and set-group-id bits (the
+    // kernel asks for that when a non-owner writes to it).
+    let drops_only_setid = ch.mode.is_some_and(|m| {
+        m & 0o7777 == attr.mode & 0o7777 & !(perm::S_ISUID | perm::S_ISGID)
+            && attr.mode & (perm::S_ISUID | perm::S_ISGID) != 0
+    });
+    if drops_only_setid && !owner {
+        perm::check(attr, cred, access::WRITE)?;
+    } else if ch.mode.is_some() && !owner {
         return Err(MetaError::NotPermitted);
     }
     if let Some(u) = ch.uid {
