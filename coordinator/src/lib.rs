@@ -2,14 +2,17 @@
 //!
 //! It holds the access keys (the identities S3 requests authenticate as) and runs the
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
-//! ([`rmdir`]), directory rename ([`rename`]), and decides how names are redirected to balance the groups ([`balance`]).
+//! ([`rmdir`]), directory rename ([`rename`]), decides how names are redirected to balance the groups ([`balance`]) and carries out
+//! the redirections ([`exceptions`]).
 
 pub mod access_keys;
 pub mod balance;
+pub mod exceptions;
 pub mod locks;
 pub mod rename;
 pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
+pub use exceptions::ExceptionStore;
 pub use rename::{JournalError, RenameJournal};
 pub use rmdir::{Groups, NamespaceCoordinator};

@@ -271,7 +271,7 @@ impl NamespaceCoordinator {
     }
 
     async fn thaw(&self, parent: InodeId, name: &str, dir: InodeId) {
-        let g = self.router.owner(parent, name);
+        let g = self.router.read().owner(parent, name);
         let Some(owner) = self.groups.get(&g) else {
             return;
         };
@@ -587,9 +587,15 @@ impl NamespaceCoordinator {
         }
     }
 
-    /// Runs for the life of the process: finishes renames whose MNodes did not answer in time.
+    /// Runs for the life of the process: finishes renames and redirections whose MNodes did
+    /// not answer in time.
     pub async fn run_resolver(self: std::sync::Arc<Self>) {
         loop {
+            if self.exceptions.pending().is_some() {
+                if let Err(e) = self.resolve_exceptions().await {
+                    tracing::debug!(error = %e, "a redirection waits for its groups");
+                }
+            }
             self.resolve_renames().await;
             tokio::time::sleep(RETRY_EVERY).await;
         }

@@ -14,29 +14,37 @@
 //! condition "implicit and empty", cascading to the parent after each success.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::join_all;
+use parking_lot::RwLock;
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
     Attr, ClientTag, CoordinatorService, Cred, DirUsage, InodeId, MetaError, MetaRequest,
     MetaResponse, MetaService, RemoveCond,
 };
 
+use crate::exceptions::ExceptionStore;
 use crate::locks::PathLocks;
-use crate::rename::RenameJournal;
+use crate::rename::{JournalError, RenameJournal};
 
 /// The coordinator's view of the MNode groups.
 pub type Groups = BTreeMap<GroupId, Arc<dyn MetaService>>;
 
 pub struct NamespaceCoordinator {
-    pub(crate) router: Router,
+    /// Routes by the exception table below (replaced when it changes).
+    pub(crate) router: RwLock<Router>,
     pub(crate) groups: Groups,
     /// Path locks of operations in progress.
     pub(crate) locks: PathLocks,
-    /// Directory renames between their two steps.
+    /// Renames between their two steps.
     pub(crate) journal: RenameJournal,
+    /// The exception table this coordinator owns.
+    pub(crate) exceptions: ExceptionStore,
+    /// Exception-table changes, one at a time.
+    pub(crate) table_lock: tokio::sync::Mutex<()>,
 }
 
 pub(crate) fn untagged() -> ClientTag {
@@ -45,18 +53,45 @@ pub(crate) fn untagged() -> ClientTag {
 
 impl NamespaceCoordinator {
     pub fn new(router: Router, groups: Groups) -> Self {
-        Self::with_journal(router, groups, RenameJournal::in_memory())
+        let exceptions = ExceptionStore::in_memory(router.exceptions().clone());
+        Self::assemble(router, groups, RenameJournal::in_memory(), exceptions)
     }
 
-    /// A coordinator whose directory renames survive its crashes (see [`crate::rename`]);
-    /// call [`NamespaceCoordinator::resolve_renames`] once the groups are reachable.
-    pub fn with_journal(router: Router, groups: Groups, journal: RenameJournal) -> Self {
+    /// A coordinator whose state lives in `dir`: the rename journal (`renames/`) and the
+    /// exception table (`exceptions.json`, starting from `router`'s when there is none). Call
+    /// [`NamespaceCoordinator::resolve_pending`] once the groups are reachable.
+    pub fn persistent(router: Router, groups: Groups, dir: &Path) -> Result<Self, JournalError> {
+        let journal = RenameJournal::open(&dir.join("renames"))?;
+        let exceptions =
+            ExceptionStore::open(&dir.join("exceptions.json"), router.exceptions().clone())?;
+        Ok(Self::assemble(router, groups, journal, exceptions))
+    }
+
+    fn assemble(
+        mut router: Router,
+        groups: Groups,
+        journal: RenameJournal,
+        exceptions: ExceptionStore,
+    ) -> Self {
+        router.set_exceptions(exceptions.table());
         Self {
-            router,
+            router: RwLock::new(router),
             groups,
             locks: PathLocks::default(),
             journal,
+            exceptions,
+            table_lock: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// What a crash or an unreachable group left unfinished: the exception table's install
+    /// and migration, then logged renames. Returns once nothing is left.
+    pub async fn resolve_pending(&self) {
+        while let Err(e) = self.resolve_exceptions().await {
+            tracing::debug!(error = %e, "the exception table waits for its groups");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        self.resolve_renames().await;
     }
 
     /// The group that owns `path`'s last component for a request (a path-walked name goes to
@@ -65,7 +100,8 @@ impl NamespaceCoordinator {
         let name = path
             .last()
             .ok_or_else(|| MetaError::Invalid("the root cannot be removed".into()))?;
-        let g = match self.router.route_name(name) {
+        let route = self.router.read().route_name(name);
+        let g = match route {
             Route::Group(g) => g,
             // Path-walked names are forwarded by whichever group receives them.
             Route::PathWalk => *self.groups.keys().next().expect("at least one group"),
@@ -107,7 +143,7 @@ impl NamespaceCoordinator {
         // Now that the parent is known, the owner is known even for a path-walked name (the
         // freeze itself reached it by forwarding).
         let name = path.last().expect("checked by owner()");
-        let g = self.router.owner(parent, name);
+        let g = self.router.read().owner(parent, name);
         let owner = self
             .groups
             .get(&g)

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use saker_namespace::{DentryReplica, GroupId, Router};
+use saker_namespace::{DentryReplica, GroupId};
 use saker_rpc::{ClientTag, DirChange, InodeId, MetaError, MetaRequest, MetaResponse};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -25,6 +25,7 @@ use crate::metrics;
 use crate::ops::{apply_write, Ctx};
 use crate::raft::{BatchEntry, Raft};
 use crate::records::{decode, encode};
+use crate::routing::SharedRouter;
 use crate::store::MetaStore;
 use crate::store::WriteBatch;
 use crate::tree::{Absence, Resolver, Retry};
@@ -63,7 +64,7 @@ pub(crate) struct Executor {
     pub max_batch: usize,
     /// Held by each batch from evaluation until apply; `pipeline_depth` of them.
     pub permits: Arc<Semaphore>,
-    pub router: Arc<Router>,
+    pub router: SharedRouter,
     pub replica: Arc<Mutex<DentryReplica>>,
     pub frozen: Arc<FrozenDirs>,
     pub changes: Arc<ChangeLog>,
@@ -186,7 +187,13 @@ impl Executor {
         for key in self.changes.take_trimmed() {
             txn.delete(key);
         }
-        let resolver = Resolver::new(&self.keys, &self.router, &self.replica, &self.frozen, true);
+        let resolver = Resolver::new(
+            &self.keys,
+            self.router.get(),
+            &self.replica,
+            &self.frozen,
+            true,
+        );
         let mut ctx = Ctx {
             keys: &self.keys,
             ns: &resolver,
@@ -376,8 +383,12 @@ impl Executor {
         }
         // After the block was set, every write to the path waits (the block drains what was
         // evaluated before it).
-        if let Some(path) = self.frozen.blocked(&p.req.written_paths()) {
+        let written = p.req.written_paths();
+        if let Some(path) = self.frozen.blocked(&written) {
             return Err(Retry::Blocked(path));
+        }
+        if let Some(name) = self.frozen.blocked_name(&written) {
+            return Err(Retry::NameBlocked(name));
         }
         let sp = txn.savepoint();
         let ids_before = ctx.next_id;

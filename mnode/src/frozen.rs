@@ -22,8 +22,12 @@ type Holds<K> = Mutex<HashMap<K, (u32, watch::Sender<()>)>>;
 #[derive(Default)]
 pub struct FrozenDirs {
     dirs: Holds<InodeId>,
+    /// Bumped by every freeze and thaw, so a reader can tell that one happened meanwhile.
+    generation: std::sync::atomic::AtomicU64,
     /// Paths whose writes are held back while the coordinator moves the file there.
     paths: Holds<Vec<String>>,
+    /// Names whose requests are held back while their inodes move between groups.
+    names: Holds<String>,
 }
 
 /// Waits until `rx`'s sender is dropped, for at most [`FREEZE_WAIT`].
@@ -46,9 +50,16 @@ impl FrozenDirs {
         self.dirs.lock().contains_key(&id)
     }
 
+    /// Changes with every freeze and thaw of any directory.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Freezes `id` (freezes nest: each needs its own `thaw`).
     pub fn freeze(&self, id: InodeId) {
         let mut dirs = self.dirs.lock();
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         dirs.entry(id)
             .or_insert_with(|| (0, watch::channel(()).0))
             .0 += 1;
@@ -57,6 +68,8 @@ impl FrozenDirs {
     /// Ends one freeze of `id`; the last one wakes the waiters.
     pub fn thaw(&self, id: InodeId) {
         let mut dirs = self.dirs.lock();
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some((count, _)) = dirs.get_mut(&id) {
             *count -= 1;
             if *count == 0 {
@@ -106,6 +119,48 @@ impl FrozenDirs {
             .iter()
             .find(|p| blocked.contains_key(**p))
             .map(|p| p.to_vec())
+    }
+
+    /// Blocks every request for a path ending in `name` (blocks nest).
+    pub fn block_name(&self, name: &str) {
+        self.names
+            .lock()
+            .entry(name.to_string())
+            .or_insert_with(|| (0, watch::channel(()).0))
+            .0 += 1;
+    }
+
+    /// Ends one block of `name` (nothing if it is not blocked).
+    pub fn unblock_name(&self, name: &str) {
+        let mut names = self.names.lock();
+        if let Some((count, _)) = names.get_mut(name) {
+            *count -= 1;
+            if *count == 0 {
+                names.remove(name);
+            }
+        }
+    }
+
+    /// The blocked name the last component of one of `paths` is, if any.
+    pub fn blocked_name(&self, paths: &[&[String]]) -> Option<String> {
+        let names = self.names.lock();
+        if names.is_empty() {
+            return None;
+        }
+        paths
+            .iter()
+            .filter_map(|p| p.last())
+            .find(|n| names.contains_key(n.as_str()))
+            .cloned()
+    }
+
+    /// Waits until `name` is not blocked.
+    pub async fn wait_name(&self, name: &str) -> Result<(), MetaError> {
+        let rx = match self.names.lock().get(name) {
+            Some((_, tx)) => tx.subscribe(),
+            None => return Ok(()),
+        };
+        until_dropped(rx, &format!("name {name}")).await
     }
 
     /// Waits until `path` is not blocked.

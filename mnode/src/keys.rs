@@ -42,6 +42,8 @@ pub const DIR_INDEX: u8 = b'n';
 pub const CHANGE: u8 = b'c';
 pub const CHANGE_SEQ: u8 = b's';
 pub const APPLIED: u8 = b'a';
+/// The exception table this node last installed (node-local, not raft state).
+pub const EXCEPTIONS: u8 = b'e';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
 pub const SM_TABLES: [u8; 11] = [

@@ -54,6 +54,13 @@ pub static INVALIDATIONS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     )
 });
 
+pub static MIGRATED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_migrated_inodes_total",
+        "Inodes this MNode moved to another group after their name was redirected",
+    )
+});
+
 pub static MISDIRECTED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     counter(
         "saker_mnode_misdirected_total",

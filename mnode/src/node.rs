@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId, Route, Router, ROOT_ID};
 use saker_rpc::{
-    access, ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest,
-    MetaResponse, MetaService, RemoveCond, Want,
+    access, Attr, ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest,
+    MetaResponse, MetaService, ObjectMeta, RemoveCond, Want,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -19,11 +19,12 @@ use crate::dirty::{DirtySet, Need};
 use crate::error::MnodeError;
 use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending, Reply};
 use crate::frozen::FrozenDirs;
-use crate::keys::{Keys, SM_META};
+use crate::keys::{Keys, PayloadKind, EXCEPTIONS, SM_META};
 use crate::metrics;
 use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
 use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
+use crate::routing::SharedRouter;
 use crate::store::MetaStore;
 use crate::tree::{
     child, for_each_value, resolve_parents, Absence, Child, Resolver, Retry, StoreView,
@@ -71,7 +72,7 @@ pub struct Mnode {
     store: Arc<dyn MetaStore>,
     raft: Raft,
     queue: mpsc::UnboundedSender<Pending>,
-    router: Arc<Router>,
+    router: SharedRouter,
     replica: Arc<Mutex<DentryReplica>>,
     frozen: Arc<FrozenDirs>,
     permits: Arc<Semaphore>,
@@ -144,7 +145,11 @@ impl Mnode {
         };
         let base = (cfg.group as u64) << 48;
         let next_id = Arc::new(AtomicU64::new((sm_meta.id_high_water + 1).max(base + 1)));
-        let router = Arc::new(cfg.router);
+        let router = SharedRouter::new(cfg.router);
+        // A table the coordinator pushed before a restart is newer than the configured one.
+        if let Some(b) = store.get(&keys.single(EXCEPTIONS))? {
+            router.install(&decode(&b)?);
+        }
         let replica = Arc::new(Mutex::new(DentryReplica::new()));
         let frozen = Arc::new(FrozenDirs::default());
         let pipeline_depth = cfg.pipeline_depth.clamp(1, 64) as u32;
@@ -385,7 +390,7 @@ impl Mnode {
         let mut complete = true;
         let parents = path.len().saturating_sub(1);
         for (depth, name) in path[..parents].iter().enumerate() {
-            let owner = self.router.owner(pid, name);
+            let owner = self.router.get().owner(pid, name);
             if owner == self.keys.group {
                 let view = StoreView(self.store.as_ref());
                 let mut found = child(&view, &self.keys, pid, name)?;
@@ -449,6 +454,10 @@ impl Mnode {
     /// Answers a remote lookup; a frozen directory is answered once it thaws.
     async fn lookup_dentry(&self, req: &MetaRequest) -> Result<MetaResponse, MetaError> {
         for _ in 0..MAX_ATTEMPTS {
+            // A freeze, removal and thaw may all happen between the read and the frozen
+            // check: then the read saw a directory that is gone. Any freeze or thaw meanwhile
+            // means read again.
+            let generation = self.frozen.generation();
             // A dentry lookup resolves no path, so it never asks for a retry.
             let resp = self
                 .read(req, Vec::new())
@@ -456,6 +465,9 @@ impl Mnode {
             if let MetaResponse::Dentry(d) = &resp {
                 if self.frozen.is_frozen(d.id) {
                     self.frozen.wait(d.id).await?;
+                    continue;
+                }
+                if self.frozen.generation() != generation {
                     continue;
                 }
             }
@@ -467,7 +479,7 @@ impl Mnode {
     fn resolver(&self, writing: bool) -> Resolver<'_> {
         Resolver::new(
             &self.keys,
-            &self.router,
+            self.router.get(),
             &self.replica,
             &self.frozen,
             writing,
@@ -542,6 +554,92 @@ impl Mnode {
     /// After a chmod/chown of directory `dir` at `path`: every other group drops its replica
     /// entry, so permission checks there see the new mode and owner. A group that does not
     /// answer keeps its entry until it is invalidated otherwise (logged).
+    /// This group's part of moving the inodes of `name` (see `MetaRequest::MigrateName`): the
+    /// coordinator has blocked the name everywhere.
+    async fn migrate_name(
+        &self,
+        name: &str,
+        table: &saker_namespace::ExceptionTable,
+    ) -> Result<MetaResponse, MetaError> {
+        let mut next = (*self.router.get()).clone();
+        next.set_exceptions(table.clone());
+        // Entries named `name` this group holds, found by a scan of its inode table.
+        let prefix = self.keys.table(crate::keys::INODE);
+        let end = crate::store::prefix_end(&prefix).expect("a table prefix has an end");
+        let mut start = prefix.clone();
+        let mut found = Vec::new();
+        loop {
+            let page = self
+                .store
+                .scan(&start, Some(&end), 4096)
+                .map_err(|e| MetaError::Internal(e.to_string()))?;
+            let Some((last, _)) = page.last() else { break };
+            start = last.clone();
+            start.push(0);
+            let full = page.len() == 4096;
+            for (key, value) in page {
+                let rest = &key[prefix.len()..];
+                let (pid, entry) = rest.split_at(8);
+                let pid = u64::from_be_bytes(pid.try_into().expect("8 bytes"));
+                if entry == name.as_bytes() {
+                    let attr: Attr =
+                        decode(&value).map_err(|e| MetaError::Internal(e.to_string()))?;
+                    found.push((pid, attr));
+                } else if entry.strip_suffix(b"/") == Some(name.as_bytes()) {
+                    return Err(MetaError::Invalid(format!(
+                        "directories named {name} exist; only file names are redirected"
+                    )));
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        let view = StoreView(self.store.as_ref());
+        let mut moved = 0;
+        for (pid, attr) in found {
+            let owner = next.owner(pid, name);
+            if owner == self.keys.group {
+                continue;
+            }
+            let payload = |kind| crate::tree::read_payload(&view, &self.keys, attr.id, kind);
+            let meta = match payload(PayloadKind::Meta)? {
+                Some(b) => decode(&b).map_err(|e| MetaError::Internal(e.to_string()))?,
+                None => ObjectMeta::default(),
+            };
+            let data = match payload(PayloadKind::Data)? {
+                Some(b) => Some(bytes::Bytes::copy_from_slice(
+                    crate::records::decode_bytes(&b)
+                        .map_err(|e| MetaError::Internal(e.to_string()))?,
+                )),
+                None => None,
+            };
+            let tags = match payload(PayloadKind::Tags)? {
+                Some(b) => decode(&b).map_err(|e| MetaError::Internal(e.to_string()))?,
+                None => Vec::new(),
+            };
+            let id = attr.id;
+            let adopt = MetaRequest::AdoptEntry {
+                pid,
+                name: name.to_string(),
+                attr: Box::new(attr),
+                meta,
+                data,
+                tags,
+            };
+            self.peer(owner)?.call(untagged(), adopt).await?;
+            let drop = MetaRequest::DropEntry {
+                pid,
+                name: name.to_string(),
+                id,
+            };
+            self.serve(untagged(), drop).await?;
+            moved += 1;
+        }
+        metrics::MIGRATED.inc_by(moved);
+        Ok(MetaResponse::Moved(moved))
+    }
+
     async fn invalidate_everywhere(&self, path: &[String], dir: InodeId) {
         let Some(name) = path.last() else { return };
         let pid = {
@@ -593,6 +691,17 @@ impl Mnode {
                 absent.extend(self.warm(from).await?);
             }
             if !req.is_write() {
+                // Reads of a name whose inodes are moving wait for the move (writes wait in
+                // the executor).
+                if let Some(name) = self.frozen.blocked_name(&[&path]) {
+                    metrics::RETRIES.with_label_values(&["migrating"]).inc();
+                    self.frozen.wait_name(&name).await?;
+                    // The name may live elsewhere now.
+                    if let Some(g) = self.misdirected(&req).await? {
+                        return self.forward(g, tag, req).await;
+                    }
+                    continue;
+                }
                 match self.read(&req, absent) {
                     Err(_) => {
                         metrics::RETRIES.with_label_values(&["lookup"]).inc();
@@ -646,6 +755,14 @@ impl Mnode {
                     metrics::RETRIES.with_label_values(&["blocked"]).inc();
                     self.frozen.wait_path(&path).await?;
                 }
+                Reply::Retry(Retry::NameBlocked(name)) => {
+                    metrics::RETRIES.with_label_values(&["migrating"]).inc();
+                    self.frozen.wait_name(&name).await?;
+                    // The name may live elsewhere now.
+                    if let Some(g) = self.misdirected(&req).await? {
+                        return self.forward(g, tag, req).await;
+                    }
+                }
                 Reply::Retry(Retry::Reap(dir)) => {
                     metrics::RETRIES.with_label_values(&["reap"]).inc();
                     self.reap(dir).await;
@@ -682,10 +799,11 @@ impl Mnode {
         let Some(name) = path.last() else {
             return Ok(None);
         };
-        let owner = match self.router.route_name(name) {
+        let router = self.router.get();
+        let owner = match router.route_name(name) {
             Route::Group(g) => g,
             Route::PathWalk => match self.walk_parents(path).await?.1 {
-                Some(pid) => self.router.route_pid_name(pid, name),
+                Some(pid) => router.route_pid_name(pid, name),
                 None => return Ok(None),
             },
         };
@@ -795,6 +913,34 @@ impl MetaService for Mnode {
             MetaRequest::PendingDirs { owner } => {
                 self.changes.pending_dirs(owner).map(MetaResponse::Dirs)
             }
+            MetaRequest::BlockName { name } => {
+                self.frozen.block_name(&name);
+                // Writes of the name evaluated before the block are applied first.
+                match self.drain_inflight().await {
+                    Ok(()) => Ok(MetaResponse::Done),
+                    Err(e) => {
+                        self.frozen.unblock_name(&name);
+                        Err(e)
+                    }
+                }
+            }
+            MetaRequest::UnblockName { name } => {
+                self.frozen.unblock_name(&name);
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::SetExceptions { table } => {
+                if self.router.install(&table) {
+                    tracing::info!(version = table.version(), "exception table installed");
+                    // Kept across restarts: a restarted node must not route by an older one.
+                    let mut batch = crate::store::WriteBatch::default();
+                    batch.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
+                    self.store
+                        .write(&batch, true)
+                        .map_err(|e| MetaError::Internal(e.to_string()))?;
+                }
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,
@@ -809,7 +955,20 @@ impl MetaService for Mnode {
                         } if mode.is_some() || uid.is_some() || gid.is_some() => Some(path.clone()),
                         _ => None,
                     };
-                    let result = self.serve(tag, req).await;
+                    let version = self.router.get().exceptions_version();
+                    let retry = req.clone();
+                    let mut result = self.serve(tag, req).await;
+                    // The name's inodes moved to another group while this request was on its
+                    // way: follow them.
+                    if matches!(
+                        result,
+                        Err(MetaError::NotFound | MetaError::MissingParent { .. })
+                    ) && self.router.get().exceptions_version() != version
+                    {
+                        if let Ok(Some(g)) = self.misdirected(&retry).await {
+                            result = self.forward(g, tag, retry).await;
+                        }
+                    }
                     if let (Some(path), Ok(MetaResponse::Attr(a))) = (owner_change, &result) {
                         if a.is_dir() {
                             self.invalidate_everywhere(&path, a.id).await;

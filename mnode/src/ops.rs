@@ -134,6 +134,23 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             cred.as_ref(),
         ),
         MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
+        MetaRequest::AdoptEntry {
+            pid,
+            name,
+            attr,
+            meta,
+            data,
+            tags,
+        } => {
+            let payloads = NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            };
+            adopt_entry(txn, ctx, *pid, name, attr, &payloads)
+        }
+        MetaRequest::DropEntry { pid, name, id } => drop_entry(txn, ctx, *pid, name, *id),
         MetaRequest::RenameDirIn {
             to,
             attr,
@@ -1084,6 +1101,50 @@ fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId
             txn.delete(loc.key.expect("child has a key"));
             delete_payloads(txn, ctx.keys, id);
             touch_parent(txn, ctx, &mut chain, -1, 0);
+        }
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Migration, at the new owner of `name` (see [`MetaRequest::AdoptEntry`]). The parent's
+/// entry count does not change: the entry only moves between groups.
+fn adopt_entry(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    pid: InodeId,
+    name: &str,
+    attr: &Attr,
+    payloads: &NewObject,
+) -> OpResult {
+    if attr.kind == FileKind::Dir {
+        return Err(MetaError::Invalid("directories are not migrated".into()));
+    }
+    match child(txn, ctx.keys, pid, name)? {
+        Child::Other(loc) if loc.attr.id == attr.id => return Ok(MetaResponse::Done),
+        Child::None => {}
+        _ => {
+            return Err(MetaError::Conflict {
+                path: format!("{pid}/{name}"),
+            })
+        }
+    }
+    put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
+    write_payloads(txn, ctx.keys, attr.id, payloads);
+    Ok(MetaResponse::Done)
+}
+
+/// Migration, at the old owner (see [`MetaRequest::DropEntry`]).
+fn drop_entry(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    pid: InodeId,
+    name: &str,
+    id: InodeId,
+) -> OpResult {
+    if let Child::Other(loc) = child(txn, ctx.keys, pid, name)? {
+        if loc.attr.id == id {
+            txn.delete(loc.key.expect("child has a key"));
+            delete_payloads(txn, ctx.keys, id);
         }
     }
     Ok(MetaResponse::Done)

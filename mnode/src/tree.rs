@@ -4,6 +4,7 @@
 //! the same batch) and reads resolve against the applied store.
 
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId, Router};
@@ -102,6 +103,8 @@ pub enum Retry {
     Frozen(InodeId),
     /// The path is blocked while the coordinator moves the file there: wait, then retry.
     Blocked(Vec<String>),
+    /// The name is blocked while its inodes move between groups: wait, then retry.
+    NameBlocked(String),
     /// An implicit directory is in the way of a new object: reap it (if empty), then retry.
     Reap(Vec<String>),
 }
@@ -118,7 +121,8 @@ pub enum Absence {
 /// guessing.
 pub struct Resolver<'a> {
     pub keys: &'a Keys,
-    pub router: &'a Router,
+    /// The routing snapshot this op resolves by.
+    pub router: Arc<Router>,
     pub replica: &'a Mutex<DentryReplica>,
     pub frozen: &'a FrozenDirs,
     /// Whether frozen directories stop resolution (writes) or not (reads).
@@ -131,7 +135,7 @@ pub struct Resolver<'a> {
 impl<'a> Resolver<'a> {
     pub fn new(
         keys: &'a Keys,
-        router: &'a Router,
+        router: Arc<Router>,
         replica: &'a Mutex<DentryReplica>,
         frozen: &'a FrozenDirs,
         writing: bool,

@@ -16,6 +16,7 @@ fn p(s: &str) -> Vec<String> {
 
 struct Cluster {
     groups: LocalGroups,
+    coordinator: Arc<NamespaceCoordinator>,
 }
 
 static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -38,9 +39,15 @@ impl Cluster {
             ..MnodeConfig::new(1)
         };
         let groups = LocalGroups::start(store, 4, cfg).await.unwrap();
-        let coordinator = NamespaceCoordinator::new(groups.router.clone(), groups.services());
-        groups.connect(Arc::new(coordinator));
-        Self { groups }
+        let coordinator = Arc::new(NamespaceCoordinator::new(
+            groups.router.clone(),
+            groups.services(),
+        ));
+        groups.connect(coordinator.clone());
+        Self {
+            groups,
+            coordinator,
+        }
     }
 
     /// The group owning `name`.
@@ -202,7 +209,21 @@ async fn rmdir_races_create_below_on_another_group() {
         };
         let (rmdir, put) = (rmdir.await.unwrap(), put.await.unwrap());
         match (&rmdir, &put) {
-            (Ok(_), Ok(_)) => panic!("round {round}: rmdir and a create below both succeeded"),
+            (Ok(_), Ok(_)) => {
+                let f = c.attr(&fpath).await;
+                let d = c.attr(&dpath).await;
+                let mut usage = Vec::new();
+                for g in &c.groups.mnodes {
+                    usage.push(
+                        g.call(tag(), MetaRequest::DirUsage { dirs: vec![dir_id] })
+                            .await,
+                    );
+                }
+                panic!(
+                    "round {round}: rmdir and a create below both succeeded: file {f:?}, \
+                     directory {d:?}, usage per group {usage:?}"
+                )
+            }
             (Err(MetaError::NotEmpty), Ok(_)) => {
                 // The file exists and is reachable; clean up for the next round.
                 c.attr(&fpath).await.expect("created file is reachable");
@@ -342,12 +363,15 @@ async fn change_log_is_pushed_after_a_restart_and_applied_once() {
     let groups = LocalGroups::start(store.clone(), 4, MnodeConfig::new(1))
         .await
         .unwrap();
-    let c = Cluster { groups };
-    let dir_owner = c.owner("d");
     let coordinator = Arc::new(NamespaceCoordinator::new(
-        c.groups.router.clone(),
-        c.groups.services(),
+        groups.router.clone(),
+        groups.services(),
     ));
+    let c = Cluster {
+        groups,
+        coordinator: coordinator.clone(),
+    };
+    let dir_owner = c.owner("d");
     for m in &c.groups.mnodes {
         let mut peers = c.groups.services();
         if m.group() != dir_owner {
@@ -614,4 +638,114 @@ async fn a_file_moves_between_groups_keeping_its_inode_while_writers_wait() {
         }
         assert_eq!(c.data(&dst).await.unwrap(), b"x");
     }
+}
+
+impl Cluster {
+    /// The groups whose own records hold an entry `name` under directory `dir`.
+    async fn holders(&self, dir: u64, name: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (i, node) in self.groups.mnodes.iter().enumerate() {
+            let req = MetaRequest::Scan {
+                dir,
+                start_after: Vec::new(),
+                limit: 10_000,
+            };
+            match node.call(tag(), req).await.unwrap() {
+                MetaResponse::Entries(e) if e.iter().any(|e| e.name == name) => {
+                    out.push(i as u32 + 1)
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redirected_name_moves_its_inodes_and_requests_follow() {
+    use saker_namespace::Exception;
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    let ring_owner = c.owner("Makefile");
+    let target = (1..=4).find(|g| *g != ring_owner).unwrap();
+    let mut dirs = Vec::new();
+    for k in 0..8 {
+        c.mkdir(&format!("b/d{k}")).await.unwrap();
+        c.put(&format!("b/d{k}/Makefile")).await.unwrap();
+        c.put(&format!("b/d{k}/main.c")).await.unwrap();
+        dirs.push(c.attr(&format!("b/d{k}")).await.unwrap());
+    }
+    let ids: Vec<u64> = futures::future::join_all((0..8).map(|k| {
+        let c = c.clone();
+        async move { c.attr(&format!("b/d{k}/Makefile")).await.unwrap().id }
+    }))
+    .await;
+    // Writers of the name keep going while it moves: they wait for the move, then succeed.
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    c.put(&format!("b/d{}/Makefile", (w + i) % 8))
+                        .await
+                        .unwrap();
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    let table = c
+        .coordinator
+        .set_exception("Makefile", Some(Exception::Override(target)))
+        .await
+        .unwrap();
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert_eq!(table.get("Makefile"), Some(&Exception::Override(target)));
+    for (k, dir) in dirs.iter().enumerate() {
+        // Exactly one record, at the new owner; the parent's counts did not move.
+        assert_eq!(c.holders(dir.id, "Makefile").await, vec![target], "d{k}");
+        let now = c.attr(&format!("b/d{k}")).await.unwrap();
+        assert_eq!(now.children, dir.children, "d{k}");
+        // Found from every group (the old owner forwards).
+        for g in 1..=4u32 {
+            let req = MetaRequest::Lookup {
+                path: p(&format!("b/d{k}/Makefile")),
+                want: Want::ATTR,
+            };
+            assert!(
+                c.node(g).call(tag(), req).await.is_ok(),
+                "d{k} via group {g}"
+            );
+        }
+        // Other names stay where the ring puts them.
+        assert_eq!(
+            c.holders(dir.id, "main.c").await,
+            vec![c.owner("main.c")],
+            "d{k}"
+        );
+    }
+    // Files not rewritten by the writers kept their inode.
+    let after = c.attr("b/d0/Makefile").await.unwrap().id;
+    assert!(ids.contains(&after) || after > *ids.iter().max().unwrap());
+    // New files of the name go to the new owner.
+    c.mkdir("b/new").await.unwrap();
+    c.put("b/new/Makefile").await.unwrap();
+    let new_dir = c.attr("b/new").await.unwrap().id;
+    assert_eq!(c.holders(new_dir, "Makefile").await, vec![target]);
+    // Back to the ring: everything moves back.
+    c.coordinator.set_exception("Makefile", None).await.unwrap();
+    for dir in &dirs {
+        assert_eq!(c.holders(dir.id, "Makefile").await, vec![ring_owner]);
+    }
+    assert_eq!(c.holders(new_dir, "Makefile").await, vec![ring_owner]);
+    // A name some directory has is refused.
+    c.mkdir("b/d0/Kconfig").await.unwrap();
+    assert!(matches!(
+        c.coordinator
+            .set_exception("Kconfig", Some(Exception::Override(target)))
+            .await,
+        Err(MetaError::Invalid(_))
+    ));
 }

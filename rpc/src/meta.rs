@@ -300,6 +300,26 @@ pub enum MetaRequest {
     UnblockPath {
         path: Vec<String>,
     },
+    /// At every group, while the coordinator moves the inodes of `name` between groups: hold
+    /// back every request (read or write) for a path ending in `name` until `UnblockName`,
+    /// once writes already evaluated have been applied (FalconFS §4.2.2's per-name block).
+    BlockName {
+        name: String,
+    },
+    UnblockName {
+        name: String,
+    },
+    /// At every group: install `table` if it is newer than the one in use.
+    SetExceptions {
+        table: saker_namespace::ExceptionTable,
+    },
+    /// At every group, under the block of `name`: move each inode named `name` this group
+    /// holds whose owner under `table` is another group there (`AdoptEntry`, then remove it
+    /// here keeping its chunks). Directories are not moved (`Invalid`). Answers `Moved`.
+    MigrateName {
+        name: String,
+        table: saker_namespace::ExceptionTable,
+    },
 
     // ---- writes ----
     /// Create or replace the file at `path`. Parents must exist (`MissingParent` otherwise).
@@ -505,6 +525,23 @@ pub enum MetaRequest {
         from: Vec<String>,
         id: InodeId,
     },
+    /// Migration, at the new owner: put the inode `attr` (id and chunk references kept) at
+    /// `(pid, name)` with its payloads. Idempotent: the entry naming `attr.id` already is success.
+    AdoptEntry {
+        pid: InodeId,
+        name: String,
+        attr: Box<Attr>,
+        meta: ObjectMeta,
+        data: Option<Bytes>,
+        tags: Vec<(String, String)>,
+    },
+    /// Migration, at the old owner once the new one adopted it: remove the entry `(pid, name)`
+    /// if it names `id`, keeping its chunks (the inode lives on elsewhere).
+    DropEntry {
+        pid: InodeId,
+        name: String,
+        id: InodeId,
+    },
     /// Set (or, with `value: None`, remove) one S3 user-metadata pair of a file or directory:
     /// the FUSE `user.*` extended attributes. `name` is lower-case without the prefix; the
     /// caller needs write permission. Answers the inode's attributes (its ctime changed).
@@ -551,6 +588,10 @@ impl MetaRequest {
                 | MetaRequest::Invalidate { .. }
                 | MetaRequest::BlockPath { .. }
                 | MetaRequest::UnblockPath { .. }
+                | MetaRequest::BlockName { .. }
+                | MetaRequest::UnblockName { .. }
+                | MetaRequest::SetExceptions { .. }
+                | MetaRequest::MigrateName { .. }
         )
     }
 
@@ -617,6 +658,12 @@ impl MetaRequest {
             | MetaRequest::Unfreeze { .. }
             | MetaRequest::Invalidate { .. }
             | MetaRequest::GcDone { .. }
+            | MetaRequest::BlockName { .. }
+            | MetaRequest::UnblockName { .. }
+            | MetaRequest::SetExceptions { .. }
+            | MetaRequest::MigrateName { .. }
+            | MetaRequest::AdoptEntry { .. }
+            | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
@@ -667,6 +714,12 @@ impl MetaRequest {
             MetaRequest::Unfreeze { .. } => "unfreeze",
             MetaRequest::Invalidate { .. } => "invalidate",
             MetaRequest::BlockPath { .. } => "block_path",
+            MetaRequest::BlockName { .. } => "block_name",
+            MetaRequest::UnblockName { .. } => "unblock_name",
+            MetaRequest::SetExceptions { .. } => "set_exceptions",
+            MetaRequest::MigrateName { .. } => "migrate_name",
+            MetaRequest::AdoptEntry { .. } => "adopt_entry",
+            MetaRequest::DropEntry { .. } => "drop_entry",
             MetaRequest::UnblockPath { .. } => "unblock_path",
             MetaRequest::ApplyChanges { .. } => "apply_changes",
             MetaRequest::RemoveDir { .. } => "remove_dir",
@@ -691,6 +744,8 @@ pub enum MetaResponse {
     Counters(GroupCounters),
     /// Directory ids.
     Dirs(Vec<InodeId>),
+    /// Inodes a migration moved away from this group.
+    Moved(u64),
     /// A directory frozen for the rmdir protocol, and its parent's id.
     Frozen {
         parent: InodeId,

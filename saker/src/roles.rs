@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, RemoteChunkStore};
 use saker_client::Cluster;
-use saker_coordinator::{AccessKeyStore, NamespaceCoordinator, RenameJournal};
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
 use saker_mnode::Mnode;
 use saker_rpc::{CoordinatorService, MetaService, RpcChannel, RpcServer};
@@ -59,14 +59,20 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         groups.insert(g, service);
     }
     let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
-        let namespace = Arc::new(NamespaceCoordinator::with_journal(
+        let namespace = Arc::new(NamespaceCoordinator::persistent(
             router.clone(),
             groups.clone(),
-            RenameJournal::open(&cfg.data_dir.join("renames"))?,
-        ));
-        // Renames a crash (or an MNode that stopped answering) left half done are finished
-        // once their MNodes answer.
-        tokio::spawn(namespace.clone().run_resolver());
+            &cfg.data_dir,
+        )?);
+        // The exception table is installed at the MNodes, and what a crash (or an MNode that
+        // stopped answering) left half done is finished, once they answer.
+        tokio::spawn({
+            let namespace = namespace.clone();
+            async move {
+                namespace.resolve_pending().await;
+                namespace.run_resolver().await
+            }
+        });
         namespace
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())

@@ -16,7 +16,7 @@ use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
-use saker_coordinator::{AccessKeyStore, NamespaceCoordinator, RenameJournal};
+use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
 use saker_mnode::{
     FjallStore, LocalGroups, MetaStore, MnodeConfig, ParentUpdates, RedbStore, LOCAL_VNODES,
@@ -145,18 +145,18 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )
     .await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
-    let namespace = Arc::new(NamespaceCoordinator::with_journal(
+    let namespace = Arc::new(NamespaceCoordinator::persistent(
         local.router.clone(),
         groups.clone(),
-        RenameJournal::open(&args.data_dir.join("renames"))?,
-    ));
+        &args.data_dir,
+    )?);
     let coordinator: Arc<dyn CoordinatorService> = namespace.clone();
     local.connect(coordinator.clone());
     // Renames a crash left half done are finished before serving (or, if an MNode keeps
     // failing them, in the background, as are renames whose MNodes stop answering later).
     let resolving = tokio::spawn({
         let namespace = namespace.clone();
-        async move { namespace.resolve_renames().await }
+        async move { namespace.resolve_pending().await }
     });
     if tokio::time::timeout(std::time::Duration::from_secs(10), resolving)
         .await

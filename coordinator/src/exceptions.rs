@@ -1,0 +1,267 @@
+//! The exception table at run time (FalconFS §4.2.2): the coordinator owns it, keeps it in a
+//! file, and changes it one name at a time:
+//!
+//! 1. write the new table to the file with the name marked as migrating;
+//! 2. block the name at every group (`BlockName`: requests for paths ending in it wait, writes
+//!    already evaluated are applied first);
+//! 3. have every group move the inodes of that name it holds to their owner under the new
+//!    table (`MigrateName`: `AdoptEntry` there, then removal here keeping the chunks);
+//! 4. install the new table at every group (`SetExceptions`; each keeps it across restarts);
+//! 5. unblock, and clear the migrating mark.
+//!
+//! Every step is idempotent, so a crash anywhere is finished by running them again: the
+//! coordinator does that when it starts (and retries while groups do not answer). Clients
+//! with an older table send requests for the name to its old owner, which forwards them
+//! (counted as misdirections). Only file names are redirected: a name some directory has is
+//! refused, since moving a directory record needs the rename protocol.
+
+use std::path::{Path, PathBuf};
+
+use futures::future::join_all;
+use parking_lot::Mutex;
+use saker_namespace::{Exception, ExceptionTable};
+use saker_rpc::{MetaError, MetaRequest, MetaResponse};
+use serde::{Deserialize, Serialize};
+
+use crate::rename::JournalError;
+use crate::rmdir::{untagged, NamespaceCoordinator};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Persisted {
+    table: ExceptionTable,
+    /// A name whose inodes may not all have reached their new owners yet.
+    migrating: Option<String>,
+}
+
+/// The coordinator's exception table and its file (or memory only).
+pub struct ExceptionStore {
+    path: Option<PathBuf>,
+    state: Mutex<Persisted>,
+}
+
+impl ExceptionStore {
+    pub fn in_memory(table: ExceptionTable) -> Self {
+        Self {
+            path: None,
+            state: Mutex::new(Persisted {
+                table,
+                migrating: None,
+            }),
+        }
+    }
+
+    /// Opens `path`, or starts from `initial` (the table the cluster was created with) when
+    /// there is no file yet.
+    pub fn open(path: &Path, initial: ExceptionTable) -> Result<Self, JournalError> {
+        let state = match std::fs::read(path) {
+            Ok(text) => serde_json::from_slice(&text).map_err(|source| JournalError::Corrupt {
+                path: path.to_path_buf(),
+                source,
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Persisted {
+                table: initial,
+                migrating: None,
+            },
+            Err(source) => {
+                return Err(JournalError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        Ok(Self {
+            path: Some(path.to_path_buf()),
+            state: Mutex::new(state),
+        })
+    }
+
+    pub fn table(&self) -> ExceptionTable {
+        self.state.lock().table.clone()
+    }
+
+    pub(crate) fn pending(&self) -> Option<(String, ExceptionTable)> {
+        let s = self.state.lock();
+        s.migrating.clone().map(|n| (n, s.table.clone()))
+    }
+
+    /// Writes `state` durably (tmp file, fsync, rename, fsync dir), then keeps it.
+    fn save(&self, state: Persisted) -> Result<(), JournalError> {
+        if let Some(path) = &self.path {
+            let io = |source| JournalError::Io {
+                path: path.clone(),
+                source,
+            };
+            let tmp = path.with_extension("json.tmp");
+            {
+                use std::io::Write;
+                let mut f = std::fs::File::create(&tmp).map_err(io)?;
+                f.write_all(&serde_json::to_vec_pretty(&state).expect("tables serialize"))
+                    .map_err(io)?;
+                f.sync_all().map_err(io)?;
+            }
+            std::fs::rename(&tmp, path).map_err(io)?;
+            if let Some(dir) = path.parent() {
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io)?;
+            }
+        }
+        *self.state.lock() = state;
+        Ok(())
+    }
+}
+
+impl NamespaceCoordinator {
+    /// The exception table as the coordinator knows it.
+    pub fn exceptions(&self) -> ExceptionTable {
+        self.exceptions.table()
+    }
+
+    /// Redirects `name` (`Some`) or returns it to the ring (`None`), moving its inodes (module
+    /// docs). Answers the new table.
+    pub async fn set_exception(
+        &self,
+        name: &str,
+        exception: Option<Exception>,
+    ) -> Result<ExceptionTable, MetaError> {
+        saker_namespace::Name::new(name)
+            .map_err(|e| MetaError::Invalid(format!("bad name: {e}")))?;
+        if let Some(Exception::Override(g)) = &exception {
+            if !self.groups.contains_key(g) {
+                return Err(MetaError::Invalid(format!("there is no group {g}")));
+            }
+        }
+        let _one_at_a_time = self.table_lock.lock().await;
+        let mut table = self.exceptions.table();
+        let changed = match exception {
+            Some(e) if table.get(name) != Some(&e) => {
+                table.set(name, e);
+                true
+            }
+            None if table.get(name).is_some() => {
+                table.remove(name);
+                true
+            }
+            _ => false,
+        };
+        if !changed {
+            return Ok(table);
+        }
+        self.exceptions.save(Persisted {
+            table: table.clone(),
+            migrating: Some(name.to_string()),
+        })?;
+        self.migrate(name, &table).await?;
+        Ok(table)
+    }
+
+    /// Steps 2-5 for `name` under `table`.
+    async fn migrate(&self, name: &str, table: &ExceptionTable) -> Result<(), MetaError> {
+        let blocked = self
+            .everywhere(|| MetaRequest::BlockName {
+                name: name.to_string(),
+            })
+            .await;
+        let moved = match blocked {
+            Ok(_) => {
+                let moved = self
+                    .everywhere(|| MetaRequest::MigrateName {
+                        name: name.to_string(),
+                        table: table.clone(),
+                    })
+                    .await;
+                match moved {
+                    Ok(replies) => self
+                        .everywhere(|| MetaRequest::SetExceptions {
+                            table: table.clone(),
+                        })
+                        .await
+                        .map(|_| replies),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        // Unblocked whatever happened: a failed move is finished later, and until then the
+        // groups route by the old table, which still finds what was not moved.
+        let _ = self
+            .everywhere(|| MetaRequest::UnblockName {
+                name: name.to_string(),
+            })
+            .await;
+        let replies = moved?;
+        let count: u64 = replies
+            .iter()
+            .map(|r| match r {
+                MetaResponse::Moved(n) => *n,
+                _ => 0,
+            })
+            .sum();
+        self.router.write().set_exceptions(table.clone());
+        self.exceptions.save(Persisted {
+            table: table.clone(),
+            migrating: None,
+        })?;
+        tracing::info!(
+            name,
+            moved = count,
+            version = table.version(),
+            "name redirected"
+        );
+        Ok(())
+    }
+
+    /// Sends a request to every group; all must succeed.
+    async fn everywhere(
+        &self,
+        req: impl Fn() -> MetaRequest,
+    ) -> Result<Vec<MetaResponse>, MetaError> {
+        let calls = self.groups.values().map(|g| g.call(untagged(), req()));
+        join_all(calls).await.into_iter().collect()
+    }
+
+    /// Installs the coordinator's table at every group (after a restart of either side) and
+    /// finishes a migration a crash cut short.
+    pub async fn resolve_exceptions(&self) -> Result<(), MetaError> {
+        let _one_at_a_time = self.table_lock.lock().await;
+        if let Some((name, table)) = self.exceptions.pending() {
+            return self.migrate(&name, &table).await;
+        }
+        let table = self.exceptions.table();
+        self.router.write().set_exceptions(table.clone());
+        self.everywhere(|| MetaRequest::SetExceptions {
+            table: table.clone(),
+        })
+        .await
+        .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_keeps_the_table_and_the_migrating_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exceptions.json");
+        let mut initial = ExceptionTable::new();
+        initial.set("train", Exception::PathWalk);
+        let store = ExceptionStore::open(&path, initial.clone()).unwrap();
+        assert_eq!(store.table(), initial);
+        assert_eq!(store.pending(), None);
+        let mut next = initial.clone();
+        next.set("Makefile", Exception::Override(3));
+        store
+            .save(Persisted {
+                table: next.clone(),
+                migrating: Some("Makefile".into()),
+            })
+            .unwrap();
+        // Reopened: the file wins over the initial table, and the migration is pending.
+        let again = ExceptionStore::open(&path, initial).unwrap();
+        assert_eq!(again.pending(), Some(("Makefile".to_string(), next)));
+        std::fs::write(&path, b"{broken").unwrap();
+        assert!(ExceptionStore::open(&path, ExceptionTable::new()).is_err());
+    }
+}
