@@ -238,3 +238,72 @@ async fn health_and_metrics() {
         .count();
     assert_eq!(groups, 4, "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redirected_name_keeps_its_objects_across_a_restart() {
+    let mut srv = Server::default_start();
+    let c = srv.client();
+    let bucket = new_bucket(&c, "redirect").await;
+    let keys: Vec<String> = (0..40).map(|i| format!("src/m{i}/Makefile")).collect();
+    for k in &keys {
+        put(&c, &bucket, k, k.as_bytes()).await;
+    }
+    put(&c, &bucket, "big/Makefile", &random_bytes(200 * 1024)).await;
+
+    // Redirect the name to group 3, then to path-walk: every object stays readable.
+    for route in ["3", "pathwalk"] {
+        let out = ok_stdout(
+            srv.admin_cmd(&["exception", "set", "Makefile", route]),
+            "exception set",
+        );
+        assert!(out.contains("Makefile"), "{out}");
+        for k in &keys {
+            assert_eq!(
+                get_bytes(&c, &bucket, k).await,
+                k.as_bytes(),
+                "{route}: {k}"
+            );
+        }
+        let listed = list_all(&c, &bucket, Some("src/")).await;
+        assert_eq!(listed.len(), keys.len(), "{route}");
+    }
+    // A bad route is refused with the reason.
+    let bad = srv.admin_cmd(&["exception", "set", "Makefile", "nowhere"]);
+    assert!(!bad.status.success());
+    let metrics = reqwest::get(format!("{}/metrics", srv.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let moved: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("saker_mnode_migrated_inodes_total "))
+        .expect("the migration counter is exported")
+        .parse()
+        .unwrap();
+    assert!(moved > 0.0, "inodes were moved: {moved}");
+
+    // The table and the placement survive a restart; new writes of the name work.
+    srv.restart();
+    let c = srv.client();
+    let out = ok_stdout(srv.admin_cmd(&["exception", "list"]), "exception list");
+    assert!(out.contains("Makefile\tpathwalk"), "{out}");
+    for k in &keys {
+        assert_eq!(
+            get_bytes(&c, &bucket, k).await,
+            k.as_bytes(),
+            "after restart: {k}"
+        );
+    }
+    put(&c, &bucket, "src/new/Makefile", b"new").await;
+    assert_eq!(get_bytes(&c, &bucket, "src/new/Makefile").await, b"new");
+    // Back to the ring.
+    ok_stdout(
+        srv.admin_cmd(&["exception", "set", "Makefile", "ring"]),
+        "exception set ring",
+    );
+    for k in keys.iter().chain(["src/new/Makefile".to_string()].iter()) {
+        assert!(!get_bytes(&c, &bucket, k).await.is_empty(), "{k}");
+    }
+}

@@ -8,10 +8,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, put};
 use axum::Router;
 use clap::Subcommand;
-use saker_coordinator::{AccessKey, AccessKeyStore, KeyError};
+use saker_coordinator::{AccessKey, AccessKeyStore, KeyError, NamespaceCoordinator};
+use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
 use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_SIGNATURE};
@@ -23,6 +24,62 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Show or change the exception table (which MNode group owns a file name).
+    Exception {
+        #[command(subcommand)]
+        command: ExceptionCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ExceptionCommand {
+    /// The table and its version.
+    List,
+    /// Route a file name: `pathwalk` (spread by parent), a group number, or `ring` (remove
+    /// the exception). The name's inodes move to their new groups before this returns.
+    Set { name: String, route: String },
+}
+
+/// One entry of the exception table as the admin API shows it.
+#[derive(Serialize, Deserialize)]
+struct ExceptionInfo {
+    name: String,
+    /// `pathwalk` or `group:N`.
+    route: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ExceptionTableInfo {
+    version: u64,
+    entries: Vec<ExceptionInfo>,
+}
+
+fn parse_route(route: &str) -> Result<Option<Exception>, String> {
+    match route {
+        "ring" => Ok(None),
+        "pathwalk" => Ok(Some(Exception::PathWalk)),
+        other => other
+            .trim_start_matches("group:")
+            .parse::<u32>()
+            .map(|g| Some(Exception::Override(g)))
+            .map_err(|_| format!("route must be pathwalk, ring or a group number, not {other}")),
+    }
+}
+
+fn table_info(table: &saker_namespace::ExceptionTable) -> ExceptionTableInfo {
+    ExceptionTableInfo {
+        version: table.version(),
+        entries: table
+            .iter()
+            .map(|(name, e)| ExceptionInfo {
+                name: name.to_string(),
+                route: match e {
+                    Exception::PathWalk => "pathwalk".to_string(),
+                    Exception::Override(g) => format!("group:{g}"),
+                },
+            })
+            .collect(),
+    }
 }
 
 #[derive(Subcommand)]
@@ -68,16 +125,65 @@ struct KeyInfo {
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
     pub chunks: Arc<dyn saker_chunkstore::ChunkStore>,
+    /// The coordinator, when it runs in this process (the exception table is its).
+    pub namespace: Option<Arc<NamespaceCoordinator>>,
 }
 
-/// The admin listener's routes: `/health`, `/metrics`, `/admin/keys`.
+/// The admin listener's routes: `/health`, `/metrics`, `/admin/keys`, `/admin/exceptions`.
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route("/admin/keys", get(list_keys).post(create_key))
         .route("/admin/keys/{access_key}", delete(delete_key))
+        .route("/admin/exceptions", get(list_exceptions))
+        .route("/admin/exceptions/{name}", put(set_exception))
         .with_state(state)
+}
+
+async fn list_exceptions(State(st): State<AdminState>, headers: HeaderMap) -> Response {
+    if !authorized(&st, &Method::GET, "/admin/exceptions", &headers, b"") {
+        return deny();
+    }
+    let Some(ns) = &st.namespace else {
+        return no_coordinator();
+    };
+    axum::Json(table_info(&ns.exceptions())).into_response()
+}
+
+async fn set_exception(
+    State(st): State<AdminState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/admin/exceptions/{name}");
+    if !authorized(&st, &Method::PUT, &path, &headers, &body) {
+        return deny();
+    }
+    let Some(ns) = &st.namespace else {
+        return no_coordinator();
+    };
+    let route = match std::str::from_utf8(&body).map(str::trim).map(parse_route) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+        Err(_) => return (StatusCode::BAD_REQUEST, "route is not UTF-8\n").into_response(),
+    };
+    match ns.set_exception(&name, route).await {
+        Ok(table) => axum::Json(table_info(&table)).into_response(),
+        Err(saker_rpc::MetaError::Invalid(m)) => {
+            (StatusCode::BAD_REQUEST, format!("{m}\n")).into_response()
+        }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+fn no_coordinator() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "the coordinator does not run in this process\n",
+    )
+        .into_response()
 }
 
 /// `/health` and `/metrics` alone, for a process without a gateway (and so without access
@@ -265,7 +371,10 @@ async fn send(endpoint: &str, method: Method, path: &str, body: Vec<u8>) -> anyh
 }
 
 pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()> {
-    let AdminCommand::Key { command } = cmd;
+    let command = match cmd {
+        AdminCommand::Key { command } => command,
+        AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
+    };
     match command {
         KeyCommand::Create {
             access_key,
@@ -311,6 +420,25 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             .await?;
             println!("deleted access key {access_key}");
         }
+    }
+    Ok(())
+}
+
+async fn run_exception(endpoint: &str, command: ExceptionCommand) -> anyhow::Result<()> {
+    let text = match command {
+        ExceptionCommand::List => {
+            send(endpoint, Method::GET, "/admin/exceptions", Vec::new()).await?
+        }
+        ExceptionCommand::Set { name, route } => {
+            parse_route(&route).map_err(anyhow::Error::msg)?;
+            let path = format!("/admin/exceptions/{name}");
+            send(endpoint, Method::PUT, &path, route.into_bytes()).await?
+        }
+    };
+    let table: ExceptionTableInfo = serde_json::from_str(&text).context("unexpected reply")?;
+    println!("version {}", table.version);
+    for e in table.entries {
+        println!("{}\t{}", e.name, e.route);
     }
     Ok(())
 }

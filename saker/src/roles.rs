@@ -58,6 +58,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         };
         groups.insert(g, service);
     }
+    let mut namespace_here = None;
     let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
         let namespace = Arc::new(NamespaceCoordinator::persistent(
             router.clone(),
@@ -73,6 +74,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 namespace.run_resolver().await
             }
         });
+        namespace_here = Some(namespace.clone());
         namespace
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())
@@ -150,7 +152,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         tokio::spawn(serve_s3(listener, s3));
         let (scrub_age, interval) = args.gc();
         tokio::spawn(gc_loop(cluster, scrub_age, interval));
-        admin_app = Some(admin::router(AdminState { keys, chunks }));
+        admin_app = Some(admin::router(AdminState {
+            keys,
+            chunks,
+            namespace: namespace_here.clone(),
+        }));
     }
     if let Some(addr) = cfg.admin_addr {
         let app = admin_app.unwrap_or_else(|| admin::health_router(local_chunks.clone()));

@@ -205,6 +205,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_app = admin::router(AdminState {
         keys: keys.clone(),
         chunks,
+        namespace: Some(namespace.clone()),
     });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(admin_listener, admin_app).await {
