@@ -303,6 +303,14 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
         srv.admin_cmd(&["exception", "set", "Makefile", "ring"]),
         "exception set ring",
     );
+    // A balancing round on demand reports the groups' shares against the bound.
+    let report = ok_stdout(srv.admin_cmd(&["balance", "--epsilon", "0.5"]), "balance");
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert!(
+        report["max_share_before"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert_eq!(report["bound"].as_f64().unwrap(), 0.25 + 0.5, "{report}");
     for k in keys.iter().chain(["src/new/Makefile".to_string()].iter()) {
         assert!(!get_bytes(&c, &bucket, k).await.is_empty(), "{k}");
     }

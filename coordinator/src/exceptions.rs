@@ -15,16 +15,58 @@
 //! (counted as misdirections). Only file names are redirected: a name some directory has is
 //! refused, since moving a directory record needs the rename protocol.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use futures::future::join_all;
 use parking_lot::Mutex;
-use saker_namespace::{Exception, ExceptionTable};
+use saker_namespace::{Exception, ExceptionTable, GroupId};
 use saker_rpc::{MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
+use crate::balance::{balance, bound, shrink, GroupStats};
 use crate::rename::JournalError;
 use crate::rmdir::{untagged, NamespaceCoordinator};
+
+/// File names each group reports to the balancer (its most frequent ones).
+pub const TOP_NAMES: u32 = 64;
+
+/// Plan-and-move passes of one balancing round.
+const MAX_PASSES: usize = 4;
+
+/// What one balancing round found and did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BalanceReport {
+    /// The bound: 1/groups + epsilon.
+    pub bound: f64,
+    /// The most loaded group's share of all inodes, before and after.
+    pub max_share_before: f64,
+    pub max_share_after: f64,
+    /// Entries added (name, route) and removed by the round.
+    pub added: Vec<(String, String)>,
+    pub removed: Vec<String>,
+    /// Names the plan wanted but that cannot be redirected (a directory has the name).
+    pub refused: Vec<(String, String)>,
+    /// Entries in the table afterwards.
+    pub entries: usize,
+}
+
+fn max_share(stats: &BTreeMap<GroupId, GroupStats>) -> f64 {
+    let total: u64 = stats.values().map(|s| s.inodes).sum();
+    let max = stats.values().map(|s| s.inodes).max().unwrap_or(0);
+    if total == 0 {
+        0.0
+    } else {
+        max as f64 / total as f64
+    }
+}
+
+fn route_text(e: &Exception) -> String {
+    match e {
+        Exception::PathWalk => "pathwalk".into(),
+        Exception::Override(g) => format!("group:{g}"),
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Persisted {
@@ -218,6 +260,82 @@ impl NamespaceCoordinator {
     ) -> Result<Vec<MetaResponse>, MetaError> {
         let calls = self.groups.values().map(|g| g.call(untagged(), req()));
         join_all(calls).await.into_iter().collect()
+    }
+
+    /// Every group's inode count and most frequent file names.
+    async fn stats(&self) -> Result<BTreeMap<GroupId, GroupStats>, MetaError> {
+        let mut out = BTreeMap::new();
+        for (g, svc) in &self.groups {
+            match svc
+                .call(untagged(), MetaRequest::NameStats { top: TOP_NAMES })
+                .await?
+            {
+                MetaResponse::NameStats { inodes, top } => {
+                    out.insert(
+                        *g,
+                        GroupStats {
+                            inodes,
+                            top_names: top,
+                        },
+                    );
+                }
+                other => {
+                    return Err(MetaError::Internal(format!(
+                        "name stats answered {other:?}"
+                    )))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One balancing round (FalconFS §4.2.2): drop entries the groups no longer need
+    /// ([`shrink`]), then redirect the most frequent names of groups over `1/n + epsilon`
+    /// ([`balance`], at most `max_entries` new entries), moving their inodes.
+    pub async fn balance_once(
+        &self,
+        epsilon: f64,
+        max_entries: usize,
+    ) -> Result<BalanceReport, MetaError> {
+        let mut report = BalanceReport {
+            bound: bound(self.groups.len().max(1), epsilon),
+            ..Default::default()
+        };
+        let mut stats = self.stats().await?;
+        report.max_share_before = max_share(&stats);
+        let router = self.router.read().clone();
+        for name in shrink(&stats, &self.exceptions(), &router, epsilon) {
+            self.set_exception(&name, None).await?;
+            report.removed.push(name);
+        }
+        if !report.removed.is_empty() {
+            stats = self.stats().await?;
+        }
+        // The plan works from the names each group reported; once a name moved, the group it
+        // went to reports it next time, so a few passes may be needed.
+        for _ in 0..MAX_PASSES {
+            if max_share(&stats) <= report.bound || report.added.len() >= max_entries {
+                break;
+            }
+            let left = max_entries - report.added.len();
+            let plan = balance(&stats, &self.exceptions(), epsilon, left);
+            let before = report.added.len();
+            for (name, exception) in plan.entries {
+                match self.set_exception(&name, Some(exception)).await {
+                    Ok(_) => report.added.push((name, route_text(&exception))),
+                    Err(MetaError::Invalid(why)) => report.refused.push((name, why)),
+                    Err(e) => return Err(e),
+                }
+            }
+            stats = self.stats().await?;
+            if report.added.len() == before {
+                break;
+            }
+        }
+        report.max_share_after = max_share(&stats);
+        report.entries = self.exceptions().len();
+        tracing::info!(?report, "balancing round");
+        Ok(report)
     }
 
     /// Installs the coordinator's table at every group (after a restart of either side) and

@@ -13,6 +13,6 @@ pub mod rename;
 pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
-pub use exceptions::ExceptionStore;
+pub use exceptions::{BalanceReport, ExceptionStore};
 pub use rename::{JournalError, RenameJournal};
 pub use rmdir::{Groups, NamespaceCoordinator};

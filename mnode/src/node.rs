@@ -564,36 +564,20 @@ impl Mnode {
         let mut next = (*self.router.get()).clone();
         next.set_exceptions(table.clone());
         // Entries named `name` this group holds, found by a scan of its inode table.
-        let prefix = self.keys.table(crate::keys::INODE);
-        let end = crate::store::prefix_end(&prefix).expect("a table prefix has an end");
-        let mut start = prefix.clone();
         let mut found = Vec::new();
-        loop {
-            let page = self
-                .store
-                .scan(&start, Some(&end), 4096)
-                .map_err(|e| MetaError::Internal(e.to_string()))?;
-            let Some((last, _)) = page.last() else { break };
-            start = last.clone();
-            start.push(0);
-            let full = page.len() == 4096;
-            for (key, value) in page {
-                let rest = &key[prefix.len()..];
-                let (pid, entry) = rest.split_at(8);
-                let pid = u64::from_be_bytes(pid.try_into().expect("8 bytes"));
-                if entry == name.as_bytes() {
-                    let attr: Attr =
-                        decode(&value).map_err(|e| MetaError::Internal(e.to_string()))?;
-                    found.push((pid, attr));
-                } else if entry.strip_suffix(b"/") == Some(name.as_bytes()) {
-                    return Err(MetaError::Invalid(format!(
-                        "directories named {name} exist; only file names are redirected"
-                    )));
-                }
+        let mut dir_named = false;
+        self.each_entry(|pid, entry, value| {
+            if entry == name.as_bytes() {
+                found.push((pid, decode::<Attr>(value)?));
+            } else if entry.strip_suffix(b"/") == Some(name.as_bytes()) {
+                dir_named = true;
             }
-            if !full {
-                break;
-            }
+            Ok(())
+        })?;
+        if dir_named {
+            return Err(MetaError::Invalid(format!(
+                "directories named {name} exist; only file names are redirected"
+            )));
         }
         let view = StoreView(self.store.as_ref());
         let mut moved = 0;
@@ -638,6 +622,59 @@ impl Mnode {
         }
         metrics::MIGRATED.inc_by(moved);
         Ok(MetaResponse::Moved(moved))
+    }
+
+    /// Calls `f(pid, entry name (a directory's ends in '/'), record)` for every entry of this
+    /// group's inode table, in pages.
+    fn each_entry(
+        &self,
+        mut f: impl FnMut(u64, &[u8], &[u8]) -> Result<(), crate::store::StoreError>,
+    ) -> Result<(), MetaError> {
+        const PAGE: usize = 4096;
+        let prefix = self.keys.table(crate::keys::INODE);
+        let end = crate::store::prefix_end(&prefix).expect("a table prefix has an end");
+        let mut start = prefix.clone();
+        loop {
+            let page = self
+                .store
+                .scan(&start, Some(&end), PAGE)
+                .map_err(|e| MetaError::Internal(e.to_string()))?;
+            let Some((last, _)) = page.last() else {
+                return Ok(());
+            };
+            start = last.clone();
+            start.push(0);
+            let full = page.len() == PAGE;
+            for (key, value) in &page {
+                let (pid, entry) = key[prefix.len()..].split_at(8);
+                let pid = u64::from_be_bytes(pid.try_into().expect("8 bytes"));
+                f(pid, entry, value).map_err(|e| MetaError::Internal(e.to_string()))?;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The balancer's report: inodes held and the `top` most frequent file names.
+    fn name_stats(&self, top: usize) -> Result<MetaResponse, MetaError> {
+        let mut inodes = 0u64;
+        let mut counts: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        self.each_entry(|_, entry, _| {
+            inodes += 1;
+            if !entry.ends_with(b"/") {
+                *counts.entry(entry.to_vec()).or_default() += 1;
+            }
+            Ok(())
+        })?;
+        let mut names: Vec<(String, u64)> = counts
+            .into_iter()
+            .filter(|(_, c)| *c > 1)
+            .filter_map(|(n, c)| String::from_utf8(n).ok().map(|n| (n, c)))
+            .collect();
+        names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        names.truncate(top);
+        Ok(MetaResponse::NameStats { inodes, top: names })
     }
 
     async fn invalidate_everywhere(&self, path: &[String], dir: InodeId) {
@@ -941,6 +978,7 @@ impl MetaService for Mnode {
                 Ok(MetaResponse::Done)
             }
             MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
+            MetaRequest::NameStats { top } => self.name_stats(top as usize),
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,

@@ -749,3 +749,53 @@ async fn a_redirected_name_moves_its_inodes_and_requests_follow() {
         Err(MetaError::Invalid(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_balancing_round_brings_every_group_under_the_bound() {
+    let c = Arc::new(Cluster::start(Arc::new(MemStore::new())).await);
+    c.bucket("b").await;
+    // A source-tree-like namespace: 300 directories, each with a Makefile (one name, so one
+    // group holds all 300) and two unique files.
+    let paths: Vec<String> = (0..300)
+        .flat_map(|d| {
+            [
+                format!("b/d{d}/Makefile"),
+                format!("b/d{d}/main{d}.c"),
+                format!("b/d{d}/util{d}.c"),
+            ]
+        })
+        .collect();
+    for d in 0..300 {
+        c.mkdir(&format!("b/d{d}")).await.unwrap();
+    }
+    for chunk in paths.chunks(64) {
+        for r in futures::future::join_all(chunk.iter().map(|p| c.put(p))).await {
+            r.unwrap();
+        }
+    }
+    let report = c.coordinator.balance_once(0.05, 8).await.unwrap();
+    assert!(
+        report.max_share_before > report.bound,
+        "the test namespace starts unbalanced: {report:?}"
+    );
+    assert!(
+        report.max_share_after <= report.bound,
+        "a round brings the groups under the bound: {report:?}"
+    );
+    assert!(
+        !report.added.is_empty() && report.added.len() <= 8,
+        "{report:?}"
+    );
+    // Every file is still found, from any group.
+    for (i, path) in paths.iter().enumerate() {
+        let g = (i % 4) as u32 + 1;
+        let req = MetaRequest::Lookup {
+            path: p(path),
+            want: Want::ATTR,
+        };
+        assert!(c.node(g).call(tag(), req).await.is_ok(), "{path}");
+    }
+    // A second round has nothing to add.
+    let again = c.coordinator.balance_once(0.05, 8).await.unwrap();
+    assert!(again.added.is_empty(), "{again:?}");
+}

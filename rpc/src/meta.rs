@@ -309,6 +309,12 @@ pub enum MetaRequest {
     UnblockName {
         name: String,
     },
+    /// At every group, for the balancer: how many inodes this group holds and its `top` most
+    /// frequent file names with their counts (one scan of its inode table). Answers
+    /// `NameStats`.
+    NameStats {
+        top: u32,
+    },
     /// At every group: install `table` if it is newer than the one in use.
     SetExceptions {
         table: saker_namespace::ExceptionTable,
@@ -592,6 +598,7 @@ impl MetaRequest {
                 | MetaRequest::UnblockName { .. }
                 | MetaRequest::SetExceptions { .. }
                 | MetaRequest::MigrateName { .. }
+                | MetaRequest::NameStats { .. }
         )
     }
 
@@ -662,6 +669,7 @@ impl MetaRequest {
             | MetaRequest::UnblockName { .. }
             | MetaRequest::SetExceptions { .. }
             | MetaRequest::MigrateName { .. }
+            | MetaRequest::NameStats { .. }
             | MetaRequest::AdoptEntry { .. }
             | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
@@ -718,6 +726,7 @@ impl MetaRequest {
             MetaRequest::UnblockName { .. } => "unblock_name",
             MetaRequest::SetExceptions { .. } => "set_exceptions",
             MetaRequest::MigrateName { .. } => "migrate_name",
+            MetaRequest::NameStats { .. } => "name_stats",
             MetaRequest::AdoptEntry { .. } => "adopt_entry",
             MetaRequest::DropEntry { .. } => "drop_entry",
             MetaRequest::UnblockPath { .. } => "unblock_path",
@@ -746,6 +755,11 @@ pub enum MetaResponse {
     Dirs(Vec<InodeId>),
     /// Inodes a migration moved away from this group.
     Moved(u64),
+    /// A group's inode count and most frequent file names.
+    NameStats {
+        inodes: u64,
+        top: Vec<(String, u64)>,
+    },
     /// A directory frozen for the rmdir protocol, and its parent's id.
     Frozen {
         parent: InodeId,

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, put};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use clap::Subcommand;
 use saker_coordinator::{AccessKey, AccessKeyStore, KeyError, NamespaceCoordinator};
@@ -29,6 +29,19 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: ExceptionCommand,
     },
+    /// Run one balancing round now and print what it did.
+    Balance {
+        #[arg(long, default_value_t = 0.01)]
+        epsilon: f64,
+        #[arg(long, default_value_t = 16)]
+        max_entries: usize,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct BalanceRequest {
+    epsilon: f64,
+    max_entries: usize,
 }
 
 #[derive(Subcommand)]
@@ -138,6 +151,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/keys/{access_key}", delete(delete_key))
         .route("/admin/exceptions", get(list_exceptions))
         .route("/admin/exceptions/{name}", put(set_exception))
+        .route("/admin/balance", post(run_balance))
         .with_state(state)
 }
 
@@ -174,6 +188,28 @@ async fn set_exception(
         Err(saker_rpc::MetaError::Invalid(m)) => {
             (StatusCode::BAD_REQUEST, format!("{m}\n")).into_response()
         }
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&st, &Method::POST, "/admin/balance", &headers, &body) {
+        return deny();
+    }
+    let Some(ns) = &st.namespace else {
+        return no_coordinator();
+    };
+    let req: BalanceRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
+        }
+    };
+    if !(0.0..1.0).contains(&req.epsilon) {
+        return (StatusCode::BAD_REQUEST, "epsilon must be in [0, 1)\n").into_response();
+    }
+    match ns.balance_once(req.epsilon, req.max_entries).await {
+        Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
@@ -374,6 +410,18 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
     let command = match cmd {
         AdminCommand::Key { command } => command,
         AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
+        AdminCommand::Balance {
+            epsilon,
+            max_entries,
+        } => {
+            let body = serde_json::to_vec(&BalanceRequest {
+                epsilon,
+                max_entries,
+            })?;
+            let text = send(endpoint, Method::POST, "/admin/balance", body).await?;
+            println!("{}", text.trim());
+            return Ok(());
+        }
     };
     match command {
         KeyCommand::Create {

@@ -75,6 +75,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             }
         });
         namespace_here = Some(namespace.clone());
+        tokio::spawn(crate::server::balance_loop(
+            namespace.clone(),
+            args.balance_every,
+            args.balance_epsilon,
+        ));
         namespace
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())

@@ -104,6 +104,12 @@ pub struct ServerArgs {
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
+    /// Run a balancing round (redirect frequent file names so no MNode group holds more than
+    /// 1/groups + --balance-epsilon of the inodes) this often; 0s: only on `saker admin balance`.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub balance_every: Duration,
+    #[arg(long, default_value_t = 0.01)]
+    pub balance_epsilon: f64,
     /// Run as one process of a multi-process cluster: the TOML file names this process's
     /// roles, listeners and data directory, and where the other roles run
     /// (deploy/local-cluster/ has examples). It replaces --data-dir, the listener flags and
@@ -165,6 +171,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         tracing::warn!("logged renames are still unresolved; retrying in the background");
     }
     tokio::spawn(namespace.clone().run_resolver());
+    tokio::spawn(balance_loop(
+        namespace.clone(),
+        args.balance_every,
+        args.balance_epsilon,
+    ));
     let map = ClusterMap {
         version: 1,
         groups: local.router.ring().groups().to_vec(),
@@ -500,6 +511,26 @@ pub(crate) async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
 }
+
+/// Periodic balancing rounds (none when `every` is zero).
+pub(crate) async fn balance_loop(
+    namespace: Arc<NamespaceCoordinator>,
+    every: Duration,
+    epsilon: f64,
+) {
+    if every.is_zero() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES).await {
+            tracing::warn!(error = %e, "balancing round failed");
+        }
+    }
+}
+
+/// New exception entries one balancing round may add.
+pub(crate) const BALANCE_MAX_ENTRIES: usize = 16;
 
 #[cfg(test)]
 mod tests {
