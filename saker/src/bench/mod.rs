@@ -1,6 +1,7 @@
 //! `saker bench …`: load generators that write their results as JSON.
 
 mod balance;
+mod fs;
 mod meta;
 mod s3;
 mod sigv4;
@@ -17,6 +18,9 @@ pub enum BenchCommand {
     /// Inode balance over MNode groups on generated trees (FalconFS Tab. 3): a placement
     /// simulation with the production router and balancer.
     Balance(balance::BalanceBenchArgs),
+    /// File-system ops (create, stat, write, read, readdir, unlink, copy) with plain file
+    /// calls on any directory: a saker mount, another file system, a local disk.
+    Fs(fs::FsBenchArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -24,6 +28,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::S3(args) => s3::run(args).await,
         BenchCommand::Meta(args) => meta::run(args).await,
         BenchCommand::Balance(args) => balance::run(args).await,
+        BenchCommand::Fs(args) => fs::run(args).await,
     }
 }
 
