@@ -32,13 +32,14 @@ S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
 J_MNT=$WORK/jfs-mnt J_META=sqlite3://$WORK/jfs.db
 LOCAL=$WORK/local
 mkdir -p "$S_DATA" "$S_MNT" "$J_MNT" "$WORK/jfs-data" "$WORK/jfs-cache" "$LOCAL"
-LOCAL_FS=$(df -T --output=fstype "$LOCAL" | tail -1 | tr -d ' ')
 
 saker_pid="" jfs_pid=""
 cleanup() {
   set +e
   if [ -n "$saker_pid" ]; then
     kill "$saker_pid" 2>/dev/null # the server unmounts at shutdown
+    for _ in $(seq 100); do kill -0 "$saker_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$saker_pid" 2>/dev/null
     wait "$saker_pid" 2>/dev/null
     mountpoint -q "$S_MNT" && umount -l "$S_MNT"
   fi
@@ -57,6 +58,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+LOCAL_FS=$(df --output=fstype "$LOCAL" | tail -1 | tr -d " ")
 
 wait_mounted() { # dir name pid
   for _ in $(seq 200); do
