@@ -59,6 +59,10 @@ cleanup() {
 }
 trap cleanup EXIT
 LOCAL_FS=$(df --output=fstype "$LOCAL" | tail -1 | tr -d " ")
+# A private copy: a rebuild into a shared target directory must not swap the binary mid-run.
+cp "$SAKER" "$WORK/saker"
+SAKER=$WORK/saker
+"$SAKER" bench fs --help >/dev/null || { echo "$SAKER has no \`bench fs\`" >&2; exit 1; }
 
 wait_mounted() { # dir name pid
   for _ in $(seq 200); do
