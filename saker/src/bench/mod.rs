@@ -1,6 +1,7 @@
 //! `saker bench …`: load generators that write their results as JSON.
 
 mod balance;
+mod fs;
 mod meta;
 mod s3;
 mod sigv4;
@@ -21,6 +22,9 @@ pub enum BenchCommand {
     /// Build a directory tree, then read every file once in random order through a fresh
     /// client (FalconFS §6.4): files/s, RPCs per read, client memory.
     Traverse(traverse::TraverseBenchArgs),
+    /// File-system ops (create, stat, write, read, readdir, unlink, copy) with plain file
+    /// calls on any directory: a saker mount, another file system, a local disk.
+    Fs(fs::FsBenchArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -29,6 +33,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Meta(args) => meta::run(args).await,
         BenchCommand::Traverse(args) => traverse::run(args).await,
         BenchCommand::Balance(args) => balance::run(args).await,
+        BenchCommand::Fs(args) => fs::run(args).await,
     }
 }
 
