@@ -12,7 +12,8 @@ pub struct MountConfig {
     /// How long the kernel may trust attributes (default 1 s). Files another client changed
     /// show their new size and times within this time; their bytes at the next open.
     pub attr_ttl: Duration,
-    /// Threads serving kernel requests (default 8).
+    /// Threads serving kernel requests (default 32: in-flight requests are what the MNodes
+    /// merge into shared transactions).
     pub threads: usize,
     /// Where open files being written keep their local buffer (default the system temp dir;
     /// the buffers are unlinked files, gone when the file is closed).
@@ -26,7 +27,7 @@ impl Default for MountConfig {
         Self {
             entry_ttl: Duration::from_secs(1),
             attr_ttl: Duration::from_secs(1),
-            threads: 8,
+            threads: 32,
             buffer_dir: std::env::temp_dir(),
             auto_unmount: true,
         }

@@ -1,6 +1,6 @@
 //! An open file's bytes on this mount: what the server had at open (close-to-open), and once
-//! written, a local sparse buffer file holding the whole new content until it is committed at
-//! flush, fsync or release.
+//! written, a local buffer holding the whole new content until it is committed at flush, fsync
+//! or release (in memory up to [`MEM_BUFFER_LIMIT`], else a sparse unlinked local file).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -31,26 +31,64 @@ pub struct OpenFile {
     pub handles: usize,
 }
 
+/// Content up to this size stays in memory; a write past it moves the whole buffer to an
+/// unlinked local file (large files, sparse writes far out). Most files a DL pipeline or a
+/// build writes are far smaller, and skip the local file's create, write and read back.
+pub const MEM_BUFFER_LIMIT: u64 = 1024 * 1024;
+
+/// Where a buffer's bytes are.
+enum Store {
+    Mem(Vec<u8>),
+    File(File),
+}
+
 /// The local copy of a file being written.
 pub struct Buffer {
-    pub file: File,
+    store: Store,
+    /// The directory a spilled buffer's file goes to.
+    dir: std::path::PathBuf,
     pub size: u64,
     /// MD5 of `[0, pos)` while every write so far continued at the end from offset 0.
     seq: Option<(Md5, u64)>,
 }
 
 impl Buffer {
-    fn empty(dir: &std::path::Path) -> Result<Self> {
-        Ok(Self {
-            file: tempfile::tempfile_in(dir)?,
+    fn empty(dir: &std::path::Path) -> Self {
+        Self {
+            store: Store::Mem(Vec::new()),
+            dir: dir.to_path_buf(),
             size: 0,
             seq: Some((Md5::new(), 0)),
-        })
+        }
+    }
+
+    /// Moves the bytes to a local file.
+    fn spill(&mut self) -> Result<&File> {
+        if let Store::Mem(bytes) = &self.store {
+            let file = tempfile::tempfile_in(&self.dir)?;
+            file.write_all_at(bytes, 0)?;
+            file.set_len(self.size)?;
+            self.store = Store::File(file);
+        }
+        match &self.store {
+            Store::File(f) => Ok(f),
+            Store::Mem(_) => unreachable!("spilled above"),
+        }
     }
 
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
-        self.file.write_all_at(data, offset)?;
-        self.size = self.size.max(offset + data.len() as u64);
+        let end = offset + data.len() as u64;
+        match &mut self.store {
+            Store::Mem(bytes) if end <= MEM_BUFFER_LIMIT => {
+                let (o, e) = (offset as usize, end as usize);
+                if bytes.len() < e {
+                    bytes.resize(e, 0);
+                }
+                bytes[o..e].copy_from_slice(data);
+            }
+            _ => self.spill()?.write_all_at(data, offset)?,
+        }
+        self.size = self.size.max(end);
         self.seq = match self.seq.take() {
             Some((mut md5, pos)) if pos == offset => {
                 md5.update(data);
@@ -67,20 +105,33 @@ impl Buffer {
             return Ok(Vec::new());
         }
         let mut out = vec![0u8; (end - offset) as usize];
-        let mut done = 0;
-        while done < out.len() {
-            // A sparse hole reads as zeros; a short read past the written end is zeros too.
-            let n = self.file.read_at(&mut out[done..], offset + done as u64)?;
-            if n == 0 {
-                break;
+        match &self.store {
+            Store::Mem(bytes) => {
+                // Bytes past the written end (a truncate that grew the file) read as zeros.
+                let have = (bytes.len() as u64).clamp(offset, end);
+                out[..(have - offset) as usize]
+                    .copy_from_slice(&bytes[offset as usize..have as usize]);
             }
-            done += n;
+            Store::File(file) => {
+                let mut done = 0;
+                while done < out.len() {
+                    // A sparse hole reads as zeros; a short read past the written end is zeros too.
+                    let n = file.read_at(&mut out[done..], offset + done as u64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    done += n;
+                }
+            }
         }
         Ok(out)
     }
 
     pub fn truncate(&mut self, size: u64) -> Result<()> {
-        self.file.set_len(size)?;
+        match &mut self.store {
+            Store::Mem(bytes) if size <= MEM_BUFFER_LIMIT => bytes.truncate(size as usize),
+            _ => self.spill()?.set_len(size)?,
+        }
         self.seq = match self.seq.take() {
             Some((md5, pos)) if pos == size => Some((md5, pos)),
             _ if size == 0 => Some((Md5::new(), 0)),
@@ -123,7 +174,7 @@ impl OpenFile {
         if self.buf.is_some() {
             return Ok(());
         }
-        let mut buf = Buffer::empty(dir)?;
+        let mut buf = Buffer::empty(dir);
         if self.attr.size > 0 {
             let mut stream = cluster.read_data(
                 &self.attr.layout,
@@ -247,7 +298,7 @@ mod tests {
     #[test]
     fn a_buffer_reads_holes_as_zeros_and_tracks_sequential_md5() {
         let dir = tempfile::tempdir().unwrap();
-        let mut b = Buffer::empty(dir.path()).unwrap();
+        let mut b = Buffer::empty(dir.path());
         b.write(0, b"hello ").unwrap();
         b.write(6, b"world").unwrap();
         assert!(b.seq.is_some());
@@ -263,5 +314,22 @@ mod tests {
         assert_eq!(b.read(0, 100).unwrap(), b"hello");
         b.truncate(0).unwrap();
         assert!(b.seq.is_some());
+    }
+
+    #[test]
+    fn a_buffer_moves_to_a_file_past_the_memory_limit_and_keeps_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Buffer::empty(dir.path());
+        b.write(0, b"head").unwrap();
+        b.truncate(10).unwrap();
+        assert_eq!(b.read(0, 100).unwrap(), b"head\0\0\0\0\0\0");
+        assert!(matches!(b.store, Store::Mem(_)));
+        b.write(MEM_BUFFER_LIMIT, b"tail").unwrap();
+        assert!(matches!(b.store, Store::File(_)));
+        assert_eq!(b.size, MEM_BUFFER_LIMIT + 4);
+        assert_eq!(b.read(0, 6).unwrap(), b"head\0\0");
+        assert_eq!(b.read(MEM_BUFFER_LIMIT - 2, 10).unwrap(), b"\0\0tail");
+        b.truncate(2).unwrap();
+        assert_eq!(b.read(0, 100).unwrap(), b"he");
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -53,6 +53,7 @@ pub struct SakerFs {
     handles: Mutex<HashMap<u64, Handle>>,
     dirs: Mutex<HashMap<u64, (u64, DirList)>>,
     next_fh: AtomicU64,
+    callers: Mutex<Callers>,
 }
 
 /// The caller of a kernel request.
@@ -64,23 +65,65 @@ pub struct Caller {
 impl Caller {
     /// The caller's uid and gid from the request, supplementary groups from /proc/PID/status.
     pub fn new(uid: u32, gid: u32, pid: u32) -> Self {
-        let groups = if pid == 0 {
-            Vec::new()
-        } else {
-            std::fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
-                        g.split_whitespace()
-                            .filter_map(|x| x.parse().ok())
-                            .collect()
-                    })
-                })
-                .unwrap_or_default()
-        };
         Self {
-            cred: Cred { uid, gid, groups },
+            cred: Cred {
+                uid,
+                gid,
+                groups: proc_groups(pid),
+            },
         }
+    }
+}
+
+/// The supplementary groups of process `pid` (none for the kernel's own requests, pid 0).
+fn proc_groups(pid: u32) -> Vec<u32> {
+    if pid == 0 {
+        return Vec::new();
+    }
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// How long the supplementary groups read for a (pid, uid, gid) are reused: reading
+/// /proc/PID/status for every kernel request costs as much as the metadata call itself. A
+/// process that changes its groups without changing uid or gid is seen with the old ones for
+/// up to this long.
+const GROUPS_TTL: Duration = Duration::from_secs(1);
+
+/// Callers seen recently, by (pid, uid, gid).
+#[derive(Default)]
+struct Callers(HashMap<(u32, u32, u32), (Instant, Vec<u32>)>);
+
+impl Callers {
+    fn get(&mut self, uid: u32, gid: u32, pid: u32) -> Caller {
+        let now = Instant::now();
+        if let Some((at, groups)) = self.0.get(&(pid, uid, gid)) {
+            if now.duration_since(*at) < GROUPS_TTL {
+                return Caller {
+                    cred: Cred {
+                        uid,
+                        gid,
+                        groups: groups.clone(),
+                    },
+                };
+            }
+        }
+        let caller = Caller::new(uid, gid, pid);
+        if self.0.len() >= 4096 {
+            self.0
+                .retain(|_, (at, _)| now.duration_since(*at) < GROUPS_TTL);
+        }
+        self.0
+            .insert((pid, uid, gid), (now, caller.cred.groups.clone()));
+        caller
     }
 }
 
@@ -217,7 +260,13 @@ impl SakerFs {
             handles: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            callers: Mutex::new(Callers::default()),
         }
+    }
+
+    /// The caller of a kernel request (supplementary groups cached for [`GROUPS_TTL`]).
+    pub fn caller(&self, uid: u32, gid: u32, pid: u32) -> Caller {
+        self.callers.lock().get(uid, gid, pid)
     }
 
     /// The full path of an inode the kernel holds.

@@ -18,10 +18,6 @@ use crate::fs::{kind, set_time, special_kind, Caller, NewNode, SakerFs};
 /// The kernel may send writes this large (fewer, bigger requests than the 128 KiB default).
 const MAX_WRITE: u32 = 1024 * 1024;
 
-fn caller(req: &Request) -> Caller {
-    Caller::new(req.uid(), req.gid(), req.pid())
-}
-
 fn fail(op: &str, e: &FuseError) -> Errno {
     if e.is_expected() {
         tracing::debug!(op, error = %e, "fuse op failed");
@@ -43,6 +39,11 @@ fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
 }
 
 impl SakerFs {
+    /// The caller of `req`.
+    fn who(&self, req: &Request) -> Caller {
+        self.caller(req.uid(), req.gid(), req.pid())
+    }
+
     fn entry(&self, reply: ReplyEntry, attr: &Attr) {
         reply.entry_with_ttls(
             &self.cfg.attr_ttl,
@@ -64,7 +65,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match SakerFs::lookup(self, &caller(req), parent.0, name) {
+        match SakerFs::lookup(self, &self.who(req), parent.0, name) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("lookup", &e)),
         }
@@ -75,7 +76,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match SakerFs::getattr(self, &caller(req), ino.0) {
+        match SakerFs::getattr(self, &self.who(req), ino.0) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &self.kernel_attr(&a)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
@@ -101,7 +102,7 @@ impl fuser::Filesystem for SakerFs {
     ) {
         match SakerFs::setattr(
             self,
-            &caller(req),
+            &self.who(req),
             ino.0,
             mode,
             uid,
@@ -117,7 +118,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        match SakerFs::readlink(self, &caller(req), ino.0) {
+        match SakerFs::readlink(self, &self.who(req), ino.0) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(fail("readlink", &e)),
         }
@@ -143,7 +144,7 @@ impl fuser::Filesystem for SakerFs {
                 return;
             }
         };
-        match self.create_node(&caller(req), parent.0, name, mode & !umask, node) {
+        match self.create_node(&self.who(req), parent.0, name, mode & !umask, node) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("mknod", &e)),
         }
@@ -158,21 +159,21 @@ impl fuser::Filesystem for SakerFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        match SakerFs::mkdir(self, &caller(req), parent.0, name, mode & !umask) {
+        match SakerFs::mkdir(self, &self.who(req), parent.0, name, mode & !umask) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("mkdir", &e)),
         }
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match SakerFs::unlink(self, &caller(req), parent.0, name) {
+        match SakerFs::unlink(self, &self.who(req), parent.0, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("unlink", &e)),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match SakerFs::rmdir(self, &caller(req), parent.0, name) {
+        match SakerFs::rmdir(self, &self.who(req), parent.0, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rmdir", &e)),
         }
@@ -191,7 +192,7 @@ impl fuser::Filesystem for SakerFs {
             return;
         };
         match self.create_node(
-            &caller(req),
+            &self.who(req),
             parent.0,
             link_name,
             0o777,
@@ -215,14 +216,14 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match SakerFs::getxattr(self, &caller(req), ino.0, name) {
+        match SakerFs::getxattr(self, &self.who(req), ino.0, name) {
             Ok(v) => xattr_reply(reply, size, &v),
             Err(e) => reply.error(fail("getxattr", &e)),
         }
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match SakerFs::listxattr(self, &caller(req), ino.0) {
+        match SakerFs::listxattr(self, &self.who(req), ino.0) {
             Ok(v) => xattr_reply(reply, size, &v),
             Err(e) => reply.error(fail("listxattr", &e)),
         }
@@ -238,14 +239,14 @@ impl fuser::Filesystem for SakerFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match SakerFs::setxattr(self, &caller(req), ino.0, name, Some(value), flags) {
+        match SakerFs::setxattr(self, &self.who(req), ino.0, name, Some(value), flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("setxattr", &e)),
         }
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match SakerFs::setxattr(self, &caller(req), ino.0, name, None, 0) {
+        match SakerFs::setxattr(self, &self.who(req), ino.0, name, None, 0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("removexattr", &e)),
         }
@@ -263,7 +264,7 @@ impl fuser::Filesystem for SakerFs {
     ) {
         match SakerFs::rename(
             self,
-            &caller(req),
+            &self.who(req),
             parent.0,
             name,
             newparent.0,
@@ -276,7 +277,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match SakerFs::open(self, &caller(req), ino.0, flags.0) {
+        match SakerFs::open(self, &self.who(req), ino.0, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(fail("open", &e)),
         }
@@ -362,7 +363,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match SakerFs::opendir(self, &caller(req), ino.0) {
+        match SakerFs::opendir(self, &self.who(req), ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(fail("opendir", &e)),
         }
@@ -418,7 +419,7 @@ impl fuser::Filesystem for SakerFs {
             let full = match i {
                 0 | 1 => {
                     if dir_attr.is_none() {
-                        match SakerFs::getattr(self, &caller(req), ino.0) {
+                        match SakerFs::getattr(self, &self.who(req), ino.0) {
                             Ok(a) => dir_attr = Some(self.kernel_attr(&a)),
                             Err(e) => return reply.error(fail("readdirplus", &e)),
                         }
@@ -492,7 +493,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        match SakerFs::access(self, &caller(req), ino.0, mask.bits() as u32) {
+        match SakerFs::access(self, &self.who(req), ino.0, mask.bits() as u32) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("access", &e)),
         }
@@ -508,7 +509,7 @@ impl fuser::Filesystem for SakerFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match SakerFs::create(self, &caller(req), parent.0, name, mode & !umask, flags) {
+        match SakerFs::create(self, &self.who(req), parent.0, name, mode & !umask, flags) {
             Ok((a, fh)) => reply.created(
                 &self.cfg.entry_ttl,
                 &self.kernel_attr(&a),

@@ -11,7 +11,8 @@
 //!   (no `default_permissions`);
 //! - writes go to a local buffer file and become visible (to S3 and other mounts) at
 //!   close/fsync (close-to-open), with the ETag rule of ARCHITECTURE.md ([`file`]);
-//! - entry and attribute TTLs are configurable ([`MountConfig`], 1 s by default).
+//! - entry and attribute TTLs are configurable ([`MountConfig`], 1 s by default);
+//! - the caller's supplementary groups are read from /proc once a second per process.
 //!
 //! - extended attributes `user.NAME` are the S3 user metadata `x-amz-meta-NAME` (names
 //!   lower-cased, as S3 keeps them; values printable ASCII; 2 KiB in all, else ENOSPC); other
@@ -19,9 +20,9 @@
 //! - flock(2) and fcntl(2) locks (POSIX and OFD) are kept by the kernel for this mount (the
 //!   file system does not take them over), so they hold between processes on this host.
 //!
-//! - rename of a directory goes through the coordinator's protocol (its entries stay where
-//!   they are); a file renamed across MNode groups is copied, then the source removed: a
-//!   crash in between leaves both names, never neither.
+//! - a rename within one MNode group is one atomic request there; anything else (a directory,
+//!   a file moving between groups) is the coordinator's logged move, which keeps the inode and
+//!   its chunks (a directory's entries stay where they are) and finishes after a crash.
 //!
 //! - FIFOs, sockets and device nodes (mknod) are inodes without data, invisible to S3.
 //!
