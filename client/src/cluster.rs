@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::RwLock;
+
 use saker_chunkstore::{ChunkStore, RemoteChunkStore};
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
@@ -12,7 +14,7 @@ use saker_rpc::{
 };
 
 use crate::error::ClientError;
-use crate::metrics::MNODE_REQUESTS_PER_OP;
+use crate::metrics::{MNODE_REQUESTS_PER_OP, ROUTING_REFRESHES};
 
 /// Tunables of the data path.
 #[derive(Clone, Debug)]
@@ -49,7 +51,9 @@ impl Channels {
 
 /// Routes full-path operations to MNode groups; shared by all requests of a front end.
 pub struct Cluster {
-    router: Router,
+    /// The ring and the exception table; the table is replaced when a reply shows a newer one
+    /// (lazy refresh: FalconFS clients fetch the table when told theirs is stale).
+    router: RwLock<Arc<Router>>,
     groups: BTreeMap<GroupId, Arc<dyn MetaService>>,
     pub(crate) chunks: Arc<dyn ChunkStore>,
     pub(crate) config: ClusterConfig,
@@ -71,7 +75,7 @@ impl Cluster {
             }
         };
         Self {
-            router,
+            router: RwLock::new(Arc::new(router)),
             groups,
             chunks,
             config,
@@ -144,7 +148,7 @@ impl Cluster {
             .expect("a cluster has at least one group");
         match path.last() {
             None => first,
-            Some(name) => match self.router.route_name(name) {
+            Some(name) => match self.router.read().route_name(name) {
                 Route::Group(g) => g,
                 // Path-walk names are resolved by any group, which forwards (multi-node work).
                 Route::PathWalk => first,
@@ -173,7 +177,39 @@ impl Cluster {
 
     async fn send(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let tag = self.next_tag();
-        self.group(self.owner(path))?.call(tag, req).await
+        let group = self.group(self.owner(path))?;
+        let result = group.call(tag, req).await;
+        self.refresh_if_stale(group).await;
+        result
+    }
+
+    /// The router requests are sent by (a snapshot).
+    pub fn router(&self) -> Arc<Router> {
+        self.router.read().clone()
+    }
+
+    /// Fetches `group`'s exception table if its last reply carried a newer version than ours
+    /// (a request routed by a stale table was forwarded by the MNode; the next one goes
+    /// straight to the owner). A failed fetch is retried after a later reply.
+    async fn refresh_if_stale(&self, group: &Arc<dyn MetaService>) {
+        let seen = group.routing_version();
+        if seen <= self.router.read().exceptions_version() {
+            return;
+        }
+        match group.call(self.next_tag(), MetaRequest::Exceptions).await {
+            Ok(MetaResponse::Exceptions(table)) => {
+                let mut router = self.router.write();
+                if table.version() > router.exceptions_version() {
+                    tracing::debug!(version = table.version(), "exception table refreshed");
+                    let mut next = (**router).clone();
+                    next.set_exceptions(table);
+                    *router = Arc::new(next);
+                    ROUTING_REFRESHES.inc();
+                }
+            }
+            Ok(other) => tracing::warn!(?other, "unexpected answer to Exceptions"),
+            Err(e) => tracing::debug!(error = %e, "exception table fetch failed; retried later"),
+        }
     }
 
     /// Sends one request to a given group.
@@ -184,7 +220,10 @@ impl Cluster {
     ) -> Result<MetaResponse, MetaError> {
         MNODE_REQUESTS_PER_OP.observe(1.0);
         let tag = self.next_tag();
-        self.group(g)?.call(tag, req).await
+        let group = self.group(g)?;
+        let result = group.call(tag, req).await;
+        self.refresh_if_stale(group).await;
+        result
     }
 
     /// Runs a write that needs its parents, creating missing ones as implicit directories on

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{register_histogram, Histogram};
+use prometheus::{register_histogram, register_int_counter, Histogram, IntCounter};
 
 /// MNode requests one library operation sent: 1 for a lookup or a write whose parents exist,
 /// more when implicit parents had to be created first.
@@ -11,6 +11,15 @@ pub static MNODE_REQUESTS_PER_OP: LazyLock<Histogram> = LazyLock::new(|| {
         "saker_client_mnode_requests_per_op",
         "MNode requests sent per client operation (hops)",
         vec![1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0]
+    )
+    .expect("metric registers once")
+});
+
+/// Exception tables fetched because a reply carried a newer version than the client's.
+pub static ROUTING_REFRESHES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "saker_client_routing_refreshes_total",
+        "Exception tables a client fetched after a reply showed its own was stale"
     )
     .expect("metric registers once")
 });

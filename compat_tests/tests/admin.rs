@@ -315,3 +315,74 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
         assert!(!get_bytes(&c, &bucket, k).await.is_empty(), "{k}");
     }
 }
+
+/// The value of an unlabelled counter on the server's /metrics.
+async fn counter(srv: &Server, name: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", srv.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map(|v| v.parse().unwrap())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let bucket = new_bucket(&c, "stale-map").await;
+    put(&c, &bucket, "a/b/Makefile", b"contents").await;
+    let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .expect("a library client connects");
+    let path: Vec<String> = [bucket.as_str(), "a", "b", "Makefile"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let before = lib.router().exceptions_version();
+    let owner = lib.owner(&path);
+    lib.lookup(&path, saker_rpc::Want::ATTR)
+        .await
+        .expect("found where the ring puts it");
+
+    // The name moves to another group behind the client's back.
+    let target = if owner == 1 { 2 } else { 1 };
+    ok_stdout(
+        srv.admin_cmd(&["exception", "set", "Makefile", &target.to_string()]),
+        "exception set",
+    );
+    let misdirected = counter(&srv, "saker_mnode_misdirected_total").await;
+
+    // The first request goes to the old owner, which forwards it; its reply carries the new
+    // table's version, so the client fetches the table.
+    let view = lib
+        .lookup(&path, saker_rpc::Want::ATTR)
+        .await
+        .expect("found through the old owner");
+    assert_eq!(view.attr.size, 8);
+    assert_eq!(
+        counter(&srv, "saker_mnode_misdirected_total").await,
+        misdirected + 1.0,
+        "the stale request was forwarded once"
+    );
+    assert!(lib.router().exceptions_version() > before);
+    assert_eq!(
+        lib.owner(&path),
+        target,
+        "the client routes by the new table"
+    );
+
+    // Later requests go straight to the new owner: nothing more is forwarded.
+    for _ in 0..5 {
+        lib.lookup(&path, saker_rpc::Want::ATTR).await.unwrap();
+    }
+    assert_eq!(
+        counter(&srv, "saker_mnode_misdirected_total").await,
+        misdirected + 1.0,
+        "no request after the refresh was forwarded"
+    );
+}

@@ -977,6 +977,9 @@ impl MetaService for Mnode {
                 }
                 Ok(MetaResponse::Done)
             }
+            MetaRequest::Exceptions => Ok(MetaResponse::Exceptions(
+                self.router.get().exceptions().clone(),
+            )),
             MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             req => match self.misdirected(&req).await {
@@ -1019,5 +1022,9 @@ impl MetaService for Mnode {
         let outcome = if result.is_ok() { "ok" } else { "error" };
         metrics::OPS.with_label_values(&[op, outcome]).inc();
         result
+    }
+
+    fn routing_version(&self) -> u64 {
+        self.router.get().exceptions_version()
     }
 }

@@ -315,6 +315,9 @@ pub enum MetaRequest {
     NameStats {
         top: u32,
     },
+    /// The exception table this group routes by (a client whose table is older than the
+    /// version on a reply fetches it). Answers `Exceptions`.
+    Exceptions,
     /// At every group: install `table` if it is newer than the one in use.
     SetExceptions {
         table: saker_namespace::ExceptionTable,
@@ -597,6 +600,7 @@ impl MetaRequest {
                 | MetaRequest::BlockName { .. }
                 | MetaRequest::UnblockName { .. }
                 | MetaRequest::SetExceptions { .. }
+                | MetaRequest::Exceptions
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
         )
@@ -668,6 +672,7 @@ impl MetaRequest {
             | MetaRequest::BlockName { .. }
             | MetaRequest::UnblockName { .. }
             | MetaRequest::SetExceptions { .. }
+            | MetaRequest::Exceptions
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
             | MetaRequest::AdoptEntry { .. }
@@ -725,6 +730,7 @@ impl MetaRequest {
             MetaRequest::BlockName { .. } => "block_name",
             MetaRequest::UnblockName { .. } => "unblock_name",
             MetaRequest::SetExceptions { .. } => "set_exceptions",
+            MetaRequest::Exceptions => "exceptions",
             MetaRequest::MigrateName { .. } => "migrate_name",
             MetaRequest::NameStats { .. } => "name_stats",
             MetaRequest::AdoptEntry { .. } => "adopt_entry",
@@ -760,6 +766,8 @@ pub enum MetaResponse {
         inodes: u64,
         top: Vec<(String, u64)>,
     },
+    /// The exception table a group routes by.
+    Exceptions(saker_namespace::ExceptionTable),
     /// A directory frozen for the rmdir protocol, and its parent's id.
     Frozen {
         parent: InodeId,

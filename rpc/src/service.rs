@@ -12,6 +12,13 @@ use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 pub trait MetaService: Send + Sync + 'static {
     /// Executes one operation. `tag` identifies writes for exactly-once replies; reads ignore it.
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError>;
+
+    /// The version of the exception table this group routes by, as of its latest reply (every
+    /// reply carries it): a client holding an older table fetches the group's with
+    /// `MetaRequest::Exceptions`. 0 where unknown.
+    fn routing_version(&self) -> u64 {
+        0
+    }
 }
 
 /// The coordinator's namespace protocols: the operations that need every MNode's agreement.

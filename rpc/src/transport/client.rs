@@ -1,6 +1,8 @@
 //! Clients of a remote [`RpcServer`](super::RpcServer): [`RemoteMeta`], [`RemoteCoordinator`]
 //! and [`fetch_cluster_map`], all over one shared HTTP/2 connection ([`RpcChannel`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +12,7 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameCall};
+use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall};
 use super::MAX_MESSAGE;
 use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
@@ -69,6 +71,7 @@ impl RpcChannel {
         RemoteMeta {
             group,
             channel: self.clone(),
+            routing_version: Arc::default(),
         }
     }
 
@@ -121,6 +124,8 @@ pub async fn fetch_cluster_map(addr: &str) -> Result<ClusterMap, MetaError> {
 pub struct RemoteMeta {
     group: u32,
     channel: RpcChannel,
+    /// The highest exception-table version the group's replies carried.
+    routing_version: Arc<AtomicU64>,
 }
 
 impl RemoteMeta {
@@ -142,8 +147,14 @@ impl MetaService for RemoteMeta {
             req,
         };
         let reply = self.channel.client.clone().meta(frame(&call)).await;
-        self.channel
-            .reply::<Result<MetaResponse, MetaError>>(reply)?
+        let reply = self.channel.reply::<MetaReply>(reply)?;
+        self.routing_version
+            .fetch_max(reply.routing_version, Ordering::Relaxed);
+        reply.result
+    }
+
+    fn routing_version(&self) -> u64 {
+        self.routing_version.load(Ordering::Relaxed)
     }
 }
 

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, RemoveDirCall, RenameCall};
+use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall};
 use super::MAX_MESSAGE;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
@@ -114,17 +114,27 @@ impl Saker for Handler {
     async fn meta(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let call: MetaCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let result = match self.groups.get(&call.group) {
+        let reply = match self.groups.get(&call.group) {
             Some(group) => {
                 let group = group.clone();
-                detached(async move { group.call(call.tag, call.req).await }).await?
+                detached(async move {
+                    let result = group.call(call.tag, call.req).await;
+                    MetaReply {
+                        routing_version: group.routing_version(),
+                        result,
+                    }
+                })
+                .await?
             }
-            None => Err(MetaError::Unavailable(format!(
-                "group {} is not served at this address",
-                call.group
-            ))),
+            None => MetaReply {
+                routing_version: 0,
+                result: Err(MetaError::Unavailable(format!(
+                    "group {} is not served at this address",
+                    call.group
+                ))),
+            },
         };
-        Ok(frame(encode(&result)))
+        Ok(frame(encode(&reply)))
     }
 
     async fn remove_dir(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {

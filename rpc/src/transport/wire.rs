@@ -4,11 +4,12 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::meta::{ClientTag, Cred, MetaRequest, RemoveCond};
+use crate::error::MetaError;
+use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 3;
+pub const WIRE_VERSION: u8 = 4;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +28,13 @@ pub(super) struct MetaCall {
     pub group: u32,
     pub tag: ClientTag,
     pub req: MetaRequest,
+}
+
+/// The answer to a `Meta` call, with the version of the exception table the group routes by.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub(super) struct MetaReply {
+    pub routing_version: u64,
+    pub result: Result<MetaResponse, MetaError>,
 }
 
 /// `RemoveDir`: the coordinator's rmdir protocol.
@@ -136,6 +144,10 @@ mod tests {
         round_trip::<Result<(), MetaError>>(Err(MetaError::NotEmpty));
         let mut exceptions = ExceptionTable::new();
         exceptions.set("train", Exception::PathWalk);
+        round_trip(MetaReply {
+            routing_version: 7,
+            result: Ok(MetaResponse::Exceptions(exceptions.clone())),
+        });
         round_trip(ClusterMap {
             version: 3,
             groups: vec![1, 2],

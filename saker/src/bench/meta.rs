@@ -79,6 +79,10 @@ impl MetaService for Counted {
         self.sent.fetch_add(1, Ordering::Relaxed);
         self.inner.call(tag, req).await
     }
+
+    fn routing_version(&self) -> u64 {
+        self.inner.routing_version()
+    }
 }
 
 #[derive(Serialize)]

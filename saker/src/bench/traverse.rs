@@ -101,6 +101,10 @@ impl MetaService for Counted {
         self.sent.fetch_add(1, Ordering::Relaxed);
         self.inner.call(tag, req).await
     }
+
+    fn routing_version(&self) -> u64 {
+        self.inner.routing_version()
+    }
 }
 
 /// The tree's shape: file `i` lives in leaf directory `i / files_per_dir`, whose path is the
