@@ -129,9 +129,15 @@ impl LocalCluster {
 
     /// Starts process `name` from its config file and waits until it is ready.
     fn spawn(&mut self, name: &str) {
+        self.spawn_env(name, &[]);
+    }
+
+    /// Like `spawn`, with extra environment variables (e.g. `SAKER_FAILPOINT`).
+    fn spawn_env(&mut self, name: &str, env: &[(&str, &str)]) {
         let mut child = Command::new(saker_bin())
             .args(["server", "--config"])
             .arg(config_path(self.dir.path(), name))
+            .envs(env.iter().copied())
             .env("SAKER_ACCESS_KEY", ROOT_AK)
             .env("SAKER_SECRET_KEY", ROOT_SK)
             .stdin(Stdio::null())
@@ -163,6 +169,21 @@ impl LocalCluster {
         let mut c = p.child.take().expect("running");
         c.kill().unwrap();
         c.wait().unwrap();
+    }
+
+    /// Waits (at most 30 s) until process `name` ends by itself.
+    fn wait_exit(&mut self, name: &str) -> std::process::ExitStatus {
+        let p = self.procs.get_mut(name).expect("a known process");
+        let c = p.child.as_mut().expect("running");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                p.child = None;
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{name} did not end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn stderr(&self, name: &str) -> String {
@@ -353,4 +374,57 @@ fn a_bad_config_is_refused_with_its_reason() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("group 5"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_coordinator_killed_inside_an_rmdir_leaves_no_frozen_directory() {
+    let mut cluster = LocalCluster::start();
+    // This run of the coordinator dies right after it froze the directory it removes.
+    cluster.kill("coordinator");
+    cluster.spawn_env("coordinator", &[("SAKER_FAILPOINT", "rmdir_frozen")]);
+    let s3 = cluster.client(true);
+    let bucket = "held";
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    put(&s3, bucket, "a", b"first").await;
+
+    let once = cluster.client(false);
+    let cut = once.delete_bucket().bucket(bucket).send().await;
+    assert!(cut.is_err(), "the rmdir died with its coordinator: {cut:?}");
+    let status = cluster.wait_exit("coordinator");
+    assert!(!status.success(), "the failpoint aborted it: {status}");
+    assert!(
+        cluster
+            .stderr("coordinator")
+            .contains("failpoint rmdir_frozen"),
+        "{}",
+        cluster.stderr("coordinator")
+    );
+
+    // The bucket's owner still holds the freeze; the restarted coordinator releases it before
+    // it takes calls, so a write into the bucket goes through (it would wait out the 30 s
+    // freeze limit and fail otherwise), with a client that does not retry.
+    cluster.spawn("coordinator");
+    let etag = put(&once, bucket, "b", b"second").await;
+    assert_eq!(etag, quoted_md5(b"second"));
+    assert_eq!(get_bytes(&once, bucket, "a").await, b"first");
+
+    // The rmdir protocol works again: refused while objects remain, done once they are gone.
+    let full = once.delete_bucket().bucket(bucket).send().await;
+    let err = full.expect_err("the bucket is not empty");
+    assert_eq!(
+        err.into_service_error().meta().code(),
+        Some("BucketNotEmpty")
+    );
+    for key in ["a", "b"] {
+        once.delete_object()
+            .bucket(bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+    once.delete_bucket().bucket(bucket).send().await.unwrap();
 }

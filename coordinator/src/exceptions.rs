@@ -166,6 +166,7 @@ impl NamespaceCoordinator {
         name: &str,
         exception: Option<Exception>,
     ) -> Result<ExceptionTable, MetaError> {
+        self.until_ready().await?;
         saker_namespace::Name::new(name)
             .map_err(|e| MetaError::Invalid(format!("bad name: {e}")))?;
         if let Some(Exception::Override(g)) = &exception {

@@ -213,7 +213,7 @@ impl RenameJournal {
 
 /// Test hook: `SAKER_FAILPOINT=<name>` aborts the process at that point of the protocol, so
 /// crash tests can stop it between two durable steps.
-fn fail_point(name: &str) {
+pub(crate) fn fail_point(name: &str) {
     if std::env::var("SAKER_FAILPOINT").is_ok_and(|v| v == name) {
         eprintln!("failpoint {name}: aborting");
         std::process::abort();

@@ -45,7 +45,13 @@ pub struct NamespaceCoordinator {
     pub(crate) exceptions: ExceptionStore,
     /// Exception-table changes, one at a time.
     pub(crate) table_lock: tokio::sync::Mutex<()>,
+    /// False from a persistent coordinator's start until [`NamespaceCoordinator::resolve_pending`]
+    /// has finished what the previous run left and released its holds; protocol calls wait.
+    ready: tokio::sync::watch::Sender<bool>,
 }
+
+/// How long a protocol call waits for a starting coordinator to be ready.
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(crate) fn untagged() -> ClientTag {
     ClientTag { client: 0, seq: 0 }
@@ -54,7 +60,10 @@ pub(crate) fn untagged() -> ClientTag {
 impl NamespaceCoordinator {
     pub fn new(router: Router, groups: Groups) -> Self {
         let exceptions = ExceptionStore::in_memory(router.exceptions().clone());
-        Self::assemble(router, groups, RenameJournal::in_memory(), exceptions)
+        let me = Self::assemble(router, groups, RenameJournal::in_memory(), exceptions);
+        // Nothing was left by an earlier run.
+        me.ready.send_replace(true);
+        me
     }
 
     /// A coordinator whose state lives in `dir`: the rename journal (`renames/`) and the
@@ -81,17 +90,58 @@ impl NamespaceCoordinator {
             journal,
             exceptions,
             table_lock: tokio::sync::Mutex::new(()),
+            ready: tokio::sync::watch::Sender::new(false),
+        }
+    }
+
+    /// Waits until the coordinator has finished what its previous run left
+    /// ([`NamespaceCoordinator::resolve_pending`]), for at most [`READY_WAIT`].
+    pub(crate) async fn until_ready(&self) -> Result<(), MetaError> {
+        let mut rx = self.ready.subscribe();
+        let ready = tokio::time::timeout(READY_WAIT, rx.wait_for(|ready| *ready))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if ready {
+            Ok(())
+        } else {
+            Err(MetaError::Unavailable(
+                "the coordinator is still finishing what its previous run left".into(),
+            ))
         }
     }
 
     /// What a crash or an unreachable group left unfinished: the exception table's install
-    /// and migration, then logged renames. Returns once nothing is left.
+    /// and migration, then logged renames; then every group releases the freezes and blocks
+    /// the previous run still held there (an rmdir cut between its freeze and its thaw), and
+    /// protocol calls are taken. Returns once nothing is left.
     pub async fn resolve_pending(&self) {
         while let Err(e) = self.resolve_exceptions().await {
             tracing::debug!(error = %e, "the exception table waits for its groups");
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         self.resolve_renames().await;
+        let mut left: Vec<_> = self.groups.iter().collect();
+        while !left.is_empty() {
+            let calls = left
+                .iter()
+                .map(|(_, g)| g.call(untagged(), MetaRequest::ThawAll));
+            let results = join_all(calls).await;
+            left = left
+                .into_iter()
+                .zip(results)
+                .filter_map(|(g, r)| match r {
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::debug!(group = g.0, error = %e, "ThawAll waits for its group");
+                        Some(g)
+                    }
+                })
+                .collect();
+            if !left.is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+        self.ready.send_replace(true);
     }
 
     /// The group that owns `path`'s last component for a request (a path-walked name goes to
@@ -140,6 +190,7 @@ impl NamespaceCoordinator {
             MetaResponse::Frozen { parent, attr } => (parent, attr),
             other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
         };
+        crate::rename::fail_point("rmdir_frozen");
         // Now that the parent is known, the owner is known even for a path-walked name (the
         // freeze itself reached it by forwarding).
         let name = path.last().expect("checked by owner()");
@@ -228,6 +279,7 @@ impl NamespaceCoordinator {
 #[async_trait]
 impl CoordinatorService for NamespaceCoordinator {
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        self.until_ready().await?;
         self.remove_one(&path, cond).await?;
         if cond == RemoveCond::ImplicitEmpty {
             // Cascade: the parent may be an implicit directory left empty. Never the bucket.
@@ -254,6 +306,7 @@ impl CoordinatorService for NamespaceCoordinator {
         noreplace: bool,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError> {
+        self.until_ready().await?;
         self.rename_protocol(from, to, noreplace, cred).await
     }
 }

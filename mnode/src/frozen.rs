@@ -4,7 +4,9 @@
 //! While a directory is frozen at its owner, writes that resolve through it are held back and
 //! remote lookups of it wait, so no new entry can appear under it while the coordinator checks
 //! that it is empty. Freezes live in memory: a restarted owner has none, and the coordinator's
-//! final `RemoveDir` re-checks emptiness at the owner.
+//! final `RemoveDir` re-checks emptiness at the owner. A coordinator that restarts finishes its
+//! logged work (renames, name migrations), then releases whatever its previous run still held
+//! at every group (`ThawAll`) before it takes new protocol calls.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -77,6 +79,23 @@ impl FrozenDirs {
                 dirs.remove(&id);
             }
         }
+    }
+
+    /// Releases every freeze and block (what a coordinator that stopped mid-protocol left
+    /// behind: its successor calls this once it has finished the logged work); returns how
+    /// many holds there were.
+    pub fn thaw_all(&self) -> usize {
+        let mut dirs = self.dirs.lock();
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut paths = self.paths.lock();
+        let mut names = self.names.lock();
+        let held = dirs.len() + paths.len() + names.len();
+        // Dropping the senders wakes every waiter.
+        dirs.clear();
+        paths.clear();
+        names.clear();
+        held
     }
 
     /// Waits until `id` is not frozen.

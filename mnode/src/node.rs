@@ -908,6 +908,13 @@ impl MetaService for Mnode {
                 self.frozen.thaw(dir);
                 Ok(MetaResponse::Done)
             }
+            MetaRequest::ThawAll => {
+                let held = self.frozen.thaw_all();
+                if held > 0 {
+                    tracing::info!(held, "released the holds a stopped coordinator left");
+                }
+                Ok(MetaResponse::Done)
+            }
             req @ MetaRequest::BlockPath { .. } => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,

@@ -315,6 +315,9 @@ pub enum MetaRequest {
     NameStats {
         top: u32,
     },
+    /// At every group, from a coordinator that just started and finished its logged work:
+    /// release every freeze and path or name block (its previous run stopped holding them).
+    ThawAll,
     /// The exception table this group routes by (a client whose table is older than the
     /// version on a reply fetches it). Answers `Exceptions`.
     Exceptions,
@@ -601,6 +604,7 @@ impl MetaRequest {
                 | MetaRequest::UnblockName { .. }
                 | MetaRequest::SetExceptions { .. }
                 | MetaRequest::Exceptions
+                | MetaRequest::ThawAll
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
         )
@@ -673,6 +677,7 @@ impl MetaRequest {
             | MetaRequest::UnblockName { .. }
             | MetaRequest::SetExceptions { .. }
             | MetaRequest::Exceptions
+            | MetaRequest::ThawAll
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
             | MetaRequest::AdoptEntry { .. }
@@ -731,6 +736,7 @@ impl MetaRequest {
             MetaRequest::UnblockName { .. } => "unblock_name",
             MetaRequest::SetExceptions { .. } => "set_exceptions",
             MetaRequest::Exceptions => "exceptions",
+            MetaRequest::ThawAll => "thaw_all",
             MetaRequest::MigrateName { .. } => "migrate_name",
             MetaRequest::NameStats { .. } => "name_stats",
             MetaRequest::AdoptEntry { .. } => "adopt_entry",
