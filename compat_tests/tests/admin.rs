@@ -270,18 +270,7 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
     // A bad route is refused with the reason.
     let bad = srv.admin_cmd(&["exception", "set", "Makefile", "nowhere"]);
     assert!(!bad.status.success());
-    let metrics = reqwest::get(format!("{}/metrics", srv.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let moved: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("saker_mnode_migrated_inodes_total "))
-        .expect("the migration counter is exported")
-        .parse()
-        .unwrap();
+    let moved = counter(&srv, "saker_mnode_migrated_inodes_total").await;
     assert!(moved > 0.0, "inodes were moved: {moved}");
 
     // The table and the placement survive a restart; new writes of the name work.
@@ -316,7 +305,7 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
     }
 }
 
-/// The value of an unlabelled counter on the server's /metrics.
+/// The value of an unlabelled counter on the server's /metrics (0 if it is not exported).
 async fn counter(srv: &Server, name: &str) -> f64 {
     let text = reqwest::get(format!("{}/metrics", srv.admin))
         .await
