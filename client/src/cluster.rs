@@ -4,10 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use saker_chunkstore::{ChunkStore, RemoteChunkStore};
-use saker_namespace::{GroupId, Route, Router};
+use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
     Attr, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse, MetaService, NewObject,
     ObjectView, RpcChannel, Want,
@@ -53,7 +51,7 @@ impl Channels {
 pub struct Cluster {
     /// The ring and the exception table; the table is replaced when a reply shows a newer one
     /// (lazy refresh: FalconFS clients fetch the table when told theirs is stale).
-    router: RwLock<Arc<Router>>,
+    router: SharedRouter,
     groups: BTreeMap<GroupId, Arc<dyn MetaService>>,
     pub(crate) chunks: Arc<dyn ChunkStore>,
     pub(crate) config: ClusterConfig,
@@ -75,7 +73,7 @@ impl Cluster {
             }
         };
         Self {
-            router: RwLock::new(Arc::new(router)),
+            router: SharedRouter::new(router),
             groups,
             chunks,
             config,
@@ -148,7 +146,7 @@ impl Cluster {
             .expect("a cluster has at least one group");
         match path.last() {
             None => first,
-            Some(name) => match self.router.read().route_name(name) {
+            Some(name) => match self.router.get().route_name(name) {
                 Route::Group(g) => g,
                 // Path-walk names are resolved by any group, which forwards (multi-node work).
                 Route::PathWalk => first,
@@ -176,8 +174,14 @@ impl Cluster {
     }
 
     async fn send(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        self.send_to(self.owner(path), req).await
+    }
+
+    /// One request to group `g`, then the exception table refreshed if its reply showed ours
+    /// is stale.
+    async fn send_to(&self, g: GroupId, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let tag = self.next_tag();
-        let group = self.group(self.owner(path))?;
+        let group = self.group(g)?;
         let result = group.call(tag, req).await;
         self.refresh_if_stale(group).await;
         result
@@ -185,7 +189,7 @@ impl Cluster {
 
     /// The router requests are sent by (a snapshot).
     pub fn router(&self) -> Arc<Router> {
-        self.router.read().clone()
+        self.router.get()
     }
 
     /// Fetches `group`'s exception table if its last reply carried a newer version than ours
@@ -193,17 +197,13 @@ impl Cluster {
     /// straight to the owner). A failed fetch is retried after a later reply.
     async fn refresh_if_stale(&self, group: &Arc<dyn MetaService>) {
         let seen = group.routing_version();
-        if seen <= self.router.read().exceptions_version() {
+        if seen <= self.router.get().exceptions_version() {
             return;
         }
         match group.call(self.next_tag(), MetaRequest::Exceptions).await {
             Ok(MetaResponse::Exceptions(table)) => {
-                let mut router = self.router.write();
-                if table.version() > router.exceptions_version() {
+                if self.router.install(&table) {
                     tracing::debug!(version = table.version(), "exception table refreshed");
-                    let mut next = (**router).clone();
-                    next.set_exceptions(table);
-                    *router = Arc::new(next);
                     ROUTING_REFRESHES.inc();
                 }
             }
@@ -219,11 +219,7 @@ impl Cluster {
         req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
         MNODE_REQUESTS_PER_OP.observe(1.0);
-        let tag = self.next_tag();
-        let group = self.group(g)?;
-        let result = group.call(tag, req).await;
-        self.refresh_if_stale(group).await;
-        result
+        self.send_to(g, req).await
     }
 
     /// Runs a write that needs its parents, creating missing ones as implicit directories on

@@ -56,23 +56,11 @@ pub struct SakerFs {
     callers: Mutex<Callers>,
 }
 
-/// The caller of a kernel request.
+/// The caller of a kernel request: uid and gid from the request, supplementary groups from
+/// /proc/PID/status (cached, see [`GROUPS_TTL`]).
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub cred: Cred,
-}
-
-impl Caller {
-    /// The caller's uid and gid from the request, supplementary groups from /proc/PID/status.
-    pub fn new(uid: u32, gid: u32, pid: u32) -> Self {
-        Self {
-            cred: Cred {
-                uid,
-                gid,
-                groups: proc_groups(pid),
-            },
-        }
-    }
 }
 
 /// The supplementary groups of process `pid` (none for the kernel's own requests, pid 0).
@@ -105,25 +93,21 @@ struct Callers(HashMap<(u32, u32, u32), (Instant, Vec<u32>)>);
 impl Callers {
     fn get(&mut self, uid: u32, gid: u32, pid: u32) -> Caller {
         let now = Instant::now();
-        if let Some((at, groups)) = self.0.get(&(pid, uid, gid)) {
-            if now.duration_since(*at) < GROUPS_TTL {
-                return Caller {
-                    cred: Cred {
-                        uid,
-                        gid,
-                        groups: groups.clone(),
-                    },
-                };
+        let groups = match self.0.get(&(pid, uid, gid)) {
+            Some((at, groups)) if now.duration_since(*at) < GROUPS_TTL => groups.clone(),
+            _ => {
+                let groups = proc_groups(pid);
+                if self.0.len() >= 4096 {
+                    self.0
+                        .retain(|_, (at, _)| now.duration_since(*at) < GROUPS_TTL);
+                }
+                self.0.insert((pid, uid, gid), (now, groups.clone()));
+                groups
             }
+        };
+        Caller {
+            cred: Cred { uid, gid, groups },
         }
-        let caller = Caller::new(uid, gid, pid);
-        if self.0.len() >= 4096 {
-            self.0
-                .retain(|_, (at, _)| now.duration_since(*at) < GROUPS_TTL);
-        }
-        self.0
-            .insert((pid, uid, gid), (now, caller.cred.groups.clone()));
-        caller
     }
 }
 

@@ -25,11 +25,11 @@ use crate::metrics;
 use crate::ops::{apply_write, Ctx};
 use crate::raft::{BatchEntry, Raft};
 use crate::records::{decode, encode};
-use crate::routing::SharedRouter;
 use crate::store::MetaStore;
 use crate::store::WriteBatch;
 use crate::tree::{Absence, Resolver, Retry};
 use crate::txn::{Overlay, Txn};
+use saker_namespace::SharedRouter;
 
 /// How many recent results per client the dedupe table keeps.
 pub const DEDUPE_WINDOW: u64 = 4096;

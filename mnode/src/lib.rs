@@ -19,7 +19,6 @@ pub mod perm;
 pub mod raft;
 pub mod read;
 pub mod records;
-mod routing;
 pub mod store;
 pub mod tree;
 pub mod txn;

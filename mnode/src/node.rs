@@ -24,11 +24,11 @@ use crate::metrics;
 use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
 use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
-use crate::routing::SharedRouter;
 use crate::store::MetaStore;
 use crate::tree::{
     child, for_each_value, resolve_parents, Absence, Child, Resolver, Retry, StoreView,
 };
+use saker_namespace::SharedRouter;
 
 /// How often one request may be handed back by the executor before it fails.
 const MAX_ATTEMPTS: usize = 16;

@@ -12,6 +12,7 @@ pub mod order;
 pub mod replica;
 pub mod ring;
 pub mod router;
+pub mod shared_router;
 
 pub use bucket::{validate_bucket_name, BucketNameError};
 pub use exception::{Exception, ExceptionTable};
@@ -22,6 +23,7 @@ pub use order::{cmp_entries, sort_key};
 pub use replica::{Dentry, DentryReplica};
 pub use ring::{GroupId, Ring};
 pub use router::{Route, Router};
+pub use shared_router::SharedRouter;
 
 /// Identifier of an inode (file or directory). Unique in the cluster; never used to locate one.
 pub type InodeId = u64;

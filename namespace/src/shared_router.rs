@@ -1,12 +1,14 @@
-//! The router an MNode routes by, replaceable at run time: the coordinator pushes a newer
-//! exception table (`SetExceptions`) after it moved the inodes of a redirected name.
+//! A [`Router`] replaceable at run time by a newer exception table: an MNode installs the one
+//! the coordinator pushes (`SetExceptions`) after it moved a redirected name's inodes; a
+//! client installs the one it fetched when a reply showed its own was stale.
 
 use std::sync::Arc;
 
+use crate::{ExceptionTable, Router};
 use parking_lot::RwLock;
-use saker_namespace::{ExceptionTable, Router};
 
-/// A router shared by an MNode's request path and its executor.
+/// A router shared by everything that routes requests (an MNode's request path and executor,
+/// a client's requests).
 #[derive(Clone)]
 pub struct SharedRouter(Arc<RwLock<Arc<Router>>>);
 
@@ -36,7 +38,7 @@ impl SharedRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use saker_namespace::{Exception, Ring};
+    use crate::{Exception, Ring};
 
     #[test]
     fn only_newer_tables_are_installed() {
@@ -44,10 +46,7 @@ mod tests {
         let mut t = ExceptionTable::new();
         t.set("Makefile", Exception::Override(2));
         assert!(shared.install(&t));
-        assert_eq!(
-            shared.get().route_name("Makefile"),
-            saker_namespace::Route::Group(2)
-        );
+        assert_eq!(shared.get().route_name("Makefile"), crate::Route::Group(2));
         let stale = ExceptionTable::new();
         assert!(!shared.install(&stale), "an older table is ignored");
         assert!(!shared.install(&t), "the same version is ignored");
