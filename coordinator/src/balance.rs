@@ -107,7 +107,17 @@ pub fn balance(
         *over.get_mut(&min_g).expect("present") += f;
         let (_, walk_max) = extreme(&walk, true);
         let (_, over_max) = extreme(&over, true);
-        if over_max >= max_load && walk_max >= max_load {
+        // A move helps when it lowers the maximum or, failing that, the total excess over
+        // the bound: walking a name off the hottest group adds |F|/n to a runner-up that may
+        // then be the new maximum, yet the next decision can walk the runner-up's own name.
+        // Judging by the maximum alone stalled there (README walked off one group would lift
+        // the Makefile group a hair above it, so nothing was ever taken).
+        let now = excess(&load, limit);
+        let helps = |max: f64, l: &BTreeMap<GroupId, f64>| {
+            max < max_load - 1e-9 || excess(l, limit) < now - 1e-9
+        };
+        let (over_helps, walk_helps) = (helps(over_max, &over), helps(walk_max, &walk));
+        if !over_helps && !walk_helps {
             // Moving F helps nobody; try the next name.
             taken.insert(name);
             continue;
@@ -115,7 +125,9 @@ pub fn balance(
         // Equal maxima (a third group is the hottest either way): prefer the option that
         // leaves the two groups involved lower, so an override does not make the next hot spot.
         let involved = |l: &BTreeMap<GroupId, f64>| l[&max_g].max(l[&min_g]);
-        let prefer_override = if (over_max - walk_max).abs() < 1e-9 {
+        let prefer_override = if over_helps != walk_helps {
+            over_helps
+        } else if (over_max - walk_max).abs() < 1e-9 {
             involved(&over) <= involved(&walk)
         } else {
             over_max < walk_max
@@ -174,6 +186,11 @@ pub fn shrink(
         }
     }
     removable
+}
+
+/// How many inodes the groups hold above `limit`, summed.
+fn excess(load: &BTreeMap<GroupId, f64>, limit: f64) -> f64 {
+    load.values().map(|l| (l - limit).max(0.0)).sum()
 }
 
 /// The most (or least) loaded group; ties go to the lowest id.
@@ -263,6 +280,27 @@ mod tests {
         );
         assert_eq!(plan.expected[&1], 250.0);
         assert_eq!(plan.expected[&4], 250.0);
+    }
+
+    #[test]
+    fn a_move_that_only_lowers_the_excess_is_taken_so_the_loop_does_not_stall() {
+        // Overriding A makes group 4 the hottest; walking it lifts group 2 above today's
+        // maximum. Walking still lowers the excess over the bound (260), and then group 2's
+        // own name B can go too (group 3 is left at 287.5, with no name to give).
+        let s = stats(&[
+            (1, 330, &[("A", 200)]),
+            (2, 325, &[("B", 150)]),
+            (3, 200, &[]),
+            (4, 145, &[]),
+        ]);
+        let plan = balance(&s, &ExceptionTable::new(), 0.01, 10);
+        assert_eq!(plan.entries[0], ("A".into(), Exception::PathWalk));
+        assert_eq!(plan.entries.len(), 2, "{:?}", plan.entries);
+        assert_eq!(plan.entries[1].0, "B");
+        let max = plan.expected.values().cloned().fold(0.0, f64::max);
+        assert!((max - 287.5).abs() < 1e-9, "{:?}", plan.expected);
+        let total: f64 = plan.expected.values().sum();
+        assert!((total - 1000.0).abs() < 1e-6, "inodes are conserved");
     }
 
     #[test]
