@@ -19,7 +19,7 @@ use common::*;
 use futures::StreamExt;
 use saker_client::ReadRange;
 use saker_namespace::Route;
-use saker_rpc::{fetch_cluster_map, Want as MetaWant};
+use saker_rpc::{fetch_cluster_map, MetaError, MetaRequest, MetaResponse, Want as MetaWant};
 
 /// The processes of a cluster, by name (`coordinator`, `mnode1` … `mnode3`, `chunkstore`,
 /// `gateway`), each with its config file and data directory under one temp dir.
@@ -318,6 +318,45 @@ async fn six_processes_serve_s3_and_survive_an_mnode_kill() {
     for (key, _) in &elsewhere {
         assert_eq!(&get_bytes(&s3, bucket, key).await, &objects[*key], "{key}");
     }
+    // chmod of a directory on a live group needs every group to drop its replica entry
+    // first: with group 2 down it fails, and changes nothing.
+    let dirs: Vec<Vec<String>> = std::iter::once(vec![bucket.to_string()])
+        .chain((0..4).map(|i| vec![bucket.into(), "train".into(), format!("d{i}")]))
+        .collect();
+    let live_dir = dirs
+        .into_iter()
+        .find(|d| (1..=d.len()).all(|n| lib.owner(&d[..n]) != 2))
+        .expect("a directory resolved without group 2");
+    let chmod = |mode| MetaRequest::SetAttr {
+        path: live_dir.clone(),
+        mode: Some(mode),
+        uid: None,
+        gid: None,
+        size: None,
+        atime: None,
+        mtime: None,
+        cred: None,
+    };
+    let mode_before = lib
+        .lookup(&live_dir, MetaWant::ATTR)
+        .await
+        .unwrap()
+        .attr
+        .mode;
+    assert!(matches!(
+        lib.call(&live_dir, chmod(0o700)).await,
+        Err(MetaError::Unavailable(_))
+    ));
+    let mode_now = lib
+        .lookup(&live_dir, MetaWant::ATTR)
+        .await
+        .unwrap()
+        .attr
+        .mode;
+    assert_eq!(
+        mode_now, mode_before,
+        "{live_dir:?} changed without group 2"
+    );
 
     // Restarted on its data directory, the group has every object it acknowledged.
     cluster.spawn("mnode2");
@@ -332,6 +371,11 @@ async fn six_processes_serve_s3_and_survive_an_mnode_kill() {
         assert_eq!(&got, data, "{key} after the restart");
     }
     assert_eq!(list_all(&s3, bucket, None).await, keys);
+    let changed = eventually("chmod once group 2 is back", || {
+        lib.call(&live_dir, chmod(0o700))
+    })
+    .await;
+    assert!(matches!(changed, MetaResponse::Attr(a) if a.mode & 0o7777 == 0o700));
 
     // The coordinator's protocols span the processes: emptying the bucket reaps the implicit
     // directories on every group, and DeleteBucket removes it.

@@ -292,11 +292,13 @@ impl NamespaceCoordinator {
 
     /// One balancing round (FalconFS §4.2.2): drop entries the groups no longer need
     /// ([`shrink`]), then redirect the most frequent names of groups over `1/n + epsilon`
-    /// ([`balance`], at most `max_entries` new entries), moving their inodes.
+    /// ([`balance`], at most `max_entries` new entries), moving their inodes. A namespace of
+    /// fewer than `min_inodes` inodes is left as it is (its unevenness is noise).
     pub async fn balance_once(
         &self,
         epsilon: f64,
         max_entries: usize,
+        min_inodes: u64,
     ) -> Result<BalanceReport, MetaError> {
         let mut report = BalanceReport {
             bound: bound(self.groups.len().max(1), epsilon),
@@ -304,6 +306,10 @@ impl NamespaceCoordinator {
         };
         let mut stats = self.stats().await?;
         report.max_share_before = max_share(&stats);
+        if stats.values().map(|s| s.inodes).sum::<u64>() < min_inodes {
+            report.max_share_after = report.max_share_before;
+            return Ok(report);
+        }
         let router = self.router.read().clone();
         for name in shrink(&stats, &self.exceptions(), &router, epsilon) {
             self.set_exception(&name, None).await?;

@@ -2,11 +2,12 @@
 //!
 //! It holds the access keys (the identities S3 requests authenticate as) and runs the
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
-//! ([`rmdir`]), directory rename ([`rename`]), decides how names are redirected to balance the groups ([`balance`]) and carries out
+//! ([`rmdir`]), directory rename ([`rename`]), chmod/chown of directories ([`dir_attr`]), decides how names are redirected to balance the groups ([`balance`]) and carries out
 //! the redirections ([`exceptions`]).
 
 pub mod access_keys;
 pub mod balance;
+pub mod dir_attr;
 pub mod exceptions;
 pub mod locks;
 pub mod rename;

@@ -309,4 +309,9 @@ impl CoordinatorService for NamespaceCoordinator {
         self.until_ready().await?;
         self.rename_protocol(from, to, noreplace, cred).await
     }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        self.until_ready().await?;
+        self.set_dir_attr_protocol(set).await
+    }
 }

@@ -551,9 +551,6 @@ impl Mnode {
         dir_usage(&StoreView(self.store.as_ref()), &self.keys, &[dir])
     }
 
-    /// After a chmod/chown of directory `dir` at `path`: every other group drops its replica
-    /// entry, so permission checks there see the new mode and owner. A group that does not
-    /// answer keeps its entry until it is invalidated otherwise (logged).
     /// This group's part of moving the inodes of `name` (see `MetaRequest::MigrateName`): the
     /// coordinator has blocked the name everywhere.
     async fn migrate_name(
@@ -677,38 +674,14 @@ impl Mnode {
         Ok(MetaResponse::NameStats { inodes, top: names })
     }
 
-    async fn invalidate_everywhere(&self, path: &[String], dir: InodeId) {
-        let Some(name) = path.last() else { return };
-        let pid = {
-            let r = self.resolver(false);
-            let found = resolve_parents(&StoreView(self.store.as_ref()), &r, path);
-            match (r.take_retry(), found) {
-                (None, Ok(chain)) => chain.last().map(|l| l.attr.id),
-                _ => None,
-            }
+    /// Whether `path` names a directory this group owns (a chmod/chown of one goes through
+    /// the coordinator).
+    async fn is_own_dir(&self, tag: ClientTag, path: &[String]) -> bool {
+        let lookup = MetaRequest::Lookup {
+            path: path.to_vec(),
+            want: Want::ATTR,
         };
-        let (Some(pid), Some(peers)) = (pid, self.peers.get()) else {
-            tracing::warn!("could not invalidate the replicas of a changed directory");
-            return;
-        };
-        let calls = peers
-            .iter()
-            .filter(|(g, _)| **g != self.keys.group)
-            .map(|(_, p)| {
-                p.call(
-                    untagged(),
-                    MetaRequest::Invalidate {
-                        pid,
-                        name: name.clone(),
-                        dir,
-                    },
-                )
-            });
-        for r in futures::future::join_all(calls).await {
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "a group did not invalidate a changed directory");
-            }
-        }
+        matches!(self.serve(tag, lookup).await, Ok(MetaResponse::Object(v)) if v.attr.is_dir())
     }
 
     /// A request for a name this group owns (or a group-wide one).
@@ -904,6 +877,25 @@ impl MetaService for Mnode {
                     _ => unreachable!("matched above"),
                 },
             },
+            req @ MetaRequest::ApplyDirAttr { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    let MetaRequest::ApplyDirAttr { dir, set } = req else {
+                        unreachable!("matched above")
+                    };
+                    if !matches!(*set, MetaRequest::SetAttr { .. }) {
+                        return Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into()));
+                    }
+                    // The coordinator holds the path locked, so it still names `dir`.
+                    match self.serve(tag, *set).await {
+                        Ok(MetaResponse::Attr(a)) if a.id != dir => Err(MetaError::Internal(
+                            format!("ApplyDirAttr: the path names {} now, not {dir}", a.id),
+                        )),
+                        other => other,
+                    }
+                }
+            },
             MetaRequest::Unfreeze { dir } => {
                 self.frozen.thaw(dir);
                 Ok(MetaResponse::Done)
@@ -1003,6 +995,23 @@ impl MetaService for Mnode {
                         } if mode.is_some() || uid.is_some() || gid.is_some() => Some(path.clone()),
                         _ => None,
                     };
+                    // Replicas check search permission with a directory's mode and owner:
+                    // changing them is the coordinator's protocol.
+                    if let Some(path) = owner_change {
+                        if self.is_own_dir(tag, &path).await {
+                            let result = match self.coordinator() {
+                                Ok(c) => c.set_dir_attr(req).await.map(MetaResponse::Attr),
+                                Err(e) => Err(e),
+                            };
+                            metrics::OPS
+                                .with_label_values(&[
+                                    op,
+                                    if result.is_ok() { "ok" } else { "error" },
+                                ])
+                                .inc();
+                            return result;
+                        }
+                    }
                     let version = self.router.get().exceptions_version();
                     let retry = req.clone();
                     let mut result = self.serve(tag, req).await;
@@ -1015,11 +1024,6 @@ impl MetaService for Mnode {
                     {
                         if let Ok(Some(g)) = self.misdirected(&retry).await {
                             result = self.forward(g, tag, retry).await;
-                        }
-                    }
-                    if let (Some(path), Ok(MetaResponse::Attr(a))) = (owner_change, &result) {
-                        if a.is_dir() {
-                            self.invalidate_everywhere(&path, a.id).await;
                         }
                     }
                     result

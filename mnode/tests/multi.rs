@@ -773,7 +773,7 @@ async fn a_balancing_round_brings_every_group_under_the_bound() {
             r.unwrap();
         }
     }
-    let report = c.coordinator.balance_once(0.05, 8).await.unwrap();
+    let report = c.coordinator.balance_once(0.05, 8, 0).await.unwrap();
     assert!(
         report.max_share_before > report.bound,
         "the test namespace starts unbalanced: {report:?}"
@@ -796,6 +796,122 @@ async fn a_balancing_round_brings_every_group_under_the_bound() {
         assert!(c.node(g).call(tag(), req).await.is_ok(), "{path}");
     }
     // A second round has nothing to add.
-    let again = c.coordinator.balance_once(0.05, 8).await.unwrap();
+    let again = c.coordinator.balance_once(0.05, 8, 0).await.unwrap();
     assert!(again.added.is_empty(), "{again:?}");
+}
+
+/// mkdir of `path` by uid 1000 (not the owner of anything here), sent to group `g`.
+async fn mkdir_as_user(c: &Cluster, g: u32, path: &str) -> Result<MetaResponse, MetaError> {
+    let req = MetaRequest::Mkdir {
+        path: p(path),
+        mode: 0o755,
+        uid: 1000,
+        gid: 1000,
+        cred: Some(saker_rpc::Cred {
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+        }),
+    };
+    c.node(g).call(tag(), req).await
+}
+
+fn chmod(path: &str, mode: u32, cred: Option<saker_rpc::Cred>) -> MetaRequest {
+    MetaRequest::SetAttr {
+        path: p(path),
+        mode: Some(mode),
+        uid: None,
+        gid: None,
+        size: None,
+        atime: None,
+        mtime: None,
+        cred,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
+    let c = Cluster::start(Arc::new(MemStore::new())).await;
+    c.bucket("b").await;
+    let d = c.name_on(1, "d");
+    let dir = format!("b/{d}");
+    c.mkdir(&dir).await.unwrap();
+    c.call(&p(&dir), chmod(&dir, 0o777, None)).await.unwrap();
+    // Every other group resolves through the directory and caches it, mode 0777.
+    for g in 2..=4 {
+        let name = c.name_on(g, "sub");
+        mkdir_as_user(&c, g, &format!("{dir}/{name}"))
+            .await
+            .unwrap();
+    }
+    let before: Vec<u64> = (1..=4)
+        .map(|g| c.node(g).counters().unwrap().invalidations)
+        .collect();
+
+    // Writers on every other group keep trying while the owner closes the directory.
+    let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let c = Arc::new(c);
+    let writers: Vec<_> = (2..=4u32)
+        .map(|g| {
+            let (c, closed, dir) = (c.clone(), closed.clone(), dir.clone());
+            tokio::spawn(async move {
+                let mut late = 0;
+                for i in 0.. {
+                    let done = closed.load(std::sync::atomic::Ordering::SeqCst);
+                    let name = c.name_on(g, &format!("w{i}-"));
+                    match mkdir_as_user(&c, g, &format!("{dir}/{name}")).await {
+                        Ok(_) => assert!(!done, "group {g} created under {dir} after chmod 0755"),
+                        Err(MetaError::AccessDenied) => late += 1,
+                        Err(e) => panic!("group {g}: {e}"),
+                    }
+                    if done && late >= 3 {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let a = c.call(&p(&dir), chmod(&dir, 0o755, None)).await.unwrap();
+    closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    match a {
+        MetaResponse::Attr(a) => assert_eq!(a.mode & 0o7777, 0o755),
+        other => panic!("unexpected {other:?}"),
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    for g in 1..=4 {
+        let now = c.node(g).counters().unwrap().invalidations;
+        assert!(
+            now > before[g as usize - 1],
+            "group {g} was not invalidated"
+        );
+    }
+
+    // A caller who does not own the directory may not change it; the freeze is released.
+    let user = saker_rpc::Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    };
+    assert_eq!(
+        c.call(&p(&dir), chmod(&dir, 0o777, Some(user)))
+            .await
+            .unwrap_err(),
+        MetaError::NotPermitted
+    );
+    assert_eq!(c.attr(&dir).await.unwrap().mode & 0o7777, 0o755);
+    c.put(&format!("{dir}/after")).await.unwrap();
+    // Files are changed in place, without the coordinator.
+    c.call(
+        &p(&format!("{dir}/after")),
+        chmod(&format!("{dir}/after"), 0o600, None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        c.attr(&format!("{dir}/after")).await.unwrap().mode & 0o7777,
+        0o600
+    );
 }

@@ -554,6 +554,13 @@ pub enum MetaRequest {
         name: String,
         id: InodeId,
     },
+    /// chmod/chown of a directory, at its owner, sent by the coordinator
+    /// ([`crate::CoordinatorService::set_dir_attr`]) once it holds the directory frozen there and
+    /// every group has dropped its replica entry: apply `set` (a `SetAttr`) to directory `dir`.
+    ApplyDirAttr {
+        dir: InodeId,
+        set: Box<MetaRequest>,
+    },
     /// Set (or, with `value: None`, remove) one S3 user-metadata pair of a file or directory:
     /// the FUSE `user.*` extended attributes. `name` is lower-case without the prefix; the
     /// caller needs write permission. Answers the inode's attributes (its ctime changed).
@@ -660,6 +667,7 @@ impl MetaRequest {
             MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
                 Some(std::slice::from_ref(name))
             }
+            MetaRequest::ApplyDirAttr { set, .. } => set.path(),
             MetaRequest::Scan { .. }
             | MetaRequest::ListUploads { .. }
             | MetaRequest::GcDue { .. }
@@ -714,6 +722,7 @@ impl MetaRequest {
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
             MetaRequest::SetUserMeta { .. } => "set_user_meta",
+            MetaRequest::ApplyDirAttr { .. } => "apply_dir_attr",
             MetaRequest::CoordinatedRename { .. } => "coordinated_rename",
             MetaRequest::RenameDirIn { .. } => "rename_dir_in",
             MetaRequest::RenameDirOut { .. } => "rename_dir_out",

@@ -41,4 +41,11 @@ pub trait CoordinatorService: Send + Sync + 'static {
         noreplace: bool,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError>;
+
+    /// chmod/chown of a directory (`set` is a `MetaRequest::SetAttr` naming one): with the
+    /// path locked, the directory frozen at its owner and its dentry invalidated on every
+    /// group, the owner applies the change; then it thaws. No replica keeps the old mode or
+    /// owner, and a group that cannot be reached fails the change before it is made. Answers
+    /// the new attributes.
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError>;
 }

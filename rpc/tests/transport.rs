@@ -117,6 +117,7 @@ type RenameCall = (Vec<String>, Vec<String>, bool, Option<Cred>);
 struct FakeCoordinator {
     seen: Mutex<Vec<(Vec<String>, RemoveCond)>>,
     renames: Mutex<Vec<RenameCall>>,
+    dir_attrs: Mutex<Vec<MetaRequest>>,
 }
 
 #[async_trait]
@@ -147,6 +148,21 @@ impl CoordinatorService for FakeCoordinator {
         a.id = to.len() as u64;
         a.kind = saker_rpc::FileKind::Dir;
         Ok(a)
+    }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        self.dir_attrs.lock().push(set.clone());
+        match set {
+            MetaRequest::SetAttr {
+                mode: Some(mode), ..
+            } => {
+                let mut a = attr(0, "");
+                a.kind = saker_rpc::FileKind::Dir;
+                a.mode = mode;
+                Ok(a)
+            }
+            _ => Err(MetaError::Invalid("not a chmod".into())),
+        }
     }
 }
 
@@ -356,6 +372,23 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             (path(&["b", "x"]), path(&["b", "w"]), true, None)
         ]
     );
+    let chmod = MetaRequest::SetAttr {
+        path: path(&["b", "d"]),
+        mode: Some(0o700),
+        uid: None,
+        gid: None,
+        size: None,
+        atime: None,
+        mtime: None,
+        cred: None,
+    };
+    assert_eq!(c.set_dir_attr(chmod.clone()).await.unwrap().mode, 0o700);
+    let not_chmod = MetaRequest::Counters;
+    assert!(matches!(
+        c.set_dir_attr(not_chmod.clone()).await,
+        Err(MetaError::Invalid(_))
+    ));
+    assert_eq!(*coordinator.dir_attrs.lock(), vec![chmod, not_chmod]);
     server.stop().await;
 }
 

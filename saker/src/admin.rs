@@ -208,7 +208,7 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
     if !(0.0..1.0).contains(&req.epsilon) {
         return (StatusCode::BAD_REQUEST, "epsilon must be in [0, 1)\n").into_response();
     }
-    match ns.balance_once(req.epsilon, req.max_entries).await {
+    match ns.balance_once(req.epsilon, req.max_entries, 0).await {
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }

@@ -105,8 +105,9 @@ pub struct ServerArgs {
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
-    /// 1/groups + --balance-epsilon of the inodes) this often; 0s: only on `saker admin balance`.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000
+    /// inodes; 0s: only on `saker admin balance`.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub balance_every: Duration,
     #[arg(long, default_value_t = 0.01)]
     pub balance_epsilon: f64,
@@ -478,12 +479,21 @@ pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Ser
     }
 }
 
+/// Garbage collection every `interval`: chunks whose grace period ended are deleted. The scrub
+/// (a walk of every chunk and, when some are older than `scrub_age`, of every group's chunk
+/// references) runs on the first pass and then once every `scrub_age / 4`, not every pass:
+/// its cost grows with the namespace, and the chunks it finds can wait.
 pub(crate) async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_scrub: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
-        match collect_garbage(&cluster, scrub_age, true).await {
+        let scrub = last_scrub.is_none_or(|t| t.elapsed() >= scrub_age / 4);
+        if scrub {
+            last_scrub = Some(tokio::time::Instant::now());
+        }
+        match collect_garbage(&cluster, scrub_age, scrub).await {
             Ok(r) if r.released + r.leaked > 0 => {
                 tracing::info!(
                     released = r.released,
@@ -523,7 +533,8 @@ pub(crate) async fn balance_loop(
     }
     loop {
         tokio::time::sleep(every).await;
-        if let Err(e) = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES).await {
+        let round = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES, BALANCE_MIN_INODES);
+        if let Err(e) = round.await {
             tracing::warn!(error = %e, "balancing round failed");
         }
     }
@@ -531,6 +542,11 @@ pub(crate) async fn balance_loop(
 
 /// New exception entries one balancing round may add.
 pub(crate) const BALANCE_MAX_ENTRIES: usize = 16;
+
+/// Periodic rounds leave namespaces smaller than this alone: a few thousand inodes spread by a
+/// 256-vnode ring are uneven by chance, and no name is worth a migration
+/// (`saker admin balance` still balances them on request).
+pub(crate) const BALANCE_MIN_INODES: u64 = 100_000;
 
 #[cfg(test)]
 mod tests {

@@ -97,4 +97,8 @@ impl CoordinatorService for NoCoordinator {
     ) -> Result<saker_rpc::Attr, MetaError> {
         Err(MetaError::NotPermitted)
     }
+
+    async fn set_dir_attr(&self, _: saker_rpc::MetaRequest) -> Result<saker_rpc::Attr, MetaError> {
+        Err(MetaError::NotPermitted)
+    }
 }

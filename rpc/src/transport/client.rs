@@ -12,7 +12,7 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall};
+use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall};
 use super::MAX_MESSAGE;
 use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
@@ -192,6 +192,12 @@ impl CoordinatorService for RemoteCoordinator {
             cred,
         };
         let reply = self.channel.client.clone().rename(frame(&call)).await;
+        self.channel.reply::<Result<Attr, MetaError>>(reply)?
+    }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        let call = SetDirAttrCall { set };
+        let reply = self.channel.client.clone().set_dir_attr(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 }

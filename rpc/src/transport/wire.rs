@@ -9,7 +9,7 @@ use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 4;
+pub const WIRE_VERSION: u8 = 5;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +51,12 @@ pub(super) struct RenameCall {
     pub to: Vec<String>,
     pub noreplace: bool,
     pub cred: Option<Cred>,
+}
+
+/// `SetDirAttr`: the coordinator's chmod/chown of a directory.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct SetDirAttrCall {
+    pub set: MetaRequest,
 }
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Bytes {

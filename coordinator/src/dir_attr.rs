@@ -1,0 +1,74 @@
+//! chmod and chown of a directory (FalconFS §4.3): every MNode may hold the directory's dentry
+//! in its replica and checks search permission with the mode and owner it caches, so the
+//! change is made only once no replica holds the old ones.
+//!
+//! 1. Lock the path (exclusive, its ancestors shared), so no rename or rmdir of it or above
+//!    it runs meanwhile.
+//! 2. Freeze the directory at its owner: remote lookups of it wait, so none can carry the old
+//!    attributes to a replica after step 3.
+//! 3. Invalidate the dentry on every group (each advances its replica epoch, so a lookup reply
+//!    issued before is not cached). A group that does not answer fails the change here,
+//!    before anything changed.
+//! 4. The owner applies the `SetAttr` (`ApplyDirAttr`), then the directory thaws.
+
+use futures::future::join_all;
+use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse};
+
+use crate::rmdir::{untagged, NamespaceCoordinator};
+
+impl NamespaceCoordinator {
+    pub(crate) async fn set_dir_attr_protocol(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        let path = match &set {
+            MetaRequest::SetAttr { path, .. } => path.clone(),
+            other => {
+                return Err(MetaError::Invalid(format!(
+                    "set_dir_attr takes a SetAttr, not {}",
+                    other.op_name()
+                )))
+            }
+        };
+        let _held = self.locks.lock(&[&path]).await;
+        let freeze = MetaRequest::Freeze { path: path.clone() };
+        let (parent, dir) = match self.owner(&path)?.call(untagged(), freeze).await? {
+            MetaResponse::Frozen { parent, attr } => (parent, attr.id),
+            other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
+        };
+        let name = path.last().expect("checked by owner()").clone();
+        let g = self.router.read().owner(parent, &name);
+        let owner = self
+            .groups
+            .get(&g)
+            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))?;
+        let result = async {
+            let calls = self.groups.values().map(|group| {
+                group.call(
+                    untagged(),
+                    MetaRequest::Invalidate {
+                        pid: parent,
+                        name: name.clone(),
+                        dir,
+                    },
+                )
+            });
+            for r in join_all(calls).await {
+                r?;
+            }
+            let apply = MetaRequest::ApplyDirAttr {
+                dir,
+                set: Box::new(set),
+            };
+            match owner.call(untagged(), apply).await? {
+                MetaResponse::Attr(a) => Ok(a),
+                other => Err(MetaError::Internal(format!(
+                    "ApplyDirAttr answered {other:?}"
+                ))),
+            }
+        }
+        .await;
+        let thaw = MetaRequest::Unfreeze { dir };
+        if let Err(e) = owner.call(untagged(), thaw).await {
+            tracing::warn!(error = %e, "unfreeze failed");
+        }
+        result
+    }
+}
