@@ -8,8 +8,15 @@
 //! ([`ChangeLog::push_soon`]) so that one push carries the records of many batches. Pushed
 //! records are deleted by the next batch; records left by a crash are pushed again at start,
 //! which is harmless because applying is idempotent.
+//!
+//! Compaction: an owner whose last push from this group succeeded has applied exactly what was
+//! pushed, so its next push goes out as one record (the last seq) carrying one summed delta per
+//! directory ([`compact`]): the deltas commute, so the owner ends where applying them one by
+//! one would leave it, with one attribute write per directory. An owner whose last push failed
+//! may have applied part of it (a lost reply), so it gets the records one by one, skipping the
+//! seqs it has, until a push to it succeeds; so does every owner after a start.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -42,6 +49,10 @@ pub struct ChangeLog {
     pub marks: std::sync::atomic::AtomicU64,
     /// A proactive push is scheduled.
     push_scheduled: std::sync::atomic::AtomicBool,
+    /// Owners whose last push succeeded: they get compacted records.
+    certain: Mutex<BTreeSet<GroupId>>,
+    /// Change-log records folded into another by compaction, since start.
+    pub compacted: std::sync::atomic::AtomicU64,
 }
 
 /// How long async mode lets change-log records gather before it pushes them: the push of
@@ -59,6 +70,8 @@ impl ChangeLog {
             pushes: Default::default(),
             marks: Default::default(),
             push_scheduled: Default::default(),
+            certain: Default::default(),
+            compacted: Default::default(),
         }
     }
 
@@ -162,10 +175,20 @@ impl ChangeLog {
         }
         let mut calls = Vec::with_capacity(per_owner.len());
         let mut keys = Vec::with_capacity(per_owner.len());
-        for (owner, (records, owner_keys)) in per_owner {
+        let mut owners = Vec::with_capacity(per_owner.len());
+        for (owner, (mut records, owner_keys)) in per_owner {
             let peer = peers
                 .get(&owner)
                 .ok_or_else(|| MetaError::Unavailable(format!("no route to group {owner}")))?;
+            if self.certain.lock().contains(&owner) {
+                let before = records.len();
+                records = compact(records);
+                let folded = (before - records.len()) as u64;
+                self.compacted
+                    .fetch_add(folded, std::sync::atomic::Ordering::Relaxed);
+                metrics::CHANGE_RECORDS_COMPACTED.inc_by(folded);
+            }
+            owners.push(owner);
             let req = MetaRequest::ApplyChanges {
                 source: self.keys.group,
                 records,
@@ -177,15 +200,19 @@ impl ChangeLog {
         }
         let results = futures::future::join_all(calls).await;
         let mut failed = None;
-        for (result, owner_keys) in results.into_iter().zip(keys) {
+        for ((result, owner_keys), owner) in results.into_iter().zip(keys).zip(owners) {
             match result {
                 Ok(_) => {
+                    self.certain.lock().insert(owner);
                     metrics::CHANGE_PUSHES.inc();
                     self.pushes
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.trimmed.lock().extend(owner_keys);
                 }
-                Err(e) => failed = Some(e),
+                Err(e) => {
+                    self.certain.lock().remove(&owner);
+                    failed = Some(e);
+                }
             }
         }
         match failed {
@@ -202,5 +229,162 @@ impl ChangeLog {
     /// Keys of pushed records, for the next batch to delete.
     pub fn take_trimmed(&self) -> Vec<Vec<u8>> {
         std::mem::take(&mut *self.trimmed.lock())
+    }
+}
+
+/// Folds change-log records for one owner into one: the last seq, and per directory the summed
+/// entry and link deltas with the latest time (directories in first-seen order).
+pub fn compact(records: Vec<(u64, Vec<DirChange>)>) -> Vec<(u64, Vec<DirChange>)> {
+    if records.len() < 2 {
+        return records;
+    }
+    let last = records.last().expect("two or more").0;
+    let mut merged: Vec<DirChange> = Vec::new();
+    let mut at: std::collections::HashMap<InodeId, usize> = std::collections::HashMap::new();
+    for c in records.into_iter().flat_map(|(_, changes)| changes) {
+        match at.get(&c.dir) {
+            Some(&i) => {
+                let m = &mut merged[i];
+                m.entries += c.entries;
+                m.links += c.links;
+                m.mtime_ns = m.mtime_ns.max(c.mtime_ns);
+            }
+            None => {
+                at.insert(c.dir, merged.len());
+                merged.push(c);
+            }
+        }
+    }
+    vec![(last, merged)]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::records::encode;
+    use crate::store::{MemStore, WriteBatch};
+
+    /// An owner that applies pushed records as MNodes do (once per seq, by source) into
+    /// per-directory entry counts, and can lose its reply after applying.
+    #[derive(Default)]
+    struct Owner {
+        state: Mutex<(u64, BTreeMap<InodeId, i64>)>,
+        pushes: Mutex<Vec<usize>>,
+        lose_reply: AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl MetaService for Owner {
+        async fn call(
+            &self,
+            _: ClientTag,
+            req: MetaRequest,
+        ) -> Result<saker_rpc::MetaResponse, MetaError> {
+            let MetaRequest::ApplyChanges { records, .. } = req else {
+                return Err(MetaError::Invalid("only ApplyChanges".into()));
+            };
+            self.pushes.lock().push(records.len());
+            let mut st = self.state.lock();
+            for (seq, changes) in records {
+                if seq <= st.0 {
+                    continue;
+                }
+                for c in changes {
+                    *st.1.entry(c.dir).or_default() += c.entries;
+                }
+                st.0 = seq;
+            }
+            if self.lose_reply.swap(false, Ordering::SeqCst) {
+                return Err(MetaError::Unavailable("reply lost".into()));
+            }
+            Ok(saker_rpc::MetaResponse::Done)
+        }
+    }
+
+    fn append(store: &MemStore, keys: &Keys, seq: u64, dir: InodeId) {
+        let mut b = WriteBatch::default();
+        b.put(
+            keys.change(seq, 2),
+            encode(&vec![ch(dir, 1, 0, seq as i64)]),
+        );
+        store.write(&b, true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_push_whose_reply_was_lost_is_resent_record_by_record_then_compacted() {
+        let keys = Keys::new(1);
+        let store = Arc::new(MemStore::new());
+        let owner = Arc::new(Owner::default());
+        let peers = Arc::new(OnceLock::new());
+        let mut p: Peers = BTreeMap::new();
+        p.insert(2, owner.clone());
+        peers.set(p).ok().unwrap();
+        let log = ChangeLog::new(keys, store.clone(), peers);
+        let delete = |log: &ChangeLog| {
+            let mut b = WriteBatch::default();
+            for k in log.take_trimmed() {
+                b.delete(k);
+            }
+            store.write(&b, true).unwrap();
+        };
+
+        // After a start the owner's state is unknown: records one by one.
+        for seq in 1..=3 {
+            append(&store, &keys, seq, 7);
+        }
+        log.push_upto(u64::MAX).await.unwrap();
+        delete(&log);
+        // Known now: the next push is one record.
+        for seq in 4..=6 {
+            append(&store, &keys, seq, 7);
+        }
+        log.push_upto(u64::MAX).await.unwrap();
+        delete(&log);
+        // The owner applies 7..=8 but its reply is lost; the resend with 9 must not count
+        // 7 and 8 twice, so it goes record by record.
+        append(&store, &keys, 7, 7);
+        append(&store, &keys, 8, 8);
+        owner.lose_reply.store(true, Ordering::SeqCst);
+        assert!(log.push_upto(u64::MAX).await.is_err());
+        append(&store, &keys, 9, 8);
+        log.push_upto(u64::MAX).await.unwrap();
+        delete(&log);
+        append(&store, &keys, 10, 8);
+        append(&store, &keys, 11, 8);
+        log.push_upto(u64::MAX).await.unwrap();
+
+        assert_eq!(*owner.pushes.lock(), vec![3, 1, 1, 3, 1]);
+        let st = owner.state.lock();
+        assert_eq!(st.0, 11);
+        assert_eq!(st.1[&7], 7, "one entry per create in directory 7");
+        assert_eq!(st.1[&8], 4);
+        assert_eq!(log.compacted.load(Ordering::Relaxed), 2 + 1 + 1);
+    }
+
+    fn ch(dir: InodeId, entries: i64, links: i64, mtime_ns: i64) -> DirChange {
+        DirChange {
+            dir,
+            entries,
+            links,
+            mtime_ns,
+        }
+    }
+
+    #[test]
+    fn records_fold_into_one_delta_per_directory_at_the_last_seq() {
+        let records = vec![
+            (3, vec![ch(7, 1, 0, 10), ch(8, 1, 1, 11)]),
+            (5, vec![ch(7, 1, 0, 30)]),
+            (9, vec![ch(7, -1, 0, 20), ch(9, 1, 0, 5)]),
+        ];
+        assert_eq!(
+            compact(records),
+            vec![(9, vec![ch(7, 1, 0, 30), ch(8, 1, 1, 11), ch(9, 1, 0, 5)])]
+        );
+        let one = vec![(4, vec![ch(1, 1, 0, 1)])];
+        assert_eq!(compact(one.clone()), one);
+        assert!(compact(Vec::new()).is_empty());
     }
 }

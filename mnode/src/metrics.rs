@@ -33,6 +33,13 @@ pub static CHANGE_PUSHES: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     )
 });
 
+pub static CHANGE_RECORDS_COMPACTED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_change_records_compacted_total",
+        "Change-log records folded into another before a push (one delta per directory)",
+    )
+});
+
 pub static REMOTE_LOOKUPS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     counter(
         "saker_mnode_remote_lookups_total",
