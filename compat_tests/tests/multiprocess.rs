@@ -472,3 +472,52 @@ async fn a_coordinator_killed_inside_an_rmdir_leaves_no_frozen_directory() {
     }
     once.delete_bucket().bucket(bucket).send().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_coordinator_killed_inside_a_directory_chmod_leaves_it_unchanged_and_unfrozen() {
+    let mut cluster = LocalCluster::start();
+    cluster.kill("coordinator");
+    cluster.spawn_env("coordinator", &[("SAKER_FAILPOINT", "setattr_frozen")]);
+    let s3 = cluster.client(true);
+    let bucket = "chmodded";
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    put(&s3, bucket, "a", b"first").await;
+    let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
+        .await
+        .unwrap();
+    let dir = vec![bucket.to_string()];
+    let mode_before = lib.lookup(&dir, MetaWant::ATTR).await.unwrap().attr.mode;
+    let chmod = MetaRequest::SetAttr {
+        path: dir.clone(),
+        mode: Some(0o700),
+        uid: None,
+        gid: None,
+        size: None,
+        atime: None,
+        mtime: None,
+        cred: None,
+    };
+    let cut = lib.call(&dir, chmod.clone()).await;
+    assert!(cut.is_err(), "the chmod died with its coordinator: {cut:?}");
+    assert!(!cluster.wait_exit("coordinator").success());
+    assert!(cluster
+        .stderr("coordinator")
+        .contains("failpoint setattr_frozen"));
+    let mode_now = lib.lookup(&dir, MetaWant::ATTR).await.unwrap().attr.mode;
+    assert_eq!(mode_now, mode_before, "the cut chmod changed nothing");
+
+    // The restarted coordinator releases the freeze before it takes calls: a write below the
+    // directory goes through with a client that does not retry, and the chmod can be redone.
+    cluster.spawn("coordinator");
+    let once = cluster.client(false);
+    assert_eq!(
+        put(&once, bucket, "b", b"second").await,
+        quoted_md5(b"second")
+    );
+    let done = eventually("chmod after the restart", || lib.call(&dir, chmod.clone())).await;
+    assert!(matches!(done, MetaResponse::Attr(a) if a.mode & 0o7777 == 0o700));
+    assert_eq!(get_bytes(&once, bucket, "a").await, b"first");
+}

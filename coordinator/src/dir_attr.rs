@@ -33,6 +33,7 @@ impl NamespaceCoordinator {
             MetaResponse::Frozen { parent, attr } => (parent, attr.id),
             other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
         };
+        crate::rename::fail_point("setattr_frozen");
         let name = path.last().expect("checked by owner()").clone();
         let g = self.router.read().owner(parent, &name);
         let owner = self
