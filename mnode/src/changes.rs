@@ -9,14 +9,17 @@
 //! records are deleted by the next batch; records left by a crash are pushed again at start,
 //! which is harmless because applying is idempotent.
 //!
-//! Compaction: an owner whose last push from this group succeeded has applied exactly what was
-//! pushed, so its next push goes out as one record (the last seq) carrying one summed delta per
-//! directory ([`compact`]): the deltas commute, so the owner ends where applying them one by
-//! one would leave it, with one attribute write per directory. An owner whose last push failed
-//! may have applied part of it (a lost reply), so it gets the records one by one, skipping the
-//! seqs it has, until a push to it succeeds; so does every owner after a start.
+//! Compaction: an owner whose last push from this group succeeded has applied exactly up to
+//! the last seq it acknowledged, so its next push leaves out the records at or below that seq
+//! (they stay in the log until a batch trims them, and may be read again when a push to
+//! another owner failed) and sends the rest as one record (the last seq) carrying one summed
+//! delta per directory ([`compact`]): the deltas commute, so the owner ends where applying them
+//! one by one would leave it, with one attribute write per directory. An owner whose last push
+//! failed or was cut off may have applied part of it (a lost reply), so it gets the records one
+//! by one, skipping the seqs it has, until a push to it succeeds; so does every owner after a
+//! start.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -49,8 +52,9 @@ pub struct ChangeLog {
     pub marks: std::sync::atomic::AtomicU64,
     /// A proactive push is scheduled.
     push_scheduled: std::sync::atomic::AtomicBool,
-    /// Owners whose last push succeeded: they get compacted records.
-    certain: Mutex<BTreeSet<GroupId>>,
+    /// Per owner whose last push succeeded, the last seq it acknowledged: it gets the records
+    /// above it, compacted.
+    acked: Mutex<BTreeMap<GroupId, u64>>,
     /// Change-log records folded into another by compaction, since start.
     pub compacted: std::sync::atomic::AtomicU64,
 }
@@ -70,7 +74,7 @@ impl ChangeLog {
             pushes: Default::default(),
             marks: Default::default(),
             push_scheduled: Default::default(),
-            certain: Default::default(),
+            acked: Default::default(),
             compacted: Default::default(),
         }
     }
@@ -180,7 +184,10 @@ impl ChangeLog {
             let peer = peers
                 .get(&owner)
                 .ok_or_else(|| MetaError::Unavailable(format!("no route to group {owner}")))?;
-            if self.certain.lock().contains(&owner) {
+            // Unknown until this push answers (it may be cut off, or its reply lost).
+            let acked = self.acked.lock().remove(&owner);
+            if let Some(acked) = acked {
+                records.retain(|(seq, _)| *seq > acked);
                 let before = records.len();
                 records = compact(records);
                 let folded = (before - records.len()) as u64;
@@ -188,7 +195,15 @@ impl ChangeLog {
                     .fetch_add(folded, std::sync::atomic::Ordering::Relaxed);
                 metrics::CHANGE_RECORDS_COMPACTED.inc_by(folded);
             }
-            owners.push(owner);
+            let Some(&(owner_last, _)) = records.last() else {
+                // Every record here is at or below what the owner acknowledged: nothing to send.
+                self.trimmed.lock().extend(owner_keys);
+                if let Some(a) = acked {
+                    self.acked.lock().insert(owner, a);
+                }
+                continue;
+            };
+            owners.push((owner, owner_last));
             let req = MetaRequest::ApplyChanges {
                 source: self.keys.group,
                 records,
@@ -200,19 +215,17 @@ impl ChangeLog {
         }
         let results = futures::future::join_all(calls).await;
         let mut failed = None;
-        for ((result, owner_keys), owner) in results.into_iter().zip(keys).zip(owners) {
+        for ((result, owner_keys), (owner, owner_last)) in results.into_iter().zip(keys).zip(owners)
+        {
             match result {
                 Ok(_) => {
-                    self.certain.lock().insert(owner);
+                    self.acked.lock().insert(owner, owner_last);
                     metrics::CHANGE_PUSHES.inc();
                     self.pushes
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.trimmed.lock().extend(owner_keys);
                 }
-                Err(e) => {
-                    self.certain.lock().remove(&owner);
-                    failed = Some(e);
-                }
+                Err(e) => failed = Some(e),
             }
         }
         match failed {
@@ -304,12 +317,53 @@ mod tests {
     }
 
     fn append(store: &MemStore, keys: &Keys, seq: u64, dir: InodeId) {
+        append_for(store, keys, seq, 2, dir);
+    }
+
+    fn append_for(store: &MemStore, keys: &Keys, seq: u64, owner: GroupId, dir: InodeId) {
         let mut b = WriteBatch::default();
         b.put(
-            keys.change(seq, 2),
+            keys.change(seq, owner),
             encode(&vec![ch(dir, 1, 0, seq as i64)]),
         );
         store.write(&b, true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn records_an_owner_applied_are_not_folded_into_its_next_push() {
+        let keys = Keys::new(1);
+        let store = Arc::new(MemStore::new());
+        let (x, y) = (Arc::new(Owner::default()), Arc::new(Owner::default()));
+        let peers = Arc::new(OnceLock::new());
+        let mut p: Peers = BTreeMap::new();
+        p.insert(2, x.clone());
+        p.insert(3, y.clone());
+        peers.set(p).ok().unwrap();
+        let log = ChangeLog::new(keys, store.clone(), peers);
+        append_for(&store, &keys, 1, 2, 7);
+        log.push_upto(u64::MAX).await.unwrap();
+        // X takes seq 2; Y's reply is lost, so the push fails and no record is deleted yet.
+        append_for(&store, &keys, 2, 2, 7);
+        append_for(&store, &keys, 3, 3, 8);
+        y.lose_reply.store(true, Ordering::SeqCst);
+        assert!(log.push_upto(u64::MAX).await.is_err());
+        // The next push reads seq 2 again: X must not get it a second time inside a fold.
+        append_for(&store, &keys, 4, 2, 7);
+        append_for(&store, &keys, 5, 2, 7);
+        log.push_upto(u64::MAX).await.unwrap();
+        let xs = x.state.lock();
+        assert_eq!(
+            (xs.0, xs.1[&7]),
+            (5, 4),
+            "one entry per create in directory 7"
+        );
+        let ys = y.state.lock();
+        assert_eq!((ys.0, ys.1[&8]), (3, 1));
+        assert_eq!(
+            *x.pushes.lock(),
+            vec![1, 1, 1],
+            "4 and 5 folded, 2 left out"
+        );
     }
 
     #[tokio::test]

@@ -674,16 +674,6 @@ impl Mnode {
         Ok(MetaResponse::NameStats { inodes, top: names })
     }
 
-    /// Whether `path` names a directory this group owns (a chmod/chown of one goes through
-    /// the coordinator).
-    async fn is_own_dir(&self, tag: ClientTag, path: &[String]) -> bool {
-        let lookup = MetaRequest::Lookup {
-            path: path.to_vec(),
-            want: Want::ATTR,
-        };
-        matches!(self.serve(tag, lookup).await, Ok(MetaResponse::Object(v)) if v.attr.is_dir())
-    }
-
     /// A request for a name this group owns (or a group-wide one).
     async fn serve(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
@@ -756,6 +746,13 @@ impl Mnode {
                 }
                 Reply::Retry(Retry::Lookup) => {
                     metrics::RETRIES.with_label_values(&["lookup"]).inc();
+                }
+                Reply::Retry(Retry::DirAttr) => {
+                    return self
+                        .coordinator()?
+                        .set_dir_attr(req)
+                        .await
+                        .map(MetaResponse::Attr);
                 }
                 Reply::Retry(Retry::Frozen(id)) => {
                     metrics::RETRIES.with_label_values(&["frozen"]).inc();
@@ -880,21 +877,8 @@ impl MetaService for Mnode {
             req @ MetaRequest::ApplyDirAttr { .. } => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,
-                Ok(None) => {
-                    let MetaRequest::ApplyDirAttr { dir, set } = req else {
-                        unreachable!("matched above")
-                    };
-                    if !matches!(*set, MetaRequest::SetAttr { .. }) {
-                        return Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into()));
-                    }
-                    // The coordinator holds the path locked, so it still names `dir`.
-                    match self.serve(tag, *set).await {
-                        Ok(MetaResponse::Attr(a)) if a.id != dir => Err(MetaError::Internal(
-                            format!("ApplyDirAttr: the path names {} now, not {dir}", a.id),
-                        )),
-                        other => other,
-                    }
-                }
+                // The executor checks that the path still names the frozen directory.
+                Ok(None) => self.serve(tag, req).await,
             },
             MetaRequest::Unfreeze { dir } => {
                 self.frozen.thaw(dir);
@@ -985,33 +969,6 @@ impl MetaService for Mnode {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,
                 Ok(None) => {
-                    let owner_change = match &req {
-                        MetaRequest::SetAttr {
-                            path,
-                            mode,
-                            uid,
-                            gid,
-                            ..
-                        } if mode.is_some() || uid.is_some() || gid.is_some() => Some(path.clone()),
-                        _ => None,
-                    };
-                    // Replicas check search permission with a directory's mode and owner:
-                    // changing them is the coordinator's protocol.
-                    if let Some(path) = owner_change {
-                        if self.is_own_dir(tag, &path).await {
-                            let result = match self.coordinator() {
-                                Ok(c) => c.set_dir_attr(req).await.map(MetaResponse::Attr),
-                                Err(e) => Err(e),
-                            };
-                            metrics::OPS
-                                .with_label_values(&[
-                                    op,
-                                    if result.is_ok() { "ok" } else { "error" },
-                                ])
-                                .inc();
-                            return result;
-                        }
-                    }
                     let version = self.router.get().exceptions_version();
                     let retry = req.clone();
                     let mut result = self.serve(tag, req).await;

@@ -203,7 +203,35 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 mtime: *mtime,
             },
             cred.as_ref(),
+            None,
         ),
+        MetaRequest::ApplyDirAttr { dir, set } => match set.as_ref() {
+            MetaRequest::SetAttr {
+                path,
+                mode,
+                uid,
+                gid,
+                size,
+                atime,
+                mtime,
+                cred,
+            } => set_attr(
+                txn,
+                ctx,
+                path,
+                AttrChange {
+                    mode: *mode,
+                    uid: *uid,
+                    gid: *gid,
+                    size: *size,
+                    atime: *atime,
+                    mtime: *mtime,
+                },
+                cred.as_ref(),
+                Some(*dir),
+            ),
+            _ => Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into())),
+        },
         MetaRequest::PutTags {
             path,
             dir_marker,
@@ -731,12 +759,16 @@ struct AttrChange {
 /// MD5 of no bytes: the ETag of an empty file.
 pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
 
+/// `coordinated`: the directory the coordinator froze and invalidated for this change
+/// (`ApplyDirAttr`); without it, a change of a directory's mode or owner is handed to the
+/// coordinator (after the caller's permission is checked, so a refused chmod costs nothing).
 fn set_attr(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],
     ch: AttrChange,
     cred: Option<&Cred>,
+    coordinated: Option<InodeId>,
 ) -> OpResult {
     check_path(path, 1)?;
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
@@ -749,6 +781,19 @@ fn set_attr(
     let mut attr = loc.attr;
     if let Some(cred) = cred {
         check_set_attr(&attr, &ch, cred)?;
+    }
+    let owner_change = ch.mode.is_some() || ch.uid.is_some() || ch.gid.is_some();
+    match coordinated {
+        Some(dir) if attr.id != dir || attr.kind != FileKind::Dir => {
+            return Err(MetaError::Internal(format!(
+                "ApplyDirAttr for directory {dir} found inode {}",
+                attr.id
+            )))
+        }
+        None if owner_change && attr.kind == FileKind::Dir => {
+            return Err(ctx.ns.retry(Retry::DirAttr))
+        }
+        _ => {}
     }
     if let Some(size) = ch.size {
         match attr.kind {

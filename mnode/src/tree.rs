@@ -107,6 +107,9 @@ pub enum Retry {
     NameBlocked(String),
     /// An implicit directory is in the way of a new object: reap it (if empty), then retry.
     Reap(Vec<String>),
+    /// chmod/chown of a directory: the coordinator's protocol makes it (replicas hold the
+    /// directory's mode and owner).
+    DirAttr,
 }
 
 /// What a remote lookup found where a directory was expected.

@@ -889,7 +889,14 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
         );
     }
 
-    // A caller who does not own the directory may not change it; the freeze is released.
+    // A caller who does not own the directory may not change it: refused before any
+    // invalidation, and nothing stays frozen.
+    let invalidations = || -> u64 {
+        (1..=4)
+            .map(|g| c.node(g).counters().unwrap().invalidations)
+            .sum()
+    };
+    let quiet = invalidations();
     let user = saker_rpc::Cred {
         uid: 1000,
         gid: 1000,
@@ -903,7 +910,7 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
     );
     assert_eq!(c.attr(&dir).await.unwrap().mode & 0o7777, 0o755);
     c.put(&format!("{dir}/after")).await.unwrap();
-    // Files are changed in place, without the coordinator.
+    // Files, and a directory's times, are changed in place, without the coordinator.
     c.call(
         &p(&format!("{dir}/after")),
         chmod(&format!("{dir}/after"), 0o600, None),
@@ -914,4 +921,17 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
         c.attr(&format!("{dir}/after")).await.unwrap().mode & 0o7777,
         0o600
     );
+    let touch = MetaRequest::SetAttr {
+        path: p(&dir),
+        mode: None,
+        uid: None,
+        gid: None,
+        size: None,
+        atime: Some(saker_rpc::SetTime::At(7)),
+        mtime: Some(saker_rpc::SetTime::At(9)),
+        cred: None,
+    };
+    c.call(&p(&dir), touch).await.unwrap();
+    assert_eq!(c.attr(&dir).await.unwrap().atime_ns, 7);
+    assert_eq!(invalidations(), quiet, "no invalidation but the chmod's");
 }

@@ -490,10 +490,12 @@ pub(crate) async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval
     loop {
         tick.tick().await;
         let scrub = last_scrub.is_none_or(|t| t.elapsed() >= scrub_age / 4);
-        if scrub {
-            last_scrub = Some(tokio::time::Instant::now());
+        let started = tokio::time::Instant::now();
+        let result = collect_garbage(&cluster, scrub_age, scrub).await;
+        if scrub && result.is_ok() {
+            last_scrub = Some(started);
         }
-        match collect_garbage(&cluster, scrub_age, scrub).await {
+        match result {
             Ok(r) if r.released + r.leaked > 0 => {
                 tracing::info!(
                     released = r.released,
