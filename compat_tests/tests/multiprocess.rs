@@ -327,32 +327,13 @@ async fn six_processes_serve_s3_and_survive_an_mnode_kill() {
         .into_iter()
         .find(|d| (1..=d.len()).all(|n| lib.owner(&d[..n]) != 2))
         .expect("a directory resolved without group 2");
-    let chmod = |mode| MetaRequest::SetAttr {
-        path: live_dir.clone(),
-        mode: Some(mode),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: None,
-        mtime: None,
-        cred: None,
-    };
-    let mode_before = lib
-        .lookup(&live_dir, MetaWant::ATTR)
-        .await
-        .unwrap()
-        .attr
-        .mode;
+    let chmod = |mode| MetaRequest::chmod(live_dir.clone(), mode, None);
+    let mode_before = mode_of(&lib, &live_dir).await;
     assert!(matches!(
         lib.call(&live_dir, chmod(0o700)).await,
         Err(MetaError::Unavailable(_))
     ));
-    let mode_now = lib
-        .lookup(&live_dir, MetaWant::ATTR)
-        .await
-        .unwrap()
-        .attr
-        .mode;
+    let mode_now = mode_of(&lib, &live_dir).await;
     assert_eq!(
         mode_now, mode_before,
         "{live_dir:?} changed without group 2"
@@ -420,19 +401,31 @@ fn a_bad_config_is_refused_with_its_reason() {
     assert!(err.contains("group 5"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_coordinator_killed_inside_an_rmdir_leaves_no_frozen_directory() {
+/// The mode bits of `path`, read through a library client.
+async fn mode_of(lib: &saker_client::Cluster, path: &[String]) -> u32 {
+    lib.lookup(path, MetaWant::ATTR).await.unwrap().attr.mode
+}
+
+/// A cluster whose coordinator runs with `SAKER_FAILPOINT=failpoint`, and `bucket` holding
+/// object `a` = "first".
+async fn with_coordinator_failpoint(failpoint: &str, bucket: &str) -> LocalCluster {
     let mut cluster = LocalCluster::start();
-    // This run of the coordinator dies right after it froze the directory it removes.
     cluster.kill("coordinator");
-    cluster.spawn_env("coordinator", &[("SAKER_FAILPOINT", "rmdir_frozen")]);
+    cluster.spawn_env("coordinator", &[("SAKER_FAILPOINT", failpoint)]);
     let s3 = cluster.client(true);
-    let bucket = "held";
     eventually("create the bucket", || {
         s3.create_bucket().bucket(bucket).send()
     })
     .await;
     put(&s3, bucket, "a", b"first").await;
+    cluster
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_coordinator_killed_inside_an_rmdir_leaves_no_frozen_directory() {
+    // This run of the coordinator dies right after it froze the directory it removes.
+    let bucket = "held";
+    let mut cluster = with_coordinator_failpoint("rmdir_frozen", bucket).await;
 
     let once = cluster.client(false);
     let cut = once.delete_bucket().bucket(bucket).send().await;
@@ -475,38 +468,21 @@ async fn a_coordinator_killed_inside_an_rmdir_leaves_no_frozen_directory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_coordinator_killed_inside_a_directory_chmod_leaves_it_unchanged_and_unfrozen() {
-    let mut cluster = LocalCluster::start();
-    cluster.kill("coordinator");
-    cluster.spawn_env("coordinator", &[("SAKER_FAILPOINT", "setattr_frozen")]);
-    let s3 = cluster.client(true);
     let bucket = "chmodded";
-    eventually("create the bucket", || {
-        s3.create_bucket().bucket(bucket).send()
-    })
-    .await;
-    put(&s3, bucket, "a", b"first").await;
+    let mut cluster = with_coordinator_failpoint("setattr_frozen", bucket).await;
     let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
         .await
         .unwrap();
     let dir = vec![bucket.to_string()];
-    let mode_before = lib.lookup(&dir, MetaWant::ATTR).await.unwrap().attr.mode;
-    let chmod = MetaRequest::SetAttr {
-        path: dir.clone(),
-        mode: Some(0o700),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: None,
-        mtime: None,
-        cred: None,
-    };
+    let mode_before = mode_of(&lib, &dir).await;
+    let chmod = MetaRequest::chmod(dir.clone(), 0o700, None);
     let cut = lib.call(&dir, chmod.clone()).await;
     assert!(cut.is_err(), "the chmod died with its coordinator: {cut:?}");
     assert!(!cluster.wait_exit("coordinator").success());
     assert!(cluster
         .stderr("coordinator")
         .contains("failpoint setattr_frozen"));
-    let mode_now = lib.lookup(&dir, MetaWant::ATTR).await.unwrap().attr.mode;
+    let mode_now = mode_of(&lib, &dir).await;
     assert_eq!(mode_now, mode_before, "the cut chmod changed nothing");
 
     // The restarted coordinator releases the freeze before it takes calls: a write below the

@@ -181,57 +181,8 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             delete_object(txn, ctx, path, *dir_marker)
         }
         MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
-        MetaRequest::SetAttr {
-            path,
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-            cred,
-        } => set_attr(
-            txn,
-            ctx,
-            path,
-            AttrChange {
-                mode: *mode,
-                uid: *uid,
-                gid: *gid,
-                size: *size,
-                atime: *atime,
-                mtime: *mtime,
-            },
-            cred.as_ref(),
-            None,
-        ),
-        MetaRequest::ApplyDirAttr { dir, set } => match set.as_ref() {
-            MetaRequest::SetAttr {
-                path,
-                mode,
-                uid,
-                gid,
-                size,
-                atime,
-                mtime,
-                cred,
-            } => set_attr(
-                txn,
-                ctx,
-                path,
-                AttrChange {
-                    mode: *mode,
-                    uid: *uid,
-                    gid: *gid,
-                    size: *size,
-                    atime: *atime,
-                    mtime: *mtime,
-                },
-                cred.as_ref(),
-                Some(*dir),
-            ),
-            _ => Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into())),
-        },
+        set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
+        MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
         MetaRequest::PutTags {
             path,
             dir_marker,
@@ -758,6 +709,37 @@ struct AttrChange {
 
 /// MD5 of no bytes: the ETag of an empty file.
 pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
+
+/// A `SetAttr` (else `Invalid`), see [`set_attr`].
+fn set_attr_request(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    req: &MetaRequest,
+    coordinated: Option<InodeId>,
+) -> OpResult {
+    let MetaRequest::SetAttr {
+        path,
+        mode,
+        uid,
+        gid,
+        size,
+        atime,
+        mtime,
+        cred,
+    } = req
+    else {
+        return Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into()));
+    };
+    let ch = AttrChange {
+        mode: *mode,
+        uid: *uid,
+        gid: *gid,
+        size: *size,
+        atime: *atime,
+        mtime: *mtime,
+    };
+    set_attr(txn, ctx, path, ch, cred.as_ref(), coordinated)
+}
 
 /// `coordinated`: the directory the coordinator froze and invalidated for this change
 /// (`ApplyDirAttr`); without it, a change of a directory's mode or owner is handed to the

@@ -817,16 +817,7 @@ async fn mkdir_as_user(c: &Cluster, g: u32, path: &str) -> Result<MetaResponse, 
 }
 
 fn chmod(path: &str, mode: u32, cred: Option<saker_rpc::Cred>) -> MetaRequest {
-    MetaRequest::SetAttr {
-        path: p(path),
-        mode: Some(mode),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: None,
-        mtime: None,
-        cred,
-    }
+    MetaRequest::chmod(p(path), mode, cred)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -617,6 +617,20 @@ impl MetaRequest {
         )
     }
 
+    /// A `SetAttr` that changes only the mode (chmod).
+    pub fn chmod(path: Vec<String>, mode: u32, cred: Option<Cred>) -> Self {
+        MetaRequest::SetAttr {
+            path,
+            mode: Some(mode),
+            uid: None,
+            gid: None,
+            size: None,
+            atime: None,
+            mtime: None,
+            cred,
+        }
+    }
+
     /// The paths whose entries this write changes, for the per-path blocks of file moves.
     pub fn written_paths(&self) -> Vec<&[String]> {
         match self {

@@ -372,16 +372,7 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             (path(&["b", "x"]), path(&["b", "w"]), true, None)
         ]
     );
-    let chmod = MetaRequest::SetAttr {
-        path: path(&["b", "d"]),
-        mode: Some(0o700),
-        uid: None,
-        gid: None,
-        size: None,
-        atime: None,
-        mtime: None,
-        cred: None,
-    };
+    let chmod = MetaRequest::chmod(path(&["b", "d"]), 0o700, None);
     assert_eq!(c.set_dir_attr(chmod.clone()).await.unwrap().mode, 0o700);
     let not_chmod = MetaRequest::Counters;
     assert!(matches!(
