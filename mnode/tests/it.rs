@@ -39,6 +39,35 @@ fn fjall_keeps_earlier_non_durable_writes_with_a_durable_one() {
     assert_eq!(s.get(b"k2").unwrap().as_deref(), Some(&b"v2"[..]));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fjall_answers_every_async_sync_request_and_reopens_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta.fjall");
+    {
+        let s = Arc::new(FjallStore::open(&path).unwrap());
+        assert!(s.async_sync());
+        let writers: Vec<_> = (0..16u8)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut b = saker_mnode::store::WriteBatch::default();
+                    b.put(vec![b'k', i], vec![i]);
+                    s.write(&b, false).unwrap();
+                    s.request_sync().expect("fjall syncs asynchronously").await
+                })
+            })
+            .collect();
+        for w in writers {
+            w.await.unwrap().unwrap().unwrap();
+        }
+    }
+    // Dropping the store stopped and joined its syncer thread, which held the database.
+    let s = FjallStore::open(&path).unwrap();
+    for i in 0..16u8 {
+        assert_eq!(s.get(&[b'k', i]).unwrap(), Some(vec![i]));
+    }
+}
+
 #[test]
 fn redb_store_conforms() {
     let dir = tempfile::tempdir().unwrap();

@@ -37,6 +37,14 @@ impl LogStore {
     }
 
     async fn write(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
+        if durable && self.store.async_sync() {
+            // Commit here (no sync: a write to the journal's buffer), then wait for the store's
+            // syncer thread without holding one.
+            self.store.write(&batch, false).map_err(storage_err)?;
+            if let Some(rx) = self.store.request_sync() {
+                return rx.await.map_err(storage_err)?.map_err(storage_err);
+            }
+        }
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || store.write(&batch, durable))
             .await

@@ -13,11 +13,20 @@
 //! asking for a durable write. A durable write commits its batch to the journal without a sync,
 //! then waits for a sync that started after that commit; whoever finds no sync running starts
 //! one for everyone committed so far. One fdatasync thus covers every group's appends.
+//!
+//! Async callers (the raft log appends) commit on their own task and ask for a sync with
+//! [`MetaStore::request_sync`]: a syncer thread runs one fdatasync for every request queued
+//! before it started and answers each on a oneshot channel, so no thread waits per append.
+//! Measured against appending on tokio's blocking pool (4 alternating pairs, `saker server
+//! --mount`, 16 threads): creates +29%, copies +13%, other lines unchanged; one thread: no
+//! line worse.
 
 use std::ops::Bound;
 use std::path::Path;
 
-use super::{Kv, KvPairs, MetaStore, StoreError, WriteBatch};
+use std::sync::Arc;
+
+use super::{Kv, KvPairs, MetaStore, StoreError, SyncReceiver, WriteBatch};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -30,6 +39,55 @@ pub struct FjallStore {
     ks: Keyspace,
     syncs: Mutex<SyncState>,
     synced: Condvar,
+    /// Async callers' sync requests, served by one syncer thread (group commit).
+    syncer: Arc<SyncQueue>,
+    /// That thread, joined on drop (it holds the database open).
+    syncer_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Waiters for the syncer thread's next journal sync.
+#[derive(Default)]
+struct SyncQueue {
+    waiting: Mutex<Waiting>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    answers: Vec<tokio::sync::oneshot::Sender<Result<(), StoreError>>>,
+    stop: bool,
+}
+
+impl SyncQueue {
+    /// The syncer thread: one fdatasync for every request that came in before it started.
+    fn run(&self, db: Database) {
+        loop {
+            let waiters = {
+                let mut w = self.waiting.lock();
+                while w.answers.is_empty() && !w.stop {
+                    self.wake.wait(&mut w);
+                }
+                if w.answers.is_empty() {
+                    return; // stopped
+                }
+                std::mem::take(&mut w.answers)
+            };
+            let result = db.persist(PersistMode::SyncData).map_err(io);
+            for tx in waiters {
+                let _ = tx.send(result.clone());
+            }
+        }
+    }
+}
+
+impl Drop for FjallStore {
+    fn drop(&mut self) {
+        self.syncer.waiting.lock().stop = true;
+        self.syncer.wake.notify_one();
+        if let Some(t) = self.syncer_thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Durable writes by ticket: each ticket is a batch committed to the journal that waits for a
@@ -58,11 +116,19 @@ impl FjallStore {
         let ks = db
             .keyspace("saker_meta_v1", KeyspaceCreateOptions::default)
             .map_err(io)?;
+        let syncer = Arc::new(SyncQueue::default());
+        let (queue, handle) = (syncer.clone(), db.clone());
+        let thread = std::thread::Builder::new()
+            .name("saker-journal-sync".into())
+            .spawn(move || queue.run(handle))
+            .map_err(io)?;
         Ok(Self {
             db,
             ks,
             syncs: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
+            syncer,
+            syncer_thread: Some(thread),
         })
     }
 
@@ -125,6 +191,17 @@ impl MetaStore for FjallStore {
             self.sync_committed()?;
         }
         Ok(())
+    }
+
+    fn async_sync(&self) -> bool {
+        true
+    }
+
+    fn request_sync(&self) -> Option<SyncReceiver> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.syncer.waiting.lock().answers.push(tx);
+        self.syncer.wake.notify_one();
+        Some(rx)
     }
 
     fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError> {

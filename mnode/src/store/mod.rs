@@ -17,7 +17,7 @@ pub use mem::MemStore;
 pub use redb_engine::RedbStore;
 
 /// A store engine failure. Fatal for the group that hits it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("store I/O error: {0}")]
     Io(String),
@@ -65,7 +65,22 @@ pub trait MetaStore: Send + Sync + 'static {
 
     /// The greatest pair with `start <= key < end`, if any.
     fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError>;
+
+    /// Asks for every write committed so far to become durable without blocking the caller:
+    /// the answer arrives on the receiver once a sync that started after this call finished.
+    /// `None`: not supported here; use `write(.., true)` on a blocking thread instead.
+    fn request_sync(&self) -> Option<SyncReceiver> {
+        None
+    }
+
+    /// Whether [`MetaStore::request_sync`] is supported.
+    fn async_sync(&self) -> bool {
+        false
+    }
 }
+
+/// The answer to [`MetaStore::request_sync`].
+pub type SyncReceiver = tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
 
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
 pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
