@@ -76,6 +76,10 @@ pub fn balance(
         })
         .collect();
     let mut taken: BTreeSet<String> = BTreeSet::new();
+    // A move may raise the maximum when the next one lowers it; the plan never ends above
+    // where it started: it keeps its longest prefix that does not.
+    let start_max = extreme(&load, true).1;
+    let mut kept = (0, load.clone());
     while plan.entries.len() < max_entries {
         let (max_g, max_load) = extreme(&load, true);
         if max_load <= limit {
@@ -141,8 +145,12 @@ pub fn balance(
         };
         taken.insert(name.clone());
         plan.entries.push((name, exception));
+        if extreme(&load, true).1 <= start_max + 1e-9 {
+            kept = (plan.entries.len(), load.clone());
+        }
     }
-    plan.expected = load;
+    plan.entries.truncate(kept.0);
+    plan.expected = kept.1;
     plan
 }
 
@@ -301,6 +309,21 @@ mod tests {
         assert!((max - 287.5).abs() < 1e-9, "{:?}", plan.expected);
         let total: f64 = plan.expected.values().sum();
         assert!((total - 1000.0).abs() < 1e-6, "inodes are conserved");
+    }
+
+    #[test]
+    fn a_plan_cut_short_never_ends_above_its_starting_maximum() {
+        // The same cluster as above with room for one decision: walking A alone would leave
+        // group 2 at 375 (> 330), so nothing is decided.
+        let s = stats(&[
+            (1, 330, &[("A", 200)]),
+            (2, 325, &[("B", 150)]),
+            (3, 200, &[]),
+            (4, 145, &[]),
+        ]);
+        let plan = balance(&s, &ExceptionTable::new(), 0.01, 1);
+        assert!(plan.entries.is_empty(), "{:?}", plan.entries);
+        assert_eq!(plan.expected[&1], 330.0);
     }
 
     #[test]
