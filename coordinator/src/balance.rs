@@ -290,17 +290,22 @@ mod tests {
         assert_eq!(plan.expected[&4], 250.0);
     }
 
+    /// Groups 1 and 2 over the bound (260), each with one big name.
+    fn two_hot_groups() -> BTreeMap<GroupId, GroupStats> {
+        stats(&[
+            (1, 330, &[("A", 200)]),
+            (2, 325, &[("B", 150)]),
+            (3, 200, &[]),
+            (4, 145, &[]),
+        ])
+    }
+
     #[test]
     fn a_move_that_only_lowers_the_excess_is_taken_so_the_loop_does_not_stall() {
         // Overriding A makes group 4 the hottest; walking it lifts group 2 above today's
         // maximum. Walking still lowers the excess over the bound (260), and then group 2's
         // own name B can go too (group 3 is left at 287.5, with no name to give).
-        let s = stats(&[
-            (1, 330, &[("A", 200)]),
-            (2, 325, &[("B", 150)]),
-            (3, 200, &[]),
-            (4, 145, &[]),
-        ]);
+        let s = two_hot_groups();
         let plan = balance(&s, &ExceptionTable::new(), 0.01, 10);
         assert_eq!(plan.entries[0], ("A".into(), Exception::PathWalk));
         assert_eq!(plan.entries.len(), 2, "{:?}", plan.entries);
@@ -315,12 +320,7 @@ mod tests {
     fn a_plan_cut_short_never_ends_above_its_starting_maximum() {
         // The same cluster as above with room for one decision: walking A alone would leave
         // group 2 at 375 (> 330), so nothing is decided.
-        let s = stats(&[
-            (1, 330, &[("A", 200)]),
-            (2, 325, &[("B", 150)]),
-            (3, 200, &[]),
-            (4, 145, &[]),
-        ]);
+        let s = two_hot_groups();
         let plan = balance(&s, &ExceptionTable::new(), 0.01, 1);
         assert!(plan.entries.is_empty(), "{:?}", plan.entries);
         assert_eq!(plan.expected[&1], 330.0);
