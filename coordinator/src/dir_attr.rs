@@ -11,10 +11,9 @@
 //!    before anything changed.
 //! 4. The owner applies the `SetAttr` (`ApplyDirAttr`), then the directory thaws.
 
-use futures::future::join_all;
 use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse};
 
-use crate::rmdir::{untagged, NamespaceCoordinator};
+use crate::rmdir::NamespaceCoordinator;
 
 impl NamespaceCoordinator {
     pub(crate) async fn set_dir_attr_protocol(&self, set: MetaRequest) -> Result<Attr, MetaError> {
@@ -28,37 +27,21 @@ impl NamespaceCoordinator {
             }
         };
         let _held = self.locks.lock(&[&path]).await;
-        let freeze = MetaRequest::Freeze { path: path.clone() };
-        let (parent, dir) = match self.owner(&path)?.call(untagged(), freeze).await? {
-            MetaResponse::Frozen { parent, attr } => (parent, attr.id),
-            other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
-        };
+        let (parent, attr) = self.freeze(&path).await?;
         crate::rename::fail_point("setattr_frozen");
-        let name = path.last().expect("checked by owner()").clone();
-        let g = self.router.read().owner(parent, &name);
-        let owner = self
-            .groups
-            .get(&g)
-            .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))?;
+        let name = path.last().expect("freeze() checked the path").clone();
         let result = async {
-            let calls = self.groups.values().map(|group| {
-                group.call(
-                    untagged(),
-                    MetaRequest::Invalidate {
-                        pid: parent,
-                        name: name.clone(),
-                        dir,
-                    },
-                )
-            });
-            for r in join_all(calls).await {
-                r?;
-            }
+            self.usage_everywhere(|| MetaRequest::Invalidate {
+                pid: parent,
+                name: name.clone(),
+                dir: attr.id,
+            })
+            .await?;
             let apply = MetaRequest::ApplyDirAttr {
-                dir,
+                dir: attr.id,
                 set: Box::new(set),
             };
-            match owner.call(untagged(), apply).await? {
+            match self.call_owner(&path, apply).await? {
                 MetaResponse::Attr(a) => Ok(a),
                 other => Err(MetaError::Internal(format!(
                     "ApplyDirAttr answered {other:?}"
@@ -66,10 +49,7 @@ impl NamespaceCoordinator {
             }
         }
         .await;
-        let thaw = MetaRequest::Unfreeze { dir };
-        if let Err(e) = owner.call(untagged(), thaw).await {
-            tracing::warn!(error = %e, "unfreeze failed");
-        }
+        self.thaw(parent, &name, attr.id).await;
         result
     }
 }

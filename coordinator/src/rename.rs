@@ -226,7 +226,7 @@ fn transient(e: &MetaError) -> bool {
 }
 
 impl NamespaceCoordinator {
-    async fn call_owner(
+    pub(crate) async fn call_owner(
         &self,
         path: &[String],
         req: MetaRequest,
@@ -260,7 +260,7 @@ impl NamespaceCoordinator {
         }
     }
 
-    async fn freeze(&self, path: &[String]) -> Result<(InodeId, Attr), MetaError> {
+    pub(crate) async fn freeze(&self, path: &[String]) -> Result<(InodeId, Attr), MetaError> {
         let req = MetaRequest::Freeze {
             path: path.to_vec(),
         };
@@ -270,7 +270,7 @@ impl NamespaceCoordinator {
         }
     }
 
-    async fn thaw(&self, parent: InodeId, name: &str, dir: InodeId) {
+    pub(crate) async fn thaw(&self, parent: InodeId, name: &str, dir: InodeId) {
         let g = self.router.read().owner(parent, name);
         let Some(owner) = self.groups.get(&g) else {
             return;

@@ -874,12 +874,6 @@ impl MetaService for Mnode {
                     _ => unreachable!("matched above"),
                 },
             },
-            req @ MetaRequest::ApplyDirAttr { .. } => match self.misdirected(&req).await {
-                Err(e) => Err(e),
-                Ok(Some(g)) => self.forward(g, tag, req).await,
-                // The executor checks that the path still names the frozen directory.
-                Ok(None) => self.serve(tag, req).await,
-            },
             MetaRequest::Unfreeze { dir } => {
                 self.frozen.thaw(dir);
                 Ok(MetaResponse::Done)

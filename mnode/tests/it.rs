@@ -45,15 +45,14 @@ async fn fjall_answers_every_async_sync_request_and_reopens_at_once() {
     let path = dir.path().join("meta.fjall");
     {
         let s = Arc::new(FjallStore::open(&path).unwrap());
-        assert!(s.async_sync());
         let writers: Vec<_> = (0..16u8)
             .map(|i| {
                 let s = s.clone();
                 tokio::spawn(async move {
                     let mut b = saker_mnode::store::WriteBatch::default();
                     b.put(vec![b'k', i], vec![i]);
-                    s.write(&b, false).unwrap();
-                    s.request_sync().expect("fjall syncs asynchronously").await
+                    let rx = s.write_then_sync(&b).expect("fjall syncs asynchronously");
+                    rx.unwrap().await
                 })
             })
             .collect();

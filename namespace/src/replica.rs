@@ -3,9 +3,9 @@
 //!
 //! A miss is filled by a remote lookup at the owner. Consistency comes from invalidation: rmdir,
 //! rename and chmod/chown of a directory (the coordinator's protocols) remove the entry on every
-//! MNode before the owner changes it. A lookup reply that was issued before an invalidation must not be cached, so every
-//! invalidation advances the replica's epoch and [`DentryReplica::insert_at`] refuses replies
-//! whose lookup started at an older epoch.
+//! MNode before the owner changes it. A lookup reply that was issued before an invalidation
+//! must not be cached, so every invalidation advances the replica's epoch and
+//! [`DentryReplica::insert_at`] refuses replies whose lookup started at an older epoch.
 
 use serde::{Deserialize, Serialize};
 

@@ -37,11 +37,11 @@ impl LogStore {
     }
 
     async fn write(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
-        if durable && self.store.async_sync() {
-            // Commit here (no sync: a write to the journal's buffer), then wait for the store's
-            // syncer thread without holding one.
-            self.store.write(&batch, false).map_err(storage_err)?;
-            if let Some(rx) = self.store.request_sync() {
+        if durable {
+            // Commit here (a write to the journal's buffer), then wait for the store's syncer
+            // thread without holding one.
+            if let Some(rx) = self.store.write_then_sync(&batch) {
+                let rx = rx.map_err(storage_err)?;
                 return rx.await.map_err(storage_err)?.map_err(storage_err);
             }
         }

@@ -66,20 +66,16 @@ pub trait MetaStore: Send + Sync + 'static {
     /// The greatest pair with `start <= key < end`, if any.
     fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError>;
 
-    /// Asks for every write committed so far to become durable without blocking the caller:
-    /// the answer arrives on the receiver once a sync that started after this call finished.
-    /// `None`: not supported here; use `write(.., true)` on a blocking thread instead.
-    fn request_sync(&self) -> Option<SyncReceiver> {
+    /// Applies `batch` and asks for it (and every earlier write) to become durable without
+    /// blocking the caller: the answer arrives on the receiver once a sync that started after
+    /// the commit finished. `None`: not supported here, nothing was written; use
+    /// `write(.., true)` on a blocking thread instead.
+    fn write_then_sync(&self, _batch: &WriteBatch) -> Option<Result<SyncReceiver, StoreError>> {
         None
-    }
-
-    /// Whether [`MetaStore::request_sync`] is supported.
-    fn async_sync(&self) -> bool {
-        false
     }
 }
 
-/// The answer to [`MetaStore::request_sync`].
+/// The answer to [`MetaStore::write_then_sync`].
 pub type SyncReceiver = tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
 
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
