@@ -1,16 +1,20 @@
-//! [`DiskChunkStore`]: one file per chunk on a local file system.
+//! [`DiskChunkStore`]: chunks on a local file system — small ones in append-only volumes
+//! ([`crate::volume`]), the rest as one file per chunk.
 //!
-//! Layout: `dir/<first 2 hex chars of the id>/<32 hex chars>.chunk`, in 256 shard directories
-//! created by [`DiskChunkStore::open`]. The file format is described in [`crate::format`].
+//! Layout: chunks up to the small-chunk limit ([`SMALL_CHUNK_MAX`] by default) are records in
+//! `dir/volumes/`; larger ones are `dir/<first 2 hex chars of the id>/<32 hex chars>.chunk`, in
+//! 256 shard directories created by [`DiskChunkStore::open`]. Both hold the same bytes (the chunk
+//! file format, [`crate::format`]). Reads and deletes look in the volume index (memory) first.
 //!
-//! Durability: ids are random and never reused, so `put` writes directly to the final path,
-//! opened with `create_new` (an existing id is [`ChunkError::AlreadyExists`]), writes the header,
-//! data and checksums, fsyncs the file and then the shard directory before returning. A crash
-//! during `put` leaves at most a partial file that no metadata record references (the metadata
-//! commit happens only after `put` returns); reads of it fail as corrupt, and the leak scrub
-//! ([`ChunkStore::list_older_than`]) finds and deletes it. A failed `put` removes its partial file
-//! itself. `delete` does not fsync: a chunk that reappears after a crash is an unreferenced leak
-//! that the scrub removes too.
+//! Durability of a chunk file: ids are random and never reused, so `put` writes directly to the
+//! final path, opened with `create_new` (an existing id is [`ChunkError::AlreadyExists`]), writes
+//! the header, data and checksums, fsyncs the file and then the shard directory before
+//! returning. A crash during `put` leaves at most a partial file that no metadata record
+//! references (the metadata commit happens only after `put` returns); reads of it fail as
+//! corrupt, and the leak scrub ([`ChunkStore::list_older_than`]) finds and deletes it. A failed
+//! `put` removes its partial file itself. `delete` does not fsync: a chunk that reappears after a
+//! crash is an unreferenced leak that the scrub removes too. Volumes give the same guarantees
+//! with one shared fdatasync per group of puts (see [`crate::volume`]).
 //!
 //! All file I/O runs on tokio's blocking pool.
 
@@ -18,6 +22,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -27,6 +32,13 @@ use crate::format::{self, Header, CRC_LEN, HEADER_LEN};
 use crate::id::ChunkId;
 use crate::stats::{ChunkStats, Counters};
 use crate::store::{ChunkInfo, ChunkStore};
+use crate::volume::{Volumes, VOLUME_SIZE};
+
+/// Chunks up to this size go to volumes by default: group commit pays where fsyncs dominate the
+/// put (small chunks); larger ones move enough bytes per fsync that a file of their own costs
+/// nothing extra, and deleting them is an unlink rather than a compaction
+/// (`compat_tests/bench/engines/README.md`).
+pub const SMALL_CHUNK_MAX: u64 = 256 * 1024;
 
 /// File name suffix of chunk files.
 const SUFFIX: &str = ".chunk";
@@ -36,11 +48,20 @@ const SUFFIX: &str = ".chunk";
 pub struct DiskChunkStore {
     root: PathBuf,
     counters: Counters,
+    volumes: Arc<Volumes>,
+    small_max: u64,
 }
 
 impl DiskChunkStore {
-    /// Opens (creating if needed) a store rooted at `dir`, with its 256 shard directories.
+    /// Opens (creating if needed) a store rooted at `dir`, with its 256 shard directories and
+    /// its volumes; chunks up to [`SMALL_CHUNK_MAX`] go to volumes.
     pub fn open(dir: &Path) -> Result<Self, ChunkError> {
+        Self::open_with(dir, SMALL_CHUNK_MAX, VOLUME_SIZE)
+    }
+
+    /// Like [`DiskChunkStore::open`], with chunks up to `small_max` bytes in volumes (0: every
+    /// chunk in a file of its own) of up to `volume_size` bytes.
+    pub fn open_with(dir: &Path, small_max: u64, volume_size: u64) -> Result<Self, ChunkError> {
         fs::create_dir_all(dir)?;
         for shard in 0..=255u8 {
             match fs::create_dir(dir.join(format!("{shard:02x}"))) {
@@ -50,10 +71,18 @@ impl DiskChunkStore {
         }
         // Make the shard directories' entries durable; `put` only fsyncs the shard itself.
         sync_dir(dir)?;
+        let volumes = Arc::new(Volumes::open(&dir.join("volumes"), volume_size)?);
         Ok(DiskChunkStore {
             root: dir.to_path_buf(),
             counters: Counters::default(),
+            volumes,
+            small_max,
         })
+    }
+
+    /// The volumes holding the small chunks.
+    pub fn volumes(&self) -> &Volumes {
+        &self.volumes
     }
 
     /// The root directory.
@@ -70,8 +99,7 @@ impl DiskChunkStore {
     /// Reads the whole chunk and checks every block checksum and the whole-data checksum,
     /// returning what its metadata record should say. For the scrub and repair tasks.
     pub async fn verify(&self, id: ChunkId) -> Result<ChunkInfo, ChunkError> {
-        let path = self.chunk_path(id);
-        let out = self.count_corrupt(blocking(move || read_range(&path, id, 0, u64::MAX)).await)?;
+        let out = self.count_corrupt(self.read(id, 0, u64::MAX).await)?;
         let crc32c = out
             .whole_crc
             .expect("a read from offset 0 to u64::MAX covers the whole chunk");
@@ -79,6 +107,17 @@ impl DiskChunkStore {
             len: out.data_len,
             crc32c,
         })
+    }
+
+    /// A range of chunk `id`, from its volume record or its file.
+    async fn read(&self, id: ChunkId, offset: u64, len: u64) -> Result<ReadOut, ChunkError> {
+        let path = self.chunk_path(id);
+        let volumes = self.volumes.clone();
+        blocking(move || match volumes.read(id, offset, len)? {
+            Some(out) => Ok(out),
+            None => read_range(&path, id, offset, len),
+        })
+        .await
     }
 
     fn count_corrupt<T>(&self, res: Result<T, ChunkError>) -> Result<T, ChunkError> {
@@ -95,25 +134,35 @@ impl ChunkStore for DiskChunkStore {
     async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         let path = self.chunk_path(id);
         let len = data.len() as u64;
-        let info = blocking(move || write_chunk(&path, id, &data)).await?;
+        let info = if len <= self.small_max {
+            let volumes = self.volumes.clone();
+            blocking(move || volumes.put(id, &data)).await?
+        } else {
+            blocking(move || write_chunk(&path, id, &data)).await?
+        };
         self.counters.put(len);
         tracing::debug!(chunk = %id, len, "chunk stored");
         Ok(info)
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
-        let path = self.chunk_path(id);
-        let out = self.count_corrupt(blocking(move || read_range(&path, id, offset, len)).await)?;
+        let out = self.count_corrupt(self.read(id, offset, len).await)?;
         self.counters.read(out.data.len() as u64);
         Ok(out.data)
     }
 
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
         let path = self.chunk_path(id);
-        let removed = blocking(move || match fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e.into()),
+        let volumes = self.volumes.clone();
+        let removed = blocking(move || {
+            if volumes.delete(id)? {
+                return Ok(true);
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e.into()),
+            }
         })
         .await?;
         if removed {
@@ -125,11 +174,29 @@ impl ChunkStore for DiskChunkStore {
 
     async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
         let root = self.root.clone();
-        blocking(move || list_older_than(&root, older_than)).await
+        let volumes = self.volumes.clone();
+        blocking(move || {
+            let mut ids = list_older_than(&root, older_than)?;
+            ids.extend(volumes.list_older_than(older_than));
+            ids.sort_unstable();
+            Ok(ids)
+        })
+        .await
     }
 
     fn stats(&self) -> ChunkStats {
-        self.counters.snapshot()
+        let (bytes, live) = self
+            .volumes
+            .usage()
+            .iter()
+            .fold((0, 0), |(b, l), &(_, size, live)| (b + size, l + live));
+        ChunkStats {
+            volume_syncs: self.volumes.syncs(),
+            volume_compactions: self.volumes.compactions(),
+            volume_bytes: bytes,
+            volume_live_bytes: live,
+            ..self.counters.snapshot()
+        }
     }
 }
 
@@ -193,13 +260,13 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
 }
 
 /// What a range read found.
-struct ReadOut {
+pub(crate) struct ReadOut {
     /// The requested bytes, verified.
-    data: Bytes,
+    pub data: Bytes,
     /// The chunk's data length.
-    data_len: u64,
+    pub data_len: u64,
     /// The stored whole-data CRC, checked, when the read covered the whole chunk.
-    whole_crc: Option<u32>,
+    pub whole_crc: Option<u32>,
 }
 
 fn read_range(path: &Path, id: ChunkId, offset: u64, len: u64) -> Result<ReadOut, ChunkError> {
@@ -208,20 +275,33 @@ fn read_range(path: &Path, id: ChunkId, offset: u64, len: u64) -> Result<ReadOut
         _ => e.into(),
     })?;
     let file_len = file.metadata()?.len();
-    if file_len < HEADER_LEN as u64 {
+    read_image(&file, 0, file_len, id, offset, len)
+}
+
+/// Reads `[offset, offset + len)` of the chunk image (the chunk file format) that occupies
+/// `image_len` bytes of `file` from `base` on: a chunk file (`base` 0) or a volume record.
+pub(crate) fn read_image(
+    file: &File,
+    base: u64,
+    image_len: u64,
+    id: ChunkId,
+    offset: u64,
+    len: u64,
+) -> Result<ReadOut, ChunkError> {
+    if image_len < HEADER_LEN as u64 {
         return Err(ChunkError::corrupt(
             id,
-            format!("file is {file_len} bytes, shorter than the header"),
+            format!("file is {image_len} bytes, shorter than the header"),
         ));
     }
     let mut header_buf = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut header_buf, 0)?;
+    file.read_exact_at(&mut header_buf, base)?;
     let header = Header::decode(id, &header_buf)?;
     let expected_len = header.file_len().unwrap_or(u64::MAX);
-    if file_len != expected_len {
+    if image_len != expected_len {
         return Err(ChunkError::corrupt(
             id,
-            format!("file is {file_len} bytes, its header implies {expected_len}"),
+            format!("file is {image_len} bytes, its header implies {expected_len}"),
         ));
     }
 
@@ -247,11 +327,14 @@ fn read_range(path: &Path, id: ChunkId, offset: u64, len: u64) -> Result<ReadOut
     let read_start = first * block_size;
     let read_end = (last_excl * block_size).min(data_len);
     let mut data = vec![0u8; to_usize(read_end - read_start)?];
-    file.read_exact_at(&mut data, HEADER_LEN as u64 + read_start)?;
+    file.read_exact_at(&mut data, base + HEADER_LEN as u64 + read_start)?;
 
     let entries = to_usize(last_excl - first)? * CRC_LEN;
     let mut table = vec![0u8; entries + if whole { CRC_LEN } else { 0 }];
-    file.read_exact_at(&mut table, header.table_offset() + first * CRC_LEN as u64)?;
+    file.read_exact_at(
+        &mut table,
+        base + header.table_offset() + first * CRC_LEN as u64,
+    )?;
     let computed = format::verify_blocks(id, &header, first, &data, &table[..entries])?;
     let whole_crc = if whole {
         let stored = format::read_u32(&table[entries..]);

@@ -5,8 +5,8 @@
 //! period; a periodic scrub removes leaks found with [`ChunkStore::list_older_than`]).
 //!
 //! - [`ChunkStore`]: the storage trait every backend implements.
-//! - [`DiskChunkStore`]: one file per chunk on local disk (layout in [`disk`], file format in
-//!   [`format`](mod@format)).
+//! - [`DiskChunkStore`]: chunks on local disk, small ones in append-only volumes ([`volume`]),
+//!   the rest one file per chunk (layout in [`disk`], file format in [`format`](mod@format)).
 //! - [`MemChunkStore`]: in-memory backend with the same semantics, for tests of other crates.
 //! - [`RemoteChunkStore`]: a store in another process; [`ChunkServer`] serves one to it.
 //! - [`conformance`]: the suite every backend must pass.
@@ -20,8 +20,9 @@ pub mod mem;
 pub mod remote;
 pub mod stats;
 pub mod store;
+pub mod volume;
 
-pub use disk::DiskChunkStore;
+pub use disk::{DiskChunkStore, SMALL_CHUNK_MAX};
 pub use error::ChunkError;
 pub use format::BLOCK_SIZE;
 pub use id::ChunkId;

@@ -15,6 +15,13 @@ pub struct ChunkStats {
     pub chunks_put: u64,
     /// `delete`s that removed an existing chunk.
     pub chunks_deleted: u64,
+    /// fdatasyncs of volumes (each makes a group of small-chunk puts durable).
+    pub volume_syncs: u64,
+    /// Volumes removed by compaction.
+    pub volume_compactions: u64,
+    /// Bytes in volume files now, and the part of them live chunks use.
+    pub volume_bytes: u64,
+    pub volume_live_bytes: u64,
 }
 
 /// Lock-free counters shared by the store implementations.
@@ -52,6 +59,7 @@ impl Counters {
             crc_failures: self.crc_failures.load(Ordering::Relaxed),
             chunks_put: self.chunks_put.load(Ordering::Relaxed),
             chunks_deleted: self.chunks_deleted.load(Ordering::Relaxed),
+            ..ChunkStats::default()
         }
     }
 }

@@ -300,21 +300,24 @@ async fn acknowledged_writes_survive_sigkill_and_gc_cleans_up() {
     // GC: chunks of overwritten objects (released) and of writes the kill interrupted (leaked,
     // found by the scrub) disappear; exactly the live objects' chunks remain.
     let ok = poll_until(Duration::from_secs(30), || async {
-        srv.chunk_files() == expected_chunks
+        srv.stored_chunks() == expected_chunks
     })
     .await;
     assert!(
         ok,
-        "chunk files: {} on disk, {expected_chunks} referenced by live objects",
-        srv.chunk_files()
+        "chunks: {} stored, {expected_chunks} referenced by live objects",
+        srv.stored_chunks()
     );
 
     delete_all(&c, &b).await;
-    let ok = poll_until(Duration::from_secs(30), || async { srv.chunk_files() == 0 }).await;
+    let ok = poll_until(Duration::from_secs(30), || async {
+        srv.stored_chunks() == 0
+    })
+    .await;
     assert!(
         ok,
-        "{} chunk files left after deleting everything",
-        srv.chunk_files()
+        "{} chunks left after deleting everything",
+        srv.stored_chunks()
     );
     c.delete_bucket()
         .bucket(&b)
@@ -328,7 +331,7 @@ async fn gc_collects_chunks_of_overwritten_deleted_and_aborted_objects() {
     let srv = Server::start(Opts::fast_gc());
     let c = srv.client();
     let b = new_bucket(&c, "gc").await;
-    assert_eq!(srv.chunk_files(), 0);
+    assert_eq!(srv.stored_chunks(), 0);
     put(&c, &b, "inline", &random_bytes(1000)).await;
     for i in 0..3 {
         put(&c, &b, &format!("small/{i}"), &random_bytes(100 * KIB)).await;
@@ -336,16 +339,19 @@ async fn gc_collects_chunks_of_overwritten_deleted_and_aborted_objects() {
     let big = random_bytes(9 * MIB);
     put(&c, &b, "big", &big).await;
     // Chunks are durable before the PUT is acknowledged.
-    assert_eq!(srv.chunk_files(), 3 + 2);
+    assert_eq!(srv.stored_chunks(), 3 + 2);
 
     // Overwrite the 9 MiB object with a one-chunk one: its two chunks go after the grace.
     let replacement = random_bytes(100 * KIB);
     put(&c, &b, "big", &replacement).await;
-    let ok = poll_until(Duration::from_secs(15), || async { srv.chunk_files() == 4 }).await;
+    let ok = poll_until(Duration::from_secs(15), || async {
+        srv.stored_chunks() == 4
+    })
+    .await;
     assert!(
         ok,
-        "{} chunk files after an overwrite, want 4",
-        srv.chunk_files()
+        "{} chunks stored after an overwrite, want 4",
+        srv.stored_chunks()
     );
     assert!(get_bytes(&c, &b, "big").await == replacement);
 
@@ -368,7 +374,7 @@ async fn gc_collects_chunks_of_overwritten_deleted_and_aborted_objects() {
         .send()
         .await
         .expect("upload part");
-    assert_eq!(srv.chunk_files(), 5);
+    assert_eq!(srv.stored_chunks(), 5);
     c.abort_multipart_upload()
         .bucket(&b)
         .key("mpu")
@@ -376,19 +382,25 @@ async fn gc_collects_chunks_of_overwritten_deleted_and_aborted_objects() {
         .send()
         .await
         .expect("abort");
-    let ok = poll_until(Duration::from_secs(15), || async { srv.chunk_files() == 4 }).await;
+    let ok = poll_until(Duration::from_secs(15), || async {
+        srv.stored_chunks() == 4
+    })
+    .await;
     assert!(
         ok,
-        "{} chunk files after an abort, want 4",
-        srv.chunk_files()
+        "{} chunks stored after an abort, want 4",
+        srv.stored_chunks()
     );
 
     delete_all(&c, &b).await;
-    let ok = poll_until(Duration::from_secs(15), || async { srv.chunk_files() == 0 }).await;
+    let ok = poll_until(Duration::from_secs(15), || async {
+        srv.stored_chunks() == 0
+    })
+    .await;
     assert!(
         ok,
-        "{} chunk files after deleting everything",
-        srv.chunk_files()
+        "{} chunks stored after deleting everything",
+        srv.stored_chunks()
     );
     // Live data was never collected early.
     assert!(list_all(&c, &b, None).await.is_empty());
@@ -610,7 +622,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
         // The chunks moved with the inode: collecting the old name's garbage (and the leak
         // scrub) leaves them alone. Deleting another object shows a collection has run.
         put(&c, &bucket, "victim", &random_bytes(300 * 1024)).await;
-        let with_victim = srv.chunk_files();
+        let with_victim = srv.stored_chunks();
         c.delete_object()
             .bucket(&bucket)
             .key("victim")
@@ -618,7 +630,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
             .await
             .unwrap();
         let collected = poll_until(Duration::from_secs(20), || {
-            let n = srv.chunk_files();
+            let n = srv.stored_chunks();
             async move { n < with_victim }
         })
         .await;

@@ -273,9 +273,35 @@ fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
             "Chunks deleted",
             c.chunks_deleted,
         ),
+        (
+            "saker_chunkstore_volume_syncs_total",
+            "fdatasyncs of chunk volumes (each makes a group of small-chunk puts durable)",
+            c.volume_syncs,
+        ),
+        (
+            "saker_chunkstore_volume_compactions_total",
+            "Chunk volumes removed by compaction",
+            c.volume_compactions,
+        ),
     ] {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
+        ));
+    }
+    for (name, help, value) in [
+        (
+            "saker_chunkstore_volume_bytes",
+            "Bytes in chunk volume files",
+            c.volume_bytes,
+        ),
+        (
+            "saker_chunkstore_volume_live_bytes",
+            "Bytes of chunk volume files that live chunks use",
+            c.volume_live_bytes,
+        ),
+    ] {
+        out.push_str(&format!(
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
         ));
     }
     out

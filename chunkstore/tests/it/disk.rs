@@ -1,11 +1,13 @@
-//! DiskChunkStore-specific checks: file layout, persistence across reopen, and damaged files
-//! (flipped bytes, truncation, bad header) read as errors, never panics or wrong data.
+//! DiskChunkStore-specific checks of the file-per-chunk layout (stores opened with no volume
+//! chunks): file layout, persistence across reopen, and damaged files (flipped bytes,
+//! truncation, bad header) read as errors, never panics or wrong data. Volumes: `volume.rs`.
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, SystemTime};
 
 use saker_chunkstore::conformance::pattern;
+use saker_chunkstore::volume::VOLUME_SIZE;
 use saker_chunkstore::{ChunkError, ChunkId, ChunkStore, DiskChunkStore, BLOCK_SIZE};
 use tempfile::TempDir;
 
@@ -14,8 +16,13 @@ const HEADER_LEN: u64 = 24;
 
 fn store() -> (TempDir, DiskChunkStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = DiskChunkStore::open(dir.path()).unwrap();
+    let store = files_only(dir.path());
     (dir, store)
+}
+
+/// A store that keeps every chunk in a file of its own.
+fn files_only(dir: &std::path::Path) -> DiskChunkStore {
+    DiskChunkStore::open_with(dir, 0, VOLUME_SIZE).unwrap()
 }
 
 /// Puts a 3-block chunk (the last one short) and returns its id.
@@ -67,7 +74,7 @@ async fn chunks_survive_reopen() {
     let (dir, store) = store();
     let id = put_three_blocks(&store).await;
     drop(store);
-    let store = DiskChunkStore::open(dir.path()).unwrap();
+    let store = files_only(dir.path());
     let data = store.get(id, 0, u64::MAX).await.unwrap();
     assert_eq!(data, pattern(1, 2 * BS as usize + 100));
     let info = store.verify(id).await.unwrap();

@@ -3,3 +3,4 @@
 
 mod conformance;
 mod disk;
+mod volume;

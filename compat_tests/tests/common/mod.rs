@@ -336,8 +336,8 @@ impl Server {
             .expect("run saker admin")
     }
 
-    /// Number of `*.chunk` files under DATA_DIR/chunks.
-    pub fn chunk_files(&self) -> usize {
+    /// Chunks stored under DATA_DIR/chunks: `*.chunk` files and live records in the volumes.
+    pub fn stored_chunks(&self) -> usize {
         fn walk(p: &Path, n: &mut usize) {
             let Ok(rd) = std::fs::read_dir(p) else { return };
             for e in rd.flatten() {
@@ -349,8 +349,15 @@ impl Server {
                 }
             }
         }
+        let chunks = self.data.path().join("chunks");
         let mut n = 0;
-        walk(&self.data.path().join("chunks"), &mut n);
+        walk(&chunks, &mut n);
+        let volumes = chunks.join("volumes");
+        if volumes.exists() {
+            n += saker_chunkstore::volume::scan(&volumes)
+                .expect("scan the chunk volumes")
+                .len();
+        }
         n
     }
 }

@@ -1,0 +1,246 @@
+//! Small chunks in volumes: the conformance suite with every chunk in (tiny, rolling) volumes,
+//! recovery after a reopen (puts kept, deletes kept, a torn tail cut), damaged records read as
+//! corrupt, group commit, and compaction giving space back without losing a live chunk.
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use saker_chunkstore::conformance::{self, pattern};
+use saker_chunkstore::volume::{RECORD_HEADER_LEN, VOLUME_SIZE};
+use saker_chunkstore::{ChunkError, ChunkId, ChunkStore, DiskChunkStore, SMALL_CHUNK_MAX};
+
+/// Every chunk in volumes of at most `volume_size` bytes.
+fn volumes_only(dir: &std::path::Path, volume_size: u64) -> DiskChunkStore {
+    DiskChunkStore::open_with(dir, u64::MAX, volume_size).unwrap()
+}
+
+fn chunk_files(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    for shard in fs::read_dir(dir).unwrap() {
+        let shard = shard.unwrap().path();
+        if shard.file_name().unwrap() == "volumes" || !shard.is_dir() {
+            continue;
+        }
+        n += fs::read_dir(shard).unwrap().count();
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_every_chunk_in_small_volumes_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), 64 * 1024);
+    conformance::run_all(&store).await;
+    assert_eq!(chunk_files(dir.path()), 0, "no chunk file was written");
+    let newest = store.volumes().usage().last().unwrap().0;
+    assert!(newest > 0, "the suite's puts rolled over to new volumes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_chunks_go_to_volumes_and_large_ones_to_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DiskChunkStore::open(dir.path()).unwrap();
+    let (small, large) = (ChunkId::random(), ChunkId::random());
+    store
+        .put(small, pattern(1, SMALL_CHUNK_MAX as usize))
+        .await
+        .unwrap();
+    store
+        .put(large, pattern(2, SMALL_CHUNK_MAX as usize + 1))
+        .await
+        .unwrap();
+    assert!(store.volumes().locate(small).is_some());
+    assert!(!store.chunk_path(small).exists());
+    assert!(store.volumes().locate(large).is_none());
+    assert!(store.chunk_path(large).exists());
+    assert_eq!(
+        store.get(small, 0, u64::MAX).await.unwrap(),
+        pattern(1, SMALL_CHUNK_MAX as usize)
+    );
+    store.delete(large).await.unwrap();
+    store.delete(small).await.unwrap();
+    assert!(!store.chunk_path(large).exists());
+    for id in [small, large] {
+        assert!(matches!(
+            store.get(id, 0, 1).await,
+            Err(ChunkError::NotFound(_))
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_and_deletes_survive_a_reopen_and_a_torn_tail_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    let mut kept = HashMap::new();
+    let mut deleted = Vec::new();
+    for i in 0..40u64 {
+        let id = ChunkId::random();
+        let data = pattern(i, 1000 + 997 * i as usize);
+        store.put(id, data.clone()).await.unwrap();
+        if i % 3 == 0 {
+            deleted.push(id);
+        } else {
+            kept.insert(id, data);
+        }
+    }
+    for id in &deleted {
+        store.delete(*id).await.unwrap();
+    }
+    let before = store.volumes().usage();
+    assert_eq!(before.len(), 1);
+    let (volume, size, _) = before[0];
+    let path = store.volumes().volume_path(volume);
+    drop(store);
+
+    // A crash in the middle of a put: a whole record header promising 5000 bytes, 100 of them.
+    let mut torn = vec![0u8; RECORD_HEADER_LEN as usize + 100];
+    torn[..4].copy_from_slice(b"SKVP");
+    torn[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
+    torn[20..28].copy_from_slice(&5000u64.to_le_bytes());
+    let crc = crc32c::crc32c(&torn[..36]);
+    torn[36..40].copy_from_slice(&crc.to_le_bytes());
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&torn, size).unwrap();
+    drop(f);
+    assert_eq!(fs::metadata(&path).unwrap().len(), size + torn.len() as u64);
+
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        size,
+        "the torn record was cut off"
+    );
+    for (id, data) in &kept {
+        assert_eq!(&store.get(*id, 0, u64::MAX).await.unwrap(), data);
+    }
+    for id in &deleted {
+        assert!(
+            matches!(store.get(*id, 0, 1).await, Err(ChunkError::NotFound(_))),
+            "a deleted chunk stays deleted after a reopen"
+        );
+    }
+    // Appends continue after the cut and survive the next reopen too.
+    let id = ChunkId::random();
+    store.put(id, pattern(99, 5000)).await.unwrap();
+    drop(store);
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    assert_eq!(store.get(id, 0, u64::MAX).await.unwrap(), pattern(99, 5000));
+    assert_eq!(store.volumes().usage().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_byte_in_a_volume_record_reads_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    let id = ChunkId::random();
+    let data = pattern(5, 3 * 65536);
+    store.put(id, data.clone()).await.unwrap();
+    let other = ChunkId::random();
+    store.put(other, pattern(6, 100)).await.unwrap();
+    let loc = store.volumes().locate(id).unwrap();
+    let path = store.volumes().volume_path(loc.volume);
+    // Second block's data: chunk header (24 bytes) + one block + 7.
+    let at = loc.offset + RECORD_HEADER_LEN + 24 + 65536 + 7;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    assert_eq!(store.get(id, 0, 65536).await.unwrap(), data.slice(..65536));
+    assert!(matches!(
+        store.get(id, 65536, 10).await,
+        Err(ChunkError::Corrupt { id: got, .. }) if got == id
+    ));
+    assert!(store.verify(id).await.is_err());
+    assert_eq!(store.stats().crc_failures, 2);
+    assert_eq!(store.get(other, 0, 100).await.unwrap(), pattern(6, 100));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_puts_share_fdatasyncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(volumes_only(dir.path(), VOLUME_SIZE));
+    let data = pattern(9, 32 * 1024);
+    let syncs_before = store.volumes().syncs();
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let (store, data) = (store.clone(), data.clone());
+        tasks.push(tokio::spawn(async move {
+            let id = ChunkId::random();
+            store.put(id, data).await.unwrap();
+            id
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.unwrap());
+    }
+    let syncs = store.volumes().syncs() - syncs_before;
+    assert!(syncs >= 1);
+    assert!(syncs < 64, "64 concurrent puts took {syncs} fdatasyncs");
+    for id in ids {
+        assert_eq!(store.get(id, 0, u64::MAX).await.unwrap(), data);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_gives_space_back_and_keeps_every_live_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume_size = 256 * 1024;
+    let store = volumes_only(dir.path(), volume_size);
+    let mut all: Vec<(ChunkId, Bytes)> = Vec::new();
+    for i in 0..60u64 {
+        let id = ChunkId::random();
+        let data = pattern(100 + i, 30_000);
+        store.put(id, data.clone()).await.unwrap();
+        all.push((id, data));
+    }
+    let first_volumes: Vec<u32> = store.volumes().usage().iter().map(|u| u.0).collect();
+    assert!(first_volumes.len() >= 6, "{first_volumes:?}");
+    let bytes_before: u64 = store.volumes().usage().iter().map(|u| u.1).sum();
+
+    // Delete three of every four: every sealed volume falls under half live.
+    let mut live = Vec::new();
+    for (i, (id, data)) in all.into_iter().enumerate() {
+        if i % 4 == 0 {
+            live.push((id, data));
+        } else {
+            store.delete(id).await.unwrap();
+        }
+    }
+    assert!(store.volumes().compactions() >= 4);
+    let after = store.volumes().usage();
+    let bytes_after: u64 = after.iter().map(|u| u.1).sum();
+    assert!(
+        bytes_after * 2 < bytes_before,
+        "{bytes_before} bytes before, {bytes_after} after"
+    );
+    for n in &first_volumes[..4] {
+        assert!(
+            !store.volumes().volume_path(*n).exists(),
+            "volume {n} was removed"
+        );
+    }
+    for (id, data) in &live {
+        assert_eq!(&store.get(*id, 0, u64::MAX).await.unwrap(), data);
+    }
+    drop(store);
+    let store = volumes_only(dir.path(), volume_size);
+    for (id, data) in &live {
+        assert_eq!(&store.get(*id, 0, u64::MAX).await.unwrap(), data);
+    }
+    let listed = store
+        .list_older_than(std::time::SystemTime::now())
+        .await
+        .unwrap();
+    let mut want: Vec<ChunkId> = live.iter().map(|(id, _)| *id).collect();
+    want.sort_unstable();
+    assert_eq!(listed, want, "exactly the live chunks come back");
+}
