@@ -22,12 +22,16 @@ async fn files_cross_between_the_mount_and_s3() {
     // Through the mount: a bucket, nested directories, a small and a chunked file.
     let small = b"hello from fuse\n".to_vec();
     let big = random_bytes(300 * 1024);
+    // Past the client's 1 MiB memory buffer: hashed partly at the spill, partly as written.
+    let spilled = random_bytes(1536 * 1024 + 7);
+    let sp = spilled.clone();
     let (m, s, b) = (mnt_path.clone(), small.clone(), big.clone());
     let errs = tokio::task::spawn_blocking(move || {
         std::fs::create_dir(m.join("fusebkt")).unwrap();
         std::fs::create_dir_all(m.join("fusebkt/a/b")).unwrap();
         std::fs::write(m.join("fusebkt/a/b/small.txt"), &s).unwrap();
         std::fs::write(m.join("fusebkt/big.bin"), &b).unwrap();
+        std::fs::write(m.join("fusebkt/spilled.bin"), &sp).unwrap();
         // Errors are errnos.
         let bad_bucket = std::fs::create_dir(m.join("x")).unwrap_err();
         let not_empty = std::fs::remove_dir(m.join("fusebkt/a")).unwrap_err();
@@ -51,6 +55,17 @@ async fn files_cross_between_the_mount_and_s3() {
         .await
         .unwrap();
     assert_eq!(head.e_tag.unwrap(), quoted_md5(&big));
+    for (key, data) in [("a/b/small.txt", &small), ("spilled.bin", &spilled)] {
+        let head = s3
+            .head_object()
+            .bucket("fusebkt")
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(head.e_tag.unwrap(), quoted_md5(data), "{key}");
+    }
+    assert_eq!(get_bytes(&s3, "fusebkt", "spilled.bin").await, spilled);
 
     // Through S3, read through the mount; deletes show on the other side.
     put(&s3, "fusebkt", "from-s3/obj", b"written by s3").await;
@@ -68,7 +83,7 @@ async fn files_cross_between_the_mount_and_s3() {
     .await
     .unwrap();
     assert_eq!(seen.0, b"written by s3");
-    assert_eq!(seen.1, vec!["a", "big.bin", "from-s3"]);
+    assert_eq!(seen.1, vec!["a", "big.bin", "from-s3", "spilled.bin"]);
     assert_status(
         s3.head_object()
             .bucket("fusebkt")

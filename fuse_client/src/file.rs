@@ -48,8 +48,29 @@ pub struct Buffer {
     /// The directory a spilled buffer's file goes to.
     dir: std::path::PathBuf,
     pub size: u64,
-    /// MD5 of `[0, pos)` while every write so far continued at the end from offset 0.
-    seq: Option<(Md5, u64)>,
+    /// While every write so far continued at the end from offset 0: the end they reached.
+    seq: Option<Seq>,
+}
+
+/// The running MD5 of a sequentially written buffer. Bytes in memory are hashed at commit, on
+/// the writing thread while the chunk put runs (so the hash costs no latency of its own); bytes
+/// that go to a local file are hashed as they are written.
+struct Seq {
+    md5: Md5,
+    /// `md5` covers `[0, hashed)`.
+    hashed: u64,
+    /// Writes so far covered `[0, end)`.
+    end: u64,
+}
+
+impl Seq {
+    fn new() -> Self {
+        Seq {
+            md5: Md5::new(),
+            hashed: 0,
+            end: 0,
+        }
+    }
 }
 
 impl Buffer {
@@ -58,13 +79,18 @@ impl Buffer {
             store: Store::Mem(Vec::new()),
             dir: dir.to_path_buf(),
             size: 0,
-            seq: Some((Md5::new(), 0)),
+            seq: Some(Seq::new()),
         }
     }
 
-    /// Moves the bytes to a local file.
+    /// Moves the bytes to a local file (hashing what the running MD5 has not covered yet).
     fn spill(&mut self) -> Result<&File> {
         if let Store::Mem(bytes) = &self.store {
+            if let Some(seq) = &mut self.seq {
+                let end = (seq.end as usize).min(bytes.len());
+                seq.md5.update(&bytes[seq.hashed as usize..end]);
+                seq.hashed = end as u64;
+            }
             let file = tempfile::tempfile_in(&self.dir)?;
             file.write_all_at(bytes, 0)?;
             file.set_len(self.size)?;
@@ -89,10 +115,15 @@ impl Buffer {
             _ => self.spill()?.write_all_at(data, offset)?,
         }
         self.size = self.size.max(end);
+        let in_file = matches!(self.store, Store::File(_));
         self.seq = match self.seq.take() {
-            Some((mut md5, pos)) if pos == offset => {
-                md5.update(data);
-                Some((md5, pos + data.len() as u64))
+            Some(mut seq) if seq.end == offset => {
+                seq.end = end;
+                if in_file {
+                    seq.md5.update(data);
+                    seq.hashed = end;
+                }
+                Some(seq)
             }
             _ => None,
         };
@@ -133,8 +164,8 @@ impl Buffer {
             _ => self.spill()?.set_len(size)?,
         }
         self.seq = match self.seq.take() {
-            Some((md5, pos)) if pos == size => Some((md5, pos)),
-            _ if size == 0 => Some((Md5::new(), 0)),
+            Some(seq) if seq.end == size => Some(seq),
+            _ if size == 0 => Some(Seq::new()),
             _ => None,
         };
         self.size = size;
@@ -206,12 +237,15 @@ impl OpenFile {
             .as_mut()
             .expect("store is called on a materialized file");
         let chunk_size = cluster.config().chunk_size.max(1) as u64;
-        let seq_md5 = match &buf.seq {
-            Some((md5, pos)) if *pos == buf.size => Some(md5.clone()),
-            _ => None,
+        // The ETag: the MD5 of the whole content (continuing the running one of a sequential
+        // write), else for files too large to hash whole `md5(chunk md5s)-N`.
+        let (mut whole_md5, hash_from) = match &buf.seq {
+            Some(seq) if seq.end == buf.size => (Some(seq.md5.clone()), seq.hashed),
+            _ if buf.size <= FULL_MD5_LIMIT => (Some(Md5::new()), 0),
+            _ => (None, 0),
         };
-        let full = seq_md5.is_none() && buf.size <= FULL_MD5_LIMIT;
-        let mut full_md5 = Md5::new();
+        // Content in memory is hashed while the last put runs (below), not before it.
+        let deferred = whole_md5.is_some() && matches!(buf.store, Store::Mem(_));
         let mut chunk_md5s: Vec<[u8; 16]> = Vec::new();
         let mut writer = ChunkWriter::new(cluster);
         let mut off = 0u64;
@@ -221,19 +255,23 @@ impl OpenFile {
         while off < buf.size {
             let n = piece.min(buf.size - off).min(chunk_size - in_chunk);
             let data = buf.read(off, n as u32)?;
-            if full {
-                full_md5.update(&data);
-            }
-            if seq_md5.is_none() && !full {
-                chunk_md5.update(&data);
-                in_chunk += n;
-                if in_chunk == chunk_size {
-                    chunk_md5s.push(
-                        std::mem::replace(&mut chunk_md5, Md5::new())
-                            .finalize()
-                            .into(),
-                    );
-                    in_chunk = 0;
+            match &mut whole_md5 {
+                Some(md5) if !deferred => {
+                    let skip = hash_from.saturating_sub(off).min(n) as usize;
+                    md5.update(&data[skip..]);
+                }
+                Some(_) => {}
+                None => {
+                    chunk_md5.update(&data);
+                    in_chunk += n;
+                    if in_chunk == chunk_size {
+                        chunk_md5s.push(
+                            std::mem::replace(&mut chunk_md5, Md5::new())
+                                .finalize()
+                                .into(),
+                        );
+                        in_chunk = 0;
+                    }
                 }
             }
             if let Err(e) = writer.write(&data).await {
@@ -242,21 +280,32 @@ impl OpenFile {
             }
             off += n;
         }
-        let etag = match seq_md5 {
-            Some(md5) => hex::encode(md5.finalize()),
-            None if full => hex::encode(full_md5.finalize()),
-            None => {
-                if in_chunk > 0 {
-                    chunk_md5s.push(chunk_md5.finalize().into());
+        let unhashed = if deferred {
+            buf.read(hash_from, (buf.size - hash_from) as u32)?
+        } else {
+            Vec::new()
+        };
+        let etag = async {
+            match whole_md5 {
+                Some(mut md5) => {
+                    md5.update(&unhashed);
+                    hex::encode(md5.finalize())
                 }
-                let mut all = Md5::new();
-                for m in &chunk_md5s {
-                    all.update(m);
+                None => {
+                    if in_chunk > 0 {
+                        chunk_md5s.push(chunk_md5.finalize().into());
+                    }
+                    let mut all = Md5::new();
+                    for m in &chunk_md5s {
+                        all.update(m);
+                    }
+                    format!("{}-{}", hex::encode(all.finalize()), chunk_md5s.len())
                 }
-                format!("{}-{}", hex::encode(all.finalize()), chunk_md5s.len())
             }
         };
-        let written = writer.finish().await?;
+        // The put is polled first: it hands its I/O to another thread, then the hash runs here.
+        let (written, etag) = futures::join!(writer.finish(), etag);
+        let written = written?;
         let guard = ChunkWriterGuard {
             layout: written.layout.clone(),
         };
@@ -301,7 +350,7 @@ mod tests {
         let mut b = Buffer::empty(dir.path());
         b.write(0, b"hello ").unwrap();
         b.write(6, b"world").unwrap();
-        assert!(b.seq.is_some());
+        assert!(b.seq.as_ref().is_some_and(|s| s.end == 11 && s.hashed == 0));
         assert_eq!(b.read(0, 100).unwrap(), b"hello world");
         b.write(20, b"!").unwrap();
         assert!(b.seq.is_none());
