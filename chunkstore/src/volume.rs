@@ -20,13 +20,15 @@
 //! 40      B     the chunk image: exactly the bytes of a chunk file (`crate::format`)
 //! ```
 //!
-//! Appends are serialised (one positioned write each, under the append lock), so the file is
-//! always a run of whole records followed by at most one damaged one; an fdatasync covers every
+//! Appends are serialised (one positioned write each, under the append lock), so after a crash
+//! a file is a run of whole records followed by at most one torn one; an fdatasync covers every
 //! record written before it. Recovery (`open`) replays every volume in order into the in-memory
 //! index (id -> volume, offset): a put indexes, a later put of the same id (a compaction copy)
-//! moves it, a tombstone removes it; the first record that is short or fails its header CRC ends
-//! the volume, and the last volume is cut there (nothing after it was acknowledged: an
-//! acknowledged put was followed by an fdatasync, which made every earlier byte durable).
+//! moves it, a tombstone removes it. A record that is not whole with no whole record after it
+//! is a torn tail, cut off the last volume (it was never acknowledged: an acknowledged put was
+//! followed by an fdatasync, which made every earlier byte durable). A damaged record *followed*
+//! by whole ones can only be damage to the medium: replay resumes at the next whole record,
+//! logs an error, and that volume is never compacted.
 //!
 //! Deletes append a tombstone without syncing it, as the file layout unlinks without syncing
 //! the directory: a chunk that comes back after a crash is unreferenced, and the leak scrub
@@ -39,7 +41,7 @@
 //!
 //! All calls here block; the store calls them on tokio's blocking pool.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -87,6 +89,9 @@ struct Volume {
     size: u64,
     /// Bytes of its records the index points at.
     live: u64,
+    /// Recovery found a damaged record in the middle: never compacted (removed), so what is
+    /// left of it stays for inspection.
+    damaged: bool,
 }
 
 /// The index and the open volumes, behind one lock so a reader gets a consistent pair.
@@ -100,8 +105,9 @@ struct State {
 struct Tail {
     volume: u32,
     offset: u64,
-    /// Ids being put right now (written, not yet synced and indexed).
-    pending: HashSet<ChunkId>,
+    /// Ids being put right now (written, not yet synced and indexed), and their volumes: a
+    /// volume with pending puts is not compacted.
+    pending: HashMap<ChunkId, u32>,
 }
 
 /// Group commit state.
@@ -196,7 +202,13 @@ impl std::fmt::Debug for Volumes {
 impl Volumes {
     /// Opens the volumes in `dir` (created if missing), replaying them into the index.
     pub fn open(dir: &Path, volume_size: u64) -> Result<Self, ChunkError> {
-        fs::create_dir_all(dir)?;
+        if !dir.exists() {
+            fs::create_dir_all(dir)?;
+            // The new directory's own entry must be durable, not only what goes inside it.
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut numbers = Vec::new();
         for entry in fs::read_dir(dir)? {
             let name = entry?.file_name();
@@ -213,13 +225,14 @@ impl Volumes {
         let last = numbers.last().copied();
         for &n in &numbers {
             let file = open_volume(dir, n, false)?;
-            let size = replay(&file, n, Some(n) == last, &mut state.index)?;
+            let (size, damaged) = replay(&file, n, Some(n) == last, &mut state.index)?;
             state.volumes.insert(
                 n,
                 Volume {
                     file: std::sync::Arc::new(file),
                     size,
                     live: 0,
+                    damaged,
                 },
             );
         }
@@ -234,7 +247,7 @@ impl Volumes {
             Some((&n, v)) if v.size < volume_size => Tail {
                 volume: n,
                 offset: v.size,
-                pending: HashSet::new(),
+                pending: HashMap::new(),
             },
             other => {
                 let n = other.map(|(&n, _)| n + 1).unwrap_or(0);
@@ -245,16 +258,24 @@ impl Volumes {
                         file: std::sync::Arc::new(file),
                         size: 0,
                         live: 0,
+                        damaged: false,
                     },
                 );
                 Tail {
                     volume: n,
                     offset: 0,
-                    pending: HashSet::new(),
+                    pending: HashMap::new(),
                 }
             }
         };
-        Ok(Volumes {
+        // Sealed volumes left under half live (a compaction skipped or cut short by a crash).
+        let candidates: Vec<u32> = state
+            .volumes
+            .iter()
+            .filter(|(&n, v)| n != tail.volume && !v.damaged && v.live * 2 < v.size)
+            .map(|(&n, _)| n)
+            .collect();
+        let volumes = Volumes {
             dir: dir.to_path_buf(),
             volume_size,
             tail: Mutex::new(tail),
@@ -264,7 +285,11 @@ impl Volumes {
             compacting: Mutex::new(()),
             syncs: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
-        })
+        };
+        for n in candidates {
+            volumes.compact(n)?;
+        }
+        Ok(volumes)
     }
 
     /// fdatasync calls so far.
@@ -312,11 +337,11 @@ impl Volumes {
 
         let (volume, offset) = {
             let mut tail = self.tail.lock();
-            if tail.pending.contains(&id) || self.state.read().index.contains_key(&id) {
+            if tail.pending.contains_key(&id) || self.state.read().index.contains_key(&id) {
                 return Err(ChunkError::AlreadyExists(id));
             }
             let at = self.append(&mut tail, &record)?;
-            tail.pending.insert(id);
+            tail.pending.insert(id, at.0);
             at
         };
         let synced = self.group_commit(volume);
@@ -330,10 +355,12 @@ impl Volumes {
             written_ns,
         };
         let mut st = self.state.write();
+        let Some(v) = st.volumes.get_mut(&volume) else {
+            // Compaction skips volumes with pending puts, so this is a bug, not a race.
+            return Err(io::Error::other(format!("volume {volume} vanished under a put")).into());
+        };
+        v.live += loc.record_len();
         st.index.insert(id, loc);
-        if let Some(v) = st.volumes.get_mut(&volume) {
-            v.live += loc.record_len();
-        }
         Ok(ChunkInfo {
             len: header.data_len,
             crc32c,
@@ -356,12 +383,19 @@ impl Volumes {
                     file: std::sync::Arc::new(file),
                     size: 0,
                     live: 0,
+                    damaged: false,
                 },
             );
             tail.volume = next;
             tail.offset = 0;
         }
-        let file = self.state.read().volumes[&tail.volume].file.clone();
+        let file = self
+            .state
+            .read()
+            .volumes
+            .get(&tail.volume)
+            .map(|v| v.file.clone())
+            .ok_or_else(|| io::Error::other(format!("active volume {} is gone", tail.volume)))?;
         if let Err(e) = file.write_all_at(record, tail.offset) {
             if let Err(cut) = file.set_len(tail.offset) {
                 self.sync.lock().failed = Some(format!(
@@ -433,7 +467,10 @@ impl Volumes {
             let Some(loc) = st.index.get(&id).copied() else {
                 return Ok(None);
             };
-            (loc, st.volumes[&loc.volume].file.clone())
+            let Some(v) = st.volumes.get(&loc.volume) else {
+                return Err(ChunkError::corrupt(id, "indexed in a volume that is gone"));
+            };
+            (loc, v.file.clone())
         };
         let mut head = [0u8; 40];
         file.read_exact_at(&mut head, loc.offset)?;
@@ -461,12 +498,11 @@ impl Volumes {
                 tracing::warn!(chunk = %id, error = %e, "could not write a chunk tombstone");
             }
             let mut st = self.state.write();
-            let v = st
-                .volumes
-                .get_mut(&loc.volume)
-                .expect("indexed chunks are in open volumes");
-            v.live -= loc.record_len();
-            (loc.volume != tail.volume && v.live * 2 < v.size).then_some(loc.volume)
+            let Some(v) = st.volumes.get_mut(&loc.volume) else {
+                return Ok(true);
+            };
+            v.live = v.live.saturating_sub(loc.record_len());
+            (loc.volume != tail.volume && !v.damaged && v.live * 2 < v.size).then_some(loc.volume)
         };
         if let Some(volume) = candidate {
             if let Err(e) = self.compact(volume) {
@@ -482,11 +518,21 @@ impl Volumes {
         let Some(_running) = self.compacting.try_lock() else {
             return Ok(());
         };
+        // Under the append lock: a put moves from pending to the index only while holding it,
+        // and a sealed volume gets no new puts, so this list is every chunk that will ever be
+        // in the volume — unless a put there is still pending (then try again later).
         let (live, file) = {
+            let tail = self.tail.lock();
+            if tail.volume == volume || tail.pending.values().any(|&v| v == volume) {
+                return Ok(());
+            }
             let st = self.state.read();
             let Some(v) = st.volumes.get(&volume) else {
                 return Ok(()); // compacted already
             };
+            if v.damaged {
+                return Ok(());
+            }
             let live: Vec<(ChunkId, Loc)> = st
                 .index
                 .iter()
@@ -495,9 +541,6 @@ impl Volumes {
                 .collect();
             (live, v.file.clone())
         };
-        if self.tail.lock().volume == volume {
-            return Ok(());
-        }
         let mut moved = Vec::with_capacity(live.len());
         let mut last_volume = None;
         for (id, old) in live {
@@ -603,28 +646,81 @@ pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
     Ok(ids)
 }
 
-/// Replays volume `n` into `index`; returns the length of its run of whole records. With `cut`
-/// (the last volume, at open) the file is cut to that length (the rest was never acknowledged).
+/// The header of the whole record at `offset` of a volume `len` bytes long, if there is one.
+fn record_at(file: &File, offset: u64, len: u64) -> Option<(bool, ChunkId, u64, u64)> {
+    let mut head = [0u8; 40];
+    if offset.checked_add(RECORD_HEADER_LEN)? > len
+        || file.read_exact_at(&mut head, offset).is_err()
+    {
+        return None;
+    }
+    let (put, id, body_len, written_ns) = decode_header(&head)?;
+    let whole = if put {
+        body_len >= HEADER_LEN as u64
+            && offset
+                .checked_add(RECORD_HEADER_LEN)
+                .and_then(|o| o.checked_add(body_len))
+                .is_some_and(|end| end <= len)
+    } else {
+        body_len == 0
+    };
+    whole.then_some((put, id, body_len, written_ns))
+}
+
+/// The offset of the first whole record at or after `from`, searching for a record magic.
+fn next_record(file: &File, from: u64, len: u64) -> Result<Option<u64>, ChunkError> {
+    const WINDOW: u64 = 1 << 20;
+    let mut at = from;
+    let mut buf = vec![0u8; WINDOW as usize];
+    while at < len {
+        let n = WINDOW.min(len - at) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        for i in 0..n.saturating_sub(3) {
+            let magic = &buf[i..i + 4];
+            if (magic == PUT_MAGIC || magic == DELETE_MAGIC)
+                && record_at(file, at + i as u64, len).is_some()
+            {
+                return Ok(Some(at + i as u64));
+            }
+        }
+        at += (n as u64).saturating_sub(3).max(1);
+    }
+    Ok(None)
+}
+
+/// Replays volume `n` into `index`. Returns the volume's size — with `cut` (the last volume, at
+/// open) the length of its records, the file being cut there: a record that is not whole at
+/// the end was never acknowledged — and whether a damaged record was found *followed by*
+/// whole ones. That cannot come from a crash (an acknowledged record was synced with every
+/// byte before it), only from damage to the medium: the records after it are replayed, nothing
+/// is cut, and the volume is never compacted.
 fn replay(
     file: &File,
     n: u32,
     cut: bool,
     index: &mut HashMap<ChunkId, Loc>,
-) -> Result<u64, ChunkError> {
+) -> Result<(u64, bool), ChunkError> {
     let len = file.metadata()?.len();
     let mut offset = 0u64;
+    let mut damaged = false;
     while offset < len {
-        let mut head = [0u8; 40];
-        if offset + RECORD_HEADER_LEN > len || file.read_exact_at(&mut head, offset).is_err() {
-            break;
-        }
-        let Some((put, id, body_len, written_ns)) = decode_header(&head) else {
-            break;
+        let Some((put, id, body_len, written_ns)) = record_at(file, offset, len) else {
+            match next_record(file, offset + 1, len)? {
+                Some(next) => {
+                    tracing::error!(
+                        volume = n,
+                        at = offset,
+                        resumed_at = next,
+                        "damaged record in a chunk volume; the records after it are kept"
+                    );
+                    damaged = true;
+                    offset = next;
+                    continue;
+                }
+                None => break,
+            }
         };
         if put {
-            if offset + RECORD_HEADER_LEN + body_len > len || body_len < HEADER_LEN as u64 {
-                break;
-            }
             index.insert(
                 id,
                 Loc {
@@ -639,24 +735,45 @@ fn replay(
         }
         offset += RECORD_HEADER_LEN + body_len;
     }
-    if offset < len {
-        if cut {
-            tracing::warn!(
-                volume = n,
-                at = offset,
-                len,
-                "cutting a damaged tail off the last volume (writes that were never acknowledged)"
-            );
-            file.set_len(offset)?;
-            file.sync_all()?;
-        } else {
-            tracing::warn!(
-                volume = n,
-                at = offset,
-                len,
-                "damaged record in a sealed volume; the records after it are skipped"
-            );
-        }
+    if offset < len && cut {
+        tracing::warn!(
+            volume = n,
+            at = offset,
+            len,
+            "cutting a torn record off the last volume (a write that was never acknowledged)"
+        );
+        file.set_len(offset)?;
+        file.sync_all()?;
+        return Ok((offset, damaged));
     }
-    Ok(offset)
+    Ok((len, damaged))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_volume_with_a_pending_put_is_not_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let vols = Volumes::open(dir.path(), 1).unwrap();
+        let a = ChunkId::random();
+        vols.put(a, &[1u8; 100]).unwrap();
+        let first = vols.locate(a).unwrap().volume;
+        // The next put rolls to a new volume: the first is sealed.
+        vols.put(ChunkId::random(), &[2u8; 100]).unwrap();
+        // A put still waiting for its sync in the sealed volume (as one is between its write
+        // and its index insert).
+        vols.tail.lock().pending.insert(ChunkId::random(), first);
+        vols.delete(a).unwrap();
+        assert!(
+            vols.volume_path(first).exists(),
+            "kept while a put is pending in it"
+        );
+        assert_eq!(vols.compactions(), 0);
+        vols.tail.lock().pending.clear();
+        vols.compact(first).unwrap();
+        assert!(!vols.volume_path(first).exists());
+        assert_eq!(vols.compactions(), 1);
+    }
 }

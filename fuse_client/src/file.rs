@@ -303,7 +303,8 @@ impl OpenFile {
                 }
             }
         };
-        // The put is polled first: it hands its I/O to another thread, then the hash runs here.
+        // The put is polled first: a local store hands its I/O to a blocking thread (a remote
+        // one sends its request), then the hash runs here while the put completes.
         let (written, etag) = futures::join!(writer.finish(), etag);
         let written = written?;
         let guard = ChunkWriterGuard {

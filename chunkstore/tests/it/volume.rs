@@ -244,3 +244,105 @@ async fn compaction_gives_space_back_and_keeps_every_live_chunk() {
     want.sort_unstable();
     assert_eq!(listed, want, "exactly the live chunks come back");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_record_followed_by_whole_ones_cuts_nothing_and_is_never_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    let ids: Vec<ChunkId> = (0..4).map(|_| ChunkId::random()).collect();
+    for (i, id) in ids.iter().enumerate() {
+        store.put(*id, pattern(i as u64, 3000)).await.unwrap();
+    }
+    let hit = store.volumes().locate(ids[1]).unwrap();
+    let path = store.volumes().volume_path(hit.volume);
+    let len = fs::metadata(&path).unwrap().len();
+    drop(store);
+
+    // Damage to the medium (not a crash): the second record's magic is gone.
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(b"XXXX", hit.offset).unwrap();
+    drop(f);
+
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        len,
+        "nothing was cut: acknowledged records follow the damage"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        match i {
+            1 => assert!(matches!(
+                store.get(*id, 0, 1).await,
+                Err(ChunkError::NotFound(_))
+            )),
+            _ => assert_eq!(
+                store.get(*id, 0, u64::MAX).await.unwrap(),
+                pattern(i as u64, 3000),
+                "chunk {i}"
+            ),
+        }
+    }
+    // Even emptied, the damaged volume stays (it is the active one here, so seal it first by
+    // reopening with a tiny volume size: the next put starts a new volume).
+    drop(store);
+    let store = volumes_only(dir.path(), 1);
+    store.put(ChunkId::random(), pattern(9, 10)).await.unwrap();
+    for id in [ids[0], ids[2], ids[3]] {
+        store.delete(id).await.unwrap();
+    }
+    assert_eq!(store.volumes().compactions(), 0);
+    assert!(path.exists(), "a damaged volume is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_volume_left_by_a_crash_is_compacted_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), 64 * 1024);
+    let mut ids = Vec::new();
+    for i in 0..6u64 {
+        let id = ChunkId::random();
+        store.put(id, pattern(i, 20_000)).await.unwrap();
+        ids.push(id);
+    }
+    let first = store.volumes().locate(ids[0]).unwrap().volume;
+    let first_path = store.volumes().volume_path(first);
+    let last = store.volumes().locate(ids[5]).unwrap().volume;
+    assert_ne!(first, last);
+    let last_path = store.volumes().volume_path(last);
+    let doomed: Vec<ChunkId> = ids
+        .iter()
+        .copied()
+        .filter(|id| store.volumes().locate(*id).unwrap().volume == first)
+        .collect();
+    drop(store);
+
+    // Tombstones for everything in the first volume, as a crash right after those deletes
+    // (before their compaction ran) leaves them.
+    let f = OpenOptions::new().write(true).open(&last_path).unwrap();
+    let mut at = fs::metadata(&last_path).unwrap().len();
+    for id in &doomed {
+        let mut h = [0u8; RECORD_HEADER_LEN as usize];
+        h[..4].copy_from_slice(b"SKVD");
+        h[4..20].copy_from_slice(&id.0.to_le_bytes());
+        let crc = crc32c::crc32c(&h[..36]);
+        h[36..40].copy_from_slice(&crc.to_le_bytes());
+        f.write_all_at(&h, at).unwrap();
+        at += RECORD_HEADER_LEN;
+    }
+    drop(f);
+
+    let store = volumes_only(dir.path(), 64 * 1024);
+    assert!(
+        !first_path.exists(),
+        "the emptied volume was removed at open"
+    );
+    assert_eq!(store.volumes().compactions(), 1);
+    for (i, id) in ids.iter().enumerate() {
+        let got = store.get(*id, 0, u64::MAX).await;
+        if doomed.contains(id) {
+            assert!(matches!(got, Err(ChunkError::NotFound(_))));
+        } else {
+            assert_eq!(got.unwrap(), pattern(i as u64, 20_000));
+        }
+    }
+}
