@@ -32,9 +32,11 @@
 //!
 //! Deletes append a tombstone without syncing it, as the file layout unlinks without syncing
 //! the directory: a chunk that comes back after a crash is unreferenced, and the leak scrub
-//! removes it. Space comes back by compaction: once less than half of a sealed volume's bytes
-//! are live, its live records are copied to the active volume (the same bytes), synced, the
-//! index switched, and the old volume removed. Tombstones in a removed volume go with it, so a
+//! removes it. Space comes back by compaction: a sealed volume with nothing live is removed at
+//! the delete that empties it; one that has stayed under half live for [`COMPACT_DELAY`] (seen
+//! at a delete, or at open) has its live records copied to the active volume (the same bytes),
+//! synced, the index switched, and is removed. The delay spares the copy when a burst of GC
+//! deletes is emptying the volume anyway. Tombstones in a removed volume go with it, so a
 //! chunk deleted long ago from an older volume can come back after a restart — again as an
 //! unreferenced leak for the scrub. A failed fdatasync poisons the store: the state of the page
 //! cache is unknown after one, so every later put fails (as fjall and PostgreSQL do).
@@ -61,6 +63,10 @@ use crate::store::ChunkInfo;
 pub const VOLUME_SIZE: u64 = 1 << 30;
 const PUT_MAGIC: [u8; 4] = *b"SKVP";
 const DELETE_MAGIC: [u8; 4] = *b"SKVD";
+/// A sealed volume under half live is compacted only once it has stayed there this long:
+/// the GC deletes in bursts (everything a deleted tree or an overwritten dataset released), and
+/// a volume a burst is emptying reaches zero live soon, when removing it copies nothing.
+pub const COMPACT_DELAY: Duration = Duration::from_secs(120);
 /// Length of a record header.
 pub const RECORD_HEADER_LEN: u64 = 40;
 const VOLUME_SUFFIX: &str = ".vol";
@@ -92,6 +98,8 @@ struct Volume {
     /// Recovery found a damaged record in the middle: never compacted (removed), so what is
     /// left of it stays for inspection.
     damaged: bool,
+    /// When a delete first left this sealed volume under half live.
+    below_half_since: Option<std::time::Instant>,
 }
 
 /// The index and the open volumes, behind one lock so a reader gets a consistent pair.
@@ -133,6 +141,8 @@ pub struct Volumes {
     synced: Condvar,
     /// Held while a compaction runs (one at a time).
     compacting: Mutex<()>,
+    /// How long a sealed volume stays under half live before it is compacted (ms).
+    compact_delay_ms: AtomicU64,
     syncs: AtomicU64,
     compacted: AtomicU64,
 }
@@ -209,18 +219,7 @@ impl Volumes {
                 sync_dir(parent)?;
             }
         }
-        let mut numbers = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            let name = entry?.file_name();
-            if let Some(n) = name
-                .to_str()
-                .and_then(|n| n.strip_suffix(VOLUME_SUFFIX))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                numbers.push(n);
-            }
-        }
-        numbers.sort_unstable();
+        let numbers = volume_numbers(dir)?;
         let mut state = State::default();
         let last = numbers.last().copied();
         for &n in &numbers {
@@ -233,6 +232,7 @@ impl Volumes {
                     size,
                     live: 0,
                     damaged,
+                    below_half_since: None,
                 },
             );
         }
@@ -259,6 +259,7 @@ impl Volumes {
                         size: 0,
                         live: 0,
                         damaged: false,
+                        below_half_since: None,
                     },
                 );
                 Tail {
@@ -283,6 +284,7 @@ impl Volumes {
             sync: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
             compacting: Mutex::new(()),
+            compact_delay_ms: AtomicU64::new(COMPACT_DELAY.as_millis() as u64),
             syncs: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
         };
@@ -295,6 +297,13 @@ impl Volumes {
     /// fdatasync calls so far.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Sets how long a sealed volume stays under half live before it is compacted (a volume
+    /// with nothing live is removed at once).
+    pub fn set_compact_delay(&self, delay: Duration) {
+        self.compact_delay_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Volumes removed by compaction so far.
@@ -384,6 +393,7 @@ impl Volumes {
                     size: 0,
                     live: 0,
                     damaged: false,
+                    below_half_since: None,
                 },
             );
             tail.volume = next;
@@ -502,7 +512,19 @@ impl Volumes {
                 return Ok(true);
             };
             v.live = v.live.saturating_sub(loc.record_len());
-            (loc.volume != tail.volume && !v.damaged && v.live * 2 < v.size).then_some(loc.volume)
+            let sealed = loc.volume != tail.volume && !v.damaged;
+            let due = if !sealed || v.live * 2 >= v.size {
+                false
+            } else if v.live == 0 {
+                true // nothing to copy
+            } else {
+                let since = *v
+                    .below_half_since
+                    .get_or_insert_with(std::time::Instant::now);
+                let delay = self.compact_delay_ms.load(Ordering::Relaxed);
+                since.elapsed() >= Duration::from_millis(delay)
+            };
+            due.then_some(loc.volume)
         };
         if let Some(volume) = candidate {
             if let Err(e) = self.compact(volume) {
@@ -615,9 +637,8 @@ impl Volumes {
     }
 }
 
-/// The chunks the volumes in `dir` hold, read without changing anything (a running store may
-/// be appending: its last, unfinished record is not counted). For tests and tools.
-pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
+/// The numbers of the volume files in `dir`, in write order.
+fn volume_numbers(dir: &Path) -> Result<Vec<u32>, ChunkError> {
     let mut numbers = Vec::new();
     for entry in fs::read_dir(dir)? {
         let name = entry?.file_name();
@@ -630,8 +651,14 @@ pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
         }
     }
     numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// The chunks the volumes in `dir` hold, read without changing anything (a running store may
+/// be appending: its last, unfinished record is not counted). For tests and tools.
+pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
     let mut index = HashMap::new();
-    for n in numbers {
+    for n in volume_numbers(dir)? {
         match File::open(volume_path(dir, n)) {
             Ok(file) => {
                 replay(&file, n, false, &mut index)?;

@@ -33,6 +33,7 @@ fn chunk_files(dir: &std::path::Path) -> usize {
 async fn a_store_with_every_chunk_in_small_volumes_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = volumes_only(dir.path(), 64 * 1024);
+    store.volumes().set_compact_delay(std::time::Duration::ZERO);
     conformance::run_all(&store).await;
     assert_eq!(chunk_files(dir.path()), 0, "no chunk file was written");
     let newest = store.volumes().usage().last().unwrap().0;
@@ -195,6 +196,7 @@ async fn compaction_gives_space_back_and_keeps_every_live_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let volume_size = 256 * 1024;
     let store = volumes_only(dir.path(), volume_size);
+    store.volumes().set_compact_delay(std::time::Duration::ZERO);
     let mut all: Vec<(ChunkId, Bytes)> = Vec::new();
     for i in 0..60u64 {
         let id = ChunkId::random();
@@ -344,5 +346,38 @@ async fn an_emptied_volume_left_by_a_crash_is_compacted_at_open() {
         } else {
             assert_eq!(got.unwrap(), pattern(i as u64, 20_000));
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_under_half_live_waits_for_the_delay_and_an_empty_one_goes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), 64 * 1024);
+    let mut ids = Vec::new();
+    for i in 0..9u64 {
+        let id = ChunkId::random();
+        store.put(id, pattern(i, 20_000)).await.unwrap();
+        ids.push(id);
+    }
+    let first = store.volumes().locate(ids[0]).unwrap().volume;
+    let in_first: Vec<ChunkId> = ids
+        .iter()
+        .copied()
+        .filter(|id| store.volumes().locate(*id).unwrap().volume == first)
+        .collect();
+    assert!(in_first.len() >= 3, "{in_first:?}");
+    let path = store.volumes().volume_path(first);
+    // Under half live, within the (default, minutes long) delay: kept, nothing copied.
+    for id in &in_first[..in_first.len() - 1] {
+        store.delete(*id).await.unwrap();
+    }
+    assert!(path.exists());
+    assert_eq!(store.volumes().compactions(), 0);
+    // Its last live chunk deleted: removed at once, without waiting.
+    store.delete(*in_first.last().unwrap()).await.unwrap();
+    assert!(!path.exists());
+    assert_eq!(store.volumes().compactions(), 1);
+    for id in &ids[in_first.len()..] {
+        assert_eq!(store.get(*id, 0, u64::MAX).await.unwrap().len(), 20_000);
     }
 }

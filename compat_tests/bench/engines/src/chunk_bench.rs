@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use bytes::Bytes;
+use saker_chunkstore::volume::VOLUME_SIZE;
 use saker_chunkstore::{ChunkId, ChunkStore, DiskChunkStore};
 
 use crate::hist::{Hist, Rng};
 use crate::report::Cell;
-use crate::volume::VolumeChunkStore;
 
 /// A put cell stops early once this many bytes were written, to bound disk use.
 const PUT_BYTES_CAP: u64 = 4 << 30;
@@ -26,9 +26,9 @@ const PUT_BYTES_CAP: u64 = 4 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
-    /// `DiskChunkStore`: one file per chunk.
+    /// `DiskChunkStore` with no volume chunks: one file per chunk.
     File,
-    /// `VolumeChunkStore`: append-only volumes, group commit.
+    /// `DiskChunkStore` with every chunk in volumes (`saker_chunkstore::volume`): group commit.
     Volume,
 }
 
@@ -41,15 +41,15 @@ pub struct Params {
     pub read_set_mib: u64,
 }
 
-/// A fresh store, and the volume store again for its sync counter.
-type Opened = (Arc<dyn ChunkStore>, Option<Arc<VolumeChunkStore>>);
+/// A fresh store, and again as a `DiskChunkStore` for the volume sync counter.
+type Opened = (Arc<dyn ChunkStore>, Option<Arc<DiskChunkStore>>);
 
 fn open(layout: Layout, dir: &Path) -> Result<Opened> {
     let _ = std::fs::remove_dir_all(dir);
     Ok(match layout {
-        Layout::File => (Arc::new(DiskChunkStore::open(dir)?), None),
+        Layout::File => (Arc::new(DiskChunkStore::open_with(dir, 0, VOLUME_SIZE)?), None),
         Layout::Volume => {
-            let v = Arc::new(VolumeChunkStore::create(dir)?);
+            let v = Arc::new(DiskChunkStore::open_with(dir, u64::MAX, VOLUME_SIZE)?);
             (v.clone(), Some(v))
         }
     })
@@ -100,7 +100,7 @@ async fn puts(p: &Params, size: u64, conc: usize) -> Result<Cell> {
     let elapsed = start.elapsed().as_secs_f64();
     let mut cell = Cell::new("put", 1, conc, elapsed, calls, calls, &hist).with_size(size);
     if let Some(v) = volume {
-        cell.puts_per_sync = Some(calls as f64 / v.syncs().max(1) as f64);
+        cell.puts_per_sync = Some(calls as f64 / v.volumes().syncs().max(1) as f64);
     }
     drop(store);
     remove(&dir).await?;

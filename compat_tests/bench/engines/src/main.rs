@@ -6,7 +6,6 @@ mod chunk_bench;
 mod hist;
 mod meta_bench;
 mod report;
-mod volume;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
