@@ -102,6 +102,19 @@ struct Volume {
     below_half_since: Option<std::time::Instant>,
 }
 
+impl Volume {
+    /// A new, empty volume file.
+    fn new(file: File) -> Self {
+        Volume {
+            file: std::sync::Arc::new(file),
+            size: 0,
+            live: 0,
+            damaged: false,
+            below_half_since: None,
+        }
+    }
+}
+
 /// The index and the open volumes, behind one lock so a reader gets a consistent pair.
 #[derive(Default)]
 struct State {
@@ -252,16 +265,7 @@ impl Volumes {
             other => {
                 let n = other.map(|(&n, _)| n + 1).unwrap_or(0);
                 let file = open_volume(dir, n, true)?;
-                state.volumes.insert(
-                    n,
-                    Volume {
-                        file: std::sync::Arc::new(file),
-                        size: 0,
-                        live: 0,
-                        damaged: false,
-                        below_half_since: None,
-                    },
-                );
+                state.volumes.insert(n, Volume::new(file));
                 Tail {
                     volume: n,
                     offset: 0,
@@ -386,16 +390,7 @@ impl Volumes {
         if tail.offset > 0 && tail.offset + len > self.volume_size {
             let next = tail.volume + 1;
             let file = open_volume(&self.dir, next, true)?;
-            self.state.write().volumes.insert(
-                next,
-                Volume {
-                    file: std::sync::Arc::new(file),
-                    size: 0,
-                    live: 0,
-                    damaged: false,
-                    below_half_since: None,
-                },
-            );
+            self.state.write().volumes.insert(next, Volume::new(file));
             tail.volume = next;
             tail.offset = 0;
         }
