@@ -113,6 +113,11 @@ impl Volume {
             below_half_since: None,
         }
     }
+
+    /// Less than half of it is live, and it may be compacted (not damaged).
+    fn under_half(&self) -> bool {
+        !self.damaged && self.live * 2 < self.size
+    }
 }
 
 /// The index and the open volumes, behind one lock so a reader gets a consistent pair.
@@ -175,8 +180,11 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-fn record_header(magic: [u8; 4], id: ChunkId, body_len: u64, written_ns: u64) -> [u8; 40] {
-    let mut h = [0u8; 40];
+/// A record header's bytes.
+type RecordHeader = [u8; RECORD_HEADER_LEN as usize];
+
+fn record_header(magic: [u8; 4], id: ChunkId, body_len: u64, written_ns: u64) -> RecordHeader {
+    let mut h = [0u8; RECORD_HEADER_LEN as usize];
     h[0..4].copy_from_slice(&magic);
     h[4..20].copy_from_slice(&id.0.to_le_bytes());
     h[20..28].copy_from_slice(&body_len.to_le_bytes());
@@ -187,7 +195,7 @@ fn record_header(magic: [u8; 4], id: ChunkId, body_len: u64, written_ns: u64) ->
 }
 
 /// A decoded record header: (is a put, id, body length, put time).
-fn decode_header(h: &[u8; 40]) -> Option<(bool, ChunkId, u64, u64)> {
+fn decode_header(h: &RecordHeader) -> Option<(bool, ChunkId, u64, u64)> {
     let put = match h[0..4].try_into().ok()? {
         PUT_MAGIC => true,
         DELETE_MAGIC => false,
@@ -199,6 +207,19 @@ fn decode_header(h: &[u8; 40]) -> Option<(bool, ChunkId, u64, u64)> {
     let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
     let id = ChunkId(u128::from_le_bytes(h[4..20].try_into().expect("16 bytes")));
     Some((put, id, u64_at(20), u64_at(28)))
+}
+
+/// Checks that `head` starts with the put record header the index entry `loc` of `id` implies.
+fn check_put_header(id: ChunkId, loc: &Loc, head: &[u8]) -> Result<(), ChunkError> {
+    if head[..RECORD_HEADER_LEN as usize]
+        != record_header(PUT_MAGIC, id, loc.body_len, loc.written_ns)
+    {
+        return Err(ChunkError::corrupt(
+            id,
+            "volume record header does not match the index",
+        ));
+    }
+    Ok(())
 }
 
 fn open_volume(dir: &Path, n: u32, create: bool) -> io::Result<File> {
@@ -241,11 +262,9 @@ impl Volumes {
             state.volumes.insert(
                 n,
                 Volume {
-                    file: std::sync::Arc::new(file),
                     size,
-                    live: 0,
                     damaged,
-                    below_half_since: None,
+                    ..Volume::new(file)
                 },
             );
         }
@@ -277,7 +296,7 @@ impl Volumes {
         let candidates: Vec<u32> = state
             .volumes
             .iter()
-            .filter(|(&n, v)| n != tail.volume && !v.damaged && v.live * 2 < v.size)
+            .filter(|(&n, v)| n != tail.volume && v.under_half())
             .map(|(&n, _)| n)
             .collect();
         let volumes = Volumes {
@@ -418,6 +437,15 @@ impl Volumes {
         Ok(at)
     }
 
+    /// Appends the tombstone of `id` (not synced). A failure is logged: the delete holds in
+    /// memory until a restart, after which the chunk is a leak the scrub finds.
+    fn append_tombstone(&self, tail: &mut Tail, id: ChunkId, written_ns: u64) {
+        let tomb = record_header(DELETE_MAGIC, id, 0, written_ns);
+        if let Err(e) = self.append(tail, &tomb) {
+            tracing::warn!(chunk = %id, error = %e, "could not write a chunk tombstone");
+        }
+    }
+
     /// Returns once an fdatasync of `volume` that started after its last write has finished.
     fn group_commit(&self, volume: u32) -> Result<(), ChunkError> {
         let mut s = self.sync.lock();
@@ -477,14 +505,9 @@ impl Volumes {
             };
             (loc, v.file.clone())
         };
-        let mut head = [0u8; 40];
+        let mut head = [0u8; RECORD_HEADER_LEN as usize];
         file.read_exact_at(&mut head, loc.offset)?;
-        if head != record_header(PUT_MAGIC, id, loc.body_len, loc.written_ns) {
-            return Err(ChunkError::corrupt(
-                id,
-                "volume record header does not match the index",
-            ));
-        }
+        check_put_header(id, &loc, &head)?;
         let base = loc.offset + RECORD_HEADER_LEN;
         read_image(&file, base, loc.body_len, id, offset, len).map(Some)
     }
@@ -497,18 +520,13 @@ impl Volumes {
             let Some(loc) = self.state.write().index.remove(&id) else {
                 return Ok(false);
             };
-            let tomb = record_header(DELETE_MAGIC, id, 0, loc.written_ns);
-            if let Err(e) = self.append(&mut tail, &tomb) {
-                // The delete holds until a restart; after one the chunk is a leak the scrub finds.
-                tracing::warn!(chunk = %id, error = %e, "could not write a chunk tombstone");
-            }
+            self.append_tombstone(&mut tail, id, loc.written_ns);
             let mut st = self.state.write();
             let Some(v) = st.volumes.get_mut(&loc.volume) else {
                 return Ok(true);
             };
             v.live = v.live.saturating_sub(loc.record_len());
-            let sealed = loc.volume != tail.volume && !v.damaged;
-            let due = if !sealed || v.live * 2 >= v.size {
+            let due = if loc.volume == tail.volume || !v.under_half() {
                 false
             } else if v.live == 0 {
                 true // nothing to copy
@@ -563,12 +581,7 @@ impl Volumes {
         for (id, old) in live {
             let mut record = vec![0u8; old.record_len() as usize];
             file.read_exact_at(&mut record, old.offset)?;
-            if record[..40] != record_header(PUT_MAGIC, id, old.body_len, old.written_ns) {
-                return Err(ChunkError::corrupt(
-                    id,
-                    "volume record header does not match the index",
-                ));
-            }
+            check_put_header(id, &old, &record)?;
             let (v, offset) = self.append(&mut self.tail.lock(), &record)?;
             last_volume = Some(v);
             moved.push((
@@ -604,10 +617,7 @@ impl Volumes {
             // A chunk deleted while it was copied: its tombstone precedes the copy, so write
             // one after it (not synced, like every delete).
             for (id, new) in gone {
-                let tomb = record_header(DELETE_MAGIC, id, 0, new.written_ns);
-                if let Err(e) = self.append(&mut tail, &tomb) {
-                    tracing::warn!(chunk = %id, error = %e, "could not write a chunk tombstone");
-                }
+                self.append_tombstone(&mut tail, id, new.written_ns);
             }
         }
         fs::remove_file(volume_path(&self.dir, volume))?;
@@ -670,7 +680,7 @@ pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
 
 /// The header of the whole record at `offset` of a volume `len` bytes long, if there is one.
 fn record_at(file: &File, offset: u64, len: u64) -> Option<(bool, ChunkId, u64, u64)> {
-    let mut head = [0u8; 40];
+    let mut head = [0u8; RECORD_HEADER_LEN as usize];
     if offset.checked_add(RECORD_HEADER_LEN)? > len
         || file.read_exact_at(&mut head, offset).is_err()
     {

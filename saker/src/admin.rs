@@ -247,61 +247,64 @@ fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
         return out;
     };
     let c = chunks.stats();
-    for (name, help, value) in [
+    for (name, kind, help, value) in [
         (
             "saker_chunkstore_written_bytes_total",
+            "counter",
             "Chunk bytes written",
             c.bytes_written,
         ),
         (
             "saker_chunkstore_read_bytes_total",
+            "counter",
             "Chunk bytes read",
             c.bytes_read,
         ),
         (
             "saker_chunkstore_crc_failures_total",
+            "counter",
             "Chunk reads that failed their CRC32C check",
             c.crc_failures,
         ),
         (
             "saker_chunkstore_chunks_put_total",
+            "counter",
             "Chunks written",
             c.chunks_put,
         ),
         (
             "saker_chunkstore_chunks_deleted_total",
+            "counter",
             "Chunks deleted",
             c.chunks_deleted,
         ),
         (
             "saker_chunkstore_volume_syncs_total",
+            "counter",
             "fdatasyncs of chunk volumes (each makes a group of small-chunk puts durable)",
             c.volume_syncs,
         ),
         (
             "saker_chunkstore_volume_compactions_total",
+            "counter",
             "Chunk volumes removed by compaction",
             c.volume_compactions,
         ),
-    ] {
-        out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
-        ));
-    }
-    for (name, help, value) in [
         (
             "saker_chunkstore_volume_bytes",
+            "gauge",
             "Bytes in chunk volume files",
             c.volume_bytes,
         ),
         (
             "saker_chunkstore_volume_live_bytes",
+            "gauge",
             "Bytes of chunk volume files that live chunks use",
             c.volume_live_bytes,
         ),
     ] {
         out.push_str(&format!(
-            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
         ));
     }
     out
