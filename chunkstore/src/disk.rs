@@ -291,7 +291,7 @@ pub(crate) fn read_image(
     if image_len < HEADER_LEN as u64 {
         return Err(ChunkError::corrupt(
             id,
-            format!("file is {image_len} bytes, shorter than the header"),
+            format!("chunk image is {image_len} bytes, shorter than the header"),
         ));
     }
     let mut header_buf = [0u8; HEADER_LEN];
@@ -301,7 +301,7 @@ pub(crate) fn read_image(
     if image_len != expected_len {
         return Err(ChunkError::corrupt(
             id,
-            format!("file is {image_len} bytes, its header implies {expected_len}"),
+            format!("chunk image is {image_len} bytes, its header implies {expected_len}"),
         ));
     }
 

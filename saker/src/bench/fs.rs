@@ -24,7 +24,8 @@
 //! writes 3 to `/proc/sys/vm/drop_caches` before each of those three phases, so they measure
 //! the file system; without it they measure whatever the caches leave to it. The creates are
 //! as durable as the file system makes a create (no fsync), unless `--fsync` asks for an fsync
-//! of every file before its close (create, write and copy).
+//! of every file before its close (create, write and copy) and of the directory after each
+//! unlink.
 //!
 //! Everything lives in `DIR/saker-bench-fs-<pid>`, removed at the end.
 
@@ -89,7 +90,8 @@ pub struct FsBenchArgs {
     /// `stat`, `read` and `readdir`.
     #[arg(long)]
     drop_caches: bool,
-    /// fsync every file before closing it (create, write, copy).
+    /// fsync every file before closing it (create, write, copy), and the directory after an
+    /// unlink: every acknowledged op durable, whatever the file system does on its own.
     #[arg(long)]
     fsync: bool,
     /// Seed of the shuffles.
@@ -428,6 +430,10 @@ impl Bench<'_> {
         order.shuffle(rng);
         let t = par(threads, "unlink", &order, |p| {
             fs::remove_file(p)?;
+            if fsync {
+                // An unlink is durable once its directory is.
+                File::open(p.parent().expect("a file in a directory"))?.sync_all()?;
+            }
             Ok(Done::one(0))
         });
         report("unlink", t);
