@@ -17,6 +17,24 @@ fn volumes_only(dir: &std::path::Path, volume_size: u64) -> DiskChunkStore {
     DiskChunkStore::open_with(dir, u64::MAX, volume_size).unwrap()
 }
 
+/// Puts `n` chunks of 20,000 bytes (`pattern(i, 20_000)`, in order); returns their ids, the
+/// first volume's number, and the ids in that volume.
+async fn fill_volumes(store: &DiskChunkStore, n: u64) -> (Vec<ChunkId>, u32, Vec<ChunkId>) {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let id = ChunkId::random();
+        store.put(id, pattern(i, 20_000)).await.unwrap();
+        ids.push(id);
+    }
+    let first = store.volumes().locate(ids[0]).unwrap().volume;
+    let in_first = ids
+        .iter()
+        .copied()
+        .filter(|id| store.volumes().locate(*id).unwrap().volume == first)
+        .collect();
+    (ids, first, in_first)
+}
+
 fn chunk_files(dir: &std::path::Path) -> usize {
     let mut n = 0;
     for shard in fs::read_dir(dir).unwrap() {
@@ -300,22 +318,11 @@ async fn a_damaged_record_followed_by_whole_ones_cuts_nothing_and_is_never_compa
 async fn an_emptied_volume_left_by_a_crash_is_compacted_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let store = volumes_only(dir.path(), 64 * 1024);
-    let mut ids = Vec::new();
-    for i in 0..6u64 {
-        let id = ChunkId::random();
-        store.put(id, pattern(i, 20_000)).await.unwrap();
-        ids.push(id);
-    }
-    let first = store.volumes().locate(ids[0]).unwrap().volume;
+    let (ids, first, doomed) = fill_volumes(&store, 6).await;
     let first_path = store.volumes().volume_path(first);
     let last = store.volumes().locate(ids[5]).unwrap().volume;
     assert_ne!(first, last);
     let last_path = store.volumes().volume_path(last);
-    let doomed: Vec<ChunkId> = ids
-        .iter()
-        .copied()
-        .filter(|id| store.volumes().locate(*id).unwrap().volume == first)
-        .collect();
     drop(store);
 
     // Tombstones for everything in the first volume, as a crash right after those deletes
@@ -353,18 +360,7 @@ async fn an_emptied_volume_left_by_a_crash_is_compacted_at_open() {
 async fn a_volume_under_half_live_waits_for_the_delay_and_an_empty_one_goes_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = volumes_only(dir.path(), 64 * 1024);
-    let mut ids = Vec::new();
-    for i in 0..9u64 {
-        let id = ChunkId::random();
-        store.put(id, pattern(i, 20_000)).await.unwrap();
-        ids.push(id);
-    }
-    let first = store.volumes().locate(ids[0]).unwrap().volume;
-    let in_first: Vec<ChunkId> = ids
-        .iter()
-        .copied()
-        .filter(|id| store.volumes().locate(*id).unwrap().volume == first)
-        .collect();
+    let (ids, first, in_first) = fill_volumes(&store, 9).await;
     assert!(in_first.len() >= 3, "{in_first:?}");
     let path = store.volumes().volume_path(first);
     // Under half live, within the (default, minutes long) delay: kept, nothing copied.
