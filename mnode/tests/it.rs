@@ -68,6 +68,28 @@ async fn fjall_answers_every_async_sync_request_and_reopens_at_once() {
 }
 
 #[test]
+fn fjall_syncs_a_lone_durable_write_on_the_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("meta.fjall");
+    {
+        let s = FjallStore::open(&path).unwrap();
+        for i in 0..3u8 {
+            let mut b = saker_mnode::store::WriteBatch::default();
+            b.put(vec![b'k', i], vec![i]);
+            let mut rx = s.write_then_sync(&b).unwrap().unwrap();
+            // No sync was running or queued: this one ran before write_then_sync returned.
+            rx.try_recv()
+                .expect("a lone write's sync is done at return")
+                .unwrap();
+        }
+    }
+    let s = FjallStore::open(&path).unwrap();
+    for i in 0..3u8 {
+        assert_eq!(s.get(&[b'k', i]).unwrap(), Some(vec![i]));
+    }
+}
+
+#[test]
 fn redb_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     conformance::run_all(&RedbStore::open(&dir.path().join("meta.redb")).unwrap());
