@@ -52,19 +52,12 @@ impl LogStore {
             .map_err(storage_err)
     }
 
-    /// Deletes log entries with `from <= index < to`.
-    async fn delete_range(
-        &self,
-        from: u64,
-        to: Option<u64>,
-        extra: WriteBatch,
-    ) -> Result<(), StorageError> {
+    /// Deletes the log entries from index `from` on (the live end of the log, so the scan
+    /// meets no tombstones of purged entries).
+    async fn delete_from(&self, from: u64) -> Result<(), StorageError> {
         let start = self.keys.log(from);
-        let end = match to {
-            Some(t) => self.keys.log(t),
-            None => self.keys.table_end(LOG),
-        };
-        let mut batch = extra;
+        let end = self.keys.table_end(LOG);
+        let mut batch = WriteBatch::default();
         for (k, _) in self
             .store
             .scan(&start, Some(&end), usize::MAX)
@@ -157,13 +150,74 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        self.delete_range(log_id.index, None, WriteBatch::default())
-            .await
+        self.delete_from(log_id.index).await
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        // Entries up to the last purge are gone already: delete only the ones after it, by
+        // key. (A range scan from index 0 would walk past every earlier purge's tombstones
+        // still in the LSM, a cost that grew with every purge.)
+        let from = self
+            .get_rec::<LogId<u64>>(PURGED)?
+            .map_or(0, |last| last.index + 1);
         let mut b = WriteBatch::default();
         b.put(self.keys.single(PURGED), encode(&log_id));
-        self.delete_range(0, Some(log_id.index + 1), b).await
+        for index in from..=log_id.index {
+            b.delete(self.keys.log(index));
+        }
+        self.write(b, true).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn log_id(index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// Puts blank entries `indexes` straight into the store (as `append` lays them out).
+    fn put_entries(store: &MemStore, keys: &Keys, indexes: std::ops::Range<u64>) {
+        let mut b = WriteBatch::default();
+        for i in indexes {
+            let e: Entry<TypeConfig> = Entry {
+                log_id: log_id(i),
+                payload: EntryPayload::Blank,
+            };
+            b.put(keys.log(i), encode(&e));
+        }
+        store.write(&b, true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn purges_delete_exactly_the_entries_up_to_the_purged_index() {
+        let store = Arc::new(MemStore::new());
+        let keys = Keys::new(3);
+        put_entries(&store, &keys, 1..20);
+        let mut log = LogStore::new(store.clone(), 3);
+        let present = |s: &MemStore| -> Vec<u64> {
+            (0..25)
+                .filter(|&i| s.get(&keys.log(i)).unwrap().is_some())
+                .collect()
+        };
+
+        log.purge(log_id(6)).await.unwrap();
+        assert_eq!(present(&store), (7..20).collect::<Vec<_>>());
+        // The next purge starts after the last one and stops at its own index.
+        log.purge(log_id(11)).await.unwrap();
+        assert_eq!(present(&store), (12..20).collect::<Vec<_>>());
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(11)));
+        assert_eq!(state.last_log_id, Some(log_id(19)));
+        let entries = log.try_get_log_entries(12..20).await.unwrap();
+        assert_eq!(entries.len(), 8);
+        assert_eq!(entries[0].log_id, log_id(12));
+
+        // A truncate removes the tail from its index on.
+        log.truncate(log_id(15)).await.unwrap();
+        assert_eq!(present(&store), (12..15).collect::<Vec<_>>());
     }
 }
