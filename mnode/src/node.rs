@@ -111,7 +111,7 @@ impl Mnode {
         }
         let keys = Keys::new(cfg.group);
         let sm = StateMachine::open(store.clone(), cfg.group)?;
-        let log = LogStore::new(store.clone(), cfg.group);
+        let log = LogStore::open(store.clone(), cfg.group)?;
         let config = openraft::Config {
             cluster_name: format!("saker-mnode-{}", cfg.group),
             heartbeat_interval: 100,

@@ -13,7 +13,7 @@ use openraft::{Entry, LogId, OptionalSend, Vote};
 use super::{read_err, storage_err, StorageError, TypeConfig};
 use crate::keys::{Keys, LOG, PURGED, VOTE};
 use crate::records::{decode, encode};
-use crate::store::{MetaStore, WriteBatch};
+use crate::store::{MetaStore, StoreError, WriteBatch};
 
 #[derive(Clone)]
 pub struct LogStore {
@@ -21,12 +21,55 @@ pub struct LogStore {
     keys: Keys,
 }
 
+/// The tables a group's raft log consists of.
+const LOG_TABLES: [u8; 3] = [LOG, VOTE, PURGED];
+
 impl LogStore {
+    /// The raft log of `group` in `store` itself.
     pub fn new(store: Arc<dyn MetaStore>, group: u32) -> Self {
         Self {
             store,
             keys: Keys::new(group),
         }
+    }
+
+    /// The raft log of `group` where `store` keeps raft logs
+    /// ([`MetaStore::raft_log_store`]). A log that an older version kept in `store` itself is
+    /// moved there first (copied durably, then deleted: a crash between leaves only a stale
+    /// copy, deleted at the next open).
+    pub fn open(store: Arc<dyn MetaStore>, group: u32) -> Result<Self, StoreError> {
+        let Some(log_store) = store.raft_log_store()? else {
+            return Ok(Self::new(store, group));
+        };
+        let keys = Keys::new(group);
+        let mut old = Vec::new();
+        for tag in LOG_TABLES {
+            old.extend(store.scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX)?);
+        }
+        if !old.is_empty() {
+            let moved = LOG_TABLES.iter().try_fold(false, |found, &tag| {
+                let any = log_store.scan(&keys.table(tag), Some(&keys.table_end(tag)), 1)?;
+                Ok::<_, StoreError>(found || !any.is_empty())
+            })?;
+            if !moved {
+                let mut copy = WriteBatch::default();
+                for (k, v) in &old {
+                    copy.put(k.clone(), v.clone());
+                }
+                log_store.write(&copy, true)?;
+                tracing::info!(
+                    group,
+                    entries = old.len(),
+                    "raft log moved to its own keyspace"
+                );
+            }
+            let mut delete = WriteBatch::default();
+            for (k, _) in old {
+                delete.delete(k);
+            }
+            store.write(&delete, true)?;
+        }
+        Ok(Self::new(log_store, group))
     }
 
     fn get_rec<T: serde::de::DeserializeOwned>(&self, tag: u8) -> Result<Option<T>, StorageError> {
@@ -190,6 +233,49 @@ mod tests {
             b.put(keys.log(i), encode(&e));
         }
         store.write(&b, true).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_log_kept_in_the_state_machines_keyspace_moves_to_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.fjall");
+        let keys = Keys::new(2);
+        let vote = Vote::new(3, 1);
+        {
+            // The layout before raft logs had a keyspace of their own.
+            let main = crate::store::FjallStore::open(&path).unwrap();
+            let mut b = WriteBatch::default();
+            for i in 1..10u64 {
+                let e: Entry<TypeConfig> = Entry {
+                    log_id: log_id(i),
+                    payload: EntryPayload::Blank,
+                };
+                b.put(keys.log(i), encode(&e));
+            }
+            b.put(keys.single(VOTE), encode(&vote));
+            b.put(keys.single(PURGED), encode(&log_id(2)));
+            b.put(b"other".to_vec(), &b"state"[..]);
+            main.write(&b, true).unwrap();
+        }
+        let main: Arc<dyn MetaStore> = Arc::new(crate::store::FjallStore::open(&path).unwrap());
+        let mut log = LogStore::open(main.clone(), 2).unwrap();
+        assert_eq!(log.read_vote().await.unwrap(), Some(vote));
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(2)));
+        assert_eq!(state.last_log_id, Some(log_id(9)));
+        assert_eq!(log.try_get_log_entries(3..10).await.unwrap().len(), 7);
+        for tag in LOG_TABLES {
+            let left = main
+                .scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX)
+                .unwrap();
+            assert!(left.is_empty(), "table {} left behind", tag as char);
+        }
+        assert_eq!(main.get(b"other").unwrap().as_deref(), Some(&b"state"[..]));
+        // Opening again finds it moved and leaves it as it is.
+        drop(log);
+        let mut log = LogStore::open(main, 2).unwrap();
+        assert_eq!(log.read_vote().await.unwrap(), Some(vote));
+        assert_eq!(log.try_get_log_entries(3..10).await.unwrap().len(), 7);
     }
 
     #[tokio::test]

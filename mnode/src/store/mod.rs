@@ -1,10 +1,12 @@
 //! The metadata store engine boundary: an ordered key-value store with atomic batch writes.
 //!
 //! Raft log, vote and state machine of every MNode group in a process live in one store
-//! instance under per-group key prefixes, so one fsync covers them all. Engines: [`RedbStore`]
+//! instance under per-group key prefixes (the raft logs in a part of their own where the engine
+//! offers one, [`MetaStore::raft_log_store`]), so one fsync covers them all. Engines: [`RedbStore`]
 //! (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and [`MemStore`] (tests). Every engine passes [`conformance`].
 
 use bytes::Bytes;
+use std::sync::Arc;
 
 mod fjall_engine;
 mod mem;
@@ -72,6 +74,13 @@ pub trait MetaStore: Send + Sync + 'static {
     /// `write(.., true)` on a blocking thread instead.
     fn write_then_sync(&self, _batch: &WriteBatch) -> Option<Result<SyncReceiver, StoreError>> {
         None
+    }
+
+    /// Where the raft logs go, if not into this store itself: a store whose durable writes
+    /// are synced together with this one's (so a log append's sync still makes every earlier
+    /// state-machine write here durable).
+    fn raft_log_store(&self) -> Result<Option<Arc<dyn MetaStore>>, StoreError> {
+        Ok(None)
     }
 }
 
