@@ -95,12 +95,21 @@ impl LogStore {
             .map_err(storage_err)
     }
 
-    /// Deletes the log entries from index `from` on (the live end of the log, so the scan
-    /// meets no tombstones of purged entries).
-    async fn delete_from(&self, from: u64) -> Result<(), StorageError> {
+    /// Deletes the log entries with `from <= index < to` (`to = None`: to the end), plus
+    /// `extra`. Callers start at the live part of the log: below it lie the tombstones of
+    /// every earlier purge still in the LSM, which a scan would have to walk past.
+    async fn delete_range(
+        &self,
+        from: u64,
+        to: Option<u64>,
+        extra: WriteBatch,
+    ) -> Result<(), StorageError> {
         let start = self.keys.log(from);
-        let end = self.keys.table_end(LOG);
-        let mut batch = WriteBatch::default();
+        let end = match to {
+            Some(t) => self.keys.log(t),
+            None => self.keys.table_end(LOG),
+        };
+        let mut batch = extra;
         for (k, _) in self
             .store
             .scan(&start, Some(&end), usize::MAX)
@@ -193,22 +202,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        self.delete_from(log_id.index).await
+        self.delete_range(log_id.index, None, WriteBatch::default())
+            .await
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        // Entries up to the last purge are gone already: delete only the ones after it, by
-        // key. (A range scan from index 0 would walk past every earlier purge's tombstones
-        // still in the LSM, a cost that grew with every purge.)
+        // Entries up to the last purge are gone already: scan from the one after it. (From
+        // index 0 the scan walked past every earlier purge's tombstones still in the LSM, a
+        // cost that grew with every purge.) A scan, not a delete per index: a follower that
+        // installs a snapshot may purge far past the entries it has.
         let from = self
             .get_rec::<LogId<u64>>(PURGED)?
             .map_or(0, |last| last.index + 1);
         let mut b = WriteBatch::default();
         b.put(self.keys.single(PURGED), encode(&log_id));
-        for index in from..=log_id.index {
-            b.delete(self.keys.log(index));
-        }
-        self.write(b, true).await
+        self.delete_range(from, Some(log_id.index + 1), b).await
     }
 }
 
@@ -305,5 +313,10 @@ mod tests {
         // A truncate removes the tail from its index on.
         log.truncate(log_id(15)).await.unwrap();
         assert_eq!(present(&store), (12..15).collect::<Vec<_>>());
+        // A purge far past the last entry (a follower installing a snapshot) removes the rest.
+        log.purge(log_id(1 << 40)).await.unwrap();
+        assert!(present(&store).is_empty());
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(1 << 40)));
     }
 }
