@@ -42,15 +42,16 @@ impl LogStore {
             return Ok(Self::new(store, group));
         };
         let keys = Keys::new(group);
-        let mut old = Vec::new();
-        for tag in LOG_TABLES {
-            old.extend(store.scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX)?);
-        }
+        // Up to `limit` pairs of each log table of the group in `s`.
+        let log_pairs = |s: &dyn MetaStore, limit: usize| {
+            LOG_TABLES.iter().try_fold(Vec::new(), |mut all, &tag| {
+                all.extend(s.scan(&keys.table(tag), Some(&keys.table_end(tag)), limit)?);
+                Ok::<_, StoreError>(all)
+            })
+        };
+        let old = log_pairs(store.as_ref(), usize::MAX)?;
         if !old.is_empty() {
-            let moved = LOG_TABLES.iter().try_fold(false, |found, &tag| {
-                let any = log_store.scan(&keys.table(tag), Some(&keys.table_end(tag)), 1)?;
-                Ok::<_, StoreError>(found || !any.is_empty())
-            })?;
+            let moved = !log_pairs(log_store.as_ref(), 1)?.is_empty();
             if !moved {
                 let mut copy = WriteBatch::default();
                 for (k, v) in &old {
@@ -230,8 +231,8 @@ mod tests {
         LogId::new(CommittedLeaderId::new(1, 1), index)
     }
 
-    /// Puts blank entries `indexes` straight into the store (as `append` lays them out).
-    fn put_entries(store: &MemStore, keys: &Keys, indexes: std::ops::Range<u64>) {
+    /// Blank entries `indexes`, laid out as `append` writes them.
+    fn entries(keys: &Keys, indexes: std::ops::Range<u64>) -> WriteBatch {
         let mut b = WriteBatch::default();
         for i in indexes {
             let e: Entry<TypeConfig> = Entry {
@@ -240,7 +241,7 @@ mod tests {
             };
             b.put(keys.log(i), encode(&e));
         }
-        store.write(&b, true).unwrap();
+        b
     }
 
     #[tokio::test]
@@ -252,14 +253,7 @@ mod tests {
         {
             // The layout before raft logs had a keyspace of their own.
             let main = crate::store::FjallStore::open(&path).unwrap();
-            let mut b = WriteBatch::default();
-            for i in 1..10u64 {
-                let e: Entry<TypeConfig> = Entry {
-                    log_id: log_id(i),
-                    payload: EntryPayload::Blank,
-                };
-                b.put(keys.log(i), encode(&e));
-            }
+            let mut b = entries(&keys, 1..10);
             b.put(keys.single(VOTE), encode(&vote));
             b.put(keys.single(PURGED), encode(&log_id(2)));
             b.put(b"other".to_vec(), &b"state"[..]);
@@ -290,7 +284,7 @@ mod tests {
     async fn purges_delete_exactly_the_entries_up_to_the_purged_index() {
         let store = Arc::new(MemStore::new());
         let keys = Keys::new(3);
-        put_entries(&store, &keys, 1..20);
+        store.write(&entries(&keys, 1..20), true).unwrap();
         let mut log = LogStore::new(store.clone(), 3);
         let present = |s: &MemStore| -> Vec<u64> {
             (0..25)

@@ -44,15 +44,14 @@ const RAFT_LOG_KEYSPACE: &str = "saker_raft_log_v1";
 pub struct FjallStore {
     db: Database,
     ks: Keyspace,
-    /// Sync requests, served by one syncer thread (group commit).
-    syncer: Arc<SyncQueue>,
-    /// That thread, shared by the stores on other keyspaces of the same database.
-    _syncer_thread: Arc<SyncerThread>,
+    /// Sync requests and the syncer thread serving them (group commit), shared by the stores
+    /// on other keyspaces of the same database.
+    syncer: Arc<Syncer>,
 }
 
-/// The syncer thread; stopped and joined when the last store using it is dropped (it holds
-/// the database open).
-struct SyncerThread {
+/// The syncer thread and its queue; the thread is stopped and joined when the last store
+/// using it is dropped (it holds the database open).
+struct Syncer {
     queue: Arc<SyncQueue>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -133,7 +132,7 @@ impl SyncQueue {
     }
 }
 
-impl Drop for SyncerThread {
+impl Drop for Syncer {
     fn drop(&mut self) {
         self.queue.waiting.lock().stop = true;
         self.queue.wake.notify_one();
@@ -166,8 +165,7 @@ impl FjallStore {
         Ok(Self {
             db,
             ks,
-            syncer: syncer.clone(),
-            _syncer_thread: Arc::new(SyncerThread {
+            syncer: Arc::new(Syncer {
                 queue: syncer,
                 thread: Some(thread),
             }),
@@ -184,7 +182,6 @@ impl FjallStore {
             db: self.db.clone(),
             ks,
             syncer: self.syncer.clone(),
-            _syncer_thread: self._syncer_thread.clone(),
         })
     }
 
@@ -199,7 +196,7 @@ impl FjallStore {
     /// Returns once a journal sync that started after this call has finished.
     fn sync_committed(&self) -> Result<(), StoreError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.syncer.push(Answer::Thread(tx));
+        self.syncer.queue.push(Answer::Thread(tx));
         rx.recv().map_err(io)?
     }
 
@@ -246,9 +243,9 @@ impl MetaStore for FjallStore {
     fn write_then_sync(&self, batch: &WriteBatch) -> Option<Result<SyncReceiver, StoreError>> {
         let committed = self.commit(batch).map(|()| {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            match self.syncer.sync_here(&self.db) {
+            match self.syncer.queue.sync_here(&self.db) {
                 Some(result) => drop(tx.send(result)),
-                None => self.syncer.push(Answer::Task(tx)),
+                None => self.syncer.queue.push(Answer::Task(tx)),
             }
             rx
         });

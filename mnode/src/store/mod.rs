@@ -2,8 +2,9 @@
 //!
 //! Raft log, vote and state machine of every MNode group in a process live in one store
 //! instance under per-group key prefixes (the raft logs in a part of their own where the engine
-//! offers one, [`MetaStore::raft_log_store`]), so one fsync covers them all. Engines: [`RedbStore`]
-//! (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and [`MemStore`] (tests). Every engine passes [`conformance`].
+//! offers one, [`MetaStore::raft_log_store`]), so one fsync covers them all. Engines:
+//! [`RedbStore`] (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and
+//! [`MemStore`] (tests). Every engine passes [`conformance`].
 
 use bytes::Bytes;
 use std::sync::Arc;
