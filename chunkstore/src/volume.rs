@@ -26,9 +26,15 @@
 //! index (id -> volume, offset): a put indexes, a later put of the same id (a compaction copy)
 //! moves it, a tombstone removes it. A record that is not whole with no whole record after it
 //! is a torn tail, cut off the last volume (it was never acknowledged: an acknowledged put was
-//! followed by an fdatasync, which made every earlier byte durable). A damaged record *followed*
-//! by whole ones can only be damage to the medium: replay resumes at the next whole record,
-//! logs an error, and that volume is never compacted.
+//! followed by an fdatasync, which made every earlier byte durable); so are zeros at its end.
+//! A record is whole by its header CRC and its length, but a crash can leave a record its full
+//! length with part of its body never written, so two records are also checked against their
+//! image CRCs: a volume's last put (cut off if torn) and a compaction copy, before the chunk
+//! moves to it (a torn copy leaves the chunk at its original). A torn put with whole records
+//! after it is indexed: it was never acknowledged, so nothing references it, the leak scrub
+//! removes it, and a read of it fails as corrupt. A damaged record *followed* by whole ones
+//! can only be damage to the medium: replay resumes at the next whole record, logs an error,
+//! and that volume is never compacted.
 //!
 //! Deletes append a tombstone without syncing it, as the file layout unlinks without syncing
 //! the directory: a chunk that comes back after a crash is unreferenced, and the leak scrub
@@ -258,7 +264,28 @@ impl Volumes {
         let last = numbers.last().copied();
         for &n in &numbers {
             let file = open_volume(dir, n, false)?;
-            let (size, damaged) = replay(&file, n, Some(n) == last, &mut state.index)?;
+            let replayed = replay(&file, n, &mut state.index)?;
+            let size = match replayed.rest {
+                Rest::Nothing => replayed.end,
+                // Written after the last acknowledged record, never acknowledged itself.
+                Rest::Zeros | Rest::Torn if Some(n) == last => {
+                    if replayed.rest == Rest::Torn {
+                        tracing::warn!(
+                            volume = n,
+                            at = replayed.end,
+                            len = replayed.len,
+                            "cutting a torn record off the last volume (a write that was never acknowledged)"
+                        );
+                    }
+                    file.set_len(replayed.end)?;
+                    file.sync_all()?;
+                    replayed.end
+                }
+                Rest::Zeros => replayed.end,
+                // Damage to the medium (see `replay`): counted whole, never compacted.
+                Rest::Torn => replayed.len,
+            };
+            let damaged = replayed.damaged;
             state.volumes.insert(
                 n,
                 Volume {
@@ -666,7 +693,7 @@ pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
     for n in volume_numbers(dir)? {
         match File::open(volume_path(dir, n)) {
             Ok(file) => {
-                replay(&file, n, false, &mut index)?;
+                replay(&file, n, &mut index)?;
             }
             // Removed by a compaction since the listing; its live records were copied first.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -720,23 +747,45 @@ fn next_record(file: &File, from: u64, len: u64) -> Result<Option<u64>, ChunkErr
     Ok(None)
 }
 
-/// Replays volume `n` into `index`. Returns the volume's size — with `cut` (the last volume, at
-/// open) the length of its records, the file being cut there: a record that is not whole at
-/// the end was never acknowledged — and whether a damaged record was found *followed by*
-/// whole ones. That cannot come from a crash (an acknowledged record was synced with every
-/// byte before it), only from damage to the medium: the records after it are replayed, nothing
-/// is cut, and the volume is never compacted.
-fn replay(
-    file: &File,
-    n: u32,
-    cut: bool,
-    index: &mut HashMap<ChunkId, Loc>,
-) -> Result<(u64, bool), ChunkError> {
+/// What follows the last whole record of a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rest {
+    Nothing,
+    /// Zeros (or a hole) to the end of the file: what a crash leaves where the file's new
+    /// length reached the disk before its data.
+    Zeros,
+    /// Anything else: a torn record on the last volume, damage on a sealed one.
+    Torn,
+}
+
+/// What replaying a volume found.
+struct Replayed {
+    /// Where its records end.
+    end: u64,
+    /// The file's length.
+    len: u64,
+    rest: Rest,
+    /// A damaged record was found *followed by* whole ones.
+    damaged: bool,
+}
+
+/// Replays volume `n` into `index`. A damaged record followed by whole ones cannot come from a
+/// crash (an acknowledged record was synced with every byte before it), only from damage to the
+/// medium: the records after it are replayed, and the caller keeps the volume whole and never
+/// compacts it.
+fn replay(file: &File, n: u32, index: &mut HashMap<ChunkId, Loc>) -> Result<Replayed, ChunkError> {
     let len = file.metadata()?.len();
     let mut offset = 0u64;
     let mut damaged = false;
+    let mut rest = Rest::Nothing;
+    // The last record if it is a put: its offset, id, and what the index had for the id before.
+    let mut last_put: Option<(u64, ChunkId, Option<Loc>)> = None;
     while offset < len {
         let Some((put, id, body_len, written_ns)) = record_at(file, offset, len) else {
+            if zeros_to_end(file, offset, len)? {
+                rest = Rest::Zeros;
+                break;
+            }
             match next_record(file, offset + 1, len)? {
                 Some(next) => {
                     tracing::error!(
@@ -749,36 +798,74 @@ fn replay(
                     offset = next;
                     continue;
                 }
-                None => break,
+                None => {
+                    rest = Rest::Torn;
+                    break;
+                }
             }
         };
         if put {
-            index.insert(
-                id,
-                Loc {
-                    volume: n,
-                    offset,
-                    body_len,
-                    written_ns,
-                },
-            );
+            let loc = Loc {
+                volume: n,
+                offset,
+                body_len,
+                written_ns,
+            };
+            let before = index.get(&id).copied();
+            // A compaction copy moves the chunk only if the copy is whole: a crash before the
+            // copies were synced may have left this one torn, the original intact.
+            if before.is_none() || image_is_whole(file, &loc, id) {
+                index.insert(id, loc);
+                last_put = Some((offset, id, before));
+            } else {
+                last_put = None;
+            }
         } else {
             index.remove(&id);
+            last_put = None;
         }
         offset += RECORD_HEADER_LEN + body_len;
     }
-    if offset < len && cut {
-        tracing::warn!(
-            volume = n,
-            at = offset,
-            len,
-            "cutting a torn record off the last volume (a write that was never acknowledged)"
-        );
-        file.set_len(offset)?;
-        file.sync_all()?;
-        return Ok((offset, damaged));
+    // Its length does not prove the last put whole: a crash can leave a record its full length
+    // with part of its body never written (zeros).
+    if let (Some((at, id, before)), Rest::Zeros | Rest::Nothing) = (last_put, rest) {
+        let loc = index[&id];
+        if !image_is_whole(file, &loc, id) {
+            match before {
+                Some(before) => index.insert(id, before),
+                None => index.remove(&id),
+            };
+            offset = at;
+            rest = Rest::Torn;
+        }
     }
-    Ok((len, damaged))
+    Ok(Replayed {
+        end: offset.min(len),
+        len,
+        rest,
+        damaged,
+    })
+}
+
+/// Whether the chunk image of the put record at `loc` reads back whole (every CRC matches).
+fn image_is_whole(file: &File, loc: &Loc, id: ChunkId) -> bool {
+    let base = loc.offset + RECORD_HEADER_LEN;
+    read_image(file, base, loc.body_len, id, 0, u64::MAX).is_ok()
+}
+
+/// Whether `[from, len)` of `file` is all zeros.
+fn zeros_to_end(file: &File, from: u64, len: u64) -> Result<bool, ChunkError> {
+    let mut buf = vec![0u8; (1 << 20).min(len - from) as usize];
+    let mut at = from;
+    while at < len {
+        let n = buf.len().min((len - at) as usize);
+        file.read_exact_at(&mut buf[..n], at)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -145,6 +145,7 @@ async fn puts_and_deletes_survive_a_reopen_and_a_torn_tail_is_cut() {
     // Appends continue after the cut and survive the next reopen too.
     let id = ChunkId::random();
     store.put(id, pattern(99, 5000)).await.unwrap();
+    assert_eq!(store.volumes().locate(id).unwrap().offset, size);
     drop(store);
     let store = volumes_only(dir.path(), VOLUME_SIZE);
     assert_eq!(store.get(id, 0, u64::MAX).await.unwrap(), pattern(99, 5000));
@@ -375,5 +376,141 @@ async fn a_volume_under_half_live_waits_for_the_delay_and_an_empty_one_goes_at_o
     assert_eq!(store.volumes().compactions(), 1);
     for id in &ids[in_first.len()..] {
         assert_eq!(store.get(*id, 0, u64::MAX).await.unwrap().len(), 20_000);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeros_at_the_end_of_the_last_volume_are_cut_with_a_torn_put_in_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    let mut ids = Vec::new();
+    for i in 0..20u64 {
+        let id = ChunkId::random();
+        store.put(id, pattern(i, 30_000)).await.unwrap();
+        ids.push(id);
+    }
+    let usage = store.volumes().usage();
+    let (volume, size, _) = usage[0];
+    let path = store.volumes().volume_path(volume);
+    drop(store);
+
+    // A crash that made the file's new length durable before its data: a put whose header
+    // reached the disk and whose body did not (a hole, read as zeros), and more zeros after it.
+    let mut torn = vec![0u8; RECORD_HEADER_LEN as usize + 100];
+    torn[..4].copy_from_slice(b"SKVP");
+    torn[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
+    torn[20..28].copy_from_slice(&5000u64.to_le_bytes());
+    let crc = crc32c::crc32c(&torn[..36]);
+    torn[36..40].copy_from_slice(&crc.to_le_bytes());
+    torn[RECORD_HEADER_LEN as usize..].copy_from_slice(&[7u8; 100]);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&torn, size).unwrap();
+    f.set_len(size + (1 << 20)).unwrap();
+    drop(f);
+
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    assert_eq!(
+        store.volumes().usage(),
+        usage,
+        "the torn put is not indexed"
+    );
+    assert_eq!(
+        fs::metadata(&path).unwrap().len(),
+        size,
+        "it and the zeros were cut"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            store.get(*id, 0, u64::MAX).await.unwrap(),
+            pattern(i as u64, 30_000)
+        );
+    }
+    let id = ChunkId::random();
+    store.put(id, pattern(77, 1234)).await.unwrap();
+    assert_eq!(store.volumes().locate(id).unwrap().offset, size);
+    drop(store);
+    let store = volumes_only(dir.path(), VOLUME_SIZE);
+    assert_eq!(store.get(id, 0, u64::MAX).await.unwrap(), pattern(77, 1234));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zeros_at_the_end_of_a_sealed_volume_are_not_taken_for_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume_size = 1 << 20;
+    let store = volumes_only(dir.path(), volume_size);
+    let mut ids = Vec::new();
+    for i in 0..120u64 {
+        let id = ChunkId::random();
+        store.put(id, pattern(i, 20_000)).await.unwrap();
+        ids.push(id);
+    }
+    let usage = store.volumes().usage();
+    assert!(usage.len() >= 2, "{usage:?}");
+    let (first, first_size, _) = usage[0];
+    let first_path = store.volumes().volume_path(first);
+    drop(store);
+
+    OpenOptions::new()
+        .write(true)
+        .open(&first_path)
+        .unwrap()
+        .set_len(first_size + 3 * 4096)
+        .unwrap();
+    let store = volumes_only(dir.path(), volume_size);
+    assert_eq!(store.volumes().usage(), usage, "same records, same sizes");
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            store.get(*id, 0, u64::MAX).await.unwrap(),
+            pattern(i as u64, 20_000)
+        );
+    }
+    // Not damaged: emptied, it is removed like any other.
+    for id in &ids {
+        if store.volumes().locate(*id).unwrap().volume == first {
+            store.delete(*id).await.unwrap();
+        }
+    }
+    assert!(!first_path.exists(), "the emptied volume was removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_compaction_copy_leaves_the_chunk_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = volumes_only(dir.path(), 64 * 1024);
+    let (ids, first, in_first) = fill_volumes(&store, 6).await;
+    let id = in_first[0];
+    let loc = store.volumes().locate(id).unwrap();
+    let (last, records_end, _) = *store.volumes().usage().last().unwrap();
+    assert_ne!(first, last);
+    let first_path = store.volumes().volume_path(first);
+    let last_path = store.volumes().volume_path(last);
+    drop(store);
+
+    // A crash in a compaction, before its copies were synced: the copy's header reached the
+    // disk, part of its body did not; a later record did.
+    let mut copy = vec![0u8; (RECORD_HEADER_LEN + loc.body_len) as usize];
+    fs::File::open(&first_path)
+        .unwrap()
+        .read_exact_at(&mut copy, loc.offset)
+        .unwrap();
+    copy[RECORD_HEADER_LEN as usize + 5000..][..4096].fill(0);
+    let mut later = [0u8; RECORD_HEADER_LEN as usize];
+    later[..4].copy_from_slice(b"SKVD");
+    later[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
+    let crc = crc32c::crc32c(&later[..36]);
+    later[36..40].copy_from_slice(&crc.to_le_bytes());
+    let f = OpenOptions::new().write(true).open(&last_path).unwrap();
+    f.write_all_at(&copy, records_end).unwrap();
+    f.write_all_at(&later, records_end + copy.len() as u64)
+        .unwrap();
+    drop(f);
+
+    let store = volumes_only(dir.path(), 64 * 1024);
+    assert_eq!(store.volumes().locate(id), Some(loc), "still the original");
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            store.get(*id, 0, u64::MAX).await.unwrap(),
+            pattern(i as u64, 20_000)
+        );
     }
 }
