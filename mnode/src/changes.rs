@@ -60,8 +60,12 @@ pub struct ChangeLog {
 }
 
 /// How long async mode lets change-log records gather before it pushes them: the push of
-/// many batches' records costs the owner one raft entry.
-const PUSH_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
+/// many batches' records costs the owner one raft entry (a journal sync), and a reader of a
+/// dirty directory pulls what it needs anyway. 2,000 one-thread FUSE creates over 10
+/// directories took 2,721 raft entries with 5 ms, 2,277 with 25 ms and 2,086 with 100 ms
+/// (2,792, 3,078 and 3,187 creates/s), and a directory's stat right after creates took the same
+/// time (session 10, `compat_tests/bench/results/2026-11-24-session10-experiments.json`).
+const PUSH_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl ChangeLog {
     pub fn new(keys: Keys, store: Arc<dyn MetaStore>, peers: Arc<OnceLock<Peers>>) -> Self {
