@@ -35,6 +35,25 @@ async fn fill_volumes(store: &DiskChunkStore, n: u64) -> (Vec<ChunkId>, u32, Vec
     (ids, first, in_first)
 }
 
+/// A whole record header (the volume format's) for `magic` (`SKVP` a put, `SKVD` a delete).
+fn record_header(magic: &[u8; 4], id: ChunkId, body_len: u64) -> [u8; RECORD_HEADER_LEN as usize] {
+    let mut h = [0u8; RECORD_HEADER_LEN as usize];
+    h[..4].copy_from_slice(magic);
+    h[4..20].copy_from_slice(&id.0.to_le_bytes());
+    h[20..28].copy_from_slice(&body_len.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// What a crash in the middle of a put leaves: a whole header promising `promised` bytes of
+/// body, and only `written` of them.
+fn torn_put(promised: u64, written: &[u8]) -> Vec<u8> {
+    let mut torn = record_header(b"SKVP", ChunkId::random(), promised).to_vec();
+    torn.extend_from_slice(written);
+    torn
+}
+
 fn chunk_files(dir: &std::path::Path) -> usize {
     let mut n = 0;
     for shard in fs::read_dir(dir).unwrap() {
@@ -116,12 +135,7 @@ async fn puts_and_deletes_survive_a_reopen_and_a_torn_tail_is_cut() {
     drop(store);
 
     // A crash in the middle of a put: a whole record header promising 5000 bytes, 100 of them.
-    let mut torn = vec![0u8; RECORD_HEADER_LEN as usize + 100];
-    torn[..4].copy_from_slice(b"SKVP");
-    torn[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
-    torn[20..28].copy_from_slice(&5000u64.to_le_bytes());
-    let crc = crc32c::crc32c(&torn[..36]);
-    torn[36..40].copy_from_slice(&crc.to_le_bytes());
+    let torn = torn_put(5000, &[0u8; 100]);
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(&torn, size).unwrap();
     drop(f);
@@ -331,12 +345,7 @@ async fn an_emptied_volume_left_by_a_crash_is_compacted_at_open() {
     let f = OpenOptions::new().write(true).open(&last_path).unwrap();
     let mut at = fs::metadata(&last_path).unwrap().len();
     for id in &doomed {
-        let mut h = [0u8; RECORD_HEADER_LEN as usize];
-        h[..4].copy_from_slice(b"SKVD");
-        h[4..20].copy_from_slice(&id.0.to_le_bytes());
-        let crc = crc32c::crc32c(&h[..36]);
-        h[36..40].copy_from_slice(&crc.to_le_bytes());
-        f.write_all_at(&h, at).unwrap();
+        f.write_all_at(&record_header(b"SKVD", *id, 0), at).unwrap();
         at += RECORD_HEADER_LEN;
     }
     drop(f);
@@ -396,13 +405,7 @@ async fn zeros_at_the_end_of_the_last_volume_are_cut_with_a_torn_put_in_them() {
 
     // A crash that made the file's new length durable before its data: a put whose header
     // reached the disk and whose body did not (a hole, read as zeros), and more zeros after it.
-    let mut torn = vec![0u8; RECORD_HEADER_LEN as usize + 100];
-    torn[..4].copy_from_slice(b"SKVP");
-    torn[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
-    torn[20..28].copy_from_slice(&5000u64.to_le_bytes());
-    let crc = crc32c::crc32c(&torn[..36]);
-    torn[36..40].copy_from_slice(&crc.to_le_bytes());
-    torn[RECORD_HEADER_LEN as usize..].copy_from_slice(&[7u8; 100]);
+    let torn = torn_put(5000, &[7u8; 100]);
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(&torn, size).unwrap();
     f.set_len(size + (1 << 20)).unwrap();
@@ -494,11 +497,7 @@ async fn a_torn_compaction_copy_leaves_the_chunk_where_it_was() {
         .read_exact_at(&mut copy, loc.offset)
         .unwrap();
     copy[RECORD_HEADER_LEN as usize + 5000..][..4096].fill(0);
-    let mut later = [0u8; RECORD_HEADER_LEN as usize];
-    later[..4].copy_from_slice(b"SKVD");
-    later[4..20].copy_from_slice(&ChunkId::random().0.to_le_bytes());
-    let crc = crc32c::crc32c(&later[..36]);
-    later[36..40].copy_from_slice(&crc.to_le_bytes());
+    let later = record_header(b"SKVD", ChunkId::random(), 0);
     let f = OpenOptions::new().write(true).open(&last_path).unwrap();
     f.write_all_at(&copy, records_end).unwrap();
     f.write_all_at(&later, records_end + copy.len() as u64)
