@@ -678,6 +678,62 @@ fn permissions_are_checked_for_the_caller() {
     assert_eq!(std::fs::read(&secret).unwrap(), b"root only");
 }
 
+/// Set-id bits after writes and truncates (the mount asks the kernel to leave them to the file
+/// system, `FUSE_HANDLE_KILLPRIV_V2`): a caller other than root drops set-user-id, and
+/// set-group-id where the group may execute; root keeps both.
+#[test]
+fn writes_and_truncates_by_others_drop_set_id_bits() {
+    require_tool("setpriv");
+    let m = Mounted::start(Opts::default());
+    let b = m.bucket("setid");
+    let file = |name: &str, mode: u32| {
+        let p = b.join(name);
+        std::fs::write(&p, b"start").unwrap();
+        std::fs::set_permissions(&p, PermissionsExt::from_mode(mode)).unwrap();
+        p
+    };
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+    let nobody = |script: &str| {
+        let o = as_user(65534, 65534, &[], script);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+
+    let by_root = file("by-root", 0o6777);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&by_root)
+        .unwrap()
+        .write_all(b" more")
+        .unwrap();
+    assert_eq!(mode(&by_root), 0o6777, "root writes keep set-id bits");
+
+    let written = file("written", 0o6777);
+    nobody(&format!("echo more >> {}", written.display()));
+    assert_eq!(mode(&written), 0o777);
+    assert_eq!(std::fs::read(&written).unwrap(), b"startmore\n");
+
+    // Set-group-id without group execute is kept for a member of the file's group, and
+    // dropped for anyone else (as ext4 does).
+    let member = file("group-member", 0o666);
+    std::os::unix::fs::chown(&member, None, Some(65534)).unwrap();
+    std::fs::set_permissions(&member, PermissionsExt::from_mode(0o6766)).unwrap();
+    nobody(&format!("echo more >> {}", member.display()));
+    assert_eq!(mode(&member), 0o2766);
+    let outsider = file("outsider", 0o6766);
+    nobody(&format!("echo more >> {}", outsider.display()));
+    assert_eq!(mode(&outsider), 0o766);
+
+    let truncated = file("truncated", 0o6777);
+    nobody(&format!(": > {}", truncated.display()));
+    assert_eq!(mode(&truncated), 0o777);
+    assert_eq!(std::fs::metadata(&truncated).unwrap().len(), 0);
+
+    let extended = file("extended", 0o6777);
+    nobody(&format!("truncate -s 100 {}", extended.display()));
+    assert_eq!(mode(&extended), 0o777);
+    assert_eq!(std::fs::metadata(&extended).unwrap().len(), 100);
+}
+
 #[test]
 fn changes_cross_between_s3_and_the_mount_within_the_ttl() {
     // Default-like TTLs: the kernel trusts names and attributes for 1 s.

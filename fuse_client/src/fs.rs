@@ -183,6 +183,16 @@ pub fn file_attr(a: &Attr, size: Option<u64>) -> fuser::FileAttr {
     }
 }
 
+/// `mode` without set-user-id, and without set-group-id if the group may execute: what a
+/// write or truncate by an unprivileged caller leaves of a file's mode.
+pub fn drop_setid_bits(mode: u32) -> u32 {
+    let mut kept = mode & !libc::S_ISUID;
+    if mode & libc::S_IXGRP != 0 {
+        kept &= !libc::S_ISGID;
+    }
+    kept
+}
+
 /// Checks one name the kernel sends and turns it into a path component.
 pub fn component(name: &OsStr) -> Result<String> {
     let s = name
@@ -352,8 +362,32 @@ impl SakerFs {
         }
     }
 
+    /// setattr(2)'s changes. A truncate by a caller other than root also drops the set-id
+    /// bits [`drop_setid_bits`] keeps out (with `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves
+    /// that to the file system, as for writes).
     #[allow(clippy::too_many_arguments)]
     pub fn setattr(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<SetTime>,
+        mtime: Option<SetTime>,
+        has_handle: bool,
+    ) -> Result<Attr> {
+        let attr = self.change_attr(caller, ino, mode, uid, gid, size, atime, mtime, has_handle)?;
+        let kept = drop_setid_bits(attr.mode & 0o7777);
+        if size.is_none() || mode.is_some() || caller.cred.uid == 0 || kept == attr.mode & 0o7777 {
+            return Ok(attr);
+        }
+        self.change_attr(caller, ino, Some(kept), None, None, None, None, None, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn change_attr(
         &self,
         caller: &Caller,
         ino: u64,
@@ -808,6 +842,27 @@ impl SakerFs {
         buf.write(offset, data)?;
         f.dirty = true;
         Ok(data.len() as u32)
+    }
+
+    /// A write by a caller without `CAP_FSETID` drops the file's set-user-id bit, and its
+    /// set-group-id bit where the group may execute (as Linux does). With
+    /// `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves this to the file system and flags such
+    /// writes, instead of asking for `security.capability` before every write. Free unless a
+    /// bit is set; the MNode lets anyone who may write the file drop them.
+    pub fn drop_setid(&self, caller: &Caller, fh: u64) -> Result<()> {
+        let (file, _) = self.file(fh)?;
+        let (ino, mode) = {
+            let f = file.lock();
+            (f.attr.id, f.attr.mode & 0o7777)
+        };
+        let kept = drop_setid_bits(mode);
+        if kept == mode {
+            return Ok(());
+        }
+        let attr =
+            self.change_attr(caller, ino, Some(kept), None, None, None, None, None, false)?;
+        file.lock().attr.mode = attr.mode;
+        Ok(())
     }
 
     /// Commits `fh`'s file if it has unsent bytes (flush, fsync).

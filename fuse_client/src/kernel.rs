@@ -27,6 +27,17 @@ fn fail(op: &str, e: &FuseError) -> Errno {
     e.errno()
 }
 
+/// What the kernel is told about a handle opened with `flags`. A read-only handle has nothing
+/// to commit at close and the kernel keeps the locks of this mount itself, so its close skips
+/// the FLUSH round trip (`FOPEN_NOFLUSH`); a write handle's FLUSH is its commit.
+fn open_flags(flags: i32) -> FopenFlags {
+    if flags & libc::O_ACCMODE == libc::O_RDONLY {
+        FopenFlags::FOPEN_NOFLUSH
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 /// getxattr/listxattr: the size when asked for it (`size` 0), else the bytes if they fit.
 fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
     if size == 0 {
@@ -67,7 +78,8 @@ impl fuser::Filesystem for SakerFs {
         let _ = config.add_capabilities(
             fuser::InitFlags::FUSE_DO_READDIRPLUS
                 | fuser::InitFlags::FUSE_READDIRPLUS_AUTO
-                | fuser::InitFlags::FUSE_PARALLEL_DIROPS,
+                | fuser::InitFlags::FUSE_PARALLEL_DIROPS
+                | fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         );
         Ok(())
     }
@@ -286,7 +298,7 @@ impl fuser::Filesystem for SakerFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match SakerFs::open(self, &self.who(req), ino.0, flags.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), open_flags(flags.0)),
             Err(e) => reply.error(fail("open", &e)),
         }
     }
@@ -310,16 +322,21 @@ impl fuser::Filesystem for SakerFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = self.drop_setid(&self.who(req), fh.0) {
+                return reply.error(fail("write", &e));
+            }
+        }
         match SakerFs::write(self, fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(fail("write", &e)),

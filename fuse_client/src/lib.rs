@@ -26,6 +26,11 @@
 //!
 //! - FIFOs, sockets and device nodes (mknod) are inodes without data, invisible to S3.
 //!
+//! - kernel round trips the file system does not need are switched off: a read-only handle's
+//!   close sends no FLUSH (`FOPEN_NOFLUSH`), and writes do not ask for `security.capability`
+//!   first (`FUSE_HANDLE_KILLPRIV_V2`: the file system drops set-id bits on writes and
+//!   truncates by callers other than root, as Linux does).
+//!
 //! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
 //! RENAME_EXCHANGE (EINVAL).
 

@@ -848,11 +848,12 @@ fn set_attr(
 fn check_set_attr(attr: &Attr, ch: &AttrChange, cred: &Cred) -> Result<(), MetaError> {
     let root = cred.uid == 0;
     let owner = root || cred.uid == attr.uid;
-    // Anyone who may write the file may drop its set-user-id and set-group-id bits (the
-    // kernel asks for that when a non-owner writes to it).
+    // Anyone who may write the file may drop its set-user-id and set-group-id bits, one or
+    // both (a write by a non-owner drops them).
     let drops_only_setid = ch.mode.is_some_and(|m| {
-        m & 0o7777 == attr.mode & 0o7777 & !(perm::S_ISUID | perm::S_ISGID)
-            && attr.mode & (perm::S_ISUID | perm::S_ISGID) != 0
+        let (old, new) = (attr.mode & 0o7777, m & 0o7777);
+        let dropped = old & !new;
+        new & !old == 0 && dropped != 0 && dropped & !(perm::S_ISUID | perm::S_ISGID) == 0
     });
     if drops_only_setid && !owner {
         perm::check(attr, cred, access::WRITE)?;
