@@ -362,32 +362,8 @@ impl SakerFs {
         }
     }
 
-    /// setattr(2)'s changes. A truncate by a caller other than root also drops the set-id
-    /// bits [`drop_setid_bits`] keeps out (with `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves
-    /// that to the file system, as for writes).
     #[allow(clippy::too_many_arguments)]
     pub fn setattr(
-        &self,
-        caller: &Caller,
-        ino: u64,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<SetTime>,
-        mtime: Option<SetTime>,
-        has_handle: bool,
-    ) -> Result<Attr> {
-        let attr = self.change_attr(caller, ino, mode, uid, gid, size, atime, mtime, has_handle)?;
-        let kept = drop_setid_bits(attr.mode & 0o7777);
-        if size.is_none() || mode.is_some() || caller.cred.uid == 0 || kept == attr.mode & 0o7777 {
-            return Ok(attr);
-        }
-        self.change_attr(caller, ino, Some(kept), None, None, None, None, None, false)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn change_attr(
         &self,
         caller: &Caller,
         ino: u64,
@@ -859,10 +835,31 @@ impl SakerFs {
         if kept == mode {
             return Ok(());
         }
-        let attr =
-            self.change_attr(caller, ino, Some(kept), None, None, None, None, None, false)?;
+        let attr = self.setattr(caller, ino, Some(kept), None, None, None, None, None, false)?;
         file.lock().attr.mode = attr.mode;
         Ok(())
+    }
+
+    /// After a truncate by a caller other than root: the set-id bits [`drop_setid_bits`]
+    /// keeps out are dropped (with `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves that to the file
+    /// system, as for writes). Free unless a bit is set.
+    pub fn drop_setid_after_truncate(&self, caller: &Caller, attr: Attr) -> Result<Attr> {
+        let mode = attr.mode & 0o7777;
+        let kept = drop_setid_bits(mode);
+        if caller.cred.uid == 0 || kept == mode {
+            return Ok(attr);
+        }
+        self.setattr(
+            caller,
+            attr.id,
+            Some(kept),
+            None,
+            None,
+            None,
+            None,
+            None,
+            false,
+        )
     }
 
     /// Commits `fh`'s file if it has unsent bytes (flush, fsync).

@@ -120,9 +120,10 @@ impl fuser::Filesystem for SakerFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match SakerFs::setattr(
+        let caller = self.who(req);
+        let result = SakerFs::setattr(
             self,
-            &self.who(req),
+            &caller,
             ino.0,
             mode,
             uid,
@@ -131,7 +132,12 @@ impl fuser::Filesystem for SakerFs {
             atime.map(set_time),
             mtime.map(set_time),
             fh.is_some(),
-        ) {
+        )
+        .and_then(|a| match (size, mode) {
+            (Some(_), None) => self.drop_setid_after_truncate(&caller, a),
+            _ => Ok(a),
+        });
+        match result {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &self.kernel_attr(&a)),
             Err(e) => reply.error(fail("setattr", &e)),
         }
