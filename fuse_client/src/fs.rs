@@ -809,8 +809,27 @@ impl SakerFs {
         })
     }
 
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+    /// write(2) into the handle's buffer. `drop_setid` names a caller without `CAP_FSETID`
+    /// (the kernel flags such writes with `FUSE_HANDLE_KILLPRIV_V2`): the write first drops the
+    /// file's set-user-id bit, and its set-group-id bit where the group may execute, as Linux
+    /// does, instead of the kernel asking for `security.capability` before every write.
+    pub fn write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        drop_setid: Option<&Caller>,
+    ) -> Result<u32> {
         let (file, append) = self.file(fh)?;
+        if let Some(caller) = drop_setid {
+            let (ino, mode) = {
+                let f = file.lock();
+                (f.attr.id, f.attr.mode)
+            };
+            if let Some(attr) = self.set_mode_without_setid(caller, ino, mode)? {
+                file.lock().attr.mode = attr.mode;
+            }
+        }
         let mut f = file.lock();
         self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
         let buf = f.buf.as_mut().expect("materialized");
@@ -820,46 +839,29 @@ impl SakerFs {
         Ok(data.len() as u32)
     }
 
-    /// A write by a caller without `CAP_FSETID` drops the file's set-user-id bit, and its
-    /// set-group-id bit where the group may execute (as Linux does). With
-    /// `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves this to the file system and flags such
-    /// writes, instead of asking for `security.capability` before every write. Free unless a
-    /// bit is set; the MNode lets anyone who may write the file drop them.
-    pub fn drop_setid(&self, caller: &Caller, fh: u64) -> Result<()> {
-        let (file, _) = self.file(fh)?;
-        let (ino, mode) = {
-            let f = file.lock();
-            (f.attr.id, f.attr.mode & 0o7777)
-        };
-        let kept = drop_setid_bits(mode);
-        if kept == mode {
-            return Ok(());
-        }
-        let attr = self.setattr(caller, ino, Some(kept), None, None, None, None, None, false)?;
-        file.lock().attr.mode = attr.mode;
-        Ok(())
-    }
-
     /// After a truncate by a caller other than root: the set-id bits [`drop_setid_bits`]
     /// keeps out are dropped (with `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves that to the file
     /// system, as for writes). Free unless a bit is set.
     pub fn drop_setid_after_truncate(&self, caller: &Caller, attr: Attr) -> Result<Attr> {
-        let mode = attr.mode & 0o7777;
-        let kept = drop_setid_bits(mode);
-        if caller.cred.uid == 0 || kept == mode {
+        if caller.cred.uid == 0 {
             return Ok(attr);
         }
-        self.setattr(
-            caller,
-            attr.id,
-            Some(kept),
-            None,
-            None,
-            None,
-            None,
-            None,
-            false,
-        )
+        Ok(self
+            .set_mode_without_setid(caller, attr.id, attr.mode)?
+            .unwrap_or(attr))
+    }
+
+    /// Sets `ino`'s mode to `mode` less the bits [`drop_setid_bits`] drops; `None` (and no
+    /// request) when none of them is set. The MNode lets anyone who may write the file drop
+    /// them.
+    fn set_mode_without_setid(&self, caller: &Caller, ino: u64, mode: u32) -> Result<Option<Attr>> {
+        let mode = mode & 0o7777;
+        let kept = drop_setid_bits(mode);
+        if kept == mode {
+            return Ok(None);
+        }
+        self.setattr(caller, ino, Some(kept), None, None, None, None, None, false)
+            .map(Some)
     }
 
     /// Commits `fh`'s file if it has unsent bytes (flush, fsync).

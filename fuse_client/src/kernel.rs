@@ -338,12 +338,10 @@ impl fuser::Filesystem for SakerFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            if let Err(e) = self.drop_setid(&self.who(req), fh.0) {
-                return reply.error(fail("write", &e));
-            }
-        }
-        match SakerFs::write(self, fh.0, offset, data) {
+        let unprivileged = write_flags
+            .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+            .then(|| self.who(req));
+        match SakerFs::write(self, fh.0, offset, data, unprivileged.as_ref()) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(fail("write", &e)),
         }
