@@ -22,7 +22,7 @@ pub mod stats;
 pub mod store;
 pub mod volume;
 
-pub use disk::{DiskChunkStore, SMALL_CHUNK_MAX};
+pub use disk::{reads_in_place, DiskChunkStore, SMALL_CHUNK_MAX};
 pub use error::ChunkError;
 pub use format::BLOCK_SIZE;
 pub use id::ChunkId;

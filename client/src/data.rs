@@ -131,7 +131,53 @@ impl Stream for ChannelStream {
     }
 }
 
+/// The (chunk, offset in it, length) reads that cover `range` of a file made of `chunks`, at
+/// most [`READ_PIECE`] bytes each.
+fn pieces(chunks: &[ChunkRef], range: ReadRange) -> Vec<(ChunkId, u64, u64)> {
+    let mut pieces = Vec::new();
+    let mut offset = 0u64;
+    for c in chunks {
+        let (c_start, c_end) = (offset, offset + c.len);
+        offset = c_end;
+        let s = range.start.max(c_start);
+        let e = range.end.min(c_end);
+        let mut pos = s;
+        while pos < e {
+            let n = (e - pos).min(READ_PIECE);
+            pieces.push((ChunkId(c.id), pos - c_start, n));
+            pos += n;
+        }
+    }
+    pieces
+}
+
 impl Cluster {
+    /// `range` of a file in one buffer, its pieces read one after the other in the caller's
+    /// task (no reader task): for a caller that waits for the whole range anyway, such as a
+    /// FUSE read, whose thread may then read in place
+    /// ([`saker_chunkstore::reads_in_place`]).
+    pub async fn read_bytes(
+        &self,
+        layout: &Layout,
+        inline: Option<Bytes>,
+        range: ReadRange,
+    ) -> Result<Vec<u8>, ClientError> {
+        let chunks = match layout {
+            Layout::Inline => {
+                let data = inline.unwrap_or_default();
+                let end = (range.end as usize).min(data.len());
+                let start = (range.start as usize).min(end);
+                return Ok(data[start..end].to_vec());
+            }
+            Layout::Chunks(chunks) => chunks,
+        };
+        let mut out = Vec::with_capacity(range.end.saturating_sub(range.start) as usize);
+        for (id, off, len) in pieces(chunks, range) {
+            out.extend_from_slice(&self.chunks.get(id, off, len).await?);
+        }
+        Ok(out)
+    }
+
     /// Streams `range` of a file stored with `layout` (inline bytes in `inline`).
     pub fn read_data(
         &self,
@@ -149,20 +195,7 @@ impl Cluster {
                 ))))
             }
             Layout::Chunks(chunks) => {
-                let mut pieces = Vec::new();
-                let mut offset = 0u64;
-                for c in chunks {
-                    let (c_start, c_end) = (offset, offset + c.len);
-                    offset = c_end;
-                    let s = range.start.max(c_start);
-                    let e = range.end.min(c_end);
-                    let mut pos = s;
-                    while pos < e {
-                        let n = (e - pos).min(READ_PIECE);
-                        pieces.push((ChunkId(c.id), pos - c_start, n));
-                        pos += n;
-                    }
-                }
+                let pieces = pieces(chunks, range);
                 // A reader task fetches ahead while the consumer sends (two pieces in flight).
                 let store = self.chunks.clone();
                 let (tx, rx) = tokio::sync::mpsc::channel(2);

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures::StreamExt;
 use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
@@ -797,16 +796,12 @@ impl SakerFs {
         if offset >= end {
             return Ok(Vec::new());
         }
-        self.block(async {
-            let mut out = Vec::with_capacity((end - offset) as usize);
-            let mut stream =
-                self.cluster
-                    .read_data(&layout, inline, ReadRange { start: offset, end });
-            while let Some(piece) = stream.next().await {
-                out.extend_from_slice(&piece?);
-            }
-            Ok(out)
+        // This thread waits for the bytes anyway: it reads the chunk itself.
+        let range = ReadRange { start: offset, end };
+        saker_chunkstore::reads_in_place(|| {
+            self.block(self.cluster.read_bytes(&layout, inline, range))
         })
+        .map_err(Into::into)
     }
 
     /// write(2) into the handle's buffer. `drop_setid` names a caller without `CAP_FSETID`

@@ -245,3 +245,48 @@ async fn put_recreates_a_missing_shard_dir() {
     store.put(id, pattern(3, 10)).await.unwrap();
     assert_eq!(store.get(id, 0, 10).await.unwrap(), pattern(3, 10));
 }
+
+/// Inside `reads_in_place`, a read polled on the calling thread does not wait for tokio's
+/// blocking pool: here the pool's only thread is held until the read has returned, for chunks
+/// in volumes and in files of their own. Outside it, reads go back to the pool.
+#[test]
+fn reads_in_place_do_not_need_the_blocking_pool() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for small_max in [0, VOLUME_SIZE] {
+        let store = DiskChunkStore::open_with(
+            &dir.path().join(small_max.to_string()),
+            small_max,
+            VOLUME_SIZE,
+        )
+        .unwrap();
+        let id = ChunkId::random();
+        let data = pattern(7, 3 * BS as usize);
+        rt.block_on(store.put(id, data.clone())).unwrap();
+
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (holding, started) = std::sync::mpsc::channel::<()>();
+        let blocker = rt.spawn_blocking(move || {
+            holding.send(()).unwrap();
+            held.recv().unwrap();
+        });
+        started.recv().unwrap();
+        // A read left to the pool would wait for the blocker forever: give up after 10 s.
+        let got = saker_chunkstore::reads_in_place(|| {
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), store.get(id, BS, BS)).await
+            })
+        })
+        .expect("the read waited for the blocking pool");
+        assert_eq!(got.unwrap(), data.slice(BS as usize..2 * BS as usize));
+        release.send(()).unwrap();
+        rt.block_on(blocker).unwrap();
+        // The flag is gone with the call: this read runs on the pool (free again) as before.
+        assert_eq!(rt.block_on(store.get(id, 0, 10)).unwrap(), data.slice(..10));
+    }
+}
