@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Side-by-side file-system benchmark (issue 4): `saker bench fs` on a saker FUSE mount
 # (`saker server --mount`), a JuiceFS mount (SQLite metadata, local-directory object storage)
-# and a plain local directory, RUNS alternating rounds (default 3: saker, juicefs, local, saker,
-# ...), each at 1 and 16 threads. Medians per (target, threads, phase) and the ratios
-# saker/juicefs and saker/local go to RESULT (default
+# and a plain local directory, RUNS alternating rounds (default 3: saker, juicefs, local,
+# local-fsync, saker, ...), each at 1 and 16 threads. `local-fsync` is the local directory with
+# `--fsync` (every file fsynced before its close, the directory after each unlink): the local
+# disk with durability at close, the least a durable file system pays (saker makes creates
+# durable as well). Medians per (target, threads, phase) and the ratios saker/juicefs,
+# saker/local and saker/local-fsync go to RESULT (default
 # compat_tests/bench/results/<date>-fs-vs-juicefs.json).
 #
 # usage: fs-vs-juicefs.sh [OUT_DIR] [extra `saker bench fs` args, e.g. --files 2000]
@@ -91,12 +94,15 @@ echo "== juicefs (sqlite3 metadata, file storage) on $J_MNT"
 jfs_pid=$!
 wait_mounted "$J_MNT" juicefs "$jfs_pid"
 
-declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$J_MNT" [local]="$LOCAL")
-declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file" [local]="local-$LOCAL_FS")
+declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$J_MNT" [local]="$LOCAL" [local_fsync]="$LOCAL")
+declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file" [local]="local-$LOCAL_FS"
+  [local_fsync]="local-$LOCAL_FS-fsync")
+declare -A MODE=([local_fsync]="--fsync")
 for r in $(seq "$RUNS"); do
-  for t in saker juicefs local; do
+  for t in saker juicefs local local_fsync; do
     echo "== round $r: $t (${LABEL[$t]})"
-    "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" \
+    # shellcheck disable=SC2086 # MODE is one flag or nothing
+    "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" ${MODE[$t]:-} \
       --label "${LABEL[$t]}" --json "$OUT/$t-r$r.json" "$@" 2>&1 | tee "$OUT/$t-r$r.txt"
   done
 done
@@ -105,7 +111,7 @@ mkdir -p "$(dirname "$RESULT")"
 python3 - "$OUT" "$RUNS" "$RESULT" "$LOCAL_FS" "$*" <<'PY'
 import json, os, platform, statistics, sys
 out, runs, result, local_fs, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-targets = ("saker", "juicefs", "local")
+targets = ("saker", "juicefs", "local", "local_fsync")
 med, params = {}, None
 for t in targets:
     rows = {}
@@ -123,26 +129,31 @@ for t in targets:
               for k, v in rows.items()}
 ratio = lambda a, b: round(a / b, 3) if b else None
 summary = []
-print(f"{'threads':>7} {'phase':8} {'saker/s':>9} {'juicefs/s':>10} {'local/s':>10} "
-      f"{'s/jfs':>6} {'s/local':>7} {'saker p50us':>11} {'jfs p50us':>9} {'errors s/j/l':>12}")
+print(f"{'threads':>7} {'phase':8} {'saker/s':>9} {'juicefs/s':>10} {'local/s':>10} {'l-fsync/s':>10} "
+      f"{'s/jfs':>6} {'s/local':>7} {'s/l-fsync':>9} {'saker p50us':>11} {'jfs p50us':>9} {'errors s/j/l/lf':>16}")
 for k in sorted(med["saker"], key=lambda k: (k[0], ["create", "stat", "write", "read", "readdir", "unlink", "copy"].index(k[1]))):
-    s, j, l = med["saker"][k], med["juicefs"].get(k), med["local"].get(k)
-    if not (j and l):
+    s, j, l, lf = (med["saker"][k], med["juicefs"].get(k), med["local"].get(k),
+                   med["local_fsync"].get(k))
+    if not (j and l and lf):
         continue
-    row = {"threads": k[0], "phase": k[1], "saker": s, "juicefs": j, "local": l,
+    row = {"threads": k[0], "phase": k[1], "saker": s, "juicefs": j, "local": l, "local_fsync": lf,
            "saker_vs_juicefs": ratio(s["ops_per_sec"], j["ops_per_sec"]),
-           "saker_vs_local": ratio(s["ops_per_sec"], l["ops_per_sec"])}
+           "saker_vs_local": ratio(s["ops_per_sec"], l["ops_per_sec"]),
+           "saker_vs_local_fsync": ratio(s["ops_per_sec"], lf["ops_per_sec"])}
     summary.append(row)
     print(f"{k[0]:>7} {k[1]:8} {s['ops_per_sec']:>9.0f} {j['ops_per_sec']:>10.0f} {l['ops_per_sec']:>10.0f} "
-          f"{row['saker_vs_juicefs']:>6.2f} {row['saker_vs_local']:>7.3f} {s['p50_us']:>11.0f} {j['p50_us']:>9.0f} "
-          f"{s['errors']:>4}/{j['errors']}/{l['errors']}")
+          f"{lf['ops_per_sec']:>10.0f} {row['saker_vs_juicefs']:>6.2f} {row['saker_vs_local']:>7.3f} "
+          f"{row['saker_vs_local_fsync']:>9.3f} {s['p50_us']:>11.0f} {j['p50_us']:>9.0f} "
+          f"{s['errors']:>4}/{j['errors']}/{l['errors']}/{lf['errors']}")
 doc = {"what": "saker bench fs: saker FUSE mount vs JuiceFS (sqlite3 meta, file storage) vs a local dir; "
                "medians over alternating rounds",
        "runs": runs, "bench_params": params, "extra_args": extra,
        "targets": {"saker": "saker server --mount (all in one, defaults), files in bucket dir",
                    "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults"
                               + (f", metadata URL options {os.environ['JFS_META_OPTS']}" if os.environ.get("JFS_META_OPTS") else ""),
-                   "local": f"plain directory on {local_fs}"},
+                   "local": f"plain directory on {local_fs}",
+                   "local_fsync": f"the same directory with --fsync (each file fsynced before close, "
+                                  f"the directory after each unlink)"},
        "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
        "results": summary}
 json.dump(doc, open(result, "w"), indent=1)
