@@ -15,12 +15,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of glibc's malloc: ~9% of the server's CPU samples were glibc's
-/// `_int_malloc` and its free-list upkeep (`perf record`, 16 threads copying small files through
-/// the mount). Side by side, 3 rounds: 16-thread creates +11%, unlinks +10%, writes +7%.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "saker",
