@@ -213,7 +213,8 @@ thread_local! {
 /// handed to tokio's blocking pool and back (two thread wake-ups, tens of microseconds on a
 /// 2-core VM against a ~100 us read of a 64 KiB chunk). For threads of their own that may block
 /// anyway, such as a FUSE worker waiting in a runtime's `block_on`; never for a runtime worker.
-/// Puts keep the pool: their callers hash while the put runs.
+/// Reads only: puts done in place the same way measured no faster (a 64 KiB put is its
+/// fdatasync; `compat_tests/bench/results/2026-11-25-session13-experiments.json`).
 pub fn reads_in_place<R>(f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
     impl Drop for Reset {

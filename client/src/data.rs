@@ -131,6 +131,14 @@ impl Stream for ChannelStream {
     }
 }
 
+/// `range` of a file's inline bytes (clamped to their end).
+fn inline_range(inline: Option<Bytes>, range: ReadRange) -> Bytes {
+    let data = inline.unwrap_or_default();
+    let end = (range.end as usize).min(data.len());
+    let start = (range.start as usize).min(end);
+    data.slice(start..end)
+}
+
 /// The (chunk, offset in it, length) reads that cover `range` of a file made of `chunks`, at
 /// most [`READ_PIECE`] bytes each.
 fn pieces(chunks: &[ChunkRef], range: ReadRange) -> Vec<(ChunkId, u64, u64)> {
@@ -164,10 +172,7 @@ impl Cluster {
     ) -> Result<Vec<u8>, ClientError> {
         let chunks = match layout {
             Layout::Inline => {
-                let data = inline.unwrap_or_default();
-                let end = (range.end as usize).min(data.len());
-                let start = (range.start as usize).min(end);
-                return Ok(data[start..end].to_vec());
+                return Ok(inline_range(inline, range).to_vec());
             }
             Layout::Chunks(chunks) => chunks,
         };
@@ -186,14 +191,9 @@ impl Cluster {
         range: ReadRange,
     ) -> DataStream {
         match layout {
-            Layout::Inline => {
-                let data = inline.unwrap_or_default();
-                let end = (range.end as usize).min(data.len());
-                let start = (range.start as usize).min(end);
-                Box::pin(futures::stream::once(futures::future::ready(Ok(
-                    data.slice(start..end)
-                ))))
-            }
+            Layout::Inline => Box::pin(futures::stream::once(futures::future::ready(Ok(
+                inline_range(inline, range),
+            )))),
             Layout::Chunks(chunks) => {
                 let pieces = pieces(chunks, range);
                 // A reader task fetches ahead while the consumer sends (two pieces in flight).
