@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use futures::FutureExt;
 use saker_coordinator::NamespaceCoordinator;
-use saker_mnode::store::conformance;
+use saker_mnode::store::{conformance, LogJournal};
 use saker_mnode::{FjallStore, LocalGroups, MemStore, MetaStore, Mnode, MnodeConfig, RedbStore};
 use saker_rpc::{
     ClientTag, Layout, MetaError, MetaRequest, MetaResponse, MetaService, NewObject, Want,
@@ -40,53 +42,49 @@ fn fjall_keeps_earlier_non_durable_writes_with_a_durable_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fjall_answers_every_async_sync_request_and_reopens_at_once() {
+async fn the_log_journal_answers_every_concurrent_append_and_reopens_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("meta.fjall");
     {
-        let s = Arc::new(FjallStore::open(&path).unwrap());
-        let writers: Vec<_> = (0..16u8)
-            .map(|i| {
-                let s = s.clone();
+        let j = Arc::new(LogJournal::open(dir.path()).unwrap());
+        let writers: Vec<_> = (1..=16u32)
+            .map(|group| {
+                let j = j.clone();
                 tokio::spawn(async move {
-                    let mut b = saker_mnode::store::WriteBatch::default();
-                    b.put(vec![b'k', i], vec![i]);
-                    let rx = s.write_then_sync(&b).expect("fjall syncs asynchronously");
-                    rx.unwrap().await
+                    j.append(group, vec![(1, Bytes::from(vec![group as u8]))])
+                        .await
                 })
             })
             .collect();
         for w in writers {
-            w.await.unwrap().unwrap().unwrap();
+            w.await.unwrap().unwrap();
         }
     }
-    // Dropping the store stopped and joined its syncer thread, which held the database.
-    let s = FjallStore::open(&path).unwrap();
-    for i in 0..16u8 {
-        assert_eq!(s.get(&[b'k', i]).unwrap(), Some(vec![i]));
+    // Dropping the journal stopped and joined its sync thread.
+    let j = LogJournal::open(dir.path()).unwrap();
+    for group in 1..=16u32 {
+        assert_eq!(
+            j.entries(group, 1, None),
+            vec![Bytes::from(vec![group as u8])]
+        );
     }
 }
 
 #[test]
-fn fjall_syncs_a_lone_durable_write_on_the_callers_thread() {
+fn the_log_journal_syncs_a_lone_append_on_the_callers_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("meta.fjall");
     {
-        let s = FjallStore::open(&path).unwrap();
-        for i in 0..3u8 {
-            let mut b = saker_mnode::store::WriteBatch::default();
-            b.put(vec![b'k', i], vec![i]);
-            let mut rx = s.write_then_sync(&b).unwrap().unwrap();
-            // No sync was running or queued: this one ran before write_then_sync returned.
-            rx.try_recv()
-                .expect("a lone write's sync is done at return")
+        let j = LogJournal::open(dir.path()).unwrap();
+        for i in 1..=3u64 {
+            // No sync was running or queued: the append's own ran before its first poll
+            // returned, so the future is ready at once.
+            j.append(1, vec![(i, Bytes::from(vec![i as u8]))])
+                .now_or_never()
+                .expect("a lone append is durable at its first poll")
                 .unwrap();
         }
     }
-    let s = FjallStore::open(&path).unwrap();
-    for i in 0..3u8 {
-        assert_eq!(s.get(&[b'k', i]).unwrap(), Some(vec![i]));
-    }
+    let j = LogJournal::open(dir.path()).unwrap();
+    assert_eq!(j.entries(1, 0, None).len(), 3);
 }
 
 #[test]

@@ -1,106 +1,97 @@
-//! Raft log and vote of one group, stored in the shared [`MetaStore`] under the group's prefix.
+//! Raft log and vote of one group: in the process's [`LogJournal`] where the store keeps one
+//! ([`MetaStore::raft_logs`]), else in the shared [`MetaStore`] under the group's prefix.
 //!
-//! Appends are durable (fsync) before openraft is told they are flushed; because all groups of
-//! a process share one store, that fsync also makes every earlier state-machine apply durable.
+//! Appends are durable before openraft is told they are flushed. In the store, that sync also
+//! makes every earlier state-machine apply durable; with a journal, applies become durable when
+//! a snapshot is built (before the log up to it is purged), and raft replays the log after a
+//! crash.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, Vote};
 
 use super::{read_err, storage_err, StorageError, TypeConfig};
 use crate::keys::{Keys, LOG, PURGED, VOTE};
 use crate::records::{decode, encode};
-use crate::store::{MetaStore, StoreError, WriteBatch};
+use crate::store::{LogJournal, MetaStore, RaftLogs, StoreError, WriteBatch};
 
 #[derive(Clone)]
 pub struct LogStore {
-    store: Arc<dyn MetaStore>,
+    place: Place,
     keys: Keys,
 }
 
-/// The tables a group's raft log consists of.
+/// Where the log lives.
+#[derive(Clone)]
+enum Place {
+    Store(Arc<dyn MetaStore>),
+    Journal(Arc<LogJournal>),
+}
+
+/// The tables a group's raft log consists of in a store.
 const LOG_TABLES: [u8; 3] = [LOG, VOTE, PURGED];
 
 impl LogStore {
     /// The raft log of `group` in `store` itself.
     pub fn new(store: Arc<dyn MetaStore>, group: u32) -> Self {
         Self {
-            store,
+            place: Place::Store(store),
             keys: Keys::new(group),
         }
     }
 
-    /// The raft log of `group` where `store` keeps raft logs
-    /// ([`MetaStore::raft_log_store`]). A log that an older version kept in `store` itself is
-    /// moved there first (copied durably, then deleted: a crash between leaves only a stale
-    /// copy, deleted at the next open).
+    /// The raft log of `group` where `store` keeps raft logs ([`MetaStore::raft_logs`]). A
+    /// log that an older version kept in a store is moved to the journal first (imported
+    /// durably, then deleted: a crash between leaves only a stale copy, deleted at the next
+    /// open).
     pub fn open(store: Arc<dyn MetaStore>, group: u32) -> Result<Self, StoreError> {
-        let Some(log_store) = store.raft_log_store()? else {
+        let Some(RaftLogs { journal, legacy }) = store.raft_logs()? else {
             return Ok(Self::new(store, group));
         };
         let keys = Keys::new(group);
-        // Up to `limit` pairs of each log table of the group in `s`.
-        let log_pairs = |s: &dyn MetaStore, limit: usize| {
-            LOG_TABLES.iter().try_fold(Vec::new(), |mut all, &tag| {
-                all.extend(s.scan(&keys.table(tag), Some(&keys.table_end(tag)), limit)?);
-                Ok::<_, StoreError>(all)
-            })
-        };
-        let old = log_pairs(store.as_ref(), usize::MAX)?;
-        if !old.is_empty() {
-            let moved = !log_pairs(log_store.as_ref(), 1)?.is_empty();
-            if !moved {
-                let mut copy = WriteBatch::default();
-                for (k, v) in &old {
-                    copy.put(k.clone(), v.clone());
-                }
-                log_store.write(&copy, true)?;
-                tracing::info!(
-                    group,
-                    entries = old.len(),
-                    "raft log moved to its own keyspace"
-                );
-            }
-            let mut delete = WriteBatch::default();
-            for (k, _) in old {
-                delete.delete(k);
-            }
-            store.write(&delete, true)?;
+        for old in legacy.into_iter().chain([store]) {
+            move_to_journal(old.as_ref(), &journal, keys)?;
         }
-        Ok(Self::new(log_store, group))
+        Ok(Self {
+            place: Place::Journal(journal),
+            keys,
+        })
+    }
+
+    fn group(&self) -> u32 {
+        self.keys.group
     }
 
     fn get_rec<T: serde::de::DeserializeOwned>(&self, tag: u8) -> Result<Option<T>, StorageError> {
-        match self.store.get(&self.keys.single(tag)).map_err(read_err)? {
-            Some(b) => Ok(Some(decode(&b).map_err(read_err)?)),
-            None => Ok(None),
-        }
+        let bytes = match &self.place {
+            Place::Store(store) => store.get(&self.keys.single(tag)).map_err(read_err)?,
+            Place::Journal(j) => match tag {
+                VOTE => j.vote(self.group()).map(|b| b.to_vec()),
+                _ => j.purged(self.group()).map(|b| b.to_vec()),
+            },
+        };
+        bytes.map(|b| decode(&b).map_err(read_err)).transpose()
     }
 
-    async fn write(&self, batch: WriteBatch, durable: bool) -> Result<(), StorageError> {
-        if durable {
-            // Commit here (a write to the journal's buffer), then wait for the store's syncer
-            // thread without holding one.
-            if let Some(rx) = self.store.write_then_sync(&batch) {
-                let rx = rx.map_err(storage_err)?;
-                return rx.await.map_err(storage_err)?.map_err(storage_err);
-            }
-        }
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.write(&batch, durable))
+    /// Writes `batch` to the store (durably: on a blocking thread).
+    async fn write(store: &Arc<dyn MetaStore>, batch: WriteBatch) -> Result<(), StorageError> {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || store.write(&batch, true))
             .await
             .map_err(storage_err)?
             .map_err(storage_err)
     }
 
-    /// Deletes the log entries with `from <= index < to` (`to = None`: to the end), plus
-    /// `extra`. Callers start at the live part of the log: below it lie the tombstones of
-    /// every earlier purge still in the LSM, which a scan would have to walk past.
+    /// Deletes the log entries with `from <= index < to` (`to = None`: to the end) from the
+    /// store, plus `extra`. Callers start at the live part of the log: below it lie the
+    /// tombstones of every earlier purge still in an LSM, which a scan would have to walk past.
     async fn delete_range(
         &self,
+        store: &Arc<dyn MetaStore>,
         from: u64,
         to: Option<u64>,
         extra: WriteBatch,
@@ -111,15 +102,58 @@ impl LogStore {
             None => self.keys.table_end(LOG),
         };
         let mut batch = extra;
-        for (k, _) in self
-            .store
+        for (k, _) in store
             .scan(&start, Some(&end), usize::MAX)
             .map_err(read_err)?
         {
             batch.delete(k);
         }
-        self.write(batch, true).await
+        Self::write(store, batch).await
     }
+}
+
+/// Moves `keys.group`'s log from `old` into `journal`, unless the journal has the group
+/// already (then `old` holds a stale copy), and deletes it from `old`.
+fn move_to_journal(
+    old: &dyn MetaStore,
+    journal: &LogJournal,
+    keys: Keys,
+) -> Result<(), StoreError> {
+    let mut pairs = Vec::new();
+    for tag in LOG_TABLES {
+        pairs.extend(old.scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX)?);
+    }
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    if !journal.has_group(keys.group) {
+        let vote = old.get(&keys.single(VOTE))?.map(Bytes::from);
+        let purged = match old.get(&keys.single(PURGED))? {
+            Some(b) => Some((decode::<LogId<u64>>(&b)?.index, Bytes::from(b))),
+            None => None,
+        };
+        let entries = old
+            .scan(&keys.table(LOG), Some(&keys.table_end(LOG)), usize::MAX)?
+            .into_iter()
+            .map(|(_, v)| {
+                Ok((
+                    decode::<Entry<TypeConfig>>(&v)?.log_id.index,
+                    Bytes::from(v),
+                ))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        tracing::info!(
+            group = keys.group,
+            entries = entries.len(),
+            "raft log moved to the log journal"
+        );
+        journal.import(keys.group, vote, purged, entries)?;
+    }
+    let mut delete = WriteBatch::default();
+    for (k, _) in pairs {
+        delete.delete(k);
+    }
+    old.write(&delete, true)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -132,19 +166,24 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => i + 1,
             Bound::Unbounded => 0,
         };
-        let end = match range.end_bound() {
-            Bound::Included(i) => self.keys.log(i + 1),
-            Bound::Excluded(i) => self.keys.log(*i),
-            Bound::Unbounded => self.keys.table_end(LOG),
+        let to = match range.end_bound() {
+            Bound::Included(i) => Some(i + 1),
+            Bound::Excluded(i) => Some(*i),
+            Bound::Unbounded => None,
         };
-        let pairs = self
-            .store
-            .scan(&self.keys.log(from), Some(&end), usize::MAX)
-            .map_err(read_err)?;
-        pairs
-            .iter()
-            .map(|(_, v)| decode(v).map_err(read_err))
-            .collect()
+        let values: Vec<Bytes> = match &self.place {
+            Place::Journal(j) => j.entries(self.group(), from, to),
+            Place::Store(store) => {
+                let end = to.map_or_else(|| self.keys.table_end(LOG), |t| self.keys.log(t));
+                store
+                    .scan(&self.keys.log(from), Some(&end), usize::MAX)
+                    .map_err(read_err)?
+                    .into_iter()
+                    .map(|(_, v)| Bytes::from(v))
+                    .collect()
+            }
+        };
+        values.iter().map(|v| decode(v).map_err(read_err)).collect()
     }
 }
 
@@ -153,11 +192,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged: Option<LogId<u64>> = self.get_rec(PURGED)?;
-        let last = self
-            .store
-            .last_in(&self.keys.table(LOG), &self.keys.table_end(LOG))
-            .map_err(read_err)?
-            .map(|(_, v)| decode::<Entry<TypeConfig>>(&v).map(|e| e.log_id))
+        let last = match &self.place {
+            Place::Journal(j) => j.last_entry(self.group()).map(|b| b.to_vec()),
+            Place::Store(store) => store
+                .last_in(&self.keys.table(LOG), &self.keys.table_end(LOG))
+                .map_err(read_err)?
+                .map(|(_, v)| v),
+        };
+        let last = last
+            .map(|v| decode::<Entry<TypeConfig>>(&v).map(|e| e.log_id))
             .transpose()
             .map_err(read_err)?;
         Ok(LogState {
@@ -171,9 +214,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
-        let mut b = WriteBatch::default();
-        b.put(self.keys.single(VOTE), encode(vote));
-        self.write(b, true).await
+        match &self.place {
+            Place::Journal(j) => j
+                .save_vote(self.group(), encode(vote).into())
+                .await
+                .map_err(storage_err),
+            Place::Store(store) => {
+                let mut b = WriteBatch::default();
+                b.put(self.keys.single(VOTE), encode(vote));
+                Self::write(store, b).await
+            }
+        }
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
@@ -189,11 +240,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut b = WriteBatch::default();
-        for e in entries {
-            b.put(self.keys.log(e.log_id.index), encode(&e));
-        }
-        let res = self.write(b, true).await;
+        let res = match &self.place {
+            Place::Journal(j) => {
+                let entries = entries
+                    .into_iter()
+                    .map(|e| (e.log_id.index, Bytes::from(encode(&e))))
+                    .collect();
+                j.append(self.group(), entries).await.map_err(storage_err)
+            }
+            Place::Store(store) => {
+                let mut b = WriteBatch::default();
+                for e in entries {
+                    b.put(self.keys.log(e.log_id.index), encode(&e));
+                }
+                Self::write(store, b).await
+            }
+        };
         callback.log_io_completed(
             res.as_ref()
                 .map(|_| ())
@@ -203,21 +265,38 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        self.delete_range(log_id.index, None, WriteBatch::default())
-            .await
+        match &self.place {
+            Place::Journal(j) => j
+                .truncate(self.group(), log_id.index)
+                .await
+                .map_err(storage_err),
+            Place::Store(store) => {
+                self.delete_range(store, log_id.index, None, WriteBatch::default())
+                    .await
+            }
+        }
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
-        // Entries up to the last purge are gone already: scan from the one after it. (From
-        // index 0 the scan walked past every earlier purge's tombstones still in the LSM, a
-        // cost that grew with every purge.) A scan, not a delete per index: a follower that
-        // installs a snapshot may purge far past the entries it has.
-        let from = self
-            .get_rec::<LogId<u64>>(PURGED)?
-            .map_or(0, |last| last.index + 1);
-        let mut b = WriteBatch::default();
-        b.put(self.keys.single(PURGED), encode(&log_id));
-        self.delete_range(from, Some(log_id.index + 1), b).await
+        match &self.place {
+            Place::Journal(j) => j
+                .purge(self.group(), log_id.index, encode(&log_id).into())
+                .await
+                .map_err(storage_err),
+            Place::Store(store) => {
+                // Entries up to the last purge are gone already: scan from the one after it.
+                // (From index 0 the scan walked past every earlier purge's tombstones still in
+                // the LSM, a cost that grew with every purge.) A scan, not a delete per index:
+                // a follower that installs a snapshot may purge far past the entries it has.
+                let from = self
+                    .get_rec::<LogId<u64>>(PURGED)?
+                    .map_or(0, |last| last.index + 1);
+                let mut b = WriteBatch::default();
+                b.put(self.keys.single(PURGED), encode(&log_id));
+                self.delete_range(store, from, Some(log_id.index + 1), b)
+                    .await
+            }
+        }
     }
 }
 
@@ -245,22 +324,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_log_kept_in_the_state_machines_keyspace_moves_to_its_own() {
+    async fn a_log_kept_in_the_store_moves_to_the_journal() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("meta.fjall");
         let keys = Keys::new(2);
         let vote = Vote::new(3, 1);
         {
-            // The layout before raft logs had a keyspace of their own.
+            // The oldest layout: the raft log in the state machines' keyspace.
             let main = crate::store::FjallStore::open(&path).unwrap();
             let mut b = entries(&keys, 1..10);
             b.put(keys.single(VOTE), encode(&vote));
             b.put(keys.single(PURGED), encode(&log_id(2)));
             b.put(b"other".to_vec(), &b"state"[..]);
             main.write(&b, true).unwrap();
+            // The layout after that: group 3's log in a keyspace of its own.
+            let legacy = main
+                .sibling(crate::store::LEGACY_RAFT_LOG_KEYSPACE)
+                .unwrap();
+            legacy.write(&entries(&Keys::new(3), 1..4), true).unwrap();
         }
         let main: Arc<dyn MetaStore> = Arc::new(crate::store::FjallStore::open(&path).unwrap());
         let mut log = LogStore::open(main.clone(), 2).unwrap();
+        assert!(matches!(log.place, Place::Journal(_)));
         assert_eq!(log.read_vote().await.unwrap(), Some(vote));
         let state = log.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id, Some(log_id(2)));
@@ -273,11 +358,23 @@ mod tests {
             assert!(left.is_empty(), "table {} left behind", tag as char);
         }
         assert_eq!(main.get(b"other").unwrap().as_deref(), Some(&b"state"[..]));
-        // Opening again finds it moved and leaves it as it is.
+        // After a restart the journal has it, and the store still has nothing.
         drop(log);
-        let mut log = LogStore::open(main, 2).unwrap();
+        drop(main);
+        let main: Arc<dyn MetaStore> = Arc::new(crate::store::FjallStore::open(&path).unwrap());
+        let mut log = LogStore::open(main.clone(), 2).unwrap();
         assert_eq!(log.read_vote().await.unwrap(), Some(vote));
-        assert_eq!(log.try_get_log_entries(3..10).await.unwrap().len(), 7);
+        let got = log.try_get_log_entries(3..=9).await.unwrap();
+        let indexes: Vec<u64> = got.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(indexes, (3..10).collect::<Vec<_>>());
+        assert!(main
+            .scan(&keys.table(LOG), Some(&keys.table_end(LOG)), usize::MAX)
+            .unwrap()
+            .is_empty());
+        let mut log3 = LogStore::open(main, 3).unwrap();
+        let state = log3.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(log_id(3)));
+        assert_eq!(log3.try_get_log_entries(1..).await.unwrap().len(), 3);
     }
 
     #[tokio::test]

@@ -1,10 +1,11 @@
 //! The state machine of one group: applies batch entries to the shared store.
 //!
-//! Applies are written without fsync; they become durable with the next durable log append (one
-//! store for log and state), and after a crash raft replays the log from the last applied index
-//! found in the store. A snapshot is the group's state-machine tables; `build_snapshot` only
-//! makes the applied state durable (which lets raft purge the log), and the bytes are produced
-//! when a snapshot is actually sent.
+//! Applies are written without fsync. They become durable with the next durable write to the
+//! store: the next log append where the log lives in the store, or else the next snapshot.
+//! After a crash raft replays the log from the last applied index found in the store. A
+//! snapshot is the group's state-machine tables; `build_snapshot` only makes the applied state
+//! durable (which lets raft purge the log), and the bytes are produced when a snapshot is
+//! actually sent.
 
 use std::io::Cursor;
 use std::sync::Arc;

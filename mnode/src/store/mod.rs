@@ -1,8 +1,9 @@
 //! The metadata store engine boundary: an ordered key-value store with atomic batch writes.
 //!
-//! Raft log, vote and state machine of every MNode group in a process live in one store
-//! instance under per-group key prefixes (the raft logs in a part of their own where the engine
-//! offers one, [`MetaStore::raft_log_store`]), so one fsync covers them all. Engines:
+//! The state machines of every MNode group in a process live in one store instance under
+//! per-group key prefixes. Their raft logs and votes live there too, or, where the engine says
+//! so ([`MetaStore::raft_logs`]), in one [`LogJournal`] of segment files; either way one sync
+//! covers every group's appends. Engines:
 //! [`RedbStore`] (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and
 //! [`MemStore`] (tests). Every engine passes [`conformance`].
 
@@ -10,12 +11,17 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 mod fjall_engine;
+mod group_sync;
+mod log_journal;
 mod mem;
 mod redb_engine;
 
 pub mod conformance;
 
 pub use fjall_engine::FjallStore;
+#[cfg(test)]
+pub(crate) use fjall_engine::LEGACY_RAFT_LOG_KEYSPACE;
+pub use log_journal::LogJournal;
 pub use mem::MemStore;
 pub use redb_engine::RedbStore;
 
@@ -69,23 +75,21 @@ pub trait MetaStore: Send + Sync + 'static {
     /// The greatest pair with `start <= key < end`, if any.
     fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError>;
 
-    /// Applies `batch` and asks for it (and every earlier write) to become durable without
-    /// blocking the caller: the answer arrives on the receiver once a sync that started after
-    /// the commit finished. `None`: not supported here, nothing was written; use
-    /// `write(.., true)` on a blocking thread instead.
-    fn write_then_sync(&self, _batch: &WriteBatch) -> Option<Result<SyncReceiver, StoreError>> {
-        None
-    }
-
-    /// Where the raft logs go, if not into this store itself: a store whose durable writes
-    /// are synced together with this one's (so a log append's sync still makes every earlier
-    /// state-machine write here durable).
-    fn raft_log_store(&self) -> Result<Option<Arc<dyn MetaStore>>, StoreError> {
+    /// Where the raft logs go, if not into this store itself.
+    fn raft_logs(&self) -> Result<Option<RaftLogs>, StoreError> {
         Ok(None)
     }
 }
 
-/// The answer to [`MetaStore::write_then_sync`].
+/// The raft logs of a store that keeps them outside itself.
+pub struct RaftLogs {
+    /// Every group's log, shared by the groups of the process.
+    pub journal: Arc<LogJournal>,
+    /// Where older versions kept the logs (besides the store itself), to move them from.
+    pub legacy: Vec<Arc<dyn MetaStore>>,
+}
+
+/// The answer to a sync request: `Ok` once a sync that started after the request finished.
 pub type SyncReceiver = tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
 
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
