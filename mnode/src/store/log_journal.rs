@@ -27,14 +27,16 @@
 //! spare, which the next segment reuses: its blocks are written already, and an fdatasync
 //! after overwriting written blocks took ~90 us against ~135 us for writing into a new file's
 //! blocks (4.4 KB writes, this VM's disk). The checkpoint that starts every later segment
-//! holds whatever the deleted segment's votes, purges and truncations changed.
+//! holds whatever the deleted segment's votes, purges and truncations changed. Until purges
+//! free a segment, a background thread writes a zero-filled spare whenever there is none, so
+//! new segments start on written blocks too.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -50,6 +52,8 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 const HEADER: usize = 16;
 /// The name of a purged segment kept for reuse.
 const SPARE: &str = "spare.log";
+/// Names of spares being zero-filled: `spare-<n>.tmp`.
+const SPARE_TMP: (&str, &str) = ("spare-", ".tmp");
 
 /// One frame's payload.
 #[derive(Serialize, Deserialize)]
@@ -134,6 +138,8 @@ struct State {
     /// Older segments, oldest first.
     sealed: VecDeque<Segment>,
     spare: Option<PathBuf>,
+    /// The thread writing a zero-filled spare, if one is.
+    zeroing: Option<std::thread::JoinHandle<()>>,
 }
 
 impl State {
@@ -195,7 +201,7 @@ fn checkpoint(groups: &BTreeMap<u32, GroupLog>) -> Record {
 pub struct LogJournal {
     dir: PathBuf,
     segment_bytes: u64,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     /// The active segment's file, which syncs sync.
     current: Arc<Mutex<Arc<File>>>,
     /// Set by a failed write or sync: what the file holds is unknown, so nothing more is
@@ -268,6 +274,9 @@ impl LogJournal {
             let name = name.to_string_lossy();
             if name == SPARE {
                 spare = Some(dir.join(SPARE));
+            } else if name.starts_with(SPARE_TMP.0) && name.ends_with(SPARE_TMP.1) {
+                // Cut short by a crash.
+                fs::remove_file(dir.join(&*name)).map_err(io)?;
             } else if let Some(hex) = name
                 .strip_prefix("seg-")
                 .and_then(|n| n.strip_suffix(".log"))
@@ -302,6 +311,7 @@ impl LogJournal {
             active,
             sealed,
             spare,
+            zeroing: None,
         };
         let current = Arc::new(Mutex::new(state.active.file.clone()));
         let poisoned = Arc::new(AtomicBool::new(false));
@@ -317,12 +327,13 @@ impl LogJournal {
         let journal = Self {
             dir: dir.to_path_buf(),
             segment_bytes,
-            state: Mutex::new(state),
+            state: Arc::new(Mutex::new(state)),
             current,
             poisoned,
             syncer,
         };
         journal.drop_purged()?;
+        journal.prepare_spare(&mut journal.state.lock());
         Ok(journal)
     }
 
@@ -363,7 +374,36 @@ impl LogJournal {
         *self.current.lock() = active.file.clone();
         let old = std::mem::replace(&mut st.active, active);
         st.sealed.push_back(old.seg);
+        self.prepare_spare(st);
         Ok(())
+    }
+
+    /// Starts a thread that writes a zero-filled spare, unless there is a spare or one is
+    /// being written.
+    fn prepare_spare(&self, st: &mut State) {
+        if st.spare.is_some() || st.zeroing.is_some() {
+            return;
+        }
+        static SPARES: AtomicU64 = AtomicU64::new(0);
+        let n = SPARES.fetch_add(1, Ordering::Relaxed);
+        let tmp = self.dir.join(format!("{}{n}{}", SPARE_TMP.0, SPARE_TMP.1));
+        let (size, state) = (self.segment_bytes, Arc::downgrade(&self.state));
+        match std::thread::Builder::new()
+            .name("saker-raftlog-spare".into())
+            .spawn(move || zero_spare(&tmp, size, &state))
+        {
+            Ok(handle) => st.zeroing = Some(handle),
+            Err(e) => tracing::warn!(error = %e, "no thread for a zero-filled raft log spare"),
+        }
+    }
+
+    /// Waits for the thread writing a spare, if one is.
+    #[cfg(test)]
+    fn join_zeroing(&self) {
+        let handle = self.state.lock().zeroing.take();
+        if let Some(h) = handle {
+            h.join().unwrap();
+        }
     }
 
     async fn synced(&self) -> Result<(), StoreError> {
@@ -505,6 +545,43 @@ impl LogJournal {
     }
 }
 
+/// Writes `tmp`, a zero-filled file of `size` bytes, and makes it the spare of the journal
+/// whose state is `state`, if that journal is still open and has no spare by then.
+fn zero_spare(tmp: &Path, size: u64, state: &Weak<Mutex<State>>) {
+    let written = File::create(tmp).and_then(|f| {
+        let zeros = vec![0u8; 1 << 20];
+        let mut pos = 0;
+        while pos < size {
+            let n = zeros.len().min((size - pos) as usize);
+            f.write_all_at(&zeros[..n], pos)?;
+            pos += n as u64;
+        }
+        f.sync_data()
+    });
+    let Some(state) = state.upgrade() else {
+        let _ = fs::remove_file(tmp);
+        return;
+    };
+    let mut st = state.lock();
+    // (A joiner may have taken the handle already.)
+    st.zeroing = None;
+    let spare = tmp.with_file_name(SPARE);
+    let kept = match written {
+        Ok(()) if st.spare.is_none() => fs::rename(tmp, &spare),
+        Ok(()) => Err(std::io::Error::other(
+            "a purged segment became the spare first",
+        )),
+        Err(e) => Err(e),
+    };
+    match kept {
+        Ok(()) => st.spare = Some(spare),
+        Err(e) => {
+            tracing::debug!(error = %e, "zero-filled raft log spare not kept");
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
 /// Starts segment `seq` in `dir` (in `spare`'s file if there is one), at least `size` bytes,
 /// with `checkpoint` as its first frame.
 fn start_segment(
@@ -633,6 +710,32 @@ mod tests {
         }
         let j = LogJournal::open(dir.path()).unwrap();
         assert_eq!(all(&j, 1), expect(1, &[(1..=3, "a"), (4..=4, "b")]));
+    }
+
+    #[tokio::test]
+    async fn a_new_journal_gets_a_zero_filled_spare_and_starts_its_next_segment_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = LogJournal::open_with(dir.path(), 64 << 10).unwrap();
+        j.join_zeroing();
+        let spare = fs::read(dir.path().join(SPARE)).unwrap();
+        assert_eq!(spare.len(), 64 << 10);
+        assert!(spare.iter().all(|&b| b == 0));
+        // Fill the first segment: the second one takes the spare, and another is written.
+        let pad = "y".repeat(1000);
+        for i in 1..=80 {
+            j.append(1, entries(1, i..=i, &pad)).await.unwrap();
+        }
+        assert_eq!(j.segment_files(), 2);
+        j.join_zeroing();
+        assert!(dir.path().join(SPARE).exists());
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+        drop(j);
+        let j = LogJournal::open_with(dir.path(), 64 << 10).unwrap();
+        assert_eq!(all(&j, 1), expect(1, &[(1..=80, &pad)]));
     }
 
     #[tokio::test]
