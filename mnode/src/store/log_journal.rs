@@ -27,11 +27,15 @@
 //! spare, which the next segment reuses: its blocks are written already, and an fdatasync
 //! after overwriting written blocks took ~90 us against ~135 us for writing into a new file's
 //! blocks (4.4 KB writes, this VM's disk). The checkpoint that starts every later segment
-//! holds whatever the deleted segment's votes, purges and truncations changed. Until purges
+//! holds whatever the deleted segment's votes, purges and truncations changed. A group whose
+//! live entries keep a segment more than [`KEEP_BEHIND`] segments old has them copied into the
+//! active segment at the next purge, so a group that writes rarely does not keep every segment
+//! the others fill. Recovery checks each checkpoint against the entries read before it, so a
+//! damaged frame in an older segment is an error, not a silent hole. Until purges
 //! free a segment, a background thread writes a zero-filled spare whenever there is none, so
 //! new segments start on written blocks too.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -52,6 +56,9 @@ const SEGMENT_BYTES: u64 = 8 << 20;
 const HEADER: usize = 16;
 /// The name of a purged segment kept for reuse.
 const SPARE: &str = "spare.log";
+/// How many segments behind the active one a group's live entries may stay before a purge
+/// copies them forward (so disk use stays near this many segments plus the busy groups' logs).
+const KEEP_BEHIND: u64 = 8;
 /// Names of spares being zero-filled: `spare-<n>.tmp`.
 const SPARE_TMP: (&str, &str) = ("spare-", ".tmp");
 
@@ -87,7 +94,8 @@ struct GroupState {
     group: u32,
     vote: Option<Bytes>,
     purged: Option<(u64, Bytes)>,
-    /// Index of the last entry, if any.
+    /// Indexes of the first and last entries, if any.
+    first: Option<u64>,
     last: Option<u64>,
 }
 
@@ -97,6 +105,9 @@ struct GroupLog {
     entries: BTreeMap<u64, Bytes>,
     vote: Option<Bytes>,
     purged: Option<(u64, Bytes)>,
+    /// While reading the log back: the first and last index a checkpoint said were there, the
+    /// last lowered by later truncations (a purge may still cover them).
+    checkpointed: Option<(u64, u64)>,
 }
 
 impl GroupLog {
@@ -110,10 +121,43 @@ impl GroupLog {
 
     fn truncate(&mut self, from: u64) {
         self.entries.split_off(&from);
+        self.checkpointed = self
+            .checkpointed
+            .filter(|&(first, _)| from > first)
+            .map(|(first, last)| (first, last.min(from - 1)));
     }
 
     fn purged_upto(&self) -> Option<u64> {
         self.purged.as_ref().map(|(i, _)| *i)
+    }
+
+    /// After reading the log back: the entries run without a hole from the last purge on,
+    /// through the last index a checkpoint saw (a damaged frame in an older segment would
+    /// otherwise leave a silent gap).
+    fn check(&self, group: u32) -> Result<(), StoreError> {
+        let first = self.entries.first_key_value().map(|(&i, _)| i);
+        let end = self.entries.last_key_value().map(|(&i, _)| i);
+        let purged = self.purged_upto();
+        let gapless = match (first, end) {
+            (Some(first), Some(end)) => {
+                end - first + 1 == self.entries.len() as u64
+                    && purged.is_none_or(|p| p + 1 == first)
+            }
+            _ => true,
+        };
+        let covered = self.checkpointed.is_none_or(|(first, last)| {
+            let lo = purged.map_or(first, |p| first.max(p.saturating_add(1)));
+            lo > last || (self.entries.contains_key(&lo) && self.entries.contains_key(&last))
+        });
+        if gapless && covered {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(format!(
+                "raft log of group {group}: entries {first:?}..={end:?} with {} present, last purge {purged:?}, a checkpoint saw up to {:?}",
+                self.entries.len(),
+                self.checkpointed
+            )))
+        }
     }
 }
 
@@ -144,8 +188,13 @@ struct State {
 
 impl State {
     /// Applies `rec` to the groups (and notes its entries in `seg`): the one place the meaning
-    /// of a record lives, for writes and for recovery alike.
-    fn apply(groups: &mut BTreeMap<u32, GroupLog>, seg: &mut Segment, rec: Record) {
+    /// of a record lives, for writes and for recovery alike. A checkpoint that disagrees with
+    /// the entries read before it (a hole left by a damaged frame) is an error.
+    fn apply(
+        groups: &mut BTreeMap<u32, GroupLog>,
+        seg: &mut Segment,
+        rec: Record,
+    ) -> Result<(), StoreError> {
         match rec {
             Record::Checkpoint(states) => {
                 for s in states {
@@ -158,6 +207,7 @@ impl State {
                     if let Some((upto, log_id)) = s.purged {
                         g.purge(upto, log_id);
                     }
+                    g.checkpointed = s.first.zip(s.last);
                 }
             }
             Record::Append { group, entries } => {
@@ -179,7 +229,16 @@ impl State {
             } => groups.entry(group).or_default().purge(upto, log_id),
             Record::Vote { group, vote } => groups.entry(group).or_default().vote = Some(vote),
         }
+        Ok(())
     }
+}
+
+/// Whether entries of `group` up to index `last` are still needed (not all purged).
+fn pins(groups: &BTreeMap<u32, GroupLog>, group: u32, last: u64) -> bool {
+    groups
+        .get(&group)
+        .and_then(GroupLog::purged_upto)
+        .is_none_or(|p| p < last)
 }
 
 /// Every group's state, as the first frame of a new segment.
@@ -191,6 +250,7 @@ fn checkpoint(groups: &BTreeMap<u32, GroupLog>) -> Record {
                 group,
                 vote: g.vote.clone(),
                 purged: g.purged.clone(),
+                first: g.entries.first_key_value().map(|(&i, _)| i),
                 last: g.entries.last_key_value().map(|(&i, _)| i),
             })
             .collect(),
@@ -254,6 +314,10 @@ fn read_records(seq: u64, bytes: &[u8]) -> Result<Vec<Record>, StoreError> {
     Ok(out)
 }
 
+fn poisoned_error() -> StoreError {
+    StoreError::Io("raft log journal refuses writes after a failed write or sync".into())
+}
+
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io)
 }
@@ -266,7 +330,14 @@ impl LogJournal {
     }
 
     fn open_with(dir: &Path, segment_bytes: u64) -> Result<Self, StoreError> {
-        fs::create_dir_all(dir).map_err(io)?;
+        if !dir.exists() {
+            fs::create_dir_all(dir).map_err(io)?;
+            // The directory's own name must survive a crash before anything relies on it (a
+            // moved log is deleted from its old place once imported here).
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut seqs = Vec::new();
         let mut spare = None;
         for e in fs::read_dir(dir).map_err(io)? {
@@ -298,9 +369,13 @@ impl LogJournal {
                 last: HashMap::new(),
             };
             for rec in read_records(seq, &bytes)? {
-                State::apply(&mut groups, &mut seg, rec);
+                State::apply(&mut groups, &mut seg, rec)?;
             }
             sealed.push_back(seg);
+        }
+        for (&group, g) in &mut groups {
+            g.check(group)?;
+            g.checkpointed = None;
         }
         let next = seqs.last().map_or(1, |s| s + 1);
         let active = start_segment(dir, next, spare.take(), segment_bytes, &checkpoint(&groups))?;
@@ -318,7 +393,13 @@ impl LogJournal {
         let (file, poison) = (current.clone(), poisoned.clone());
         let syncer = GroupSync::start("saker-raftlog-sync", move || {
             let f = file.lock().clone();
-            f.sync_data().map_err(|e| {
+            let synced = f.sync_data();
+            // After a failed fdatasync the kernel may have dropped the dirty pages and answer
+            // the next one with success: once poisoned, no sync succeeds.
+            if poison.load(Ordering::Acquire) {
+                return Err(poisoned_error());
+            }
+            synced.map_err(|e| {
                 poison.store(true, Ordering::Release);
                 tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
                 io(e)
@@ -332,22 +413,23 @@ impl LogJournal {
             poisoned,
             syncer,
         };
-        journal.drop_purged()?;
+        journal.drop_purged();
         journal.prepare_spare(&mut journal.state.lock());
         Ok(journal)
     }
 
     /// Writes `rec` to the active segment (no sync) and applies it.
     fn write(&self, rec: Record) -> Result<(), StoreError> {
-        let mut st = self.state.lock();
+        self.write_locked(&mut self.state.lock(), rec)
+    }
+
+    fn write_locked(&self, st: &mut State, rec: Record) -> Result<(), StoreError> {
         if self.poisoned.load(Ordering::Acquire) {
-            return Err(StoreError::Io(
-                "raft log journal refuses writes after a failed write or sync".into(),
-            ));
+            return Err(poisoned_error());
         }
         let mut bytes = frame(st.active.seg.seq, &rec);
         if st.active.pos + bytes.len() as u64 > st.active.len {
-            self.roll(&mut st, bytes.len() as u64)?;
+            self.roll(st, bytes.len() as u64)?;
             bytes = frame(st.active.seg.seq, &rec);
         }
         let pos = st.active.pos;
@@ -356,21 +438,34 @@ impl LogJournal {
             return Err(io(e));
         }
         st.active.pos += bytes.len() as u64;
-        let State { groups, active, .. } = &mut *st;
-        State::apply(groups, &mut active.seg, rec);
-        Ok(())
+        let State { groups, active, .. } = st;
+        State::apply(groups, &mut active.seg, rec)
     }
 
     /// Seals the active segment (durably) and starts the next, with room for `need` bytes.
+    /// The new segment's checkpoint is durable before anything relies on it (older segments
+    /// are deleted only when a later checkpoint holds what they changed). A failure poisons the
+    /// journal: a half-started segment is not retried.
     fn roll(&self, st: &mut State, need: u64) -> Result<(), StoreError> {
-        if let Err(e) = st.active.file.sync_data() {
-            self.poisoned.store(true, Ordering::Release);
-            return Err(io(e));
-        }
         let size = self.segment_bytes.max(need + (HEADER as u64) * 2 + 4096);
         let spare = st.spare.take();
         let cp = checkpoint(&st.groups);
-        let active = start_segment(&self.dir, st.active.seg.seq + 1, spare, size, &cp)?;
+        let next = st.active.seg.seq + 1;
+        let started = st
+            .active
+            .file
+            .sync_data()
+            .map_err(io)
+            .and_then(|()| start_segment(&self.dir, next, spare, size, &cp))
+            .and_then(|a| a.file.sync_data().map(|()| a).map_err(io));
+        let active = match started {
+            Ok(a) => a,
+            Err(e) => {
+                self.poisoned.store(true, Ordering::Release);
+                tracing::error!(error = %e, "raft log segment not started; the journal refuses writes from now on");
+                return Err(e);
+            }
+        };
         *self.current.lock() = active.file.clone();
         let old = std::mem::replace(&mut st.active, active);
         st.sealed.push_back(old.seg);
@@ -432,7 +527,52 @@ impl LogJournal {
             log_id,
         })?;
         self.synced().await?;
-        self.drop_purged()
+        let moved = self.copy_forward()?;
+        if !moved.is_empty() {
+            self.synced().await?;
+            self.forget_copied(&moved);
+        }
+        self.drop_purged();
+        Ok(())
+    }
+
+    /// Copies the live entries of every group that keeps a segment more than [`KEEP_BEHIND`]
+    /// segments behind the active one into the active segment (no sync). A group that writes
+    /// rarely would otherwise keep every segment the busy groups fill until its own next purge,
+    /// thousands of entries later. Returns each copied group with the segment holding its copy.
+    fn copy_forward(&self) -> Result<Vec<(u32, u64)>, StoreError> {
+        let mut st = self.state.lock();
+        let behind = st.active.seg.seq.saturating_sub(KEEP_BEHIND);
+        let mut old = BTreeSet::new();
+        for seg in st.sealed.iter().filter(|s| s.seq < behind) {
+            for (&g, &last) in &seg.last {
+                if pins(&st.groups, g, last) {
+                    old.insert(g);
+                }
+            }
+        }
+        let mut moved = Vec::new();
+        for g in old {
+            let entries: Vec<(u64, Bytes)> = st.groups[&g]
+                .entries
+                .iter()
+                .map(|(&i, b)| (i, b.clone()))
+                .collect();
+            self.write_locked(&mut st, Record::Append { group: g, entries })?;
+            moved.push((g, st.active.seg.seq));
+        }
+        Ok(moved)
+    }
+
+    /// After the copies of [`Self::copy_forward`] are durable: the segments before each copy
+    /// no longer hold anything of its group that is needed.
+    fn forget_copied(&self, moved: &[(u32, u64)]) {
+        let mut st = self.state.lock();
+        for &(g, copy) in moved {
+            for seg in st.sealed.iter_mut().filter(|s| s.seq < copy) {
+                seg.last.remove(&g);
+            }
+        }
     }
 
     /// Records `group`'s vote, durably.
@@ -453,6 +593,7 @@ impl LogJournal {
         if let Some(vote) = vote {
             self.write(Record::Vote { group, vote })?;
         }
+        let purged_upto = purged.as_ref().map(|(upto, _)| *upto);
         if let Some((upto, log_id)) = purged {
             self.write(Record::Purge {
                 group,
@@ -460,6 +601,9 @@ impl LogJournal {
                 log_id,
             })?;
         }
+        // Entries a purge covers are gone already (an older store may have kept some).
+        let from = purged_upto.map_or(0, |p| p.saturating_add(1));
+        let entries: Vec<_> = entries.into_iter().filter(|(i, _)| *i >= from).collect();
         if !entries.is_empty() {
             self.write(Record::Append { group, entries })?;
         }
@@ -468,7 +612,7 @@ impl LogJournal {
 
     /// Deletes sealed segments whose entries every group has purged (one is kept as the
     /// spare). The checkpoint of the segment after each holds what its other records changed.
-    fn drop_purged(&self) -> Result<(), StoreError> {
+    fn drop_purged(&self) {
         let mut st = self.state.lock();
         let State {
             groups,
@@ -478,24 +622,29 @@ impl LogJournal {
         } = &mut *st;
         let mut kept = VecDeque::with_capacity(sealed.len());
         for seg in sealed.drain(..) {
-            let needed = seg.last.iter().any(|(g, &last)| {
-                groups
-                    .get(g)
-                    .and_then(GroupLog::purged_upto)
-                    .is_none_or(|p| p < last)
-            });
-            if needed {
-                kept.push_back(seg);
+            let needed = seg.last.iter().any(|(&g, &last)| pins(groups, g, last));
+            let gone = if needed {
+                Ok(false)
             } else if spare.is_none() {
                 let path = self.dir.join(SPARE);
-                fs::rename(&seg.path, &path).map_err(io)?;
-                *spare = Some(path);
+                fs::rename(&seg.path, &path).map(|()| {
+                    *spare = Some(path);
+                    true
+                })
             } else {
-                fs::remove_file(&seg.path).map_err(io)?;
+                fs::remove_file(&seg.path).map(|()| true)
+            };
+            match gone {
+                Ok(true) => {}
+                Ok(false) => kept.push_back(seg),
+                Err(e) => {
+                    // Kept, and tried again at the next purge; the purge itself is durable.
+                    tracing::warn!(error = %e, path = %seg.path.display(), "purged raft log segment not removed");
+                    kept.push_back(seg);
+                }
             }
         }
         *sealed = kept;
-        Ok(())
     }
 
     /// `group`'s entries with `from <= index < to` (`to = None`: to the end), in index order.
@@ -739,6 +888,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_damaged_frame_in_an_older_segment_is_an_error_not_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let pad = "z".repeat(600);
+        {
+            let j = LogJournal::open_with(dir.path(), 4096).unwrap();
+            for i in 1..=20 {
+                j.append(1, entries(1, i..=i, &pad)).await.unwrap();
+            }
+            assert!(j.segment_files() >= 3);
+        }
+        // Damage the first entry frame of the first segment (after its checkpoint).
+        let first = dir.path().join(segment_name(1));
+        let mut data = fs::read(&first).unwrap();
+        let cp_len = u32::from_le_bytes(data[8..12].try_into().unwrap()) as usize;
+        data[HEADER + cp_len + HEADER + 5] ^= 0xff;
+        fs::write(&first, &data).unwrap();
+        match LogJournal::open_with(dir.path(), 4096) {
+            Err(StoreError::Corrupt(msg)) => assert!(msg.contains("group 1"), "{msg}"),
+            Err(e) => panic!("expected a corrupt-log error, got {e}"),
+            Ok(j) => panic!("opened with entries {:?}", j.entries(1, 0, None).len()),
+        }
+    }
+
+    #[tokio::test]
     async fn purged_segments_go_and_their_files_are_reused() {
         let dir = tempfile::tempdir().unwrap();
         let pad = "x".repeat(600);
@@ -747,7 +920,8 @@ mod tests {
             j.save_vote(1, Bytes::from_static(b"early-vote"))
                 .await
                 .unwrap();
-            // Group 3 writes once and never purges: its segment must stay.
+            // Group 3 writes once and never purges: its entry is copied forward at a purge,
+            // and its old segment can go too.
             j.append(3, entries(3, 1..=1, "idle")).await.unwrap();
             for i in 1..=40 {
                 j.append(1, entries(1, i..=i, &pad)).await.unwrap();
