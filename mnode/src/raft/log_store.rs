@@ -167,7 +167,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => 0,
         };
         let to = match range.end_bound() {
-            Bound::Included(i) => Some(i + 1),
+            // Up to u64::MAX inclusive is no bound at all.
+            Bound::Included(i) => i.checked_add(1),
             Bound::Excluded(i) => Some(*i),
             Bound::Unbounded => None,
         };
