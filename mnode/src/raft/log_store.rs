@@ -32,9 +32,6 @@ enum Place {
     Journal(Arc<LogJournal>),
 }
 
-/// The tables a group's raft log consists of in a store.
-const LOG_TABLES: [u8; 3] = [LOG, VOTE, PURGED];
-
 impl LogStore {
     /// The raft log of `group` in `store` itself.
     pub fn new(store: Arc<dyn MetaStore>, group: u32) -> Self {
@@ -119,21 +116,23 @@ fn move_to_journal(
     journal: &LogJournal,
     keys: Keys,
 ) -> Result<(), StoreError> {
-    let mut pairs = Vec::new();
-    for tag in LOG_TABLES {
-        pairs.extend(old.scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX)?);
-    }
-    if pairs.is_empty() {
+    let scan = |tag| old.scan(&keys.table(tag), Some(&keys.table_end(tag)), usize::MAX);
+    let (log, vote, purged) = (scan(LOG)?, scan(VOTE)?, scan(PURGED)?);
+    if log.is_empty() && vote.is_empty() && purged.is_empty() {
         return Ok(());
     }
+    let mut delete = WriteBatch::default();
+    for (k, _) in log.iter().chain(&vote).chain(&purged) {
+        delete.delete(k.clone());
+    }
     if !journal.has_group(keys.group) {
-        let vote = old.get(&keys.single(VOTE))?.map(Bytes::from);
-        let purged = match old.get(&keys.single(PURGED))? {
-            Some(b) => Some((decode::<LogId<u64>>(&b)?.index, Bytes::from(b))),
+        // VOTE and PURGED are single-record tables.
+        let vote = vote.into_iter().next().map(|(_, v)| Bytes::from(v));
+        let purged = match purged.into_iter().next() {
+            Some((_, b)) => Some((decode::<LogId<u64>>(&b)?.index, Bytes::from(b))),
             None => None,
         };
-        let entries = old
-            .scan(&keys.table(LOG), Some(&keys.table_end(LOG)), usize::MAX)?
+        let entries = log
             .into_iter()
             .map(|(_, v)| {
                 Ok((
@@ -148,10 +147,6 @@ fn move_to_journal(
             "raft log moved to the log journal"
         );
         journal.import(keys.group, vote, purged, entries)?;
-    }
-    let mut delete = WriteBatch::default();
-    for (k, _) in pairs {
-        delete.delete(k);
     }
     old.write(&delete, true)
 }
@@ -306,6 +301,9 @@ mod tests {
     use super::*;
     use crate::store::MemStore;
     use openraft::{CommittedLeaderId, EntryPayload};
+
+    /// The tables a group's raft log consists of in a store.
+    const LOG_TABLES: [u8; 3] = [LOG, VOTE, PURGED];
 
     fn log_id(index: u64) -> LogId<u64> {
         LogId::new(CommittedLeaderId::new(1, 1), index)

@@ -188,13 +188,9 @@ struct State {
 
 impl State {
     /// Applies `rec` to the groups (and notes its entries in `seg`): the one place the meaning
-    /// of a record lives, for writes and for recovery alike. A checkpoint that disagrees with
-    /// the entries read before it (a hole left by a damaged frame) is an error.
-    fn apply(
-        groups: &mut BTreeMap<u32, GroupLog>,
-        seg: &mut Segment,
-        rec: Record,
-    ) -> Result<(), StoreError> {
+    /// of a record lives, for writes and for recovery alike. (Recovery checks the result
+    /// against the checkpoints afterwards, [`GroupLog::check`].)
+    fn apply(groups: &mut BTreeMap<u32, GroupLog>, seg: &mut Segment, rec: Record) {
         match rec {
             Record::Checkpoint(states) => {
                 for s in states {
@@ -212,14 +208,12 @@ impl State {
             }
             Record::Append { group, entries } => {
                 let g = groups.entry(group).or_default();
-                if let Some(&(first, _)) = entries.first() {
+                if let (Some(&(first, _)), Some(&(end, _))) = (entries.first(), entries.last()) {
                     g.truncate(first);
-                }
-                for (index, bytes) in entries {
                     let last = seg.last.entry(group).or_default();
-                    *last = (*last).max(index);
-                    g.entries.insert(index, bytes);
+                    *last = (*last).max(end);
                 }
+                g.entries.extend(entries);
             }
             Record::Truncate { group, from } => groups.entry(group).or_default().truncate(from),
             Record::Purge {
@@ -229,7 +223,6 @@ impl State {
             } => groups.entry(group).or_default().purge(upto, log_id),
             Record::Vote { group, vote } => groups.entry(group).or_default().vote = Some(vote),
         }
-        Ok(())
     }
 }
 
@@ -369,7 +362,7 @@ impl LogJournal {
                 last: HashMap::new(),
             };
             for rec in read_records(seq, &bytes)? {
-                State::apply(&mut groups, &mut seg, rec)?;
+                State::apply(&mut groups, &mut seg, rec);
             }
             sealed.push_back(seg);
         }
@@ -439,7 +432,8 @@ impl LogJournal {
         }
         st.active.pos += bytes.len() as u64;
         let State { groups, active, .. } = st;
-        State::apply(groups, &mut active.seg, rec)
+        State::apply(groups, &mut active.seg, rec);
+        Ok(())
     }
 
     /// Seals the active segment (durably) and starts the next, with room for `need` bytes.
