@@ -7,7 +7,8 @@
 # disk with durability at close, the least a durable file system pays (saker makes creates
 # durable as well). Medians per (target, threads, phase) and the ratios saker/juicefs,
 # saker/local and saker/local-fsync go to RESULT (default
-# compat_tests/bench/results/<date>-fs-vs-juicefs.json).
+# compat_tests/bench/results/<date>-fs-vs-juicefs.json), with the CPU time and context switches
+# per op of the saker server and of the JuiceFS mount process (`--watch-pid`).
 #
 # usage: fs-vs-juicefs.sh [OUT_DIR] [extra `saker bench fs` args, e.g. --files 2000]
 # env:   SAKER_BIN (default $CARGO_TARGET_DIR/release/saker), RUNS (3), THREADS (1,16),
@@ -94,6 +95,15 @@ echo "== juicefs (sqlite3 metadata, file storage) on $J_MNT"
 jfs_pid=$!
 wait_mounted "$J_MNT" juicefs "$jfs_pid"
 
+# The process that serves the mount's requests: the one holding /dev/fuse, a child first
+# (`juicefs mount` runs the file system in a child of the process started here).
+fuse_holder() {
+  for p in $(pgrep -P "$1" || true) "$1"; do
+    if ls -l "/proc/$p/fd" 2>/dev/null | grep -q /dev/fuse; then echo "$p"; return; fi
+  done
+  echo "$1"
+}
+declare -A WATCH=([saker]="--watch-pid $saker_pid" [juicefs]="--watch-pid $(fuse_holder "$jfs_pid")")
 declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$J_MNT" [local]="$LOCAL" [local_fsync]="$LOCAL")
 declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file" [local]="local-$LOCAL_FS"
   [local_fsync]="local-$LOCAL_FS-fsync")
@@ -101,8 +111,8 @@ declare -A MODE=([local_fsync]="--fsync")
 for r in $(seq "$RUNS"); do
   for t in saker juicefs local local_fsync; do
     echo "== round $r: $t (${LABEL[$t]})"
-    # shellcheck disable=SC2086 # MODE is one flag or nothing
-    "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" ${MODE[$t]:-} \
+    # shellcheck disable=SC2086 # MODE and WATCH are one flag or nothing
+    "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" ${MODE[$t]:-} ${WATCH[$t]:-} \
       --label "${LABEL[$t]}" --json "$OUT/$t-r$r.json" "$@" 2>&1 | tee "$OUT/$t-r$r.txt"
   done
 done
@@ -125,12 +135,16 @@ for t in targets:
                   "p99_us": statistics.median(x["p99_us"] for x in v),
                   "secs": statistics.median(x["secs"] for x in v),
                   "errors": sum(x["errors"] for x in v),
+                  **({"cpu_us_per_op": statistics.median(x["watched_cpu_us_per_op"] for x in v),
+                      "switches_per_op": statistics.median(x["watched_switches_per_op"] for x in v)}
+                     if all("watched_cpu_us_per_op" in x for x in v) else {}),
                   "all_ops_per_sec": [round(x["ops_per_sec"], 1) for x in v]}
               for k, v in rows.items()}
 ratio = lambda a, b: round(a / b, 3) if b else None
 summary = []
 print(f"{'threads':>7} {'phase':8} {'saker/s':>9} {'juicefs/s':>10} {'local/s':>10} {'l-fsync/s':>10} "
-      f"{'s/jfs':>6} {'s/local':>7} {'s/l-fsync':>9} {'saker p50us':>11} {'jfs p50us':>9} {'errors s/j/l/lf':>16}")
+      f"{'s/jfs':>6} {'s/local':>7} {'s/l-fsync':>9} {'saker p50us':>11} {'jfs p50us':>9} "
+      f"{'cpu us/op s/j':>14} {'switches/op s/j':>16} {'errors s/j/l/lf':>16}")
 for k in sorted(med["saker"], key=lambda k: (k[0], ["create", "stat", "write", "read", "readdir", "unlink", "copy"].index(k[1]))):
     s, j, l, lf = (med["saker"][k], med["juicefs"].get(k), med["local"].get(k),
                    med["local_fsync"].get(k))
@@ -144,6 +158,8 @@ for k in sorted(med["saker"], key=lambda k: (k[0], ["create", "stat", "write", "
     print(f"{k[0]:>7} {k[1]:8} {s['ops_per_sec']:>9.0f} {j['ops_per_sec']:>10.0f} {l['ops_per_sec']:>10.0f} "
           f"{lf['ops_per_sec']:>10.0f} {row['saker_vs_juicefs']:>6.2f} {row['saker_vs_local']:>7.3f} "
           f"{row['saker_vs_local_fsync']:>9.3f} {s['p50_us']:>11.0f} {j['p50_us']:>9.0f} "
+          f"{s.get('cpu_us_per_op', 0):>7.0f}/{j.get('cpu_us_per_op', 0):<6.0f} "
+          f"{s.get('switches_per_op', 0):>8.1f}/{j.get('switches_per_op', 0):<7.1f} "
           f"{s['errors']:>4}/{j['errors']}/{l['errors']}/{lf['errors']}")
 doc = {"what": "saker bench fs: saker FUSE mount vs JuiceFS (sqlite3 meta, file storage) vs a local dir; "
                "medians over alternating rounds",

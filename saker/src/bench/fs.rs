@@ -27,13 +27,18 @@
 //! of every file before its close (create, write and copy) and of the directory after each
 //! unlink.
 //!
+//! With `--watch-pid PID` (the file system's server process, e.g. `saker server --mount`) each
+//! phase also reports that process's CPU time and context switches per op, read from /proc
+//! before and after the timed part: the cost of an op in the server, which moves less with the
+//! machine's noise than ops/s does.
+//!
 //! Everything lives in `DIR/saker-bench-fs-<pid>`, removed at the end.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -100,6 +105,10 @@ pub struct FsBenchArgs {
     /// A name for this run in the JSON (e.g. the file system under test).
     #[arg(long)]
     label: Option<String>,
+    /// A process (the file system's server) whose CPU time and context switches per op each
+    /// phase reports, from /proc.
+    #[arg(long)]
+    watch_pid: Option<u32>,
     /// Write the results here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -118,6 +127,12 @@ struct PhaseResult {
     mib_per_sec: Option<f64>,
     p50_us: f64,
     p99_us: f64,
+    /// CPU time of the `--watch-pid` process per op, microseconds (user + system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watched_cpu_us_per_op: Option<f64>,
+    /// Context switches of the `--watch-pid` process's threads per op (voluntary and not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watched_switches_per_op: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -151,6 +166,61 @@ struct Timed {
     secs: f64,
     bytes: u64,
     lat_us: Vec<u32>,
+    /// What the watched process spent meanwhile.
+    usage: Option<Usage>,
+}
+
+/// The process `--watch-pid` names, set once at start.
+static WATCHED: OnceLock<u32> = OnceLock::new();
+
+/// CPU time and context switches of a process so far (or spent over an interval).
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    cpu_us: u64,
+    switches: u64,
+}
+
+impl Usage {
+    /// The watched process's usage so far; `None` without `--watch-pid` or once it is gone.
+    fn now() -> Option<Usage> {
+        let pid = *WATCHED.get()?;
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name (which may hold spaces): state is field 3, utime 14
+        // and stime 15, in clock ticks, threads that have exited included.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // SAFETY: sysconf only reads a constant.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        let mut switches = 0;
+        for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+            let Ok(status) = fs::read_to_string(task.path().join("status")) else {
+                continue; // the thread ended meanwhile
+            };
+            for line in status.lines() {
+                if let Some(v) = line
+                    .strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+                {
+                    switches += v.trim().parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+        Some(Usage {
+            cpu_us: ticks * 1_000_000 / hz,
+            switches,
+        })
+    }
+
+    /// What was spent between `before` and now.
+    fn since(before: Option<Usage>) -> Option<Usage> {
+        let (before, now) = (before?, Usage::now()?);
+        Some(Usage {
+            cpu_us: now.cpu_us.saturating_sub(before.cpu_us),
+            switches: now.switches.saturating_sub(before.switches),
+        })
+    }
 }
 
 impl Timed {
@@ -177,6 +247,14 @@ impl Timed {
             mib_per_sec: (self.bytes > 0).then(|| self.bytes as f64 / 1048576.0 / self.secs),
             p50_us: pct(0.5),
             p99_us: pct(0.99),
+            watched_cpu_us_per_op: self
+                .usage
+                .filter(|_| self.ops > 0)
+                .map(|u| u.cpu_us as f64 / self.ops as f64),
+            watched_switches_per_op: self
+                .usage
+                .filter(|_| self.ops > 0)
+                .map(|u| u.switches as f64 / self.ops as f64),
         }
     }
 }
@@ -203,6 +281,7 @@ fn par<T: Sync>(
 ) -> Timed {
     let next = AtomicUsize::new(0);
     let shown = AtomicUsize::new(0);
+    let usage = Usage::now();
     let start = Instant::now();
     let per_thread: Vec<(u64, u64, u64, Vec<u32>)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -244,6 +323,7 @@ fn par<T: Sync>(
         secs,
         bytes: 0,
         lat_us: Vec::new(),
+        usage: Usage::since(usage),
     };
     for (ops, errors, bytes, lat) in per_thread {
         t.ops += ops;
@@ -332,7 +412,7 @@ impl Bench<'_> {
             }
             let r = t.result(threads, phase);
             println!(
-                "  t={threads:<3} {phase:<8} {:>8} ops {:>8.2} s {:>10.0} ops/s  p50 {:>8.0} us  p99 {:>8.0} us{}{}",
+                "  t={threads:<3} {phase:<8} {:>8} ops {:>8.2} s {:>10.0} ops/s  p50 {:>8.0} us  p99 {:>8.0} us{}{}{}",
                 r.ops,
                 r.secs,
                 r.ops_per_sec,
@@ -340,6 +420,10 @@ impl Bench<'_> {
                 r.p99_us,
                 r.mib_per_sec
                     .map(|m| format!("  {m:.1} MiB/s"))
+                    .unwrap_or_default(),
+                r.watched_cpu_us_per_op
+                    .zip(r.watched_switches_per_op)
+                    .map(|(c, s)| format!("  watched: {c:.0} us CPU, {s:.1} switches per op"))
                     .unwrap_or_default(),
                 if r.errors > 0 {
                     format!("  {} ERRORS", r.errors)
@@ -481,6 +565,7 @@ impl Bench<'_> {
         self.maybe_drop_caches()?;
 
         let fsync = a.fsync;
+        let usage = Usage::now();
         let start = Instant::now();
         fs::create_dir(&dst).with_context(|| format!("mkdir {}", dst.display()))?;
         let listed = Mutex::new(Vec::with_capacity(a.copy_files));
@@ -520,6 +605,7 @@ impl Bench<'_> {
             secs,
             bytes: files_t.bytes,
             lat_us: files_t.lat_us,
+            usage: Usage::since(usage),
         })
     }
 }
@@ -558,6 +644,12 @@ fn medians(runs: &[RunReport]) -> Vec<PhaseResult> {
                 mib_per_sec: r0.mib_per_sec.map(|_| f(|r| r.mib_per_sec.unwrap_or(0.0))),
                 p50_us: f(|r| r.p50_us),
                 p99_us: f(|r| r.p99_us),
+                watched_cpu_us_per_op: r0
+                    .watched_cpu_us_per_op
+                    .map(|_| f(|r| r.watched_cpu_us_per_op.unwrap_or(0.0))),
+                watched_switches_per_op: r0
+                    .watched_switches_per_op
+                    .map(|_| f(|r| r.watched_switches_per_op.unwrap_or(0.0))),
             }
         })
         .collect()
@@ -621,6 +713,17 @@ impl Drop for Cleanup {
 
 fn run_blocking(args: FsBenchArgs) -> anyhow::Result<()> {
     validate(&args)?;
+    if let Some(pid) = args.watch_pid {
+        let watched = *WATCHED.get_or_init(|| pid);
+        anyhow::ensure!(
+            watched == pid,
+            "--watch-pid {pid}: this process already watches {watched}"
+        );
+        anyhow::ensure!(
+            Usage::now().is_some(),
+            "--watch-pid {pid}: cannot read /proc/{pid}/stat"
+        );
+    }
     let base = args
         .dir
         .join(format!("saker-bench-fs-{}", std::process::id()));
@@ -677,4 +780,77 @@ fn run_blocking(args: FsBenchArgs) -> anyhow::Result<()> {
 
 pub async fn run(args: FsBenchArgs) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || run_blocking(args)).await?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FsBenchArgs,
+    }
+
+    /// The bench on a local directory, watching this very process: every phase reports its
+    /// CPU time and context switches per op, and the JSON carries them.
+    #[test]
+    fn a_run_watching_a_process_reports_its_cpu_and_switches_per_op() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("out.json");
+        let pid = std::process::id().to_string();
+        let cli = Cli::parse_from([
+            "fs",
+            "--dir",
+            dir.path().to_str().expect("utf-8"),
+            "--threads",
+            "2",
+            "--files",
+            "200",
+            "--dirs",
+            "4",
+            "--read-size",
+            "4KiB",
+            "--copy-files",
+            "100",
+            "--copy-dirs",
+            "4",
+            "--watch-pid",
+            &pid,
+            "--json",
+            json.to_str().expect("utf-8"),
+        ]);
+        run_blocking(cli.args).expect("bench runs");
+        let report: serde_json::Value =
+            serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
+        let results = report["results"].as_array().expect("results");
+        assert_eq!(results.len(), PHASES.len());
+        for r in results {
+            let cpu = r["watched_cpu_us_per_op"].as_f64();
+            let switches = r["watched_switches_per_op"].as_f64();
+            assert!(cpu.is_some_and(|c| c >= 0.0), "{r}");
+            assert!(switches.is_some_and(|s| s >= 0.0), "{r}");
+        }
+    }
+
+    #[test]
+    fn usage_counts_cpu_time_and_switches_of_the_watched_process() {
+        let me = std::process::id();
+        assert_eq!(*WATCHED.get_or_init(|| me), me);
+        let before = Usage::now();
+        assert!(before.is_some(), "/proc/{me}/stat readable");
+        // 200 ms of CPU on this thread, then a few sleeps (each one a voluntary switch).
+        let start = Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let spent = Usage::since(before).expect("still running");
+        assert!(spent.cpu_us >= 100_000, "{spent:?}");
+        assert!(spent.switches >= 5, "{spent:?}");
+    }
 }
