@@ -127,12 +127,18 @@ struct PhaseResult {
     mib_per_sec: Option<f64>,
     p50_us: f64,
     p99_us: f64,
-    /// CPU time of the `--watch-pid` process per op, microseconds (user + system).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    watched_cpu_us_per_op: Option<f64>,
-    /// Context switches of the `--watch-pid` process's threads per op (voluntary and not).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    watched_switches_per_op: Option<f64>,
+    /// With `--watch-pid`: what the watched process spent per op.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    watched: Option<Watched>,
+}
+
+/// What the `--watch-pid` process spent per op of a phase.
+#[derive(Serialize, Clone, Copy, Debug)]
+struct Watched {
+    /// CPU time, microseconds (user + system).
+    watched_cpu_us_per_op: f64,
+    /// Context switches of its threads (voluntary and not).
+    watched_switches_per_op: f64,
 }
 
 #[derive(Serialize)]
@@ -247,14 +253,10 @@ impl Timed {
             mib_per_sec: (self.bytes > 0).then(|| self.bytes as f64 / 1048576.0 / self.secs),
             p50_us: pct(0.5),
             p99_us: pct(0.99),
-            watched_cpu_us_per_op: self
-                .usage
-                .filter(|_| self.ops > 0)
-                .map(|u| u.cpu_us as f64 / self.ops as f64),
-            watched_switches_per_op: self
-                .usage
-                .filter(|_| self.ops > 0)
-                .map(|u| u.switches as f64 / self.ops as f64),
+            watched: self.usage.filter(|_| self.ops > 0).map(|u| Watched {
+                watched_cpu_us_per_op: u.cpu_us as f64 / self.ops as f64,
+                watched_switches_per_op: u.switches as f64 / self.ops as f64,
+            }),
         }
     }
 }
@@ -421,9 +423,11 @@ impl Bench<'_> {
                 r.mib_per_sec
                     .map(|m| format!("  {m:.1} MiB/s"))
                     .unwrap_or_default(),
-                r.watched_cpu_us_per_op
-                    .zip(r.watched_switches_per_op)
-                    .map(|(c, s)| format!("  watched: {c:.0} us CPU, {s:.1} switches per op"))
+                r.watched
+                    .map(|w| format!(
+                        "  watched: {:.0} us CPU, {:.1} switches per op",
+                        w.watched_cpu_us_per_op, w.watched_switches_per_op
+                    ))
                     .unwrap_or_default(),
                 if r.errors > 0 {
                     format!("  {} ERRORS", r.errors)
@@ -644,12 +648,14 @@ fn medians(runs: &[RunReport]) -> Vec<PhaseResult> {
                 mib_per_sec: r0.mib_per_sec.map(|_| f(|r| r.mib_per_sec.unwrap_or(0.0))),
                 p50_us: f(|r| r.p50_us),
                 p99_us: f(|r| r.p99_us),
-                watched_cpu_us_per_op: r0
-                    .watched_cpu_us_per_op
-                    .map(|_| f(|r| r.watched_cpu_us_per_op.unwrap_or(0.0))),
-                watched_switches_per_op: r0
-                    .watched_switches_per_op
-                    .map(|_| f(|r| r.watched_switches_per_op.unwrap_or(0.0))),
+                watched: r0.watched.map(|_| Watched {
+                    watched_cpu_us_per_op: f(|r| {
+                        r.watched.map_or(0.0, |w| w.watched_cpu_us_per_op)
+                    }),
+                    watched_switches_per_op: f(|r| {
+                        r.watched.map_or(0.0, |w| w.watched_switches_per_op)
+                    }),
+                }),
             }
         })
         .collect()
