@@ -17,9 +17,12 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc's malloc: the server allocates and frees many small buffers per op
 /// across its FUSE, tokio and fjall threads, and glibc's malloc took ~10% of the server's CPU in
-/// a profile of the copy bench. Side by side (LD_PRELOAD, 3 rounds, `bench fs --files 4000
-/// --copy-files 12000`): 16-thread create 1.09x, unlink 1.16x, copy 1.10x, CPU per op 11-13%
-/// lower; jemalloc won on small ops too but lost 18-21% on 64 KiB writes and reads.
+/// a profile of the copy bench. Side by side (3 rounds, `bench fs --files 4000 --copy-files
+/// 12000`): 16-thread create 1.22x, unlink 1.23x, copy 1.09x, CPU per op 6-22% lower; one-thread
+/// readdir 0.87x. That loss was transparent huge pages: with mimalloc's THP advice, the first
+/// readdir run after a cache drop took twice as long; the `no_thp` feature leaves them off.
+/// jemalloc (LD_PRELOAD) won on small ops too but lost 18-21% on 64 KiB files. Measurements:
+/// `compat_tests/bench/results/2026-11-25-session16-experiments.json`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
