@@ -33,6 +33,11 @@ THREADS=${THREADS:-1,16}
 SAKER_PORT=${SAKER_PORT:-29910}
 read -r -a TARGETS <<<"${TARGETS:-saker juicefs juicefs_sync local local_fsync}"
 [[ " ${TARGETS[*]} " == *" saker "* ]] || TARGETS=(saker "${TARGETS[@]}")
+for t in "${TARGETS[@]}"; do
+  case $t in saker | juicefs | juicefs_sync | local | local_fsync) ;;
+  *) echo "unknown target $t (saker, juicefs, juicefs_sync, local, local_fsync)" >&2; exit 1 ;;
+  esac
+done
 wants() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
 RESULT=${RESULT:-$HERE/results/$(date +%Y-%m-%d)-fs-vs-juicefs.json}
 DROP=()
@@ -66,11 +71,13 @@ cleanup() {
     mountpoint -q "$mnt" && umount -l "$mnt"
   done
   # Never remove through a mount that is still there.
-  if mountpoint -q "$S_MNT" || mountpoint -q "$WORK/juicefs-mnt" || mountpoint -q "$WORK/juicefs_sync-mnt"; then
-    echo "a mount under $WORK is still there; not removing it" >&2
-  else
-    rm -rf "$WORK"
-  fi
+  for mnt in "$S_MNT" "$WORK/juicefs-mnt" "$WORK/juicefs_sync-mnt"; do
+    if mountpoint -q "$mnt"; then
+      echo "$mnt is still mounted; not removing $WORK" >&2
+      return
+    fi
+  done
+  rm -rf "$WORK"
 }
 trap cleanup EXIT
 LOCAL_FS=$(df --output=fstype "$LOCAL" | tail -1 | tr -d " ")
