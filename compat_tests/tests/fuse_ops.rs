@@ -958,3 +958,110 @@ fn posix_corner_cases_of_open_files() {
     assert_eq!(std::fs::metadata(&setuid).unwrap().mode() & 0o7777, 0o777);
     assert_eq!(std::fs::read(&setuid).unwrap(), b"x\n");
 }
+
+/// open(O_CREAT) on a mount run as root comes as MKNOD then OPEN, the create's sync between
+/// them (`saker_fuse::created`); with `--split-create false` as one CREATE. Either way: the
+/// creator opens what it made whatever its mode, a file is in S3 once its open(2) returned,
+/// parallel O_EXCL creates of one name in one directory succeed exactly once, and mknod(2)
+/// makes a plain file.
+#[test]
+fn creates_open_what_they_made_and_are_in_s3_once_open_returns() {
+    let rt = rt();
+    for split in ["true", "false"] {
+        let m = Mounted::start(Opts::default().arg("--split-create", split));
+        let b = m.bucket("made");
+        std::os::unix::fs::chown(&b, Some(65534), Some(65534)).unwrap();
+
+        // A read-only mode does not stop its creator's own open for writing; a later open
+        // for writing is refused.
+        let ro = b.join("ro");
+        let out = as_user(
+            65534,
+            65534,
+            &[],
+            &format!(
+                "python3 -c 'import os; fd = os.open(\"{p}\", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444); os.write(fd, b\"mine\"); os.close(fd)' && echo more >> {p}",
+                p = ro.display()
+            ),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "split {split}: the append was let in"
+        );
+        assert!(
+            stderr.contains("Permission denied") && !stderr.contains("Traceback"),
+            "split {split}: the create failed or the append failed otherwise: {stderr}"
+        );
+        assert_eq!(std::fs::read(&ro).unwrap(), b"mine", "split {split}");
+        let md = std::fs::metadata(&ro).unwrap();
+        assert_eq!(
+            (md.mode() & 0o7777, md.uid()),
+            (0o444, 65534),
+            "split {split}"
+        );
+
+        // Eight threads race to create the same names in one directory.
+        let s3 = m.srv.client();
+        let names: Vec<String> = (0..64).map(|i| format!("race/n{i:03}")).collect();
+        std::fs::create_dir(b.join("race")).unwrap();
+        let wins = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for name in &names {
+                        match OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(b.join(name))
+                        {
+                            Ok(f) => {
+                                wins.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                // In S3 as soon as open(2) returned, before any close.
+                                let head = rt
+                                    .block_on(s3.head_object().bucket("made").key(name).send())
+                                    .unwrap_or_else(|e| {
+                                        panic!("split {split}: {name} not in S3: {e:?}")
+                                    });
+                                assert_eq!(head.content_length(), Some(0));
+                                drop(f);
+                            }
+                            Err(e) => assert_eq!(
+                                e.kind(),
+                                std::io::ErrorKind::AlreadyExists,
+                                "split {split}: {name}"
+                            ),
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            wins.load(std::sync::atomic::Ordering::SeqCst),
+            names.len(),
+            "split {split}: each name created exactly once"
+        );
+        assert_eq!(
+            std::fs::read_dir(b.join("race")).unwrap().count(),
+            names.len()
+        );
+
+        // mknod(2) of a regular file: an empty file, which its owner then writes.
+        let plain = b.join("plain");
+        let c = std::ffi::CString::new(plain.to_str().unwrap()).unwrap();
+        assert_eq!(
+            unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o640, 0) },
+            0,
+            "split {split}: {}",
+            std::io::Error::last_os_error()
+        );
+        let md = std::fs::metadata(&plain).unwrap();
+        assert!(md.is_file() && md.len() == 0, "split {split}: {md:?}");
+        assert_eq!(md.mode() & 0o7777, 0o640);
+        std::fs::write(&plain, b"after mknod").unwrap();
+        assert_eq!(std::fs::read(&plain).unwrap(), b"after mknod");
+        // O_CREAT without O_EXCL on an existing file opens (and here truncates) it.
+        std::fs::write(&plain, b"again").unwrap();
+        assert_eq!(std::fs::read(&plain).unwrap(), b"again");
+    }
+}

@@ -20,6 +20,10 @@ pub struct MountConfig {
     pub buffer_dir: PathBuf,
     /// Ask `fusermount3` to unmount when this process ends, however it ends (default on).
     pub auto_unmount: bool,
+    /// Answer the kernel's CREATE with ENOSYS so that open(O_CREAT) comes as MKNOD then OPEN,
+    /// and sync between them (default on; takes effect when the mount runs as root, which may
+    /// read the callers' `/proc/TID/syscall`). See [`crate::created`].
+    pub split_create: bool,
 }
 
 impl Default for MountConfig {
@@ -30,6 +34,7 @@ impl Default for MountConfig {
             threads: 32,
             buffer_dir: std::env::temp_dir(),
             auto_unmount: true,
+            split_create: true,
         }
     }
 }

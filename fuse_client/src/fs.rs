@@ -16,6 +16,7 @@ use saker_rpc::{
 };
 
 use crate::config::MountConfig;
+use crate::created::{syscall_of, Created, RecentCreates, Syscall};
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
 use crate::inodes::{Inodes, MAX_PATH, ROOT};
@@ -53,6 +54,12 @@ pub struct SakerFs {
     dirs: Mutex<HashMap<u64, (u64, DirList)>>,
     next_fh: AtomicU64,
     callers: Mutex<Callers>,
+    /// open(O_CREAT) comes as MKNOD then OPEN ([`crate::created`]).
+    pub(crate) split_create: bool,
+    /// Files a MKNOD of open(2) made, by inode, until that open(2)'s OPEN.
+    created: Mutex<HashMap<u64, Created>>,
+    /// When each directory last had a create answered (which creates queue on its lock).
+    recent: Mutex<RecentCreates>,
 }
 
 /// The caller of a kernel request: uid and gid from the request, supplementary groups from
@@ -244,6 +251,8 @@ pub fn user_meta_value(value: &[u8]) -> Result<String> {
 
 impl SakerFs {
     pub fn new(cluster: Arc<Cluster>, rt: tokio::runtime::Handle, cfg: MountConfig) -> Self {
+        // SAFETY: geteuid(2) takes no arguments and cannot fail.
+        let split_create = cfg.split_create && unsafe { libc::geteuid() } == 0;
         Self {
             cluster,
             rt,
@@ -254,6 +263,9 @@ impl SakerFs {
             dirs: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             callers: Mutex::new(Callers::default()),
+            split_create,
+            created: Mutex::new(HashMap::new()),
+            recent: Mutex::new(RecentCreates::default()),
         }
     }
 
@@ -339,10 +351,13 @@ impl SakerFs {
     }
 
     pub fn forget(&self, ino: u64, n: u64) {
-        self.inodes.lock().forget(ino, n);
+        if self.inodes.lock().forget(ino, n) {
+            self.created.lock().remove(&ino);
+        }
     }
 
     pub fn getattr(&self, caller: &Caller, ino: u64) -> Result<Attr> {
+        self.settle_ino(ino)?;
         let path = self.path(ino)?;
         let gone = match self.block(self.access_view(&path, 0, caller, Want::ATTR)) {
             Ok(view) if view.attr.id == ino => return Ok(view.attr),
@@ -525,6 +540,7 @@ impl SakerFs {
             symlink,
             special,
             cred: Some(caller.cred.clone()),
+            defer: false,
         };
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
@@ -708,7 +724,82 @@ impl SakerFs {
         self.new_handle(ino, append)
     }
 
-    pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> Result<u64> {
+    /// open(2) of `ino` by thread `tid`. The OPEN that follows a MKNOD of the same open(2)
+    /// waits for the create to be durable and opens the new, empty file without a check (the
+    /// creator may open what it made whatever its mode, as with CREATE).
+    pub fn open(&self, caller: &Caller, tid: u32, ino: u64, flags: i32) -> Result<u64> {
+        let made = {
+            let created = self.created.lock();
+            created.get(&ino).map(|c| {
+                (
+                    c.tid == tid,
+                    c.existing,
+                    c.trunc,
+                    c.attr.clone(),
+                    c.settled.clone(),
+                    c.ticket,
+                )
+            })
+        };
+        let Some((own, existing, trunc, attr, settled, ticket)) = made else {
+            return self.open_checked(caller, ino, flags);
+        };
+        let settled = self.settle(&settled, ticket);
+        if own {
+            self.created.lock().remove(&ino);
+        }
+        settled?;
+        if !own {
+            return self.open_checked(caller, ino, flags);
+        }
+        if !existing {
+            return Ok(self.opened(attr, Some(Bytes::new()), flags & libc::O_APPEND != 0));
+        }
+        let flags = if trunc { flags | libc::O_TRUNC } else { flags };
+        let fh = self.open_checked(caller, ino, flags)?;
+        if trunc {
+            if let Err(e) = self.setattr(caller, ino, None, None, None, Some(0), None, None, true) {
+                self.release(fh)?;
+                return Err(e);
+            }
+        }
+        Ok(fh)
+    }
+
+    /// Waits until a create answered before its sync is durable (`Committed`), once for all
+    /// who wait on `settled`.
+    fn settle(
+        &self,
+        settled: &tokio::sync::OnceCell<std::result::Result<(), MetaError>>,
+        ticket: Option<(u32, u64)>,
+    ) -> Result<()> {
+        let Some((group, ticket)) = ticket else {
+            return Ok(());
+        };
+        let outcome = self.block(settled.get_or_init(|| async move {
+            self.cluster
+                .call_group(group, MetaRequest::Committed { ticket })
+                .await
+                .map(|_| ())
+        }));
+        Ok(outcome.clone()?)
+    }
+
+    /// Waits for a pending create of `ino` (see [`Self::open`]), if there is one.
+    fn settle_ino(&self, ino: u64) -> Result<()> {
+        let pending = self
+            .created
+            .lock()
+            .get(&ino)
+            .map(|c| (c.settled.clone(), c.ticket));
+        match pending {
+            Some((settled, ticket)) => self.settle(&settled, ticket),
+            None => Ok(()),
+        }
+    }
+
+    /// open(2) of an existing file: the caller's access checked by its MNode.
+    fn open_checked(&self, caller: &Caller, ino: u64, flags: i32) -> Result<u64> {
         let path = self.path(ino)?;
         let mut mask = match flags & libc::O_ACCMODE {
             libc::O_WRONLY => access::WRITE,
@@ -731,6 +822,98 @@ impl SakerFs {
             return Err(MetaError::IsDir.into());
         }
         Ok(self.opened(view.attr, view.data, flags & libc::O_APPEND != 0))
+    }
+
+    /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN
+    /// ([`crate::created`]). An open(2) queued behind another create in its directory is
+    /// answered as evaluated, and its OPEN waits for the sync; any other create is durable
+    /// before the answer. The thread's syscall is read from /proc only where it matters (see
+    /// the module).
+    pub fn mknod_file(
+        &self,
+        caller: &Caller,
+        tid: u32,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+    ) -> Result<Attr> {
+        let path = self.child_path(parent, name)?;
+        if parent == ROOT {
+            return Err(FuseError::Meta(MetaError::NotPermitted));
+        }
+        let queued = self.recent.lock().queued(parent, tid, Instant::now());
+        let owner_rw = mode & 0o600 == 0o600;
+        let probed = (queued || !owner_rw).then(|| syscall_of(tid));
+        let defer = queued && matches!(probed, Some(Syscall::Open { .. }));
+        // Always exclusive, so that a file found instead is known to be someone else's.
+        let req = MetaRequest::Create {
+            path: path.clone(),
+            mode: mode & 0o7777,
+            uid: caller.cred.uid,
+            gid: caller.cred.gid,
+            exclusive: true,
+            symlink: None,
+            special: None,
+            cred: Some(caller.cred.clone()),
+            defer,
+        };
+        let answer = self.block(self.call(&path, req));
+        let (attr, ticket) = match answer {
+            Ok(MetaResponse::Deferred {
+                resp,
+                group,
+                ticket,
+            }) => match *resp {
+                MetaResponse::Attr(a) => (a, Some((group, ticket))),
+                other => {
+                    return Err(MetaError::Internal(format!("create answered {other:?}")).into())
+                }
+            },
+            Ok(MetaResponse::Attr(a)) => (a, None),
+            Ok(other) => {
+                return Err(MetaError::Internal(format!("create answered {other:?}")).into())
+            }
+            Err(FuseError::Meta(MetaError::Exists)) => {
+                // Another client made it since the kernel's lookup: an open(2) without
+                // O_EXCL opens it (checked, as any existing file), truncated if asked.
+                let Syscall::Open { flags: Some(flags) } =
+                    probed.unwrap_or_else(|| syscall_of(tid))
+                else {
+                    return Err(MetaError::Exists.into());
+                };
+                if flags & libc::O_EXCL != 0 {
+                    return Err(MetaError::Exists.into());
+                }
+                let view = self.block(self.access_view(&path, 0, caller, Want::ATTR))?;
+                if view.attr.kind != FileKind::File {
+                    return Err(MetaError::Exists.into());
+                }
+                let trunc = flags & libc::O_TRUNC != 0;
+                let made = Created::new(tid, view.attr.clone(), None, trunc, true);
+                self.remember_created(parent, &path, made);
+                return Ok(view.attr);
+            }
+            Err(e) => return Err(e),
+        };
+        if matches!(probed, Some(Syscall::Open { .. } | Syscall::Unknown)) {
+            // Unknown: taken for an open(2), so that its OPEN is not refused by the new mode.
+            let made = Created::new(tid, attr.clone(), ticket, false, false);
+            self.remember_created(parent, &path, made);
+        } else {
+            self.inodes
+                .lock()
+                .remember(attr.id, parent, path.last().expect("child"));
+        }
+        self.recent.lock().answered(parent, tid, Instant::now());
+        Ok(attr)
+    }
+
+    fn remember_created(&self, parent: u64, path: &[String], made: Created) {
+        let ino = made.attr.id;
+        self.inodes
+            .lock()
+            .remember(ino, parent, path.last().expect("child"));
+        self.created.lock().insert(ino, made);
     }
 
     /// create(2): a new empty file, opened.

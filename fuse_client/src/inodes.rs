@@ -44,13 +44,16 @@ impl Inodes {
     }
 
     /// The kernel dropped `n` lookups of `ino`.
-    pub fn forget(&mut self, ino: u64, n: u64) {
+    /// Whether the kernel let go of `ino` (its lookups reached 0).
+    pub fn forget(&mut self, ino: u64, n: u64) -> bool {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.lookups = node.lookups.saturating_sub(n);
             if node.lookups == 0 {
                 self.nodes.remove(&ino);
+                return true;
             }
         }
+        false
     }
 
     /// Moves `ino` to `name` in `parent` (after a rename through this mount).

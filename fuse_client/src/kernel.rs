@@ -170,7 +170,14 @@ impl fuser::Filesystem for SakerFs {
                 return;
             }
         };
-        match self.create_node(&self.who(req), parent.0, name, mode & !umask, node) {
+        let caller = self.who(req);
+        let made = match node {
+            NewNode::File { .. } if self.split_create => {
+                self.mknod_file(&caller, req.pid(), parent.0, name, mode & !umask)
+            }
+            node => self.create_node(&caller, parent.0, name, mode & !umask, node),
+        };
+        match made {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("mknod", &e)),
         }
@@ -303,7 +310,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match SakerFs::open(self, &self.who(req), ino.0, flags.0) {
+        match SakerFs::open(self, &self.who(req), req.pid(), ino.0, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), open_flags(flags.0)),
             Err(e) => reply.error(fail("open", &e)),
         }
@@ -538,6 +545,11 @@ impl fuser::Filesystem for SakerFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        if self.split_create {
+            // The kernel then creates with MKNOD and opens with OPEN (`crate::created`).
+            reply.error(Errno::ENOSYS);
+            return;
+        }
         match SakerFs::create(self, &self.who(req), parent.0, name, mode & !umask, flags) {
             Ok((a, fh)) => reply.created(
                 &self.cfg.entry_ttl,

@@ -31,10 +31,15 @@
 //!   first (`FUSE_HANDLE_KILLPRIV_V2`: the file system drops set-id bits on writes and
 //!   truncates by callers other than root, as Linux does).
 //!
+//! - open(O_CREAT) on a mount run as root comes as MKNOD, answered before the create's sync,
+//!   then OPEN, which waits for it ([`created`]): open(2) returns once the file is durable,
+//!   and creates in one directory share syncs instead of queueing behind the directory lock.
+//!
 //! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
 //! RENAME_EXCHANGE (EINVAL).
 
 mod config;
+pub mod created;
 mod error;
 pub mod file;
 mod fs;

@@ -38,6 +38,9 @@ pub(crate) struct Pending {
     pub tag: ClientTag,
     pub req: MetaRequest,
     pub reply: oneshot::Sender<Reply>,
+    /// For a deferred write: its result as soon as it is evaluated (before the raft commit;
+    /// `reply` still answers after it). Dropped unsent if the op is to be retried.
+    pub early: Option<oneshot::Sender<Result<MetaResponse, MetaError>>>,
     /// What remote lookups for this op found missing on the path.
     pub absent: Vec<(InodeId, String, Absence)>,
     /// An implicit directory in the way was already reaped (or found not empty).
@@ -218,6 +221,9 @@ impl Executor {
                     let _ = p.reply.send(Reply::Retry(retry));
                 }
                 Ok(result) => {
+                    if let Some(early) = p.early.take() {
+                        let _ = early.send(result.clone());
+                    }
                     waits.push(!ctx.changes.is_empty());
                     for (owner, c) in ctx.changes.drain(..) {
                         let merged =

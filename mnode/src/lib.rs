@@ -20,6 +20,7 @@ pub mod raft;
 pub mod read;
 pub mod records;
 pub mod store;
+mod tickets;
 pub mod tree;
 pub mod txn;
 

@@ -25,6 +25,7 @@ use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
 use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
 use crate::store::MetaStore;
+use crate::tickets::Tickets;
 use crate::tree::{
     child, for_each_value, resolve_parents, Absence, Child, Resolver, Retry, StoreView,
 };
@@ -88,6 +89,8 @@ pub struct Mnode {
     pulls: AtomicU64,
     batch_counts: Arc<BatchCounts>,
     parent_updates: ParentUpdates,
+    /// Deferred creates' outcomes, for `Committed`.
+    tickets: Arc<Tickets>,
 }
 
 fn untagged() -> ClientTag {
@@ -194,6 +197,7 @@ impl Mnode {
             pulls: AtomicU64::new(0),
             batch_counts,
             parent_updates: cfg.parent_updates,
+            tickets: Arc::default(),
         });
         // The inode count for /metrics: a full scan, so once a minute, and only while the
         // node is alive.
@@ -724,15 +728,36 @@ impl Mnode {
                 }
             }
             let (reply, rx) = oneshot::channel();
+            let (early, early_rx) = if matches!(req, MetaRequest::Create { defer: true, .. }) {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            } else {
+                (None, None)
+            };
             let pending = Pending {
                 tag,
                 req: req.clone(),
                 reply,
+                early,
                 absent,
                 reaped,
             };
             if self.queue.send(pending).is_err() {
                 return Err(MetaError::Unavailable("executor stopped".into()));
+            }
+            // A deferred write is answered as evaluated; its ticket is final when the write
+            // is. No early answer (the sender dropped) means the op is to be retried.
+            if let Some(Ok(early)) = match early_rx {
+                Some(rx) => Some(rx.await),
+                None => None,
+            } {
+                let resp = early?;
+                let ticket = self.tickets.open(rx);
+                return Ok(MetaResponse::Deferred {
+                    resp: Box::new(resp),
+                    group: self.keys.group,
+                    ticket,
+                });
             }
             let Ok(reply) = rx.await else {
                 return Err(MetaError::Unavailable("executor stopped".into()));
@@ -959,6 +984,9 @@ impl MetaService for Mnode {
             )),
             MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
+            MetaRequest::Committed { ticket } => {
+                self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
+            }
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,

@@ -89,6 +89,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             symlink,
             special,
             cred,
+            defer: _,
         } => create(
             txn,
             ctx,

@@ -315,6 +315,12 @@ pub enum MetaRequest {
     NameStats {
         top: u32,
     },
+    /// At the group whose `Deferred` answer carried `ticket`: answers `Done` once that write is
+    /// durable and acknowledged (or its error). A ticket is answered once; one this group does
+    /// not know (forgotten, or issued before a restart) is `Unavailable`.
+    Committed {
+        ticket: u64,
+    },
     /// At every group, from a coordinator that just started and finished its logged work:
     /// release every freeze and path or name block (its previous run stopped holding them).
     ThawAll,
@@ -361,7 +367,9 @@ pub enum MetaRequest {
     },
     /// POSIX create of an empty regular file (or, with `symlink`, a symbolic link to that
     /// target; with `special`, a FIFO, socket or device node: mknod). An existing file is
-    /// answered as is unless `exclusive`.
+    /// answered as is unless `exclusive`. With `defer`, answered `Deferred` as soon as the
+    /// create is evaluated, before it is durable; `Committed` then waits for it (the FUSE
+    /// open(O_CREAT) path: the kernel's directory lock is let go before the sync).
     Create {
         path: Vec<String>,
         mode: u32,
@@ -371,6 +379,7 @@ pub enum MetaRequest {
         symlink: Option<String>,
         special: Option<FileKind>,
         cred: Option<Cred>,
+        defer: bool,
     },
     /// Rename a file within one group (both names owned by the group this is sent to): one
     /// atomic step. A replaced target's chunks are released. Answers the moved inode.
@@ -614,6 +623,7 @@ impl MetaRequest {
                 | MetaRequest::ThawAll
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
+                | MetaRequest::Committed { .. }
         )
     }
 
@@ -702,6 +712,7 @@ impl MetaRequest {
             | MetaRequest::ThawAll
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
+            | MetaRequest::Committed { .. }
             | MetaRequest::AdoptEntry { .. }
             | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
@@ -762,6 +773,7 @@ impl MetaRequest {
             MetaRequest::ThawAll => "thaw_all",
             MetaRequest::MigrateName { .. } => "migrate_name",
             MetaRequest::NameStats { .. } => "name_stats",
+            MetaRequest::Committed { .. } => "committed",
             MetaRequest::AdoptEntry { .. } => "adopt_entry",
             MetaRequest::DropEntry { .. } => "drop_entry",
             MetaRequest::UnblockPath { .. } => "unblock_path",
@@ -801,5 +813,12 @@ pub enum MetaResponse {
     Frozen {
         parent: InodeId,
         attr: Attr,
+    },
+    /// A deferred write's answer as evaluated (`resp`), not yet durable: `Committed { ticket }`
+    /// at `group` waits until it is.
+    Deferred {
+        resp: Box<MetaResponse>,
+        group: u32,
+        ticket: u64,
     },
 }

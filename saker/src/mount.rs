@@ -34,6 +34,10 @@ pub struct FuseArgs {
     /// Where files being written keep their local buffer until close (default: the temp dir).
     #[arg(long)]
     pub buffer_dir: Option<PathBuf>,
+    /// open(O_CREAT) as MKNOD then OPEN, the sync between them, so creates in one directory
+    /// do not wait for each other's syncs (mounts run as root; see `saker_fuse::created`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub split_create: bool,
 }
 
 impl FuseArgs {
@@ -42,6 +46,7 @@ impl FuseArgs {
             entry_ttl: self.entry_ttl,
             attr_ttl: self.attr_ttl,
             threads: self.fuse_threads,
+            split_create: self.split_create,
             ..MountConfig::default()
         };
         if let Some(d) = &self.buffer_dir {
