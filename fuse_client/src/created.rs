@@ -113,6 +113,7 @@ impl RecentCreates {
 }
 
 /// A file a MKNOD of open(2) made (or found), until that open(2)'s OPEN.
+#[derive(Clone)]
 pub struct Created {
     /// The thread in open(2): its OPEN of this inode opens what it created, unchecked.
     pub tid: u32,

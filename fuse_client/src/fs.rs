@@ -34,6 +34,33 @@ pub enum NewNode {
     Special(FileKind),
 }
 
+/// The `Create` request that makes `node` at `path` for `caller` (answered before its sync if
+/// `defer`, see [`crate::created`]).
+fn create_request(
+    caller: &Caller,
+    path: &[String],
+    mode: u32,
+    node: NewNode,
+    defer: bool,
+) -> MetaRequest {
+    let (exclusive, symlink, special) = match node {
+        NewNode::File { exclusive } => (exclusive, None, None),
+        NewNode::Symlink(target) => (true, Some(target), None),
+        NewNode::Special(kind) => (true, None, Some(kind)),
+    };
+    MetaRequest::Create {
+        path: path.to_vec(),
+        mode: mode & 0o7777,
+        uid: caller.cred.uid,
+        gid: caller.cred.gid,
+        exclusive,
+        symlink,
+        special,
+        cred: Some(caller.cred.clone()),
+        defer,
+    }
+}
+
 /// One open file handle.
 pub struct Handle {
     pub ino: u64,
@@ -522,31 +549,22 @@ impl SakerFs {
         mode: u32,
         node: NewNode,
     ) -> Result<Attr> {
-        let path = self.child_path(parent, name)?;
-        if parent == ROOT {
-            return Err(FuseError::Meta(MetaError::NotPermitted));
-        }
-        let (exclusive, symlink, special) = match node {
-            NewNode::File { exclusive } => (exclusive, None, None),
-            NewNode::Symlink(target) => (true, Some(target), None),
-            NewNode::Special(kind) => (true, None, Some(kind)),
-        };
-        let req = MetaRequest::Create {
-            path: path.clone(),
-            mode: mode & 0o7777,
-            uid: caller.cred.uid,
-            gid: caller.cred.gid,
-            exclusive,
-            symlink,
-            special,
-            cred: Some(caller.cred.clone()),
-            defer: false,
-        };
+        let path = self.new_node_path(parent, name)?;
+        let req = create_request(caller, &path, mode, node, false);
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
             .lock()
             .remember(attr.id, parent, path.last().expect("child"));
         Ok(attr)
+    }
+
+    /// The path of a new node `name` in `parent` (the root holds only buckets).
+    fn new_node_path(&self, parent: u64, name: &OsStr) -> Result<Vec<String>> {
+        let path = self.child_path(parent, name)?;
+        if parent == ROOT {
+            return Err(FuseError::Meta(MetaError::NotPermitted));
+        }
+        Ok(path)
     }
 
     /// rename(2). A file whose old and new names are in one MNode group: one atomic request
@@ -728,23 +746,12 @@ impl SakerFs {
     /// waits for the create to be durable and opens the new, empty file without a check (the
     /// creator may open what it made whatever its mode, as with CREATE).
     pub fn open(&self, caller: &Caller, tid: u32, ino: u64, flags: i32) -> Result<u64> {
-        let made = {
-            let created = self.created.lock();
-            created.get(&ino).map(|c| {
-                (
-                    c.tid == tid,
-                    c.existing,
-                    c.trunc,
-                    c.attr.clone(),
-                    c.settled.clone(),
-                    c.ticket,
-                )
-            })
-        };
-        let Some((own, existing, trunc, attr, settled, ticket)) = made else {
+        let made = self.created.lock().get(&ino).cloned();
+        let Some(made) = made else {
             return self.open_checked(caller, ino, flags);
         };
-        let settled = self.settle(&settled, ticket);
+        let own = made.tid == tid;
+        let settled = self.settle(&made);
         if own {
             self.created.lock().remove(&ino);
         }
@@ -752,12 +759,17 @@ impl SakerFs {
         if !own {
             return self.open_checked(caller, ino, flags);
         }
-        if !existing {
-            return Ok(self.opened(attr, Some(Bytes::new()), flags & libc::O_APPEND != 0));
+        if !made.existing {
+            let append = flags & libc::O_APPEND != 0;
+            return Ok(self.opened(made.attr, Some(Bytes::new()), append));
         }
-        let flags = if trunc { flags | libc::O_TRUNC } else { flags };
+        let flags = if made.trunc {
+            flags | libc::O_TRUNC
+        } else {
+            flags
+        };
         let fh = self.open_checked(caller, ino, flags)?;
-        if trunc {
+        if made.trunc {
             if let Err(e) = self.setattr(caller, ino, None, None, None, Some(0), None, None, true) {
                 self.release(fh)?;
                 return Err(e);
@@ -767,16 +779,12 @@ impl SakerFs {
     }
 
     /// Waits until a create answered before its sync is durable (`Committed`), once for all
-    /// who wait on `settled`.
-    fn settle(
-        &self,
-        settled: &tokio::sync::OnceCell<std::result::Result<(), MetaError>>,
-        ticket: Option<(u32, u64)>,
-    ) -> Result<()> {
-        let Some((group, ticket)) = ticket else {
+    /// who wait on the same record.
+    fn settle(&self, made: &Created) -> Result<()> {
+        let Some((group, ticket)) = made.ticket else {
             return Ok(());
         };
-        let outcome = self.block(settled.get_or_init(|| async move {
+        let outcome = self.block(made.settled.get_or_init(|| async move {
             self.cluster
                 .call_group(group, MetaRequest::Committed { ticket })
                 .await
@@ -787,15 +795,8 @@ impl SakerFs {
 
     /// Waits for a pending create of `ino` (see [`Self::open`]), if there is one.
     fn settle_ino(&self, ino: u64) -> Result<()> {
-        let pending = self
-            .created
-            .lock()
-            .get(&ino)
-            .map(|c| (c.settled.clone(), c.ticket));
-        match pending {
-            Some((settled, ticket)) => self.settle(&settled, ticket),
-            None => Ok(()),
-        }
+        let made = self.created.lock().get(&ino).cloned();
+        made.map_or(Ok(()), |made| self.settle(&made))
     }
 
     /// open(2) of an existing file: the caller's access checked by its MNode.
@@ -837,26 +838,14 @@ impl SakerFs {
         name: &OsStr,
         mode: u32,
     ) -> Result<Attr> {
-        let path = self.child_path(parent, name)?;
-        if parent == ROOT {
-            return Err(FuseError::Meta(MetaError::NotPermitted));
-        }
+        let path = self.new_node_path(parent, name)?;
         let queued = self.recent.lock().queued(parent, tid, Instant::now());
         let owner_rw = mode & 0o600 == 0o600;
         let probed = (queued || !owner_rw).then(|| syscall_of(tid));
         let defer = queued && matches!(probed, Some(Syscall::Open { .. }));
         // Always exclusive, so that a file found instead is known to be someone else's.
-        let req = MetaRequest::Create {
-            path: path.clone(),
-            mode: mode & 0o7777,
-            uid: caller.cred.uid,
-            gid: caller.cred.gid,
-            exclusive: true,
-            symlink: None,
-            special: None,
-            cred: Some(caller.cred.clone()),
-            defer,
-        };
+        let file = NewNode::File { exclusive: true };
+        let req = create_request(caller, &path, mode, file, defer);
         let answer = self.block(self.call(&path, req));
         let (attr, ticket) = match answer {
             Ok(MetaResponse::Deferred {
