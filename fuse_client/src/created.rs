@@ -20,8 +20,14 @@
 //! before answering early (a MKNOD of mknod(2) is always answered durable), for a mode that
 //! denies the owner reading or writing (open(2)'s own OPEN still opens the new file), and when
 //! the name turns out taken (an open(2) without O_EXCL then opens the other client's file).
-//! Every other OPEN is checked by the MNode as usual. A syscall that cannot be read is taken
-//! for an open(2).
+//! A syscall that cannot be read is taken for an open(2).
+//!
+//! A create that was not probed (the common one: owner may read and write, nobody queued) is
+//! remembered for [`FRESH_FOR`]: an OPEN of it by the same thread within that time opens the
+//! new, empty file without asking the MNode again. That is open(2)'s own OPEN, or an open(2)
+//! right after a mknod(2) by the same owner, which the MNode would let open it too (the mode
+//! gives the owner read and write); what it skips is a re-read of an inode made microseconds
+//! before, well inside the attribute TTL. Every other OPEN is checked by the MNode as usual.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,6 +87,9 @@ pub fn parse_syscall(line: &str) -> Syscall {
 /// queued behind it.
 pub const QUEUED_WITHIN: Duration = Duration::from_millis(1);
 
+/// How long an unprobed create's record lets its creator's OPEN skip the MNode.
+pub const FRESH_FOR: Duration = Duration::from_millis(2);
+
 /// When each directory last had a create answered, and for which thread, to tell which
 /// creates queue on its lock.
 #[derive(Default)]
@@ -127,6 +136,9 @@ pub struct Created {
     /// its OPEN is checked like any other.
     pub existing: bool,
     pub attr: Attr,
+    /// Set for a create whose syscall was not read: the record serves only its creator's
+    /// OPEN, and only until then ([`FRESH_FOR`]).
+    pub fresh_until: Option<Instant>,
 }
 
 impl Created {
@@ -144,7 +156,23 @@ impl Created {
             trunc,
             existing,
             attr,
+            fresh_until: None,
         }
+    }
+
+    /// The record of an unprobed create, good for its creator's OPEN until [`FRESH_FOR`]
+    /// from `now`.
+    pub fn fresh(tid: u32, attr: Attr, now: Instant) -> Self {
+        Self {
+            fresh_until: Some(now + FRESH_FOR),
+            ..Self::new(tid, attr, None, false, false)
+        }
+    }
+
+    /// Whether the record is past its use at `now` (an unprobed create's, after
+    /// [`FRESH_FOR`]).
+    pub fn stale(&self, now: Instant) -> bool {
+        self.fresh_until.is_some_and(|t| now > t)
     }
 }
 
@@ -190,6 +218,38 @@ mod tests {
             recent.answered(100 + d, 1, t0 + QUEUED_WITHIN * 3);
         }
         assert!(recent.last.len() <= 4096, "{}", recent.last.len());
+    }
+
+    #[test]
+    fn an_unprobed_create_serves_only_for_a_moment() {
+        let attr = Attr {
+            id: 9,
+            kind: saker_rpc::FileKind::File,
+            mode: 0o644,
+            uid: 1000,
+            gid: 1000,
+            nlink: 1,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            etag: String::new(),
+            implicit: false,
+            children: 0,
+            layout: saker_rpc::Layout::Inline,
+            parts: Vec::new(),
+            s3_mtime_ns: 0,
+        };
+        let t0 = Instant::now();
+        let fresh = Created::fresh(3, attr.clone(), t0);
+        assert!(!fresh.stale(t0 + FRESH_FOR / 2));
+        assert!(fresh.stale(t0 + FRESH_FOR * 2));
+        assert!(fresh.ticket.is_none() && !fresh.existing && !fresh.trunc);
+        let probed = Created::new(3, attr, None, false, false);
+        assert!(
+            !probed.stale(t0 + FRESH_FOR * 1000),
+            "a probed create waits for its OPEN"
+        );
     }
 
     #[test]

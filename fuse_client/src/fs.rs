@@ -742,14 +742,29 @@ impl SakerFs {
         self.new_handle(ino, append)
     }
 
-    /// open(2) of `ino` by thread `tid`. The OPEN that follows a MKNOD of the same open(2)
-    /// waits for the create to be durable and opens the new, empty file without a check (the
-    /// creator may open what it made whatever its mode, as with CREATE).
+    /// open(2) of `ino` by thread `tid`. An OPEN by the thread of an unprobed create, soon
+    /// after it, opens the new file as made ([`crate::created`]). The OPEN that follows a
+    /// probed MKNOD of the same open(2) waits for the create to be durable and opens the new,
+    /// empty file without a check (the creator may open what it made whatever its mode, as
+    /// with CREATE).
     pub fn open(&self, caller: &Caller, tid: u32, ino: u64, flags: i32) -> Result<u64> {
         let made = self.created.lock().get(&ino).cloned();
         let Some(made) = made else {
             return self.open_checked(caller, ino, flags);
         };
+        if made.fresh_until.is_some() {
+            // An unprobed create: its creator's OPEN, in time, opens the new file as made.
+            let now = Instant::now();
+            let own = made.tid == tid && !made.stale(now);
+            if own || made.stale(now) {
+                self.created.lock().remove(&ino);
+            }
+            if !own {
+                return self.open_checked(caller, ino, flags);
+            }
+            let append = flags & libc::O_APPEND != 0;
+            return Ok(self.opened(made.attr, Some(Bytes::new()), append));
+        }
         let own = made.tid == tid;
         let settled = self.settle(&made);
         if own {
@@ -888,6 +903,9 @@ impl SakerFs {
             // Unknown: taken for an open(2), so that its OPEN is not refused by the new mode.
             let made = Created::new(tid, attr.clone(), ticket, false, false);
             self.remember_created(parent, &path, made);
+        } else if probed.is_none() {
+            let made = Created::fresh(tid, attr.clone(), Instant::now());
+            self.remember_created(parent, &path, made);
         } else {
             self.inodes
                 .lock()
@@ -902,7 +920,13 @@ impl SakerFs {
         self.inodes
             .lock()
             .remember(ino, parent, path.last().expect("child"));
-        self.created.lock().insert(ino, made);
+        let mut created = self.created.lock();
+        if created.len() >= 4096 {
+            // Unprobed creates of mknod(2) are never opened by their record.
+            let now = Instant::now();
+            created.retain(|_, c| !c.stale(now));
+        }
+        created.insert(ino, made);
     }
 
     /// create(2): a new empty file, opened.
