@@ -1063,5 +1063,22 @@ fn creates_open_what_they_made_and_are_in_s3_once_open_returns() {
         // O_CREAT without O_EXCL on an existing file opens (and here truncates) it.
         std::fs::write(&plain, b"again").unwrap();
         assert_eq!(std::fs::read(&plain).unwrap(), b"again");
+
+        // mknod(2) then truncate(2) at once, by the same thread: the open(2) after them reads
+        // what the truncate made, not the empty file the mknod answered.
+        let sized = b.join("sized");
+        let c = std::ffi::CString::new(sized.to_str().unwrap()).unwrap();
+        assert_eq!(
+            unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o644, 0) },
+            0,
+            "split {split}: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(unsafe { libc::truncate(c.as_ptr(), 5000) }, 0);
+        assert_eq!(
+            std::fs::read(&sized).unwrap(),
+            vec![0u8; 5000],
+            "split {split}"
+        );
     }
 }

@@ -417,6 +417,13 @@ impl SakerFs {
         has_handle: bool,
     ) -> Result<Attr> {
         let path = self.path(ino)?;
+        {
+            // A file mknod(2) made moments ago and changed now: its next open(2) reads it.
+            let mut created = self.created.lock();
+            if created.get(&ino).is_some_and(|c| c.fresh_until.is_some()) {
+                created.remove(&ino);
+            }
+        }
         if let Some(n) = size.filter(|&n| n > 0) {
             self.truncate_to(caller, ino, &path, n, has_handle)?;
         }
@@ -752,20 +759,25 @@ impl SakerFs {
         let Some(made) = made else {
             return self.open_checked(caller, ino, flags);
         };
+        // Opened unchecked only by its creator: the thread, and (thread ids of callers in
+        // another pid namespace are all 0) the file's owner.
+        let creator = made.tid == tid && made.attr.uid == caller.cred.uid;
         if made.fresh_until.is_some() {
-            // An unprobed create: its creator's OPEN, in time, opens the new file as made.
+            // An unprobed create: its creator's OPEN, in time, opens the new file as made,
+            // unless someone has it open already (their view of it stays).
             let now = Instant::now();
-            let own = made.tid == tid && !made.stale(now);
+            let own = creator && !made.stale(now);
             if own || made.stale(now) {
                 self.created.lock().remove(&ino);
             }
-            if !own {
+            if !own || self.files.lock().contains_key(&ino) {
                 return self.open_checked(caller, ino, flags);
             }
             let append = flags & libc::O_APPEND != 0;
             return Ok(self.opened(made.attr, Some(Bytes::new()), append));
         }
-        let own = made.tid == tid;
+        // A file found instead of made is opened checked below, whoever owns it.
+        let own = made.tid == tid && (made.existing || creator);
         let settled = self.settle(&made);
         if own {
             self.created.lock().remove(&ino);
@@ -921,8 +933,9 @@ impl SakerFs {
             .lock()
             .remember(ino, parent, path.last().expect("child"));
         let mut created = self.created.lock();
-        if created.len() >= 4096 {
-            // Unprobed creates of mknod(2) are never opened by their record.
+        if created.len() >= 4096 && created.len().is_multiple_of(4096) {
+            // Unprobed creates of mknod(2) are never opened by their record. (At every 4096th
+            // record, so that many live ones do not make each insert a scan.)
             let now = Instant::now();
             created.retain(|_, c| !c.stale(now));
         }

@@ -274,7 +274,7 @@ impl Blocks {
     fn of(bytes: &[u8]) -> Self {
         let len = bytes.len().div_ceil(BLOCK) * BLOCK;
         let mut buf = vec![0u8; len + BLOCK];
-        let at = buf.as_ptr().align_offset(BLOCK);
+        let at = (BLOCK - buf.as_ptr() as usize % BLOCK) % BLOCK;
         buf[at..at + bytes.len()].copy_from_slice(bytes);
         Self { buf, at, len }
     }
@@ -839,11 +839,18 @@ fn start_segment(
     checkpoint: &Record,
 ) -> Result<(Active, Arc<File>, Vec<u8>), StoreError> {
     let path = dir.join(segment_name(seq));
-    let new = spare.is_none();
-    if let Some(old) = spare {
-        fs::rename(&old, &path).map_err(io)?;
+    match spare {
+        Some(old) => fs::rename(&old, &path).map_err(io)?,
+        // Made first, then opened: an open that fails for O_DIRECT may have made the file.
+        None => drop(
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(io)?,
+        ),
     }
-    let mut file = open_segment(&path, new, true).map_err(io)?;
+    let mut file = open_segment(&path, true).map_err(io)?;
     let mut len = file.metadata().map_err(io)?.len();
     if len < size {
         file.set_len(size).map_err(io)?;
@@ -857,7 +864,7 @@ fn start_segment(
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(io(e));
         }
-        file = open_segment(&path, false, false).map_err(io)?;
+        file = open_segment(&path, false).map_err(io)?;
         file.write_all_at(blocks.as_slice(), 0).map_err(io)?;
     }
     let active = Active {
@@ -874,12 +881,11 @@ fn start_segment(
 
 /// Opens a segment file for reading and durable writes: `O_DSYNC`, and `O_DIRECT` if `direct`
 /// and the file system has it.
-fn open_segment(path: &Path, create_new: bool, direct: bool) -> std::io::Result<File> {
+fn open_segment(path: &Path, direct: bool) -> std::io::Result<File> {
     let open = |flags: i32| {
         OpenOptions::new()
             .read(true)
             .write(true)
-            .create_new(create_new)
             .custom_flags(flags)
             .open(path)
     };
@@ -973,7 +979,8 @@ mod tests {
         // Where the file system refuses O_DIRECT, segments are opened O_DSYNC alone.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(segment_name(7));
-        let file = Arc::new(open_segment(&path, true, false).unwrap());
+        File::create(&path).unwrap();
+        let file = Arc::new(open_segment(&path, false).unwrap());
         let first = frame(7, &Record::Checkpoint(Vec::new()));
         file.write_all_at(Blocks::of(&first).as_slice(), 0).unwrap();
         let w = SegmentWriter::new(file, &first);
