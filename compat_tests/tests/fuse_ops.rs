@@ -1047,14 +1047,18 @@ fn creates_open_what_they_made_and_are_in_s3_once_open_returns() {
         );
 
         // mknod(2) of a regular file: an empty file, which its owner then writes.
+        let mknod = |path: &std::path::Path, mode: libc::mode_t| {
+            let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            assert_eq!(
+                unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | mode, 0) },
+                0,
+                "split {split}: {}",
+                std::io::Error::last_os_error()
+            );
+            c
+        };
         let plain = b.join("plain");
-        let c = std::ffi::CString::new(plain.to_str().unwrap()).unwrap();
-        assert_eq!(
-            unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o640, 0) },
-            0,
-            "split {split}: {}",
-            std::io::Error::last_os_error()
-        );
+        mknod(&plain, 0o640);
         let md = std::fs::metadata(&plain).unwrap();
         assert!(md.is_file() && md.len() == 0, "split {split}: {md:?}");
         assert_eq!(md.mode() & 0o7777, 0o640);
@@ -1067,13 +1071,7 @@ fn creates_open_what_they_made_and_are_in_s3_once_open_returns() {
         // mknod(2) then truncate(2) at once, by the same thread: the open(2) after them reads
         // what the truncate made, not the empty file the mknod answered.
         let sized = b.join("sized");
-        let c = std::ffi::CString::new(sized.to_str().unwrap()).unwrap();
-        assert_eq!(
-            unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o644, 0) },
-            0,
-            "split {split}: {}",
-            std::io::Error::last_os_error()
-        );
+        let c = mknod(&sized, 0o644);
         assert_eq!(unsafe { libc::truncate(c.as_ptr(), 5000) }, 0);
         assert_eq!(
             std::fs::read(&sized).unwrap(),

@@ -121,7 +121,8 @@ impl RecentCreates {
     }
 }
 
-/// A file a MKNOD of open(2) made (or found), until that open(2)'s OPEN.
+/// A file a MKNOD made (or found), until its creator's OPEN: a probed open(2)'s until that
+/// OPEN, an unprobed create's for [`FRESH_FOR`] at most.
 #[derive(Clone)]
 pub struct Created {
     /// The thread in open(2): its OPEN of this inode opens what it created, unchecked.

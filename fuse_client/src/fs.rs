@@ -83,7 +83,8 @@ pub struct SakerFs {
     callers: Mutex<Callers>,
     /// open(O_CREAT) comes as MKNOD then OPEN ([`crate::created`]).
     pub(crate) split_create: bool,
-    /// Files a MKNOD of open(2) made, by inode, until that open(2)'s OPEN.
+    /// Files a MKNOD made, by inode, until their creator's OPEN ([`Created`]): open(2)'s
+    /// probed ones, and unprobed ones for a moment.
     created: Mutex<HashMap<u64, Created>>,
     /// When each directory last had a create answered (which creates queue on its lock).
     recent: Mutex<RecentCreates>,
@@ -773,8 +774,7 @@ impl SakerFs {
             if !own || self.files.lock().contains_key(&ino) {
                 return self.open_checked(caller, ino, flags);
             }
-            let append = flags & libc::O_APPEND != 0;
-            return Ok(self.opened(made.attr, Some(Bytes::new()), append));
+            return Ok(self.opened_new(made.attr, flags));
         }
         // A file found instead of made is opened checked below, whoever owns it.
         let own = made.tid == tid && (made.existing || creator);
@@ -787,8 +787,7 @@ impl SakerFs {
             return self.open_checked(caller, ino, flags);
         }
         if !made.existing {
-            let append = flags & libc::O_APPEND != 0;
-            return Ok(self.opened(made.attr, Some(Bytes::new()), append));
+            return Ok(self.opened_new(made.attr, flags));
         }
         let flags = if made.trunc {
             flags | libc::O_TRUNC
@@ -803,6 +802,11 @@ impl SakerFs {
             }
         }
         Ok(fh)
+    }
+
+    /// Opens the new, empty file a create of this mount just made, without asking its MNode.
+    fn opened_new(&self, attr: Attr, flags: i32) -> u64 {
+        self.opened(attr, Some(Bytes::new()), flags & libc::O_APPEND != 0)
     }
 
     /// Waits until a create answered before its sync is durable (`Committed`), once for all

@@ -728,12 +728,9 @@ impl Mnode {
                 }
             }
             let (reply, rx) = oneshot::channel();
-            let (early, early_rx) = if matches!(req, MetaRequest::Create { defer: true, .. }) {
-                let (tx, rx) = oneshot::channel();
-                (Some(tx), Some(rx))
-            } else {
-                (None, None)
-            };
+            let (early, early_rx) = matches!(req, MetaRequest::Create { defer: true, .. })
+                .then(oneshot::channel)
+                .unzip();
             let pending = Pending {
                 tag,
                 req: req.clone(),
@@ -747,17 +744,16 @@ impl Mnode {
             }
             // A deferred write is answered as evaluated; its ticket is final when the write
             // is. No early answer (the sender dropped) means the op is to be retried.
-            if let Some(Ok(early)) = match early_rx {
-                Some(rx) => Some(rx.await),
-                None => None,
-            } {
-                let resp = early?;
-                let ticket = self.tickets.open(rx);
-                return Ok(MetaResponse::Deferred {
-                    resp: Box::new(resp),
-                    group: self.keys.group,
-                    ticket,
-                });
+            if let Some(early_rx) = early_rx {
+                if let Ok(early) = early_rx.await {
+                    let resp = early?;
+                    let ticket = self.tickets.open(rx);
+                    return Ok(MetaResponse::Deferred {
+                        resp: Box::new(resp),
+                        group: self.keys.group,
+                        ticket,
+                    });
+                }
             }
             let Ok(reply) = rx.await else {
                 return Err(MetaError::Unavailable("executor stopped".into()));
