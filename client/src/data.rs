@@ -175,6 +175,7 @@ impl Cluster {
                 return Ok(inline_range(inline, range).to_vec());
             }
             Layout::Chunks(chunks) => chunks,
+            Layout::Shared { .. } => return Err(reference_read()),
         };
         let mut out = Vec::with_capacity(range.end.saturating_sub(range.start) as usize);
         for (id, off, len) in pieces(chunks, range) {
@@ -210,6 +211,15 @@ impl Cluster {
                 });
                 Box::pin(ChannelStream(rx))
             }
+            Layout::Shared { .. } => Box::pin(futures::stream::once(futures::future::ready(Err(
+                reference_read(),
+            )))),
         }
     }
+}
+
+/// A read through a hard link's reference: the MNodes answer the shared inode instead, so
+/// this is a bug of the caller.
+fn reference_read() -> ClientError {
+    ClientError::Protocol("read through a hard link's reference instead of its file".into())
 }

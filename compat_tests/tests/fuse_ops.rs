@@ -1,7 +1,7 @@
 //! Each FUSE operation against a real mount (`saker server --mount`): file data (random
 //! offsets, sparse files, O_APPEND, truncate, fsync), attributes (chmod, chown, utimens),
 //! rename (within and across directories, replacing, RENAME_NOREPLACE, RENAME_EXCHANGE),
-//! symlinks, special files, the unsupported link, readdir, statfs, extended attributes as S3 user
+//! symlinks, special files, readdir, statfs, extended attributes as S3 user
 //! metadata, locks, long paths, and the errnos of bad calls.
 
 mod common;
@@ -253,11 +253,6 @@ fn symlinks_readdir_statfs_and_unsupported_calls() {
     std::os::unix::fs::symlink("/no/such/place", b.join("dangling")).unwrap();
     assert_eq!(errno(std::fs::read(b.join("dangling"))), libc::ENOENT);
 
-    // Hard links: EPERM, as documented.
-    assert_eq!(
-        errno(std::fs::hard_link(b.join("target.txt"), b.join("hard"))),
-        libc::EPERM
-    );
     // FIFOs and device nodes exist with their type, mode and device number, not in S3.
     let fifo = cpath(&b.join("fifo"));
     assert_eq!(

@@ -305,7 +305,9 @@ impl NamespaceCoordinator {
             return Ok(source.attr);
         }
         if !source.attr.is_dir() {
-            return self.move_file(&from, &to, noreplace, &cred).await;
+            return self
+                .move_file(&from, &to, noreplace, &cred, &source.attr)
+                .await;
         }
         let mask = source_mask(&from, &to);
         if mask != access::DELETE {
@@ -410,6 +412,7 @@ impl NamespaceCoordinator {
             meta: true,
             data: true,
             tags: true,
+            link: false,
         };
         let view = self.checked(from, 0, &None, want).await?;
         if view.attr.id != attr.id {
@@ -436,6 +439,7 @@ impl NamespaceCoordinator {
         to: &[String],
         noreplace: bool,
         cred: &Option<Cred>,
+        source: &Attr,
     ) -> Result<Attr, MetaError> {
         let to_parent = &to[..to.len() - 1];
         self.checked(to_parent, access::WRITE | access::EXEC, cred, Want::ATTR)
@@ -444,6 +448,8 @@ impl NamespaceCoordinator {
             Err(MetaError::NotFound) => {}
             Err(e) => return Err(e),
             Ok(t) if t.attr.is_dir() => return Err(MetaError::IsDir),
+            // Two hard links of one file: rename(2) does nothing.
+            Ok(t) if t.attr.id == source.id => return Ok(source.clone()),
             Ok(_) if noreplace => return Err(MetaError::Exists),
             Ok(_) => {
                 self.checked(to, access::DELETE, cred, Want::ATTR).await?;
@@ -478,10 +484,13 @@ impl NamespaceCoordinator {
         noreplace: bool,
         cred: &Option<Cred>,
     ) -> Result<Attr, MetaError> {
+        // The name's own entry: a hard link's reference moves as it is (its payloads stay
+        // with the shared inode).
         let want = Want {
             meta: true,
             data: true,
             tags: true,
+            link: true,
         };
         let view = self.checked(from, 0, &None, want).await?;
         if view.attr.is_dir() {

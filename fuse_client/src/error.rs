@@ -80,6 +80,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::AccessDenied => Errno::EACCES,
         MetaError::NoAttr => Errno::NO_XATTR,
         MetaError::MetadataTooLarge => Errno::ENOSPC,
+        MetaError::TooManyLinks => Errno::EMLINK,
         MetaError::NoSuchUpload
         | MetaError::InvalidPart(_)
         | MetaError::InvalidPartOrder
@@ -107,6 +108,7 @@ mod tests {
             (MetaError::IsDir, Errno::EISDIR),
             (MetaError::AccessDenied, Errno::EACCES),
             (MetaError::NotPermitted, Errno::EPERM),
+            (MetaError::TooManyLinks, Errno::EMLINK),
             (MetaError::Internal("x".into()), Errno::EIO),
         ];
         for (e, errno) in cases {

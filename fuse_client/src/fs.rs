@@ -534,8 +534,52 @@ impl SakerFs {
             path: path.clone(),
             cred: Some(caller.cred.clone()),
         };
-        self.block(self.call(&path, req))?;
+        if let MetaResponse::Attr(removed) = self.block(self.call(&path, req))? {
+            let name = path.last().expect("child path");
+            self.inodes.lock().unlinked(removed.id, parent, name);
+        }
         Ok(())
+    }
+
+    /// link(2): `newname` in `newparent` becomes one more name of file `ino` (SwitchFS §5.5:
+    /// the file's attributes are shared by its names, at the group of the name it had first).
+    /// Two steps: the file's owner counts the new name (`LinkSource`), then the new name's
+    /// owner stores it (`LinkTarget`); if that fails, the count is taken back.
+    pub fn link(&self, caller: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
+        self.settle_ino(ino)?;
+        let from = self.path(ino)?;
+        let to = self.new_node_path(newparent, newname)?;
+        let cred = Some(caller.cred.clone());
+        let source = MetaRequest::LinkSource {
+            path: from.clone(),
+            cred: cred.clone(),
+        };
+        let reference = self.block(self.call_attr(&from, source))?;
+        let home = reference.layout.shared_home().ok_or_else(|| {
+            MetaError::Internal(format!("LinkSource answered {:?}", reference.layout))
+        })?;
+        let target = MetaRequest::LinkTarget {
+            path: to.clone(),
+            attr: Box::new(reference.clone()),
+            cred,
+        };
+        let stored = if reference.id == ino {
+            self.block(self.call_attr(&to, target))
+        } else {
+            // The name this mount knew now names another file.
+            Err(FuseError::Stale)
+        };
+        if let Err(e) = stored {
+            let undo = MetaRequest::Unlinked { id: reference.id };
+            if let Err(undo_err) = self.block(self.cluster.call_group(home, undo)) {
+                tracing::warn!(error = %undo_err, id = reference.id, "link count left one too high");
+            }
+            return Err(e);
+        }
+        self.inodes
+            .lock()
+            .linked(ino, newparent, to.last().expect("child path"));
+        Ok(reference)
     }
 
     pub fn rmdir(&self, caller: &Caller, parent: u64, name: &OsStr) -> Result<()> {
@@ -623,7 +667,10 @@ impl SakerFs {
             self.block(self.call_attr(&to, coordinated))?
         };
         let to_name = to.last().expect("checked length");
-        self.inodes.lock().moved(attr.id, newparent, to_name);
+        let from_name = from.last().expect("checked length");
+        self.inodes
+            .lock()
+            .moved(attr.id, (parent, from_name), newparent, to_name);
         Ok(())
     }
 
@@ -633,6 +680,7 @@ impl SakerFs {
             meta: false,
             data: true,
             tags: false,
+            link: false,
         };
         let view = self.block(self.access_view(&path, 0, caller, want))?;
         if view.attr.kind != FileKind::Symlink {
@@ -713,6 +761,7 @@ impl SakerFs {
             meta: true,
             data: false,
             tags: false,
+            link: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -845,6 +894,7 @@ impl SakerFs {
             meta: false,
             data: true,
             tags: false,
+            link: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -969,6 +1019,7 @@ impl SakerFs {
                 meta: false,
                 data: true,
                 tags: false,
+                link: false,
             };
             self.block(self.access_view(&path, 0, caller, want))?.data
         };

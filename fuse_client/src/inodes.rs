@@ -1,6 +1,8 @@
 //! The only namespace state the client keeps: for each inode the kernel holds, its parent and
 //! name (to rebuild the full path a request carries) and the kernel's lookup count. Entries
-//! go when the kernel forgets them; nothing else about the tree is cached here.
+//! go when the kernel forgets them; nothing else about the tree is cached here. A file with
+//! hard links made or seen through this mount also keeps its other names, so that when the
+//! name in use goes (unlink, rename) another one carries its requests.
 
 use std::collections::HashMap;
 
@@ -17,7 +19,12 @@ struct Node {
     parent: u64,
     name: String,
     lookups: u64,
+    /// Other names of a file with hard links (empty for anything else).
+    others: Vec<(u64, String)>,
 }
+
+/// The most other names kept for one file.
+const MAX_OTHERS: usize = 8;
 
 /// ino -> (parent ino, name, lookup count).
 #[derive(Default)]
@@ -35,12 +42,56 @@ impl Inodes {
             parent,
             name: String::new(),
             lookups: 0,
+            others: Vec::new(),
         });
-        node.parent = parent;
-        if node.name != name {
+        if node.parent != parent || node.name != name {
+            let known = node
+                .others
+                .iter()
+                .position(|(p, n)| *p == parent && n == name);
+            if let Some(at) = known {
+                node.others.remove(at);
+            }
+            if known.is_some() || !node.others.is_empty() {
+                // A file with hard links: the name in use so far is one of its names too.
+                let old = (node.parent, std::mem::take(&mut node.name));
+                node.others.push(old);
+                node.others.truncate(MAX_OTHERS);
+            }
+            node.parent = parent;
             node.name = name.to_string();
         }
         node.lookups += 1;
+    }
+
+    /// Records one more name of `ino` made by link(2) through this mount (the kernel counts
+    /// it as a lookup). The name in use stays.
+    pub fn linked(&mut self, ino: u64, parent: u64, name: &str) {
+        match self.nodes.get_mut(&ino) {
+            Some(node) => {
+                node.lookups += 1;
+                if node.others.len() < MAX_OTHERS {
+                    node.others.push((parent, name.to_string()));
+                }
+            }
+            None => self.remember(ino, parent, name),
+        }
+    }
+
+    /// `name` in `parent` no longer names `ino` (unlinked or renamed away through this
+    /// mount): another known name of it takes over.
+    pub fn unlinked(&mut self, ino: u64, parent: u64, name: &str) {
+        let Some(node) = self.nodes.get_mut(&ino) else {
+            return;
+        };
+        if node.parent == parent && node.name == name {
+            if let Some((p, n)) = node.others.pop() {
+                node.parent = p;
+                node.name = n;
+            }
+        } else {
+            node.others.retain(|(p, n)| !(*p == parent && n == name));
+        }
     }
 
     /// The kernel dropped `n` lookups of `ino`.
@@ -56,11 +107,23 @@ impl Inodes {
         false
     }
 
-    /// Moves `ino` to `name` in `parent` (after a rename through this mount).
-    pub fn moved(&mut self, ino: u64, parent: u64, name: &str) {
+    /// Moves `ino` from `from` (parent, name) to `name` in `parent` (after a rename through
+    /// this mount).
+    pub fn moved(&mut self, ino: u64, from: (u64, &str), parent: u64, name: &str) {
         if let Some(node) = self.nodes.get_mut(&ino) {
-            node.parent = parent;
-            node.name = name.to_string();
+            match node
+                .others
+                .iter_mut()
+                .find(|(p, n)| (*p, n.as_str()) == from)
+            {
+                Some(other) if (node.parent, node.name.as_str()) != from => {
+                    *other = (parent, name.to_string());
+                }
+                _ => {
+                    node.parent = parent;
+                    node.name = name.to_string();
+                }
+            }
         }
     }
 
@@ -114,8 +177,37 @@ mod tests {
         t.forget(12, 1);
         assert!(t.path(12).is_none());
         assert_eq!(t.len(), 2);
-        t.moved(11, 10, "other");
+        t.moved(11, (10, "dir"), 10, "other");
         assert_eq!(t.path(11).unwrap(), vec!["b", "other"]);
         assert!(t.path(99).is_none());
+    }
+
+    #[test]
+    fn a_file_with_links_goes_on_under_another_name() {
+        let mut t = Inodes::default();
+        t.remember(10, ROOT, "b");
+        t.remember(12, 10, "f");
+        t.linked(12, 10, "g");
+        t.linked(12, 10, "h");
+        assert_eq!(t.path(12).unwrap(), vec!["b", "f"]);
+        t.unlinked(12, 10, "f");
+        assert_eq!(t.path(12).unwrap(), vec!["b", "h"]);
+        t.moved(12, (10, "g"), 10, "g2");
+        t.unlinked(12, 10, "h");
+        assert_eq!(t.path(12).unwrap(), vec!["b", "g2"]);
+        // A lookup through a known name makes it the one in use and keeps the other.
+        t.linked(12, 10, "k");
+        t.remember(12, 10, "k");
+        assert_eq!(t.path(12).unwrap(), vec!["b", "k"]);
+        t.unlinked(12, 10, "k");
+        assert_eq!(t.path(12).unwrap(), vec!["b", "g2"]);
+        // Two lookups and three links: five forgets let it go.
+        assert!(!t.forget(12, 4));
+        assert!(t.forget(12, 1));
+        // A plain file renamed elsewhere is simply found under its new name.
+        t.remember(13, 10, "x");
+        t.remember(13, 10, "y");
+        t.unlinked(13, 10, "y");
+        assert_eq!(t.path(13).unwrap(), vec!["b", "y"]);
     }
 }

@@ -238,14 +238,16 @@ impl fuser::Filesystem for SakerFs {
 
     fn link(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        // One inode, one name: every object has exactly one key (see the crate docs).
-        reply.error(Errno::EPERM);
+        match SakerFs::link(self, &self.who(req), ino.0, newparent.0, newname) {
+            Ok(a) => self.entry(reply, &a),
+            Err(e) => reply.error(fail("link", &e)),
+        }
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {

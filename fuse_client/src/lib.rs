@@ -35,8 +35,12 @@
 //!   then OPEN, which waits for it ([`created`]): open(2) returns once the file is durable,
 //!   and creates in one directory share syncs instead of queueing behind the directory lock.
 //!
-//! Not supported, with the errno callers get: hard links (EPERM: an object has one key),
-//! RENAME_EXCHANGE (EINVAL).
+//! - link(2) makes one more name of a file (SwitchFS §5.5): its attributes, payloads and
+//!   chunks live once, in a shared record at the group of the name it had first, and every
+//!   name is a reference there; the MNode holding a name forwards ops on the file to that
+//!   group. Removals of names reach it as change-log records, like parent-directory updates.
+//!
+//! Not supported, with the errno callers get: RENAME_EXCHANGE (EINVAL).
 
 mod config;
 pub mod created;

@@ -122,6 +122,7 @@ pub async fn copy_object(
         meta: true,
         data: true,
         tags: true,
+        link: false,
     };
     let cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),

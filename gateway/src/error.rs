@@ -28,7 +28,7 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::InvalidPartOrder => S3Error::new(S3ErrorCode::InvalidPartOrder),
         MetaError::EntityTooSmall => S3Error::new(S3ErrorCode::EntityTooSmall),
         MetaError::Invalid(m) => S3Error::with_message(S3ErrorCode::InvalidArgument, m),
-        MetaError::CrossGroup => S3Error::new(S3ErrorCode::NotImplemented),
+        MetaError::CrossGroup | MetaError::TooManyLinks => S3Error::new(S3ErrorCode::NotImplemented),
         MetaError::MetadataTooLarge => S3Error::new(S3ErrorCode::MetadataTooLarge),
         MetaError::NoAttr => S3Error::new(S3ErrorCode::NoSuchKey),
         MetaError::NotPermitted | MetaError::AccessDenied => {

@@ -335,6 +335,7 @@ pub async fn get_object(
         meta: true,
         data: true,
         tags: true,
+        link: false,
     };
     let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
     let served = serve(
@@ -372,6 +373,7 @@ pub async fn head_object(
         meta: true,
         data: false,
         tags: true,
+        link: false,
     };
     let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
     let served = serve(

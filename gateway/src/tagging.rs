@@ -77,6 +77,7 @@ pub async fn get(
             meta: false,
             data: false,
             tags: true,
+            link: false,
         },
     )
     .await?;

@@ -17,6 +17,7 @@
 //! | `x` | client id (16) + seq (8)               | dedupe: the first result       |
 //! | `g` | deadline ns (8) + chunk id (16)        | chunk to delete after grace    |
 //! | `n` | directory id (8)                       | key of its inode record        |
+//! | `h` | inode id (8)                           | shared inode of hard links ([`saker_rpc::Attr`]) |
 //! | `c` | seq (8) + owner group (4)              | change-log: [`saker_rpc::DirChange`]s for the owner |
 //! | `s` |                                        | last change-log seq handed out |
 //! | `a` | source group (4)                       | last change-log seq applied from it |
@@ -39,6 +40,7 @@ pub const PART: u8 = b'q';
 pub const DEDUPE: u8 = b'x';
 pub const GC: u8 = b'g';
 pub const DIR_INDEX: u8 = b'n';
+pub const SHARED: u8 = b'h';
 pub const CHANGE: u8 = b'c';
 pub const CHANGE_SEQ: u8 = b's';
 pub const APPLIED: u8 = b'a';
@@ -46,8 +48,9 @@ pub const APPLIED: u8 = b'a';
 pub const EXCEPTIONS: u8 = b'e';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 11] = [
-    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, CHANGE, CHANGE_SEQ, APPLIED,
+pub const SM_TABLES: [u8; 12] = [
+    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, SHARED, CHANGE, CHANGE_SEQ,
+    APPLIED,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -165,6 +168,13 @@ impl Keys {
         let mut k = self.table(GC);
         k.extend_from_slice(&(deadline_ns.max(0) as u64).to_be_bytes());
         k.extend_from_slice(&chunk.to_be_bytes());
+        k
+    }
+
+    /// The shared inode `id` of hard links whose home is this group.
+    pub fn shared(&self, id: InodeId) -> Vec<u8> {
+        let mut k = self.table(SHARED);
+        k.extend_from_slice(&id.to_be_bytes());
         k
     }
 

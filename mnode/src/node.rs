@@ -1,6 +1,6 @@
 //! One MNode group: its raft instance, its executor and the [`MetaService`] it serves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId, Route, Router, ROOT_ID};
 use saker_rpc::{
-    access, Attr, ClientTag, CoordinatorService, GroupCounters, InodeId, MetaError, MetaRequest,
-    MetaResponse, MetaService, ObjectMeta, RemoveCond, Want,
+    access, Attr, ClientTag, CoordinatorService, Entry, GroupCounters, InodeId, MetaError,
+    MetaRequest, MetaResponse, MetaService, ObjectMeta, RemoveCond, Want,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -707,12 +707,21 @@ impl Mnode {
                     continue;
                 }
                 match self.read(&req, absent) {
+                    Err(Retry::Shared { home, id }) => {
+                        return self.forward_shared(home, tag, id, req).await;
+                    }
                     Err(_) => {
                         metrics::RETRIES.with_label_values(&["lookup"]).inc();
                         continue;
                     }
+                    // A directory, or a file with hard links: the removals of its other
+                    // names travel as change-log records too. (A file with one name has
+                    // none pending that matters: one more removal would leave no name to
+                    // reach it by.)
                     Ok(Ok(MetaResponse::Object(v)))
-                        if v.attr.is_dir()
+                        if (v.attr.is_dir()
+                            || v.attr.nlink > 1
+                            || matches!(req, MetaRequest::Shared { .. }))
                             && self.parent_updates == ParentUpdates::Async
                             && self.dirty.lock().check(v.attr.id) != Need::Clean =>
                     {
@@ -723,6 +732,11 @@ impl Mnode {
                             Ok(fresh) => fresh.or(Ok(stale)),
                             Err(_) => Ok(stale),
                         };
+                    }
+                    Ok(Ok(MetaResponse::Entries(entries)))
+                        if entries.iter().any(|e| self.remote_link(&e.attr).is_some()) =>
+                    {
+                        return self.resolve_links(entries).await.map(MetaResponse::Entries);
                     }
                     Ok(other) => return other,
                 }
@@ -791,6 +805,9 @@ impl Mnode {
                         return self.forward(g, tag, req).await;
                     }
                 }
+                Reply::Retry(Retry::Shared { home, id }) => {
+                    return self.forward_shared(home, tag, id, req).await;
+                }
                 Reply::Retry(Retry::Reap(dir)) => {
                     metrics::RETRIES.with_label_values(&["reap"]).inc();
                     self.reap(dir).await;
@@ -836,6 +853,70 @@ impl Mnode {
             },
         };
         Ok((owner != self.keys.group).then_some(owner))
+    }
+
+    /// The home group of the shared inode `attr` refers to, when that is another group.
+    fn remote_link(&self, attr: &Attr) -> Option<u32> {
+        attr.layout
+            .shared_home()
+            .filter(|&home| home != self.keys.group)
+    }
+
+    /// Listing entries with the hard links' references replaced by their shared inodes' attributes
+    /// (one `SharedAttrs` per home group). A reference whose inode is gone meanwhile is left
+    /// as it is.
+    async fn resolve_links(&self, mut entries: Vec<Entry>) -> Result<Vec<Entry>, MetaError> {
+        let mut by_home: BTreeMap<u32, Vec<InodeId>> = BTreeMap::new();
+        for e in &entries {
+            if let Some(home) = self.remote_link(&e.attr) {
+                by_home.entry(home).or_default().push(e.attr.id);
+            }
+        }
+        let mut found: HashMap<InodeId, Attr> = HashMap::new();
+        for (home, ids) in by_home {
+            match self
+                .peer(home)?
+                .call(untagged(), MetaRequest::SharedAttrs { ids })
+                .await?
+            {
+                MetaResponse::Attrs(attrs) => found.extend(attrs.into_iter().map(|a| (a.id, a))),
+                other => {
+                    return Err(MetaError::Internal(format!(
+                        "SharedAttrs answered {other:?}"
+                    )))
+                }
+            }
+        }
+        for e in &mut entries {
+            if self.remote_link(&e.attr).is_some() {
+                if let Some(attr) = found.get(&e.attr.id) {
+                    e.attr = attr.clone();
+                }
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Sends a path op whose name is a hard link's reference to the home of the shared inode
+    /// (in-process, or over the network like any forward).
+    async fn forward_shared(
+        &self,
+        home: u32,
+        tag: ClientTag,
+        id: InodeId,
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
+        if matches!(req, MetaRequest::Shared { .. }) {
+            return Err(MetaError::Internal(format!(
+                "shared inode {id} points to another shared inode"
+            )));
+        }
+        self.forwards.fetch_add(1, Ordering::Relaxed);
+        let req = MetaRequest::Shared {
+            id,
+            op: Box::new(req),
+        };
+        self.peer(home)?.call(tag, req).await
     }
 
     /// Sends a request to the group that owns it, counting the misdirection.
@@ -982,6 +1063,10 @@ impl MetaService for Mnode {
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::Committed { ticket } => {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
+            }
+            // Addressed to this group by the id's home, not by the name.
+            req @ (MetaRequest::Shared { .. } | MetaRequest::Unlinked { .. }) => {
+                self.serve(tag, req).await
             }
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),

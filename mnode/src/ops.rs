@@ -3,6 +3,16 @@
 //! Each op reads through a [`Txn`] (store + earlier ops of the batch), checks, and records its
 //! physical mutations. Nothing here does I/O beyond the store reads, so every rule of the
 //! namespace (implicit directories, reaping, conflicts, multipart) is unit-testable.
+//!
+//! Hard links (SwitchFS §5.5): `LinkSource` moves a file's attributes from its (pid, name)
+//! record to the shared table of its group (keyed by the inode id, like its payloads, so
+//! nothing else moves) and leaves a reference there ([`Layout::Shared`] with the home group);
+//! `LinkTarget` stores another reference at the new name. Ops on the file itself find their
+//! target through [`target`]: the shared record when it is here, else a retry that forwards
+//! the op to the home (`MetaRequest::Shared`). Removing a name removes its reference and
+//! sends the home a link-count change as a change-log record (as for a parent directory); the
+//! home drops the file, its payloads and chunks when the count reaches 0. Moves of a name
+//! move only the reference.
 
 use bytes::Bytes;
 use saker_namespace::GroupId;
@@ -17,7 +27,8 @@ use crate::perm;
 use crate::records::{decode, encode, encode_bytes};
 use crate::store::prefix_end;
 use crate::tree::{
-    child, has_children, internal, resolve_parents, Child, Located, Resolver, Retry,
+    child, has_children, internal, resolve_parents, shared_inode, target, Child, Located, Resolver,
+    Retry,
 };
 use crate::txn::Txn;
 
@@ -237,6 +248,16 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
+        MetaRequest::LinkSource { path, cred } => link_source(txn, ctx, path, cred.as_ref()),
+        MetaRequest::LinkTarget { path, attr, cred } => {
+            link_target(txn, ctx, path, attr, cred.as_ref())
+        }
+        MetaRequest::Unlinked { id } => {
+            let change = link_change(ctx, *id, -1);
+            apply_link_change(txn, ctx, &change)?;
+            Ok(MetaResponse::Done)
+        }
+        MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
             other.op_name()
@@ -368,8 +389,16 @@ fn put_object(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], obj: &NewOb
                     path: path.join("/"),
                 });
             }
-            release_chunks(txn, ctx, loc.attr.layout.chunks());
-            (loc.key.expect("child has a key"), loc.attr, false)
+            if let Some(home) = loc.attr.layout.shared_home() {
+                // A hard link: the key gets a new object of its own (as a rename over it
+                // would); the file lives on under its other names.
+                drop_link(txn, ctx, home, loc.attr.id)?;
+                let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
+                (loc.key.expect("child has a key"), attr, false)
+            } else {
+                release_chunks(txn, ctx, loc.attr.layout.chunks());
+                (loc.key.expect("child has a key"), loc.attr, false)
+            }
         }
         Child::None => {
             let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
@@ -550,7 +579,7 @@ fn delete_object(
     let pid = chain.last().expect("root").attr.id;
     match (child(txn, ctx.keys, pid, name)?, dir_marker) {
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
-            remove_file(txn, ctx, &mut chain, loc);
+            remove_file(txn, ctx, &mut chain, loc)?;
             let parent = path[..path.len() - 1].to_vec();
             if reapable(&parent) && !has_children(txn, ctx.keys, pid)? {
                 ctx.reap = Some(parent);
@@ -574,11 +603,22 @@ fn delete_object(
     Ok(MetaResponse::Done)
 }
 
-fn remove_file(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut [Located], loc: Located) {
+fn remove_file(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    loc: Located,
+) -> Result<(), MetaError> {
     txn.delete(loc.key.expect("child has a key"));
-    delete_payloads(txn, ctx.keys, loc.attr.id);
-    release_chunks(txn, ctx, loc.attr.layout.chunks());
+    match loc.attr.layout.shared_home() {
+        Some(home) => drop_link(txn, ctx, home, loc.attr.id)?,
+        None => {
+            delete_payloads(txn, ctx.keys, loc.attr.id);
+            release_chunks(txn, ctx, loc.attr.layout.chunks());
+        }
+    }
     touch_parent(txn, ctx, chain, -1, 0);
+    Ok(())
 }
 
 fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], cred: Option<&Cred>) -> OpResult {
@@ -589,8 +629,9 @@ fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], cred: Option<&C
     match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Other(loc) => {
             perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
-            remove_file(txn, ctx, &mut chain, loc);
-            Ok(MetaResponse::Done)
+            let removed = loc.attr.clone();
+            remove_file(txn, ctx, &mut chain, loc)?;
+            Ok(MetaResponse::Attr(removed))
         }
         Child::Dir(_) => Err(MetaError::IsDir),
         Child::None => Err(MetaError::NotFound),
@@ -683,6 +724,7 @@ fn apply_changes(
         for c in changes {
             // A directory removed since is skipped: its deltas no longer matter.
             let Some(key) = txn.get(&ctx.keys.dir_index(c.dir)).map_err(internal)? else {
+                apply_link_change(txn, ctx, c)?;
                 continue;
             };
             let Some(bytes) = txn.get(&key).map_err(internal)? else {
@@ -757,7 +799,7 @@ fn set_attr(
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     perm::search(&chain, cred)?;
     let pid = chain.last().expect("root").attr.id;
-    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+    let loc = match target(txn, ctx.ns, pid, path.last().expect("len"))? {
         Child::Dir(loc) | Child::Other(loc) => loc,
         Child::None => return Err(MetaError::NotFound),
     };
@@ -917,7 +959,7 @@ fn create(
         ));
     }
     let new_name_only = spec.exclusive || spec.symlink.is_some() || spec.special.is_some();
-    match child(txn, ctx.keys, parent.id, name)? {
+    match target(txn, ctx.ns, parent.id, name)? {
         Child::Dir(_) if new_name_only => return Err(MetaError::Exists),
         Child::Dir(_) => return Err(MetaError::IsDir),
         Child::Other(_) if new_name_only => return Err(MetaError::Exists),
@@ -931,6 +973,8 @@ fn create(
             }
             return Ok(MetaResponse::Attr(loc.attr));
         }
+        // The shared inode went since its home was asked.
+        Child::None if ctx.ns.shared_target().is_some() => return Err(MetaError::NotFound),
         Child::None => {}
     }
     perm::may_create(&parent, cred)?;
@@ -972,7 +1016,7 @@ fn commit_file(
     check_path(path, 2)?;
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     let pid = chain.last().expect("root").attr.id;
-    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+    let loc = match target(txn, ctx.ns, pid, path.last().expect("len"))? {
         Child::Other(loc) if loc.attr.id == id && loc.attr.kind == FileKind::File => loc,
         _ => return Err(MetaError::NotFound),
     };
@@ -1011,7 +1055,7 @@ fn clear_target(
         Child::Other(_) if noreplace => Err(MetaError::Exists),
         Child::Other(loc) => {
             perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
-            remove_file(txn, ctx, chain, loc);
+            remove_file(txn, ctx, chain, loc)?;
             Ok(false)
         }
     }
@@ -1051,10 +1095,16 @@ fn rename(
     };
     perm::may_create(&chain.last().expect("root").attr, cred)?;
     let to_name = to.last().expect("len");
-    clear_target(txn, ctx, chain, to_name, loc.attr.id, noreplace, cred)?;
+    if clear_target(txn, ctx, chain, to_name, loc.attr.id, noreplace, cred)? {
+        // Two hard links of one file: rename(2) does nothing.
+        return Ok(MetaResponse::Attr(loc.attr));
+    }
     let to_pid = chain.last().expect("root").attr.id;
     let mut attr = loc.attr;
     attr.ctime_ns = ctx.now_ns;
+    if let Some(home) = attr.layout.shared_home() {
+        touch_shared(txn, ctx, home, attr.id, 0)?;
+    }
     txn.delete(loc.key.expect("child key"));
     put_attr(txn, &ctx.keys.inode(to_pid, to_name, false), &attr);
     if same_dir {
@@ -1109,7 +1159,11 @@ fn rename_in(
     let mut attr = attr.clone();
     attr.ctime_ns = ctx.now_ns;
     put_attr(txn, &ctx.keys.inode(pid, name, false), &attr);
-    write_payloads(txn, ctx.keys, attr.id, payloads);
+    match attr.layout.shared_home() {
+        // A hard link's payloads stay with the shared inode.
+        Some(home) => touch_shared(txn, ctx, home, attr.id, 0)?,
+        None => write_payloads(txn, ctx.keys, attr.id, payloads),
+    }
     touch_parent(txn, ctx, &mut chain, entries, 0);
     Ok(MetaResponse::Attr(attr))
 }
@@ -1126,9 +1180,12 @@ fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId
     let pid = chain.last().expect("root").attr.id;
     if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
         if loc.attr.id == id {
-            // The chunks moved with the inode: only the name and payloads go.
+            // The chunks moved with the inode: only the name and payloads go (a hard link's
+            // payloads stay with the shared inode).
             txn.delete(loc.key.expect("child has a key"));
-            delete_payloads(txn, ctx.keys, id);
+            if loc.attr.layout.shared_home().is_none() {
+                delete_payloads(txn, ctx.keys, id);
+            }
             touch_parent(txn, ctx, &mut chain, -1, 0);
         }
     }
@@ -1158,7 +1215,9 @@ fn adopt_entry(
         }
     }
     put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
-    write_payloads(txn, ctx.keys, attr.id, payloads);
+    if attr.layout.shared_home().is_none() {
+        write_payloads(txn, ctx.keys, attr.id, payloads);
+    }
     Ok(MetaResponse::Done)
 }
 
@@ -1173,7 +1232,9 @@ fn drop_entry(
     if let Child::Other(loc) = child(txn, ctx.keys, pid, name)? {
         if loc.attr.id == id {
             txn.delete(loc.key.expect("child has a key"));
-            delete_payloads(txn, ctx.keys, id);
+            if loc.attr.layout.shared_home().is_none() {
+                delete_payloads(txn, ctx.keys, id);
+            }
         }
     }
     Ok(MetaResponse::Done)
@@ -1251,6 +1312,157 @@ fn rename_dir_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: Ino
     Ok(MetaResponse::Done)
 }
 
+/// A change of shared inode `id`'s link count by `links`, made now.
+fn link_change(ctx: &Ctx<'_>, id: InodeId, links: i64) -> DirChange {
+    DirChange {
+        dir: id,
+        entries: 0,
+        links,
+        mtime_ns: ctx.now_ns,
+    }
+}
+
+/// Tells shared inode `id` at `home` that one of its names changed (`links` = -1: went;
+/// 0: moved), which changes its ctime: at once when this group is the home, else as a
+/// change-log record for the home, like a parent-directory update.
+fn touch_shared(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    home: GroupId,
+    id: InodeId,
+    links: i64,
+) -> Result<(), MetaError> {
+    let change = link_change(ctx, id, links);
+    if home == ctx.keys.group {
+        apply_link_change(txn, ctx, &change)
+    } else {
+        ctx.changes.push((home, change));
+        Ok(())
+    }
+}
+
+/// One name of shared inode `id` at `home` went.
+fn drop_link(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    home: GroupId,
+    id: InodeId,
+) -> Result<(), MetaError> {
+    touch_shared(txn, ctx, home, id, -1)
+}
+
+/// Applies a link-count change to a shared inode of this group (a missing one is gone
+/// already); the inode goes, with its payloads and chunks, when no name is left.
+fn apply_link_change(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, c: &DirChange) -> Result<(), MetaError> {
+    let Some(loc) = shared_inode(txn, ctx.keys, c.dir)? else {
+        return Ok(());
+    };
+    let key = loc.key.expect("a shared inode has a key");
+    let mut attr = loc.attr;
+    let nlink = attr.nlink as i64 + c.links;
+    if nlink <= 0 {
+        txn.delete(key);
+        delete_payloads(txn, ctx.keys, attr.id);
+        release_chunks(txn, ctx, attr.layout.chunks());
+        return Ok(());
+    }
+    attr.nlink = nlink as u32;
+    attr.ctime_ns = attr.ctime_ns.max(c.mtime_ns);
+    put_attr(txn, &key, &attr);
+    Ok(())
+}
+
+/// The most names one file may have (`EMLINK` beyond).
+pub const LINK_MAX: u32 = 65_000;
+
+/// link(2) step 1 (see [`MetaRequest::LinkSource`]).
+fn link_source(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let pid = chain.last().expect("root").attr.id;
+    let name = path.last().expect("len");
+    let loc = match target(txn, ctx.ns, pid, name)? {
+        Child::None => return Err(MetaError::NotFound),
+        Child::Dir(_) => return Err(MetaError::NotPermitted),
+        Child::Other(loc) => loc,
+    };
+    let mut attr = loc.attr;
+    if attr.nlink >= LINK_MAX {
+        return Err(MetaError::TooManyLinks);
+    }
+    attr.nlink += 1;
+    attr.ctime_ns = ctx.now_ns;
+    let key = loc.key.expect("a file has a key");
+    let shared_key = ctx.keys.shared(attr.id);
+    if key != shared_key {
+        // A plain inode: its attributes move to the shared table (its payloads are keyed by
+        // its id and stay), and its name becomes a reference.
+        let mut reference = attr.clone();
+        reference.layout = Layout::Shared {
+            home: ctx.keys.group,
+        };
+        put_attr(txn, &key, &reference);
+    }
+    put_attr(txn, &shared_key, &attr);
+    attr.layout = Layout::Shared {
+        home: ctx.keys.group,
+    };
+    Ok(MetaResponse::Attr(attr))
+}
+
+/// link(2) step 2 (see [`MetaRequest::LinkTarget`]).
+fn link_target(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    attr: &Attr,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(path, 2)?;
+    if attr.layout.shared_home().is_none() {
+        return Err(MetaError::Invalid("LinkTarget stores a reference".into()));
+    }
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let name = path.last().expect("len");
+    let pid = chain.last().expect("root").attr.id;
+    if !matches!(child(txn, ctx.keys, pid, name)?, Child::None) {
+        return Err(MetaError::Exists);
+    }
+    perm::may_create(&chain.last().expect("root").attr, cred)?;
+    put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
+    touch_parent(txn, ctx, &mut chain, 1, 0);
+    Ok(MetaResponse::Attr(attr.clone()))
+}
+
+/// A path op on shared inode `id` of this group (see [`MetaRequest::Shared`]).
+fn shared_op(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, id: InodeId, op: &MetaRequest) -> OpResult {
+    match op {
+        MetaRequest::SetAttr { .. }
+        | MetaRequest::CommitFile { .. }
+        | MetaRequest::SetUserMeta { .. }
+        | MetaRequest::PutTags { .. }
+        | MetaRequest::Create { .. }
+        | MetaRequest::LinkSource { .. } => {}
+        other => {
+            return Err(MetaError::Invalid(format!(
+                "{} does not apply to a shared inode",
+                other.op_name()
+            )))
+        }
+    }
+    ctx.ns.set_shared(Some(id));
+    let result = apply_write(txn, ctx, op);
+    ctx.ns.set_shared(None);
+    result
+}
+
 /// Finds the file (or explicit directory marker) an S3 key names.
 fn find_object<V: crate::tree::View + ?Sized>(
     v: &V,
@@ -1263,10 +1475,7 @@ fn find_object<V: crate::tree::View + ?Sized>(
         _ => MetaError::NotFound,
     })?;
     let pid = chain.last().expect("root").attr.id;
-    match (
-        child(v, ns.keys, pid, path.last().expect("len"))?,
-        dir_marker,
-    ) {
+    match (target(v, ns, pid, path.last().expect("len"))?, dir_marker) {
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => Ok(loc),
         (Child::Dir(loc), true) if !loc.attr.implicit => Ok(loc),
         _ => Err(MetaError::NotFound),
@@ -1308,7 +1517,7 @@ fn set_user_meta(
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     perm::search(&chain, Some(cred))?;
     let pid = chain.last().expect("root").attr.id;
-    let loc = match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+    let loc = match target(txn, ctx.ns, pid, path.last().expect("len"))? {
         Child::Dir(loc) | Child::Other(loc) => loc,
         Child::None => return Err(MetaError::NotFound),
     };

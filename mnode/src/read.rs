@@ -12,8 +12,8 @@ use crate::perm;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
 use crate::tree::{
-    child, for_each_value, internal, read_payload, resolve_parents, root_attr, Child, Resolver,
-    View,
+    child, for_each_value, internal, read_payload, resolve_parents, root_attr, shared_inode,
+    target, Child, Resolver, View,
 };
 
 type OpResult = Result<MetaResponse, MetaError>;
@@ -53,6 +53,25 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
         MetaRequest::GetUpload { path, upload_id } => get_upload(v, keys, path, upload_id),
         MetaRequest::GcDue { now_ns, limit } => gc_due(v, keys, *now_ns, *limit),
         MetaRequest::ChunkRefs => chunk_refs(v, keys),
+        MetaRequest::SharedAttrs { ids } => {
+            let mut out = Vec::with_capacity(ids.len());
+            for &id in ids {
+                out.extend(shared_inode(v, keys, id)?.map(|loc| loc.attr));
+            }
+            Ok(MetaResponse::Attrs(out))
+        }
+        MetaRequest::Shared { id, op } => match **op {
+            MetaRequest::Lookup { .. } | MetaRequest::Access { .. } => {
+                r.set_shared(Some(*id));
+                let result = apply_read(v, r, op);
+                r.set_shared(None);
+                result
+            }
+            _ => Err(MetaError::Invalid(format!(
+                "{} does not apply to a shared inode",
+                op.op_name()
+            ))),
+        },
         other => Err(MetaError::Invalid(format!(
             "{} is not a read",
             other.op_name()
@@ -93,7 +112,13 @@ fn lookup<V: View + ?Sized>(
         perm::search(&chain, Some(cred))?;
     }
     let pid = chain.last().expect("root").attr.id;
-    let attr = match child(v, keys, pid, path.last().expect("non-empty"))? {
+    let name = path.last().expect("non-empty");
+    let found = if want.link {
+        child(v, keys, pid, name)?
+    } else {
+        target(v, r, pid, name)?
+    };
+    let attr = match found {
         Child::Dir(loc) | Child::Other(loc) => loc.attr,
         Child::None if path.len() == 1 && check.is_none() => return Err(MetaError::NoSuchBucket),
         Child::None => return Err(MetaError::NotFound),
@@ -104,6 +129,12 @@ fn lookup<V: View + ?Sized>(
         }
         perm::check(&attr, cred, mask & 0o7)?;
     }
+    // A hard link's own entry has no payloads.
+    let want = if attr.layout.shared_home().is_some() {
+        Want::ATTR
+    } else {
+        want
+    };
     let meta = if want.meta {
         match read_payload(v, keys, attr.id, PayloadKind::Meta)? {
             Some(b) => Some(decode::<ObjectMeta>(&b).map_err(internal)?),
@@ -197,6 +228,14 @@ fn scan<V: View + ?Sized>(
             .unwrap_or(sort_name);
         let name = String::from_utf8(name.to_vec())
             .map_err(|_| MetaError::Internal("non-UTF-8 name".into()))?;
+        // A hard link whose shared inode lives here is answered with it (the MNode asks the
+        // home group for the others).
+        let attr = match attr.layout.shared_home() {
+            Some(home) if home == keys.group => shared_inode(v, keys, attr.id)?
+                .map(|loc| loc.attr)
+                .unwrap_or(attr),
+            _ => attr,
+        };
         out.push(Entry { name, attr });
     }
     Ok(MetaResponse::Entries(out))
@@ -278,9 +317,9 @@ fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpRe
 
 fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
     let mut ids = Vec::new();
-    for tag in [crate::keys::INODE, crate::keys::PART] {
+    for tag in [crate::keys::INODE, crate::keys::SHARED, crate::keys::PART] {
         for_each_value(v, &keys.table(tag), &keys.table_end(tag), |val| {
-            let layout = if tag == crate::keys::INODE {
+            let layout = if tag != crate::keys::PART {
                 decode::<Attr>(val).map_err(internal)?.layout
             } else {
                 decode::<saker_rpc::PartRecord>(val)

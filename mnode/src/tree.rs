@@ -110,6 +110,9 @@ pub enum Retry {
     /// chmod/chown of a directory: the coordinator's protocol makes it (replicas hold the
     /// directory's mode and owner).
     DirAttr,
+    /// The name is a hard link's reference to shared inode `id` of group `home`: the op goes
+    /// there (`MetaRequest::Shared`).
+    Shared { home: GroupId, id: InodeId },
 }
 
 /// What a remote lookup found where a directory was expected.
@@ -133,6 +136,8 @@ pub struct Resolver<'a> {
     /// What the remote lookups made for the current op found missing.
     absent: RefCell<Vec<(InodeId, String, Absence)>>,
     retry: Cell<Option<Retry>>,
+    /// The current op is a `MetaRequest::Shared`: its target is this shared inode.
+    shared: Cell<Option<InodeId>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -151,6 +156,7 @@ impl<'a> Resolver<'a> {
             writing,
             absent: RefCell::new(Vec::new()),
             retry: Cell::new(None),
+            shared: Cell::new(None),
         }
     }
 
@@ -167,6 +173,16 @@ impl<'a> Resolver<'a> {
     pub fn retry(&self, why: Retry) -> MetaError {
         self.retry.set(Some(why));
         MetaError::Unavailable("retry".into())
+    }
+
+    /// Makes shared inode `id` the target of the ops that follow (`None` ends that).
+    pub fn set_shared(&self, id: Option<InodeId>) {
+        self.shared.set(id);
+    }
+
+    /// The shared inode the current op targets, if it is a `MetaRequest::Shared`.
+    pub fn shared_target(&self) -> Option<InodeId> {
+        self.shared.get()
     }
 
     /// The retry the last op asked for, if any.
@@ -242,6 +258,51 @@ pub fn child<V: View + ?Sized>(
         }));
     }
     Ok(Child::None)
+}
+
+/// The shared inode `id` of this group, if it exists.
+pub fn shared_inode<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    id: InodeId,
+) -> Result<Option<Located>, MetaError> {
+    let key = keys.shared(id);
+    Ok(read_attr(v, &key)?.map(|attr| Located {
+        key: Some(key),
+        attr,
+        owner: keys.group,
+    }))
+}
+
+/// Looks up the target of an op on the inode itself (its attributes, payloads or bytes), as
+/// [`child`] does but through a hard link's reference: the shared inode when this group is its
+/// home (or the op is a `Shared` one, whose target it is), else a retry at the home.
+pub fn target<V: View + ?Sized>(
+    v: &V,
+    r: &Resolver<'_>,
+    pid: InodeId,
+    name: &str,
+) -> Result<Child, MetaError> {
+    if let Some(id) = r.shared.get() {
+        return Ok(match shared_inode(v, r.keys, id)? {
+            Some(loc) => Child::Other(loc),
+            None => Child::None,
+        });
+    }
+    match child(v, r.keys, pid, name)? {
+        Child::Other(loc) => match loc.attr.layout.shared_home() {
+            None => Ok(Child::Other(loc)),
+            Some(home) if home == r.keys.group => Ok(match shared_inode(v, r.keys, loc.attr.id)? {
+                Some(shared) => Child::Other(shared),
+                None => Child::None,
+            }),
+            Some(home) => Err(r.retry(Retry::Shared {
+                home,
+                id: loc.attr.id,
+            })),
+        },
+        found => Ok(found),
+    }
 }
 
 /// Resolves the directories of `path[..path.len() - 1]` and returns them root first (the root

@@ -571,6 +571,7 @@ impl Cluster {
             meta: false,
             data: true,
             tags: false,
+            link: false,
         };
         let req = MetaRequest::Lookup {
             path: p(path),

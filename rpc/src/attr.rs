@@ -44,13 +44,26 @@ pub enum Layout {
     Inline,
     /// The bytes are the concatenation of these chunks.
     Chunks(Vec<ChunkRef>),
+    /// A hard link's reference (SwitchFS §5.5): the file's attributes, payloads and bytes live
+    /// in the shared table of group `home`, under the inode id. The other fields of a
+    /// reference are a copy taken when the name was made, not kept up to date.
+    Shared { home: u32 },
 }
 
 impl Layout {
+    /// The chunks this record owns (none for a hard link's reference).
     pub fn chunks(&self) -> &[ChunkRef] {
         match self {
-            Layout::Inline => &[],
+            Layout::Inline | Layout::Shared { .. } => &[],
             Layout::Chunks(c) => c,
+        }
+    }
+
+    /// The home group of a hard link's shared inode, when this is a reference to one.
+    pub fn shared_home(&self) -> Option<u32> {
+        match self {
+            Layout::Shared { home } => Some(*home),
+            _ => None,
         }
     }
 }

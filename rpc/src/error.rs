@@ -54,4 +54,7 @@ pub enum MetaError {
     /// User metadata over S3's 2 KiB limit (S3 MetadataTooLarge, ENOSPC).
     #[error("user metadata too large")]
     MetadataTooLarge,
+    /// A file with the most names it may have got one more (EMLINK).
+    #[error("too many links")]
+    TooManyLinks,
 }

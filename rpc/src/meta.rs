@@ -65,6 +65,9 @@ pub struct Want {
     pub meta: bool,
     pub data: bool,
     pub tags: bool,
+    /// Answer a hard link's own entry (its [`Layout::Shared`] reference, no payloads) instead
+    /// of the shared inode it names: for moves of the name itself.
+    pub link: bool,
 }
 
 impl Want {
@@ -72,16 +75,19 @@ impl Want {
         meta: false,
         data: false,
         tags: false,
+        link: false,
     };
     pub const OBJECT: Want = Want {
         meta: true,
         data: true,
         tags: false,
+        link: false,
     };
     pub const HEAD: Want = Want {
         meta: true,
         data: false,
         tags: false,
+        link: false,
     };
 }
 
@@ -437,7 +443,8 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
     },
-    /// POSIX unlink of a file.
+    /// POSIX unlink of a file. Answers the entry removed (a hard link's reference for a
+    /// name of a file with others).
     Unlink {
         path: Vec<String>,
         cred: Option<Cred>,
@@ -580,6 +587,41 @@ pub enum MetaRequest {
         mode: XattrMode,
         cred: Cred,
     },
+    /// link(2), step 1 at the owner of `path` (the existing name): one more name for the
+    /// file there. A plain inode becomes a shared one first (SwitchFS §5.5): its attributes
+    /// move to the shared table of this group, which is their home from then on, and the name
+    /// becomes a reference ([`Layout::Shared`]). Answers the reference to store at the new
+    /// name (the attributes with `nlink` counted up, `layout: Shared`). Directories: EPERM.
+    LinkSource {
+        path: Vec<String>,
+        cred: Option<Cred>,
+    },
+    /// link(2), step 2 at the owner of `path` (the new name): store `attr` (the reference
+    /// `LinkSource` answered) there. `Exists` if the name is taken; the caller then takes the
+    /// count back with `Unlinked`.
+    LinkTarget {
+        path: Vec<String>,
+        attr: Box<Attr>,
+        cred: Option<Cred>,
+    },
+    /// At the home of shared inode `id`: one of its names went without a change-log record
+    /// (a `LinkTarget` that failed). The inode goes when no name is left.
+    Unlinked {
+        id: InodeId,
+    },
+    /// The attributes of these shared inodes of hard links, at their home group (for listings,
+    /// whose entries of such files are references). Answers `Attrs`, leaving out the gone.
+    SharedAttrs {
+        ids: Vec<InodeId>,
+    },
+    /// `op` (a path op: lookup, access, setattr, commit, xattr, tags, create of an existing
+    /// name, `LinkSource`) applied to shared inode `id` at its home group, after the owner of
+    /// the path found a hard link's reference there and forwarded it. The path's directories
+    /// are resolved and checked again here; the target is the shared inode.
+    Shared {
+        id: InodeId,
+        op: Box<MetaRequest>,
+    },
 }
 
 /// setxattr(2)'s flags: whether the name must (not) exist already.
@@ -596,6 +638,9 @@ pub enum XattrMode {
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
+        if let MetaRequest::Shared { op, .. } = self {
+            return op.is_write();
+        }
         !matches!(
             self,
             MetaRequest::Lookup { .. }
@@ -624,6 +669,7 @@ impl MetaRequest {
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
                 | MetaRequest::Committed { .. }
+                | MetaRequest::SharedAttrs { .. }
         )
     }
 
@@ -650,6 +696,7 @@ impl MetaRequest {
             | MetaRequest::RenameDirOut { .. }
             | MetaRequest::BlockPath { .. }
             | MetaRequest::UnblockPath { .. }
+            | MetaRequest::Shared { .. }
             | MetaRequest::Freeze { .. } => Vec::new(),
             r if r.is_write() => r.path().into_iter().collect(),
             _ => Vec::new(),
@@ -684,6 +731,8 @@ impl MetaRequest {
             | MetaRequest::PutPart { path, .. }
             | MetaRequest::CompleteUpload { path, .. }
             | MetaRequest::AbortUpload { path, .. }
+            | MetaRequest::LinkSource { path, .. }
+            | MetaRequest::LinkTarget { path, .. }
             | MetaRequest::Freeze { path }
             | MetaRequest::BlockPath { path }
             | MetaRequest::UnblockPath { path }
@@ -691,7 +740,9 @@ impl MetaRequest {
             MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
                 Some(std::slice::from_ref(name))
             }
-            MetaRequest::ApplyDirAttr { set, .. } => set.path(),
+            MetaRequest::ApplyDirAttr { set, .. } | MetaRequest::Shared { op: set, .. } => {
+                set.path()
+            }
             MetaRequest::Scan { .. }
             | MetaRequest::ListUploads { .. }
             | MetaRequest::GcDue { .. }
@@ -716,6 +767,8 @@ impl MetaRequest {
             | MetaRequest::AdoptEntry { .. }
             | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
+            | MetaRequest::Unlinked { .. }
+            | MetaRequest::SharedAttrs { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
     }
@@ -780,6 +833,11 @@ impl MetaRequest {
             MetaRequest::ApplyChanges { .. } => "apply_changes",
             MetaRequest::RemoveDir { .. } => "remove_dir",
             MetaRequest::PurgeDirs { .. } => "purge_dirs",
+            MetaRequest::LinkSource { .. } => "link_source",
+            MetaRequest::LinkTarget { .. } => "link_target",
+            MetaRequest::Unlinked { .. } => "unlinked",
+            MetaRequest::SharedAttrs { .. } => "shared_attrs",
+            MetaRequest::Shared { op, .. } => op.op_name(),
         }
     }
 }
@@ -791,6 +849,7 @@ pub enum MetaResponse {
     Attr(Attr),
     Object(Box<ObjectView>),
     Entries(Vec<Entry>),
+    Attrs(Vec<Attr>),
     Uploads(Vec<UploadInfo>),
     Upload(Box<UploadInfo>),
     Gc(Vec<(Vec<u8>, u128)>),

@@ -334,6 +334,7 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
                     meta: false,
                     data: true,
                     tags: false,
+                    link: false,
                 };
                 let view = reader.lookup(&shape.file(i), want).await?;
                 let size = view.attr.size;
