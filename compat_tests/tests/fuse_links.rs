@@ -203,3 +203,42 @@ fn hard_links_share_one_file_across_directories_groups_and_s3() {
         m.srv.stored_chunks()
     );
 }
+
+#[test]
+fn removal_in_a_sticky_directory_checks_the_files_owner_now() {
+    let m = Mounted::start(Opts::default());
+    let b = m.bucket("sticky");
+    std::fs::set_permissions(&b, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let file = b.join("f");
+    std::fs::write(&file, b"owned by 1000, then by 2000").unwrap();
+    std::os::unix::fs::chown(&file, Some(1000), Some(1000)).unwrap();
+    // Names made while 1000 owned the file (several, so that some are held by groups other
+    // than the file's home).
+    let names: Vec<PathBuf> = (0..6).map(|i| b.join(format!("g{i}"))).collect();
+    for n in &names {
+        std::fs::hard_link(&file, n).unwrap();
+    }
+    std::os::unix::fs::chown(&file, Some(2000), Some(2000)).unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let shown = std::fs::metadata(n).unwrap();
+        assert_eq!(
+            (shown.uid(), shown.nlink()),
+            (2000, 7 - i as u64),
+            "{}",
+            n.display()
+        );
+        // The old owner may no longer remove the name; the new one may.
+        let o = as_user(1000, 1000, &[], &format!("rm -f {}", n.display()));
+        assert!(!o.status.success(), "uid 1000 removed {}", n.display());
+        assert!(n.exists());
+        let o = as_user(2000, 2000, &[], &format!("rm -f {}", n.display()));
+        assert!(
+            o.status.success(),
+            "uid 2000 could not remove {}: {}",
+            n.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!n.exists());
+    }
+    assert_eq!(ids(&file).1, 1);
+}

@@ -374,7 +374,9 @@ impl SakerFs {
         let path = self.child_path(parent, name)?;
         let view = self.block(self.access_view(&path, 0, caller, Want::ATTR))?;
         let name = path.last().expect("child path");
-        self.inodes.lock().remember(view.attr.id, parent, name);
+        self.inodes
+            .lock()
+            .remember(view.attr.id, parent, name, has_links(&view.attr));
         Ok(view.attr)
     }
 
@@ -524,7 +526,7 @@ impl SakerFs {
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
             .lock()
-            .remember(attr.id, parent, path.last().expect("child"));
+            .remember(attr.id, parent, path.last().expect("child"), false);
         Ok(attr)
     }
 
@@ -570,11 +572,40 @@ impl SakerFs {
             Err(FuseError::Stale)
         };
         if let Err(e) = stored {
-            let undo = MetaRequest::Unlinked { id: reference.id };
-            if let Err(undo_err) = self.block(self.cluster.call_group(home, undo)) {
-                tracing::warn!(error = %undo_err, id = reference.id, "link count left one too high");
+            // The count is taken back only when the new name is known not to be there: an
+            // undo for a name that was stored (an answer lost after the commit) would let the
+            // file go while that name still refers to it.
+            let stored = if e.errno() == fuser::Errno::EIO {
+                let check = MetaRequest::Lookup {
+                    path: to.clone(),
+                    want: Want {
+                        link: true,
+                        ..Want::ATTR
+                    },
+                };
+                match self.block(self.call(&to, check)) {
+                    Ok(MetaResponse::Object(v)) => Some(v.attr.id == reference.id),
+                    Err(e) if e.errno() == fuser::Errno::ENOENT => Some(false),
+                    _ => None,
+                }
+            } else {
+                Some(false)
+            };
+            match stored {
+                Some(true) => {}
+                Some(false) => {
+                    let undo = MetaRequest::Unlinked { id: reference.id };
+                    if let Err(undo_err) = self.block(self.cluster.call_group(home, undo)) {
+                        tracing::warn!(error = %undo_err, id = reference.id, "link count left one too high");
+                    }
+                    return Err(e);
+                }
+                None => {
+                    // Unknown: the count stays (a file kept too long rather than one lost).
+                    tracing::warn!(error = %e, id = reference.id, "link outcome unknown");
+                    return Err(e);
+                }
             }
-            return Err(e);
         }
         self.inodes
             .lock()
@@ -606,7 +637,7 @@ impl SakerFs {
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
             .lock()
-            .remember(attr.id, parent, path.last().expect("child"));
+            .remember(attr.id, parent, path.last().expect("child"), false);
         Ok(attr)
     }
 
@@ -975,7 +1006,7 @@ impl SakerFs {
         } else {
             self.inodes
                 .lock()
-                .remember(attr.id, parent, path.last().expect("child"));
+                .remember(attr.id, parent, path.last().expect("child"), false);
         }
         self.recent.lock().answered(parent, tid, Instant::now());
         Ok(attr)
@@ -985,7 +1016,7 @@ impl SakerFs {
         let ino = made.attr.id;
         self.inodes
             .lock()
-            .remember(ino, parent, path.last().expect("child"));
+            .remember(ino, parent, path.last().expect("child"), false);
         let mut created = self.created.lock();
         if created.len() >= 4096 && created.len().is_multiple_of(4096) {
             // Unprobed creates of mknod(2) are never opened by their record. (At every 4096th
@@ -1263,7 +1294,14 @@ impl SakerFs {
         self.inodes.lock().parent(ino).unwrap_or(ROOT)
     }
 
-    pub fn remember(&self, ino: u64, parent: u64, name: &str) {
-        self.inodes.lock().remember(ino, parent, name);
+    pub fn remember(&self, parent: u64, name: &str, attr: &Attr) {
+        self.inodes
+            .lock()
+            .remember(attr.id, parent, name, has_links(attr));
     }
+}
+
+/// Whether `attr` is a file with more than one name (hard links).
+fn has_links(attr: &Attr) -> bool {
+    attr.nlink > 1 && !attr.is_dir()
 }

@@ -33,8 +33,9 @@ pub struct Inodes {
 }
 
 impl Inodes {
-    /// Records one kernel lookup of `ino` as `name` in `parent` (a rename elsewhere moves it).
-    pub fn remember(&mut self, ino: u64, parent: u64, name: &str) {
+    /// Records one kernel lookup of `ino` as `name` in `parent`: a rename elsewhere moves it;
+    /// a file with `links` (more than one name) keeps the name it had as another one.
+    pub fn remember(&mut self, ino: u64, parent: u64, name: &str, links: bool) {
         if ino == ROOT {
             return;
         }
@@ -52,11 +53,13 @@ impl Inodes {
             if let Some(at) = known {
                 node.others.remove(at);
             }
-            if known.is_some() || !node.others.is_empty() {
+            if links || known.is_some() || !node.others.is_empty() {
                 // A file with hard links: the name in use so far is one of its names too.
                 let old = (node.parent, std::mem::take(&mut node.name));
                 node.others.push(old);
-                node.others.truncate(MAX_OTHERS);
+                if node.others.len() > MAX_OTHERS {
+                    node.others.remove(0);
+                }
             }
             node.parent = parent;
             node.name = name.to_string();
@@ -70,11 +73,12 @@ impl Inodes {
         match self.nodes.get_mut(&ino) {
             Some(node) => {
                 node.lookups += 1;
-                if node.others.len() < MAX_OTHERS {
-                    node.others.push((parent, name.to_string()));
+                node.others.push((parent, name.to_string()));
+                if node.others.len() > MAX_OTHERS {
+                    node.others.remove(0);
                 }
             }
-            None => self.remember(ino, parent, name),
+            None => self.remember(ino, parent, name, true),
         }
     }
 
@@ -166,12 +170,12 @@ mod tests {
     #[test]
     fn paths_are_rebuilt_from_parents_and_forgotten_at_zero() {
         let mut t = Inodes::default();
-        t.remember(10, ROOT, "b");
-        t.remember(11, 10, "dir");
-        t.remember(12, 11, "f");
+        t.remember(10, ROOT, "b", false);
+        t.remember(11, 10, "dir", false);
+        t.remember(12, 11, "f", false);
         assert_eq!(t.path(12).unwrap(), vec!["b", "dir", "f"]);
         assert_eq!(t.path(ROOT).unwrap(), Vec::<String>::new());
-        t.remember(12, 11, "f");
+        t.remember(12, 11, "f", false);
         t.forget(12, 1);
         assert!(t.path(12).is_some());
         t.forget(12, 1);
@@ -185,8 +189,8 @@ mod tests {
     #[test]
     fn a_file_with_links_goes_on_under_another_name() {
         let mut t = Inodes::default();
-        t.remember(10, ROOT, "b");
-        t.remember(12, 10, "f");
+        t.remember(10, ROOT, "b", false);
+        t.remember(12, 10, "f", false);
         t.linked(12, 10, "g");
         t.linked(12, 10, "h");
         assert_eq!(t.path(12).unwrap(), vec!["b", "f"]);
@@ -197,7 +201,7 @@ mod tests {
         assert_eq!(t.path(12).unwrap(), vec!["b", "g2"]);
         // A lookup through a known name makes it the one in use and keeps the other.
         t.linked(12, 10, "k");
-        t.remember(12, 10, "k");
+        t.remember(12, 10, "k", false);
         assert_eq!(t.path(12).unwrap(), vec!["b", "k"]);
         t.unlinked(12, 10, "k");
         assert_eq!(t.path(12).unwrap(), vec!["b", "g2"]);
@@ -205,9 +209,14 @@ mod tests {
         assert!(!t.forget(12, 4));
         assert!(t.forget(12, 1));
         // A plain file renamed elsewhere is simply found under its new name.
-        t.remember(13, 10, "x");
-        t.remember(13, 10, "y");
+        t.remember(13, 10, "x", false);
+        t.remember(13, 10, "y", false);
         t.unlinked(13, 10, "y");
         assert_eq!(t.path(13).unwrap(), vec!["b", "y"]);
+        // Links made elsewhere: a lookup of a second name of a file with two keeps the first.
+        t.remember(14, 10, "p", true);
+        t.remember(14, 10, "q", true);
+        t.unlinked(14, 10, "q");
+        assert_eq!(t.path(14).unwrap(), vec!["b", "p"]);
     }
 }

@@ -490,7 +490,7 @@ impl fuser::Filesystem for SakerFs {
                     );
                     if !full {
                         // The kernel counts a lookup for each entry it receives.
-                        self.remember(e.attr.id, ino.0, &e.name);
+                        self.remember(ino.0, &e.name, &e.attr);
                     }
                     full
                 }

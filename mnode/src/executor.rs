@@ -45,6 +45,8 @@ pub(crate) struct Pending {
     pub absent: Vec<(InodeId, String, Absence)>,
     /// An implicit directory in the way was already reaped (or found not empty).
     pub reaped: bool,
+    /// Shared inodes of other groups the op asked for (`Retry::SharedAttr`).
+    pub fetched: Vec<saker_rpc::Attr>,
 }
 
 /// The executor's answer to one op.
@@ -215,6 +217,7 @@ impl Executor {
         let mut kept = Vec::with_capacity(batch.len());
         for mut p in batch.into_iter() {
             resolver.set_absent(std::mem::take(&mut p.absent));
+            resolver.set_fetched(std::mem::take(&mut p.fetched));
             ctx.reaped = p.reaped;
             match self.eval(&mut txn, &mut ctx, &p) {
                 Err(retry) => {

@@ -689,6 +689,7 @@ impl Mnode {
             _ => None,
         };
         let mut reaped = false;
+        let mut fetched: Vec<Attr> = Vec::new();
         for _ in 0..MAX_ATTEMPTS {
             let mut absent = self.warm(&path).await?;
             if let Some(from) = &also {
@@ -696,8 +697,9 @@ impl Mnode {
             }
             if !req.is_write() {
                 // Reads of a name whose inodes are moving wait for the move (writes wait in
-                // the executor).
-                if let Some(name) = self.frozen.blocked_name(&[&path]) {
+                // the executor). A shared inode is addressed by its id and does not move.
+                let by_id = matches!(req, MetaRequest::Shared { .. });
+                if let Some(name) = self.frozen.blocked_name(&[&path]).filter(|_| !by_id) {
                     metrics::RETRIES.with_label_values(&["migrating"]).inc();
                     self.frozen.wait_name(&name).await?;
                     // The name may live elsewhere now.
@@ -752,6 +754,7 @@ impl Mnode {
                 early,
                 absent,
                 reaped,
+                fetched: fetched.clone(),
             };
             if self.queue.send(pending).is_err() {
                 return Err(MetaError::Unavailable("executor stopped".into()));
@@ -807,6 +810,24 @@ impl Mnode {
                 }
                 Reply::Retry(Retry::Shared { home, id }) => {
                     return self.forward_shared(home, tag, id, req).await;
+                }
+                Reply::Retry(Retry::SharedAttr { home, id }) => {
+                    let ask = MetaRequest::SharedAttrs { ids: vec![id] };
+                    match self.peer(home)?.call(untagged(), ask).await? {
+                        MetaResponse::Attrs(attrs) if !attrs.is_empty() => fetched.extend(attrs),
+                        // Gone meanwhile (no link left): said with a count of 0.
+                        MetaResponse::Attrs(_) => {
+                            let mut gone = crate::tree::root_attr();
+                            gone.id = id;
+                            gone.nlink = 0;
+                            fetched.push(gone);
+                        }
+                        other => {
+                            return Err(MetaError::Internal(format!(
+                                "SharedAttrs answered {other:?}"
+                            )))
+                        }
+                    }
                 }
                 Reply::Retry(Retry::Reap(dir)) => {
                     metrics::RETRIES.with_label_values(&["reap"]).inc();

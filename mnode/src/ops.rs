@@ -628,7 +628,8 @@ fn unlink(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], cred: Option<&C
     let pid = chain.last().expect("root").attr.id;
     match child(txn, ctx.keys, pid, path.last().expect("len"))? {
         Child::Other(loc) => {
-            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
+            let parent = &chain.last().expect("root").attr;
+            perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
             let removed = loc.attr.clone();
             remove_file(txn, ctx, &mut chain, loc)?;
             Ok(MetaResponse::Attr(removed))
@@ -959,11 +960,20 @@ fn create(
         ));
     }
     let new_name_only = spec.exclusive || spec.symlink.is_some() || spec.special.is_some();
-    match target(txn, ctx.ns, parent.id, name)? {
+    // Whether the name is taken is this group's to say; a hard link's file is looked up at
+    // its home only when it is to be answered.
+    let found = match ctx.ns.shared_target() {
+        Some(_) => target(txn, ctx.ns, parent.id, name)?,
+        None => child(txn, ctx.keys, parent.id, name)?,
+    };
+    match found {
         Child::Dir(_) if new_name_only => return Err(MetaError::Exists),
         Child::Dir(_) => return Err(MetaError::IsDir),
         Child::Other(_) if new_name_only => return Err(MetaError::Exists),
-        Child::Other(loc) => {
+        Child::Other(_) => {
+            let Child::Other(loc) = target(txn, ctx.ns, parent.id, name)? else {
+                return Err(MetaError::NotFound);
+            };
             if let Some(c) = cred {
                 let mut want = 0;
                 if loc.attr.kind == FileKind::File {
@@ -1054,7 +1064,8 @@ fn clear_target(
         Child::Other(loc) if loc.attr.id == moving => Ok(true),
         Child::Other(_) if noreplace => Err(MetaError::Exists),
         Child::Other(loc) => {
-            perm::may_delete(&chain.last().expect("root").attr, &loc.attr, cred)?;
+            let parent = &chain.last().expect("root").attr;
+            perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
             remove_file(txn, ctx, chain, loc)?;
             Ok(false)
         }
@@ -1081,7 +1092,12 @@ fn rename(
         Child::Dir(_) => return Err(MetaError::CrossGroup),
         Child::Other(loc) => loc,
     };
-    perm::may_delete(&from_chain.last().expect("root").attr, &loc.attr, cred)?;
+    let from_parent = &from_chain.last().expect("root").attr;
+    perm::may_delete(
+        from_parent,
+        &victim(txn, ctx, from_parent, &loc, cred)?,
+        cred,
+    )?;
     if from == to {
         return Ok(MetaResponse::Attr(loc.attr));
     }
@@ -1341,6 +1357,39 @@ fn touch_shared(
     }
 }
 
+/// The attributes a removal of the name at `loc` is checked against: for a hard link whose
+/// owner matters (the sticky bit on the parent, a caller that owns neither), the shared
+/// inode's, as its owner may have changed since the reference was made.
+fn victim(
+    txn: &Txn<'_>,
+    ctx: &Ctx<'_>,
+    parent: &Attr,
+    loc: &Located,
+    cred: Option<&Cred>,
+) -> Result<Attr, MetaError> {
+    let Some(home) = loc.attr.layout.shared_home() else {
+        return Ok(loc.attr.clone());
+    };
+    let owner_matters =
+        parent.mode & perm::S_ISVTX != 0 && cred.is_some_and(|c| c.uid != 0 && c.uid != parent.uid);
+    if !owner_matters {
+        return Ok(loc.attr.clone());
+    }
+    if home == ctx.keys.group {
+        let shared = shared_inode(txn, ctx.keys, loc.attr.id)?;
+        return Ok(shared.map_or_else(|| loc.attr.clone(), |s| s.attr));
+    }
+    match ctx.ns.fetched(loc.attr.id) {
+        // A reference to nothing: checked as it is.
+        Some(attr) if attr.nlink == 0 => Ok(loc.attr.clone()),
+        Some(attr) => Ok(attr),
+        None => Err(ctx.ns.retry(Retry::SharedAttr {
+            home,
+            id: loc.attr.id,
+        })),
+    }
+}
+
 /// One name of shared inode `id` at `home` went.
 fn drop_link(
     txn: &mut Txn<'_>,
@@ -1425,8 +1474,11 @@ fn link_target(
     cred: Option<&Cred>,
 ) -> OpResult {
     check_path(path, 2)?;
-    if attr.layout.shared_home().is_none() {
-        return Err(MetaError::Invalid("LinkTarget stores a reference".into()));
+    let home = attr.layout.shared_home();
+    if attr.is_dir() || home.is_none_or(|h| !ctx.ns.router.ring().groups().contains(&h)) {
+        return Err(MetaError::Invalid(
+            "LinkTarget stores a reference to a file of a known group".into(),
+        ));
     }
     let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     perm::search(&chain, cred)?;

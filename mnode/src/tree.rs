@@ -113,6 +113,9 @@ pub enum Retry {
     /// The name is a hard link's reference to shared inode `id` of group `home`: the op goes
     /// there (`MetaRequest::Shared`).
     Shared { home: GroupId, id: InodeId },
+    /// The op needs the attributes of shared inode `id` of group `home` (its owner, for the
+    /// sticky-bit rule of a removal): fetch them, then retry.
+    SharedAttr { home: GroupId, id: InodeId },
 }
 
 /// What a remote lookup found where a directory was expected.
@@ -138,6 +141,8 @@ pub struct Resolver<'a> {
     retry: Cell<Option<Retry>>,
     /// The current op is a `MetaRequest::Shared`: its target is this shared inode.
     shared: Cell<Option<InodeId>>,
+    /// Attributes of shared inodes of other groups fetched for the current op.
+    fetched: RefCell<Vec<Attr>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -157,6 +162,7 @@ impl<'a> Resolver<'a> {
             absent: RefCell::new(Vec::new()),
             retry: Cell::new(None),
             shared: Cell::new(None),
+            fetched: RefCell::new(Vec::new()),
         }
     }
 
@@ -178,6 +184,16 @@ impl<'a> Resolver<'a> {
     /// Makes shared inode `id` the target of the ops that follow (`None` ends that).
     pub fn set_shared(&self, id: Option<InodeId>) {
         self.shared.set(id);
+    }
+
+    /// Sets the shared inodes' attributes fetched for the next op.
+    pub fn set_fetched(&self, fetched: Vec<Attr>) {
+        *self.fetched.borrow_mut() = fetched;
+    }
+
+    /// Shared inode `id`'s attributes as fetched for the current op.
+    pub fn fetched(&self, id: InodeId) -> Option<Attr> {
+        self.fetched.borrow().iter().find(|a| a.id == id).cloned()
     }
 
     /// The shared inode the current op targets, if it is a `MetaRequest::Shared`.
