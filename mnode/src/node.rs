@@ -937,7 +937,9 @@ impl Mnode {
             id,
             op: Box::new(req),
         };
-        self.peer(home)?.call(tag, req).await
+        self.peer(home)?
+            .call(tag.forwarded(self.keys.group), req)
+            .await
     }
 
     /// Sends a request to the group that owns it, counting the misdirection.
@@ -949,7 +951,9 @@ impl Mnode {
     ) -> Result<MetaResponse, MetaError> {
         metrics::MISDIRECTED.inc();
         self.forwards.fetch_add(1, Ordering::Relaxed);
-        self.peer(g)?.call(tag, req).await
+        self.peer(g)?
+            .call(tag.forwarded(self.keys.group), req)
+            .await
     }
 }
 
