@@ -638,3 +638,90 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
         assert_eq!(get_bytes(&c, &bucket, &to).await, big);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_link_cut_by_a_crash_finishes_on_restart_with_the_right_count() {
+    // The process aborts after the link's intent is logged, after the file's count is taken
+    // (before and after that is logged), and after the new name is stored: each time the
+    // restart finishes the link, counting the new name exactly once (the file outlives its
+    // first name and goes with its last).
+    for failpoint in [
+        "link_logged",
+        "link_counted_unlogged",
+        "link_counted",
+        "link_stored",
+    ] {
+        link_cut_by_a_crash(failpoint).await;
+    }
+}
+
+async fn link_cut_by_a_crash(failpoint: &str) {
+    let mut srv = Server::start(Opts::fast_gc().env("SAKER_FAILPOINT", failpoint));
+    let c = srv.client();
+    let bucket = new_bucket(&c, "linkcut").await;
+    let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let at = |name: &str| vec![bucket.clone(), name.to_string()];
+    let to = (0..)
+        .map(|i| format!("link{i}.bin"))
+        .find(|n| lib.owner(&at(n)) != lib.owner(&at("file.bin")))
+        .unwrap();
+    let data = random_bytes(300 * 1024);
+    put(&c, &bucket, "file.bin", &data).await;
+    let req = saker_rpc::MetaRequest::CoordinatedLink {
+        from: at("file.bin"),
+        to: at(&to),
+        expect: None,
+        cred: None,
+    };
+    let cut = lib.call(&at(&to), req).await;
+    assert!(
+        cut.is_err(),
+        "{failpoint}: the server was to abort, got {cut:?}"
+    );
+    srv.restart_with(Opts::fast_gc());
+    let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let linked = poll_until(Duration::from_secs(20), || {
+        let lib = &lib;
+        let path = at(&to);
+        async move { lib.lookup(&path, saker_rpc::Want::ATTR).await.is_ok() }
+    })
+    .await;
+    assert!(linked, "{failpoint}: the link was finished");
+    for name in ["file.bin", to.as_str()] {
+        let view = lib.lookup(&at(name), saker_rpc::Want::ATTR).await.unwrap();
+        assert_eq!(view.attr.nlink, 2, "{failpoint}: {name}");
+    }
+    let c = srv.client();
+    assert_eq!(get_bytes(&c, &bucket, &to).await, data, "{failpoint}");
+    // The first name goes: the file stays, under the other one.
+    c.delete_object()
+        .bucket(&bucket)
+        .key("file.bin")
+        .send()
+        .await
+        .unwrap();
+    let view = lib.lookup(&at(&to), saker_rpc::Want::ATTR).await.unwrap();
+    assert_eq!(view.attr.nlink, 1, "{failpoint}");
+    assert_eq!(get_bytes(&c, &bucket, &to).await, data, "{failpoint}");
+    // The last name goes: so does the file, and its chunks are collected.
+    c.delete_object()
+        .bucket(&bucket)
+        .key(&to)
+        .send()
+        .await
+        .unwrap();
+    let collected = poll_until(Duration::from_secs(30), || {
+        let n = srv.stored_chunks();
+        async move { n == 0 }
+    })
+    .await;
+    assert!(
+        collected,
+        "{failpoint}: {} chunks left after the last name went",
+        srv.stored_chunks()
+    );
+}

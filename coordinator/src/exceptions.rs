@@ -25,7 +25,7 @@ use saker_rpc::{MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::balance::{balance, bound, shrink, GroupStats};
-use crate::rename::JournalError;
+use crate::journal::JournalError;
 use crate::rmdir::{untagged, NamespaceCoordinator};
 
 /// File names each group reports to the balancer (its most frequent ones).

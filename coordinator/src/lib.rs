@@ -9,11 +9,14 @@ pub mod access_keys;
 pub mod balance;
 pub mod dir_attr;
 pub mod exceptions;
+pub mod journal;
+pub mod link;
 pub mod locks;
 pub mod rename;
 pub mod rmdir;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
 pub use exceptions::{BalanceReport, ExceptionStore};
-pub use rename::{JournalError, RenameJournal};
+pub use journal::{Journal, JournalError};
+pub use rename::RenameJournal;
 pub use rmdir::{Groups, NamespaceCoordinator};

@@ -28,22 +28,20 @@
 //! did not answer until it does. An intent whose first step fails for good (the target's
 //! parent vanished meanwhile) is dropped: the directory keeps its old name.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::join_all;
-use parking_lot::Mutex;
 use saker_rpc::{
     access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta, Want,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::journal::Journal;
 use crate::rmdir::{untagged, NamespaceCoordinator};
 
 /// How often unresolved intents are retried while an MNode does not answer.
-const RETRY_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(500);
 
 /// A directory rename between its two steps.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,137 +75,16 @@ pub fn into_itself(from: &[String], to: &[String]) -> bool {
     to.len() > from.len() && to[..from.len()] == *from
 }
 
-/// Logged intents, one durable file each (`rename-<seq>.json`), or in memory only.
-pub struct RenameJournal {
-    dir: Option<PathBuf>,
-    pending: Mutex<(u64, BTreeMap<u64, RenameIntent>)>,
-}
+/// Logged renames (`rename-<seq>.json`).
+pub type RenameJournal = Journal<RenameIntent>;
 
-#[derive(Debug, thiserror::Error)]
-pub enum JournalError {
-    #[error("rename journal {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("rename journal entry {path}: {source}")]
-    Corrupt {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-}
+/// File name prefix of logged renames.
+pub const RENAMES: &str = "rename";
 
-impl From<JournalError> for MetaError {
-    fn from(e: JournalError) -> Self {
-        MetaError::Unavailable(e.to_string())
-    }
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> JournalError + '_ {
-    move |source| JournalError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-impl RenameJournal {
-    /// A journal that does not survive the process (tests, in-memory clusters).
-    pub fn in_memory() -> Self {
-        Self {
-            dir: None,
-            pending: Mutex::new((1, BTreeMap::new())),
-        }
-    }
-
-    /// Opens (creating) the journal in `dir` and loads the intents a previous run left.
-    pub fn open(dir: &Path) -> Result<Self, JournalError> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let mut pending = BTreeMap::new();
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-            let path = entry.map_err(io_err(dir))?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let Some(seq) = name
-                .strip_prefix("rename-")
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                // A temporary file of an interrupted write: its intent was never logged.
-                if name.ends_with(".tmp") {
-                    let _ = std::fs::remove_file(&path);
-                }
-                continue;
-            };
-            let text = std::fs::read(&path).map_err(io_err(&path))?;
-            let intent = serde_json::from_slice(&text).map_err(|source| JournalError::Corrupt {
-                path: path.clone(),
-                source,
-            })?;
-            pending.insert(seq, intent);
-        }
-        let next = pending.keys().next_back().map_or(1, |s| s + 1);
-        Ok(Self {
-            dir: Some(dir.to_path_buf()),
-            pending: Mutex::new((next, pending)),
-        })
-    }
-
-    /// Logs `intent` durably; returns its sequence number.
-    pub fn log(&self, intent: &RenameIntent) -> Result<u64, JournalError> {
-        let seq = {
-            let mut p = self.pending.lock();
-            let seq = p.0;
-            p.0 += 1;
-            seq
-        };
-        if let Some(dir) = &self.dir {
-            let path = dir.join(format!("rename-{seq}.json"));
-            let tmp = dir.join(format!("rename-{seq}.tmp"));
-            let body = serde_json::to_vec(intent).expect("intents serialize");
-            {
-                use std::io::Write;
-                let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-                f.write_all(&body).map_err(io_err(&tmp))?;
-                f.sync_all().map_err(io_err(&tmp))?;
-            }
-            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-            std::fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err(dir))?;
-        }
-        self.pending.lock().1.insert(seq, intent.clone());
-        Ok(seq)
-    }
-
-    /// Drops a resolved intent.
-    pub fn done(&self, seq: u64) {
-        if let Some(dir) = &self.dir {
-            let path = dir.join(format!("rename-{seq}.json"));
-            if let Err(e) = std::fs::remove_file(&path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot drop a rename intent");
-                }
-            }
-        }
-        self.pending.lock().1.remove(&seq);
-    }
-
-    pub fn is_pending(&self, seq: u64) -> bool {
-        self.pending.lock().1.contains_key(&seq)
-    }
-
+impl Journal<RenameIntent> {
     /// Whether an unresolved intent moves the inode at `from`.
     pub fn moving(&self, from: &[String]) -> bool {
-        self.pending.lock().1.values().any(|i| i.from == from)
-    }
-
-    /// The intents not resolved yet, oldest first.
-    pub fn pending(&self) -> Vec<(u64, RenameIntent)> {
-        self.pending
-            .lock()
-            .1
-            .iter()
-            .map(|(s, i)| (*s, i.clone()))
-            .collect()
+        self.pending_values().iter().any(|i| i.from == from)
     }
 }
 
@@ -221,7 +98,7 @@ pub(crate) fn fail_point(name: &str) {
 }
 
 /// Whether an error may go away by retrying (an MNode that did not answer).
-fn transient(e: &MetaError) -> bool {
+pub(crate) fn transient(e: &MetaError) -> bool {
     matches!(e, MetaError::Unavailable(_) | MetaError::Internal(_))
 }
 
@@ -235,7 +112,7 @@ impl NamespaceCoordinator {
     }
 
     /// Checks `cred` may do `mask` on `path` (`Access`); answers its attributes.
-    async fn checked(
+    pub(crate) async fn checked(
         &self,
         path: &[String],
         mask: u32,
@@ -606,6 +483,7 @@ impl NamespaceCoordinator {
                 }
             }
             self.resolve_renames().await;
+            self.resolve_links().await;
             tokio::time::sleep(RETRY_EVERY).await;
         }
     }
@@ -648,6 +526,7 @@ impl NamespaceCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::JournalError;
     use saker_rpc::{FileKind, Layout};
 
     fn p(s: &str) -> Vec<String> {
@@ -688,14 +567,14 @@ mod tests {
     #[test]
     fn logged_intents_survive_a_reopen_until_done() {
         let dir = tempfile::tempdir().unwrap();
-        let j = RenameJournal::open(dir.path()).unwrap();
+        let j = RenameJournal::open(dir.path(), RENAMES).unwrap();
         let a = j.log(&intent("b/x", "b/y")).unwrap();
         let b = j.log(&intent("b/p", "b/q")).unwrap();
         j.done(a);
         drop(j);
         // A torn write leaves only a temporary file, which is not an intent.
         std::fs::write(dir.path().join("rename-99.tmp"), b"{\"half").unwrap();
-        let j = RenameJournal::open(dir.path()).unwrap();
+        let j = RenameJournal::open(dir.path(), RENAMES).unwrap();
         assert_eq!(j.pending(), vec![(b, intent("b/p", "b/q"))]);
         assert!(!dir.path().join("rename-99.tmp").exists());
         // Sequence numbers keep growing past what was found.
@@ -703,7 +582,7 @@ mod tests {
         assert!(c > b);
         j.done(b);
         j.done(c);
-        assert!(RenameJournal::open(dir.path())
+        assert!(RenameJournal::open(dir.path(), RENAMES)
             .unwrap()
             .pending()
             .is_empty());
@@ -714,7 +593,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("rename-3.json"), b"{not json").unwrap();
         assert!(matches!(
-            RenameJournal::open(dir.path()),
+            RenameJournal::open(dir.path(), RENAMES),
             Err(JournalError::Corrupt { .. })
         ));
     }

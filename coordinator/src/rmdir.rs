@@ -27,8 +27,10 @@ use saker_rpc::{
 };
 
 use crate::exceptions::ExceptionStore;
+use crate::journal::JournalError;
+use crate::link::{LinkJournal, LINKS};
 use crate::locks::PathLocks;
-use crate::rename::{JournalError, RenameJournal};
+use crate::rename::{RenameJournal, RENAMES};
 
 /// The coordinator's view of the MNode groups.
 pub type Groups = BTreeMap<GroupId, Arc<dyn MetaService>>;
@@ -41,6 +43,8 @@ pub struct NamespaceCoordinator {
     pub(crate) locks: PathLocks,
     /// Renames between their two steps.
     pub(crate) journal: RenameJournal,
+    /// Links between their steps.
+    pub(crate) links: LinkJournal,
     /// The exception table this coordinator owns.
     pub(crate) exceptions: ExceptionStore,
     /// Exception-table changes, one at a time.
@@ -60,7 +64,13 @@ pub(crate) fn untagged() -> ClientTag {
 impl NamespaceCoordinator {
     pub fn new(router: Router, groups: Groups) -> Self {
         let exceptions = ExceptionStore::in_memory(router.exceptions().clone());
-        let me = Self::assemble(router, groups, RenameJournal::in_memory(), exceptions);
+        let me = Self::assemble(
+            router,
+            groups,
+            RenameJournal::in_memory(RENAMES),
+            LinkJournal::in_memory(LINKS),
+            exceptions,
+        );
         // Nothing was left by an earlier run.
         me.ready.send_replace(true);
         me
@@ -70,16 +80,18 @@ impl NamespaceCoordinator {
     /// exception table (`exceptions.json`, starting from `router`'s when there is none). Call
     /// [`NamespaceCoordinator::resolve_pending`] once the groups are reachable.
     pub fn persistent(router: Router, groups: Groups, dir: &Path) -> Result<Self, JournalError> {
-        let journal = RenameJournal::open(&dir.join("renames"))?;
+        let journal = RenameJournal::open(&dir.join("renames"), RENAMES)?;
+        let links = LinkJournal::open(&dir.join("links"), LINKS)?;
         let exceptions =
             ExceptionStore::open(&dir.join("exceptions.json"), router.exceptions().clone())?;
-        Ok(Self::assemble(router, groups, journal, exceptions))
+        Ok(Self::assemble(router, groups, journal, links, exceptions))
     }
 
     fn assemble(
         mut router: Router,
         groups: Groups,
         journal: RenameJournal,
+        links: LinkJournal,
         exceptions: ExceptionStore,
     ) -> Self {
         router.set_exceptions(exceptions.table());
@@ -88,6 +100,7 @@ impl NamespaceCoordinator {
             groups,
             locks: PathLocks::default(),
             journal,
+            links,
             exceptions,
             table_lock: tokio::sync::Mutex::new(()),
             ready: tokio::sync::watch::Sender::new(false),
@@ -120,6 +133,7 @@ impl NamespaceCoordinator {
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         self.resolve_renames().await;
+        self.resolve_links().await;
         let mut left: Vec<_> = self.groups.iter().collect();
         while !left.is_empty() {
             let calls = left
@@ -313,5 +327,16 @@ impl CoordinatorService for NamespaceCoordinator {
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
         self.until_ready().await?;
         self.set_dir_attr_protocol(set).await
+    }
+
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.until_ready().await?;
+        self.link_protocol(from, to, expect, cred).await
     }
 }

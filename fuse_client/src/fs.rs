@@ -545,72 +545,23 @@ impl SakerFs {
 
     /// link(2): `newname` in `newparent` becomes one more name of file `ino` (SwitchFS §5.5:
     /// the file's attributes are shared by its names, at the group of the name it had first).
-    /// Two steps: the file's owner counts the new name (`LinkSource`), then the new name's
-    /// owner stores it (`LinkTarget`); if that fails, the count is taken back.
+    /// The coordinator runs it as a logged intent: the file's home counts the new name, the
+    /// new name's owner stores it, and the count is settled, finished after a crash.
     pub fn link(&self, caller: &Caller, ino: u64, newparent: u64, newname: &OsStr) -> Result<Attr> {
         self.settle_ino(ino)?;
         let from = self.path(ino)?;
         let to = self.new_node_path(newparent, newname)?;
-        let cred = Some(caller.cred.clone());
-        let source = MetaRequest::LinkSource {
-            path: from.clone(),
-            cred: cred.clone(),
+        let req = MetaRequest::CoordinatedLink {
+            from,
+            to: to.clone(),
+            expect: Some(ino),
+            cred: Some(caller.cred.clone()),
         };
-        let reference = self.block(self.call_attr(&from, source))?;
-        let home = reference.layout.shared_home().ok_or_else(|| {
-            MetaError::Internal(format!("LinkSource answered {:?}", reference.layout))
-        })?;
-        let target = MetaRequest::LinkTarget {
-            path: to.clone(),
-            attr: Box::new(reference.clone()),
-            cred,
-        };
-        let stored = if reference.id == ino {
-            self.block(self.call_attr(&to, target))
-        } else {
-            // The name this mount knew now names another file.
-            Err(FuseError::Stale)
-        };
-        if let Err(e) = stored {
-            // The count is taken back only when the new name is known not to be there: an
-            // undo for a name that was stored (an answer lost after the commit) would let the
-            // file go while that name still refers to it.
-            let stored = if e.errno() == fuser::Errno::EIO {
-                let check = MetaRequest::Lookup {
-                    path: to.clone(),
-                    want: Want {
-                        link: true,
-                        ..Want::ATTR
-                    },
-                };
-                match self.block(self.call(&to, check)) {
-                    Ok(MetaResponse::Object(v)) => Some(v.attr.id == reference.id),
-                    Err(e) if e.errno() == fuser::Errno::ENOENT => Some(false),
-                    _ => None,
-                }
-            } else {
-                Some(false)
-            };
-            match stored {
-                Some(true) => {}
-                Some(false) => {
-                    let undo = MetaRequest::Unlinked { id: reference.id };
-                    if let Err(undo_err) = self.block(self.cluster.call_group(home, undo)) {
-                        tracing::warn!(error = %undo_err, id = reference.id, "link count left one too high");
-                    }
-                    return Err(e);
-                }
-                None => {
-                    // Unknown: the count stays (a file kept too long rather than one lost).
-                    tracing::warn!(error = %e, id = reference.id, "link outcome unknown");
-                    return Err(e);
-                }
-            }
-        }
+        let attr = self.block(self.call_attr(&to, req))?;
         self.inodes
             .lock()
             .linked(ino, newparent, to.last().expect("child path"));
-        Ok(reference)
+        Ok(attr)
     }
 
     pub fn rmdir(&self, caller: &Caller, parent: u64, name: &OsStr) -> Result<()> {

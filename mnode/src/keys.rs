@@ -18,6 +18,7 @@
 //! | `g` | deadline ns (8) + chunk id (16)        | chunk to delete after grace    |
 //! | `n` | directory id (8)                       | key of its inode record        |
 //! | `h` | inode id (8)                           | shared inode of hard links ([`saker_rpc::Attr`]) |
+//! | `k` | inode id (8) + link token (16)         | a link counted and not settled yet |
 //! | `c` | seq (8) + owner group (4)              | change-log: [`saker_rpc::DirChange`]s for the owner |
 //! | `s` |                                        | last change-log seq handed out |
 //! | `a` | source group (4)                       | last change-log seq applied from it |
@@ -41,6 +42,7 @@ pub const DEDUPE: u8 = b'x';
 pub const GC: u8 = b'g';
 pub const DIR_INDEX: u8 = b'n';
 pub const SHARED: u8 = b'h';
+pub const LINK_TOKEN: u8 = b'k';
 pub const CHANGE: u8 = b'c';
 pub const CHANGE_SEQ: u8 = b's';
 pub const APPLIED: u8 = b'a';
@@ -48,9 +50,9 @@ pub const APPLIED: u8 = b'a';
 pub const EXCEPTIONS: u8 = b'e';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 12] = [
-    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, SHARED, CHANGE, CHANGE_SEQ,
-    APPLIED,
+pub const SM_TABLES: [u8; 13] = [
+    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, SHARED, LINK_TOKEN, CHANGE,
+    CHANGE_SEQ, APPLIED,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -175,6 +177,14 @@ impl Keys {
     pub fn shared(&self, id: InodeId) -> Vec<u8> {
         let mut k = self.table(SHARED);
         k.extend_from_slice(&id.to_be_bytes());
+        k
+    }
+
+    /// The mark of a link of shared inode `id` counted with `token` and not settled yet.
+    pub fn link_token(&self, id: InodeId, token: u128) -> Vec<u8> {
+        let mut k = self.table(LINK_TOKEN);
+        k.extend_from_slice(&id.to_be_bytes());
+        k.extend_from_slice(&token.to_be_bytes());
         k
     }
 

@@ -988,6 +988,16 @@ impl MetaService for Mnode {
                 .rename(from, to, noreplace, cred)
                 .await
                 .map(MetaResponse::Attr),
+            MetaRequest::CoordinatedLink {
+                from,
+                to,
+                expect,
+                cred,
+            } => self
+                .coordinator()?
+                .link(from, to, expect, cred)
+                .await
+                .map(MetaResponse::Attr),
             MetaRequest::DeleteBucket { name } => self
                 .coordinator()?
                 .remove_dir(vec![name], RemoveCond::Bucket)
@@ -1090,7 +1100,7 @@ impl MetaService for Mnode {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
             }
             // Addressed to this group by the id's home, not by the name.
-            req @ (MetaRequest::Shared { .. } | MetaRequest::Unlinked { .. }) => {
+            req @ (MetaRequest::Shared { .. } | MetaRequest::SettleLink { .. }) => {
                 self.serve(tag, req).await
             }
             req => match self.misdirected(&req).await {

@@ -248,15 +248,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
-        MetaRequest::LinkSource { path, cred } => link_source(txn, ctx, path, cred.as_ref()),
+        MetaRequest::LinkSource { path, cred, token } => {
+            link_source(txn, ctx, path, cred.as_ref(), *token)
+        }
         MetaRequest::LinkTarget { path, attr, cred } => {
             link_target(txn, ctx, path, attr, cred.as_ref())
         }
-        MetaRequest::Unlinked { id } => {
-            let change = link_change(ctx, *id, -1);
-            apply_link_change(txn, ctx, &change)?;
-            Ok(MetaResponse::Done)
-        }
+        MetaRequest::SettleLink { id, token, kept } => settle_link(txn, ctx, *id, *token, *kept),
         MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
@@ -1430,6 +1428,7 @@ fn link_source(
     ctx: &mut Ctx<'_>,
     path: &[String],
     cred: Option<&Cred>,
+    token: u128,
 ) -> OpResult {
     check_path(path, 2)?;
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
@@ -1442,13 +1441,22 @@ fn link_source(
         Child::Other(loc) => loc,
     };
     let mut attr = loc.attr;
+    let key = loc.key.expect("a file has a key");
+    let shared_key = ctx.keys.shared(attr.id);
+    let mark = ctx.keys.link_token(attr.id, token);
+    if key == shared_key && txn.get(&mark).map_err(internal)?.is_some() {
+        // Counted already (a replay of the logged intent).
+        attr.layout = Layout::Shared {
+            home: ctx.keys.group,
+        };
+        return Ok(MetaResponse::Attr(attr));
+    }
     if attr.nlink >= LINK_MAX {
         return Err(MetaError::TooManyLinks);
     }
     attr.nlink += 1;
     attr.ctime_ns = ctx.now_ns;
-    let key = loc.key.expect("a file has a key");
-    let shared_key = ctx.keys.shared(attr.id);
+    txn.put(mark, Vec::new());
     if key != shared_key {
         // A plain inode: its attributes move to the shared table (its payloads are keyed by
         // its id and stay), and its name becomes a reference.
@@ -1484,13 +1492,38 @@ fn link_target(
     perm::search(&chain, cred)?;
     let name = path.last().expect("len");
     let pid = chain.last().expect("root").attr.id;
-    if !matches!(child(txn, ctx.keys, pid, name)?, Child::None) {
-        return Err(MetaError::Exists);
+    match child(txn, ctx.keys, pid, name)? {
+        Child::None => {}
+        // Stored already (a replay of the logged intent).
+        Child::Other(loc) if loc.attr.id == attr.id && loc.attr.layout == attr.layout => {
+            return Ok(MetaResponse::Attr(loc.attr))
+        }
+        _ => return Err(MetaError::Exists),
     }
     perm::may_create(&chain.last().expect("root").attr, cred)?;
     put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
     touch_parent(txn, ctx, &mut chain, 1, 0);
     Ok(MetaResponse::Attr(attr.clone()))
+}
+
+/// link(2) step 3 (see [`MetaRequest::SettleLink`]).
+fn settle_link(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    id: InodeId,
+    token: u128,
+    kept: bool,
+) -> OpResult {
+    let mark = ctx.keys.link_token(id, token);
+    if txn.get(&mark).map_err(internal)?.is_none() {
+        return Ok(MetaResponse::Done);
+    }
+    txn.delete(mark);
+    if !kept {
+        let change = link_change(ctx, id, -1);
+        apply_link_change(txn, ctx, &change)?;
+    }
+    Ok(MetaResponse::Done)
 }
 
 /// A path op on shared inode `id` of this group (see [`MetaRequest::Shared`]).

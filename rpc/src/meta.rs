@@ -605,27 +605,42 @@ pub enum MetaRequest {
         mode: XattrMode,
         cred: Cred,
     },
-    /// link(2), step 1 at the owner of `path` (the existing name): one more name for the
-    /// file there. A plain inode becomes a shared one first (SwitchFS §5.5): its attributes
-    /// move to the shared table of this group, which is their home from then on, and the name
-    /// becomes a reference ([`Layout::Shared`]). Answers the reference to store at the new
-    /// name (the attributes with `nlink` counted up, `layout: Shared`). Directories: EPERM.
+    /// link(2) of `from` as `to` (sent to any MNode, run by the coordinator): the link
+    /// protocol, logged and finished after a crash. `expect` is the inode the caller knows
+    /// `from` as (`NotFound` if it names another now). Answers the file's attributes.
+    CoordinatedLink {
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    },
+    /// Link step 1 at the owner of `path` (the existing name): one more name for the file,
+    /// counted once per `token` (a replay answers without counting again; the token stays
+    /// with the file until `SettleLink`). A plain inode becomes a shared one first (SwitchFS
+    /// §5.5): its attributes move to the shared table of this group, which is their home
+    /// from then on, and the name becomes a reference ([`Layout::Shared`]). Answers the
+    /// reference to store at the new name (the attributes with `nlink` counted up, `layout:
+    /// Shared`). Directories: EPERM.
     LinkSource {
         path: Vec<String>,
         cred: Option<Cred>,
+        token: u128,
     },
-    /// link(2), step 2 at the owner of `path` (the new name): store `attr` (the reference
-    /// `LinkSource` answered) there. `Exists` if the name is taken; the caller then takes the
-    /// count back with `Unlinked`.
+    /// Link step 2 at the owner of `path` (the new name): store `attr` (the reference
+    /// `LinkSource` answered) there. `Exists` if the name is taken (by anything but this very
+    /// reference: a replay is success).
     LinkTarget {
         path: Vec<String>,
         attr: Box<Attr>,
         cred: Option<Cred>,
     },
-    /// At the home of shared inode `id`: one of its names went without a change-log record
-    /// (a `LinkTarget` that failed). The inode goes when no name is left.
-    Unlinked {
+    /// Link step 3 at the home of shared inode `id`: the link counted with `token` is over;
+    /// unless `kept` (the new name was not stored), its count is taken back (the inode goes
+    /// when no name is left). Idempotent: a token already settled is nothing to do.
+    SettleLink {
         id: InodeId,
+        token: u128,
+        kept: bool,
     },
     /// The attributes of these shared inodes of hard links, at their home group (for listings,
     /// whose entries of such files are references). Answers `Attrs`, leaving out the gone.
@@ -751,6 +766,7 @@ impl MetaRequest {
             | MetaRequest::AbortUpload { path, .. }
             | MetaRequest::LinkSource { path, .. }
             | MetaRequest::LinkTarget { path, .. }
+            | MetaRequest::CoordinatedLink { to: path, .. }
             | MetaRequest::Freeze { path }
             | MetaRequest::BlockPath { path }
             | MetaRequest::UnblockPath { path }
@@ -785,7 +801,7 @@ impl MetaRequest {
             | MetaRequest::AdoptEntry { .. }
             | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
-            | MetaRequest::Unlinked { .. }
+            | MetaRequest::SettleLink { .. }
             | MetaRequest::SharedAttrs { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
@@ -853,7 +869,8 @@ impl MetaRequest {
             MetaRequest::PurgeDirs { .. } => "purge_dirs",
             MetaRequest::LinkSource { .. } => "link_source",
             MetaRequest::LinkTarget { .. } => "link_target",
-            MetaRequest::Unlinked { .. } => "unlinked",
+            MetaRequest::SettleLink { .. } => "settle_link",
+            MetaRequest::CoordinatedLink { .. } => "coordinated_link",
             MetaRequest::SharedAttrs { .. } => "shared_attrs",
             MetaRequest::Shared { op, .. } => op.op_name(),
         }

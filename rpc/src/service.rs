@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use crate::attr::Attr;
 use crate::error::MetaError;
 use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
+use crate::InodeId;
 
 /// A metadata node (or a handle to a remote one).
 #[async_trait]
@@ -48,4 +49,16 @@ pub trait CoordinatorService: Send + Sync + 'static {
     /// owner, and a group that cannot be reached fails the change before it is made. Answers
     /// the new attributes.
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError>;
+
+    /// link(2): `to` becomes one more name of the file at `from` (which must be inode
+    /// `expect` when given), checking `cred`'s permissions: the file is counted at its home
+    /// group, the new name stored at its owner, and the count settled, as one logged intent
+    /// finished after a crash. Answers the file's attributes.
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError>;
 }

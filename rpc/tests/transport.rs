@@ -150,6 +150,19 @@ impl CoordinatorService for FakeCoordinator {
         Ok(a)
     }
 
+    async fn link(
+        &self,
+        _from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<u64>,
+        _cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let mut a = attr(0, "");
+        a.id = expect.unwrap_or(to.len() as u64);
+        a.nlink = 2;
+        Ok(a)
+    }
+
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
         self.dir_attrs.lock().push(set.clone());
         match set {
@@ -380,6 +393,16 @@ async fn the_coordinator_is_reached_through_the_same_address() {
         Err(MetaError::Invalid(_))
     ));
     assert_eq!(*coordinator.dir_attrs.lock(), vec![chmod, not_chmod]);
+    let linked = c
+        .link(
+            vec!["b".into(), "f".into()],
+            vec!["b".into(), "g".into()],
+            Some(77),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((linked.id, linked.nlink), (77, 2));
     server.stop().await;
 }
 

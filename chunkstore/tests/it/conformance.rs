@@ -101,4 +101,14 @@ impl CoordinatorService for NoCoordinator {
     async fn set_dir_attr(&self, _: saker_rpc::MetaRequest) -> Result<saker_rpc::Attr, MetaError> {
         Err(MetaError::NotPermitted)
     }
+
+    async fn link(
+        &self,
+        _: Vec<String>,
+        _: Vec<String>,
+        _: Option<u64>,
+        _: Option<saker_rpc::Cred>,
+    ) -> Result<saker_rpc::Attr, MetaError> {
+        Err(MetaError::NotPermitted)
+    }
 }

@@ -12,7 +12,9 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall};
+use super::wire::{
+    decode, encode, LinkCall, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall,
+};
 use super::MAX_MESSAGE;
 use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
@@ -198,6 +200,23 @@ impl CoordinatorService for RemoteCoordinator {
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
         let call = SetDirAttrCall { set };
         let reply = self.channel.client.clone().set_dir_attr(frame(&call)).await;
+        self.channel.reply::<Result<Attr, MetaError>>(reply)?
+    }
+
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<crate::InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let call = LinkCall {
+            from,
+            to,
+            expect,
+            cred,
+        };
+        let reply = self.channel.client.clone().link(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 }

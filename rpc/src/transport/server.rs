@@ -12,7 +12,9 @@ use tonic::{Request, Response, Status};
 
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
-use super::wire::{decode, encode, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall};
+use super::wire::{
+    decode, encode, LinkCall, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall,
+};
 use super::MAX_MESSAGE;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
@@ -164,6 +166,19 @@ impl Saker for Handler {
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let result = detached(async move { coordinator.set_dir_attr(call.set).await }).await?;
+        Ok(frame(encode(&result)))
+    }
+
+    async fn link(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: LinkCall = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let coordinator = self.coordinator.clone();
+        let result = detached(async move {
+            coordinator
+                .link(call.from, call.to, call.expect, call.cred)
+                .await
+        })
+        .await?;
         Ok(frame(encode(&result)))
     }
 

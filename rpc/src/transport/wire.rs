@@ -53,6 +53,15 @@ pub(super) struct RenameCall {
     pub cred: Option<Cred>,
 }
 
+/// `Link`: the coordinator's link protocol.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct LinkCall {
+    pub from: Vec<String>,
+    pub to: Vec<String>,
+    pub expect: Option<crate::InodeId>,
+    pub cred: Option<Cred>,
+}
+
 /// `SetDirAttr`: the coordinator's chmod/chown of a directory.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct SetDirAttrCall {
