@@ -2,8 +2,10 @@
 //!
 //! It holds the access keys (the identities S3 requests authenticate as) and runs the
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
-//! ([`rmdir`]), directory rename ([`rename`]), chmod/chown of directories ([`dir_attr`]), decides how names are redirected to balance the groups ([`balance`]) and carries out
-//! the redirections ([`exceptions`]).
+//! ([`rmdir`]), directory rename ([`rename`]), hard links ([`link`]), chmod/chown of
+//! directories ([`dir_attr`]), decides how names are redirected to balance the groups
+//! ([`balance`]) and carries out the redirections ([`exceptions`]). Multi-step protocols log
+//! their intents in a [`journal`] and finish them after a crash.
 
 pub mod access_keys;
 pub mod balance;

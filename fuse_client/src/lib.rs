@@ -39,6 +39,8 @@
 //!   chunks live once, in a shared record at the group of the name it had first, and every
 //!   name is a reference there; the MNode holding a name forwards ops on the file to that
 //!   group. Removals of names reach it as change-log records, like parent-directory updates.
+//!   A link is the coordinator's logged intent (count, store, settle), finished after a
+//!   crash.
 //!
 //! Not supported, with the errno callers get: RENAME_EXCHANGE (EINVAL).
 
