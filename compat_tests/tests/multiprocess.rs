@@ -497,3 +497,71 @@ async fn a_coordinator_killed_inside_a_directory_chmod_leaves_it_unchanged_and_u
     assert!(matches!(done, MetaResponse::Attr(a) if a.mode & 0o7777 == 0o700));
     assert_eq!(get_bytes(&once, bucket, "a").await, b"first");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hard_link_across_mnode_processes_survives_a_coordinator_and_an_mnode_kill() {
+    // This run of the coordinator dies right after the file's home counted the new name and
+    // before it logged that: its restart must finish the link counting it once.
+    let bucket = "linked";
+    let mut cluster = with_coordinator_failpoint("link_counted_unlogged", bucket).await;
+    let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
+        .await
+        .unwrap();
+    let at = |name: &str| vec![bucket.to_string(), name.to_string()];
+    let to = (0..)
+        .map(|i| format!("b{i}"))
+        .find(|n| lib.owner(&at(n)) != lib.owner(&at("a")))
+        .unwrap();
+    let link = MetaRequest::CoordinatedLink {
+        from: at("a"),
+        to: at(&to),
+        expect: None,
+        cred: None,
+    };
+    let cut = lib.call(&at(&to), link).await;
+    assert!(cut.is_err(), "the link died with its coordinator: {cut:?}");
+    assert!(!cluster.wait_exit("coordinator").success());
+    assert!(cluster
+        .stderr("coordinator")
+        .contains("failpoint link_counted_unlogged"));
+
+    cluster.spawn("coordinator");
+    let nlink = |name: String| {
+        let lib = &lib;
+        let path = at(&name);
+        async move {
+            lib.lookup(&path, MetaWant::ATTR)
+                .await
+                .map(|v| v.attr.nlink)
+        }
+    };
+    let linked = eventually("the link finished", || nlink(to.clone())).await;
+    assert_eq!(linked, 2);
+    assert_eq!(nlink("a".into()).await.unwrap(), 2);
+    let s3 = cluster.client(true);
+    assert_eq!(get_bytes(&s3, bucket, &to).await, b"first");
+
+    // The process holding the new name dies and comes back: the name and the count stay.
+    let group = lib.owner(&at(&to));
+    let mnode = format!("mnode{group}");
+    cluster.kill(&mnode);
+    cluster.spawn(&mnode);
+    assert_eq!(
+        eventually("the name is back", || nlink(to.clone())).await,
+        2
+    );
+
+    // The first name goes: the file stays under the other one, with one name.
+    s3.delete_object()
+        .bucket(bucket)
+        .key("a")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(nlink(to.clone()).await.unwrap(), 1);
+    assert_eq!(get_bytes(&s3, bucket, &to).await, b"first");
+    assert!(matches!(
+        lib.lookup(&at("a"), MetaWant::ATTR).await,
+        Err(MetaError::NotFound)
+    ));
+}
