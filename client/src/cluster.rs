@@ -56,13 +56,7 @@ pub struct Cluster {
     pub(crate) chunks: Arc<dyn ChunkStore>,
     pub(crate) config: ClusterConfig,
     client_id: u128,
-    /// Per group, the seq of this client's last request to it. Each group sees a dense
-    /// sequence, so its dedupe table, which drops this client's entry `DEDUPE_WINDOW` seqs
-    /// behind each new one, keeps one window per client (one counter for all groups left each
-    /// group's table growing with the requests it never saw).
-    seqs: BTreeMap<GroupId, AtomicU64>,
-    /// For a group the cluster map did not list.
-    other_seq: AtomicU64,
+    seq: AtomicU64,
 }
 
 impl Cluster {
@@ -78,15 +72,13 @@ impl Cluster {
                 break id;
             }
         };
-        let seqs = groups.keys().map(|&g| (g, AtomicU64::new(0))).collect();
         Self {
             router: SharedRouter::new(router),
             groups,
             chunks,
             config,
             client_id,
-            seqs,
-            other_seq: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
         }
     }
 
@@ -168,12 +160,10 @@ impl Cluster {
             .ok_or_else(|| MetaError::Unavailable(format!("no route to group {g}")))
     }
 
-    /// The tag of this client's next request to group `g`.
-    fn next_tag(&self, g: GroupId) -> ClientTag {
-        let seq = self.seqs.get(&g).unwrap_or(&self.other_seq);
+    fn next_tag(&self) -> ClientTag {
         ClientTag {
             client: self.client_id,
-            seq: seq.fetch_add(1, Ordering::Relaxed) + 1,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
         }
     }
 
@@ -190,10 +180,10 @@ impl Cluster {
     /// One request to group `g`, then the exception table refreshed if its reply showed ours
     /// is stale.
     async fn send_to(&self, g: GroupId, req: MetaRequest) -> Result<MetaResponse, MetaError> {
-        let tag = self.next_tag(g);
+        let tag = self.next_tag();
         let group = self.group(g)?;
         let result = group.call(tag, req).await;
-        self.refresh_if_stale(g, group).await;
+        self.refresh_if_stale(group).await;
         result
     }
 
@@ -205,12 +195,12 @@ impl Cluster {
     /// Fetches `group`'s exception table if its last reply carried a newer version than ours
     /// (a request routed by a stale table was forwarded by the MNode; the next one goes
     /// straight to the owner). A failed fetch is retried after a later reply.
-    async fn refresh_if_stale(&self, g: GroupId, group: &Arc<dyn MetaService>) {
+    async fn refresh_if_stale(&self, group: &Arc<dyn MetaService>) {
         let seen = group.routing_version();
         if seen <= self.router.get().exceptions_version() {
             return;
         }
-        match group.call(self.next_tag(g), MetaRequest::Exceptions).await {
+        match group.call(self.next_tag(), MetaRequest::Exceptions).await {
             Ok(MetaResponse::Exceptions(table)) => {
                 if self.router.install(&table) {
                     tracing::debug!(version = table.version(), "exception table refreshed");
@@ -377,53 +367,6 @@ mod tests {
         tokio::spawn(RpcServer::new(groups.clone(), coordinator, map).serve(listener));
         let cluster = Cluster::new(local.router.clone(), groups, chunks, Default::default());
         (cluster, addr)
-    }
-
-    /// Records the tags it is called with.
-    struct Recorder(std::sync::Mutex<Vec<ClientTag>>);
-
-    #[async_trait::async_trait]
-    impl MetaService for Recorder {
-        async fn call(&self, tag: ClientTag, _req: MetaRequest) -> Result<MetaResponse, MetaError> {
-            self.0.lock().unwrap().push(tag);
-            Ok(MetaResponse::Done)
-        }
-    }
-
-    #[tokio::test]
-    async fn each_group_sees_a_dense_sequence_of_this_clients_tags() {
-        let recorders: Vec<Arc<Recorder>> = (0..3)
-            .map(|_| Arc::new(Recorder(Default::default())))
-            .collect();
-        let groups: BTreeMap<GroupId, Arc<dyn MetaService>> = (1..=3)
-            .zip(&recorders)
-            .map(|(g, r)| (g, r.clone() as Arc<dyn MetaService>))
-            .collect();
-        let router = Router::new(
-            saker_namespace::Ring::new(&[1, 2, 3], 16),
-            saker_namespace::ExceptionTable::new(),
-        );
-        let cluster = Cluster::new(
-            router,
-            groups,
-            Arc::new(MemChunkStore::new()),
-            Default::default(),
-        );
-        // Requests spread over the groups by name, as a front end's are.
-        for i in 0..300 {
-            let p = path(&["b", &format!("file-{i}")]);
-            cluster.call(&p, MetaRequest::Counters).await.unwrap();
-        }
-        let mut total = 0;
-        for r in &recorders {
-            let tags = r.0.lock().unwrap();
-            let seqs: Vec<u64> = tags.iter().map(|t| t.seq).collect();
-            assert_eq!(seqs, (1..=tags.len() as u64).collect::<Vec<_>>());
-            assert!(tags.iter().all(|t| t.client == cluster.client_id));
-            assert!(!tags.is_empty(), "300 names all missed a group");
-            total += tags.len();
-        }
-        assert_eq!(total, 300);
     }
 
     #[tokio::test]

@@ -76,7 +76,13 @@ pub(crate) struct Executor {
     pub parent_updates: ParentUpdates,
     /// Batches evaluated and the ops in them, since start (mean batch size for benchmarks).
     pub batch_counts: Arc<BatchCounts>,
+    /// Per client, the seq below which its dedupe entries are deleted (since start).
+    pub dedupe_trimmed: Mutex<std::collections::HashMap<u128, u64>>,
 }
+
+/// Dedupe entries one write deletes at most (a client's backlog after a restart goes over
+/// several writes).
+const DEDUPE_TRIM_BATCH: usize = 64;
 
 /// How many batches the executor ran and how many ops they held.
 #[derive(Default)]
@@ -415,9 +421,40 @@ impl Executor {
         if dedupe {
             txn.put(dkey, encode(&result));
             if p.tag.seq > DEDUPE_WINDOW {
-                txn.delete(self.keys.dedupe(p.tag.client, p.tag.seq - DEDUPE_WINDOW));
+                self.trim_dedupe(txn, p.tag.client, p.tag.seq - DEDUPE_WINDOW);
             }
         }
         Ok(result)
+    }
+
+    /// Deletes `client`'s dedupe entries with a seq up to `upto`. A client numbers all its
+    /// requests with one counter, so the seqs one group sees from it are sparse (the others
+    /// went to other groups, or were reads): deleting only the entry exactly a window behind
+    /// would keep most of them forever. The scan starts where the last one stopped, past the
+    /// deleted entries.
+    fn trim_dedupe(&self, txn: &mut Txn<'_>, client: u128, upto: u64) {
+        let mut trimmed = self.dedupe_trimmed.lock();
+        let from = trimmed.get(&client).copied().unwrap_or(0);
+        if from > upto {
+            return;
+        }
+        let start = self.keys.dedupe(client, from);
+        let end = self.keys.dedupe(client, upto.saturating_add(1));
+        let Ok(old) = txn.scan(&start, &end, DEDUPE_TRIM_BATCH) else {
+            // Left for a later write.
+            return;
+        };
+        let next = if old.len() < DEDUPE_TRIM_BATCH {
+            upto.saturating_add(1)
+        } else {
+            old.last()
+                .and_then(|(k, _)| k.get(k.len() - 8..))
+                .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")) + 1)
+                .unwrap_or(from)
+        };
+        for (k, _) in old {
+            txn.delete(k);
+        }
+        trimmed.insert(client, next);
     }
 }

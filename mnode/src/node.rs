@@ -175,6 +175,7 @@ impl Mnode {
             changes: changes.clone(),
             parent_updates: cfg.parent_updates,
             batch_counts: batch_counts.clone(),
+            dedupe_trimmed: Default::default(),
         };
         tokio::spawn(exec.run(rx));
         let node = Arc::new(Self {
@@ -937,9 +938,7 @@ impl Mnode {
             id,
             op: Box::new(req),
         };
-        self.peer(home)?
-            .call(tag.forwarded(self.keys.group), req)
-            .await
+        self.peer(home)?.call(tag, req).await
     }
 
     /// Sends a request to the group that owns it, counting the misdirection.
@@ -951,9 +950,7 @@ impl Mnode {
     ) -> Result<MetaResponse, MetaError> {
         metrics::MISDIRECTED.inc();
         self.forwards.fetch_add(1, Ordering::Relaxed);
-        self.peer(g)?
-            .call(tag.forwarded(self.keys.group), req)
-            .await
+        self.peer(g)?.call(tag, req).await
     }
 }
 

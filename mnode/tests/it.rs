@@ -444,3 +444,55 @@ async fn later_batches_see_unapplied_writes_of_earlier_ones() {
     }
     assert_eq!(c.names("b").await.len(), 100);
 }
+
+#[tokio::test]
+async fn the_dedupe_table_keeps_one_window_of_a_clients_sparse_seqs() {
+    // A client numbers all its requests with one counter, so one group sees every third seq
+    // (say): the entries a window behind go all the same.
+    let store: Arc<dyn MetaStore> = Arc::new(MemStore::new());
+    let c = start_with(store.clone(), 1, MnodeConfig::new(1)).await;
+    let tag = |seq| ClientTag { client: 9, seq };
+    c.node
+        .call(
+            tag(1),
+            MetaRequest::CreateBucket {
+                name: "b".into(),
+                uid: 0,
+                gid: 0,
+            },
+        )
+        .await
+        .unwrap();
+    const STRIDE: u64 = 3;
+    let writes = 2 * saker_mnode::DEDUPE_WINDOW / STRIDE + 200;
+    for i in 1..=writes {
+        let obj = NewObject {
+            size: 1,
+            etag: "e".into(),
+            layout: Layout::Inline,
+            inline: Some(bytes::Bytes::from_static(b"x")),
+            ..Default::default()
+        };
+        let req = MetaRequest::PutObject {
+            path: p(&format!("b/k{i}")),
+            obj,
+        };
+        c.node.call(tag(1 + i * STRIDE), req).await.unwrap();
+    }
+    let keys = saker_mnode::keys::Keys::new(1);
+    let table = keys.table(saker_mnode::keys::DEDUPE);
+    let end = keys.table_end(saker_mnode::keys::DEDUPE);
+    let kept = store.scan(&table, Some(&end), usize::MAX).unwrap().len() as u64;
+    let window = saker_mnode::DEDUPE_WINDOW / STRIDE + 1;
+    assert!(
+        kept <= window,
+        "{kept} dedupe entries kept for {writes} writes; one window is {window}"
+    );
+    // The newest ones are still answered from the table.
+    let last = MetaRequest::CreateBucket {
+        name: "b".into(),
+        uid: 0,
+        gid: 0,
+    };
+    assert!(c.node.call(tag(1 + writes * STRIDE), last).await.is_ok());
+}

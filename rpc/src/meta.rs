@@ -18,24 +18,6 @@ pub struct ClientTag {
     pub seq: u64,
 }
 
-impl ClientTag {
-    /// The tag a request carries on when group `via` forwards it to another group. A client
-    /// numbers its requests per group (so each group's dedupe table sees a dense sequence and
-    /// keeps one window per client), so a seq of `via`'s sequence must not meet the entries of
-    /// the receiver's own: the forwarded request counts as another client's. The same request
-    /// forwarded again gets the same tag. Untagged requests stay untagged.
-    pub fn forwarded(self, via: u32) -> ClientTag {
-        if self.client == 0 {
-            return self;
-        }
-        const MIX: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
-        ClientTag {
-            client: self.client ^ (u128::from(via) + 1).wrapping_mul(MIX),
-            seq: self.seq,
-        }
-    }
-}
-
 /// Who asks, for POSIX permission checks by the MNode (FUSE requests; S3 requests carry none
 /// and bypass the checks).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -915,25 +897,4 @@ pub enum MetaResponse {
         group: u32,
         ticket: u64,
     },
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forwarded_tags_are_stable_per_group_and_apart_from_the_clients_own() {
-        let tag = ClientTag {
-            client: 0x1234_5678_9abc_def0_1122_3344_5566_7788,
-            seq: 42,
-        };
-        let via_1 = tag.forwarded(1);
-        assert_eq!(via_1, tag.forwarded(1));
-        assert_eq!(via_1.seq, 42);
-        assert_ne!(via_1.client, tag.client);
-        assert_ne!(via_1.client, tag.forwarded(2).client);
-        assert_ne!(via_1.client, 0);
-        let untagged = ClientTag { client: 0, seq: 0 };
-        assert_eq!(untagged.forwarded(3), untagged);
-    }
 }
