@@ -642,7 +642,8 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_link_cut_by_a_crash_finishes_on_restart_with_the_right_count() {
     // The process aborts after the link's intent is logged, after the file's count is taken
-    // (before and after that is logged), and after the new name is stored: each time the
+    // (before and after that is logged), after the new name is stored and after the count is
+    // settled: each time the
     // restart finishes the link, counting the new name exactly once (the file outlives its
     // first name and goes with its last).
     for failpoint in [
@@ -650,6 +651,7 @@ async fn a_link_cut_by_a_crash_finishes_on_restart_with_the_right_count() {
         "link_counted_unlogged",
         "link_counted",
         "link_stored",
+        "link_settled",
     ] {
         link_cut_by_a_crash(failpoint).await;
     }

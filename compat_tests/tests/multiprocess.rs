@@ -565,3 +565,62 @@ async fn a_hard_link_across_mnode_processes_survives_a_coordinator_and_an_mnode_
         Err(MetaError::NotFound)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_link_replayed_after_its_new_name_was_removed_does_not_bring_it_back() {
+    // The coordinator dies right after the new name was stored; before it is back, the name
+    // is deleted through S3 (the MNodes take that without the coordinator). The replay must
+    // settle the link as stored, not store the name again (which would leave two names on a
+    // count of one) nor take the count back (which would free a file that still has a name).
+    let bucket = "relinked";
+    let mut cluster = with_coordinator_failpoint("link_stored", bucket).await;
+    let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
+        .await
+        .unwrap();
+    let at = |name: &str| vec![bucket.to_string(), name.to_string()];
+    let to = (0..)
+        .map(|i| format!("b{i}"))
+        .find(|n| lib.owner(&at(n)) != lib.owner(&at("a")))
+        .unwrap();
+    let link = MetaRequest::CoordinatedLink {
+        from: at("a"),
+        to: at(&to),
+        expect: None,
+        cred: None,
+    };
+    assert!(lib.call(&at(&to), link).await.is_err());
+    assert!(!cluster.wait_exit("coordinator").success());
+    let s3 = cluster.client(true);
+    assert_eq!(get_bytes(&s3, bucket, &to).await, b"first");
+    s3.delete_object()
+        .bucket(bucket)
+        .key(&to)
+        .send()
+        .await
+        .unwrap();
+
+    cluster.spawn("coordinator");
+    // The restarted coordinator finishes the link before it takes calls: once an rmdir (a
+    // protocol call) is answered, the replay is done.
+    let once = cluster.client(false);
+    let refused = once.delete_bucket().bucket(bucket).send().await;
+    let err = refused.expect_err("the bucket still holds a");
+    assert_eq!(
+        err.into_service_error().meta().code(),
+        Some("BucketNotEmpty")
+    );
+    assert!(matches!(
+        lib.lookup(&at(&to), MetaWant::ATTR).await,
+        Err(MetaError::NotFound)
+    ));
+    let left = lib.lookup(&at("a"), MetaWant::ATTR).await.unwrap();
+    assert_eq!(left.attr.nlink, 1);
+    // Its last name goes: so does the file.
+    s3.delete_object()
+        .bucket(bucket)
+        .key("a")
+        .send()
+        .await
+        .unwrap();
+    once.delete_bucket().bucket(bucket).send().await.unwrap();
+}

@@ -142,6 +142,11 @@ impl<T: Clone + Serialize + DeserializeOwned> Journal<T> {
         self.pending.lock().1.remove(&seq);
     }
 
+    /// Intent `seq` as logged now, if it is still pending.
+    pub fn get(&self, seq: u64) -> Option<T> {
+        self.pending.lock().1.get(&seq).cloned()
+    }
+
     pub fn is_pending(&self, seq: u64) -> bool {
         self.pending.lock().1.contains_key(&seq)
     }

@@ -483,7 +483,7 @@ impl NamespaceCoordinator {
                 }
             }
             self.resolve_renames().await;
-            self.resolve_links().await;
+            self.resolve_links_once().await;
             tokio::time::sleep(RETRY_EVERY).await;
         }
     }

@@ -125,15 +125,14 @@ impl NamespaceCoordinator {
 
     /// What a crash or an unreachable group left unfinished: the exception table's install
     /// and migration, then logged renames; then every group releases the freezes and blocks
-    /// the previous run still held there (an rmdir cut between its freeze and its thaw), and
-    /// protocol calls are taken. Returns once nothing is left.
+    /// the previous run still held there (an rmdir cut between its freeze and its thaw), logged
+    /// links are finished, and protocol calls are taken. Returns once nothing is left.
     pub async fn resolve_pending(&self) {
         while let Err(e) = self.resolve_exceptions().await {
             tracing::debug!(error = %e, "the exception table waits for its groups");
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         self.resolve_renames().await;
-        self.resolve_links().await;
         let mut left: Vec<_> = self.groups.iter().collect();
         while !left.is_empty() {
             let calls = left
@@ -155,6 +154,9 @@ impl NamespaceCoordinator {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
         }
+        // After the thaw: a link needs no hold, and one that met a freeze the previous run
+        // left would wait for it.
+        self.resolve_links().await;
         self.ready.send_replace(true);
     }
 

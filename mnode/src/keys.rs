@@ -19,6 +19,7 @@
 //! | `n` | directory id (8)                       | key of its inode record        |
 //! | `h` | inode id (8)                           | shared inode of hard links ([`saker_rpc::Attr`]) |
 //! | `k` | inode id (8) + link token (16)         | a link counted and not settled yet |
+//! | `t` | link token (16)                        | a link that stored its new name here: the inode id |
 //! | `c` | seq (8) + owner group (4)              | change-log: [`saker_rpc::DirChange`]s for the owner |
 //! | `s` |                                        | last change-log seq handed out |
 //! | `a` | source group (4)                       | last change-log seq applied from it |
@@ -43,6 +44,7 @@ pub const GC: u8 = b'g';
 pub const DIR_INDEX: u8 = b'n';
 pub const SHARED: u8 = b'h';
 pub const LINK_TOKEN: u8 = b'k';
+pub const LINK_STORED: u8 = b't';
 pub const CHANGE: u8 = b'c';
 pub const CHANGE_SEQ: u8 = b's';
 pub const APPLIED: u8 = b'a';
@@ -50,9 +52,21 @@ pub const APPLIED: u8 = b'a';
 pub const EXCEPTIONS: u8 = b'e';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 13] = [
-    SM_META, INODE, PAYLOAD, UPLOAD, PART, DEDUPE, GC, DIR_INDEX, SHARED, LINK_TOKEN, CHANGE,
-    CHANGE_SEQ, APPLIED,
+pub const SM_TABLES: [u8; 14] = [
+    SM_META,
+    INODE,
+    PAYLOAD,
+    UPLOAD,
+    PART,
+    DEDUPE,
+    GC,
+    DIR_INDEX,
+    SHARED,
+    LINK_TOKEN,
+    LINK_STORED,
+    CHANGE,
+    CHANGE_SEQ,
+    APPLIED,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -184,6 +198,13 @@ impl Keys {
     pub fn link_token(&self, id: InodeId, token: u128) -> Vec<u8> {
         let mut k = self.table(LINK_TOKEN);
         k.extend_from_slice(&id.to_be_bytes());
+        k.extend_from_slice(&token.to_be_bytes());
+        k
+    }
+
+    /// The record that the link of `token` stored its new name in this group.
+    pub fn link_stored(&self, token: u128) -> Vec<u8> {
+        let mut k = self.table(LINK_STORED);
         k.extend_from_slice(&token.to_be_bytes());
         k
     }

@@ -1097,9 +1097,9 @@ impl MetaService for Mnode {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
             }
             // Addressed to this group by the id's home, not by the name.
-            req @ (MetaRequest::Shared { .. } | MetaRequest::SettleLink { .. }) => {
-                self.serve(tag, req).await
-            }
+            req @ (MetaRequest::Shared { .. }
+            | MetaRequest::SettleLink { .. }
+            | MetaRequest::ForgetLink { .. }) => self.serve(tag, req).await,
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,

@@ -248,11 +248,21 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
-        MetaRequest::LinkSource { path, cred, token } => {
-            link_source(txn, ctx, path, cred.as_ref(), *token)
-        }
-        MetaRequest::LinkTarget { path, attr, cred } => {
-            link_target(txn, ctx, path, attr, cred.as_ref())
+        MetaRequest::LinkSource {
+            path,
+            cred,
+            expect,
+            token,
+        } => link_source(txn, ctx, path, cred.as_ref(), *expect, *token),
+        MetaRequest::LinkTarget {
+            path,
+            attr,
+            cred,
+            token,
+        } => link_target(txn, ctx, path, attr, cred.as_ref(), *token),
+        MetaRequest::ForgetLink { token } => {
+            txn.delete(ctx.keys.link_stored(*token));
+            Ok(MetaResponse::Done)
         }
         MetaRequest::SettleLink { id, token, kept } => settle_link(txn, ctx, *id, *token, *kept),
         MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
@@ -1428,6 +1438,7 @@ fn link_source(
     ctx: &mut Ctx<'_>,
     path: &[String],
     cred: Option<&Cred>,
+    expect: Option<InodeId>,
     token: u128,
 ) -> OpResult {
     check_path(path, 2)?;
@@ -1438,6 +1449,9 @@ fn link_source(
     let loc = match target(txn, ctx.ns, pid, name)? {
         Child::None => return Err(MetaError::NotFound),
         Child::Dir(_) => return Err(MetaError::NotPermitted),
+        Child::Other(loc) if expect.is_some_and(|id| id != loc.attr.id) => {
+            return Err(MetaError::NotFound)
+        }
         Child::Other(loc) => loc,
     };
     let mut attr = loc.attr;
@@ -1480,8 +1494,14 @@ fn link_target(
     path: &[String],
     attr: &Attr,
     cred: Option<&Cred>,
+    token: u128,
 ) -> OpResult {
     check_path(path, 2)?;
+    let stored = ctx.keys.link_stored(token);
+    if txn.get(&stored).map_err(internal)?.is_some() {
+        // Stored already (a replay of the logged intent).
+        return Ok(MetaResponse::Attr(attr.clone()));
+    }
     let home = attr.layout.shared_home();
     if attr.is_dir() || home.is_none_or(|h| !ctx.ns.router.ring().groups().contains(&h)) {
         return Err(MetaError::Invalid(
@@ -1492,16 +1512,12 @@ fn link_target(
     perm::search(&chain, cred)?;
     let name = path.last().expect("len");
     let pid = chain.last().expect("root").attr.id;
-    match child(txn, ctx.keys, pid, name)? {
-        Child::None => {}
-        // Stored already (a replay of the logged intent).
-        Child::Other(loc) if loc.attr.id == attr.id && loc.attr.layout == attr.layout => {
-            return Ok(MetaResponse::Attr(loc.attr))
-        }
-        _ => return Err(MetaError::Exists),
+    if !matches!(child(txn, ctx.keys, pid, name)?, Child::None) {
+        return Err(MetaError::Exists);
     }
     perm::may_create(&chain.last().expect("root").attr, cred)?;
     put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
+    txn.put(stored, encode(&attr.id));
     touch_parent(txn, ctx, &mut chain, 1, 0);
     Ok(MetaResponse::Attr(attr.clone()))
 }

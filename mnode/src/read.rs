@@ -53,6 +53,11 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
         MetaRequest::GetUpload { path, upload_id } => get_upload(v, keys, path, upload_id),
         MetaRequest::GcDue { now_ns, limit } => gc_due(v, keys, *now_ns, *limit),
         MetaRequest::ChunkRefs => chunk_refs(v, keys),
+        MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(
+            v.get(&keys.link_token(*id, *token))
+                .map_err(internal)?
+                .is_some(),
+        )),
         MetaRequest::SharedAttrs { ids } => {
             let mut out = Vec::with_capacity(ids.len());
             for &id in ids {

@@ -596,9 +596,9 @@ pub enum MetaRequest {
         expect: Option<InodeId>,
         cred: Option<Cred>,
     },
-    /// Link step 1 at the owner of `path` (the existing name): one more name for the file,
-    /// counted once per `token` (a replay answers without counting again; the token stays
-    /// with the file until `SettleLink`). A plain inode becomes a shared one first (SwitchFS
+    /// Link step 1 at the owner of `path` (the existing name): one more name for file
+    /// `expect` (`NotFound` if the name names another), counted once per `token` (a replay
+    /// answers without counting again; the token stays with the file until `SettleLink`). A plain inode becomes a shared one first (SwitchFS
     /// §5.5): its attributes move to the shared table of this group, which is their home
     /// from then on, and the name becomes a reference ([`Layout::Shared`]). Answers the
     /// reference to store at the new name (the attributes with `nlink` counted up, `layout:
@@ -606,15 +606,29 @@ pub enum MetaRequest {
     LinkSource {
         path: Vec<String>,
         cred: Option<Cred>,
+        expect: Option<InodeId>,
         token: u128,
     },
     /// Link step 2 at the owner of `path` (the new name): store `attr` (the reference
-    /// `LinkSource` answered) there. `Exists` if the name is taken (by anything but this very
-    /// reference: a replay is success).
+    /// `LinkSource` answered) there, and remember that `token` stored it. `Exists` if the name
+    /// is taken. A replay of a token that stored its name is success, whatever the name holds
+    /// now (it may have been removed or replaced since, by requests of their own).
     LinkTarget {
         path: Vec<String>,
         attr: Box<Attr>,
         cred: Option<Cred>,
+        token: u128,
+    },
+    /// Link step 4 at the owner of the new name: the link of `token` is settled; forget that
+    /// it stored its name.
+    ForgetLink {
+        token: u128,
+    },
+    /// At the home of shared inode `id`: whether the link of `token` is counted and not
+    /// settled yet (answers `Flag`).
+    LinkPending {
+        id: InodeId,
+        token: u128,
     },
     /// Link step 3 at the home of shared inode `id`: the link counted with `token` is over;
     /// unless `kept` (the new name was not stored), its count is taken back (the inode goes
@@ -685,6 +699,7 @@ impl MetaRequest {
                 | MetaRequest::NameStats { .. }
                 | MetaRequest::Committed { .. }
                 | MetaRequest::SharedAttrs { .. }
+                | MetaRequest::LinkPending { .. }
         )
     }
 
@@ -784,6 +799,8 @@ impl MetaRequest {
             | MetaRequest::DropEntry { .. }
             | MetaRequest::ApplyChanges { .. }
             | MetaRequest::SettleLink { .. }
+            | MetaRequest::ForgetLink { .. }
+            | MetaRequest::LinkPending { .. }
             | MetaRequest::SharedAttrs { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
@@ -852,6 +869,8 @@ impl MetaRequest {
             MetaRequest::LinkSource { .. } => "link_source",
             MetaRequest::LinkTarget { .. } => "link_target",
             MetaRequest::SettleLink { .. } => "settle_link",
+            MetaRequest::ForgetLink { .. } => "forget_link",
+            MetaRequest::LinkPending { .. } => "link_pending",
             MetaRequest::CoordinatedLink { .. } => "coordinated_link",
             MetaRequest::SharedAttrs { .. } => "shared_attrs",
             MetaRequest::Shared { op, .. } => op.op_name(),
@@ -867,6 +886,8 @@ pub enum MetaResponse {
     Object(Box<ObjectView>),
     Entries(Vec<Entry>),
     Attrs(Vec<Attr>),
+    /// A yes/no answer.
+    Flag(bool),
     Uploads(Vec<UploadInfo>),
     Upload(Box<UploadInfo>),
     Gc(Vec<(Vec<u8>, u128)>),
