@@ -81,7 +81,7 @@ pub(crate) struct Executor {
 }
 
 /// Dedupe entries one write deletes at most (a client's backlog after a restart goes over
-/// several writes).
+/// several writes), and the seqs of a client between two trims.
 const DEDUPE_TRIM_BATCH: usize = 64;
 
 /// How many batches the executor ran and how many ops they held.
@@ -435,7 +435,8 @@ impl Executor {
     fn trim_dedupe(&self, txn: &mut Txn<'_>, client: u128, upto: u64) {
         let mut trimmed = self.dedupe_trimmed.lock();
         let from = trimmed.get(&client).copied().unwrap_or(0);
-        if from > upto {
+        // One scan per DEDUPE_TRIM_BATCH seqs of the client, not one per write.
+        if upto < from.saturating_add(DEDUPE_TRIM_BATCH as u64) {
             return;
         }
         let start = self.keys.dedupe(client, from);
