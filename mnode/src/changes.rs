@@ -88,6 +88,7 @@ impl ChangeLog {
     pub async fn mark_dirty(
         &self,
         by_owner: &BTreeMap<GroupId, Vec<InodeId>>,
+        seq: u64,
     ) -> Result<(), MetaError> {
         let peers = self
             .peers
@@ -101,6 +102,7 @@ impl ChangeLog {
             let req = MetaRequest::MarkDirty {
                 source: self.keys.group,
                 dirs: dirs.clone(),
+                seq,
             };
             calls.push(async move { peer.call(ClientTag { client: 0, seq: 0 }, req).await });
         }

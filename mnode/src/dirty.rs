@@ -10,8 +10,12 @@
 //! is empty but unknown: until every other group has reported the directories it still owes
 //! entries for ([`DirtySet::reported`]), every directory counts as dirty with all groups as
 //! contributors.
+//!
+//! A mark names the change-log seq of the records it announces; once the owner has applied
+//! the source's records up to that seq (a push, or another reader's pull), the mark is void and
+//! goes ([`DirtySet::applied`]), so directories nobody reads do not stay in the set.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use saker_namespace::GroupId;
 use saker_rpc::InodeId;
@@ -28,12 +32,17 @@ pub enum Need {
 }
 
 struct Entry {
-    sources: BTreeSet<GroupId>,
+    /// Per contributor, the highest seq of its marks.
+    sources: BTreeMap<GroupId, u64>,
     token: u64,
 }
 
 pub struct DirtySet {
     dirs: HashMap<InodeId, Entry>,
+    /// Per contributor, its marks by seq (what [`DirtySet::applied`] may void).
+    by_source: HashMap<GroupId, BTreeMap<u64, Vec<InodeId>>>,
+    /// Per contributor, the seq up to which its records are applied here (since start).
+    applied: HashMap<GroupId, u64>,
     next_token: u64,
     /// Groups that have not reported since the owner started; `None` once all have.
     unreported: Option<BTreeSet<GroupId>>,
@@ -45,6 +54,8 @@ impl DirtySet {
         let unreported: BTreeSet<GroupId> = peers.into_iter().collect();
         Self {
             dirs: HashMap::new(),
+            by_source: HashMap::new(),
+            applied: HashMap::new(),
             next_token: 1,
             unreported: (!unreported.is_empty()).then_some(unreported),
         }
@@ -57,16 +68,54 @@ impl DirtySet {
         self.unreported = (!peers.is_empty()).then_some(peers);
     }
 
-    /// Group `source` has committed changes to `dir` that it may not have pushed.
-    pub fn mark(&mut self, dir: InodeId, source: GroupId) {
+    /// Group `source` has committed changes to `dir` (its change-log records up to `seq`)
+    /// that it may not have pushed.
+    pub fn mark(&mut self, dir: InodeId, source: GroupId, seq: u64) {
+        if self.applied.get(&source).is_some_and(|&a| a >= seq) {
+            // Applied already (the push overtook the mark).
+            return;
+        }
         let token = self.next_token;
         self.next_token += 1;
         let e = self.dirs.entry(dir).or_insert_with(|| Entry {
-            sources: BTreeSet::new(),
+            sources: BTreeMap::new(),
             token,
         });
-        e.sources.insert(source);
+        let marked = e.sources.entry(source).or_insert(seq);
+        *marked = (*marked).max(seq);
         e.token = token;
+        if seq == u64::MAX {
+            // A mark without a seq (a report after a restart) goes with a reader's pull only.
+            return;
+        }
+        self.by_source
+            .entry(source)
+            .or_default()
+            .entry(seq)
+            .or_default()
+            .push(dir);
+    }
+
+    /// This owner has applied `source`'s records up to `seq`: marks of `source` at or below it
+    /// are void; a directory left without any goes.
+    pub fn applied(&mut self, source: GroupId, seq: u64) {
+        let a = self.applied.entry(source).or_insert(0);
+        *a = (*a).max(seq);
+        let Some(marks) = self.by_source.get_mut(&source) else {
+            return;
+        };
+        let later = marks.split_off(&seq.saturating_add(1));
+        let void = std::mem::replace(marks, later);
+        for dir in void.into_values().flatten() {
+            if let Some(e) = self.dirs.get_mut(&dir) {
+                if e.sources.get(&source).is_some_and(|&m| m <= seq) {
+                    e.sources.remove(&source);
+                    if e.sources.is_empty() {
+                        self.dirs.remove(&dir);
+                    }
+                }
+            }
+        }
     }
 
     pub fn check(&self, dir: InodeId) -> Need {
@@ -76,7 +125,7 @@ impl DirtySet {
         match self.dirs.get(&dir) {
             None => Need::Clean,
             Some(e) => Need::Pull {
-                sources: e.sources.iter().copied().collect(),
+                sources: e.sources.keys().copied().collect(),
                 token: e.token,
             },
         }
@@ -97,8 +146,9 @@ impl DirtySet {
     /// Group `source` reported, after this owner started, the directories it still holds
     /// change-log entries for.
     pub fn reported(&mut self, source: GroupId, dirs: &[InodeId]) {
+        // Without their seqs: voided by a reader's pull only.
         for &d in dirs {
-            self.mark(d, source);
+            self.mark(d, source, u64::MAX);
         }
         if let Some(left) = &mut self.unreported {
             left.remove(&source);
@@ -134,9 +184,9 @@ mod tests {
     fn a_marked_directory_needs_a_pull_from_its_contributors_only() {
         let mut s = ready();
         assert_eq!(s.check(7), Need::Clean);
-        s.mark(7, 3);
-        s.mark(7, 2);
-        s.mark(8, 4);
+        s.mark(7, 3, 1);
+        s.mark(7, 2, 1);
+        s.mark(8, 4, 1);
         let Need::Pull { sources, token } = s.check(7) else {
             panic!("dirty")
         };
@@ -150,12 +200,12 @@ mod tests {
     #[test]
     fn a_clear_that_raced_a_new_mark_is_ignored() {
         let mut s = ready();
-        s.mark(7, 3);
+        s.mark(7, 3, 1);
         let Need::Pull { token, .. } = s.check(7) else {
             panic!("dirty")
         };
         // A mark arrives while the reader pulls: its change may not be in the pull.
-        s.mark(7, 3);
+        s.mark(7, 3, 2);
         assert!(!s.clear(7, token));
         let Need::Pull { token: newer, .. } = s.check(7) else {
             panic!("still dirty")
@@ -183,5 +233,32 @@ mod tests {
         // A late second report changes nothing but marks.
         s.reported(3, &[9]);
         assert!(matches!(s.check(9), Need::Pull { .. }));
+    }
+
+    #[test]
+    fn marks_go_once_their_records_are_applied() {
+        let mut s = ready();
+        s.mark(7, 3, 10);
+        s.mark(7, 2, 4);
+        s.mark(8, 3, 12);
+        // Group 3's records up to 10 are applied: its mark on 7 is void, on 8 not.
+        s.applied(3, 10);
+        assert!(matches!(s.check(7), Need::Pull { ref sources, .. } if sources == &[2]));
+        assert!(matches!(s.check(8), Need::Pull { ref sources, .. } if sources == &[3]));
+        s.applied(2, 4);
+        assert_eq!(s.check(7), Need::Clean);
+        s.applied(3, 12);
+        assert_eq!(s.len(), 0);
+        // A mark its push overtook is no mark; a later one is.
+        s.mark(9, 3, 11);
+        assert_eq!(s.check(9), Need::Clean);
+        s.mark(9, 3, 13);
+        assert!(matches!(s.check(9), Need::Pull { .. }));
+        // A directory marked again with a later seq stays for that one.
+        s.mark(9, 3, 15);
+        s.applied(3, 13);
+        assert!(matches!(s.check(9), Need::Pull { .. }));
+        s.applied(3, 15);
+        assert_eq!(s.check(9), Need::Clean);
     }
 }

@@ -351,7 +351,7 @@ impl Executor {
                             // The owners know the directories are dirty before anyone hears
                             // back; the records follow shortly. An owner that did not take
                             // its mark gets the records now instead (sync fallback).
-                            if change_log.mark_dirty(&dirty).await.is_err() {
+                            if change_log.mark_dirty(&dirty, upto).await.is_err() {
                                 if let Err(e) = change_log.push_upto(upto).await {
                                     tracing::warn!(error = %e, "parent-directory changes neither marked nor pushed");
                                 }

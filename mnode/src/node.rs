@@ -1048,10 +1048,10 @@ impl MetaService for Mnode {
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
             MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
-            MetaRequest::MarkDirty { source, dirs } => {
+            MetaRequest::MarkDirty { source, dirs, seq } => {
                 let mut dirty = self.dirty.lock();
                 for d in dirs {
-                    dirty.mark(d, source);
+                    dirty.mark(d, source, seq);
                 }
                 metrics::DIRTY_DIRS
                     .with_label_values(&[&self.keys.group.to_string()])
@@ -1095,6 +1095,21 @@ impl MetaService for Mnode {
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::Committed { ticket } => {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
+            }
+            MetaRequest::ApplyChanges { source, records } => {
+                let upto = records.last().map(|(seq, _)| *seq);
+                let result = self
+                    .serve(tag, MetaRequest::ApplyChanges { source, records })
+                    .await;
+                if let (Ok(_), Some(upto)) = (&result, upto) {
+                    // Marks of these records are void now.
+                    let mut dirty = self.dirty.lock();
+                    dirty.applied(source, upto);
+                    metrics::DIRTY_DIRS
+                        .with_label_values(&[&self.keys.group.to_string()])
+                        .set(dirty.len() as i64);
+                }
+                result
             }
             // Addressed to this group by the id's home, not by the name.
             req @ (MetaRequest::Shared { .. }

@@ -323,6 +323,46 @@ async fn a_clean_directory_costs_no_messages_and_a_dirty_one_only_its_contributo
     g.0.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_directory_nobody_reads_leaves_the_dirty_set_once_its_changes_are_pushed() {
+    let g = Groups::start(Arc::new(MemStore::new()), true, ParentUpdates::Async).await;
+    g.call(
+        &p("bkt"),
+        MetaRequest::CreateBucket {
+            name: "bkt".into(),
+            uid: 0,
+            gid: 0,
+        },
+    )
+    .await
+    .unwrap();
+    g.mkdir("bkt/d").await.unwrap();
+    let owner = g.owner("d");
+    let o = owner as usize - 1;
+    g.stat("bkt/d").await;
+    let name = (0..)
+        .map(|i| format!("f{i}"))
+        .find(|n| g.owner(n) != owner)
+        .unwrap();
+    g.create(&format!("bkt/d/{name}")).await.unwrap();
+    assert!(
+        g.counters().await[o].dirty_dirs >= 1,
+        "the create marked the directory dirty"
+    );
+    // The contributor's proactive push applies the change at the owner: the mark goes with
+    // it, though nobody read the directory.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while g.counters().await[o].dirty_dirs > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the directory stayed dirty after its changes were pushed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(g.stat("bkt/d").await.children, 1);
+    g.0.shutdown().await;
+}
+
 /// The directory's owner as the other groups see it while their pushes fail: marks get
 /// through, change-log records do not (the owner crashes before any push).
 struct PushesFail(Arc<dyn MetaService>);

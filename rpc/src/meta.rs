@@ -274,6 +274,9 @@ pub enum MetaRequest {
     MarkDirty {
         source: u32,
         dirs: Vec<InodeId>,
+        /// The change-log seq of `source`'s records for them: once the owner has applied
+        /// `source`'s records up to it, the mark is void.
+        seq: u64,
     },
     /// The directories of group `owner` this group holds change-log entries for (an owner
     /// rebuilding its dirty set after a restart asks every group). Answers `Dirs`.
