@@ -566,10 +566,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
     let (from, to) = if dir {
         ("src".to_string(), "dst".to_string())
     } else {
-        let to = (0..)
-            .map(|i| format!("moved{i}.bin"))
-            .find(|n| lib.owner(&at(n)) != lib.owner(&at("big.bin")))
-            .unwrap();
+        let to = name_owned_elsewhere(&lib, &bucket, "big.bin", "moved", ".bin");
         ("big.bin".to_string(), to)
     };
     let big = random_bytes(600 * 1024);
@@ -665,10 +662,7 @@ async fn link_cut_by_a_crash(failpoint: &str) {
         .await
         .unwrap();
     let at = |name: &str| vec![bucket.clone(), name.to_string()];
-    let to = (0..)
-        .map(|i| format!("link{i}.bin"))
-        .find(|n| lib.owner(&at(n)) != lib.owner(&at("file.bin")))
-        .unwrap();
+    let to = name_owned_elsewhere(&lib, &bucket, "file.bin", "link", ".bin");
     let data = random_bytes(300 * 1024);
     put(&c, &bucket, "file.bin", &data).await;
     let req = saker_rpc::MetaRequest::CoordinatedLink {

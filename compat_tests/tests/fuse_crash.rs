@@ -253,18 +253,7 @@ fn acknowledged_calls_on_the_mount_survive_sigkill() {
         ledger.may_be.len()
     );
 
-    // The dead mount goes; the restarted server mounts the same place again.
-    let _ = std::process::Command::new("umount")
-        .arg("-l")
-        .arg(&m.root)
-        .status();
-    let gone = Instant::now() + Duration::from_secs(20);
-    while is_mounted(&m.root) {
-        assert!(Instant::now() < gone, "the dead mount is still attached");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    m.srv.restart();
-    wait_mounted(&m.root);
+    m.remount_after_kill();
 
     let mut acked_files = Vec::new();
     for (rel, may_be) in &ledger.may_be {

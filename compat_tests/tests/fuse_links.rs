@@ -9,7 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::fuse::*;
 use common::*;
@@ -167,17 +167,7 @@ fn hard_links_share_one_file_across_directories_groups_and_s3() {
 
     // The kill: links, counts and content are durable once the calls returned.
     m.srv.kill();
-    let _ = std::process::Command::new("umount")
-        .arg("-l")
-        .arg(&m.root)
-        .status();
-    let gone = Instant::now() + Duration::from_secs(20);
-    while is_mounted(&m.root) {
-        assert!(Instant::now() < gone, "the dead mount is still attached");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    m.srv.restart();
-    wait_mounted(&m.root);
+    m.remount_after_kill();
     assert_one_file(&names, 6, &content);
 
     // Unlinks: each name goes alone, the file with the last one (and its chunks after the

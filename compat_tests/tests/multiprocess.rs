@@ -498,20 +498,18 @@ async fn a_coordinator_killed_inside_a_directory_chmod_leaves_it_unchanged_and_u
     assert_eq!(get_bytes(&once, bucket, "a").await, b"first");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hard_link_across_mnode_processes_survives_a_coordinator_and_an_mnode_kill() {
-    // This run of the coordinator dies right after the file's home counted the new name and
-    // before it logged that: its restart must finish the link counting it once.
-    let bucket = "linked";
-    let mut cluster = with_coordinator_failpoint("link_counted_unlogged", bucket).await;
+/// A cluster whose coordinator died at `failpoint` of the link of `bucket/a` to a name another
+/// MNode process owns; answers the cluster, a library client and that name.
+async fn link_cut_by_coordinator(
+    failpoint: &str,
+    bucket: &str,
+) -> (LocalCluster, saker_client::Cluster, String) {
+    let mut cluster = with_coordinator_failpoint(failpoint, bucket).await;
     let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
         .await
         .unwrap();
     let at = |name: &str| vec![bucket.to_string(), name.to_string()];
-    let to = (0..)
-        .map(|i| format!("b{i}"))
-        .find(|n| lib.owner(&at(n)) != lib.owner(&at("a")))
-        .unwrap();
+    let to = name_owned_elsewhere(&lib, bucket, "a", "b", "");
     let link = MetaRequest::CoordinatedLink {
         from: at("a"),
         to: at(&to),
@@ -523,8 +521,17 @@ async fn a_hard_link_across_mnode_processes_survives_a_coordinator_and_an_mnode_
     assert!(!cluster.wait_exit("coordinator").success());
     assert!(cluster
         .stderr("coordinator")
-        .contains("failpoint link_counted_unlogged"));
+        .contains(&format!("failpoint {failpoint}")));
+    (cluster, lib, to)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hard_link_across_mnode_processes_survives_a_coordinator_and_an_mnode_kill() {
+    // This run of the coordinator dies right after the file's home counted the new name and
+    // before it logged that: its restart must finish the link counting it once.
+    let bucket = "linked";
+    let (mut cluster, lib, to) = link_cut_by_coordinator("link_counted_unlogged", bucket).await;
+    let at = |name: &str| vec![bucket.to_string(), name.to_string()];
     cluster.spawn("coordinator");
     let nlink = |name: String| {
         let lib = &lib;
@@ -573,23 +580,8 @@ async fn a_link_replayed_after_its_new_name_was_removed_does_not_bring_it_back()
     // settle the link as stored, not store the name again (which would leave two names on a
     // count of one) nor take the count back (which would free a file that still has a name).
     let bucket = "relinked";
-    let mut cluster = with_coordinator_failpoint("link_stored", bucket).await;
-    let lib = saker_client::Cluster::connect_all(&cluster.rpc["mnode1"], Default::default())
-        .await
-        .unwrap();
+    let (mut cluster, lib, to) = link_cut_by_coordinator("link_stored", bucket).await;
     let at = |name: &str| vec![bucket.to_string(), name.to_string()];
-    let to = (0..)
-        .map(|i| format!("b{i}"))
-        .find(|n| lib.owner(&at(n)) != lib.owner(&at("a")))
-        .unwrap();
-    let link = MetaRequest::CoordinatedLink {
-        from: at("a"),
-        to: at(&to),
-        expect: None,
-        cred: None,
-    };
-    assert!(lib.call(&at(&to), link).await.is_err());
-    assert!(!cluster.wait_exit("coordinator").success());
     let s3 = cluster.client(true);
     assert_eq!(get_bytes(&s3, bucket, &to).await, b"first");
     s3.delete_object()

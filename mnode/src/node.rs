@@ -813,22 +813,15 @@ impl Mnode {
                     return self.forward_shared(home, tag, id, req).await;
                 }
                 Reply::Retry(Retry::SharedAttr { home, id }) => {
-                    let ask = MetaRequest::SharedAttrs { ids: vec![id] };
-                    match self.peer(home)?.call(untagged(), ask).await? {
-                        MetaResponse::Attrs(attrs) if !attrs.is_empty() => fetched.extend(attrs),
+                    let attrs = self.shared_attrs(home, vec![id]).await?;
+                    if attrs.is_empty() {
                         // Gone meanwhile (no link left): said with a count of 0.
-                        MetaResponse::Attrs(_) => {
-                            let mut gone = crate::tree::root_attr();
-                            gone.id = id;
-                            gone.nlink = 0;
-                            fetched.push(gone);
-                        }
-                        other => {
-                            return Err(MetaError::Internal(format!(
-                                "SharedAttrs answered {other:?}"
-                            )))
-                        }
+                        let mut gone = crate::tree::root_attr();
+                        gone.id = id;
+                        gone.nlink = 0;
+                        fetched.push(gone);
                     }
+                    fetched.extend(attrs);
                 }
                 Reply::Retry(Retry::Reap(dir)) => {
                     metrics::RETRIES.with_label_values(&["reap"]).inc();
@@ -896,18 +889,8 @@ impl Mnode {
         }
         let mut found: HashMap<InodeId, Attr> = HashMap::new();
         for (home, ids) in by_home {
-            match self
-                .peer(home)?
-                .call(untagged(), MetaRequest::SharedAttrs { ids })
-                .await?
-            {
-                MetaResponse::Attrs(attrs) => found.extend(attrs.into_iter().map(|a| (a.id, a))),
-                other => {
-                    return Err(MetaError::Internal(format!(
-                        "SharedAttrs answered {other:?}"
-                    )))
-                }
-            }
+            let attrs = self.shared_attrs(home, ids).await?;
+            found.extend(attrs.into_iter().map(|a| (a.id, a)));
         }
         for e in &mut entries {
             if self.remote_link(&e.attr).is_some() {
@@ -917,6 +900,27 @@ impl Mnode {
             }
         }
         Ok(entries)
+    }
+
+    /// The attributes of shared inodes `ids` at their home group (the gone left out).
+    async fn shared_attrs(&self, home: u32, ids: Vec<InodeId>) -> Result<Vec<Attr>, MetaError> {
+        match self
+            .peer(home)?
+            .call(untagged(), MetaRequest::SharedAttrs { ids })
+            .await?
+        {
+            MetaResponse::Attrs(attrs) => Ok(attrs),
+            other => Err(MetaError::Internal(format!(
+                "SharedAttrs answered {other:?}"
+            ))),
+        }
+    }
+
+    /// Publishes the size of the dirty set.
+    fn dirty_gauge(&self, dirty: &DirtySet) {
+        metrics::DIRTY_DIRS
+            .with_label_values(&[&self.keys.group.to_string()])
+            .set(dirty.len() as i64);
     }
 
     /// Sends a path op whose name is a hard link's reference to the home of the shared inode
@@ -1053,9 +1057,7 @@ impl MetaService for Mnode {
                 for d in dirs {
                     dirty.mark(d, source, seq);
                 }
-                metrics::DIRTY_DIRS
-                    .with_label_values(&[&self.keys.group.to_string()])
-                    .set(dirty.len() as i64);
+                self.dirty_gauge(&dirty);
                 Ok(MetaResponse::Done)
             }
             MetaRequest::PendingDirs { owner } => {
@@ -1105,16 +1107,12 @@ impl MetaService for Mnode {
                     // Marks of these records are void now.
                     let mut dirty = self.dirty.lock();
                     dirty.applied(source, upto);
-                    metrics::DIRTY_DIRS
-                        .with_label_values(&[&self.keys.group.to_string()])
-                        .set(dirty.len() as i64);
+                    self.dirty_gauge(&dirty);
                 }
                 result
             }
-            // Addressed to this group by the id's home, not by the name.
-            req @ (MetaRequest::Shared { .. }
-            | MetaRequest::SettleLink { .. }
-            | MetaRequest::ForgetLink { .. }) => self.serve(tag, req).await,
+            // Addressed to the shared inode's home, not to the owner of the path it carries.
+            req @ MetaRequest::Shared { .. } => self.serve(tag, req).await,
             req => match self.misdirected(&req).await {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,

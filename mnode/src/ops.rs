@@ -297,6 +297,14 @@ fn delete_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId) {
     }
 }
 
+/// Deletes the payloads of the inode record `attr` at a name that goes; a hard link's
+/// reference has none (they stay with the shared inode).
+fn delete_name_payloads(txn: &mut Txn<'_>, keys: &Keys, attr: &Attr) {
+    if attr.layout.shared_home().is_none() {
+        delete_payloads(txn, keys, attr.id);
+    }
+}
+
 /// Applies a directory-entry change to the parent at the end of `chain`: to its record when this
 /// group owns it, else as a change-log entry for its owner.
 fn touch_parent(
@@ -400,7 +408,7 @@ fn put_object(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, path: &[String], obj: &NewOb
             if let Some(home) = loc.attr.layout.shared_home() {
                 // A hard link: the key gets a new object of its own (as a rename over it
                 // would); the file lives on under its other names.
-                drop_link(txn, ctx, home, loc.attr.id)?;
+                touch_shared(txn, ctx, home, loc.attr.id, -1)?;
                 let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
                 (loc.key.expect("child has a key"), attr, false)
             } else {
@@ -619,7 +627,7 @@ fn remove_file(
 ) -> Result<(), MetaError> {
     txn.delete(loc.key.expect("child has a key"));
     match loc.attr.layout.shared_home() {
-        Some(home) => drop_link(txn, ctx, home, loc.attr.id)?,
+        Some(home) => touch_shared(txn, ctx, home, loc.attr.id, -1)?,
         None => {
             delete_payloads(txn, ctx.keys, loc.attr.id);
             release_chunks(txn, ctx, loc.attr.layout.chunks());
@@ -1204,12 +1212,9 @@ fn rename_out(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, from: &[String], id: InodeId
     let pid = chain.last().expect("root").attr.id;
     if let Child::Other(loc) = child(txn, ctx.keys, pid, from.last().expect("len"))? {
         if loc.attr.id == id {
-            // The chunks moved with the inode: only the name and payloads go (a hard link's
-            // payloads stay with the shared inode).
+            // The chunks moved with the inode: only the name and payloads go.
             txn.delete(loc.key.expect("child has a key"));
-            if loc.attr.layout.shared_home().is_none() {
-                delete_payloads(txn, ctx.keys, id);
-            }
+            delete_name_payloads(txn, ctx.keys, &loc.attr);
             touch_parent(txn, ctx, &mut chain, -1, 0);
         }
     }
@@ -1256,9 +1261,7 @@ fn drop_entry(
     if let Child::Other(loc) = child(txn, ctx.keys, pid, name)? {
         if loc.attr.id == id {
             txn.delete(loc.key.expect("child has a key"));
-            if loc.attr.layout.shared_home().is_none() {
-                delete_payloads(txn, ctx.keys, id);
-            }
+            delete_name_payloads(txn, ctx.keys, &loc.attr);
         }
     }
     Ok(MetaResponse::Done)
@@ -1398,16 +1401,6 @@ fn victim(
     }
 }
 
-/// One name of shared inode `id` at `home` went.
-fn drop_link(
-    txn: &mut Txn<'_>,
-    ctx: &mut Ctx<'_>,
-    home: GroupId,
-    id: InodeId,
-) -> Result<(), MetaError> {
-    touch_shared(txn, ctx, home, id, -1)
-}
-
 /// Applies a link-count change to a shared inode of this group (a missing one is gone
 /// already); the inode goes, with its payloads and chunks, when no name is left.
 fn apply_link_change(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, c: &DirChange) -> Result<(), MetaError> {
@@ -1458,12 +1451,16 @@ fn link_source(
     let key = loc.key.expect("a file has a key");
     let shared_key = ctx.keys.shared(attr.id);
     let mark = ctx.keys.link_token(attr.id, token);
+    // The reference to the file, as its names hold it.
+    let reference = |attr: &Attr| Attr {
+        layout: Layout::Shared {
+            home: ctx.keys.group,
+        },
+        ..attr.clone()
+    };
     if key == shared_key && txn.get(&mark).map_err(internal)?.is_some() {
         // Counted already (a replay of the logged intent).
-        attr.layout = Layout::Shared {
-            home: ctx.keys.group,
-        };
-        return Ok(MetaResponse::Attr(attr));
+        return Ok(MetaResponse::Attr(reference(&attr)));
     }
     if attr.nlink >= LINK_MAX {
         return Err(MetaError::TooManyLinks);
@@ -1474,17 +1471,10 @@ fn link_source(
     if key != shared_key {
         // A plain inode: its attributes move to the shared table (its payloads are keyed by
         // its id and stay), and its name becomes a reference.
-        let mut reference = attr.clone();
-        reference.layout = Layout::Shared {
-            home: ctx.keys.group,
-        };
-        put_attr(txn, &key, &reference);
+        put_attr(txn, &key, &reference(&attr));
     }
     put_attr(txn, &shared_key, &attr);
-    attr.layout = Layout::Shared {
-        home: ctx.keys.group,
-    };
-    Ok(MetaResponse::Attr(attr))
+    Ok(MetaResponse::Attr(reference(&attr)))
 }
 
 /// link(2) step 2 (see [`MetaRequest::LinkTarget`]).

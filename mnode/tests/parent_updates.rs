@@ -55,6 +55,15 @@ impl Groups {
         self.0.mnodes[g as usize - 1].call(tag(), req).await
     }
 
+    async fn bucket(&self, name: &str) {
+        let req = MetaRequest::CreateBucket {
+            name: name.into(),
+            uid: 0,
+            gid: 0,
+        };
+        self.call(&p(name), req).await.unwrap();
+    }
+
     async fn mkdir(&self, path: &str) -> Result<MetaResponse, MetaError> {
         let req = MetaRequest::Mkdir {
             path: p(path),
@@ -165,16 +174,7 @@ async fn check_against_model(g: &Groups, model: &BTreeMap<String, Dir>, when: &s
 /// round (every op of it answered) every directory's stat and readdir match the model.
 async fn randomized_against_the_model(merge: bool, mode: ParentUpdates) {
     let g = Groups::start(Arc::new(MemStore::new()), merge, mode).await;
-    g.call(
-        &p("bkt"),
-        MetaRequest::CreateBucket {
-            name: "bkt".into(),
-            uid: 0,
-            gid: 0,
-        },
-    )
-    .await
-    .unwrap();
+    g.bucket("bkt").await;
     let mut model: BTreeMap<String, Dir> = BTreeMap::new();
     for d in ["d0", "d1", "d2"] {
         g.mkdir(&format!("bkt/{d}")).await.unwrap();
@@ -280,16 +280,7 @@ async fn model_no_merge_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_clean_directory_costs_no_messages_and_a_dirty_one_only_its_contributors() {
     let g = Groups::start(Arc::new(MemStore::new()), true, ParentUpdates::Async).await;
-    g.call(
-        &p("bkt"),
-        MetaRequest::CreateBucket {
-            name: "bkt".into(),
-            uid: 0,
-            gid: 0,
-        },
-    )
-    .await
-    .unwrap();
+    g.bucket("bkt").await;
     g.mkdir("bkt/d").await.unwrap();
     let owner = g.owner("d");
     // Two files, both on one group other than the directory's owner.
@@ -326,16 +317,7 @@ async fn a_clean_directory_costs_no_messages_and_a_dirty_one_only_its_contributo
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_directory_nobody_reads_leaves_the_dirty_set_once_its_changes_are_pushed() {
     let g = Groups::start(Arc::new(MemStore::new()), true, ParentUpdates::Async).await;
-    g.call(
-        &p("bkt"),
-        MetaRequest::CreateBucket {
-            name: "bkt".into(),
-            uid: 0,
-            gid: 0,
-        },
-    )
-    .await
-    .unwrap();
+    g.bucket("bkt").await;
     g.mkdir("bkt/d").await.unwrap();
     let owner = g.owner("d");
     let o = owner as usize - 1;
@@ -403,16 +385,7 @@ async fn attributes_are_exact_after_a_restart_that_lost_the_dirty_set() {
         }
         m.connect(peers, coordinator.clone());
     }
-    g.call(
-        &p("b"),
-        MetaRequest::CreateBucket {
-            name: "b".into(),
-            uid: 0,
-            gid: 0,
-        },
-    )
-    .await
-    .unwrap();
+    g.bucket("b").await;
     g.mkdir("b/d").await.unwrap();
     let files: Vec<String> = (0..200)
         .map(|i| format!("f{i}"))

@@ -101,6 +101,22 @@ impl Mounted {
         }
     }
 
+    /// After the server was killed: the dead mount goes, and the server restarted on the same
+    /// data directory mounts the same place again.
+    pub fn remount_after_kill(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.root).status();
+        let deadline = Instant::now() + MOUNT_DEADLINE;
+        while is_mounted(&self.root) {
+            assert!(
+                Instant::now() < deadline,
+                "the dead mount is still attached"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.srv.restart();
+        wait_mounted(&self.root);
+    }
+
     /// Makes a bucket (a directory at the mount's root) and returns its path.
     pub fn bucket(&self, name: &str) -> PathBuf {
         let p = self.root.join(name);

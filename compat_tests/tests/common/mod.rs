@@ -414,6 +414,22 @@ pub async fn new_bucket(c: &Client, tag: &str) -> String {
     b
 }
 
+/// The first name `<prefix><i><suffix>` in `bucket` that an MNode group other than the owner
+/// of `key` owns (for moves and links between groups).
+pub fn name_owned_elsewhere(
+    lib: &saker_client::Cluster,
+    bucket: &str,
+    key: &str,
+    prefix: &str,
+    suffix: &str,
+) -> String {
+    let at = |name: &str| vec![bucket.to_string(), name.to_string()];
+    (0..)
+        .map(|i| format!("{prefix}{i}{suffix}"))
+        .find(|n| lib.owner(&at(n)) != lib.owner(&at(key)))
+        .expect("some name lives on another group")
+}
+
 pub async fn put(c: &Client, bucket: &str, key: &str, data: &[u8]) -> String {
     c.put_object()
         .bucket(bucket)
