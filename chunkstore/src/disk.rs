@@ -14,7 +14,10 @@
 //! corrupt, and the leak scrub ([`ChunkStore::list_older_than`]) finds and deletes it. A failed
 //! `put` removes its partial file itself. `delete` does not fsync: a chunk that reappears after a
 //! crash is an unreferenced leak that the scrub removes too. Volumes give the same guarantees
-//! with one shared fdatasync per group of puts (see [`crate::volume`]).
+//! with one shared fdatasync per group of puts (see [`crate::volume`]), or, opened with
+//! [`Durability::Process`], with none until the background sync or [`ChunkStore::sync_to_disk`]
+//! (chunk files are synced at their put either way: they are large enough that the fsync is a
+//! small part of the put).
 //!
 //! All file I/O runs on tokio's blocking pool, except reads inside [`reads_in_place`]: a thread
 //! of its own that may block (a FUSE worker) reads on itself.
@@ -33,7 +36,8 @@ use crate::format::{self, Header, CRC_LEN, HEADER_LEN};
 use crate::id::ChunkId;
 use crate::stats::{ChunkStats, Counters};
 use crate::store::{ChunkInfo, ChunkStore};
-use crate::volume::{Volumes, VOLUME_SIZE};
+use crate::volume::{start_background_sync, Volumes, VOLUME_SIZE};
+use saker_rpc::Durability;
 
 /// Chunks up to this size go to volumes by default: group commit pays where fsyncs dominate the
 /// put (small chunks); larger ones move enough bytes per fsync that a file of their own costs
@@ -60,9 +64,23 @@ impl DiskChunkStore {
         Self::open_with(dir, SMALL_CHUNK_MAX, VOLUME_SIZE)
     }
 
+    /// [`Self::open`], with volume puts as durable as `durability` says.
+    pub fn open_with_durability(dir: &Path, durability: Durability) -> Result<Self, ChunkError> {
+        Self::open_inner(dir, SMALL_CHUNK_MAX, VOLUME_SIZE, durability)
+    }
+
     /// Like [`DiskChunkStore::open`], with chunks up to `small_max` bytes in volumes (0: every
     /// chunk in a file of its own) of up to `volume_size` bytes.
     pub fn open_with(dir: &Path, small_max: u64, volume_size: u64) -> Result<Self, ChunkError> {
+        Self::open_inner(dir, small_max, volume_size, Durability::Disk)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        small_max: u64,
+        volume_size: u64,
+        durability: Durability,
+    ) -> Result<Self, ChunkError> {
         fs::create_dir_all(dir)?;
         for shard in 0..=255u8 {
             match fs::create_dir(dir.join(format!("{shard:02x}"))) {
@@ -72,7 +90,12 @@ impl DiskChunkStore {
         }
         // Make the shard directories' entries durable; `put` only fsyncs the shard itself.
         sync_dir(dir)?;
-        let volumes = Arc::new(Volumes::open(&dir.join("volumes"), volume_size)?);
+        let volumes = Arc::new(Volumes::open_with(
+            &dir.join("volumes"),
+            volume_size,
+            durability,
+        )?);
+        start_background_sync(&volumes)?;
         Ok(DiskChunkStore {
             root: dir.to_path_buf(),
             counters: Counters::default(),
@@ -186,6 +209,11 @@ impl ChunkStore for DiskChunkStore {
             Ok(ids)
         })
         .await
+    }
+
+    async fn sync_to_disk(&self) -> Result<(), ChunkError> {
+        let volumes = self.volumes.clone();
+        blocking(move || volumes.sync_to_disk()).await
     }
 
     fn stats(&self) -> ChunkStats {

@@ -91,6 +91,13 @@ impl ChunkStore for RemoteChunkStore {
         }
     }
 
+    async fn sync_to_disk(&self) -> Result<(), ChunkError> {
+        match self.call(ChunkRequest::SyncToDisk).await? {
+            ChunkReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// What this handle wrote, read and deleted (deletes of missing chunks included), and the
     /// corrupt chunks the remote store reported to it.
     fn stats(&self) -> ChunkStats {
@@ -118,6 +125,10 @@ impl ChunkService for ChunkServer {
             }
             ChunkRequest::Delete { id } => {
                 store.delete(ChunkId(id)).await.map_err(to_wire)?;
+                ChunkReply::Done
+            }
+            ChunkRequest::SyncToDisk => {
+                store.sync_to_disk().await.map_err(to_wire)?;
                 ChunkReply::Done
             }
             ChunkRequest::ListOlderThan { unix_ns } => {

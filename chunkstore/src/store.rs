@@ -36,6 +36,12 @@ pub trait ChunkStore: Send + Sync + 'static {
     /// This includes partial chunks left by a crash during `put`.
     async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError>;
 
+    /// Makes every chunk put so far durable on disk; answers at once where each put is on
+    /// disk when it returns (the default).
+    async fn sync_to_disk(&self) -> Result<(), ChunkError> {
+        Ok(())
+    }
+
     /// Totals for /metrics.
     fn stats(&self) -> ChunkStats;
 }

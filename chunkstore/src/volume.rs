@@ -47,6 +47,13 @@
 //! unreferenced leak for the scrub. A failed fdatasync poisons the store: the state of the page
 //! cache is unknown after one, so every later put fails (as fjall and PostgreSQL do).
 //!
+//! With [`Durability::Process`] a put returns once its record is written to the kernel (no
+//! fdatasync): it survives a crash of the process, and reaches the disk at the next sync, which
+//! a background thread runs every [`BACKGROUND_SYNC`] and [`Volumes::sync_to_disk`] runs at
+//! once (fsync(2) through a mount). A power loss can then lose the puts since the last sync,
+//! and, since the kernel writes pages back in any order, leave a lost record followed by whole
+//! ones (replayed as damage, see above). Compaction copies are synced either way.
+//!
 //! All calls here block; the store calls them on tokio's blocking pool.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -54,6 +61,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use saker_rpc::{Durability, BACKGROUND_SYNC};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -169,6 +178,7 @@ pub struct Volumes {
     compact_delay_ms: AtomicU64,
     syncs: AtomicU64,
     compacted: AtomicU64,
+    durability: Durability,
 }
 
 fn now_ns() -> u64 {
@@ -250,8 +260,19 @@ impl std::fmt::Debug for Volumes {
 }
 
 impl Volumes {
-    /// Opens the volumes in `dir` (created if missing), replaying them into the index.
+    /// Opens the volumes in `dir` (created if missing), replaying them into the index; every
+    /// put is on disk when it returns ([`Durability::Disk`]).
     pub fn open(dir: &Path, volume_size: u64) -> Result<Self, ChunkError> {
+        Self::open_with(dir, volume_size, Durability::Disk)
+    }
+
+    /// [`Self::open`] with puts as durable as `durability` says. With
+    /// [`Durability::Process`], see [`start_background_sync`].
+    pub fn open_with(
+        dir: &Path,
+        volume_size: u64,
+        durability: Durability,
+    ) -> Result<Self, ChunkError> {
         if !dir.exists() {
             fs::create_dir_all(dir)?;
             // The new directory's own entry must be durable, not only what goes inside it.
@@ -337,6 +358,7 @@ impl Volumes {
             compact_delay_ms: AtomicU64::new(COMPACT_DELAY.as_millis() as u64),
             syncs: AtomicU64::new(0),
             compacted: AtomicU64::new(0),
+            durability,
         };
         for n in candidates {
             volumes.compact(n)?;
@@ -403,7 +425,11 @@ impl Volumes {
             tail.pending.insert(id, at.0);
             at
         };
-        let synced = self.group_commit(volume);
+        let synced = match self.durability {
+            Durability::Disk => self.group_commit(Some(volume)),
+            // Written to the kernel (`append` fails once a sync has); on disk at the next sync.
+            Durability::Process => Ok(()),
+        };
         let mut tail = self.tail.lock();
         tail.pending.remove(&id);
         synced?;
@@ -473,10 +499,24 @@ impl Volumes {
         }
     }
 
-    /// Returns once an fdatasync of `volume` that started after its last write has finished.
-    fn group_commit(&self, volume: u32) -> Result<(), ChunkError> {
+    /// Makes every put so far durable on disk (at once where each put is already).
+    pub fn sync_to_disk(&self) -> Result<(), ChunkError> {
+        match self.durability {
+            Durability::Disk => Ok(()),
+            Durability::Process => self.group_commit(None),
+        }
+    }
+
+    /// Whether a put has anything to sync (volumes written since the last sync started).
+    fn has_dirty(&self) -> bool {
+        !self.sync.lock().dirty.is_empty()
+    }
+
+    /// Returns once an fdatasync of `volume` (and of every volume written since the last
+    /// sync started) that started after its last write has finished.
+    fn group_commit(&self, volume: Option<u32>) -> Result<(), ChunkError> {
         let mut s = self.sync.lock();
-        s.dirty.insert(volume);
+        s.dirty.extend(volume);
         let target = s.started + 1;
         loop {
             if let Some(e) = &s.failed {
@@ -623,7 +663,7 @@ impl Volumes {
         }
         if let Some(v) = last_volume {
             // Volumes written between the first and last copy are in the same dirty set.
-            self.group_commit(v)?;
+            self.group_commit(Some(v))?;
         }
         {
             let mut tail = self.tail.lock();
@@ -866,6 +906,29 @@ fn zeros_to_end(file: &File, from: u64, len: u64) -> Result<bool, ChunkError> {
         at += n as u64;
     }
     Ok(true)
+}
+
+/// With [`Durability::Process`], starts the thread that syncs `volumes` to disk every
+/// [`BACKGROUND_SYNC`] while anything is unsynced; it ends once `volumes` is dropped.
+pub fn start_background_sync(volumes: &std::sync::Arc<Volumes>) -> io::Result<()> {
+    if volumes.durability != Durability::Process {
+        return Ok(());
+    }
+    let weak = std::sync::Arc::downgrade(volumes);
+    std::thread::Builder::new()
+        .name("saker-volume-sync".into())
+        .spawn(move || loop {
+            std::thread::sleep(BACKGROUND_SYNC);
+            let Some(volumes) = weak.upgrade() else {
+                return;
+            };
+            if volumes.has_dirty() {
+                if let Err(e) = volumes.sync_to_disk() {
+                    tracing::error!(error = %e, "background volume sync failed");
+                }
+            }
+        })?;
+    Ok(())
 }
 
 #[cfg(test)]

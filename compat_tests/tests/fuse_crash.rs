@@ -2,7 +2,9 @@
 //! write, fsync, close, unlink and rename files loses none of the calls that returned. Every
 //! path keeps the states it may be in (acknowledged state, or either side of the call the kill
 //! cut); after a restart on the same data directory, each path must be in one of them, listings
-//! hold nothing else, and S3 reads acknowledged files back with ETag = MD5.
+//! hold nothing else, and S3 reads acknowledged files back with ETag = MD5. The same with
+//! `--durability process` (acknowledged once written to the kernel), where fsync(2) through the
+//! mount syncs every MNode group and the chunks to disk.
 
 mod common;
 
@@ -185,7 +187,16 @@ fn read_state(path: &Path) -> Result<State, String> {
 
 #[test]
 fn acknowledged_calls_on_the_mount_survive_sigkill() {
-    let mut m = Mounted::start(Opts::default());
+    calls_survive_sigkill(Opts::default());
+}
+
+#[test]
+fn acknowledged_calls_on_the_mount_survive_sigkill_with_process_durability() {
+    calls_survive_sigkill(Opts::default().arg("--durability", "process"));
+}
+
+fn calls_survive_sigkill(opts: Opts) {
+    let mut m = Mounted::start(opts);
     let bucket = m.bucket("fcrash");
     std::fs::create_dir(bucket.join("shared")).unwrap();
     for i in 0..WRITERS {
@@ -302,4 +313,85 @@ fn acknowledged_calls_on_the_mount_survive_sigkill() {
         let body = rt.block_on(got.body.collect()).unwrap().into_bytes();
         assert_eq!(&md5_hex(&body), md5, "{rel}");
     }
+}
+
+/// The value of the first sample of /metrics whose line starts with `prefix` (0 if none).
+fn metric(m: &Mounted, prefix: &str) -> f64 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = format!("{}/metrics", m.srv.admin);
+    let text = rt
+        .block_on(async { reqwest::get(url).await?.text().await })
+        .expect("GET /metrics");
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .map(|v| v.parse().expect("a number"))
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn with_process_durability_closes_do_not_sync_and_fsync_syncs_every_group() {
+    let m = Mounted::start(Opts::default().arg("--durability", "process"));
+    let bucket = m.bucket("psync");
+    let syncs_asked = r#"saker_mnode_ops_total{op="sync_to_disk",outcome="ok"}"#;
+    let volume_syncs = "saker_chunkstore_volume_syncs_total";
+    let journal_syncs = "saker_mnode_journal_disk_syncs_total";
+
+    // 100 files of one chunk each (above the 16 KiB inline threshold), closed, not fsynced:
+    // no chunk volume sync per close, only the background one each second.
+    let start = Instant::now();
+    let volume_before = metric(&m, volume_syncs);
+    for i in 0..100 {
+        std::fs::write(bucket.join(format!("f{i}")), random_bytes(20_000)).unwrap();
+    }
+    let background = start.elapsed().as_secs_f64().ceil() + 1.0;
+    let volume_after = metric(&m, volume_syncs);
+    assert!(
+        volume_after - volume_before <= background,
+        "{} volume syncs for 100 closes in {:?}",
+        volume_after - volume_before,
+        start.elapsed()
+    );
+
+    // fsync(2) asks every group (4 by default) and the chunkstore to sync to disk.
+    let (asked, journal) = (metric(&m, syncs_asked), metric(&m, journal_syncs));
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(bucket.join("synced"))
+        .unwrap();
+    (&f).write_all(&random_bytes(20_000)).unwrap();
+    let volume = metric(&m, volume_syncs);
+    f.sync_all().unwrap();
+    assert!(
+        metric(&m, syncs_asked) >= asked + 4.0,
+        "every group was asked"
+    );
+    assert!(metric(&m, journal_syncs) > journal, "the journal synced");
+    assert!(metric(&m, volume_syncs) > volume, "the chunks synced");
+    close(f).unwrap();
+    // fsync of a directory syncs too.
+    let asked = metric(&m, syncs_asked);
+    std::fs::File::open(&bucket).unwrap().sync_all().unwrap();
+    assert!(
+        metric(&m, syncs_asked) >= asked + 4.0,
+        "fsyncdir asked every group"
+    );
+}
+
+#[test]
+fn with_disk_durability_every_close_syncs_and_the_journal_never_needs_to() {
+    let m = Mounted::start(Opts::default());
+    let bucket = m.bucket("dsync");
+    let volume_before = metric(&m, "saker_chunkstore_volume_syncs_total");
+    for i in 0..20 {
+        std::fs::write(bucket.join(format!("f{i}")), random_bytes(20_000)).unwrap();
+    }
+    let f = std::fs::File::open(bucket.join("f0")).unwrap();
+    f.sync_all().unwrap();
+    assert!(metric(&m, "saker_chunkstore_volume_syncs_total") - volume_before >= 20.0);
+    assert_eq!(metric(&m, "saker_mnode_journal_disk_syncs_total"), 0.0);
 }

@@ -1105,6 +1105,18 @@ impl SakerFs {
             .map(Some)
     }
 
+    /// fsync(2): the file's writes committed, then everything acknowledged so far on disk
+    /// (see [`saker_client::Cluster::sync_to_disk`]).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit(fh)?;
+        self.sync_to_disk()
+    }
+
+    /// fsync(2) of a directory, or of a file with nothing of its own to commit.
+    pub fn sync_to_disk(&self) -> Result<()> {
+        Ok(self.block(self.cluster.sync_to_disk())?)
+    }
+
     /// Commits `fh`'s file if it has unsent bytes (flush, fsync).
     pub fn commit(&self, fh: u64) -> Result<()> {
         let (file, _) = self.file(fh)?;

@@ -394,7 +394,7 @@ impl fuser::Filesystem for SakerFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.commit(fh.0) {
+        match SakerFs::fsync(self, fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
         }
@@ -500,6 +500,20 @@ impl fuser::Filesystem for SakerFs {
             }
         }
         reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.sync_to_disk() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("fsyncdir", &e)),
+        }
     }
 
     fn releasedir(

@@ -26,6 +26,13 @@ fn counter(name: &str, help: &str) -> prometheus::IntCounter {
     prometheus::register_int_counter!(name, help).expect("metric registers once")
 }
 
+pub static JOURNAL_DISK_SYNCS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_journal_disk_syncs_total",
+        "fdatasyncs of the raft log journal beyond each write's own (durability process: background and fsync(2) syncs)",
+    )
+});
+
 pub static CHANGE_PUSHES: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     counter(
         "saker_mnode_change_pushes_total",

@@ -1051,6 +1051,14 @@ impl MetaService for Mnode {
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
             req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
+            MetaRequest::SyncToDisk => {
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || store.sync_to_disk())
+                    .await
+                    .map_err(|e| MetaError::Internal(e.to_string()))?
+                    .map_err(|e| MetaError::Unavailable(format!("sync to disk failed: {e}")))?;
+                Ok(MetaResponse::Done)
+            }
             MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
             MetaRequest::MarkDirty { source, dirs, seq } => {
                 let mut dirty = self.dirty.lock();

@@ -21,6 +21,8 @@ pub enum ChunkRequest {
     /// Ids of chunks last modified before `unix_ns` (nanoseconds since the Unix epoch, by the
     /// caller's clock; the leak scrub's cut-off is hours in the past, far above clock skew).
     ListOlderThan { unix_ns: u128 },
+    /// Make every chunk put so far durable on disk (answered at once where each put is).
+    SyncToDisk,
 }
 
 /// A successful answer; which variant follows from the request.

@@ -23,5 +23,35 @@ pub use meta::{
 pub use service::{CoordinatorService, MetaService};
 pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};
 
+/// When an acknowledged write is durable: the same setting for the MNodes' raft log journal
+/// and the chunkstores' volumes of a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// On disk before it is acknowledged (a synchronous write or an fdatasync per group
+    /// commit): survives a power loss.
+    #[default]
+    Disk,
+    /// Written to the kernel before it is acknowledged, on disk within
+    /// [`BACKGROUND_SYNC`] or at the next fsync(2) through a mount: survives a crash
+    /// (kill -9) of any saker process, not a power loss or a kernel crash. What a local file
+    /// system gives a write that is not fsynced, and JuiceFS on SQLite by default.
+    Process,
+}
+
+/// How often a process in [`Durability::Process`] syncs what it wrote to disk.
+pub const BACKGROUND_SYNC: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "disk" => Ok(Durability::Disk),
+            "process" => Ok(Durability::Process),
+            other => Err(format!("durability is disk or process, not {other:?}")),
+        }
+    }
+}
+
 /// Inode number. Id 1 is the root directory; ids are allocated per MNode group.
 pub type InodeId = u64;

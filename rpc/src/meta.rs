@@ -265,6 +265,10 @@ pub enum MetaRequest {
     },
     /// This group's message counters (for benchmarks: server messages per client op).
     Counters,
+    /// Make every write this group acknowledged so far durable on disk (fsync(2) through a
+    /// mount). Answered at once where every acknowledged write is on disk already
+    /// ([`crate::Durability::Disk`]).
+    SyncToDisk,
     /// Push every change-log record this group owes other groups now (a directory's owner
     /// asks before it answers with the directory's attributes in async mode).
     PushChanges,
@@ -685,6 +689,7 @@ impl MetaRequest {
                 | MetaRequest::LookupDentry { .. }
                 | MetaRequest::DirUsage { .. }
                 | MetaRequest::Counters
+                | MetaRequest::SyncToDisk
                 | MetaRequest::PushChanges
                 | MetaRequest::MarkDirty { .. }
                 | MetaRequest::PendingDirs { .. }
@@ -784,6 +789,7 @@ impl MetaRequest {
             | MetaRequest::LookupDentry { .. }
             | MetaRequest::DirUsage { .. }
             | MetaRequest::Counters
+            | MetaRequest::SyncToDisk
             | MetaRequest::PushChanges
             | MetaRequest::MarkDirty { .. }
             | MetaRequest::PendingDirs { .. }
@@ -848,6 +854,7 @@ impl MetaRequest {
             MetaRequest::LookupDentry { .. } => "lookup_dentry",
             MetaRequest::DirUsage { .. } => "dir_usage",
             MetaRequest::Counters => "counters",
+            MetaRequest::SyncToDisk => "sync_to_disk",
             MetaRequest::PushChanges => "push_changes",
             MetaRequest::MarkDirty { .. } => "mark_dirty",
             MetaRequest::PendingDirs { .. } => "pending_dirs",

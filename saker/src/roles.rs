@@ -43,7 +43,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 Some(group),
                 &cfg.cluster.pathwalk,
             )?;
-            let store = open_store(&cfg.data_dir, args.store())?;
+            let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
             let mut mcfg = args.mnode_config(group);
             mcfg.router = router.clone();
             Some(Mnode::start(store, mcfg).await?)
@@ -88,8 +88,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         m.connect(groups.clone(), coordinator.clone());
     }
     let local_chunks: Option<Arc<dyn ChunkStore>> = if cfg.has(Role::Chunkstore) {
-        Some(Arc::new(DiskChunkStore::open(
+        Some(Arc::new(DiskChunkStore::open_with_durability(
             &cfg.data_dir.join("chunks"),
+            args.durability(),
         )?))
     } else {
         None

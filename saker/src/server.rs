@@ -87,6 +87,14 @@ pub struct ServerArgs {
     /// (compat_tests/bench/engines/README.md for the engine-level numbers).
     #[arg(long, value_enum, default_value = "fjall")]
     store: StoreEngine,
+    /// When a write is acknowledged: `disk` (on disk first: a synchronous raft log write and a
+    /// chunk volume fdatasync per group commit; survives a power loss) or `process` (written
+    /// to the kernel first; on disk within 1 s or at the next fsync(2) through a mount:
+    /// survives a crash of any saker process, not a power loss — what a local file system
+    /// gives an un-fsynced write, and JuiceFS on SQLite by default). Applies to the fjall
+    /// engine's raft log journal and to chunk volumes; other writes stay on disk first.
+    #[arg(long, default_value = "disk")]
+    durability: saker_rpc::Durability,
     /// MNode groups the namespace is spread over (in this process). Fixed when the data
     /// directory is created.
     #[arg(long, default_value_t = 4)]
@@ -140,9 +148,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         &args.pathwalk,
     )?;
     let mnodes = recorded.mnodes;
-    let store = open_store(&args.data_dir, args.store)?;
-    let chunks: Arc<dyn saker_chunkstore::ChunkStore> =
-        Arc::new(DiskChunkStore::open(&args.data_dir.join("chunks"))?);
+    let store = open_store(&args.data_dir, args.store, args.durability)?;
+    let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
+        DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
+    );
     let local = LocalGroups::start_placed(
         store,
         mnodes,
@@ -292,6 +301,10 @@ impl ServerArgs {
         self.store
     }
 
+    pub(crate) fn durability(&self) -> saker_rpc::Durability {
+        self.durability
+    }
+
     pub(crate) fn gc(&self) -> (Duration, Duration) {
         (self.scrub_age, self.gc_interval)
     }
@@ -314,6 +327,7 @@ pub(crate) fn pathwalk_table(names: &[String]) -> saker_namespace::ExceptionTabl
 pub(crate) fn open_store(
     data_dir: &std::path::Path,
     engine: StoreEngine,
+    durability: saker_rpc::Durability,
 ) -> anyhow::Result<Arc<dyn MetaStore>> {
     Ok(match engine {
         StoreEngine::Redb => Arc::new(
@@ -321,7 +335,7 @@ pub(crate) fn open_store(
                 .context("cannot open the metadata store")?,
         ),
         StoreEngine::Fjall => Arc::new(
-            FjallStore::open(&data_dir.join("meta.fjall"))
+            FjallStore::open_with_durability(&data_dir.join("meta.fjall"), durability)
                 .context("cannot open the metadata store")?,
         ),
     })

@@ -46,6 +46,27 @@ async fn remote_store_conforms() {
     ));
     // What the remote handle wrote is in the served store.
     assert_eq!(&served.get(id, 0, 100).await.unwrap()[..], b"once");
+
+    // An fsync's sync reaches a served store that acknowledges puts before they are on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let served: Arc<dyn ChunkStore> = Arc::new(
+        DiskChunkStore::open_with_durability(dir.path(), saker_rpc::Durability::Process).unwrap(),
+    );
+    let remote = RemoteChunkStore::new(
+        RpcChannel::connect(&serve(served.clone()).await)
+            .await
+            .unwrap(),
+    );
+    remote
+        .put(ChunkId::random(), Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    let before = served.stats().volume_syncs;
+    remote.sync_to_disk().await.unwrap();
+    assert!(
+        served.stats().volume_syncs > before,
+        "the served store synced"
+    );
 }
 
 /// A process without a chunkstore says so instead of failing obscurely.

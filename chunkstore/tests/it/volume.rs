@@ -11,6 +11,7 @@ use bytes::Bytes;
 use saker_chunkstore::conformance::{self, pattern};
 use saker_chunkstore::volume::{RECORD_HEADER_LEN, VOLUME_SIZE};
 use saker_chunkstore::{ChunkError, ChunkId, ChunkStore, DiskChunkStore, SMALL_CHUNK_MAX};
+use saker_rpc::Durability;
 
 /// Every chunk in volumes of at most `volume_size` bytes.
 fn volumes_only(dir: &std::path::Path, volume_size: u64) -> DiskChunkStore {
@@ -512,4 +513,42 @@ async fn a_torn_compaction_copy_leaves_the_chunk_where_it_was() {
             pattern(i as u64, 20_000)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_process_durability_puts_reach_the_disk_at_syncs_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = std::time::Instant::now();
+    let mut ids = Vec::new();
+    {
+        let store = DiskChunkStore::open_with_durability(dir.path(), Durability::Process).unwrap();
+        for i in 0..100 {
+            let id = ChunkId::random();
+            store.put(id, pattern(i, 5_000)).await.unwrap();
+            ids.push(id);
+        }
+        // No put synced on its own: at most the background thread's once-a-second syncs.
+        let background = start.elapsed().as_secs() + 1;
+        let syncs = store.stats().volume_syncs;
+        assert!(syncs <= background, "{syncs} syncs for 100 puts");
+        store.sync_to_disk().await.unwrap();
+        assert!(store.stats().volume_syncs > syncs, "an fsync syncs");
+    }
+    // The kernel has what the puts wrote: a crash of the process loses none of it.
+    let store = DiskChunkStore::open(dir.path()).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let got = store.get(*id, 0, u64::MAX).await.unwrap();
+        assert_eq!(got, pattern(i as u64, 5_000), "chunk {i}");
+    }
+
+    // With disk durability every put is synced before it returns.
+    let disk = tempfile::tempdir().unwrap();
+    let store = DiskChunkStore::open(disk.path()).unwrap();
+    for i in 0..10 {
+        store
+            .put(ChunkId::random(), pattern(i, 5_000))
+            .await
+            .unwrap();
+    }
+    assert!(store.stats().volume_syncs >= 10);
 }

@@ -25,6 +25,7 @@ use super::group_sync::GroupSync;
 use super::{Kv, KvPairs, LogJournal, MetaStore, RaftLogs, StoreError, WriteBatch};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::Mutex;
+use saker_rpc::Durability;
 
 /// Block cache size, equal to redb's default cache size.
 const CACHE_BYTES: u64 = 1 << 30;
@@ -44,6 +45,8 @@ pub struct FjallStore {
     /// Where the raft logs go, opened by the first group that asks.
     journal: Mutex<Option<Arc<LogJournal>>>,
     path: PathBuf,
+    /// How durable the raft log journal's appends are when they return.
+    durability: Durability,
 }
 
 fn io<E: std::fmt::Display>(e: E) -> StoreError {
@@ -51,8 +54,14 @@ fn io<E: std::fmt::Display>(e: E) -> StoreError {
 }
 
 impl FjallStore {
-    /// Opens (or creates) the database in directory `path`.
+    /// Opens (or creates) the database in directory `path`; raft log appends are on disk when
+    /// they return.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with_durability(path, Durability::Disk)
+    }
+
+    /// [`Self::open`], with raft log appends as durable as `durability` says.
+    pub fn open_with_durability(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         let db = Database::builder(path)
             .cache_size(CACHE_BYTES)
             .open()
@@ -70,6 +79,7 @@ impl FjallStore {
             syncer: Arc::new(syncer),
             journal: Mutex::default(),
             path: path.to_path_buf(),
+            durability,
         })
     }
 
@@ -85,6 +95,7 @@ impl FjallStore {
             syncer: self.syncer.clone(),
             journal: Mutex::default(),
             path: self.path.clone(),
+            durability: self.durability,
         })
     }
 
@@ -136,7 +147,10 @@ impl MetaStore for FjallStore {
         let journal = match &*opened {
             Some(j) => j.clone(),
             None => {
-                let j = Arc::new(LogJournal::open(&self.path.with_extension("raftlog"))?);
+                let j = Arc::new(LogJournal::open_with_durability(
+                    &self.path.with_extension("raftlog"),
+                    self.durability,
+                )?);
                 opened.insert(j).clone()
             }
         };
@@ -145,6 +159,15 @@ impl MetaStore for FjallStore {
             legacy.push(Arc::new(self.sibling(LEGACY_RAFT_LOG_KEYSPACE)?));
         }
         Ok(Some(RaftLogs { journal, legacy }))
+    }
+
+    /// The raft logs are where acknowledged writes live until applied and flushed.
+    fn sync_to_disk(&self) -> Result<(), StoreError> {
+        let journal = self.journal.lock().clone();
+        match journal {
+            Some(j) => j.sync_to_disk(),
+            None => Ok(()),
+        }
     }
 
     fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError> {

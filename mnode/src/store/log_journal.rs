@@ -40,6 +40,16 @@
 //! damaged frame in an older segment is an error, not a silent hole. Until purges
 //! free a segment, a background thread writes a zero-filled spare whenever there is none, so
 //! new segments start on written blocks too.
+//!
+//! With [`Durability::Process`] segments are opened without `O_DSYNC | O_DIRECT`: the same
+//! write of the tail's blocks hands them to the kernel, so an append survives a crash of the
+//! process when it returns, and reaches the disk at the next [`LogJournal::sync_to_disk`]
+//! (fsync(2) through a mount) or background sync (every [`BACKGROUND_SYNC`] while anything is
+//! unsynced). Everything else the journal writes stays on disk when it returns: votes,
+//! truncations, purges (before the segments they free are deleted), the end of a segment
+//! before the next starts, and each checkpoint. A power loss loses the appends since the last
+//! sync: the log ends earlier, and a state machine that got further (its store wrote back on
+//! its own) is ahead of it, which openraft mends at startup by purging the log up to it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -51,6 +61,8 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+
+use saker_rpc::{Durability, BACKGROUND_SYNC};
 
 use super::group_sync::GroupSync;
 use super::StoreError;
@@ -201,6 +213,10 @@ struct SegmentWriter {
     /// write of the same block would undo a longer one).
     io: Mutex<()>,
     tail: Mutex<Tail>,
+    /// Appended since the last sync to disk ([`Durability::Process`]).
+    unsynced: AtomicBool,
+    /// Syncs to disk so far ([`Self::to_disk`]).
+    disk_syncs: AtomicU64,
 }
 
 impl SegmentWriter {
@@ -209,11 +225,26 @@ impl SegmentWriter {
         Self {
             io: Mutex::new(()),
             tail: Mutex::new(Tail::after(file, first)),
+            unsynced: AtomicBool::new(false),
+            disk_syncs: AtomicU64::new(0),
         }
     }
 
     fn append(&self, bytes: &[u8]) {
         self.tail.lock().bytes.extend_from_slice(bytes);
+        self.unsynced.store(true, Ordering::Release);
+    }
+
+    /// Writes what was appended and makes the active segment durable on disk (with `io` held
+    /// by the caller). For segments opened without `O_DSYNC`.
+    fn to_disk_locked(&self) -> std::io::Result<()> {
+        self.unsynced.store(false, Ordering::Release);
+        self.flush_locked()?;
+        let file = self.tail.lock().file.clone();
+        file.sync_data()?;
+        self.disk_syncs.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::JOURNAL_DISK_SYNCS.inc();
+        Ok(())
     }
 
     /// Makes everything appended so far durable.
@@ -369,6 +400,7 @@ pub struct LogJournal {
     /// written.
     poisoned: Arc<AtomicBool>,
     syncer: GroupSync,
+    durability: Durability,
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -427,10 +459,19 @@ impl LogJournal {
     /// Opens (or creates) the journal in directory `dir`: reads every segment back, then
     /// starts a new one.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        Self::open_with(dir, SEGMENT_BYTES)
+        Self::open_with(dir, SEGMENT_BYTES, Durability::Disk)
     }
 
-    fn open_with(dir: &Path, segment_bytes: u64) -> Result<Self, StoreError> {
+    /// [`Self::open`], with appends as durable as `durability` says.
+    pub fn open_with_durability(dir: &Path, durability: Durability) -> Result<Self, StoreError> {
+        Self::open_with(dir, SEGMENT_BYTES, durability)
+    }
+
+    fn open_with(
+        dir: &Path,
+        segment_bytes: u64,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
         if !dir.exists() {
             fs::create_dir_all(dir).map_err(io)?;
             // The directory's own name must survive a crash before anything relies on it (a
@@ -480,8 +521,14 @@ impl LogJournal {
         }
         let next = seqs.last().map_or(1, |s| s + 1);
         // The new checkpoint is durable before segments it stands in for are deleted.
-        let (active, file, first) =
-            start_segment(dir, next, spare.take(), segment_bytes, &checkpoint(&groups))?;
+        let (active, file, first) = start_segment(
+            dir,
+            next,
+            spare.take(),
+            segment_bytes,
+            &checkpoint(&groups),
+            durability,
+        )?;
         let state = State {
             groups,
             active,
@@ -505,6 +552,9 @@ impl LogJournal {
                 io(e)
             })
         })?;
+        if durability == Durability::Process {
+            start_background_sync(&writer, &poisoned)?;
+        }
         let journal = Self {
             dir: dir.to_path_buf(),
             segment_bytes,
@@ -512,6 +562,7 @@ impl LogJournal {
             writer,
             poisoned,
             syncer,
+            durability,
         };
         journal.drop_purged();
         journal.prepare_spare(&mut journal.state.lock());
@@ -549,11 +600,14 @@ impl LogJournal {
         let cp = checkpoint(&st.groups);
         let next = st.active.seg.seq + 1;
         let io_held = self.writer.io.lock();
-        let started = self
-            .writer
-            .flush_locked()
+        let sealed = match self.durability {
+            Durability::Disk => self.writer.flush_locked(),
+            // A segment is on disk to its end before the next one starts.
+            Durability::Process => self.writer.to_disk_locked(),
+        };
+        let started = sealed
             .map_err(io)
-            .and_then(|()| start_segment(&self.dir, next, spare, size, &cp));
+            .and_then(|()| start_segment(&self.dir, next, spare, size, &cp, self.durability));
         let (active, file, first) = match started {
             Ok(a) => a,
             Err(e) => {
@@ -598,21 +652,50 @@ impl LogJournal {
         }
     }
 
+    /// Returns once every write so far is as durable as the journal's [`Durability`] says.
     async fn synced(&self) -> Result<(), StoreError> {
         self.syncer.request().await.map_err(io)?
     }
 
+    /// Returns once every write so far is on disk, whatever the durability.
+    async fn on_disk(&self) -> Result<(), StoreError> {
+        self.synced().await?;
+        self.sync_to_disk()
+    }
+
+    /// Makes every write so far durable on disk (blocking; at once with
+    /// [`Durability::Disk`], where each is on disk when it returns).
+    pub fn sync_to_disk(&self) -> Result<(), StoreError> {
+        if self.durability == Durability::Disk {
+            return Ok(());
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(poisoned_error());
+        }
+        let _io = self.writer.io.lock();
+        self.writer.to_disk_locked().map_err(|e| {
+            self.poisoned.store(true, Ordering::Release);
+            tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
+            io(e)
+        })
+    }
+
+    /// Syncs to disk so far beyond each write's own ([`Durability::Process`]).
+    pub fn disk_syncs(&self) -> u64 {
+        self.writer.disk_syncs.load(Ordering::Relaxed)
+    }
+
     /// Appends `entries` (index order) to `group`'s log, replacing any from the first index on;
-    /// returns once they are durable.
+    /// returns once they are durable (as the journal's [`Durability`] says).
     pub async fn append(&self, group: u32, entries: Vec<(u64, Bytes)>) -> Result<(), StoreError> {
         self.write(Record::Append { group, entries })?;
         self.synced().await
     }
 
-    /// Removes `group`'s entries from index `from` on, durably.
+    /// Removes `group`'s entries from index `from` on, on disk.
     pub async fn truncate(&self, group: u32, from: u64) -> Result<(), StoreError> {
         self.write(Record::Truncate { group, from })?;
-        self.synced().await
+        self.on_disk().await
     }
 
     /// Removes `group`'s entries up to index `upto` and records `log_id` as its last purge,
@@ -623,10 +706,10 @@ impl LogJournal {
             upto,
             log_id,
         })?;
-        self.synced().await?;
+        self.on_disk().await?;
         let moved = self.copy_forward()?;
         if !moved.is_empty() {
-            self.synced().await?;
+            self.on_disk().await?;
             self.forget_copied(&moved);
         }
         self.drop_purged();
@@ -675,7 +758,7 @@ impl LogJournal {
     /// Records `group`'s vote, durably.
     pub async fn save_vote(&self, group: u32, vote: Bytes) -> Result<(), StoreError> {
         self.write(Record::Vote { group, vote })?;
-        self.synced().await
+        self.on_disk().await
     }
 
     /// Takes a log an older version kept elsewhere, durably (blocking): vote, last purge and
@@ -704,7 +787,8 @@ impl LogJournal {
         if !entries.is_empty() {
             self.write(Record::Append { group, entries })?;
         }
-        self.syncer.wait()
+        self.syncer.wait()?;
+        self.sync_to_disk()
     }
 
     /// Deletes sealed segments whose entries every group has purged (one is kept as the
@@ -837,6 +921,7 @@ fn start_segment(
     spare: Option<PathBuf>,
     size: u64,
     checkpoint: &Record,
+    durability: Durability,
 ) -> Result<(Active, Arc<File>, Vec<u8>), StoreError> {
     let path = dir.join(segment_name(seq));
     match spare {
@@ -850,7 +935,8 @@ fn start_segment(
                 .map_err(io)?,
         ),
     }
-    let mut file = open_segment(&path, true).map_err(io)?;
+    let synchronous = durability == Durability::Disk;
+    let mut file = open_segment(&path, synchronous).map_err(io)?;
     let mut len = file.metadata().map_err(io)?.len();
     if len < size {
         file.set_len(size).map_err(io)?;
@@ -864,8 +950,17 @@ fn start_segment(
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(io(e));
         }
-        file = open_segment(&path, false).map_err(io)?;
+        file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DSYNC)
+            .open(&path)
+            .map_err(io)?;
         file.write_all_at(blocks.as_slice(), 0).map_err(io)?;
+    }
+    if !synchronous {
+        // The checkpoint is on disk before anything relies on it.
+        file.sync_data().map_err(io)?;
     }
     let active = Active {
         seg: Segment {
@@ -879,9 +974,10 @@ fn start_segment(
     Ok((active, Arc::new(file), first))
 }
 
-/// Opens a segment file for reading and durable writes: `O_DSYNC`, and `O_DIRECT` if `direct`
-/// and the file system has it.
-fn open_segment(path: &Path, direct: bool) -> std::io::Result<File> {
+/// Opens a segment file for reading and writing: with `synchronous`, for durable writes
+/// (`O_DSYNC`, and `O_DIRECT` where the file system has it); else plain (writes go to the
+/// page cache).
+fn open_segment(path: &Path, synchronous: bool) -> std::io::Result<File> {
     let open = |flags: i32| {
         OpenOptions::new()
             .read(true)
@@ -889,13 +985,40 @@ fn open_segment(path: &Path, direct: bool) -> std::io::Result<File> {
             .custom_flags(flags)
             .open(path)
     };
-    if direct {
-        match open(libc::O_DSYNC | libc::O_DIRECT) {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-            opened => return opened,
-        }
+    if !synchronous {
+        return open(0);
     }
-    open(libc::O_DSYNC)
+    match open(libc::O_DSYNC | libc::O_DIRECT) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(libc::O_DSYNC),
+        opened => opened,
+    }
+}
+
+/// The thread that syncs the active segment to disk every [`BACKGROUND_SYNC`] while anything
+/// appended is not ([`Durability::Process`]); it ends once the journal is dropped.
+fn start_background_sync(
+    writer: &Arc<SegmentWriter>,
+    poisoned: &Arc<AtomicBool>,
+) -> Result<(), StoreError> {
+    let (writer, poisoned) = (Arc::downgrade(writer), poisoned.clone());
+    std::thread::Builder::new()
+        .name("saker-raftlog-disk".into())
+        .spawn(move || loop {
+            std::thread::sleep(BACKGROUND_SYNC);
+            let Some(w) = writer.upgrade() else {
+                return;
+            };
+            if poisoned.load(Ordering::Acquire) || !w.unsynced.load(Ordering::Acquire) {
+                continue;
+            }
+            let _io = w.io.lock();
+            if let Err(e) = w.to_disk_locked() {
+                poisoned.store(true, Ordering::Release);
+                tracing::error!(error = %e, "raft log background fdatasync failed; the journal refuses writes from now on");
+            }
+        })
+        .map(drop)
+        .map_err(io)
 }
 
 #[cfg(test)]
@@ -954,29 +1077,73 @@ mod tests {
     }
 
     /// Entries of many sizes (frames that end anywhere in a block, and span blocks), with a
-    /// sync after each, across segment rolls; all read back after a reopen.
-    async fn entries_of_every_size_survive_a_reopen(dir: &Path) {
+    /// sync after each, across segment rolls; all read back after a reopen. Returns the
+    /// journal's syncs to disk beyond the writes' own and the segments it rolled.
+    async fn entries_of_every_size_survive_a_reopen(
+        dir: &Path,
+        durability: Durability,
+    ) -> (u64, usize) {
         let sized = |i: u64| Bytes::from(vec![(i % 251) as u8 + 1; (i as usize * 397) % 9000]);
-        {
-            let j = LogJournal::open_with(dir, 64 << 10).unwrap();
+        let counts = {
+            let j = LogJournal::open_with(dir, 64 << 10, durability).unwrap();
             for i in 1..=60 {
                 j.append(1, vec![(i, sized(i))]).await.unwrap();
             }
-            assert!(j.segment_files() > 1, "the segments rolled");
-        }
-        let j = LogJournal::open_with(dir, 64 << 10).unwrap();
+            let rolled = j.segment_files() - 1;
+            assert!(rolled > 0, "the segments rolled");
+            (j.disk_syncs(), rolled)
+        };
+        let j = LogJournal::open_with(dir, 64 << 10, durability).unwrap();
         assert_eq!(all(&j, 1), (1..=60).map(sized).collect::<Vec<_>>());
+        counts
     }
 
     #[tokio::test]
     async fn frames_that_end_anywhere_in_a_block_are_all_durable() {
         let dir = tempfile::tempdir().unwrap();
-        entries_of_every_size_survive_a_reopen(dir.path()).await;
+        let (disk_syncs, _) =
+            entries_of_every_size_survive_a_reopen(dir.path(), Durability::Disk).await;
+        assert_eq!(disk_syncs, 0, "every write is on disk by itself");
+    }
+
+    #[tokio::test]
+    async fn with_process_durability_appends_are_kept_and_each_sealed_segment_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = std::time::Instant::now();
+        let (disk_syncs, rolled) =
+            entries_of_every_size_survive_a_reopen(dir.path(), Durability::Process).await;
+        // One sync per sealed segment, plus at most one background sync per second; none of
+        // the 60 appends synced on its own.
+        let background = start.elapsed().as_secs() + 1;
+        assert!(
+            disk_syncs >= rolled as u64 && disk_syncs <= rolled as u64 + background,
+            "{disk_syncs} syncs to disk for {rolled} rolls"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_process_durability_votes_and_fsyncs_go_to_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = LogJournal::open_with(dir.path(), 1 << 20, Durability::Process).unwrap();
+        j.append(1, entries(1, 1..=3, "a")).await.unwrap();
+        let before = j.disk_syncs();
+        j.save_vote(1, Bytes::from_static(b"vote")).await.unwrap();
+        assert!(j.disk_syncs() > before, "a vote is on disk when it returns");
+        let before = j.disk_syncs();
+        j.sync_to_disk().unwrap();
+        assert!(j.disk_syncs() > before);
+
+        let disk = tempfile::tempdir().unwrap();
+        let j = LogJournal::open_with(disk.path(), 1 << 20, Durability::Disk).unwrap();
+        j.save_vote(1, Bytes::from_static(b"vote")).await.unwrap();
+        j.sync_to_disk().unwrap();
+        assert_eq!(j.disk_syncs(), 0, "nothing to do: every write is on disk");
     }
 
     #[test]
     fn a_segment_opened_without_direct_io_is_written_the_same() {
-        // Where the file system refuses O_DIRECT, segments are opened O_DSYNC alone.
+        // Segments opened without O_DIRECT (O_DSYNC alone, where the file system refuses it,
+        // or plain, for `Durability::Process`) hold the same frames.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(segment_name(7));
         File::create(&path).unwrap();
@@ -1043,7 +1210,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_journal_gets_a_zero_filled_spare_and_starts_its_next_segment_in_it() {
         let dir = tempfile::tempdir().unwrap();
-        let j = LogJournal::open_with(dir.path(), 64 << 10).unwrap();
+        let j = LogJournal::open_with(dir.path(), 64 << 10, Durability::Disk).unwrap();
         j.join_zeroing();
         let spare = fs::read(dir.path().join(SPARE)).unwrap();
         assert_eq!(spare.len(), 64 << 10);
@@ -1062,7 +1229,7 @@ mod tests {
             .collect();
         assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
         drop(j);
-        let j = LogJournal::open_with(dir.path(), 64 << 10).unwrap();
+        let j = LogJournal::open_with(dir.path(), 64 << 10, Durability::Disk).unwrap();
         assert_eq!(all(&j, 1), expect(1, &[(1..=80, &pad)]));
     }
 
@@ -1071,7 +1238,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pad = "z".repeat(600);
         {
-            let j = LogJournal::open_with(dir.path(), 4096).unwrap();
+            let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
             for i in 1..=20 {
                 j.append(1, entries(1, i..=i, &pad)).await.unwrap();
             }
@@ -1083,7 +1250,7 @@ mod tests {
         let cp_len = u32::from_le_bytes(data[8..12].try_into().unwrap()) as usize;
         data[HEADER + cp_len + HEADER + 5] ^= 0xff;
         fs::write(&first, &data).unwrap();
-        match LogJournal::open_with(dir.path(), 4096) {
+        match LogJournal::open_with(dir.path(), 4096, Durability::Disk) {
             Err(StoreError::Corrupt(msg)) => assert!(msg.contains("group 1"), "{msg}"),
             Err(e) => panic!("expected a corrupt-log error, got {e}"),
             Ok(j) => panic!("opened with entries {:?}", j.entries(1, 0, None).len()),
@@ -1095,7 +1262,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pad = "x".repeat(600);
         {
-            let j = LogJournal::open_with(dir.path(), 4096).unwrap();
+            let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
             j.save_vote(1, Bytes::from_static(b"early-vote"))
                 .await
                 .unwrap();
@@ -1121,7 +1288,7 @@ mod tests {
             assert_eq!(all(j, 3), expect(3, &[(1..=1, "idle")]));
         };
         {
-            let j = LogJournal::open_with(dir.path(), 4096).unwrap();
+            let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
             check(&j);
             assert_eq!(all(&j, 1), expect(1, &[(36..=40, &pad)]));
             // The next segment takes the spare file; its old frames must not come back.
@@ -1129,7 +1296,7 @@ mod tests {
                 j.append(1, entries(1, i..=i, "new")).await.unwrap();
             }
         }
-        let j = LogJournal::open_with(dir.path(), 4096).unwrap();
+        let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
         check(&j);
         assert_eq!(all(&j, 1), expect(1, &[(36..=40, &pad), (41..=50, "new")]));
         assert_eq!(all(&j, 2), expect(2, &[(36..=40, &pad)]));

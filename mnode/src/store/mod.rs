@@ -79,6 +79,12 @@ pub trait MetaStore: Send + Sync + 'static {
     fn raft_logs(&self) -> Result<Option<RaftLogs>, StoreError> {
         Ok(None)
     }
+
+    /// Makes every acknowledged write durable on disk, where the store acknowledges some
+    /// before (`saker_rpc::Durability::Process`); at once otherwise (the default). Blocking.
+    fn sync_to_disk(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The raft logs of a store that keeps them outside itself.
