@@ -215,7 +215,7 @@ struct SegmentWriter {
     tail: Mutex<Tail>,
     /// Appended since the last sync to disk ([`Durability::Process`]).
     unsynced: AtomicBool,
-    /// Syncs to disk so far ([`Self::to_disk`]).
+    /// Syncs to disk so far ([`Self::to_disk_locked`]).
     disk_syncs: AtomicU64,
 }
 
