@@ -241,7 +241,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
 
     let fuse = match &args.mount {
-        Some(path) => Some(crate::mount::spawn(cluster.clone(), path, &args.fuse)?),
+        Some(path) => Some(crate::mount::spawn(
+            cluster.clone(),
+            path,
+            &args.fuse,
+            args.durability,
+        )?),
         None => None,
     };
 
