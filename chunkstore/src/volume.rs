@@ -49,8 +49,8 @@
 //!
 //! With [`Durability::Process`] a put returns once its record is written to the kernel (no
 //! fdatasync): it survives a crash of the process, and reaches the disk at the next sync, which
-//! a background thread runs every [`BACKGROUND_SYNC`] and [`Volumes::sync_to_disk`] runs at
-//! once (fsync(2) through a mount). A power loss can then lose the puts since the last sync,
+//! a background thread runs every [`saker_rpc::BACKGROUND_SYNC`] and [`Volumes::sync_to_disk`]
+//! runs at once (fsync(2) through a mount). A power loss can then lose the puts since the last sync,
 //! and, since the kernel writes pages back in any order, leave a lost record followed by whole
 //! ones (replayed as damage, see above). Compaction copies are synced either way.
 //!
@@ -61,10 +61,10 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-
-use saker_rpc::{Durability, BACKGROUND_SYNC};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use saker_rpc::{spawn_background_sync, Durability};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -909,26 +909,23 @@ fn zeros_to_end(file: &File, from: u64, len: u64) -> Result<bool, ChunkError> {
 }
 
 /// With [`Durability::Process`], starts the thread that syncs `volumes` to disk every
-/// [`BACKGROUND_SYNC`] while anything is unsynced; it ends once `volumes` is dropped.
+/// [`saker_rpc::BACKGROUND_SYNC`] while anything is unsynced; it ends once `volumes` is
+/// dropped.
 pub fn start_background_sync(volumes: &std::sync::Arc<Volumes>) -> io::Result<()> {
     if volumes.durability != Durability::Process {
         return Ok(());
     }
-    let weak = std::sync::Arc::downgrade(volumes);
-    std::thread::Builder::new()
-        .name("saker-volume-sync".into())
-        .spawn(move || loop {
-            std::thread::sleep(BACKGROUND_SYNC);
-            let Some(volumes) = weak.upgrade() else {
-                return;
-            };
+    spawn_background_sync(
+        "saker-volume-sync",
+        std::sync::Arc::downgrade(volumes),
+        |volumes: &Volumes| {
             if volumes.has_dirty() {
                 if let Err(e) = volumes.sync_to_disk() {
                     tracing::error!(error = %e, "background volume sync failed");
                 }
             }
-        })?;
-    Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

@@ -1112,7 +1112,7 @@ impl SakerFs {
         self.sync_to_disk()
     }
 
-    /// fsync(2) of a directory, or of a file with nothing of its own to commit.
+    /// Everything acknowledged so far on disk: fsyncdir, and the second half of fsync.
     pub fn sync_to_disk(&self) -> Result<()> {
         Ok(self.block(self.cluster.sync_to_disk())?)
     }

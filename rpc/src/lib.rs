@@ -42,6 +42,26 @@ pub enum Durability {
 /// How often a process in [`Durability::Process`] syncs what it wrote to disk.
 pub const BACKGROUND_SYNC: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Starts thread `name`, which calls `sync` on `target` every [`BACKGROUND_SYNC`] and ends once
+/// `target` is dropped: the background sync of [`Durability::Process`] (the raft log journal's,
+/// the chunk volumes').
+pub fn spawn_background_sync<T: Send + Sync + 'static>(
+    name: &str,
+    target: std::sync::Weak<T>,
+    sync: impl Fn(&T) + Send + 'static,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || loop {
+            std::thread::sleep(BACKGROUND_SYNC);
+            let Some(target) = target.upgrade() else {
+                return;
+            };
+            sync(&target);
+        })
+        .map(drop)
+}
+
 impl std::str::FromStr for Durability {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

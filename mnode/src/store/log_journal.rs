@@ -44,8 +44,8 @@
 //! With [`Durability::Process`] segments are opened without `O_DSYNC | O_DIRECT`: the same
 //! write of the tail's blocks hands them to the kernel, so an append survives a crash of the
 //! process when it returns, and reaches the disk at the next [`LogJournal::sync_to_disk`]
-//! (fsync(2) through a mount) or background sync (every [`BACKGROUND_SYNC`] while anything is
-//! unsynced). Everything else the journal writes stays on disk when it returns: votes,
+//! (fsync(2) through a mount) or background sync (every [`saker_rpc::BACKGROUND_SYNC`] while
+//! anything is unsynced). Everything else the journal writes stays on disk when it returns: votes,
 //! truncations, purges (before the segments they free are deleted), the end of a segment
 //! before the next starts, and each checkpoint. A power loss loses the appends since the last
 //! sync: the log ends earlier, and a state machine that got further (its store wrote back on
@@ -62,7 +62,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use saker_rpc::{Durability, BACKGROUND_SYNC};
+use saker_rpc::{spawn_background_sync, Durability};
 
 use super::group_sync::GroupSync;
 use super::StoreError;
@@ -541,19 +541,21 @@ impl LogJournal {
         let (w, poison) = (writer.clone(), poisoned.clone());
         let syncer = GroupSync::start("saker-raftlog-sync", move || {
             let synced = w.flush();
-            // After a failed write what the file holds is unknown (and the kernel may answer
-            // a later sync with success): once poisoned, no sync succeeds.
-            if poison.load(Ordering::Acquire) {
-                return Err(poisoned_error());
-            }
-            synced.map_err(|e| {
-                poison.store(true, Ordering::Release);
-                tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
-                io(e)
-            })
+            poisoning(&poison, synced)
         })?;
         if durability == Durability::Process {
-            start_background_sync(&writer, &poisoned)?;
+            let poisoned = poisoned.clone();
+            spawn_background_sync(
+                "saker-raftlog-disk",
+                Arc::downgrade(&writer),
+                move |w: &SegmentWriter| {
+                    if w.unsynced.load(Ordering::Acquire) {
+                        // A failure is logged and poisons the journal.
+                        let _ = sync_writer_to_disk(w, &poisoned);
+                    }
+                },
+            )
+            .map_err(io)?;
         }
         let journal = Self {
             dir: dir.to_path_buf(),
@@ -669,15 +671,7 @@ impl LogJournal {
         if self.durability == Durability::Disk {
             return Ok(());
         }
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(poisoned_error());
-        }
-        let _io = self.writer.io.lock();
-        self.writer.to_disk_locked().map_err(|e| {
-            self.poisoned.store(true, Ordering::Release);
-            tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
-            io(e)
-        })
+        sync_writer_to_disk(&self.writer, &self.poisoned)
     }
 
     /// Syncs to disk so far beyond each write's own ([`Durability::Process`]).
@@ -950,12 +944,7 @@ fn start_segment(
         if e.raw_os_error() != Some(libc::EINVAL) {
             return Err(io(e));
         }
-        file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DSYNC)
-            .open(&path)
-            .map_err(io)?;
+        file = open_flags(&path, libc::O_DSYNC).map_err(io)?;
         file.write_all_at(blocks.as_slice(), 0).map_err(io)?;
     }
     if !synchronous {
@@ -978,47 +967,46 @@ fn start_segment(
 /// (`O_DSYNC`, and `O_DIRECT` where the file system has it); else plain (writes go to the
 /// page cache).
 fn open_segment(path: &Path, synchronous: bool) -> std::io::Result<File> {
-    let open = |flags: i32| {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(flags)
-            .open(path)
-    };
     if !synchronous {
-        return open(0);
+        return open_flags(path, 0);
     }
-    match open(libc::O_DSYNC | libc::O_DIRECT) {
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(libc::O_DSYNC),
+    match open_flags(path, libc::O_DSYNC | libc::O_DIRECT) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open_flags(path, libc::O_DSYNC),
         opened => opened,
     }
 }
 
-/// The thread that syncs the active segment to disk every [`BACKGROUND_SYNC`] while anything
-/// appended is not ([`Durability::Process`]); it ends once the journal is dropped.
-fn start_background_sync(
-    writer: &Arc<SegmentWriter>,
-    poisoned: &Arc<AtomicBool>,
-) -> Result<(), StoreError> {
-    let (writer, poisoned) = (Arc::downgrade(writer), poisoned.clone());
-    std::thread::Builder::new()
-        .name("saker-raftlog-disk".into())
-        .spawn(move || loop {
-            std::thread::sleep(BACKGROUND_SYNC);
-            let Some(w) = writer.upgrade() else {
-                return;
-            };
-            if poisoned.load(Ordering::Acquire) || !w.unsynced.load(Ordering::Acquire) {
-                continue;
-            }
-            let _io = w.io.lock();
-            if let Err(e) = w.to_disk_locked() {
-                poisoned.store(true, Ordering::Release);
-                tracing::error!(error = %e, "raft log background fdatasync failed; the journal refuses writes from now on");
-            }
-        })
-        .map(drop)
-        .map_err(io)
+/// Opens `path` for reading and writing with `flags`.
+fn open_flags(path: &Path, flags: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// `result` of a write or sync of the journal, or the poisoned error once one failed: after a
+/// failed write what the file holds is unknown (and the kernel may answer a later sync with
+/// success), so no sync succeeds after it.
+fn poisoning(poisoned: &AtomicBool, result: std::io::Result<()>) -> Result<(), StoreError> {
+    if poisoned.load(Ordering::Acquire) {
+        return Err(poisoned_error());
+    }
+    result.map_err(|e| {
+        poisoned.store(true, Ordering::Release);
+        tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
+        io(e)
+    })
+}
+
+/// Writes `w`'s tail and syncs its segment to disk (a segment opened without `O_DSYNC`),
+/// unless the journal is poisoned.
+fn sync_writer_to_disk(w: &SegmentWriter, poisoned: &AtomicBool) -> Result<(), StoreError> {
+    if poisoned.load(Ordering::Acquire) {
+        return Err(poisoned_error());
+    }
+    let _io = w.io.lock();
+    poisoning(poisoned, w.to_disk_locked())
 }
 
 #[cfg(test)]
