@@ -7,8 +7,8 @@ use std::sync::Arc;
 use saker_chunkstore::{ChunkStore, RemoteChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
-    Attr, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse, MetaService, NewObject,
-    ObjectView, RpcChannel, Want,
+    group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
+    MetaService, NewObject, ObjectView, RpcChannel, Want,
 };
 
 use crate::error::ClientError;
@@ -34,19 +34,6 @@ impl Default for ClusterConfig {
 
 /// One connection per RPC address (the first one already connected; the others connect at
 /// their first call, so a process that is down fails only the requests it would serve).
-struct Channels(Vec<RpcChannel>);
-
-impl Channels {
-    fn get(&mut self, addr: &str) -> Result<RpcChannel, MetaError> {
-        if let Some(c) = self.0.iter().find(|c| c.addr() == addr) {
-            return Ok(c.clone());
-        }
-        let c = RpcChannel::lazy(addr)?;
-        self.0.push(c.clone());
-        Ok(c)
-    }
-}
-
 /// Routes full-path operations to MNode groups; shared by all requests of a front end.
 pub struct Cluster {
     /// The ring and the exception table; the table is replaced when a reply shows a newer one
@@ -87,10 +74,10 @@ impl Cluster {
     /// itself for the all-in-one server), one connection per process. File data goes to the
     /// cluster's chunkstore.
     pub async fn connect_all(addr: &str, config: ClusterConfig) -> Result<Self, ClientError> {
-        let (map, mut channels) = Self::dial(addr).await?;
+        let (map, channels) = Self::dial(addr).await?;
         let chunk_addr = map.endpoints.chunkstore(addr);
         let chunks = Arc::new(RemoteChunkStore::new(channels.get(chunk_addr)?));
-        Self::from_map(&map, addr, &mut channels, chunks, config)
+        Self::from_map(&map, addr, &channels, chunks, config)
     }
 
     /// Like [`Cluster::connect_all`], but file data goes to `chunks`.
@@ -99,29 +86,25 @@ impl Cluster {
         chunks: Arc<dyn ChunkStore>,
         config: ClusterConfig,
     ) -> Result<Self, ClientError> {
-        let (map, mut channels) = Self::dial(addr).await?;
-        Self::from_map(&map, addr, &mut channels, chunks, config)
+        let (map, channels) = Self::dial(addr).await?;
+        Self::from_map(&map, addr, &channels, chunks, config)
     }
 
-    async fn dial(addr: &str) -> Result<(ClusterMap, Channels), ClientError> {
+    async fn dial(addr: &str) -> Result<(ClusterMap, ChannelPool), ClientError> {
         let first = RpcChannel::connect(addr).await?;
         let map = first.cluster_map().await?;
-        Ok((map, Channels(vec![first])))
+        Ok((map, ChannelPool::with(first)))
     }
 
     fn from_map(
         map: &ClusterMap,
         addr: &str,
-        channels: &mut Channels,
+        channels: &ChannelPool,
         chunks: Arc<dyn ChunkStore>,
         config: ClusterConfig,
     ) -> Result<Self, ClientError> {
         let router = map.router()?;
-        let mut groups = BTreeMap::new();
-        for &g in &map.groups {
-            let channel = channels.get(map.endpoints.mnode(g, addr))?;
-            groups.insert(g, Arc::new(channel.meta(g)) as Arc<dyn MetaService>);
-        }
+        let groups = group_services(map, addr, channels, |_, _| None)?;
         Ok(Self::new(router, groups, chunks, config))
     }
 

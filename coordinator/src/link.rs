@@ -36,7 +36,7 @@ fn home_of(reference: &Attr) -> Result<u32, MetaError> {
 /// Whether a step may succeed when tried again: its MNode did not answer. (Any answer, an
 /// error included, is final: a link stuck on one would keep the coordinator from starting.)
 fn unanswered(e: &MetaError) -> bool {
-    matches!(e, MetaError::Unavailable(_))
+    matches!(e, MetaError::Unavailable(_) | MetaError::NotLeader { .. })
 }
 
 /// A link between its steps.

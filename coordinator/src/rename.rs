@@ -99,7 +99,10 @@ pub(crate) fn fail_point(name: &str) {
 
 /// Whether an error may go away by retrying (an MNode that did not answer).
 pub(crate) fn transient(e: &MetaError) -> bool {
-    matches!(e, MetaError::Unavailable(_) | MetaError::Internal(_))
+    matches!(
+        e,
+        MetaError::Unavailable(_) | MetaError::NotLeader { .. } | MetaError::Internal(_)
+    )
 }
 
 impl NamespaceCoordinator {

@@ -85,9 +85,10 @@ fn meta_errno(e: &MetaError) -> Errno {
         | MetaError::InvalidPart(_)
         | MetaError::InvalidPartOrder
         | MetaError::EntityTooSmall => Errno::EINVAL,
-        MetaError::NotOwner { .. } | MetaError::Unavailable(_) | MetaError::Internal(_) => {
-            Errno::EIO
-        }
+        MetaError::NotOwner { .. }
+        | MetaError::Unavailable(_)
+        | MetaError::NotLeader { .. }
+        | MetaError::Internal(_) => Errno::EIO,
     }
 }
 

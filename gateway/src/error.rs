@@ -38,6 +38,10 @@ pub fn meta(e: MetaError) -> S3Error {
             tracing::warn!(error = %m, "metadata node unavailable");
             S3Error::new(S3ErrorCode::ServiceUnavailable)
         }
+        e @ MetaError::NotLeader { .. } => {
+            tracing::warn!(error = %e, "metadata group without a leader");
+            S3Error::new(S3ErrorCode::ServiceUnavailable)
+        }
         e @ (MetaError::MissingParent { .. } | MetaError::NotOwner { .. } | MetaError::Internal(_)) => {
             tracing::error!(error = %e, "internal metadata error");
             S3Error::new(S3ErrorCode::InternalError)

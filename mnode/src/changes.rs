@@ -152,6 +152,13 @@ impl ChangeLog {
         Ok(dirs.into_iter().collect())
     }
 
+    /// Forgets what was pushed: a new leader of the group knows only the records still in
+    /// the change-log, and pushes them all again (owners skip what they applied already).
+    pub async fn restart(&self) {
+        *self.pushed.lock().await = 0;
+        self.acked.lock().clear();
+    }
+
     /// Pushes every applied record up to at least `upto` to its owner, in seq order.
     pub async fn push_upto(&self, upto: u64) -> Result<(), MetaError> {
         let mut pushed = self.pushed.lock().await;

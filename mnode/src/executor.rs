@@ -20,11 +20,12 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::changes::ChangeLog;
 use crate::frozen::FrozenDirs;
-use crate::keys::{Keys, CHANGE_SEQ};
+use crate::keys::{Keys, CHANGE_SEQ, SM_META};
+use crate::leadership::Leadership;
 use crate::metrics;
 use crate::ops::{apply_write, Ctx};
 use crate::raft::{BatchEntry, Raft};
-use crate::records::{decode, encode};
+use crate::records::{decode, encode, SmMeta};
 use crate::store::MetaStore;
 use crate::store::WriteBatch;
 use crate::tree::{Absence, Resolver, Retry};
@@ -78,6 +79,10 @@ pub(crate) struct Executor {
     pub batch_counts: Arc<BatchCounts>,
     /// Per client, the seq below which its dedupe entries are deleted (since start).
     pub dedupe_trimmed: Mutex<std::collections::HashMap<u128, u64>>,
+    /// Whether (and in which term) this replica leads its group.
+    pub leadership: Arc<Leadership>,
+    /// The number of `permits`.
+    pub pipeline_depth: u32,
 }
 
 /// Dedupe entries one write deletes at most (a client's backlog after a restart goes over
@@ -156,15 +161,13 @@ impl Executor {
     pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let inflight = Arc::new(Mutex::new(InFlight::default()));
         let permits = self.permits.clone();
-        let mut change_seq: u64 = match self.store.get(&self.keys.single(CHANGE_SEQ)) {
-            Ok(Some(v)) => decode(&v).unwrap_or_default(),
-            _ => 0,
-        };
+        let mut change_seq = self.load_change_seq();
+        let mut term = self.leadership.ready_term();
         let mut seq = 0u64;
         while let Some(first) = rx.recv().await {
             let mut batch = Vec::with_capacity(self.max_batch);
             batch.push(first);
-            let Ok(permit) = permits.clone().acquire_owned().await else {
+            let Ok(mut permit) = permits.clone().acquire_owned().await else {
                 break;
             };
             // Everything queued meanwhile joins this batch.
@@ -174,9 +177,55 @@ impl Executor {
                     Err(_) => break,
                 }
             }
+            let now = self.leadership.ready_term();
+            if now == 0 {
+                // Leadership moved while these were queued: nothing is executed.
+                for p in batch {
+                    let _ = p.reply.send(Reply::Done {
+                        result: Err(self.leadership.refusal()),
+                        reap: None,
+                    });
+                }
+                continue;
+            }
+            if now != term {
+                // A new term: the batches of an older one finish (or fail) first, then the
+                // state kept in memory is read again from what raft applied.
+                drop(permit);
+                let Ok(all) = permits
+                    .clone()
+                    .acquire_many_owned(self.pipeline_depth)
+                    .await
+                else {
+                    break;
+                };
+                drop(all);
+                let Ok(p) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                permit = p;
+                change_seq = self.load_change_seq();
+                let sm: SmMeta = match self.store.get(&self.keys.single(SM_META)) {
+                    Ok(Some(b)) => decode(&b).unwrap_or_default(),
+                    _ => SmMeta::default(),
+                };
+                self.next_id.store(
+                    crate::node::first_free_id(self.keys.group, &sm),
+                    Ordering::SeqCst,
+                );
+                *inflight.lock() = InFlight::default();
+                term = now;
+            }
             seq += 1;
             self.propose(seq, batch, &inflight, permit, &mut change_seq)
                 .await;
+        }
+    }
+
+    fn load_change_seq(&self) -> u64 {
+        match self.store.get(&self.keys.single(CHANGE_SEQ)) {
+            Ok(Some(v)) => decode(&v).unwrap_or_default(),
+            _ => 0,
         }
     }
 

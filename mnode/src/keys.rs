@@ -48,11 +48,12 @@ pub const LINK_STORED: u8 = b't';
 pub const CHANGE: u8 = b'c';
 pub const CHANGE_SEQ: u8 = b's';
 pub const APPLIED: u8 = b'a';
-/// The exception table this node last installed (node-local, not raft state).
+/// The exception table the coordinator last installed at the group (raft state, so a new
+/// leader routes by it too).
 pub const EXCEPTIONS: u8 = b'e';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 14] = [
+pub const SM_TABLES: [u8; 15] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -67,6 +68,7 @@ pub const SM_TABLES: [u8; 14] = [
     CHANGE,
     CHANGE_SEQ,
     APPLIED,
+    EXCEPTIONS,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].

@@ -131,3 +131,53 @@ pub static INODES: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// Raft state of each group replica in this process, by group and field: `leader` (1 if this
+/// replica leads and serves), `term`, `last_log`, `applied`, `snapshot` (the last
+/// log index in the latest snapshot), `voters`, and (on a
+/// leader) `max_lag`, the most entries any voter or learner is behind the leader's log.
+pub static RAFT: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
+    prometheus::register_int_gauge_vec!(
+        "saker_mnode_raft",
+        "Raft state of the MNode group replicas in this process, by group and field (leader, term, last_log, applied, snapshot, voters, max_lag)",
+        &["group", "field"]
+    )
+    .expect("metric registers once")
+});
+
+/// Publishes one replica's raft metrics.
+pub fn raft_state(group: u32, serving: bool, m: &openraft::RaftMetrics<u64, openraft::BasicNode>) {
+    let g = group.to_string();
+    let set = |field: &str, v: u64| RAFT.with_label_values(&[&g, field]).set(v as i64);
+    set("leader", serving as u64);
+    set("term", m.current_term);
+    set("last_log", m.last_log_index.unwrap_or(0));
+    set("snapshot", m.snapshot.map(|l| l.index).unwrap_or(0));
+    set("applied", m.last_applied.map(|l| l.index).unwrap_or(0));
+    set(
+        "voters",
+        m.membership_config.membership().voter_ids().count() as u64,
+    );
+    let last = m.last_log_index.unwrap_or(0);
+    let lag = m
+        .replication
+        .as_ref()
+        .map(|r| {
+            r.values()
+                .map(|matched| last.saturating_sub(matched.map(|l| l.index).unwrap_or(0)))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0);
+    set("max_lag", lag);
+}
+
+/// Snapshots written for a follower (`sent`) and installed from a leader (`installed`).
+pub static SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "saker_mnode_snapshots_total",
+        "Group snapshots written to send to a lagging replica (sent) and installed from the leader (installed)",
+        &["kind"]
+    )
+    .expect("metric registers once")
+});

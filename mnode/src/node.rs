@@ -1,16 +1,17 @@
 //! One MNode group: its raft instance, its executor and the [`MetaService`] it serves.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId, Route, Router, ROOT_ID};
 use saker_rpc::{
-    access, Attr, ClientTag, CoordinatorService, Entry, GroupCounters, InodeId, MetaError,
-    MetaRequest, MetaResponse, MetaService, ObjectMeta, RemoveCond, Want,
+    access, Attr, ChannelPool, ClientTag, CoordinatorService, Entry, GroupCounters, InodeId,
+    MetaError, MetaRequest, MetaResponse, MetaService, ObjectMeta, RemoveCond, Want,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -20,8 +21,9 @@ use crate::error::MnodeError;
 use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending, Reply};
 use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, PayloadKind, EXCEPTIONS, SM_META};
+use crate::leadership::{Change, Leadership};
 use crate::metrics;
-use crate::raft::{LogStore, NoNetwork, Raft, StateMachine};
+use crate::raft::{BatchEntry, LogStore, Network, Raft, StateMachine};
 use crate::read::{apply_read, dir_usage};
 use crate::records::{decode, SmMeta};
 use crate::store::MetaStore;
@@ -51,6 +53,18 @@ pub struct MnodeConfig {
     pub router: Router,
     /// When ops that change another group's directory are answered.
     pub parent_updates: ParentUpdates,
+    /// The group's voters when it is created: raft node id and RPC address, in placement
+    /// order. Empty: `node_id` alone, with no network. The first one creates the group (and
+    /// so most likely leads it first: each group starts at another node, which spreads the
+    /// leaders).
+    pub voters: Vec<(u64, String)>,
+    /// Connections to peer nodes for raft traffic (shared by the process's groups).
+    pub pool: Option<Arc<ChannelPool>>,
+    /// Where snapshot files are made (they are unnamed: nothing is left behind).
+    pub snapshot_dir: PathBuf,
+    /// Raft entries between two snapshots (the log before a snapshot is purged, less a tail;
+    /// a replica further behind than the log reaches gets the snapshot).
+    pub snapshot_logs: u64,
 }
 
 impl MnodeConfig {
@@ -64,7 +78,36 @@ impl MnodeConfig {
             pipeline_depth: 1,
             router: Router::single(group),
             parent_updates: ParentUpdates::Async,
+            voters: Vec::new(),
+            pool: None,
+            snapshot_dir: std::env::temp_dir(),
+            snapshot_logs: 2000,
         }
+    }
+
+    fn replicated(&self) -> bool {
+        self.voters.len() > 1
+    }
+
+    /// Raft timing: a single voter elects itself at once; replicas on other processes get
+    /// room for a loaded machine's scheduling and sync delays before they start an election.
+    fn raft_config(&self) -> Result<openraft::Config, MnodeError> {
+        let (heartbeat, election) = if self.replicated() {
+            (200, 1000)
+        } else {
+            (100, 150)
+        };
+        openraft::Config {
+            cluster_name: format!("saker-mnode-{}", self.group),
+            heartbeat_interval: heartbeat,
+            election_timeout_min: election,
+            election_timeout_max: election * 2,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs.max(1)),
+            max_in_snapshot_log_to_keep: (self.snapshot_logs / 10).min(200),
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| MnodeError::Config(e.to_string()))
     }
 }
 
@@ -91,6 +134,8 @@ pub struct Mnode {
     parent_updates: ParentUpdates,
     /// Deferred creates' outcomes, for `Committed`.
     tickets: Arc<Tickets>,
+    /// Whether this replica serves (the caught-up leader).
+    leadership: Arc<Leadership>,
 }
 
 fn untagged() -> ClientTag {
@@ -113,41 +158,52 @@ impl Mnode {
             )));
         }
         let keys = Keys::new(cfg.group);
-        let sm = StateMachine::open(store.clone(), cfg.group)?;
+        let sm = StateMachine::open(store.clone(), cfg.group, cfg.snapshot_dir.clone())?;
         let log = LogStore::open(store.clone(), cfg.group)?;
-        let config = openraft::Config {
-            cluster_name: format!("saker-mnode-{}", cfg.group),
-            heartbeat_interval: 100,
-            election_timeout_min: 150,
-            election_timeout_max: 300,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(2000),
-            max_in_snapshot_log_to_keep: 200,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(|e| MnodeError::Config(e.to_string()))?;
-        let raft = Raft::new(cfg.node_id, Arc::new(config), NoNetwork, log, sm)
+        let config = Arc::new(cfg.raft_config()?);
+        let replicated = cfg.replicated();
+        let network = Network::new(cfg.group, cfg.pool.clone());
+        let raft = Raft::new(cfg.node_id, config.clone(), network, log, sm)
             .await
             .map_err(MnodeError::raft)?;
+        let leadership = Arc::new(Leadership::new(
+            cfg.node_id,
+            Duration::from_millis(config.election_timeout_min),
+        ));
         if !raft.is_initialized().await.map_err(MnodeError::raft)? {
-            let members = BTreeMap::from([(cfg.node_id, openraft::BasicNode::new("local"))]);
-            raft.initialize(members).await.map_err(MnodeError::raft)?;
+            let members: BTreeMap<u64, openraft::BasicNode> = if cfg.replicated() {
+                cfg.voters
+                    .iter()
+                    .map(|(id, addr)| (*id, openraft::BasicNode::new(addr)))
+                    .collect()
+            } else {
+                BTreeMap::from([(cfg.node_id, openraft::BasicNode::new("local"))])
+            };
+            // One replica creates the group; the others learn of it from the leader.
+            let first = cfg.voters.first().map_or(cfg.node_id, |(id, _)| *id);
+            if first == cfg.node_id {
+                raft.initialize(members).await.map_err(MnodeError::raft)?;
+            }
         }
-        let wait = raft.wait(Some(Duration::from_secs(30)));
-        wait.state(openraft::ServerState::Leader, "become leader")
+        if !cfg.replicated() {
+            // A single voter elects itself and replays its log before it is started.
+            let wait = raft.wait(Some(Duration::from_secs(30)));
+            wait.state(openraft::ServerState::Leader, "become leader")
+                .await
+                .map_err(MnodeError::raft)?;
+            wait.metrics(
+                |m| m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
+                "replay the log through the term's first entry",
+            )
             .await
             .map_err(MnodeError::raft)?;
-        let last_log = raft.metrics().borrow().last_log_index;
-        wait.applied_index_at_least(last_log, "replay the log")
-            .await
-            .map_err(MnodeError::raft)?;
+        }
 
         let sm_meta: SmMeta = match store.get(&keys.single(SM_META))? {
             Some(b) => decode(&b)?,
             None => SmMeta::default(),
         };
-        let base = (cfg.group as u64) << 48;
-        let next_id = Arc::new(AtomicU64::new((sm_meta.id_high_water + 1).max(base + 1)));
+        let next_id = Arc::new(AtomicU64::new(first_free_id(cfg.group, &sm_meta)));
         let router = SharedRouter::new(cfg.router);
         // A table the coordinator pushed before a restart is newer than the configured one.
         if let Some(b) = store.get(&keys.single(EXCEPTIONS))? {
@@ -176,6 +232,8 @@ impl Mnode {
             parent_updates: cfg.parent_updates,
             batch_counts: batch_counts.clone(),
             dedupe_trimmed: Default::default(),
+            leadership: leadership.clone(),
+            pipeline_depth,
         };
         tokio::spawn(exec.run(rx));
         let node = Arc::new(Self {
@@ -199,7 +257,16 @@ impl Mnode {
             batch_counts,
             parent_updates: cfg.parent_updates,
             tickets: Arc::default(),
+            leadership,
         });
+        // A single voter serves at once (it replayed its log above); replicas once elected.
+        tokio::spawn(watch_leadership(Arc::downgrade(&node), node.raft.metrics()));
+        if !replicated {
+            let m = node.raft.metrics().borrow().clone();
+            if let Change::Elected(term) = node.leadership.update(&m) {
+                node.leadership.serve(term, &m);
+            }
+        }
         // The inode count for /metrics: a full scan, so once a minute, and only while the
         // node is alive.
         let weak = Arc::downgrade(&node);
@@ -219,15 +286,26 @@ impl Mnode {
     /// Introduces the other groups (this one may be among them) and the coordinator, then
     /// pushes change-log records a previous run left behind.
     pub fn connect(self: &Arc<Self>, peers: Peers, coordinator: Arc<dyn CoordinatorService>) {
+        let _ = self.peers.set(peers);
+        let _ = self.coordinator.set(coordinator);
+        if self.leadership.ready_term() != 0 {
+            self.resume_protocols();
+        }
+    }
+
+    /// Restarts what a leader does for the other groups from the replicated state: the dirty
+    /// set is rebuilt (it is empty after a start or an election, which says nothing) and the
+    /// change-log records not known to be pushed are pushed again.
+    fn resume_protocols(self: &Arc<Self>) {
+        let Some(peers) = self.peers.get() else {
+            return; // not connected yet: `connect` does this
+        };
         let others: Vec<GroupId> = peers
             .keys()
             .copied()
             .filter(|g| *g != self.keys.group)
             .collect();
-        let _ = self.peers.set(peers);
-        let _ = self.coordinator.set(coordinator);
         if self.parent_updates == ParentUpdates::Async && !others.is_empty() {
-            // The dirty set is empty after a start, which says nothing: rebuild it.
             self.dirty.lock().await_reports(others);
             let me = self.clone();
             tokio::spawn(async move { me.rebuild_dirty_set().await });
@@ -240,8 +318,39 @@ impl Mnode {
         });
     }
 
+    /// Rebuilds what a leader keeps in memory, from the replicated state it has applied
+    /// through the blank entry of its term: the exception table it routes by, an empty
+    /// dentry replica (it cannot tell which invalidations it missed), no freezes or blocks
+    /// (the coordinator re-establishes the ones it still needs), push cursors from the
+    /// change-log itself, and the dirty set. The executor reloads its own state (inode ids,
+    /// change-log seq) before its first batch of the term.
+    async fn on_elected(self: &Arc<Self>, term: u64) {
+        match self.store.get(&self.keys.single(EXCEPTIONS)) {
+            Ok(Some(b)) => match decode(&b) {
+                Ok(table) => {
+                    self.router.install(&table);
+                }
+                Err(e) => tracing::error!(group = self.group(), error = %e, "bad exception table"),
+            },
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(group = self.group(), error = %e, "exception table unreadable")
+            }
+        }
+        self.replica.lock().clear();
+        self.frozen.thaw_all();
+        self.changes.restart().await;
+        self.resume_protocols();
+        tracing::info!(group = self.group(), term, "leader of the group");
+    }
+
     pub fn group(&self) -> u32 {
         self.keys.group
+    }
+
+    /// The group's raft instance on this node (for the transport's raft traffic).
+    pub fn raft_handle(&self) -> Raft {
+        self.raft.clone()
     }
 
     /// Asks every other group which of this group's directories it holds change-log records
@@ -962,6 +1071,7 @@ impl Mnode {
 impl MetaService for Mnode {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
+        self.leadership.check(!req.is_write())?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
                 if let Some(cred) = cred {
@@ -1087,14 +1197,20 @@ impl MetaService for Mnode {
                 Ok(MetaResponse::Done)
             }
             MetaRequest::SetExceptions { table } => {
-                if self.router.install(&table) {
-                    tracing::info!(version = table.version(), "exception table installed");
-                    // Kept across restarts: a restarted node must not route by an older one.
-                    let mut batch = crate::store::WriteBatch::default();
-                    batch.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
-                    self.store
-                        .write(&batch, true)
-                        .map_err(|e| MetaError::Internal(e.to_string()))?;
+                if self.router.get().exceptions_version() < table.version() {
+                    // Through raft, so every replica (and a later leader) routes by it.
+                    let mut mutations = crate::store::WriteBatch::default();
+                    mutations.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
+                    self.raft
+                        .client_write(BatchEntry {
+                            mutations,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| MetaError::Unavailable(e.to_string()))?;
+                    if self.router.install(&table) {
+                        tracing::info!(version = table.version(), "exception table installed");
+                    }
                 }
                 Ok(MetaResponse::Done)
             }
@@ -1150,5 +1266,31 @@ impl MetaService for Mnode {
 
     fn routing_version(&self) -> u64 {
         self.router.get().exceptions_version()
+    }
+}
+
+/// The first inode id a group may hand out after the ids its applied state records.
+pub(crate) fn first_free_id(group: u32, sm: &SmMeta) -> u64 {
+    (sm.id_high_water + 1).max(((group as u64) << 48) + 1)
+}
+
+/// Follows the group's raft metrics for as long as the node lives: stops serving when this
+/// replica no longer leads, and rebuilds in-memory state before serving in a new term.
+async fn watch_leadership(
+    node: Weak<Mnode>,
+    mut metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, openraft::BasicNode>>,
+) {
+    loop {
+        let m = metrics.borrow_and_update().clone();
+        let Some(n) = node.upgrade() else { return };
+        if let Change::Elected(term) = n.leadership.update(&m) {
+            n.on_elected(term).await;
+            n.leadership.serve(term, &n.raft.metrics().borrow());
+        }
+        metrics::raft_state(n.group(), n.leadership.ready_term() != 0, &m);
+        drop(n);
+        if metrics.changed().await.is_err() {
+            return;
+        }
     }
 }

@@ -1562,7 +1562,7 @@ fn find_object<V: crate::tree::View + ?Sized>(
     dir_marker: bool,
 ) -> Result<Located, MetaError> {
     let chain = resolve_parents(v, ns, path).map_err(|e| match e {
-        MetaError::NoSuchBucket | MetaError::Unavailable(_) => e,
+        MetaError::NoSuchBucket | MetaError::Unavailable(_) | MetaError::NotLeader { .. } => e,
         _ => MetaError::NotFound,
     })?;
     let pid = chain.last().expect("root").attr.id;
@@ -1673,7 +1673,7 @@ fn create_upload(
 ) -> OpResult {
     check_path(path, 2)?;
     resolve_parents(txn, ctx.ns, &path[..2]).map_err(|e| match e {
-        MetaError::Unavailable(_) => e,
+        MetaError::Unavailable(_) | MetaError::NotLeader { .. } => e,
         _ => MetaError::NoSuchBucket,
     })?;
     let info = UploadInfo {

@@ -156,6 +156,14 @@ impl DentryReplica {
         }
     }
 
+    /// Drops every entry and advances the epoch (a replica that becomes its group's leader
+    /// again cannot tell which invalidations it missed meanwhile).
+    pub fn clear(&mut self) {
+        self.epoch += 1;
+        self.slots.clear();
+        self.index.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.slots.len()
     }

@@ -27,17 +27,21 @@ pub struct ClusterMap {
 /// address here is served by the endpoint the map was fetched from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoints {
-    /// The process hosting each MNode group.
-    pub mnodes: BTreeMap<GroupId, String>,
+    /// The processes hosting each MNode group's replicas (one per replica; any of them
+    /// answers a request or names the group's leader).
+    pub mnodes: BTreeMap<GroupId, Vec<String>>,
     pub coordinator: Option<String>,
     /// Chunkstores; file data goes to the first (one replica).
     pub chunkstores: Vec<String>,
 }
 
 impl Endpoints {
-    /// The address of group `g`, or `here`.
-    pub fn mnode<'a>(&'a self, g: GroupId, here: &'a str) -> &'a str {
-        self.mnodes.get(&g).map(String::as_str).unwrap_or(here)
+    /// The addresses of group `g`'s replicas, or `[here]`.
+    pub fn mnode<'a>(&'a self, g: GroupId, here: &'a str) -> Vec<&'a str> {
+        match self.mnodes.get(&g) {
+            Some(addrs) if !addrs.is_empty() => addrs.iter().map(String::as_str).collect(),
+            _ => vec![here],
+        }
     }
 
     /// The coordinator's address, or `here`.

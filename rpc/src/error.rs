@@ -57,4 +57,8 @@ pub enum MetaError {
     /// A file with the most names it may have got one more (EMLINK).
     #[error("too many links")]
     TooManyLinks,
+    /// This replica of the group is not its raft leader (or has not caught up since it was
+    /// elected); `leader` is the RPC address of the leader it knows of. Nothing was executed.
+    #[error("not the group's leader (leader: {})", leader.as_deref().unwrap_or("unknown"))]
+    NotLeader { leader: Option<String> },
 }

@@ -9,6 +9,7 @@ pub mod chunk;
 mod cluster_map;
 pub mod error;
 pub mod meta;
+mod replicas;
 pub mod service;
 pub mod transport;
 
@@ -20,8 +21,12 @@ pub use meta::{
     access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
     NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want, XattrMode,
 };
-pub use service::{CoordinatorService, MetaService};
-pub use transport::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel, RpcServer};
+pub use replicas::{Replica, ReplicaSet, FAILOVER_WAIT};
+pub use service::{CoordinatorService, MetaService, RaftService};
+pub use transport::{
+    fetch_cluster_map, group_services, ChannelPool, RemoteCoordinator, RemoteMeta, RpcChannel,
+    RpcServer,
+};
 
 /// When an acknowledged write is durable: the same setting for the MNodes' raft log journal
 /// and the chunkstores' volumes of a process.

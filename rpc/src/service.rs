@@ -62,3 +62,11 @@ pub trait CoordinatorService: Send + Sync + 'static {
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError>;
 }
+
+/// The raft traffic of a process's MNode replicas: an opaque openraft message for one group
+/// (encoded and decoded by the MNode crate), answered with an opaque reply. `Err` is a
+/// message the replica could not take (undecodable, no such group here), as text.
+#[async_trait]
+pub trait RaftService: Send + Sync + 'static {
+    async fn raft(&self, group: u32, body: Vec<u8>) -> Result<Vec<u8>, String>;
+}

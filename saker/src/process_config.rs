@@ -15,6 +15,25 @@
 //! chunkstores = ["127.0.0.1:9914"]
 //! ```
 //!
+//! A replicated cluster is described by its nodes instead: every node hosts a replica of the
+//! groups placed on it, and each group has `replication` voters on distinct nodes (group g on
+//! nodes g, g+1, ... modulo the node count):
+//!
+//! ```toml
+//! roles = ["gateway", "mnode", "coordinator", "chunkstore"]
+//! node = 1                          # this process is node 1 of [cluster] nodes
+//! data_dir = "/var/lib/saker/node1"
+//! rpc_addr = "127.0.0.1:9902"       # node 1's address in [cluster] nodes
+//! s3_addr = "127.0.0.1:9900"
+//!
+//! [cluster]
+//! nodes = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922"]
+//! groups = 4                        # MNode groups, fixed at creation
+//! replication = 3                   # voters per group (1..=nodes)
+//! coordinator = "127.0.0.1:9902"
+//! chunkstores = ["127.0.0.1:9902"]
+//! ```
+//!
 //! Membership is static: every process must be given the same `[cluster]` table, and the number
 //! of MNode groups is fixed when the MNodes' data directories are created.
 
@@ -44,7 +63,10 @@ pub struct ProcessConfig {
     pub roles: Vec<Role>,
     pub data_dir: PathBuf,
     pub rpc_addr: Option<SocketAddr>,
+    /// A process-per-group cluster: the group of this MNode process.
     pub group: Option<u32>,
+    /// A replicated cluster: this process's node id (1-based position in `[cluster] nodes`).
+    pub node: Option<u64>,
     pub s3_addr: Option<SocketAddr>,
     pub admin_addr: Option<SocketAddr>,
     pub cluster: ClusterConfigFile,
@@ -55,8 +77,16 @@ pub struct ProcessConfig {
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfigFile {
     pub coordinator: SocketAddr,
-    /// The process of MNode group i+1 is `mnodes[i]`.
+    /// A process-per-group cluster: the process of MNode group i+1 is `mnodes[i]`.
+    #[serde(default)]
     pub mnodes: Vec<SocketAddr>,
+    /// A replicated cluster: node i+1's RPC address is `nodes[i]`.
+    #[serde(default)]
+    pub nodes: Vec<SocketAddr>,
+    /// A replicated cluster: how many MNode groups.
+    pub groups: Option<u32>,
+    /// A replicated cluster: voters per group.
+    pub replication: Option<u32>,
     pub chunkstores: Vec<SocketAddr>,
     /// Names placed by hash(parent id, name) (`saker server --pathwalk`), fixed at creation.
     #[serde(default)]
@@ -83,10 +113,7 @@ impl ProcessConfig {
     fn validate(&self) -> anyhow::Result<()> {
         ensure!(!self.roles.is_empty(), "`roles` names no role");
         let c = &self.cluster;
-        ensure!(
-            (1..=256).contains(&c.mnodes.len()),
-            "[cluster] mnodes must list 1..=256 addresses"
-        );
+        c.validate()?;
         ensure!(
             !c.chunkstores.is_empty(),
             "[cluster] chunkstores lists no address"
@@ -96,7 +123,28 @@ impl ProcessConfig {
             bail!("`rpc_addr` is required for the mnode, coordinator and chunkstore roles");
         }
         let here = self.rpc_addr;
-        if self.has(Role::Mnode) {
+        if !c.nodes.is_empty() {
+            ensure!(
+                self.group.is_none(),
+                "`group` in a cluster of [cluster] nodes (use `node`)"
+            );
+            if self.has(Role::Mnode) {
+                let Some(n) = self.node else {
+                    bail!("the mnode role needs `node` (its position in [cluster] nodes)");
+                };
+                ensure!(
+                    n >= 1 && n as usize <= c.nodes.len(),
+                    "node {n} is not in [cluster] nodes (nodes 1..={})",
+                    c.nodes.len()
+                );
+                ensure!(
+                    here == Some(c.nodes[n as usize - 1]),
+                    "rpc_addr must be node {n}'s address in [cluster] nodes ({})",
+                    c.nodes[n as usize - 1]
+                );
+            }
+        } else if self.has(Role::Mnode) {
+            ensure!(self.node.is_none(), "`node` without [cluster] nodes");
             let Some(g) = self.group else {
                 bail!("the mnode role needs `group`");
             };
@@ -134,13 +182,36 @@ impl ProcessConfig {
         Ok(())
     }
 
+    /// This process's raft node id and the groups it hosts a replica of (none without the
+    /// mnode role).
+    pub fn hosted(&self) -> (u64, Vec<u32>) {
+        if !self.has(Role::Mnode) {
+            return (0, vec![]);
+        }
+        match (self.node, self.group) {
+            (Some(node), _) => {
+                let groups = self
+                    .cluster
+                    .placement()
+                    .into_iter()
+                    .filter(|(_, voters)| voters.iter().any(|(id, _)| *id == node))
+                    .map(|(g, _)| g)
+                    .collect();
+                (node, groups)
+            }
+            (None, Some(g)) => (1, vec![g]),
+            (None, None) => (0, vec![]),
+        }
+    }
+
     /// The cluster map every process of this cluster serves.
     pub fn cluster_map(&self) -> ClusterMap {
         let c = &self.cluster;
-        let groups: Vec<u32> = (1..=c.mnodes.len() as u32).collect();
-        let mnodes: BTreeMap<u32, String> = groups
-            .iter()
-            .map(|&g| (g, c.mnodes[g as usize - 1].to_string()))
+        let placement = c.placement();
+        let groups: Vec<u32> = placement.keys().copied().collect();
+        let mnodes: BTreeMap<u32, Vec<String>> = placement
+            .into_iter()
+            .map(|(g, voters)| (g, voters.iter().map(|(_, a)| a.to_string()).collect()))
             .collect();
         ClusterMap {
             version: 1,
@@ -153,6 +224,64 @@ impl ProcessConfig {
                 chunkstores: c.chunkstores.iter().map(|a| a.to_string()).collect(),
             },
         }
+    }
+}
+
+impl ClusterConfigFile {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.nodes.is_empty() {
+            ensure!(
+                (1..=256).contains(&self.mnodes.len()),
+                "[cluster] mnodes must list 1..=256 addresses (or use nodes)"
+            );
+            ensure!(
+                self.groups.is_none() && self.replication.is_none(),
+                "[cluster] groups and replication go with nodes, not mnodes"
+            );
+            return Ok(());
+        }
+        ensure!(
+            self.mnodes.is_empty(),
+            "[cluster] lists both mnodes and nodes: use one"
+        );
+        ensure!(
+            self.nodes.len() <= 64,
+            "[cluster] nodes lists more than 64 nodes"
+        );
+        let groups = self.groups.unwrap_or(0);
+        ensure!(
+            (1..=256).contains(&groups),
+            "[cluster] groups must be 1..=256"
+        );
+        let r = self.replication.unwrap_or(0) as usize;
+        ensure!(
+            r >= 1 && r <= self.nodes.len(),
+            "[cluster] replication must be 1..={} (the node count)",
+            self.nodes.len()
+        );
+        Ok(())
+    }
+
+    /// Every group's voters in placement order: raft node id and RPC address.
+    pub fn placement(&self) -> BTreeMap<u32, Vec<(u64, SocketAddr)>> {
+        if self.nodes.is_empty() {
+            return (1..=self.mnodes.len() as u32)
+                .map(|g| (g, vec![(1, self.mnodes[g as usize - 1])]))
+                .collect();
+        }
+        let n = self.nodes.len();
+        let r = self.replication.unwrap_or(1) as usize;
+        (1..=self.groups.unwrap_or(1))
+            .map(|g| {
+                let voters = (0..r)
+                    .map(|k| {
+                        let i = (g as usize - 1 + k) % n;
+                        (i as u64 + 1, self.nodes[i])
+                    })
+                    .collect();
+                (g, voters)
+            })
+            .collect()
     }
 }
 
@@ -183,7 +312,8 @@ group = 2"#,
         assert!(cfg.has(Role::Mnode) && !cfg.has(Role::Gateway));
         let map = cfg.cluster_map();
         assert_eq!(map.groups, vec![1, 2, 3]);
-        assert_eq!(map.endpoints.mnode(3, "x"), "127.0.0.1:9913");
+        assert_eq!(map.endpoints.mnode(3, "x"), ["127.0.0.1:9913"]);
+        assert_eq!(cfg.hosted(), (1, vec![2]));
         assert_eq!(map.endpoints.coordinator("x"), "127.0.0.1:9910");
         assert_eq!(map.endpoints.chunkstore("x"), "127.0.0.1:9914");
         map.router().unwrap();
@@ -224,6 +354,57 @@ group = 2"#,
                 assert_eq!(cfgs.iter().filter(|c| c.has(role)).count(), 1, "{role:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_replicated_cluster_places_each_group_on_distinct_nodes() {
+        let cluster = r#"
+[cluster]
+nodes = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922", "127.0.0.1:9932"]
+groups = 4
+replication = 3
+coordinator = "127.0.0.1:9902"
+chunkstores = ["127.0.0.1:9902"]
+"#;
+        let cfg = ProcessConfig::parse(&format!(
+            "roles = [\"mnode\", \"gateway\"]\nnode = 2\ndata_dir = \"/d\"\n\
+             rpc_addr = \"127.0.0.1:9912\"\ns3_addr = \"127.0.0.1:9910\"\n{cluster}"
+        ))
+        .unwrap();
+        let placement = cfg.cluster.placement();
+        for (g, voters) in &placement {
+            assert_eq!(voters.len(), 3, "group {g}");
+        }
+        let ids = |g: u32| placement[&g].iter().map(|(id, _)| *id).collect::<Vec<_>>();
+        assert_eq!(ids(1), [1, 2, 3]);
+        assert_eq!(ids(3), [3, 4, 1]);
+        assert_eq!(ids(4), [4, 1, 2], "each group starts at another node");
+        // Node 2 hosts every group but the one starting after it.
+        assert_eq!(cfg.hosted(), (2, vec![1, 2, 4]));
+        let map = cfg.cluster_map();
+        assert_eq!(
+            map.endpoints.mnode(2, "x"),
+            ["127.0.0.1:9912", "127.0.0.1:9922", "127.0.0.1:9932"]
+        );
+        map.router().unwrap();
+
+        for (head, why) in [
+            ("node = 5", "node 5"),
+            ("node = 1", "node 1's address"),
+            ("group = 1\nnode = 2", "`group`"),
+        ] {
+            let text = format!(
+                "roles = [\"mnode\"]\n{head}\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9912\"\n{cluster}"
+            );
+            let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());
+            assert!(err.contains(why), "{head:?}: {err}");
+        }
+        let text = format!(
+            "roles = [\"mnode\"]\nnode = 2\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9912\"\n{}",
+            cluster.replace("replication = 3", "replication = 5")
+        );
+        let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());
+        assert!(err.contains("replication must be 1..=4"), "{err}");
     }
 
     #[test]

@@ -15,8 +15,8 @@ use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, RemoteChunkStore
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::Mnode;
-use saker_rpc::{CoordinatorService, MetaService, RpcChannel, RpcServer};
+use saker_mnode::{Mnode, RaftPeers};
+use saker_rpc::{group_services, ChannelPool, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
@@ -30,34 +30,45 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     let map = cfg.cluster_map();
     let router = map.router()?;
-    let channels = Channels::default();
+    let channels = Arc::new(ChannelPool::default());
 
-    // MNode: one group on this process's own store.
-    let mnode = match (cfg.has(Role::Mnode), cfg.group) {
-        (true, Some(group)) => {
-            let n = map.groups.len() as u32;
-            cluster_file(
-                &cfg.data_dir,
-                n,
-                args.store(),
-                Some(group),
-                &cfg.cluster.pathwalk,
-            )?;
-            let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
-            let mut mcfg = args.mnode_config(group);
+    // MNode: a replica of each group placed on this node, all on this process's store.
+    let (node_id, hosted) = cfg.hosted();
+    let raft_peers = Arc::new(RaftPeers::default());
+    let mut mnodes: BTreeMap<u32, Arc<Mnode>> = BTreeMap::new();
+    if !hosted.is_empty() {
+        let n = map.groups.len() as u32;
+        let one_group = cfg.group;
+        cluster_file(
+            &cfg.data_dir,
+            n,
+            args.store(),
+            one_group,
+            &cfg.cluster.pathwalk,
+        )?;
+        let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
+        let placement = cfg.cluster.placement();
+        for g in hosted {
+            let mut mcfg = args.mnode_config(g);
             mcfg.router = router.clone();
-            Some(Mnode::start(store, mcfg).await?)
+            mcfg.node_id = node_id;
+            mcfg.voters = placement[&g]
+                .iter()
+                .map(|(id, addr)| (*id, addr.to_string()))
+                .collect();
+            mcfg.pool = Some(channels.clone());
+            mcfg.snapshot_dir = cfg.data_dir.join("snapshots");
+            let m = Mnode::start(store.clone(), mcfg).await?;
+            raft_peers.register(g, m.raft_handle());
+            mnodes.insert(g, m);
         }
-        _ => None,
-    };
-    let mut groups: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
-    for &g in &map.groups {
-        let service: Arc<dyn MetaService> = match &mnode {
-            Some(m) if m.group() == g => m.clone(),
-            _ => Arc::new(channels.get(map.endpoints.mnode(g, ""))?.meta(g)),
-        };
-        groups.insert(g, service);
     }
+    // Every group as one service: its replicas here and elsewhere, calls going to the leader.
+    let here = cfg.rpc_addr.map(|a| a.to_string());
+    let groups = group_services(&map, "", &channels, |g, addr| {
+        let m = mnodes.get(&g).filter(|_| here.as_deref() == Some(addr))?;
+        Some(m.clone() as Arc<dyn MetaService>)
+    })?;
     let mut namespace_here = None;
     let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
         let namespace = Arc::new(NamespaceCoordinator::persistent(
@@ -84,7 +95,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     } else {
         Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())
     };
-    if let Some(m) = &mnode {
+    for m in mnodes.values() {
         m.connect(groups.clone(), coordinator.clone());
     }
     let local_chunks: Option<Arc<dyn ChunkStore>> = if cfg.has(Role::Chunkstore) {
@@ -107,11 +118,12 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if let Some(addr) = cfg.rpc_addr {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
         // the chunkstore (if it runs here) and the cluster map.
-        let served: BTreeMap<u32, Arc<dyn MetaService>> = mnode
+        let served: BTreeMap<u32, Arc<dyn MetaService>> = mnodes
             .iter()
-            .map(|m| (m.group(), m.clone() as Arc<dyn MetaService>))
+            .map(|(g, m)| (*g, m.clone() as Arc<dyn MetaService>))
             .collect();
-        let mut rpc = RpcServer::new(served, coordinator.clone(), map.clone());
+        let mut rpc =
+            RpcServer::new(served, coordinator.clone(), map.clone()).with_raft(raft_peers.clone());
         if let Some(chunks) = &local_chunks {
             rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
         }
@@ -176,32 +188,17 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
-    if let Some(m) = &mnode {
-        lines.push(format!("  MNode group:  {}", m.group()));
+    if !mnodes.is_empty() {
+        let list: Vec<String> = mnodes.keys().map(|g| g.to_string()).collect();
+        lines.push(format!("  MNode groups: {}", list.join(", ")));
     }
     lines.push(format!("  data dir:     {}", cfg.data_dir.display()));
     println!("{}", lines.join("\n"));
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    if let Some(m) = &mnode {
+    for m in mnodes.values() {
         m.shutdown().await;
     }
     Ok(())
-}
-
-/// One lazily connected channel per peer address.
-#[derive(Default)]
-struct Channels(std::sync::Mutex<BTreeMap<String, RpcChannel>>);
-
-impl Channels {
-    fn get(&self, addr: &str) -> anyhow::Result<RpcChannel> {
-        let mut map = self.0.lock().expect("channel map lock");
-        if let Some(c) = map.get(addr) {
-            return Ok(c.clone());
-        }
-        let c = RpcChannel::lazy(addr)?;
-        map.insert(addr.to_string(), c.clone());
-        Ok(c)
-    }
 }

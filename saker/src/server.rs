@@ -119,6 +119,11 @@ pub struct ServerArgs {
     pub balance_every: Duration,
     #[arg(long, default_value_t = 0.01)]
     pub balance_epsilon: f64,
+    /// Raft entries between two snapshots of an MNode group: the log before a snapshot is
+    /// purged (less a tenth, at most 200 entries), and a replica further behind than the log
+    /// reaches is sent the snapshot instead.
+    #[arg(long, default_value_t = 2000)]
+    raft_snapshot_logs: u64,
     /// Run as one process of a multi-process cluster: the TOML file names this process's
     /// roles, listeners and data directory, and where the other roles run
     /// (deploy/local-cluster/ has examples). It replaces --data-dir, the listener flags and
@@ -284,6 +289,7 @@ impl ServerArgs {
         let mut cfg = MnodeConfig::new(group);
         cfg.gc_grace = self.gc_grace;
         cfg.pipeline_depth = self.pipeline_depth;
+        cfg.snapshot_logs = self.raft_snapshot_logs;
         if !self.merge {
             cfg.max_batch = 1;
         }

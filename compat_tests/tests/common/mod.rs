@@ -556,3 +556,31 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Free loopback ports (bound together, then released for the processes to take).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// Retries `f` until it succeeds (processes that just started may not have dialled each other
+/// yet), with a deadline; panics with the last error.
+pub async fn eventually<T, E: std::fmt::Debug, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what}: {e:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}

@@ -1,5 +1,5 @@
-//! The openraft group that makes an MNode durable: type config, log store, state machine and
-//! (for now single-voter) network.
+//! The openraft group that makes an MNode durable and replicated: type config, log store,
+//! state machine, snapshot files and the network over the RPC transport.
 //!
 //! A raft entry is one executor batch: the physical KV mutations it computed plus the per-op
 //! results, so followers apply bytes and never re-resolve paths.
@@ -8,10 +8,9 @@
 #[allow(clippy::result_large_err)]
 mod log_store;
 mod network;
+pub mod snapshot;
 #[allow(clippy::result_large_err)]
 mod state_machine;
-
-use std::io::Cursor;
 
 use saker_rpc::{MetaError, MetaResponse};
 use serde::{Deserialize, Serialize};
@@ -19,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::WriteBatch;
 
 pub use log_store::LogStore;
-pub use network::NoNetwork;
+pub use network::{Network, RaftPeers};
 pub use state_machine::StateMachine;
 
 /// One executor batch, as a raft log entry.
@@ -45,7 +44,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = tokio::fs::File,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;

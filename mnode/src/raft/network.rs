@@ -1,60 +1,267 @@
-//! The raft network of a single-voter group: there is nobody to talk to.
+//! The raft network of a group: openraft's messages over the process's RPC transport.
 //!
-//! Multi-replica groups get a real transport with the multi-node work; until then any attempt to
-//! reach another node reports it unreachable, which openraft handles as a transient failure.
+//! A message is [`Message`] in postcard inside the transport's `Raft` call, addressed to a
+//! group; the other side's [`RaftPeers`] hands it to that group's replica and sends back an
+//! [`Answer`]. Every group of a process shares one connection per peer node (the transport's
+//! [`ChannelPool`]). A peer that cannot be reached (refused, timed out, or its replica failed)
+//! is `Unreachable` to openraft, which backs off and tries again.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, SnapshotMismatch,
+    Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
+use parking_lot::RwLock;
+use saker_rpc::{ChannelPool, RaftService, RpcChannel};
+use serde::{Deserialize, Serialize};
 
-use super::TypeConfig;
+use super::{Raft, TypeConfig};
 
-#[derive(Clone, Default)]
-pub struct NoNetwork;
-
-fn unreachable<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
-    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
-        "single-voter group has no peers",
-    )))
+/// One raft message to a group's replica.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+enum Message {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
 }
 
-impl RaftNetworkFactory<TypeConfig> for NoNetwork {
-    type Network = NoNetwork;
+/// The replica's answer. A failure the sender cannot act on travels as text.
+#[derive(Serialize, Deserialize)]
+enum Answer {
+    Append(Result<AppendEntriesResponse<u64>, String>),
+    Vote(Result<VoteResponse<u64>, String>),
+    Snapshot(Result<InstallSnapshotResponse<u64>, SnapshotFailure>),
+}
 
-    async fn new_client(&mut self, _target: u64, _node: &BasicNode) -> Self::Network {
-        NoNetwork
+#[derive(Serialize, Deserialize)]
+enum SnapshotFailure {
+    /// The chunk does not continue the snapshot being received: the sender starts over.
+    Mismatch(SnapshotMismatch),
+    Other(String),
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_allocvec(v).expect("raft messages encode")
+}
+
+/// Makes a group's connections to its peers (openraft asks once per peer and keeps it).
+#[derive(Clone)]
+pub struct Network {
+    group: u32,
+    pool: Option<Arc<ChannelPool>>,
+}
+
+impl Network {
+    /// The network of `group`; `None` for a group with no peers (one voter, no transport).
+    pub fn new(group: u32, pool: Option<Arc<ChannelPool>>) -> Self {
+        Self { group, pool }
     }
 }
 
-impl RaftNetwork<TypeConfig> for NoNetwork {
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        let channel = match &self.pool {
+            Some(pool) => pool.get(&node.addr).map_err(|e| e.to_string()),
+            None => Err("this group has no network (a single voter)".to_string()),
+        };
+        Peer {
+            group: self.group,
+            target,
+            channel,
+        }
+    }
+}
+
+/// One peer replica of a group.
+pub struct Peer {
+    group: u32,
+    target: u64,
+    channel: Result<RpcChannel, String>,
+}
+
+fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<u64, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(why.to_string())))
+}
+
+impl Peer {
+    async fn send<E: std::error::Error>(
+        &self,
+        msg: &Message,
+        option: &RPCOption,
+    ) -> Result<Answer, RPCError<u64, BasicNode, E>> {
+        let channel = self.channel.as_ref().map_err(unreachable)?;
+        let reply = channel
+            .raft(self.group, encode(msg), option.hard_ttl())
+            .await
+            .map_err(unreachable)?;
+        postcard::from_bytes(&reply)
+            .map_err(|e| RPCError::Network(NetworkError::new(&std::io::Error::other(e))))
+    }
+}
+
+fn unexpected<E: std::error::Error>() -> RPCError<u64, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(
+        "answer of another kind",
+    )))
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        Err(unreachable())
+        match self.send(&Message::Append(rpc), &option).await? {
+            Answer::Append(r) => r.map_err(unreachable),
+            _ => Err(unexpected()),
+        }
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        Err(unreachable())
+        match self.send(&Message::Snapshot(rpc), &option).await? {
+            Answer::Snapshot(Ok(r)) => Ok(r),
+            Answer::Snapshot(Err(SnapshotFailure::Mismatch(m))) => Err(RPCError::RemoteError(
+                RemoteError::new(self.target, RaftError::APIError(m.into())),
+            )),
+            Answer::Snapshot(Err(SnapshotFailure::Other(e))) => Err(unreachable(e)),
+            _ => Err(unexpected()),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<u64>,
-        _option: RPCOption,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        Err(unreachable())
+        match self.send(&Message::Vote(rpc), &option).await? {
+            Answer::Vote(r) => r.map_err(unreachable),
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+/// The receiving side: the replicas of this process's groups, by group id, as the
+/// transport's [`RaftService`].
+#[derive(Default)]
+pub struct RaftPeers {
+    groups: RwLock<BTreeMap<u32, Raft>>,
+}
+
+impl RaftPeers {
+    pub fn register(&self, group: u32, raft: Raft) {
+        self.groups.write().insert(group, raft);
+    }
+}
+
+#[async_trait]
+impl RaftService for RaftPeers {
+    async fn raft(&self, group: u32, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let raft = self
+            .groups
+            .read()
+            .get(&group)
+            .cloned()
+            .ok_or_else(|| format!("no replica of group {group} here"))?;
+        let msg: Message =
+            postcard::from_bytes(&body).map_err(|e| format!("undecodable raft message: {e}"))?;
+        let answer = match msg {
+            Message::Append(rpc) => {
+                Answer::Append(raft.append_entries(rpc).await.map_err(|e| e.to_string()))
+            }
+            Message::Vote(rpc) => Answer::Vote(raft.vote(rpc).await.map_err(|e| e.to_string())),
+            Message::Snapshot(rpc) => {
+                Answer::Snapshot(raft.install_snapshot(rpc).await.map_err(|e| match e {
+                    RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m)) => {
+                        SnapshotFailure::Mismatch(m)
+                    }
+                    e => SnapshotFailure::Other(e.to_string()),
+                }))
+            }
+        };
+        Ok(encode(&answer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+
+    use super::*;
+    use crate::raft::BatchEntry;
+    use crate::store::WriteBatch;
+
+    #[test]
+    fn messages_round_trip_through_postcard() {
+        let mut mutations = WriteBatch::default();
+        mutations.put(b"k".to_vec(), b"v".to_vec());
+        let log_id = LogId::new(CommittedLeaderId::new(3, 2), 9);
+        let msg = Message::Append(AppendEntriesRequest {
+            vote: Vote::new_committed(3, 2),
+            prev_log_id: Some(LogId::new(CommittedLeaderId::new(3, 2), 8)),
+            entries: vec![Entry {
+                log_id,
+                payload: EntryPayload::Normal(BatchEntry {
+                    mutations,
+                    results: vec![Ok(saker_rpc::MetaResponse::Done)],
+                    id_high_water: 77,
+                }),
+            }],
+            leader_commit: Some(log_id),
+        });
+        let back: Message = postcard::from_bytes(&encode(&msg)).unwrap();
+        let Message::Append(req) = back else {
+            panic!("kind changed")
+        };
+        assert_eq!(req.entries.len(), 1);
+        assert_eq!(req.entries[0].log_id, log_id);
+        let EntryPayload::Normal(b) = &req.entries[0].payload else {
+            panic!("payload changed")
+        };
+        assert_eq!(b.id_high_water, 77);
+        assert_eq!(b.mutations.ops.len(), 1);
+
+        let members = BTreeMap::from([(1u64, BasicNode::new("a:1")), (2, BasicNode::new("b:2"))]);
+        let m = openraft::Membership::new(vec![[1u64, 2].into()], members);
+        let entry = Entry::<TypeConfig> {
+            log_id,
+            payload: EntryPayload::Membership(m.clone()),
+        };
+        let back: Entry<TypeConfig> = postcard::from_bytes(&encode(&entry)).unwrap();
+        assert!(matches!(back.payload, EntryPayload::Membership(b) if b == m));
+
+        let mismatch = Answer::Snapshot(Err(SnapshotFailure::Mismatch(SnapshotMismatch {
+            expect: openraft::SnapshotSegmentId {
+                id: "a".into(),
+                offset: 0,
+            },
+            got: openraft::SnapshotSegmentId {
+                id: "b".into(),
+                offset: 5,
+            },
+        })));
+        let back: Answer = postcard::from_bytes(&encode(&mismatch)).unwrap();
+        assert!(matches!(
+            back,
+            Answer::Snapshot(Err(SnapshotFailure::Mismatch(m))) if m.got.offset == 5
+        ));
     }
 }

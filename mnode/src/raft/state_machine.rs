@@ -2,36 +2,50 @@
 //!
 //! Applies are written without fsync. They become durable with the next durable write to the
 //! store: the next log append where the log lives in the store, or else the next snapshot.
-//! After a crash raft replays the log from the last applied index found in the store. A
-//! snapshot is the group's state-machine tables; `build_snapshot` only makes the applied state
-//! durable (which lets raft purge the log), and the bytes are produced when a snapshot is
-//! actually sent.
+//! After a crash raft replays the log from the last applied index found in the store.
+//! `build_snapshot` only makes the applied state durable (which lets raft purge the log); the
+//! snapshot a follower gets is written when it is asked for ([`super::snapshot`]): on the
+//! state machine's task, between two applies, so it is one consistent state with the log id
+//! it names.
 
-use std::io::Cursor;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
 use openraft::{Entry, EntryPayload, LogId, OptionalSend, SnapshotMeta, StoredMembership};
+use tokio::fs::File;
 
+use super::snapshot::{self, unnamed_file};
 use super::{read_err, storage_err, BatchOutcome, StorageError, TypeConfig};
-use crate::keys::{Keys, SM_META, SM_TABLES};
+use crate::keys::{Keys, SM_META};
 use crate::records::{decode, encode, SmMeta};
-use crate::store::{KvPairs, MetaStore, WriteBatch};
+use crate::store::{MetaStore, WriteBatch};
 
 pub struct StateMachine {
     store: Arc<dyn MetaStore>,
     keys: Keys,
     meta: SmMeta,
+    /// Where snapshot files are made (unnamed: nothing is left behind).
+    snapshot_dir: PathBuf,
 }
 
 impl StateMachine {
-    pub fn open(store: Arc<dyn MetaStore>, group: u32) -> Result<Self, crate::store::StoreError> {
+    pub fn open(
+        store: Arc<dyn MetaStore>,
+        group: u32,
+        snapshot_dir: PathBuf,
+    ) -> Result<Self, crate::store::StoreError> {
         let keys = Keys::new(group);
         let meta = match store.get(&keys.single(SM_META))? {
             Some(b) => decode(&b)?,
             None => SmMeta::default(),
         };
-        Ok(Self { store, keys, meta })
+        Ok(Self {
+            store,
+            keys,
+            meta,
+            snapshot_dir,
+        })
     }
 
     /// Highest inode id handed out by this group so far.
@@ -51,20 +65,10 @@ impl StateMachine {
         }
     }
 
-    fn dump(&self) -> Result<KvPairs, StorageError> {
-        let mut all = Vec::new();
-        for tag in SM_TABLES {
-            let pairs = self
-                .store
-                .scan(
-                    &self.keys.table(tag),
-                    Some(&self.keys.table_end(tag)),
-                    usize::MAX,
-                )
-                .map_err(read_err)?;
-            all.extend(pairs);
-        }
-        Ok(all)
+    fn empty_file(&self) -> Result<File, StorageError> {
+        Ok(File::from_std(
+            unnamed_file(&self.snapshot_dir, "snapshot").map_err(storage_err)?,
+        ))
     }
 }
 
@@ -73,11 +77,13 @@ pub struct SnapshotBuilder {
     keys: Keys,
     meta: SnapshotMeta<u64, openraft::BasicNode>,
     sm_meta: SmMeta,
+    snapshot_dir: PathBuf,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        // Make the applied state durable; the log up to it may then be purged.
+        // Make the applied state durable; the log up to it may then be purged. openraft keeps
+        // only the meta of a built snapshot, so the data is an empty file.
         let mut b = WriteBatch::default();
         b.put(self.keys.single(SM_META), encode(&self.sm_meta));
         let store = self.store.clone();
@@ -85,9 +91,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .await
             .map_err(storage_err)?
             .map_err(storage_err)?;
+        let file = unnamed_file(&self.snapshot_dir, "snapshot").map_err(storage_err)?;
         Ok(Snapshot {
             meta: self.meta.clone(),
-            snapshot: Box::new(Cursor::new(Vec::new())),
+            snapshot: Box::new(File::from_std(file)),
         })
     }
 }
@@ -142,37 +149,45 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             keys: self.keys,
             meta: self.snapshot_meta(),
             sm_meta: self.meta.clone(),
+            snapshot_dir: self.snapshot_dir.clone(),
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<File>, StorageError> {
+        Ok(Box::new(self.empty_file()?))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<u64, openraft::BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<File>,
     ) -> Result<(), StorageError> {
-        let pairs: KvPairs = decode(snapshot.get_ref()).map_err(read_err)?;
+        let mut file = snapshot.into_std().await;
         let meta_key = self.keys.single(SM_META);
-        // The sender's meta record carries the id high-water mark.
-        let mut sm_meta = match pairs.iter().find(|(k, _)| *k == meta_key) {
-            Some((_, v)) => decode::<SmMeta>(v).map_err(read_err)?,
+        // The sender's meta record carries the id high-water mark; it is written last.
+        let mut sender: Option<Vec<u8>> = None;
+        let pairs = snapshot::install(self.store.as_ref(), self.keys, &mut file, |k, v| {
+            if k == meta_key.as_slice() {
+                sender = Some(v.to_vec());
+                return false;
+            }
+            true
+        })
+        .map_err(read_err)?;
+        let mut sm_meta = match sender {
+            Some(v) => decode::<SmMeta>(&v).map_err(read_err)?,
             None => SmMeta::default(),
         };
         sm_meta.last_applied = meta.last_log_id;
         sm_meta.membership = meta.last_membership.clone();
         let mut batch = WriteBatch::default();
-        for (k, _) in self.dump()? {
-            batch.delete(k);
-        }
-        for (k, v) in pairs {
-            batch.put(k, v);
-        }
         batch.put(meta_key, encode(&sm_meta));
         self.store.write(&batch, true).map_err(storage_err)?;
         self.meta = sm_meta;
+        crate::metrics::SNAPSHOTS
+            .with_label_values(&["installed"])
+            .inc();
+        tracing::info!(group = self.keys.group, pairs, snapshot = %meta.snapshot_id, "snapshot installed");
         Ok(())
     }
 
@@ -180,11 +195,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         if self.meta.last_applied.is_none() {
             return Ok(None);
         }
-        // Produce the bytes of the current applied state, with matching meta.
-        let pairs = self.dump()?;
+        let mut file = unnamed_file(&self.snapshot_dir, "snapshot").map_err(storage_err)?;
+        let pairs = snapshot::write(self.store.as_ref(), self.keys, &mut file).map_err(read_err)?;
+        crate::metrics::SNAPSHOTS.with_label_values(&["sent"]).inc();
+        tracing::info!(group = self.keys.group, pairs, "snapshot written");
         Ok(Some(Snapshot {
             meta: self.snapshot_meta(),
-            snapshot: Box::new(Cursor::new(encode(&pairs))),
+            snapshot: Box::new(File::from_std(file)),
         }))
     }
 }

@@ -13,7 +13,8 @@ use tonic::{Request, Status};
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
 use super::wire::{
-    decode, encode, LinkCall, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall,
+    decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
+    SetDirAttrCall,
 };
 use super::MAX_MESSAGE;
 use crate::attr::Attr;
@@ -21,6 +22,7 @@ use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
+use crate::replicas::{Replica, ReplicaSet};
 use crate::service::{CoordinatorService, MetaService};
 
 /// How long establishing a connection may take before a call fails as `Unavailable`.
@@ -103,6 +105,21 @@ impl RpcChannel {
             .map_err(|e| ChunkWireError::Protocol(format!("reply from {}: {e}", self.addr)))?
     }
 
+    /// One raft message to group `group`'s replica behind this endpoint, given up after
+    /// `timeout`. `Unavailable` if it did not arrive or the replica could not take it.
+    pub async fn raft(
+        &self,
+        group: u32,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, MetaError> {
+        let mut request = frame(&RaftCall { group, body });
+        request.set_timeout(timeout);
+        let reply = self.client.clone().raft(request).await;
+        self.reply::<Result<Vec<u8>, String>>(reply)?
+            .map_err(|e| unavailable(&self.addr, &e))
+    }
+
     /// Decodes a reply; a failed call is `Unavailable`, an undecodable body `Internal`.
     fn reply<T: DeserializeOwned>(
         &self,
@@ -114,6 +131,64 @@ impl RpcChannel {
             .body;
         decode(&body).map_err(|e| MetaError::Internal(format!("reply from {}: {e}", self.addr)))
     }
+}
+
+/// One lazily connected [`RpcChannel`] per address, shared by everything a process sends
+/// there (every group's raft traffic and calls to one peer share one HTTP/2 connection).
+#[derive(Debug, Default)]
+pub struct ChannelPool(std::sync::Mutex<std::collections::BTreeMap<String, RpcChannel>>);
+
+impl ChannelPool {
+    /// A pool holding `channel` already.
+    pub fn with(channel: RpcChannel) -> Self {
+        let pool = Self::default();
+        pool.0
+            .lock()
+            .expect("channel pool lock")
+            .insert(channel.addr.clone(), channel);
+        pool
+    }
+
+    /// The channel to `addr`, made at the first call (inside a tokio runtime).
+    pub fn get(&self, addr: &str) -> Result<RpcChannel, MetaError> {
+        let mut map = self.0.lock().expect("channel pool lock");
+        if let Some(c) = map.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = RpcChannel::lazy(addr)?;
+        map.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+}
+
+/// Every group of `map` as one service ([`ReplicaSet`]): each replica is `local(group, addr)`
+/// where that gives one (a replica in this process), else reached through `pool`. A group
+/// the map places nowhere is behind `here` (the address the map came from).
+pub fn group_services(
+    map: &ClusterMap,
+    here: &str,
+    pool: &ChannelPool,
+    local: impl Fn(u32, &str) -> Option<Arc<dyn MetaService>>,
+) -> Result<std::collections::BTreeMap<u32, Arc<dyn MetaService>>, MetaError> {
+    let mut groups = std::collections::BTreeMap::new();
+    for &g in &map.groups {
+        let mut replicas = Vec::new();
+        for addr in map.endpoints.mnode(g, here) {
+            let service = match local(g, addr) {
+                Some(s) => s,
+                None => Arc::new(pool.get(addr)?.meta(g)) as Arc<dyn MetaService>,
+            };
+            replicas.push(Replica {
+                addr: addr.to_string(),
+                service,
+            });
+        }
+        groups.insert(
+            g,
+            Arc::new(ReplicaSet::new(replicas)) as Arc<dyn MetaService>,
+        );
+    }
+    Ok(groups)
 }
 
 /// Fetches the cluster map from the endpoint at `addr`.

@@ -34,7 +34,9 @@ mod client;
 mod server;
 mod wire;
 
-pub use client::{fetch_cluster_map, RemoteCoordinator, RemoteMeta, RpcChannel};
+pub use client::{
+    fetch_cluster_map, group_services, ChannelPool, RemoteCoordinator, RemoteMeta, RpcChannel,
+};
 pub use server::RpcServer;
 pub use wire::{WireError, WIRE_VERSION};
 

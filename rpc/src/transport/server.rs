@@ -13,13 +13,14 @@ use tonic::{Request, Response, Status};
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
 use super::wire::{
-    decode, encode, LinkCall, MetaCall, MetaReply, RemoveDirCall, RenameCall, SetDirAttrCall,
+    decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
+    SetDirAttrCall,
 };
 use super::MAX_MESSAGE;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
-use crate::service::{CoordinatorService, MetaService};
+use crate::service::{CoordinatorService, MetaService, RaftService};
 
 /// HTTP/2 pings on idle connections, so a dead peer is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(20);
@@ -34,6 +35,7 @@ struct Handler {
     coordinator: Arc<dyn CoordinatorService>,
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
+    raft: Option<Arc<dyn RaftService>>,
 }
 
 impl RpcServer {
@@ -49,25 +51,26 @@ impl RpcServer {
                 coordinator,
                 map,
                 chunks: None,
+                raft: None,
             }),
         }
     }
 
     /// Also serves a chunkstore.
     pub fn with_chunks(self, chunks: Arc<dyn ChunkService>) -> Self {
-        let Handler {
-            groups,
-            coordinator,
-            map,
-            ..
-        } = Arc::into_inner(self.handler).expect("not serving yet");
+        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
+        handler.chunks = Some(chunks);
         Self {
-            handler: Arc::new(Handler {
-                groups,
-                coordinator,
-                map,
-                chunks: Some(chunks),
-            }),
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Also takes the raft traffic of this process's MNode replicas.
+    pub fn with_raft(self, raft: Arc<dyn RaftService>) -> Self {
+        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
+        handler.raft = Some(raft);
+        Self {
+            handler: Arc::new(handler),
         }
     }
 
@@ -184,6 +187,19 @@ impl Saker for Handler {
 
     async fn cluster_map(&self, _request: Request<Frame>) -> Result<Response<Frame>, Status> {
         Ok(frame(encode(&self.map)))
+    }
+
+    async fn raft(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let call: RaftCall = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let result = match &self.raft {
+            Some(raft) => {
+                let raft = raft.clone();
+                detached(async move { raft.raft(call.group, call.body).await }).await?
+            }
+            None => Err("no MNode replica is served at this address".to_string()),
+        };
+        Ok(frame(encode(&result)))
     }
 
     async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {

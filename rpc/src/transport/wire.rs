@@ -9,7 +9,7 @@ use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 5;
+pub const WIRE_VERSION: u8 = 6;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +66,14 @@ pub(super) struct LinkCall {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct SetDirAttrCall {
     pub set: MetaRequest,
+}
+
+/// `Raft`: one openraft message (append, vote, snapshot chunk) to one group's replica, encoded
+/// by the MNode crate (the transport does not look inside).
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct RaftCall {
+    pub group: u32,
+    pub body: Vec<u8>,
 }
 
 pub(super) fn encode<T: Serialize>(value: &T) -> Bytes {
@@ -169,7 +177,7 @@ mod tests {
             vnodes: 64,
             exceptions,
             endpoints: Endpoints {
-                mnodes: [(1, "127.0.0.1:9911".to_string())].into(),
+                mnodes: [(1, vec!["127.0.0.1:9911".to_string()])].into(),
                 coordinator: Some("127.0.0.1:9910".into()),
                 chunkstores: vec!["127.0.0.1:9914".into()],
             },

@@ -404,20 +404,8 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
     let map = channel.cluster_map().await?;
     // Each group where the map says it runs (all behind one address for the all-in-one server).
-    let mut channels = BTreeMap::from([(args.cluster.clone(), channel.clone())]);
-    let mut raw: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
-    for &g in &map.groups {
-        let addr = map.endpoints.mnode(g, &args.cluster).to_string();
-        let ch = match channels.get(&addr) {
-            Some(c) => c.clone(),
-            None => {
-                let c = saker_rpc::RpcChannel::lazy(&addr)?;
-                channels.insert(addr, c.clone());
-                c
-            }
-        };
-        raw.insert(g, Arc::new(ch.meta(g)));
-    }
+    let pool = saker_rpc::ChannelPool::with(channel);
+    let raw = saker_rpc::group_services(&map, &args.cluster, &pool, |_, _| None)?;
     let sent = Arc::new(AtomicU64::new(0));
     let cluster = counted_cluster(map.router()?, raw.clone(), &sent);
 

@@ -167,20 +167,11 @@ async fn connect(
         .await
         .with_context(|| format!("cannot reach the cluster at {addr}"))?;
     let map = channel.cluster_map().await?;
-    let mut channels = BTreeMap::from([(addr.to_string(), channel)]);
-    let mut get = |a: &str| -> anyhow::Result<saker_rpc::RpcChannel> {
-        if let Some(c) = channels.get(a) {
-            return Ok(c.clone());
-        }
-        let c = saker_rpc::RpcChannel::lazy(a)?;
-        channels.insert(a.to_string(), c.clone());
-        Ok(c)
-    };
-    let mut raw: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
+    let pool = saker_rpc::ChannelPool::with(channel);
+    let raw = saker_rpc::group_services(&map, addr, &pool, |_, _| None)?;
     let mut counted: BTreeMap<u32, Arc<dyn MetaService>> = BTreeMap::new();
-    for &g in &map.groups {
-        let inner: Arc<dyn MetaService> = Arc::new(get(map.endpoints.mnode(g, addr))?.meta(g));
-        raw.insert(g, inner.clone());
+    for (&g, inner) in &raw {
+        let inner = inner.clone();
         counted.insert(
             g,
             Arc::new(Counted {
@@ -189,9 +180,9 @@ async fn connect(
             }),
         );
     }
-    let chunks = Arc::new(saker_chunkstore::RemoteChunkStore::new(get(map
-        .endpoints
-        .chunkstore(addr))?));
+    let chunks = Arc::new(saker_chunkstore::RemoteChunkStore::new(
+        pool.get(map.endpoints.chunkstore(addr))?,
+    ));
     Ok((Cluster::new(map.router()?, counted, chunks, config), raw))
 }
 

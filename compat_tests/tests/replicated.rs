@@ -1,0 +1,382 @@
+//! A replicated cluster: three `saker server` nodes on loopback, each with a replica of every
+//! MNode group (replication 3) and an S3 gateway; node 1 also runs the coordinator and the
+//! chunkstore (neither is replicated yet, so the tests keep node 1 alive while they kill
+//! leaders, and use objects small enough to live inline in the MNodes).
+//!
+//! A writer PUTs through one gateway while the tests SIGKILL group leaders; a ledger of
+//! acknowledged writes is then read back through other nodes. A node that was down catches up
+//! by the log or, once the leader purged it, by a streamed snapshot.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
+use aws_sdk_s3::Client;
+use common::*;
+use saker_rpc::{ClientTag, MetaRequest, MetaService, RpcChannel};
+
+const GROUPS: u32 = 3;
+
+struct Node {
+    child: Option<Child>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    s3: String,
+    admin: String,
+}
+
+/// Three nodes, by index 0..3 (node ids 1..=3).
+struct Nodes {
+    dir: tempfile::TempDir,
+    rpc: Vec<String>,
+    nodes: Vec<Node>,
+    extra_args: Vec<String>,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl Nodes {
+    fn start(extra_args: &[&str]) -> Nodes {
+        let dir = tempfile::Builder::new()
+            .prefix("saker-replicated-")
+            .tempdir()
+            .unwrap();
+        let rpc: Vec<String> = free_ports(3)
+            .into_iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let nodes_list = rpc
+            .iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for (i, addr) in rpc.iter().enumerate() {
+            let roles = if i == 0 {
+                r#"["gateway", "mnode", "coordinator", "chunkstore"]"#
+            } else {
+                r#"["gateway", "mnode"]"#
+            };
+            let text = format!(
+                "roles = {roles}\nnode = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
+                 s3_addr = \"127.0.0.1:0\"\nadmin_addr = \"127.0.0.1:0\"\n\n[cluster]\n\
+                 nodes = [{nodes_list}]\ngroups = {GROUPS}\nreplication = 3\n\
+                 coordinator = \"{}\"\nchunkstores = [\"{}\"]\n",
+                i + 1,
+                dir.path().join(format!("node{}", i + 1)).display(),
+                rpc[0],
+                rpc[0],
+            );
+            std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
+        }
+        let mut n = Nodes {
+            dir,
+            rpc,
+            nodes: Vec::new(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        for i in 0..3 {
+            let node = n.spawn(i);
+            n.nodes.push(node);
+        }
+        n
+    }
+
+    fn spawn(&self, i: usize) -> Node {
+        let mut child = Command::new(saker_bin())
+            .args(["server", "--config"])
+            .arg(self.config(i))
+            .args(&self.extra_args)
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the saker binary");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let found = wait_ready(
+            &mut child,
+            &stderr,
+            &[
+                ("data dir:", Want::Text),
+                ("S3 endpoint:", Want::Url),
+                ("admin:", Want::Url),
+            ],
+        );
+        Node {
+            child: Some(child),
+            stderr,
+            s3: found[1].clone(),
+            admin: found[2].clone(),
+        }
+    }
+
+    fn config(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node{}.toml", i + 1))
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    fn kill(&mut self, i: usize) {
+        let mut c = self.nodes[i].child.take().expect("running");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].child.is_none(), "node {} runs", i + 1);
+        self.nodes[i] = self.spawn(i);
+    }
+
+    fn client(&self, i: usize, retry: bool) -> Client {
+        let mut b = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(ROOT_AK, ROOT_SK, None, None, "saker-rep"))
+            .endpoint_url(&self.nodes[i].s3)
+            .force_path_style(true)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+        if !retry {
+            b = b.retry_config(RetryConfig::disabled());
+        }
+        Client::from_conf(b.build())
+    }
+
+    /// The node whose replica of `g` serves (asked directly, replica by replica: a follower
+    /// answers not-leader), waiting out an election.
+    async fn leader(&self, g: u32) -> usize {
+        eventually(&format!("a leader of group {g}"), || async move {
+            for (i, addr) in self.rpc.iter().enumerate() {
+                if self.nodes[i].child.is_none() {
+                    continue;
+                }
+                let Ok(ch) = RpcChannel::connect(addr).await else {
+                    continue;
+                };
+                let tag = ClientTag { client: 0, seq: 0 };
+                if ch.meta(g).call(tag, MetaRequest::Exceptions).await.is_ok() {
+                    return Ok(i);
+                }
+            }
+            Err("no replica serves")
+        })
+        .await
+    }
+
+    /// A node's /metrics sample `name{labels}`, summed over matching lines.
+    async fn metric(&self, i: usize, name_and_labels: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.nodes[i].admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(name_and_labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    fn stderr(&self, i: usize) -> String {
+        self.nodes[i].stderr.lock().unwrap().join("\n")
+    }
+}
+
+/// What a writer's PUTs left: the acknowledged objects, and when each attempt ended and
+/// whether it succeeded.
+type Ledger = (BTreeMap<String, Vec<u8>>, Vec<(Instant, bool)>);
+
+/// PUTs small objects through one gateway until stopped.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Ledger>,
+}
+
+impl Writer {
+    /// Counts each acknowledgement in `acks` as it comes.
+    fn start(client: Client, bucket: &str, acks: Arc<Mutex<usize>>) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bucket, flag) = (bucket.to_string(), stop.clone());
+        let task = tokio::spawn(async move {
+            let mut acked = BTreeMap::new();
+            let mut attempts = Vec::new();
+            let mut n = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                n += 1;
+                let key = format!("w/d{}/obj-{n:05}", n % 5);
+                let data = random_bytes(200 + (n as usize % 700));
+                let r = client
+                    .put_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .body(body(&data))
+                    .send()
+                    .await;
+                attempts.push((Instant::now(), r.is_ok()));
+                if r.is_ok() {
+                    acked.insert(key, data);
+                    *acks.lock().unwrap() += 1;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            (acked, attempts)
+        });
+        Writer { stop, task }
+    }
+
+    async fn finish(self) -> Ledger {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// Waits until the writer's ledger grows by `n` acknowledged writes after `since`.
+async fn writes_resume(attempts: &Arc<Mutex<usize>>, since: usize, n: usize) {
+    let ok = poll_until(Duration::from_secs(60), || async {
+        *attempts.lock().unwrap() >= since + n
+    })
+    .await;
+    assert!(ok, "writes did not resume within 60 s");
+}
+
+/// The longest stretch without a successful write between `from` and `to`.
+fn longest_gap(attempts: &[(Instant, bool)], from: Instant, to: Instant) -> Duration {
+    let mut last_ok = from;
+    let mut gap = Duration::ZERO;
+    for (t, ok) in attempts {
+        if *t < from || *t > to || !ok {
+            continue;
+        }
+        gap = gap.max(t.duration_since(last_ok));
+        last_ok = *t;
+    }
+    gap
+}
+
+/// Every acknowledged object reads back with its bytes and is listed, through node `i`.
+async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<String, Vec<u8>>) {
+    let c = nodes.client(i, true);
+    for (key, data) in acked {
+        assert_eq!(
+            &get_bytes(&c, bucket, key).await,
+            data,
+            "{key} through node {}",
+            i + 1
+        );
+    }
+    let listed = list_all(&c, bucket, None).await;
+    for key in acked.keys() {
+        assert!(
+            listed.contains(key),
+            "{key} not listed through node {}",
+            i + 1
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snapshot() {
+    let mut nodes = Nodes::start(&["--raft-snapshot-logs", "40"]);
+    let bucket = "replicated";
+    let setup = nodes.client(0, true);
+    eventually("create the bucket", || {
+        setup.create_bucket().bucket(bucket).send()
+    })
+    .await;
+
+    // Leaders start spread: group g is created by node g.
+    let mut leaders = BTreeMap::new();
+    for g in 1..=GROUPS {
+        leaders.insert(g, nodes.leader(g).await);
+    }
+
+    // A writer through node 1's gateway; its acknowledgements are counted as they come.
+    let acks = Arc::new(Mutex::new(0usize));
+    let writer = Writer::start(nodes.client(0, false), bucket, acks.clone());
+    writes_resume(&acks, 0, 30).await;
+
+    // Round 1 and 2: SIGKILL a node leading some group (not node 1, which holds the
+    // coordinator and the chunkstore), see writes resume on the survivors, restart it.
+    let mut gaps = Vec::new();
+    for round in 0..2 {
+        let victim = if round == 0 { 1 } else { 2 };
+        let led: Vec<u32> = leaders
+            .iter()
+            .filter(|(_, l)| **l == victim)
+            .map(|(g, _)| *g)
+            .collect();
+        let before = *acks.lock().unwrap();
+        let killed_at = Instant::now();
+        nodes.kill(victim);
+        writes_resume(&acks, before, 30).await;
+        for &g in &led {
+            let l = nodes.leader(g).await;
+            assert_ne!(l, victim, "group {g} is led by a dead node");
+            leaders.insert(g, l);
+        }
+        gaps.push((victim + 1, led, killed_at, Instant::now()));
+        nodes.restart(victim);
+        for g in 1..=GROUPS {
+            leaders.insert(g, nodes.leader(g).await);
+        }
+        let before = *acks.lock().unwrap();
+        writes_resume(&acks, before, 20).await;
+    }
+
+    // Node 2 down while more than a snapshot's worth of writes go in: when it is back, the
+    // leaders have purged the entries it lacks and stream it a snapshot.
+    let before = *acks.lock().unwrap();
+    nodes.kill(1);
+    writes_resume(&acks, before, 200).await;
+    nodes.restart(1);
+    let caught_up = poll_until(Duration::from_secs(60), || async {
+        nodes
+            .metric(1, "saker_mnode_snapshots_total{kind=\"installed\"}")
+            .await
+            >= 1.0
+    })
+    .await;
+    assert!(
+        caught_up,
+        "node 2 installed no snapshot; stderr:\n{}",
+        nodes.stderr(1)
+    );
+    // Writes that node 2 must hold: node 3 goes down now, so each commit needs node 2.
+    nodes.kill(2);
+    let before = *acks.lock().unwrap();
+    writes_resume(&acks, before, 30).await;
+    let (acked, attempts) = writer.finish().await;
+
+    // Node 1 goes, node 3 comes back without the last writes: node 2 has to lead with
+    // everything (its snapshot plus what it appended since) for the reads to pass.
+    nodes.kill(0);
+    nodes.restart(2);
+    for g in 1..=GROUPS {
+        let l = nodes.leader(g).await;
+        assert_eq!(l, 1, "group {g}: only node 2 has every write");
+    }
+    verify(&nodes, 2, bucket, &acked).await;
+
+    for (node, led, from, to) in gaps {
+        eprintln!(
+            "killed node {node} (leader of groups {led:?}): longest write gap {:?}",
+            longest_gap(&attempts, from, to)
+        );
+    }
+    eprintln!("{} writes acknowledged", acked.len());
+}

@@ -1,0 +1,123 @@
+//! Whether this replica may serve its group, from openraft's metrics.
+//!
+//! Only the leader serves, and only once it has applied its log through the blank entry of
+//! its term: batches are physical mutations computed from local state, so a leader must see
+//! every committed write first. Everything else answers [`MetaError::NotLeader`] with the
+//! leader's RPC address, having executed nothing.
+//!
+//! Reads of a replicated group are linearizable by a leader lease: the leader serves them
+//! from its applied state only while a quorum acknowledged it within [`Leadership::lease`],
+//! half the minimum election timeout. Followers do not time out and elect another leader
+//! before a full election timeout without hearing from this one, and the acknowledgement
+//! time openraft reports is when the acknowledged request was sent, so no other leader can
+//! have committed a write while the lease holds (the processes share one clock: no drift).
+
+use std::time::{Duration, Instant};
+
+use openraft::{RaftMetrics, ServerState};
+use parking_lot::Mutex;
+use saker_rpc::MetaError;
+
+/// What the latest metrics said.
+#[derive(Default)]
+struct Seen {
+    /// The term this replica serves in; 0 while it does not.
+    ready_term: u64,
+    /// The RPC address of the leader, as far as this replica knows.
+    leader: Option<String>,
+    /// When a quorum last acknowledged this leader (a replicated group's leader only).
+    quorum_acked: Option<Instant>,
+    /// More than one voter: reads need the lease.
+    replicated: bool,
+}
+
+/// One replica's view of its group's leadership.
+pub(crate) struct Leadership {
+    node_id: u64,
+    lease: Duration,
+    seen: Mutex<Seen>,
+}
+
+/// What an update found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    None,
+    /// This replica leads term `0` and has caught up: rebuild what lives in memory, then
+    /// [`Leadership::serve`].
+    Elected(u64),
+}
+
+impl Leadership {
+    pub fn new(node_id: u64, election_timeout_min: Duration) -> Self {
+        Self {
+            node_id,
+            lease: election_timeout_min / 2,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Takes new metrics. Stops serving at once when this replica no longer leads; reports
+    /// a new term it leads (and has caught up in) without serving in it yet.
+    pub fn update(&self, m: &RaftMetrics<u64, openraft::BasicNode>) -> Change {
+        let membership = m.membership_config.membership();
+        let leads = m.state == ServerState::Leader && m.current_leader == Some(self.node_id);
+        let caught_up = m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term);
+        let mut s = self.seen.lock();
+        s.replicated = membership.voter_ids().count() > 1;
+        s.leader = m
+            .current_leader
+            .and_then(|id| membership.get_node(&id))
+            .map(|n| n.addr.clone());
+        s.quorum_acked = m
+            .millis_since_quorum_ack
+            .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
+        if !leads {
+            s.ready_term = 0;
+            return Change::None;
+        }
+        if caught_up && s.ready_term != m.current_term {
+            s.ready_term = 0;
+            return Change::Elected(m.current_term);
+        }
+        Change::None
+    }
+
+    /// Starts serving in `term` (after the rebuild), unless leadership moved meanwhile.
+    pub fn serve(&self, term: u64, m: &RaftMetrics<u64, openraft::BasicNode>) {
+        let mut s = self.seen.lock();
+        if m.state == ServerState::Leader && m.current_term == term {
+            s.ready_term = term;
+        }
+    }
+
+    /// The term this replica serves in, 0 if it does not.
+    pub fn ready_term(&self) -> u64 {
+        self.seen.lock().ready_term
+    }
+
+    /// The answer to a request this replica does not serve.
+    pub fn refusal(&self) -> MetaError {
+        MetaError::NotLeader {
+            leader: self.seen.lock().leader.clone(),
+        }
+    }
+
+    /// Whether a request may be served here now: a write needs a caught-up leader, a read of a
+    /// replicated group also a valid lease.
+    pub fn check(&self, read: bool) -> Result<(), MetaError> {
+        let s = self.seen.lock();
+        if s.ready_term == 0 {
+            return Err(MetaError::NotLeader {
+                leader: s.leader.clone(),
+            });
+        }
+        if read && s.replicated {
+            match s.quorum_acked {
+                Some(at) if at.elapsed() < self.lease => {}
+                // Still leader, but not sure of it: let the caller try again (or elsewhere).
+                _ => return Err(MetaError::NotLeader { leader: None }),
+            }
+        }
+        Ok(())
+    }
+}
