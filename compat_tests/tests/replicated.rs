@@ -5,7 +5,8 @@
 //!
 //! A writer PUTs through one gateway while the tests SIGKILL group leaders; a ledger of
 //! acknowledged writes is then read back through other nodes. A node that was down catches up
-//! by the log or, once the leader purged it, by a streamed snapshot.
+//! by the log; a node whose disk was wiped is rebuilt from streamed snapshots, and then alone
+//! holds the last writes.
 
 mod common;
 
@@ -20,7 +21,7 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
 use aws_sdk_s3::Client;
 use common::*;
-use saker_rpc::{ClientTag, MetaRequest, MetaService, RpcChannel};
+use saker_rpc::{ClientTag, MetaRequest, MetaResponse, MetaService, ReplicaStatus, RpcChannel};
 
 const GROUPS: u32 = 3;
 
@@ -89,41 +90,33 @@ impl Nodes {
             nodes: Vec::new(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
         };
-        for i in 0..3 {
-            let node = n.spawn(i);
+        // All at once, as an operator starts a cluster: a fresh node asks its peers whether
+        // they know it before it decides on its raft id.
+        let children: Vec<Child> = (0..3).map(|i| n.launch(i)).collect();
+        for child in children {
+            let node = ready(child);
             n.nodes.push(node);
         }
         n
     }
 
     fn spawn(&self, i: usize) -> Node {
-        let mut child = Command::new(saker_bin())
+        ready(self.launch(i))
+    }
+
+    fn launch(&self, i: usize) -> Child {
+        Command::new(saker_bin())
             .args(["server", "--config"])
             .arg(self.config(i))
             .args(&self.extra_args)
             .env("SAKER_ACCESS_KEY", ROOT_AK)
             .env("SAKER_SECRET_KEY", ROOT_SK)
+            .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn the saker binary");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let found = wait_ready(
-            &mut child,
-            &stderr,
-            &[
-                ("data dir:", Want::Text),
-                ("S3 endpoint:", Want::Url),
-                ("admin:", Want::Url),
-            ],
-        );
-        Node {
-            child: Some(child),
-            stderr,
-            s3: found[1].clone(),
-            admin: found[2].clone(),
-        }
+            .expect("spawn the saker binary")
     }
 
     fn config(&self, i: usize) -> PathBuf {
@@ -135,6 +128,12 @@ impl Nodes {
         let mut c = self.nodes[i].child.take().expect("running");
         c.kill().unwrap();
         c.wait().unwrap();
+    }
+
+    /// Deletes a stopped node's data directory (a lost disk).
+    fn wipe(&mut self, i: usize) {
+        assert!(self.nodes[i].child.is_none(), "node {} runs", i + 1);
+        std::fs::remove_dir_all(self.dir.path().join(format!("node{}", i + 1))).unwrap();
     }
 
     fn restart(&mut self, i: usize) {
@@ -177,6 +176,37 @@ impl Nodes {
         .await
     }
 
+    /// The raft state of node `i`'s replica of group `g`.
+    async fn replica(&self, i: usize, g: u32) -> Result<ReplicaStatus, String> {
+        let ch = RpcChannel::connect(&self.rpc[i])
+            .await
+            .map_err(|e| e.to_string())?;
+        let tag = ClientTag { client: 0, seq: 0 };
+        match ch.meta(g).call(tag, MetaRequest::RaftStatus).await {
+            Ok(MetaResponse::Replica(s)) => Ok(s),
+            other => Err(format!("{other:?}")),
+        }
+    }
+
+    /// Waits until every group's leader counts three voters, none of them `stale` (a raft id
+    /// whose data is gone).
+    async fn wait_voters(&self, stale: &[u64]) {
+        for g in 1..=GROUPS {
+            let what = format!("three voters in group {g}; logs:\n{}", self.logs());
+            eventually(&what, || async move {
+                let leader = self.leader(g).await;
+                let s = self.replica(leader, g).await?;
+                let ids: Vec<u64> = s.voters.iter().map(|(id, _)| *id).collect();
+                if ids.len() == 3 && !ids.iter().any(|id| stale.contains(id)) {
+                    Ok(())
+                } else {
+                    Err(format!("voters {ids:?}"))
+                }
+            })
+            .await;
+        }
+    }
+
     /// A node's /metrics sample `name{labels}`, summed over matching lines.
     async fn metric(&self, i: usize, name_and_labels: &str) -> f64 {
         let text = reqwest::get(format!("{}/metrics", self.nodes[i].admin))
@@ -194,6 +224,32 @@ impl Nodes {
     fn stderr(&self, i: usize) -> String {
         self.nodes[i].stderr.lock().unwrap().join("\n")
     }
+
+    fn logs(&self) -> String {
+        (0..3)
+            .map(|i| format!("--- node {}:\n{}\n", i + 1, self.stderr(i)))
+            .collect()
+    }
+}
+
+/// Waits until a launched node is ready.
+fn ready(mut child: Child) -> Node {
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let found = wait_ready(
+        &mut child,
+        &stderr,
+        &[
+            ("data dir:", Want::Text),
+            ("S3 endpoint:", Want::Url),
+            ("admin:", Want::Url),
+        ],
+    );
+    Node {
+        child: Some(child),
+        stderr,
+        s3: found[1].clone(),
+        admin: found[2].clone(),
+    }
 }
 
 /// What a writer's PUTs left: the acknowledged objects, and when each attempt ended and
@@ -208,7 +264,7 @@ struct Writer {
 
 impl Writer {
     /// Counts each acknowledgement in `acks` as it comes.
-    fn start(client: Client, bucket: &str, acks: Arc<Mutex<usize>>) -> Writer {
+    fn start(client: Client, bucket: &str, acks: Progress) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let (bucket, flag) = (bucket.to_string(), stop.clone());
         let task = tokio::spawn(async move {
@@ -227,11 +283,16 @@ impl Writer {
                     .send()
                     .await;
                 attempts.push((Instant::now(), r.is_ok()));
-                if r.is_ok() {
-                    acked.insert(key, data);
-                    *acks.lock().unwrap() += 1;
-                } else {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                match r {
+                    Ok(_) => {
+                        acked.insert(key, data);
+                        acks.lock().unwrap().0 += 1;
+                    }
+                    Err(e) => {
+                        acks.lock().unwrap().1 =
+                            format!("{key}: {:?}", aws_sdk_s3::error::DisplayErrorContext(&e));
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                 }
             }
             (acked, attempts)
@@ -245,13 +306,20 @@ impl Writer {
     }
 }
 
+/// A writer's acknowledgements so far and its last error.
+type Progress = Arc<Mutex<(usize, String)>>;
+
 /// Waits until the writer's ledger grows by `n` acknowledged writes after `since`.
-async fn writes_resume(attempts: &Arc<Mutex<usize>>, since: usize, n: usize) {
+async fn writes_resume(nodes: &Nodes, acks: &Progress, since: usize, n: usize) {
     let ok = poll_until(Duration::from_secs(60), || async {
-        *attempts.lock().unwrap() >= since + n
+        acks.lock().unwrap().0 >= since + n
     })
     .await;
-    assert!(ok, "writes did not resume within 60 s");
+    if !ok {
+        let logs = nodes.logs();
+        let last = acks.lock().unwrap().1.clone();
+        panic!("writes did not resume within 60 s (at {since} acks; last error {last})\n{logs}");
+    }
 }
 
 /// The longest stretch without a successful write between `from` and `to`.
@@ -290,7 +358,7 @@ async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<String, 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snapshot() {
+async fn acknowledged_writes_survive_leader_kills_and_a_wiped_node_is_rebuilt_from_a_snapshot() {
     let mut nodes = Nodes::start(&["--raft-snapshot-logs", "40"]);
     let bucket = "replicated";
     let setup = nodes.client(0, true);
@@ -299,16 +367,18 @@ async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snap
     })
     .await;
 
-    // Leaders start spread: group g is created by node g.
+    // Every group is created by one node and joined by the two others; leaders start spread
+    // (group g is created by node g).
+    nodes.wait_voters(&[]).await;
     let mut leaders = BTreeMap::new();
     for g in 1..=GROUPS {
         leaders.insert(g, nodes.leader(g).await);
     }
 
     // A writer through node 1's gateway; its acknowledgements are counted as they come.
-    let acks = Arc::new(Mutex::new(0usize));
+    let acks: Progress = Arc::default();
     let writer = Writer::start(nodes.client(0, false), bucket, acks.clone());
-    writes_resume(&acks, 0, 30).await;
+    writes_resume(&nodes, &acks, 0, 30).await;
 
     // Round 1 and 2: SIGKILL a node leading some group (not node 1, which holds the
     // coordinator and the chunkstore), see writes resume on the survivors, restart it.
@@ -320,10 +390,10 @@ async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snap
             .filter(|(_, l)| **l == victim)
             .map(|(g, _)| *g)
             .collect();
-        let before = *acks.lock().unwrap();
+        let before = acks.lock().unwrap().0;
         let killed_at = Instant::now();
         nodes.kill(victim);
-        writes_resume(&acks, before, 30).await;
+        writes_resume(&nodes, &acks, before, 30).await;
         for &g in &led {
             let l = nodes.leader(g).await;
             assert_ne!(l, victim, "group {g} is led by a dead node");
@@ -334,15 +404,17 @@ async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snap
         for g in 1..=GROUPS {
             leaders.insert(g, nodes.leader(g).await);
         }
-        let before = *acks.lock().unwrap();
-        writes_resume(&acks, before, 20).await;
+        let before = acks.lock().unwrap().0;
+        writes_resume(&nodes, &acks, before, 20).await;
     }
 
-    // Node 2 down while more than a snapshot's worth of writes go in: when it is back, the
-    // leaders have purged the entries it lacks and stream it a snapshot.
-    let before = *acks.lock().unwrap();
+    // Node 2 loses its disk while more than a snapshot's worth of writes go in: back, empty,
+    // it rejoins (it must not create its groups anew) and the leaders, having purged the
+    // entries it lacks, stream it a snapshot.
+    let before = acks.lock().unwrap().0;
     nodes.kill(1);
-    writes_resume(&acks, before, 200).await;
+    nodes.wipe(1);
+    writes_resume(&nodes, &acks, before, 200).await;
     nodes.restart(1);
     let caught_up = poll_until(Duration::from_secs(60), || async {
         nodes
@@ -356,10 +428,15 @@ async fn acknowledged_writes_survive_leader_kills_and_a_lagging_node_gets_a_snap
         "node 2 installed no snapshot; stderr:\n{}",
         nodes.stderr(1)
     );
+    // It came back as raft id 2 + 64 and replaced id 2 in every group.
+    for g in 1..=GROUPS {
+        assert_eq!(nodes.replica(1, g).await.unwrap().node_id, 66, "group {g}");
+    }
+    nodes.wait_voters(&[2]).await;
     // Writes that node 2 must hold: node 3 goes down now, so each commit needs node 2.
     nodes.kill(2);
-    let before = *acks.lock().unwrap();
-    writes_resume(&acks, before, 30).await;
+    let before = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, before, 30).await;
     let (acked, attempts) = writer.finish().await;
 
     // Node 1 goes, node 3 comes back without the last writes: node 2 has to lead with

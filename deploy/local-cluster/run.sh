@@ -1,57 +1,117 @@
 #!/usr/bin/env bash
-# Starts (or stops) a local multi-process saker cluster on loopback: 1 coordinator, 3 MNodes
-# (one group each), 1 chunkstore and 1 gateway, each a `saker server --config FILE` process
-# with the configs next to this script.
+# A replicated saker cluster on loopback: three `saker server` nodes (configs node1..3.toml next
+# to this script), each with a replica of every MNode group (replication 3) and an S3 gateway.
+# Node I serves S3 on 127.0.0.1:99(I-1)0, admin on 99(I-1)1 and RPC on 99(I-1)2.
 #
-#   deploy/local-cluster/run.sh start [WORK_DIR]   # default WORK_DIR: ./saker-local-cluster
-#   deploy/local-cluster/run.sh stop  [WORK_DIR]
+#   deploy/local-cluster/run.sh start   WORK_DIR        # every node; exits 0 once all are healthy
+#   deploy/local-cluster/run.sh stop    WORK_DIR [I]    # SIGTERM, waits for exit (all, or node I)
+#   deploy/local-cluster/run.sh kill    WORK_DIR I      # SIGKILL, waits for exit
+#   deploy/local-cluster/run.sh restart WORK_DIR I      # starts node I if down, waits until ready
+#   deploy/local-cluster/run.sh wipe    WORK_DIR I      # deletes node I's data (refused while it runs)
 #
-# Data directories (relative paths in the configs), logs and pid files go to WORK_DIR.
-# The binary is $SAKER_BIN, else target/release/saker (build it: cargo build --release).
-# S3 is then served on 127.0.0.1:9900 with the root key from SAKER_ACCESS_KEY/SAKER_SECRET_KEY
-# (generated and printed in WORK_DIR/gateway.log when unset).
+# SAKER_ACCESS_KEY and SAKER_SECRET_KEY are required (the root key, fixed at bootstrap).
+# Data directories, logs (nodeI.log) and pid files go to WORK_DIR. The binary is $SAKER_BIN,
+# else target/release/saker (build it: cargo build --release).
+# `start` exits 0 once every node's /health is 200 (every group has a serving leader), 1 after
+# 60 s otherwise; `restart` waits the same way for the restarted node.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-cmd="${1:-start}"
-work="$(mkdir -p "${2:-./saker-local-cluster}" && cd "${2:-./saker-local-cluster}" && pwd)"
+usage() { echo "usage: $0 start|stop|kill|restart|wipe WORK_DIR [NODE]" >&2; exit 2; }
+[[ $# -ge 2 ]] || usage
+cmd="$1"
+work="$(mkdir -p "$2" && cd "$2" && pwd)"
+node="${3:-}"
 bin="${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}"
-roles=(coordinator mnode1 mnode2 mnode3 chunkstore gateway)
+nodes=(1 2 3)
 
-stop() {
-  for r in "${roles[@]}"; do
-    if [[ -f "$work/$r.pid" ]]; then
-      pid="$(cat "$work/$r.pid")"
-      kill "$pid" 2>/dev/null && echo "stopped $r ($pid)" || true
-      rm -f "$work/$r.pid"
-    fi
+admin_port() { echo "99$(($1 - 1))1"; }
+pid_of() { [[ -f "$work/node$1.pid" ]] && cat "$work/node$1.pid"; }
+running() { local p; p="$(pid_of "$1")" && kill -0 "$p" 2>/dev/null; }
+healthy() { curl -sf -m 3 "http://127.0.0.1:$(admin_port "$1")/health" >/dev/null 2>&1; }
+
+check_node() {
+  [[ "$1" =~ ^[1-3]$ ]] && return
+  if [[ "$1" == 4 ]]; then
+    echo "node 4: growing the cluster (saker admin node add) is not implemented yet" >&2
+  else
+    echo "no node $1 (nodes are 1, 2, 3)" >&2
+  fi
+  exit 2
+}
+
+launch() {
+  local i="$1"
+  if running "$i"; then return; fi
+  [[ -x "$bin" ]] || { echo "no saker binary at $bin (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
+  (cd "$work" && exec "$bin" server --config "$here/node$i.toml" >>"node$i.log" 2>&1) &
+  echo $! >"$work/node$i.pid"
+  echo "started node $i (pid $!)"
+}
+
+# Waits until every node in "$@" runs and answers /health with 200.
+wait_healthy() {
+  local deadline=$((SECONDS + 60)) i
+  for i in "$@"; do
+    while ! healthy "$i"; do
+      if ! running "$i"; then
+        echo "node $i exited:" >&2; tail -20 "$work/node$i.log" >&2; exit 1
+      fi
+      if ((SECONDS >= deadline)); then
+        echo "node $i not healthy after 60 s:" >&2
+        curl -s -m 3 "http://127.0.0.1:$(admin_port "$i")/health" >&2 || true
+        tail -5 "$work/node$i.log" >&2; exit 1
+      fi
+      sleep 0.2
+    done
   done
 }
 
-start() {
-  [[ -x "$bin" ]] || { echo "no saker binary at $bin (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
-  cd "$work"
-  for r in "${roles[@]}"; do
-    if [[ -f "$r.pid" ]] && kill -0 "$(cat "$r.pid")" 2>/dev/null; then
-      echo "$r is already running (pid $(cat "$r.pid"))" >&2; exit 1
-    fi
-    "$bin" server --config "$here/$r.toml" >"$r.log" 2>&1 &
-    echo $! >"$r.pid"
-    # A process prints its data dir last, once everything it runs is listening.
-    for _ in $(seq 1 300); do
-      grep -q "data dir:" "$r.log" && break
-      kill -0 "$(cat "$r.pid")" 2>/dev/null || { echo "$r failed:" >&2; cat "$r.log" >&2; stop; exit 1; }
-      sleep 0.1
-    done
-    grep -q "data dir:" "$r.log" || { echo "$r did not become ready" >&2; cat "$r.log" >&2; stop; exit 1; }
-    echo "started $r (pid $(cat "$r.pid"))"
-  done
-  echo
-  cat gateway.log
+# Sends signal $1 to node $2 and waits until it is gone.
+signal() {
+  local sig="$1" i="$2" p
+  p="$(pid_of "$i")" || return 0
+  if kill -0 "$p" 2>/dev/null; then
+    kill "-$sig" "$p" 2>/dev/null || true
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+    echo "node $i ($p) ended by SIG$sig"
+  fi
+  rm -f "$work/node$i.pid"
+}
+
+require_key() {
+  if [[ -z "${SAKER_ACCESS_KEY:-}" || -z "${SAKER_SECRET_KEY:-}" ]]; then
+    echo "set SAKER_ACCESS_KEY and SAKER_SECRET_KEY (the cluster's root key)" >&2
+    exit 2
+  fi
 }
 
 case "$cmd" in
-  start) start ;;
-  stop) stop ;;
-  *) echo "usage: $0 start|stop [WORK_DIR]" >&2; exit 2 ;;
+  start)
+    require_key
+    if [[ -n "$node" ]]; then check_node "$node"; launch "$node"; wait_healthy "$node"; exit 0; fi
+    for i in "${nodes[@]}"; do launch "$i"; done
+    wait_healthy "${nodes[@]}"
+    echo "cluster ready: S3 on http://127.0.0.1:9900, :9910, :9920"
+    ;;
+  stop)
+    if [[ -n "$node" ]]; then check_node "$node"; signal TERM "$node"; exit 0; fi
+    for i in "${nodes[@]}"; do signal TERM "$i"; done
+    ;;
+  kill)
+    [[ -n "$node" ]] || usage
+    check_node "$node"; signal KILL "$node"
+    ;;
+  restart)
+    [[ -n "$node" ]] || usage
+    require_key; check_node "$node"; launch "$node"; wait_healthy "$node"
+    ;;
+  wipe)
+    [[ -n "$node" ]] || usage
+    check_node "$node"
+    if running "$node"; then echo "node $node is running; stop or kill it first" >&2; exit 1; fi
+    rm -rf "$work/node$node"
+    echo "wiped node $node's data directory"
+    ;;
+  *) usage ;;
 esac

@@ -13,6 +13,7 @@ mod frozen;
 pub mod keys;
 mod leadership;
 mod local;
+mod membership;
 mod metrics;
 mod node;
 pub mod ops;

@@ -58,6 +58,8 @@ pub struct MnodeConfig {
     /// so most likely leads it first: each group starts at another node, which spreads the
     /// leaders).
     pub voters: Vec<(u64, String)>,
+    /// This replica's RPC address (how its peers reach it).
+    pub addr: String,
     /// Connections to peer nodes for raft traffic (shared by the process's groups).
     pub pool: Option<Arc<ChannelPool>>,
     /// Where snapshot files are made (they are unnamed: nothing is left behind).
@@ -79,6 +81,7 @@ impl MnodeConfig {
             router: Router::single(group),
             parent_updates: ParentUpdates::Async,
             voters: Vec::new(),
+            addr: "local".into(),
             pool: None,
             snapshot_dir: std::env::temp_dir(),
             snapshot_logs: 2000,
@@ -136,6 +139,8 @@ pub struct Mnode {
     tickets: Arc<Tickets>,
     /// Whether this replica serves (the caught-up leader).
     leadership: Arc<Leadership>,
+    /// Held while the group's membership changes.
+    membership: tokio::sync::Mutex<()>,
 }
 
 fn untagged() -> ClientTag {
@@ -171,18 +176,13 @@ impl Mnode {
             Duration::from_millis(config.election_timeout_min),
         ));
         if !raft.is_initialized().await.map_err(MnodeError::raft)? {
-            let members: BTreeMap<u64, openraft::BasicNode> = if cfg.replicated() {
-                cfg.voters
-                    .iter()
-                    .map(|(id, addr)| (*id, openraft::BasicNode::new(addr)))
-                    .collect()
-            } else {
-                BTreeMap::from([(cfg.node_id, openraft::BasicNode::new("local"))])
-            };
-            // One replica creates the group; the others learn of it from the leader.
+            // The replica placed first creates the group, as its only voter; the others join
+            // it (`membership`). A replica that lost its data (a wiped disk) must not create
+            // it again: it joins what its peers hold.
             let first = cfg.voters.first().map_or(cfg.node_id, |(id, _)| *id);
-            if first == cfg.node_id {
-                raft.initialize(members).await.map_err(MnodeError::raft)?;
+            if first == cfg.node_id && !exists_elsewhere(&cfg).await {
+                let me = BTreeMap::from([(cfg.node_id, openraft::BasicNode::new(&cfg.addr))]);
+                raft.initialize(me).await.map_err(MnodeError::raft)?;
             }
         }
         if !cfg.replicated() {
@@ -258,7 +258,25 @@ impl Mnode {
             parent_updates: cfg.parent_updates,
             tickets: Arc::default(),
             leadership,
+            membership: tokio::sync::Mutex::new(()),
         });
+        if replicated {
+            if let Some(pool) = &cfg.pool {
+                let mut replicas = Vec::new();
+                for (_, addr) in &cfg.voters {
+                    let channel = pool
+                        .get(addr)
+                        .map_err(|e| MnodeError::Config(e.to_string()))?;
+                    replicas.push(saker_rpc::Replica {
+                        addr: addr.clone(),
+                        service: Arc::new(channel.meta(cfg.group)),
+                    });
+                }
+                let group = saker_rpc::ReplicaSet::new(replicas);
+                let (raft, id, addr) = (node.raft.clone(), cfg.node_id, cfg.addr.clone());
+                tokio::spawn(crate::membership::join(raft, group, id, addr));
+            }
+        }
         // A single voter serves at once (it replayed its log above); replicas once elected.
         tokio::spawn(watch_leadership(Arc::downgrade(&node), node.raft.metrics()));
         if !replicated {
@@ -346,6 +364,46 @@ impl Mnode {
 
     pub fn group(&self) -> u32 {
         self.keys.group
+    }
+
+    /// This replica's raft state.
+    pub fn raft_status(&self) -> saker_rpc::ReplicaStatus {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let nodes = |ids: &mut dyn Iterator<Item = u64>| -> Vec<(u64, String)> {
+            ids.map(|id| {
+                let addr = membership.get_node(&id).map(|n| n.addr.clone());
+                (id, addr.unwrap_or_default())
+            })
+            .collect()
+        };
+        let voters = nodes(&mut membership.voter_ids());
+        let learners = nodes(&mut membership.learner_ids());
+        saker_rpc::ReplicaStatus {
+            node_id: m.id,
+            state: match m.state {
+                openraft::ServerState::Leader => "leader",
+                openraft::ServerState::Follower => "follower",
+                openraft::ServerState::Candidate => "candidate",
+                openraft::ServerState::Learner => "learner",
+                openraft::ServerState::Shutdown => "shutdown",
+            }
+            .into(),
+            serving: self.leadership.ready_term() != 0,
+            term: m.current_term,
+            leader: m.current_leader,
+            last_log: m.last_log_index.unwrap_or(0),
+            applied: m.last_applied.map_or(0, |l| l.index),
+            snapshot: m.snapshot.map_or(0, |l| l.index),
+            voters,
+            learners,
+            matched: m
+                .replication
+                .iter()
+                .flatten()
+                .map(|(id, l)| (*id, l.map_or(0, |l| l.index)))
+                .collect(),
+        }
     }
 
     /// The group's raft instance on this node (for the transport's raft traffic).
@@ -1071,6 +1129,9 @@ impl Mnode {
 impl MetaService for Mnode {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
+        if let MetaRequest::RaftStatus = req {
+            return Ok(MetaResponse::Replica(self.raft_status()));
+        }
         self.leadership.check(!req.is_write())?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
@@ -1218,6 +1279,11 @@ impl MetaService for Mnode {
                 self.router.get().exceptions().clone(),
             )),
             MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
+            MetaRequest::JoinGroup { id, addr } => {
+                crate::membership::admit(&self.raft, &self.membership, id, &addr)
+                    .await
+                    .map(|()| MetaResponse::Done)
+            }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::Committed { ticket } => {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
@@ -1283,6 +1349,11 @@ async fn watch_leadership(
     loop {
         let m = metrics.borrow_and_update().clone();
         let Some(n) = node.upgrade() else { return };
+        if m.state == openraft::ServerState::Shutdown {
+            if let Err(e) = &m.running_state {
+                tracing::error!(group = n.group(), error = %e, "raft stopped");
+            }
+        }
         if let Change::Elected(term) = n.leadership.update(&m) {
             n.on_elected(term).await;
             n.leadership.serve(term, &n.raft.metrics().borrow());
@@ -1293,4 +1364,26 @@ async fn watch_leadership(
             return;
         }
     }
+}
+
+/// Whether another replica of `cfg`'s group has it already (a peer that answers reports
+/// voters). Peers that do not answer within a second say nothing.
+async fn exists_elsewhere(cfg: &MnodeConfig) -> bool {
+    let Some(pool) = &cfg.pool else {
+        return false;
+    };
+    let asks = cfg
+        .voters
+        .iter()
+        .filter(|(id, _)| *id != cfg.node_id)
+        .filter_map(|(_, addr)| pool.get(addr).ok())
+        .map(|ch| async move {
+            let meta = ch.meta(cfg.group);
+            let call = meta.call(untagged(), MetaRequest::RaftStatus);
+            match tokio::time::timeout(Duration::from_secs(1), call).await {
+                Ok(Ok(MetaResponse::Replica(s))) => !s.voters.is_empty(),
+                _ => false,
+            }
+        });
+    futures::future::join_all(asks).await.into_iter().any(|b| b)
 }

@@ -19,13 +19,14 @@ pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
     access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
-    NewObject, ObjectView, PartRecord, RemoveCond, SetTime, UploadInfo, Want, XattrMode,
+    NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus, SetTime, UploadInfo, Want,
+    XattrMode,
 };
 pub use replicas::{Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};
 pub use transport::{
-    fetch_cluster_map, group_services, ChannelPool, RemoteCoordinator, RemoteMeta, RpcChannel,
-    RpcServer,
+    fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
+    RpcChannel, RpcServer,
 };
 
 /// When an acknowledged write is durable: the same setting for the MNodes' raft log journal

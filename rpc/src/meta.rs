@@ -658,6 +658,15 @@ pub enum MetaRequest {
         id: InodeId,
         op: Box<MetaRequest>,
     },
+    /// This replica's raft state (answered by every replica, leader or not: `Replica`).
+    RaftStatus,
+    /// At the group's leader: make replica `id` at RPC address `addr` a voter once it has
+    /// caught up, in place of any voter at the same address (an earlier incarnation of that
+    /// node, whose disk was lost). Answers once the new membership is committed.
+    JoinGroup {
+        id: u64,
+        addr: String,
+    },
 }
 
 /// setxattr(2)'s flags: whether the name must (not) exist already.
@@ -708,7 +717,14 @@ impl MetaRequest {
                 | MetaRequest::Committed { .. }
                 | MetaRequest::SharedAttrs { .. }
                 | MetaRequest::LinkPending { .. }
+                | MetaRequest::RaftStatus
         )
+    }
+
+    /// Whether doing this request twice is the same as doing it once, so a resend after a
+    /// lost answer is safe without a tag.
+    pub fn is_idempotent(&self) -> bool {
+        !self.is_write() || matches!(self, MetaRequest::JoinGroup { .. })
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
@@ -811,6 +827,8 @@ impl MetaRequest {
             | MetaRequest::ForgetLink { .. }
             | MetaRequest::LinkPending { .. }
             | MetaRequest::SharedAttrs { .. }
+            | MetaRequest::RaftStatus
+            | MetaRequest::JoinGroup { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
     }
@@ -884,6 +902,8 @@ impl MetaRequest {
             MetaRequest::CoordinatedLink { .. } => "coordinated_link",
             MetaRequest::SharedAttrs { .. } => "shared_attrs",
             MetaRequest::Shared { op, .. } => op.op_name(),
+            MetaRequest::RaftStatus => "raft_status",
+            MetaRequest::JoinGroup { .. } => "join_group",
         }
     }
 }
@@ -928,4 +948,29 @@ pub enum MetaResponse {
         group: u32,
         ticket: u64,
     },
+    /// One replica's raft state.
+    Replica(ReplicaStatus),
+}
+
+/// One replica of a group, as its raft instance sees itself (`saker admin status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaStatus {
+    /// This replica's raft node id.
+    pub node_id: u64,
+    /// `leader`, `follower`, `candidate` or `learner`.
+    pub state: String,
+    /// Whether it serves requests now (the caught-up leader).
+    pub serving: bool,
+    pub term: u64,
+    /// The leader it knows of (raft node id).
+    pub leader: Option<u64>,
+    /// Last index in its log, last applied, last in its snapshot.
+    pub last_log: u64,
+    pub applied: u64,
+    pub snapshot: u64,
+    /// The group's voters and learners: raft node id and RPC address.
+    pub voters: Vec<(u64, String)>,
+    pub learners: Vec<(u64, String)>,
+    /// On the leader: per replica (raft node id), the last log index it is known to hold.
+    pub matched: Vec<(u64, u64)>,
 }

@@ -46,6 +46,11 @@ impl ReplicaSet {
         }
     }
 
+    /// The replicas, in placement order.
+    pub fn replicas(&self) -> &[Replica] {
+        &self.replicas
+    }
+
     /// The address of the replica the next call goes to first.
     pub fn leader_addr(&self) -> &str {
         &self.replicas[self.leader.load(Ordering::Relaxed)].addr
@@ -58,11 +63,11 @@ impl ReplicaSet {
 
 /// Whether a failed call may be sent again (to the same or another replica): a not-leader
 /// answer executed nothing; a transport failure may have, so only a tagged write (deduped by
-/// the group) or a read is resent.
+/// the group) or an idempotent request (a read) is resent.
 fn retryable(e: &MetaError, tag: ClientTag, req: &MetaRequest) -> bool {
     match e {
         MetaError::NotLeader { .. } => true,
-        MetaError::Unavailable(_) => tag.client != 0 || !req.is_write(),
+        MetaError::Unavailable(_) => tag.client != 0 || req.is_idempotent(),
         _ => false,
     }
 }

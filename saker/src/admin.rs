@@ -16,6 +16,7 @@ use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
 use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_SIGNATURE};
+use crate::status;
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
@@ -28,6 +29,13 @@ pub enum AdminCommand {
     Exception {
         #[command(subcommand)]
         command: ExceptionCommand,
+    },
+    /// Every MNode group's replicas: state, term, log and applied index, and lag behind the
+    /// leader.
+    Status {
+        /// Print the JSON the admin API answers instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Run one balancing round now and print what it did.
     Balance {
@@ -140,13 +148,20 @@ pub struct AdminState {
     pub chunks: Arc<dyn saker_chunkstore::ChunkStore>,
     /// The coordinator, when it runs in this process (the exception table is its).
     pub namespace: Option<Arc<NamespaceCoordinator>>,
+    /// Every MNode group, for `/health` and `/admin/status`.
+    pub groups: crate::status::Groups,
 }
 
-/// The admin listener's routes: `/health`, `/metrics`, `/admin/keys`, `/admin/exceptions`.
+/// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
+/// `/admin/exceptions`, `/admin/balance`.
 pub fn router(state: AdminState) -> Router {
     Router::new()
-        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/health",
+            get(|State(st): State<AdminState>| async move { status::health(&st.groups).await }),
+        )
         .route("/metrics", get(metrics))
+        .route("/admin/status", get(cluster_status))
         .route("/admin/keys", get(list_keys).post(create_key))
         .route("/admin/keys/{access_key}", delete(delete_key))
         .route("/admin/exceptions", get(list_exceptions))
@@ -222,11 +237,27 @@ fn no_coordinator() -> Response {
         .into_response()
 }
 
+async fn cluster_status(State(st): State<AdminState>, headers: HeaderMap) -> Response {
+    if !authorized(&st, &Method::GET, "/admin/status", &headers, b"") {
+        return deny();
+    }
+    axum::Json(status::collect(&st.groups).await).into_response()
+}
+
 /// `/health` and `/metrics` alone, for a process without a gateway (and so without access
 /// keys); `chunks` is its chunkstore, if it runs one.
-pub fn health_router(chunks: Option<Arc<dyn saker_chunkstore::ChunkStore>>) -> Router {
+pub fn health_router(
+    chunks: Option<Arc<dyn saker_chunkstore::ChunkStore>>,
+    groups: status::Groups,
+) -> Router {
     Router::new()
-        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/health",
+            get(move || {
+                let groups = groups.clone();
+                async move { status::health(&groups).await }
+            }),
+        )
         .route(
             "/metrics",
             get(move || {
@@ -439,6 +470,17 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
     let command = match cmd {
         AdminCommand::Key { command } => command,
         AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
+        AdminCommand::Status { json } => {
+            let text = send(endpoint, Method::GET, "/admin/status", Vec::new()).await?;
+            if json {
+                println!("{}", text.trim());
+            } else {
+                let groups: Vec<status::GroupStatus> =
+                    serde_json::from_str(&text).context("unexpected reply")?;
+                print!("{}", status::render(&groups));
+            }
+            return Ok(());
+        }
         AdminCommand::Balance {
             epsilon,
             max_entries,

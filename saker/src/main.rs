@@ -8,6 +8,7 @@ mod mount;
 mod process_config;
 mod roles;
 mod server;
+mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -95,7 +96,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SAKER_LOG")
-        .unwrap_or_else(|_| "warn,saker=info".into());
+        // openraft reports every failed heartbeat to a peer that is down (several a second per
+        // group); the MNodes log what matters to an operator (leadership, a stopped group).
+        .unwrap_or_else(|_| "warn,saker=info,openraft=off".into());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -16,7 +16,7 @@ use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
 use saker_mnode::{Mnode, RaftPeers};
-use saker_rpc::{group_services, ChannelPool, CoordinatorService, MetaService, RpcServer};
+use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
@@ -26,6 +26,14 @@ use crate::server::{
 };
 
 pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
+    if !cfg.cluster.nodes.is_empty() && env_root_key().is_none() {
+        // Every node's gateway must accept the same root key; none may make up its own.
+        eprintln!(
+            "a replicated cluster needs SAKER_ACCESS_KEY and SAKER_SECRET_KEY (the root key, \
+             the same on every node)"
+        );
+        std::process::exit(2);
+    }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     let map = cfg.cluster_map();
@@ -48,6 +56,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         )?;
         let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
         let placement = cfg.cluster.placement();
+        let node_id = if cfg.cluster.nodes.is_empty() {
+            node_id
+        } else {
+            raft_id(&cfg.data_dir, node_id, &placement, &channels).await?
+        };
         for g in hosted {
             let mut mcfg = args.mnode_config(g);
             mcfg.router = router.clone();
@@ -57,6 +70,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 .map(|(id, addr)| (*id, addr.to_string()))
                 .collect();
             mcfg.pool = Some(channels.clone());
+            mcfg.addr = cfg.rpc_addr.map(|a| a.to_string()).unwrap_or_default();
             mcfg.snapshot_dir = cfg.data_dir.join("snapshots");
             let m = Mnode::start(store.clone(), mcfg).await?;
             raft_peers.register(g, m.raft_handle());
@@ -65,10 +79,14 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     }
     // Every group as one service: its replicas here and elsewhere, calls going to the leader.
     let here = cfg.rpc_addr.map(|a| a.to_string());
-    let groups = group_services(&map, "", &channels, |g, addr| {
+    let sets: crate::status::Groups = Arc::new(replica_sets(&map, "", &channels, |g, addr| {
         let m = mnodes.get(&g).filter(|_| here.as_deref() == Some(addr))?;
         Some(m.clone() as Arc<dyn MetaService>)
-    })?;
+    })?);
+    let groups: BTreeMap<u32, Arc<dyn MetaService>> = sets
+        .iter()
+        .map(|(g, s)| (*g, s.clone() as Arc<dyn MetaService>))
+        .collect();
     let mut namespace_here = None;
     let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
         let namespace = Arc::new(NamespaceCoordinator::persistent(
@@ -174,10 +192,12 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             keys,
             chunks,
             namespace: namespace_here.clone(),
+            groups: sets.clone(),
         }));
     }
     if let Some(addr) = cfg.admin_addr {
-        let app = admin_app.unwrap_or_else(|| admin::health_router(local_chunks.clone()));
+        let app =
+            admin_app.unwrap_or_else(|| admin::health_router(local_chunks.clone(), sets.clone()));
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -201,4 +221,94 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         m.shutdown().await;
     }
     Ok(())
+}
+
+/// Raft ids of one node's incarnations: its position, plus this for each lost disk.
+const INCARNATION_STEP: u64 = 64;
+/// How long a node with a fresh data directory waits for a peer to tell it what it knows.
+const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// This node's raft id, kept in `node.json` in its data directory. A fresh data directory
+/// takes the node's position, unless a peer counts an id of this position among its groups'
+/// members already: then the disk was lost, and the node comes back as its next incarnation
+/// (position + 64 k), to join its groups anew instead of voting under an id whose log it lost.
+async fn raft_id(
+    data_dir: &std::path::Path,
+    position: u64,
+    placement: &BTreeMap<u32, Vec<(u64, std::net::SocketAddr)>>,
+    pool: &ChannelPool,
+) -> anyhow::Result<u64> {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct NodeFile {
+        raft_id: u64,
+    }
+    let path = data_dir.join("node.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let f: NodeFile = serde_json::from_slice(&bytes)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
+            anyhow::ensure!(
+                (f.raft_id - 1) % INCARNATION_STEP + 1 == position,
+                "{} belongs to node {}, not node {position}",
+                data_dir.display(),
+                (f.raft_id - 1) % INCARNATION_STEP + 1
+            );
+            return Ok(f.raft_id);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    // Every incarnation of this position the peers know. A node that hears from no peer
+    // cannot tell a first start from a lost disk: it waits a little for one to answer.
+    let deadline = std::time::Instant::now() + PEER_WAIT;
+    let mut known = Vec::new();
+    loop {
+        let mut answered = false;
+        for (&g, voters) in placement {
+            for (_, addr) in voters.iter().filter(|(id, _)| *id != position) {
+                let Ok(channel) = pool.get(&addr.to_string()) else {
+                    continue;
+                };
+                let meta = channel.meta(g);
+                let ask = meta.call(
+                    saker_rpc::ClientTag { client: 0, seq: 0 },
+                    saker_rpc::MetaRequest::RaftStatus,
+                );
+                if let Ok(Ok(saker_rpc::MetaResponse::Replica(s))) =
+                    tokio::time::timeout(std::time::Duration::from_secs(2), ask).await
+                {
+                    answered = true;
+                    known.extend(
+                        s.voters
+                            .iter()
+                            .chain(&s.learners)
+                            .map(|(id, _)| *id)
+                            .filter(|id| (id - 1) % INCARNATION_STEP + 1 == position),
+                    );
+                }
+            }
+        }
+        if answered || std::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let id = match known.iter().max() {
+        Some(last) => {
+            tracing::warn!(
+                node = position,
+                old_id = last,
+                new_id = last + INCARNATION_STEP,
+                "this node's data is gone but its groups know it: joining them under a new raft id"
+            );
+            last + INCARNATION_STEP
+        }
+        None => position,
+    };
+    let tmp = data_dir.join("node.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&NodeFile { raft_id: id })?)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    std::fs::File::open(data_dir)?.sync_all()?;
+    Ok(id)
 }

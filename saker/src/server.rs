@@ -228,10 +228,25 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let rpc_addr = rpc_listener.local_addr()?;
 
     tokio::spawn(serve_s3(s3_listener, s3));
+    let sets = local
+        .mnodes
+        .iter()
+        .map(|m| {
+            let replica = saker_rpc::Replica {
+                addr: "local".into(),
+                service: m.clone(),
+            };
+            (
+                m.group(),
+                Arc::new(saker_rpc::ReplicaSet::new(vec![replica])),
+            )
+        })
+        .collect();
     let admin_app = admin::router(AdminState {
         keys: keys.clone(),
         chunks,
         namespace: Some(namespace.clone()),
+        groups: Arc::new(sets),
     });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(admin_listener, admin_app).await {

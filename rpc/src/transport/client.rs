@@ -164,12 +164,12 @@ impl ChannelPool {
 /// Every group of `map` as one service ([`ReplicaSet`]): each replica is `local(group, addr)`
 /// where that gives one (a replica in this process), else reached through `pool`. A group
 /// the map places nowhere is behind `here` (the address the map came from).
-pub fn group_services(
+pub fn replica_sets(
     map: &ClusterMap,
     here: &str,
     pool: &ChannelPool,
     local: impl Fn(u32, &str) -> Option<Arc<dyn MetaService>>,
-) -> Result<std::collections::BTreeMap<u32, Arc<dyn MetaService>>, MetaError> {
+) -> Result<std::collections::BTreeMap<u32, Arc<ReplicaSet>>, MetaError> {
     let mut groups = std::collections::BTreeMap::new();
     for &g in &map.groups {
         let mut replicas = Vec::new();
@@ -183,12 +183,22 @@ pub fn group_services(
                 service,
             });
         }
-        groups.insert(
-            g,
-            Arc::new(ReplicaSet::new(replicas)) as Arc<dyn MetaService>,
-        );
+        groups.insert(g, Arc::new(ReplicaSet::new(replicas)));
     }
     Ok(groups)
+}
+
+/// [`replica_sets`] as plain services.
+pub fn group_services(
+    map: &ClusterMap,
+    here: &str,
+    pool: &ChannelPool,
+    local: impl Fn(u32, &str) -> Option<Arc<dyn MetaService>>,
+) -> Result<std::collections::BTreeMap<u32, Arc<dyn MetaService>>, MetaError> {
+    Ok(replica_sets(map, here, pool, local)?
+        .into_iter()
+        .map(|(g, s)| (g, s as Arc<dyn MetaService>))
+        .collect())
 }
 
 /// Fetches the cluster map from the endpoint at `addr`.

@@ -35,7 +35,8 @@ mod server;
 mod wire;
 
 pub use client::{
-    fetch_cluster_map, group_services, ChannelPool, RemoteCoordinator, RemoteMeta, RpcChannel,
+    fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
+    RpcChannel,
 };
 pub use server::RpcServer;
 pub use wire::{WireError, WIRE_VERSION};

@@ -1,0 +1,87 @@
+//! Who the voters of a group are. A group starts with one voter, the replica placed first,
+//! and every other replica joins it: it asks the leader ([`MetaRequest::JoinGroup`]), which
+//! adds it as a learner, waits until it has caught up (from the log or a snapshot), and then
+//! makes it a voter. A node whose disk was lost comes back under a new raft id and joins the
+//! same way, taking the place of its old id: a replica never votes under an id whose log it
+//! has lost.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use saker_rpc::{ClientTag, MetaError, MetaRequest, MetaService, ReplicaSet};
+
+use crate::raft::Raft;
+
+fn is_voter(raft: &Raft, id: u64) -> bool {
+    raft.metrics()
+        .borrow()
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == id)
+}
+
+fn failed(e: impl std::fmt::Display) -> MetaError {
+    tracing::warn!(error = %e, "membership change failed");
+    MetaError::Unavailable(format!("membership change: {e}"))
+}
+
+/// At the leader: makes `id` at `addr` a voter once it has caught up, replacing any other
+/// voter at `addr`. `lock` serializes changes (openraft takes one at a time).
+pub(crate) async fn admit(
+    raft: &Raft,
+    lock: &tokio::sync::Mutex<()>,
+    id: u64,
+    addr: &str,
+) -> Result<(), MetaError> {
+    let _one = lock.lock().await;
+    if is_voter(raft, id) {
+        return Ok(());
+    }
+    raft.add_learner(id, BasicNode::new(addr), true)
+        .await
+        .map_err(failed)?;
+    let membership = raft.metrics().borrow().membership_config.clone();
+    let m = membership.membership();
+    let voters: BTreeSet<u64> = m
+        .voter_ids()
+        .filter(|v| m.get_node(v).is_none_or(|n| n.addr != addr))
+        .chain([id])
+        .collect();
+    tracing::info!(id, addr, ?voters, "admitting a replica");
+    raft.change_membership(voters, false)
+        .await
+        .map_err(failed)?;
+    Ok(())
+}
+
+/// Asks `group` to admit this replica (`id` at `addr`) until it is a voter.
+pub(crate) async fn join(raft: Raft, group: ReplicaSet, id: u64, addr: String) {
+    let tag = ClientTag { client: 0, seq: 0 };
+    loop {
+        if is_voter(&raft, id) {
+            return;
+        }
+        let req = MetaRequest::JoinGroup {
+            id,
+            addr: addr.clone(),
+        };
+        if let Err(e) = group.call(tag, req).await {
+            tracing::info!(id, error = %e, "joining the group failed; asking again");
+        }
+        // The new membership reaches this replica with the next entries it gets.
+        let wait = raft.wait(Some(Duration::from_secs(1)));
+        let _ = wait
+            .metrics(
+                |m| {
+                    m.membership_config
+                        .membership()
+                        .voter_ids()
+                        .any(|v| v == id)
+                },
+                "become a voter",
+            )
+            .await;
+    }
+}

@@ -1,0 +1,154 @@
+//! Cluster status: every MNode group's replicas as each reports itself (`/admin/status`,
+//! `saker admin status`), and `/health` from it (200 only when every group has a leader that
+//! serves, so a node answers requests of every kind).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use saker_rpc::{ClientTag, MetaRequest, MetaResponse, ReplicaSet, ReplicaStatus};
+use serde::{Deserialize, Serialize};
+
+/// Every group of the cluster, as this process reaches it.
+pub type Groups = Arc<BTreeMap<u32, Arc<ReplicaSet>>>;
+
+/// How long one replica may take to report.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GroupStatus {
+    pub group: u32,
+    /// The serving leader's raft node id and address, if a replica serves.
+    pub leader: Option<u64>,
+    pub leader_addr: Option<String>,
+    pub term: u64,
+    pub replicas: Vec<ReplicaView>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReplicaView {
+    pub addr: String,
+    /// What the replica said, or why it said nothing.
+    pub status: Option<ReplicaStatus>,
+    pub error: Option<String>,
+    /// Entries behind the leader's log (from the leader's view), where known.
+    pub lag: Option<u64>,
+}
+
+/// Asks every replica of every group for its state, all at once.
+pub async fn collect(groups: &Groups) -> Vec<GroupStatus> {
+    let asks = groups.iter().map(|(&g, set)| async move {
+        let replicas = futures::future::join_all(set.replicas().iter().map(|r| async move {
+            let tag = ClientTag { client: 0, seq: 0 };
+            let answer =
+                tokio::time::timeout(ASK_TIMEOUT, r.service.call(tag, MetaRequest::RaftStatus))
+                    .await;
+            let (status, error) = match answer {
+                Ok(Ok(MetaResponse::Replica(s))) => (Some(s), None),
+                Ok(Ok(other)) => (None, Some(format!("unexpected answer {other:?}"))),
+                Ok(Err(e)) => (None, Some(e.to_string())),
+                Err(_) => (None, Some("no answer within 2 s".into())),
+            };
+            ReplicaView {
+                addr: r.addr.clone(),
+                status,
+                error,
+                lag: None,
+            }
+        }))
+        .await;
+        group_status(g, replicas)
+    });
+    futures::future::join_all(asks).await
+}
+
+fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {
+    let leader = replicas
+        .iter()
+        .filter_map(|r| r.status.as_ref().map(|s| (r, s)))
+        .find(|(_, s)| s.serving)
+        .map(|(r, s)| {
+            (
+                s.node_id,
+                r.addr.clone(),
+                s.term,
+                s.last_log,
+                s.matched.clone(),
+            )
+        });
+    if let Some((_, _, _, last_log, matched)) = &leader {
+        for r in &mut replicas {
+            let Some(s) = &r.status else { continue };
+            r.lag = matched
+                .iter()
+                .find(|(id, _)| *id == s.node_id)
+                .map(|(_, m)| last_log.saturating_sub(*m));
+        }
+    }
+    let term = replicas
+        .iter()
+        .filter_map(|r| r.status.as_ref().map(|s| s.term))
+        .max()
+        .unwrap_or(0);
+    GroupStatus {
+        group,
+        leader: leader.as_ref().map(|l| l.0),
+        leader_addr: leader.map(|l| l.1),
+        term,
+        replicas,
+    }
+}
+
+/// `/health`: 200 when every group has a serving leader, else 503 naming the groups without.
+pub async fn health(groups: &Groups) -> Response {
+    let missing: Vec<String> = collect(groups)
+        .await
+        .into_iter()
+        .filter(|g| g.leader.is_none())
+        .map(|g| format!("group {}: no leader serves", g.group))
+        .collect();
+    if missing.is_empty() {
+        "ok\n".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", missing.join("\n")),
+        )
+            .into_response()
+    }
+}
+
+/// The human-readable table of `saker admin status`.
+pub fn render(groups: &[GroupStatus]) -> String {
+    let mut out = String::from("group\tleader\tterm\treplica\tstate\tlog\tapplied\tlag\n");
+    for g in groups {
+        for r in &g.replicas {
+            let (state, log, applied) = match &r.status {
+                Some(s) => (
+                    format!("{} (node {})", s.state, s.node_id),
+                    s.last_log.to_string(),
+                    s.applied.to_string(),
+                ),
+                None => (
+                    format!("down: {}", r.error.as_deref().unwrap_or("?")),
+                    "-".into(),
+                    "-".into(),
+                ),
+            };
+            out.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                g.group,
+                g.leader.map_or("none".into(), |l| format!("node {l}")),
+                g.term,
+                r.addr,
+                state,
+                log,
+                applied,
+                r.lag.map_or("-".into(), |l| l.to_string()),
+            ));
+        }
+    }
+    out
+}
