@@ -112,6 +112,20 @@ impl AccessKeyStore {
     /// Opens the store at `path`, creating it if missing. The root key is `root` when given
     /// (replacing a stored one), else the stored one, else a newly generated one.
     pub fn open(path: &Path, root: Option<(String, String)>) -> Result<Self, KeyError> {
+        let store = Self {
+            path: path.to_path_buf(),
+            keys: RwLock::new(Self::load(path)?),
+        };
+        store.set_root(root)?;
+        Ok(store)
+    }
+
+    /// The root key recorded at `path`, if any (nothing is created).
+    pub fn recorded_root(path: &Path) -> Result<Option<AccessKey>, KeyError> {
+        Ok(Self::load(path)?.into_values().find(|k| k.root))
+    }
+
+    fn load(path: &Path) -> Result<BTreeMap<String, AccessKey>, KeyError> {
         let mut keys = BTreeMap::new();
         match fs::read(path) {
             Ok(bytes) => {
@@ -130,10 +144,11 @@ impl AccessKeyStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e.into()),
         }
-        let store = Self {
-            path: path.to_path_buf(),
-            keys: RwLock::new(keys),
-        };
+        Ok(keys)
+    }
+
+    fn set_root(&self, root: Option<(String, String)>) -> Result<(), KeyError> {
+        let store = self;
         let has_root = store.keys.read().values().any(|k| k.root);
         match root {
             Some((ak, sk)) => {
@@ -166,8 +181,7 @@ impl AccessKeyStore {
             }
             None => {}
         }
-        store.persist()?;
-        Ok(store)
+        store.persist()
     }
 
     fn persist(&self) -> Result<(), KeyError> {

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::balance::{balance, bound, shrink, GroupStats};
 use crate::journal::JournalError;
-use crate::rmdir::{untagged, NamespaceCoordinator};
+use crate::rmdir::{tag, NamespaceCoordinator};
 
 /// File names each group reports to the balancer (its most frequent ones).
 pub const TOP_NAMES: u32 = 64;
@@ -259,7 +259,7 @@ impl NamespaceCoordinator {
         &self,
         req: impl Fn() -> MetaRequest,
     ) -> Result<Vec<MetaResponse>, MetaError> {
-        let calls = self.groups.values().map(|g| g.call(untagged(), req()));
+        let calls = self.groups.values().map(|g| g.call(tag(), req()));
         join_all(calls).await.into_iter().collect()
     }
 
@@ -268,7 +268,7 @@ impl NamespaceCoordinator {
         let mut out = BTreeMap::new();
         for (g, svc) in &self.groups {
             match svc
-                .call(untagged(), MetaRequest::NameStats { top: TOP_NAMES })
+                .call(tag(), MetaRequest::NameStats { top: TOP_NAMES })
                 .await?
             {
                 MetaResponse::NameStats { inodes, top } => {

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::journal::Journal;
 use crate::rename::fail_point;
-use crate::rmdir::{untagged, NamespaceCoordinator};
+use crate::rmdir::{tag, NamespaceCoordinator};
 
 /// The home group of the shared inode `reference` refers to.
 fn home_of(reference: &Attr) -> Result<u32, MetaError> {
@@ -121,7 +121,7 @@ impl NamespaceCoordinator {
                     id: intent.id,
                     token: intent.token,
                 };
-                match self.group(home_of(r)?)?.call(untagged(), ask).await? {
+                match self.group(home_of(r)?)?.call(tag(), ask).await? {
                     MetaResponse::Flag(true) => {}
                     // Settled already: only the record of step 3 is left to drop.
                     MetaResponse::Flag(false) => {
@@ -182,7 +182,7 @@ impl NamespaceCoordinator {
             token: intent.token,
             kept: stored.is_ok(),
         };
-        self.group(home)?.call(untagged(), settle).await?;
+        self.group(home)?.call(tag(), settle).await?;
         fail_point("link_settled");
         self.forget_link(&intent).await?;
         stored.map(|_| reference)
@@ -211,7 +211,7 @@ impl NamespaceCoordinator {
                 token: intent.token,
                 kept: false,
             };
-            g.call(untagged(), settle).await?;
+            g.call(tag(), settle).await?;
         }
         Ok(())
     }

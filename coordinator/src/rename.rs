@@ -38,7 +38,7 @@ use saker_rpc::{
 use serde::{Deserialize, Serialize};
 
 use crate::journal::Journal;
-use crate::rmdir::{untagged, NamespaceCoordinator};
+use crate::rmdir::{tag, NamespaceCoordinator};
 
 /// How often unresolved intents are retried while an MNode does not answer.
 pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(500);
@@ -111,7 +111,7 @@ impl NamespaceCoordinator {
         path: &[String],
         req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
-        self.owner(path)?.call(untagged(), req).await
+        self.owner(path)?.call(tag(), req).await
     }
 
     /// Checks `cred` may do `mask` on `path` (`Access`); answers its attributes.
@@ -155,7 +155,7 @@ impl NamespaceCoordinator {
         let Some(owner) = self.groups.get(&g) else {
             return;
         };
-        if let Err(e) = owner.call(untagged(), MetaRequest::Unfreeze { dir }).await {
+        if let Err(e) = owner.call(tag(), MetaRequest::Unfreeze { dir }).await {
             tracing::warn!(error = %e, "unfreeze failed");
         }
     }
@@ -282,7 +282,7 @@ impl NamespaceCoordinator {
         for r in join_all(
             self.groups
                 .values()
-                .map(|g| g.call(untagged(), MetaRequest::PushChanges)),
+                .map(|g| g.call(tag(), MetaRequest::PushChanges)),
         )
         .await
         {
@@ -472,7 +472,7 @@ impl NamespaceCoordinator {
             }
         };
         for g in self.groups.values() {
-            let _ = g.call(untagged(), req.clone()).await;
+            let _ = g.call(tag(), req.clone()).await;
         }
     }
 

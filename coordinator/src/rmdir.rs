@@ -57,8 +57,17 @@ pub struct NamespaceCoordinator {
 /// How long a protocol call waits for a starting coordinator to be ready.
 const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(crate) fn untagged() -> ClientTag {
-    ClientTag { client: 0, seq: 0 }
+/// A tag for one call of the coordinator's to an MNode group: the coordinator is a client like
+/// any other (a random id per process, a counter), so a call its group resends to a new leader
+/// after a failover is applied once.
+pub(crate) fn tag() -> ClientTag {
+    static CLIENT: std::sync::LazyLock<u128> =
+        std::sync::LazyLock::new(|| rand::random::<u128>() | 1);
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    ClientTag {
+        client: *CLIENT,
+        seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+    }
 }
 
 impl NamespaceCoordinator {
@@ -137,7 +146,7 @@ impl NamespaceCoordinator {
         while !left.is_empty() {
             let calls = left
                 .iter()
-                .map(|(_, g)| g.call(untagged(), MetaRequest::ThawAll));
+                .map(|(_, g)| g.call(tag(), MetaRequest::ThawAll));
             let results = join_all(calls).await;
             left = left
                 .into_iter()
@@ -182,7 +191,7 @@ impl NamespaceCoordinator {
         &self,
         req: impl Fn() -> MetaRequest,
     ) -> Result<Vec<DirUsage>, MetaError> {
-        let calls = self.groups.values().map(|g| g.call(untagged(), req()));
+        let calls = self.groups.values().map(|g| g.call(tag(), req()));
         let mut out = Vec::with_capacity(self.groups.len());
         for r in join_all(calls).await {
             match r? {
@@ -202,7 +211,7 @@ impl NamespaceCoordinator {
         let freeze = MetaRequest::Freeze {
             path: path.to_vec(),
         };
-        let (parent, attr) = match self.owner(path)?.call(untagged(), freeze).await? {
+        let (parent, attr) = match self.owner(path)?.call(tag(), freeze).await? {
             MetaResponse::Frozen { parent, attr } => (parent, attr),
             other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
         };
@@ -219,7 +228,7 @@ impl NamespaceCoordinator {
             .check_and_remove(path, cond, parent, &attr, owner)
             .await;
         let thaw = MetaRequest::Unfreeze { dir: attr.id };
-        if let Err(e) = owner.call(untagged(), thaw).await {
+        if let Err(e) = owner.call(tag(), thaw).await {
             tracing::warn!(error = %e, "unfreeze failed");
         }
         result
@@ -270,7 +279,7 @@ impl NamespaceCoordinator {
                 }
                 let calls = self.groups.values().map(|g| {
                     g.call(
-                        untagged(),
+                        tag(),
                         MetaRequest::PurgeDirs {
                             bucket: name.clone(),
                             dirs: swept.clone(),
@@ -287,7 +296,7 @@ impl NamespaceCoordinator {
             dir,
             cond,
         };
-        owner.call(untagged(), remove).await?;
+        owner.call(tag(), remove).await?;
         Ok(())
     }
 }

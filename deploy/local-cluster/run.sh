@@ -11,7 +11,8 @@
 #
 # SAKER_ACCESS_KEY and SAKER_SECRET_KEY are required (the root key, fixed at bootstrap).
 # Data directories, logs (nodeI.log) and pid files go to WORK_DIR. The binary is $SAKER_BIN,
-# else target/release/saker (build it: cargo build --release).
+# else target/release/saker (build it: cargo build --release); $SAKER_SERVER_ARGS are added to
+# every node's `saker server` command line (tuning flags, e.g. --durability process).
 # `start` exits 0 once every node's /health is 200 (every group has a serving leader), 1 after
 # 60 s otherwise; `restart` waits the same way for the restarted node.
 set -euo pipefail
@@ -44,7 +45,8 @@ launch() {
   local i="$1"
   if running "$i"; then return; fi
   [[ -x "$bin" ]] || { echo "no saker binary at $bin (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
-  (cd "$work" && exec "$bin" server --config "$here/node$i.toml" >>"node$i.log" 2>&1) &
+  # shellcheck disable=SC2086 # SAKER_SERVER_ARGS is a list of flags
+  (cd "$work" && exec "$bin" server --config "$here/node$i.toml" ${SAKER_SERVER_ARGS:-} >>"node$i.log" 2>&1) &
   echo $! >"$work/node$i.pid"
   echo "started node $i (pid $!)"
 }

@@ -164,10 +164,22 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 channels.get(map.endpoints.chunkstore(""))?,
             )),
         };
-        let keys = Arc::new(AccessKeyStore::open(
-            &cfg.data_dir.join("access-keys.json"),
-            env_root_key(),
-        )?);
+        let key_file = cfg.data_dir.join("access-keys.json");
+        if !cfg.cluster.nodes.is_empty() {
+            // The root key of a replicated cluster is the one it was created with.
+            let recorded = AccessKeyStore::recorded_root(&key_file)?;
+            if let (Some(old), Some((ak, sk))) = (recorded, env_root_key()) {
+                if old.access_key != ak || old.secret_key != sk {
+                    eprintln!(
+                        "SAKER_ACCESS_KEY/SAKER_SECRET_KEY differ from the root key this node \
+                         was created with (access key {}): the root key is fixed at bootstrap",
+                        old.access_key
+                    );
+                    std::process::exit(2);
+                }
+            }
+        }
+        let keys = Arc::new(AccessKeyStore::open(&key_file, env_root_key())?);
         let cluster = Arc::new(Cluster::new(
             router.clone(),
             groups.clone(),
@@ -187,7 +199,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         }
         tokio::spawn(serve_s3(listener, s3));
         let (scrub_age, interval) = args.gc();
-        tokio::spawn(gc_loop(cluster, scrub_age, interval));
+        // Garbage collection runs once per cluster: with the coordinator in a node-shaped
+        // cluster (every node has a gateway), in the one gateway process otherwise.
+        if cfg.cluster.nodes.is_empty() || cfg.has(Role::Coordinator) {
+            tokio::spawn(gc_loop(cluster, scrub_age, interval));
+        }
         admin_app = Some(admin::router(AdminState {
             keys,
             chunks,

@@ -12,11 +12,12 @@ use tonic::{Request, Status};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
+use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
     SetDirAttrCall,
 };
-use super::MAX_MESSAGE;
+use super::{MAX_MESSAGE, VERSION_HEADER};
 use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
@@ -307,9 +308,14 @@ impl CoordinatorService for RemoteCoordinator {
 }
 
 fn frame<T: serde::Serialize>(value: &T) -> Request<Frame> {
-    Request::new(Frame {
+    let mut request = Request::new(Frame {
         body: encode(value),
-    })
+    });
+    request.metadata_mut().insert(
+        VERSION_HEADER,
+        tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
+    );
+    request
 }
 
 fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {

@@ -41,6 +41,11 @@ pub use client::{
 pub use server::RpcServer;
 pub use wire::{WireError, WIRE_VERSION};
 
+/// The request header naming the caller's [`WIRE_VERSION`]: a node refuses a caller of
+/// another version with a clear status before reading any body (an upgrade goes node by node
+/// only between versions that speak the same wire version).
+const VERSION_HEADER: &str = "saker-wire-version";
+
 /// Largest body either side accepts (tonic's default of 4 MiB is too small for `ChunkRefs`
 /// replies and large inline objects).
 const MAX_MESSAGE: usize = 256 * 1024 * 1024;

@@ -12,11 +12,12 @@ use tonic::{Request, Response, Status};
 
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
+use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
     SetDirAttrCall,
 };
-use super::MAX_MESSAGE;
+use super::{MAX_MESSAGE, VERSION_HEADER};
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
@@ -90,12 +91,37 @@ impl RpcServer {
         let service = SakerServer::from_arc(self.handler)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
+        let service = tonic::service::interceptor::InterceptedService::new(service, check_version);
         Server::builder()
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
             .serve_with_incoming_shutdown(service, incoming, signal)
             .await
             .map_err(std::io::Error::other)
+    }
+}
+
+/// Refuses a caller that speaks another wire version, with both versions in the status.
+fn check_version(request: Request<()>) -> Result<Request<()>, Status> {
+    let theirs = request
+        .metadata()
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u8>().ok());
+    match theirs {
+        Some(v) if v == WIRE_VERSION => Ok(request),
+        other => {
+            let theirs = other.map_or("none".to_string(), |v| v.to_string());
+            tracing::warn!(
+                theirs,
+                ours = WIRE_VERSION,
+                "RPC from another wire version refused"
+            );
+            Err(Status::failed_precondition(format!(
+                "incompatible saker versions: this node speaks wire version {WIRE_VERSION}, the \
+                 caller {theirs}; run one wire version across the cluster"
+            )))
+        }
     }
 }
 
@@ -215,5 +241,36 @@ impl Saker for Handler {
             )),
         };
         Ok(frame(encode(&result)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_of_another_wire_version_are_refused_with_both_versions() {
+        let mut ok = Request::new(());
+        ok.metadata_mut().insert(
+            VERSION_HEADER,
+            tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
+        );
+        assert!(check_version(ok).is_ok());
+        let mut old = Request::new(());
+        old.metadata_mut().insert(
+            VERSION_HEADER,
+            tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION - 1)),
+        );
+        let err = check_version(old).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        assert!(err
+            .message()
+            .contains(&format!("the caller {}", WIRE_VERSION - 1)));
+        let err = check_version(Request::new(())).unwrap_err();
+        assert!(
+            err.message().contains("the caller none"),
+            "{}",
+            err.message()
+        );
     }
 }
