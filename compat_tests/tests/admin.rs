@@ -307,12 +307,7 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
 
 /// The value of an unlabelled counter on the server's /metrics (0 if it is not exported).
 async fn counter(srv: &Server, name: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", srv.admin))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&srv.admin).await;
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{name} ")))
         .map(|v| v.parse().unwrap())

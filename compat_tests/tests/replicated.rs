@@ -209,12 +209,7 @@ impl Nodes {
 
     /// A node's /metrics sample `name{labels}`, summed over matching lines.
     async fn metric(&self, i: usize, name_and_labels: &str) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.nodes[i].admin))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = metrics_text(&self.nodes[i].admin).await;
         text.lines()
             .filter(|l| l.starts_with(name_and_labels))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

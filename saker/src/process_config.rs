@@ -132,32 +132,14 @@ impl ProcessConfig {
                 let Some(n) = self.node else {
                     bail!("the mnode role needs `node` (its position in [cluster] nodes)");
                 };
-                ensure!(
-                    n >= 1 && n as usize <= c.nodes.len(),
-                    "node {n} is not in [cluster] nodes (nodes 1..={})",
-                    c.nodes.len()
-                );
-                ensure!(
-                    here == Some(c.nodes[n as usize - 1]),
-                    "rpc_addr must be node {n}'s address in [cluster] nodes ({})",
-                    c.nodes[n as usize - 1]
-                );
+                listed_at(here, &c.nodes, n as usize, "node", "nodes")?;
             }
         } else if self.has(Role::Mnode) {
             ensure!(self.node.is_none(), "`node` without [cluster] nodes");
             let Some(g) = self.group else {
                 bail!("the mnode role needs `group`");
             };
-            ensure!(
-                g >= 1 && (g as usize) <= c.mnodes.len(),
-                "group {g} is not in [cluster] mnodes (groups 1..={})",
-                c.mnodes.len()
-            );
-            ensure!(
-                here == Some(c.mnodes[g as usize - 1]),
-                "rpc_addr must be group {g}'s address in [cluster] mnodes ({})",
-                c.mnodes[g as usize - 1]
-            );
+            listed_at(here, &c.mnodes, g as usize, "group", "mnodes")?;
         } else {
             ensure!(self.group.is_none(), "`group` without the mnode role");
         }
@@ -225,6 +207,27 @@ impl ProcessConfig {
             },
         }
     }
+}
+
+/// Checks that `what` `i` (1-based) is in `[cluster] list` and that `here` is its address.
+fn listed_at(
+    here: Option<SocketAddr>,
+    addrs: &[SocketAddr],
+    i: usize,
+    what: &str,
+    list: &str,
+) -> anyhow::Result<()> {
+    ensure!(
+        i >= 1 && i <= addrs.len(),
+        "{what} {i} is not in [cluster] {list} ({what}s 1..={})",
+        addrs.len()
+    );
+    ensure!(
+        here == Some(addrs[i - 1]),
+        "rpc_addr must be {what} {i}'s address in [cluster] {list} ({})",
+        addrs[i - 1]
+    );
+    Ok(())
 }
 
 impl ClusterConfigFile {

@@ -584,3 +584,13 @@ where
         }
     }
 }
+
+/// The Prometheus text a server's admin listener (`http://host:port`) exports.
+pub async fn metrics_text(admin: &str) -> String {
+    reqwest::get(format!("{admin}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
