@@ -452,3 +452,78 @@ async fn acknowledged_writes_survive_leader_kills_and_a_wiped_node_is_rebuilt_fr
     }
     eprintln!("{} writes acknowledged", acked.len());
 }
+
+/// The group that owns bucket `name` (the router of the served cluster map).
+async fn owner(rpc: &str, name: &str) -> u32 {
+    let map = saker_rpc::fetch_cluster_map(rpc).await.unwrap();
+    match map.router().unwrap().route_name(name) {
+        saker_namespace::Route::Group(g) => g,
+        saker_namespace::Route::PathWalk => panic!("no exceptions in a fresh cluster"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn listings_and_delete_bucket_wait_out_a_leader_kill() {
+    let mut nodes = Nodes::start(&[]);
+    nodes.wait_voters(&[]).await;
+    let s3 = nodes.client(0, true);
+    // A bucket whose owner group is led by node 2 or 3 (node 1 runs the coordinator).
+    let mut bucket = None;
+    for i in 0..64 {
+        let name = format!("doomed-{i}");
+        let g = owner(&nodes.rpc[0], &name).await;
+        let leader = nodes.leader(g).await;
+        if leader != 0 {
+            bucket = Some((name, g, leader));
+            break;
+        }
+    }
+    let (bucket, group, leader) = bucket.expect("some bucket is owned away from node 1");
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket(&bucket).send()
+    })
+    .await;
+    let kept = "kept";
+    s3.create_bucket().bucket(kept).send().await.unwrap();
+    let mut keys = Vec::new();
+    for i in 0..24 {
+        let key = format!("d{}/obj-{i}", i % 6);
+        put(&s3, &bucket, &key, b"soon gone").await;
+        put(&s3, kept, &key, b"stays").await;
+        keys.push(key);
+    }
+    for key in &keys {
+        s3.delete_object()
+            .bucket(&bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    // The owner's leader dies; a listing visits every group and a DeleteBucket needs the
+    // owner: both wait for the election instead of failing.
+    nodes.kill(leader);
+    let listed = list_all(&s3, kept, None).await;
+    assert_eq!(listed.len(), keys.len(), "{listed:?}");
+    s3.delete_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "DeleteBucket across the kill of group {group}'s leader: {:?}\n{}",
+                aws_sdk_s3::error::DisplayErrorContext(&e),
+                nodes.logs()
+            )
+        });
+    assert_status(s3.head_bucket().bucket(&bucket).send().await, 404);
+    assert_ne!(nodes.leader(group).await, leader);
+
+    // Back, the node agrees: the bucket is gone through its own gateway too.
+    nodes.restart(leader);
+    nodes.wait_voters(&[]).await;
+    let c = nodes.client(leader, true);
+    assert_status(c.head_bucket().bucket(&bucket).send().await, 404);
+    assert_eq!(list_all(&c, kept, None).await.len(), keys.len());
+}
