@@ -21,7 +21,7 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
 use aws_sdk_s3::Client;
 use common::*;
-use saker_rpc::{ClientTag, MetaRequest, MetaResponse, MetaService, ReplicaStatus, RpcChannel};
+use saker_rpc::{ClientTag, MetaRequest, MetaService, ReplicaStatus, RpcChannel};
 
 const GROUPS: u32 = 3;
 
@@ -181,11 +181,9 @@ impl Nodes {
         let ch = RpcChannel::connect(&self.rpc[i])
             .await
             .map_err(|e| e.to_string())?;
-        let tag = ClientTag { client: 0, seq: 0 };
-        match ch.meta(g).call(tag, MetaRequest::RaftStatus).await {
-            Ok(MetaResponse::Replica(s)) => Ok(s),
-            other => Err(format!("{other:?}")),
-        }
+        saker_rpc::raft_status(&ch.meta(g), Duration::from_secs(5))
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Waits until every group's leader counts three voters, none of them `stale` (a raft id

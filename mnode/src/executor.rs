@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::changes::ChangeLog;
 use crate::frozen::FrozenDirs;
-use crate::keys::{Keys, CHANGE_SEQ, SM_META};
+use crate::keys::{Keys, CHANGE_SEQ};
 use crate::leadership::Leadership;
 use crate::metrics;
 use crate::ops::{apply_write, Ctx};
@@ -204,16 +204,15 @@ impl Executor {
                     break;
                 };
                 permit = p;
+                // (Every batch removed itself from `inflight` before it gave back its permit.)
                 change_seq = self.load_change_seq();
-                let sm: SmMeta = match self.store.get(&self.keys.single(SM_META)) {
-                    Ok(Some(b)) => decode(&b).unwrap_or_default(),
-                    _ => SmMeta::default(),
-                };
-                self.next_id.store(
-                    crate::node::first_free_id(self.keys.group, &sm),
-                    Ordering::SeqCst,
-                );
-                *inflight.lock() = InFlight::default();
+                match SmMeta::load(self.store.as_ref(), self.keys) {
+                    Ok(sm) => {
+                        let first = crate::node::first_free_id(self.keys.group, &sm);
+                        self.next_id.fetch_max(first, Ordering::SeqCst);
+                    }
+                    Err(e) => tracing::error!(error = %e, "group state unreadable; ids continue"),
+                }
                 term = now;
             }
             seq += 1;

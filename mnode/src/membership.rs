@@ -13,13 +13,15 @@ use saker_rpc::{ClientTag, MetaError, MetaRequest, MetaService, ReplicaSet};
 
 use crate::raft::Raft;
 
-fn is_voter(raft: &Raft, id: u64) -> bool {
-    raft.metrics()
-        .borrow()
-        .membership_config
+fn has_voter(m: &openraft::RaftMetrics<u64, BasicNode>, id: u64) -> bool {
+    m.membership_config
         .membership()
         .voter_ids()
         .any(|v| v == id)
+}
+
+fn is_voter(raft: &Raft, id: u64) -> bool {
+    has_voter(&raft.metrics().borrow(), id)
 }
 
 fn failed(e: impl std::fmt::Display) -> MetaError {
@@ -72,16 +74,6 @@ pub(crate) async fn join(raft: Raft, group: ReplicaSet, id: u64, addr: String) {
         }
         // The new membership reaches this replica with the next entries it gets.
         let wait = raft.wait(Some(Duration::from_secs(1)));
-        let _ = wait
-            .metrics(
-                |m| {
-                    m.membership_config
-                        .membership()
-                        .voter_ids()
-                        .any(|v| v == id)
-                },
-                "become a voter",
-            )
-            .await;
+        let _ = wait.metrics(|m| has_voter(m, id), "become a voter").await;
     }
 }

@@ -145,31 +145,43 @@ pub static RAFT: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
-/// Publishes one replica's raft metrics.
-pub fn raft_state(group: u32, serving: bool, m: &openraft::RaftMetrics<u64, openraft::BasicNode>) {
-    let g = group.to_string();
-    let set = |field: &str, v: u64| RAFT.with_label_values(&[&g, field]).set(v as i64);
-    set("leader", serving as u64);
-    set("term", m.current_term);
-    set("last_log", m.last_log_index.unwrap_or(0));
-    set("snapshot", m.snapshot.map(|l| l.index).unwrap_or(0));
-    set("applied", m.last_applied.map(|l| l.index).unwrap_or(0));
-    set(
-        "voters",
-        m.membership_config.membership().voter_ids().count() as u64,
-    );
-    let last = m.last_log_index.unwrap_or(0);
-    let lag = m
-        .replication
-        .as_ref()
-        .map(|r| {
-            r.values()
-                .map(|matched| last.saturating_sub(matched.map(|l| l.index).unwrap_or(0)))
-                .max()
-                .unwrap_or(0)
-        })
-        .unwrap_or(0);
-    set("max_lag", lag);
+/// One replica's series of [`RAFT`], looked up once: they are set on every change of its
+/// raft metrics (every append).
+pub struct RaftGauges([prometheus::IntGauge; 7]);
+
+impl RaftGauges {
+    const FIELDS: [&'static str; 7] = [
+        "leader", "term", "last_log", "snapshot", "applied", "voters", "max_lag",
+    ];
+
+    pub fn new(group: u32) -> Self {
+        let g = group.to_string();
+        Self(Self::FIELDS.map(|f| RAFT.with_label_values(&[g.as_str(), f])))
+    }
+
+    /// Publishes one replica's raft metrics.
+    pub fn set(&self, serving: bool, m: &openraft::RaftMetrics<u64, openraft::BasicNode>) {
+        let last = m.last_log_index.unwrap_or(0);
+        let lag = m
+            .replication
+            .iter()
+            .flat_map(|r| r.values())
+            .map(|matched| last.saturating_sub(matched.map_or(0, |l| l.index)))
+            .max()
+            .unwrap_or(0);
+        let values = [
+            serving as u64,
+            m.current_term,
+            last,
+            m.snapshot.map_or(0, |l| l.index),
+            m.last_applied.map_or(0, |l| l.index),
+            m.membership_config.membership().voter_ids().count() as u64,
+            lag,
+        ];
+        for (gauge, v) in self.0.iter().zip(values) {
+            gauge.set(v as i64);
+        }
+    }
 }
 
 /// Snapshots written for a follower (`sent`) and installed from a leader (`installed`).

@@ -20,7 +20,7 @@ use crate::dirty::{DirtySet, Need};
 use crate::error::MnodeError;
 use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending, Reply};
 use crate::frozen::FrozenDirs;
-use crate::keys::{Keys, PayloadKind, EXCEPTIONS, SM_META};
+use crate::keys::{Keys, PayloadKind, EXCEPTIONS};
 use crate::leadership::{Change, Leadership};
 use crate::metrics;
 use crate::raft::{BatchEntry, LogStore, Network, Raft, StateMachine};
@@ -199,10 +199,7 @@ impl Mnode {
             .map_err(MnodeError::raft)?;
         }
 
-        let sm_meta: SmMeta = match store.get(&keys.single(SM_META))? {
-            Some(b) => decode(&b)?,
-            None => SmMeta::default(),
-        };
+        let sm_meta = SmMeta::load(store.as_ref(), keys)?;
         let next_id = Arc::new(AtomicU64::new(first_free_id(cfg.group, &sm_meta)));
         let router = SharedRouter::new(cfg.router);
         // A table the coordinator pushed before a restart is newer than the configured one.
@@ -262,17 +259,9 @@ impl Mnode {
         });
         if replicated {
             if let Some(pool) = &cfg.pool {
-                let mut replicas = Vec::new();
-                for (_, addr) in &cfg.voters {
-                    let channel = pool
-                        .get(addr)
-                        .map_err(|e| MnodeError::Config(e.to_string()))?;
-                    replicas.push(saker_rpc::Replica {
-                        addr: addr.clone(),
-                        service: Arc::new(channel.meta(cfg.group)),
-                    });
-                }
-                let group = saker_rpc::ReplicaSet::new(replicas);
+                let addrs = cfg.voters.iter().map(|(_, a)| a.as_str());
+                let group = saker_rpc::ReplicaSet::over(cfg.group, addrs, pool, |_| None)
+                    .map_err(|e| MnodeError::Config(e.to_string()))?;
                 let (raft, id, addr) = (node.raft.clone(), cfg.node_id, cfg.addr.clone());
                 tokio::spawn(crate::membership::join(raft, group, id, addr));
             }
@@ -1346,6 +1335,10 @@ async fn watch_leadership(
     node: Weak<Mnode>,
     mut metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, openraft::BasicNode>>,
 ) {
+    let gauges = match node.upgrade() {
+        Some(n) => metrics::RaftGauges::new(n.group()),
+        None => return,
+    };
     loop {
         let m = metrics.borrow_and_update().clone();
         let Some(n) = node.upgrade() else { return };
@@ -1358,7 +1351,7 @@ async fn watch_leadership(
             n.on_elected(term).await;
             n.leadership.serve(term, &n.raft.metrics().borrow());
         }
-        metrics::raft_state(n.group(), n.leadership.ready_term() != 0, &m);
+        gauges.set(n.leadership.ready_term() != 0, &m);
         drop(n);
         if metrics.changed().await.is_err() {
             return;
@@ -1378,12 +1371,10 @@ async fn exists_elsewhere(cfg: &MnodeConfig) -> bool {
         .filter(|(id, _)| *id != cfg.node_id)
         .filter_map(|(_, addr)| pool.get(addr).ok())
         .map(|ch| async move {
-            let meta = ch.meta(cfg.group);
-            let call = meta.call(untagged(), MetaRequest::RaftStatus);
-            match tokio::time::timeout(Duration::from_secs(1), call).await {
-                Ok(Ok(MetaResponse::Replica(s))) => !s.voters.is_empty(),
-                _ => false,
-            }
+            let peer = ch.meta(cfg.group);
+            saker_rpc::raft_status(&peer, Duration::from_secs(1))
+                .await
+                .is_ok_and(|s| !s.voters.is_empty())
         });
     futures::future::join_all(asks).await.into_iter().any(|b| b)
 }

@@ -54,6 +54,19 @@ pub struct SmMeta {
     pub id_high_water: u64,
 }
 
+impl SmMeta {
+    /// The record of group `keys.group` in `store` (the default before the first apply).
+    pub fn load(
+        store: &dyn crate::store::MetaStore,
+        keys: crate::keys::Keys,
+    ) -> Result<Self, StoreError> {
+        match store.get(&keys.single(crate::keys::SM_META))? {
+            Some(b) => decode(&b),
+            None => Ok(Self::default()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

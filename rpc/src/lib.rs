@@ -22,7 +22,7 @@ pub use meta::{
     NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus, SetTime, UploadInfo, Want,
     XattrMode,
 };
-pub use replicas::{Replica, ReplicaSet, FAILOVER_WAIT};
+pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};
 pub use transport::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,

@@ -14,8 +14,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::MetaError;
-use crate::meta::{ClientTag, MetaRequest, MetaResponse};
+use crate::meta::{ClientTag, MetaRequest, MetaResponse, ReplicaStatus};
 use crate::service::MetaService;
+use crate::transport::ChannelPool;
 
 /// The longest a call waits for a group to elect a leader before it fails.
 pub const FAILOVER_WAIT: Duration = Duration::from_secs(20);
@@ -46,6 +47,28 @@ impl ReplicaSet {
         }
     }
 
+    /// The replicas of `group` at `addrs` (placement order): `local(addr)` where it gives one
+    /// (a replica in this process), else reached through `pool`.
+    pub fn over<'a>(
+        group: u32,
+        addrs: impl IntoIterator<Item = &'a str>,
+        pool: &ChannelPool,
+        local: impl Fn(&str) -> Option<Arc<dyn MetaService>>,
+    ) -> Result<Self, MetaError> {
+        let mut replicas = Vec::new();
+        for addr in addrs {
+            let service = match local(addr) {
+                Some(s) => s,
+                None => Arc::new(pool.get(addr)?.meta(group)) as Arc<dyn MetaService>,
+            };
+            replicas.push(Replica {
+                addr: addr.to_string(),
+                service,
+            });
+        }
+        Ok(Self::new(replicas))
+    }
+
     /// The replicas, in placement order.
     pub fn replicas(&self) -> &[Replica] {
         &self.replicas
@@ -58,6 +81,26 @@ impl ReplicaSet {
 
     fn position(&self, addr: &str) -> Option<usize> {
         self.replicas.iter().position(|r| r.addr == addr)
+    }
+}
+
+/// Asks one replica for its raft state ([`MetaRequest::RaftStatus`]), giving up after
+/// `timeout` (`Unavailable`).
+pub async fn raft_status(
+    replica: &dyn MetaService,
+    timeout: Duration,
+) -> Result<ReplicaStatus, MetaError> {
+    let tag = ClientTag { client: 0, seq: 0 };
+    match tokio::time::timeout(timeout, replica.call(tag, MetaRequest::RaftStatus)).await {
+        Ok(Ok(MetaResponse::Replica(s))) => Ok(s),
+        Ok(Ok(other)) => Err(MetaError::Internal(format!(
+            "unexpected answer to RaftStatus: {other:?}"
+        ))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(MetaError::Unavailable(format!(
+            "no answer within {} s",
+            timeout.as_secs_f64()
+        ))),
     }
 }
 

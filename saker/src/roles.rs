@@ -241,6 +241,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
 
 /// Raft ids of one node's incarnations: its position, plus this for each lost disk.
 const INCARNATION_STEP: u64 = 64;
+/// The node (position in `[cluster] nodes`) whose incarnation raft id `id` is.
+fn position_of(id: u64) -> u64 {
+    (id - 1) % INCARNATION_STEP + 1
+}
+
 /// How long a node with a fresh data directory waits for a peer to tell it what it knows.
 const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -264,10 +269,10 @@ async fn raft_id(
             let f: NodeFile = serde_json::from_slice(&bytes)
                 .with_context(|| format!("cannot parse {}", path.display()))?;
             anyhow::ensure!(
-                (f.raft_id - 1) % INCARNATION_STEP + 1 == position,
+                position_of(f.raft_id) == position,
                 "{} belongs to node {}, not node {position}",
                 data_dir.display(),
-                (f.raft_id - 1) % INCARNATION_STEP + 1
+                position_of(f.raft_id)
             );
             return Ok(f.raft_id);
         }
@@ -285,21 +290,16 @@ async fn raft_id(
                 let Ok(channel) = pool.get(&addr.to_string()) else {
                     continue;
                 };
-                let meta = channel.meta(g);
-                let ask = meta.call(
-                    saker_rpc::ClientTag { client: 0, seq: 0 },
-                    saker_rpc::MetaRequest::RaftStatus,
-                );
-                if let Ok(Ok(saker_rpc::MetaResponse::Replica(s))) =
-                    tokio::time::timeout(std::time::Duration::from_secs(2), ask).await
-                {
+                let peer = channel.meta(g);
+                let ask = saker_rpc::raft_status(&peer, std::time::Duration::from_secs(2));
+                if let Ok(s) = ask.await {
                     answered = true;
                     known.extend(
                         s.voters
                             .iter()
                             .chain(&s.learners)
                             .map(|(id, _)| *id)
-                            .filter(|id| (id - 1) % INCARNATION_STEP + 1 == position),
+                            .filter(|id| position_of(*id) == position),
                     );
                 }
             }

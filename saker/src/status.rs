@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use saker_rpc::{ClientTag, MetaRequest, MetaResponse, ReplicaSet, ReplicaStatus};
+use saker_rpc::{raft_status, ReplicaSet, ReplicaStatus};
 use serde::{Deserialize, Serialize};
 
 /// Every group of the cluster, as this process reaches it.
@@ -41,15 +41,9 @@ pub struct ReplicaView {
 pub async fn collect(groups: &Groups) -> Vec<GroupStatus> {
     let asks = groups.iter().map(|(&g, set)| async move {
         let replicas = futures::future::join_all(set.replicas().iter().map(|r| async move {
-            let tag = ClientTag { client: 0, seq: 0 };
-            let answer =
-                tokio::time::timeout(ASK_TIMEOUT, r.service.call(tag, MetaRequest::RaftStatus))
-                    .await;
-            let (status, error) = match answer {
-                Ok(Ok(MetaResponse::Replica(s))) => (Some(s), None),
-                Ok(Ok(other)) => (None, Some(format!("unexpected answer {other:?}"))),
-                Ok(Err(e)) => (None, Some(e.to_string())),
-                Err(_) => (None, Some("no answer within 2 s".into())),
+            let (status, error) = match raft_status(r.service.as_ref(), ASK_TIMEOUT).await {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e.to_string())),
             };
             ReplicaView {
                 addr: r.addr.clone(),

@@ -36,10 +36,7 @@ impl StateMachine {
         snapshot_dir: PathBuf,
     ) -> Result<Self, crate::store::StoreError> {
         let keys = Keys::new(group);
-        let meta = match store.get(&keys.single(SM_META))? {
-            Some(b) => decode(&b)?,
-            None => SmMeta::default(),
-        };
+        let meta = SmMeta::load(store.as_ref(), keys)?;
         Ok(Self {
             store,
             keys,

@@ -23,7 +23,7 @@ use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
-use crate::replicas::{Replica, ReplicaSet};
+use crate::replicas::ReplicaSet;
 use crate::service::{CoordinatorService, MetaService};
 
 /// How long establishing a connection may take before a call fails as `Unavailable`.
@@ -171,22 +171,13 @@ pub fn replica_sets(
     pool: &ChannelPool,
     local: impl Fn(u32, &str) -> Option<Arc<dyn MetaService>>,
 ) -> Result<std::collections::BTreeMap<u32, Arc<ReplicaSet>>, MetaError> {
-    let mut groups = std::collections::BTreeMap::new();
-    for &g in &map.groups {
-        let mut replicas = Vec::new();
-        for addr in map.endpoints.mnode(g, here) {
-            let service = match local(g, addr) {
-                Some(s) => s,
-                None => Arc::new(pool.get(addr)?.meta(g)) as Arc<dyn MetaService>,
-            };
-            replicas.push(Replica {
-                addr: addr.to_string(),
-                service,
-            });
-        }
-        groups.insert(g, Arc::new(ReplicaSet::new(replicas)));
-    }
-    Ok(groups)
+    map.groups
+        .iter()
+        .map(|&g| {
+            let set = ReplicaSet::over(g, map.endpoints.mnode(g, here), pool, |a| local(g, a))?;
+            Ok((g, Arc::new(set)))
+        })
+        .collect()
 }
 
 /// [`replica_sets`] as plain services.
