@@ -1,7 +1,7 @@
 //! A replicated cluster: three `saker server` nodes on loopback, each with a replica of every
-//! MNode group (replication 3) and an S3 gateway; node 1 also runs the coordinator and the
-//! chunkstore (neither is replicated yet, so the tests keep node 1 alive while they kill
-//! leaders, and use objects small enough to live inline in the MNodes).
+//! MNode group (replication 3), a coordinator replica and an S3 gateway; node 1 also runs the
+//! chunkstore (not replicated yet, so the tests keep node 1 alive while they kill leaders, and
+//! use objects small enough to live inline in the MNodes).
 //!
 //! A writer PUTs through one gateway while the tests SIGKILL group leaders; a ledger of
 //! acknowledged writes is then read back through other nodes. A node that was down catches up
@@ -70,16 +70,15 @@ impl Nodes {
             let roles = if i == 0 {
                 r#"["gateway", "mnode", "coordinator", "chunkstore"]"#
             } else {
-                r#"["gateway", "mnode"]"#
+                r#"["gateway", "mnode", "coordinator"]"#
             };
             let text = format!(
                 "roles = {roles}\nnode = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
                  s3_addr = \"127.0.0.1:0\"\nadmin_addr = \"127.0.0.1:0\"\n\n[cluster]\n\
                  nodes = [{nodes_list}]\ngroups = {GROUPS}\nreplication = 3\n\
-                 coordinator = \"{}\"\nchunkstores = [\"{}\"]\n",
+                 chunkstores = [\"{}\"]\n",
                 i + 1,
                 dir.path().join(format!("node{}", i + 1)).display(),
-                rpc[0],
                 rpc[0],
             );
             std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
@@ -142,10 +141,14 @@ impl Nodes {
     }
 
     fn client(&self, i: usize, retry: bool) -> Client {
+        self.client_as(i, retry, ROOT_AK, ROOT_SK)
+    }
+
+    fn client_as(&self, i: usize, retry: bool, ak: &str, sk: &str) -> Client {
         let mut b = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new(ROOT_AK, ROOT_SK, None, None, "saker-rep"))
+            .credentials_provider(Credentials::new(ak, sk, None, None, "saker-rep"))
             .endpoint_url(&self.nodes[i].s3)
             .force_path_style(true)
             .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
@@ -153,6 +156,26 @@ impl Nodes {
             b = b.retry_config(RetryConfig::disabled());
         }
         Client::from_conf(b.build())
+    }
+
+    /// Runs `saker admin ARGS` against node `i`'s admin listener; panics unless it succeeds.
+    fn admin(&self, i: usize, args: &[&str]) -> String {
+        let out = Command::new(saker_bin())
+            .arg("admin")
+            .args(args)
+            .args(["--admin-endpoint", &self.nodes[i].admin])
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run saker admin");
+        assert!(
+            out.status.success(),
+            "saker admin {args:?} at node {}: {}",
+            i + 1,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// The node whose replica of `g` serves (asked directly, replica by replica: a follower
@@ -524,4 +547,159 @@ async fn listings_and_delete_bucket_wait_out_a_leader_kill() {
     let c = nodes.client(leader, true);
     assert_status(c.head_bucket().bucket(&bucket).send().await, 404);
     assert_eq!(list_all(&c, kept, None).await.len(), keys.len());
+}
+
+/// A coordinated rename (as the FUSE client sends it) through group `g`'s replicas.
+async fn coordinated_rename(rpc: &str, g: u32, from: &[&str], to: &[&str]) -> Result<(), String> {
+    let map = saker_rpc::fetch_cluster_map(rpc)
+        .await
+        .map_err(|e| e.to_string())?;
+    let pool = saker_rpc::ChannelPool::default();
+    let sets = saker_rpc::replica_sets(&map, "", &pool, |_, _| None).map_err(|e| e.to_string())?;
+    let req = MetaRequest::CoordinatedRename {
+        from: from.iter().map(|s| s.to_string()).collect(),
+        to: to.iter().map(|s| s.to_string()).collect(),
+        noreplace: false,
+        cred: None,
+    };
+    let tag = ClientTag {
+        client: rand::random::<u128>() | 1,
+        seq: 1,
+    };
+    sets[&g]
+        .call(tag, req)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
+    let mut nodes = Nodes::start(&[]);
+    nodes.wait_voters(&[]).await;
+
+    // A key created through node 2's admin API works at node 3's gateway at once.
+    nodes.admin(
+        1,
+        &[
+            "key",
+            "create",
+            "--access-key",
+            "AKREPLICATED",
+            "--secret-key",
+            "sk-replicated-secret",
+        ],
+    );
+    let user = nodes.client_as(2, true, "AKREPLICATED", "sk-replicated-secret");
+    let bucket = "moves";
+    eventually("create a bucket as the new key", || {
+        user.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    let doomed = "doomed";
+    user.create_bucket().bucket(doomed).send().await.unwrap();
+    let mut keys = Vec::new();
+    for i in 0..12 {
+        let key = format!("d1/sub{}/obj-{i}", i % 3);
+        put(&user, bucket, &key, format!("v{i}").as_bytes()).await;
+        keys.push(key);
+    }
+
+    // The coordinator is active on group 1's leader: that node dies while a directory rename
+    // and a DeleteBucket across groups are under way, sent through the other nodes.
+    let home = nodes.leader(1).await;
+    let survivor = (home + 1) % 3;
+    let rpc = nodes.rpc[survivor].clone();
+    let rename =
+        tokio::spawn(
+            async move { coordinated_rename(&rpc, 2, &[bucket, "d1"], &[bucket, "d2"]).await },
+        );
+    let s3 = nodes.client(survivor, true);
+    let delete = tokio::spawn({
+        let s3 = s3.clone();
+        async move { s3.delete_bucket().bucket(doomed).send().await }
+    });
+    nodes.kill(home);
+    let renamed = rename.await.unwrap();
+    let deleted = delete.await.unwrap();
+    eprintln!(
+        "across the kill: rename {renamed:?}, delete bucket ok: {}",
+        deleted.is_ok()
+    );
+
+    // Whatever the calls answered, the new coordinator finished them: every object is under
+    // exactly one of the names, and a rename sent now completes.
+    let logs = nodes.logs();
+    let count = keys.len();
+    let after = eventually("the rename settled by the new coordinator", || {
+        let s3 = s3.clone();
+        async move {
+            let listed = list_all(&s3, bucket, None).await;
+            if listed.len() == count {
+                Ok(listed)
+            } else {
+                Err(format!("{} objects", listed.len()))
+            }
+        }
+    })
+    .await;
+    let under = |p: &str| after.iter().filter(|k| k.starts_with(p)).count();
+    assert!(
+        under("d1/") == keys.len() || under("d2/") == keys.len(),
+        "a half-done rename: {after:?}\n{logs}"
+    );
+    let (from, to) = if under("d1/") > 0 {
+        ("d1", "d2")
+    } else {
+        ("d2", "d3")
+    };
+    coordinated_rename(&nodes.rpc[survivor], 2, &[bucket, from], &[bucket, to])
+        .await
+        .unwrap_or_else(|e| panic!("rename after the failover: {e}\n{}", nodes.logs()));
+    let moved = list_all(&s3, bucket, None).await;
+    assert!(
+        moved.iter().all(|k| k.starts_with(&format!("{to}/"))),
+        "{moved:?}"
+    );
+    for (i, key) in keys.iter().enumerate() {
+        let now = key.replacen("d1/", &format!("{to}/"), 1);
+        assert_eq!(
+            get_bytes(&s3, bucket, &now).await,
+            format!("v{i}").as_bytes()
+        );
+    }
+    if deleted.is_err() {
+        s3.delete_bucket().bucket(doomed).send().await.unwrap();
+    }
+    assert_status(s3.head_bucket().bucket(doomed).send().await, 404);
+
+    // The key still works at every survivor, and a key deleted at one stops working at the
+    // other (each node refreshes its copy).
+    let other = 3 - home - survivor;
+    for i in [survivor, other] {
+        let c = nodes.client_as(i, true, "AKREPLICATED", "sk-replicated-secret");
+        assert_eq!(list_all(&c, bucket, None).await.len(), keys.len());
+    }
+    nodes.admin(survivor, &["key", "delete", "--access-key", "AKREPLICATED"]);
+    let gone = nodes.client_as(other, false, "AKREPLICATED", "sk-replicated-secret");
+    eventually("the deleted key refused at the other node", || {
+        let gone = gone.clone();
+        async move {
+            let r = gone.list_buckets().send().await;
+            let refused = r.is_err() && failure(r).code.as_deref() == Some("InvalidAccessKeyId");
+            if refused {
+                Ok(())
+            } else {
+                Err("the key still works")
+            }
+        }
+    })
+    .await;
+
+    // The lost node comes back and takes the coordinator's calls again if it leads.
+    nodes.restart(home);
+    nodes.wait_voters(&[]).await;
+    let c = nodes.client(home, true);
+    c.create_bucket().bucket("after").send().await.unwrap();
+    c.delete_bucket().bucket("after").send().await.unwrap();
 }

@@ -1,17 +1,27 @@
 //! Access keys: id, secret and the POSIX identity S3 requests act as.
 //!
 //! Persisted as a versioned JSON file, written durably (tmp file, fsync, rename, fsync dir).
-//! Secrets never appear in `Debug` output or logs.
+//! In a replicated cluster the keys are records of the coordinator's replicated state
+//! (`keys/<access key>`) as well, so a key created at any node works at every node's
+//! gateway: each node keeps a copy, looks a key it does not know up in the state at once
+//! (at most every [`MISS_REFRESH`]) and refreshes the whole copy every [`REFRESH`], so a
+//! deleted key stops working everywhere within that. The root key is the one the cluster was
+//! bootstrapped with ([`AccessKeyStore::check_root`]). Secrets never appear in `Debug` output
+//! or logs.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+
+use crate::state::StateStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -27,6 +37,8 @@ pub enum KeyError {
     Invalid(String),
     #[error("the root key cannot be deleted")]
     Root,
+    #[error("access keys unavailable: {0}")]
+    State(#[from] crate::journal::JournalError),
 }
 
 #[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -62,7 +74,22 @@ const FILE_VERSION: u32 = 1;
 pub struct AccessKeyStore {
     path: PathBuf,
     keys: RwLock<BTreeMap<String, AccessKey>>,
+    /// The replicated state the keys are records of, in a replicated cluster.
+    shared: Option<Shared>,
 }
+
+struct Shared {
+    state: Arc<dyn StateStore>,
+    /// When the copy was last refreshed (one refresh at a time).
+    refreshed: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// How often a node refreshes its copy of a replicated key set.
+pub const REFRESH: Duration = Duration::from_secs(2);
+/// The least time between two refreshes for keys not found.
+pub const MISS_REFRESH: Duration = Duration::from_millis(500);
+/// Record key prefix of access keys in the coordinator's state.
+const KEYS: &str = "keys/";
 
 /// A random string of `len` characters from `alphabet`.
 fn random_string(alphabet: &[u8], len: usize) -> String {
@@ -115,9 +142,107 @@ impl AccessKeyStore {
         let store = Self {
             path: path.to_path_buf(),
             keys: RwLock::new(Self::load(path)?),
+            shared: None,
         };
         store.set_root(root)?;
         Ok(store)
+    }
+
+    /// The keys of a replicated cluster: records in `state`, the root key `root` kept at
+    /// `path` too (so a restart with another one is noticed). Call
+    /// [`AccessKeyStore::check_root`] and run [`AccessKeyStore::follow`].
+    pub fn replicated(
+        path: &Path,
+        root: (String, String),
+        state: Arc<dyn StateStore>,
+    ) -> Result<Self, KeyError> {
+        let mut keys = Self::load(path)?;
+        keys.retain(|_, k| k.root);
+        let store = Self {
+            path: path.to_path_buf(),
+            keys: RwLock::new(keys),
+            shared: Some(Shared {
+                state,
+                refreshed: tokio::sync::Mutex::new(None),
+            }),
+        };
+        store.set_root(Some(root))?;
+        Ok(store)
+    }
+
+    /// Records this node's root key as the cluster's if there is none yet, and fails if the
+    /// cluster has another one (`Invalid`, naming its access key).
+    pub async fn check_root(&self) -> Result<(), KeyError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let root = self.root();
+        let recorded = shared.state.scan(KEYS).await?;
+        let theirs = recorded
+            .iter()
+            .filter_map(|(k, v)| crate::journal::decode::<AccessKey>(k, v).ok())
+            .find(|k| k.root);
+        match theirs {
+            Some(k) if k.access_key == root.access_key && k.secret_key == root.secret_key => Ok(()),
+            Some(k) => Err(KeyError::Invalid(format!(
+                "the cluster's root key is {}, not this node's {}: the root key is fixed at \
+                 bootstrap",
+                k.access_key, root.access_key
+            ))),
+            None => {
+                let body = serde_json::to_vec(&root).expect("keys serialize");
+                let key = format!("{KEYS}{}", root.access_key);
+                Ok(shared.state.put(&key, Some(body)).await?)
+            }
+        }
+    }
+
+    /// Refreshes a replicated key set every [`REFRESH`], for ever.
+    pub async fn follow(self: Arc<Self>) {
+        loop {
+            if let Err(e) = self.refresh(Duration::ZERO).await {
+                tracing::debug!(error = %e, "access keys not refreshed");
+            }
+            tokio::time::sleep(REFRESH).await;
+        }
+    }
+
+    /// Replaces the copy of a replicated key set with the state's, unless it was refreshed
+    /// less than `min_age` ago.
+    async fn refresh(&self, min_age: Duration) -> Result<(), KeyError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let mut last = shared.refreshed.lock().await;
+        if last.is_some_and(|t| t.elapsed() < min_age) {
+            return Ok(());
+        }
+        let mut fresh = BTreeMap::new();
+        for (key, value) in shared.state.scan(KEYS).await? {
+            let k: AccessKey = crate::journal::decode(&key, &value)?;
+            if !k.root {
+                fresh.insert(k.access_key.clone(), k);
+            }
+        }
+        let mut keys = self.keys.write();
+        keys.retain(|_, k| k.root);
+        for (ak, k) in fresh {
+            keys.entry(ak).or_insert(k);
+        }
+        *last = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The key `access_key`, looked up in the replicated state if this copy lacks it.
+    pub async fn lookup(&self, access_key: &str) -> Option<AccessKey> {
+        if let Some(k) = self.get(access_key) {
+            return Some(k);
+        }
+        self.shared.as_ref()?;
+        if let Err(e) = self.refresh(MISS_REFRESH).await {
+            tracing::warn!(error = %e, "access keys not refreshed");
+        }
+        self.get(access_key)
     }
 
     /// The root key recorded at `path`, if any (nothing is created).
@@ -188,7 +313,12 @@ impl AccessKeyStore {
         let keys = self.keys.read();
         let file = FileV1 {
             version: FILE_VERSION,
-            keys: keys.values().cloned().collect(),
+            // A replicated key set keeps only the root here.
+            keys: keys
+                .values()
+                .filter(|k| k.root || self.shared.is_none())
+                .cloned()
+                .collect(),
         };
         let bytes =
             serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Corrupt(e.to_string()))?;
@@ -227,34 +357,60 @@ impl AccessKeyStore {
             .expect("the store always has a root key")
     }
 
-    /// All keys, secrets included (callers decide what to show).
+    /// All keys, a replicated set refreshed first (secrets included: callers decide what to
+    /// show).
+    pub async fn current(&self) -> Result<Vec<AccessKey>, KeyError> {
+        self.refresh(Duration::ZERO).await?;
+        Ok(self.list())
+    }
+
+    /// All keys of this copy, secrets included (callers decide what to show).
     pub fn list(&self) -> Vec<AccessKey> {
         self.keys.read().values().cloned().collect()
     }
 
-    pub fn create(&self, key: AccessKey) -> Result<(), KeyError> {
+    pub async fn create(&self, key: AccessKey) -> Result<(), KeyError> {
         validate(&key.access_key, &key.secret_key)?;
+        let key = AccessKey { root: false, ..key };
+        if let Some(shared) = &self.shared {
+            self.refresh(Duration::ZERO).await?;
+            if self.get(&key.access_key).is_some() {
+                return Err(KeyError::Exists(key.access_key));
+            }
+            let body = serde_json::to_vec(&key).expect("keys serialize");
+            let record = format!("{KEYS}{}", key.access_key);
+            shared.state.put(&record, Some(body)).await?;
+            self.keys.write().insert(key.access_key.clone(), key);
+            return Ok(());
+        }
         {
             let mut keys = self.keys.write();
             if keys.contains_key(&key.access_key) {
                 return Err(KeyError::Exists(key.access_key));
             }
-            keys.insert(key.access_key.clone(), AccessKey { root: false, ..key });
+            keys.insert(key.access_key.clone(), key);
         }
         self.persist()
     }
 
-    pub fn delete(&self, access_key: &str) -> Result<(), KeyError> {
-        {
-            let mut keys = self.keys.write();
-            match keys.get(access_key) {
-                None => return Err(KeyError::NotFound(access_key.to_string())),
-                Some(k) if k.root => return Err(KeyError::Root),
-                Some(_) => {
-                    keys.remove(access_key);
-                }
-            }
+    pub async fn delete(&self, access_key: &str) -> Result<(), KeyError> {
+        if self.shared.is_some() {
+            self.refresh(Duration::ZERO).await?;
         }
+        match self.get(access_key) {
+            None => return Err(KeyError::NotFound(access_key.to_string())),
+            Some(k) if k.root => return Err(KeyError::Root),
+            Some(_) => {}
+        }
+        if let Some(shared) = &self.shared {
+            shared
+                .state
+                .put(&format!("{KEYS}{access_key}"), None)
+                .await?;
+            self.keys.write().remove(access_key);
+            return Ok(());
+        }
+        self.keys.write().remove(access_key);
         self.persist()
     }
 }
@@ -280,8 +436,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn create_delete_and_validation() {
+    #[tokio::test]
+    async fn create_delete_and_validation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.json");
         let s = AccessKeyStore::open(&path, None).unwrap();
@@ -292,13 +448,17 @@ mod tests {
             gid: 1000,
             root: false,
         };
-        s.create(k.clone()).unwrap();
-        assert!(matches!(s.create(k.clone()), Err(KeyError::Exists(_))));
+        s.create(k.clone()).await.unwrap();
+        assert!(matches!(
+            s.create(k.clone()).await,
+            Err(KeyError::Exists(_))
+        ));
         assert!(matches!(
             s.create(AccessKey {
                 access_key: "a b".into(),
                 ..k.clone()
-            }),
+            })
+            .await,
             Err(KeyError::Invalid(_))
         ));
         assert_eq!(
@@ -306,11 +466,14 @@ mod tests {
             Some(k)
         );
         assert!(matches!(
-            s.delete(&s.root().access_key),
+            s.delete(&s.root().access_key).await,
             Err(KeyError::Root)
         ));
-        s.delete("user1").unwrap();
-        assert!(matches!(s.delete("user1"), Err(KeyError::NotFound(_))));
+        s.delete("user1").await.unwrap();
+        assert!(matches!(
+            s.delete("user1").await,
+            Err(KeyError::NotFound(_))
+        ));
         assert_eq!(
             AccessKeyStore::open(&path, None).unwrap().get("user1"),
             None
@@ -319,5 +482,48 @@ mod tests {
             !format!("{:?}", s.root()).contains(&s.root().secret_key),
             "Debug hides the secret"
         );
+    }
+
+    #[tokio::test]
+    async fn replicated_keys_are_seen_by_every_node_and_the_root_is_fixed() {
+        let state: Arc<dyn StateStore> = Arc::new(crate::state::MemState::default());
+        let dir = tempfile::tempdir().unwrap();
+        let root = ("rootkey".to_string(), "rootsecret".to_string());
+        let a = AccessKeyStore::replicated(&dir.path().join("a.json"), root.clone(), state.clone())
+            .unwrap();
+        let b = AccessKeyStore::replicated(&dir.path().join("b.json"), root.clone(), state.clone())
+            .unwrap();
+        a.check_root().await.unwrap();
+        b.check_root().await.unwrap();
+        let k = AccessKey {
+            access_key: "user2".into(),
+            secret_key: "password2".into(),
+            uid: 7,
+            gid: 7,
+            root: false,
+        };
+        a.create(k.clone()).await.unwrap();
+        assert_eq!(b.get("user2"), None, "b has not refreshed yet");
+        assert_eq!(b.lookup("user2").await, Some(k.clone()));
+        assert!(matches!(
+            b.create(k.clone()).await,
+            Err(KeyError::Exists(_))
+        ));
+        b.delete("user2").await.unwrap();
+        a.refresh(Duration::ZERO).await.unwrap();
+        assert_eq!(a.lookup("user2").await, None);
+        // The node's own file keeps only the root key.
+        let file = std::fs::read_to_string(dir.path().join("a.json")).unwrap();
+        assert!(!file.contains("password2"));
+        let other = AccessKeyStore::replicated(
+            &dir.path().join("c.json"),
+            ("otherroot".into(), "othersecret".into()),
+            state,
+        )
+        .unwrap();
+        assert!(matches!(
+            other.check_root().await,
+            Err(KeyError::Invalid(_))
+        ));
     }
 }

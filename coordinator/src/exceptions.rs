@@ -1,7 +1,7 @@
-//! The exception table at run time (FalconFS §4.2.2): the coordinator owns it, keeps it in a
-//! file, and changes it one name at a time:
+//! The exception table at run time (FalconFS §4.2.2): the coordinator owns it, keeps it in its
+//! state (record `exceptions`), and changes it one name at a time:
 //!
-//! 1. write the new table to the file with the name marked as migrating;
+//! 1. write the new table with the name marked as migrating;
 //! 2. block the name at every group (`BlockName`: requests for paths ending in it wait, writes
 //!    already evaluated are applied first);
 //! 3. have every group move the inodes of that name it holds to their owner under the new
@@ -16,7 +16,7 @@
 //! refused, since moving a directory record needs the rename protocol.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::future::join_all;
 use parking_lot::Mutex;
@@ -25,8 +25,12 @@ use saker_rpc::{MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::balance::{balance, bound, shrink, GroupStats};
-use crate::journal::JournalError;
+use crate::journal::{decode, JournalError};
 use crate::rmdir::{tag, NamespaceCoordinator};
+use crate::state::{MemState, StateStore};
+
+/// The record the table is kept in.
+const RECORD: &str = "exceptions";
 
 /// File names each group reports to the balancer (its most frequent ones).
 pub const TOP_NAMES: u32 = 64;
@@ -75,80 +79,61 @@ struct Persisted {
     migrating: Option<String>,
 }
 
-/// The coordinator's exception table and its file (or memory only).
+/// The coordinator's exception table, kept in its state.
 pub struct ExceptionStore {
-    path: Option<PathBuf>,
-    state: Mutex<Persisted>,
+    state: Arc<dyn StateStore>,
+    current: Mutex<Persisted>,
 }
 
 impl ExceptionStore {
     pub fn in_memory(table: ExceptionTable) -> Self {
         Self {
-            path: None,
-            state: Mutex::new(Persisted {
+            state: Arc::new(MemState::default()),
+            current: Mutex::new(Persisted {
                 table,
                 migrating: None,
             }),
         }
     }
 
-    /// Opens `path`, or starts from `initial` (the table the cluster was created with) when
-    /// there is no file yet.
-    pub fn open(path: &Path, initial: ExceptionTable) -> Result<Self, JournalError> {
-        let state = match std::fs::read(path) {
-            Ok(text) => serde_json::from_slice(&text).map_err(|source| JournalError::Corrupt {
-                path: path.to_path_buf(),
-                source,
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Persisted {
+    /// The table kept in `state`, or `initial` (the table the cluster was created with) when
+    /// there is none yet.
+    pub async fn load(
+        state: Arc<dyn StateStore>,
+        initial: ExceptionTable,
+    ) -> Result<Self, JournalError> {
+        let current = match state
+            .scan(RECORD)
+            .await?
+            .into_iter()
+            .find(|(k, _)| k == RECORD)
+        {
+            Some((key, value)) => decode(&key, &value)?,
+            None => Persisted {
                 table: initial,
                 migrating: None,
             },
-            Err(source) => {
-                return Err(JournalError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
         };
         Ok(Self {
-            path: Some(path.to_path_buf()),
-            state: Mutex::new(state),
+            state,
+            current: Mutex::new(current),
         })
     }
 
     pub fn table(&self) -> ExceptionTable {
-        self.state.lock().table.clone()
+        self.current.lock().table.clone()
     }
 
     pub(crate) fn pending(&self) -> Option<(String, ExceptionTable)> {
-        let s = self.state.lock();
+        let s = self.current.lock();
         s.migrating.clone().map(|n| (n, s.table.clone()))
     }
 
-    /// Writes `state` durably (tmp file, fsync, rename, fsync dir), then keeps it.
-    fn save(&self, state: Persisted) -> Result<(), JournalError> {
-        if let Some(path) = &self.path {
-            let io = |source| JournalError::Io {
-                path: path.clone(),
-                source,
-            };
-            let tmp = path.with_extension("json.tmp");
-            {
-                use std::io::Write;
-                let mut f = std::fs::File::create(&tmp).map_err(io)?;
-                f.write_all(&serde_json::to_vec_pretty(&state).expect("tables serialize"))
-                    .map_err(io)?;
-                f.sync_all().map_err(io)?;
-            }
-            std::fs::rename(&tmp, path).map_err(io)?;
-            if let Some(dir) = path.parent() {
-                std::fs::File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(io)?;
-            }
-        }
-        *self.state.lock() = state;
+    /// Writes `next` durably, then keeps it.
+    async fn save(&self, next: Persisted) -> Result<(), JournalError> {
+        let body = serde_json::to_vec_pretty(&next).expect("tables serialize");
+        self.state.put(RECORD, Some(body)).await?;
+        *self.current.lock() = next;
         Ok(())
     }
 }
@@ -190,10 +175,12 @@ impl NamespaceCoordinator {
         if !changed {
             return Ok(table);
         }
-        self.exceptions.save(Persisted {
-            table: table.clone(),
-            migrating: Some(name.to_string()),
-        })?;
+        self.exceptions
+            .save(Persisted {
+                table: table.clone(),
+                migrating: Some(name.to_string()),
+            })
+            .await?;
         self.migrate(name, &table).await?;
         Ok(table)
     }
@@ -241,10 +228,12 @@ impl NamespaceCoordinator {
             })
             .sum();
         self.router.write().set_exceptions(table.clone());
-        self.exceptions.save(Persisted {
-            table: table.clone(),
-            migrating: None,
-        })?;
+        self.exceptions
+            .save(Persisted {
+                table: table.clone(),
+                migrating: None,
+            })
+            .await?;
         tracing::info!(
             name,
             moved = count,
@@ -366,13 +355,15 @@ impl NamespaceCoordinator {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_file_keeps_the_table_and_the_migrating_mark() {
+    #[tokio::test]
+    async fn the_state_keeps_the_table_and_the_migrating_mark() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("exceptions.json");
+        let state: Arc<dyn StateStore> = Arc::new(crate::state::DirState::new(dir.path()));
         let mut initial = ExceptionTable::new();
         initial.set("train", Exception::PathWalk);
-        let store = ExceptionStore::open(&path, initial.clone()).unwrap();
+        let store = ExceptionStore::load(state.clone(), initial.clone())
+            .await
+            .unwrap();
         assert_eq!(store.table(), initial);
         assert_eq!(store.pending(), None);
         let mut next = initial.clone();
@@ -382,11 +373,14 @@ mod tests {
                 table: next.clone(),
                 migrating: Some("Makefile".into()),
             })
+            .await
             .unwrap();
-        // Reopened: the file wins over the initial table, and the migration is pending.
-        let again = ExceptionStore::open(&path, initial).unwrap();
+        // Reopened: the record wins over the initial table, and the migration is pending.
+        let again = ExceptionStore::load(state.clone(), initial).await.unwrap();
         assert_eq!(again.pending(), Some(("Makefile".to_string(), next)));
-        std::fs::write(&path, b"{broken").unwrap();
-        assert!(ExceptionStore::open(&path, ExceptionTable::new()).is_err());
+        std::fs::write(dir.path().join("exceptions.json"), b"{broken").unwrap();
+        assert!(ExceptionStore::load(state, ExceptionTable::new())
+            .await
+            .is_err());
     }
 }

@@ -5,7 +5,8 @@
 //! ([`rmdir`]), directory rename ([`rename`]), hard links ([`link`]), chmod/chown of
 //! directories ([`dir_attr`]), decides how names are redirected to balance the groups
 //! ([`balance`]) and carries out the redirections ([`exceptions`]). Multi-step protocols log
-//! their intents in a [`journal`] and finish them after a crash.
+//! their intents in a [`journal`] and finish them after a crash or a failover; everything
+//! durable is a record in a [`state`] store (files, or group 1's replicated state machine).
 
 pub mod access_keys;
 pub mod balance;
@@ -16,9 +17,11 @@ pub mod link;
 pub mod locks;
 pub mod rename;
 pub mod rmdir;
+pub mod state;
 
 pub use access_keys::{AccessKey, AccessKeyStore, KeyError};
 pub use exceptions::{BalanceReport, ExceptionStore};
 pub use journal::{Journal, JournalError};
 pub use rename::RenameJournal;
 pub use rmdir::{Groups, NamespaceCoordinator};
+pub use state::{DirState, GroupState, MemState, StateStore};

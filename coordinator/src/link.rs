@@ -53,11 +53,11 @@ pub struct LinkIntent {
     pub reference: Option<Attr>,
 }
 
-/// Logged links (`link-<seq>.json`).
+/// Logged links (`links/link-<seq>`).
 pub type LinkJournal = Journal<LinkIntent>;
 
-/// File name prefix of logged links.
-pub const LINKS: &str = "link";
+/// Record key prefix of logged links.
+pub const LINKS: &str = "links/link";
 
 impl NamespaceCoordinator {
     /// The link protocol (module docs).
@@ -98,7 +98,7 @@ impl NamespaceCoordinator {
             token,
             reference: None,
         };
-        let seq = self.links.log(&intent)?;
+        let seq = self.links.log(&intent).await?;
         fail_point("link_logged");
         match self.finish_link(seq, intent).await {
             Err(e) if unanswered(&e) => {
@@ -106,7 +106,7 @@ impl NamespaceCoordinator {
                 Err(e)
             }
             result => {
-                self.links.done(seq);
+                self.links.done(seq).await;
                 result
             }
         }
@@ -160,7 +160,7 @@ impl NamespaceCoordinator {
                 };
                 fail_point("link_counted_unlogged");
                 intent.reference = Some(r.clone());
-                self.links.rewrite(seq, &intent)?;
+                self.links.rewrite(seq, &intent).await?;
                 fail_point("link_counted");
                 r
             }
@@ -238,7 +238,7 @@ impl NamespaceCoordinator {
                 }
                 result => {
                     tracing::info!(from = ?intent.from, to = ?intent.to, ok = result.is_ok(), "logged link finished");
-                    self.links.done(seq);
+                    self.links.done(seq).await;
                 }
             }
         }

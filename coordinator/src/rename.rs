@@ -75,11 +75,11 @@ pub fn into_itself(from: &[String], to: &[String]) -> bool {
     to.len() > from.len() && to[..from.len()] == *from
 }
 
-/// Logged renames (`rename-<seq>.json`).
+/// Logged renames (`renames/rename-<seq>`).
 pub type RenameJournal = Journal<RenameIntent>;
 
-/// File name prefix of logged renames.
-pub const RENAMES: &str = "rename";
+/// Record key prefix of logged renames.
+pub const RENAMES: &str = "renames/rename";
 
 impl Journal<RenameIntent> {
     /// Whether an unresolved intent moves the inode at `from`.
@@ -391,11 +391,11 @@ impl NamespaceCoordinator {
     }
 
     async fn log_and_move(&self, intent: RenameIntent) -> Result<Attr, MetaError> {
-        let seq = self.journal.log(&intent)?;
+        let seq = self.journal.log(&intent).await?;
         fail_point("rename_logged");
         match self.roll_forward(&intent).await {
             Ok(moved) => {
-                self.journal.done(seq);
+                self.journal.done(seq).await;
                 Ok(moved)
             }
             Err(e) if transient(&e) => {
@@ -404,7 +404,7 @@ impl NamespaceCoordinator {
                 Err(e)
             }
             Err(e) => {
-                self.journal.done(seq);
+                self.journal.done(seq).await;
                 Err(e)
             }
         }
@@ -509,7 +509,7 @@ impl NamespaceCoordinator {
                     Ok(_) => {
                         tracing::info!(from = ?intent.from, to = ?intent.to, "logged rename finished");
                         self.release_holds(&intent).await;
-                        self.journal.done(seq);
+                        self.journal.done(seq).await;
                     }
                     Err(e) if transient(&e) => {
                         tracing::debug!(error = %e, "logged rename waits for its MNodes");
@@ -517,7 +517,7 @@ impl NamespaceCoordinator {
                     Err(e) => {
                         tracing::warn!(error = %e, from = ?intent.from, to = ?intent.to, "logged rename abandoned: the inode keeps its old name");
                         self.release_holds(&intent).await;
-                        self.journal.done(seq);
+                        self.journal.done(seq).await;
                     }
                 }
             }
@@ -567,36 +567,40 @@ mod tests {
         }
     }
 
-    #[test]
-    fn logged_intents_survive_a_reopen_until_done() {
-        let dir = tempfile::tempdir().unwrap();
-        let j = RenameJournal::open(dir.path(), RENAMES).unwrap();
-        let a = j.log(&intent("b/x", "b/y")).unwrap();
-        let b = j.log(&intent("b/p", "b/q")).unwrap();
-        j.done(a);
-        drop(j);
-        // A torn write leaves only a temporary file, which is not an intent.
-        std::fs::write(dir.path().join("rename-99.tmp"), b"{\"half").unwrap();
-        let j = RenameJournal::open(dir.path(), RENAMES).unwrap();
-        assert_eq!(j.pending(), vec![(b, intent("b/p", "b/q"))]);
-        assert!(!dir.path().join("rename-99.tmp").exists());
-        // Sequence numbers keep growing past what was found.
-        let c = j.log(&intent("b/r", "b/s")).unwrap();
-        assert!(c > b);
-        j.done(b);
-        j.done(c);
-        assert!(RenameJournal::open(dir.path(), RENAMES)
-            .unwrap()
-            .pending()
-            .is_empty());
+    async fn open_in(dir: &std::path::Path) -> Result<RenameJournal, JournalError> {
+        let state = std::sync::Arc::new(crate::state::DirState::new(dir));
+        RenameJournal::load(state, RENAMES).await
     }
 
-    #[test]
-    fn a_corrupt_intent_is_an_error_not_a_silent_drop() {
+    #[tokio::test]
+    async fn logged_intents_survive_a_reopen_until_done() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("rename-3.json"), b"{not json").unwrap();
+        let j = open_in(dir.path()).await.unwrap();
+        let a = j.log(&intent("b/x", "b/y")).await.unwrap();
+        let b = j.log(&intent("b/p", "b/q")).await.unwrap();
+        j.done(a).await;
+        drop(j);
+        // A torn write leaves only a temporary file, which is not an intent.
+        let torn = dir.path().join("renames/rename-99.tmp");
+        std::fs::write(&torn, b"{\"half").unwrap();
+        let j = open_in(dir.path()).await.unwrap();
+        assert_eq!(j.pending(), vec![(b, intent("b/p", "b/q"))]);
+        assert!(!torn.exists());
+        // Sequence numbers keep growing past what was found.
+        let c = j.log(&intent("b/r", "b/s")).await.unwrap();
+        assert!(c > b);
+        j.done(b).await;
+        j.done(c).await;
+        assert!(open_in(dir.path()).await.unwrap().pending().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_intent_is_an_error_not_a_silent_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("renames")).unwrap();
+        std::fs::write(dir.path().join("renames/rename-3.json"), b"{not json").unwrap();
         assert!(matches!(
-            RenameJournal::open(dir.path(), RENAMES),
+            open_in(dir.path()).await,
             Err(JournalError::Corrupt { .. })
         ));
     }

@@ -31,6 +31,7 @@ use crate::journal::JournalError;
 use crate::link::{LinkJournal, LINKS};
 use crate::locks::PathLocks;
 use crate::rename::{RenameJournal, RENAMES};
+use crate::state::{DirState, StateStore};
 
 /// The coordinator's view of the MNode groups.
 pub type Groups = BTreeMap<GroupId, Arc<dyn MetaService>>;
@@ -85,14 +86,27 @@ impl NamespaceCoordinator {
         me
     }
 
-    /// A coordinator whose state lives in `dir`: the rename journal (`renames/`) and the
-    /// exception table (`exceptions.json`, starting from `router`'s when there is none). Call
+    /// A coordinator whose state lives in `dir` (one process): the rename and link journals
+    /// (`renames/`, `links/`) and the exception table (`exceptions.json`).
+    pub async fn persistent(
+        router: Router,
+        groups: Groups,
+        dir: &Path,
+    ) -> Result<Self, JournalError> {
+        Self::load(router, groups, Arc::new(DirState::new(dir))).await
+    }
+
+    /// A coordinator whose state lives in `state`: its journals and the exception table
+    /// (starting from `router`'s when there is none). Call
     /// [`NamespaceCoordinator::resolve_pending`] once the groups are reachable.
-    pub fn persistent(router: Router, groups: Groups, dir: &Path) -> Result<Self, JournalError> {
-        let journal = RenameJournal::open(&dir.join("renames"), RENAMES)?;
-        let links = LinkJournal::open(&dir.join("links"), LINKS)?;
-        let exceptions =
-            ExceptionStore::open(&dir.join("exceptions.json"), router.exceptions().clone())?;
+    pub async fn load(
+        router: Router,
+        groups: Groups,
+        state: Arc<dyn StateStore>,
+    ) -> Result<Self, JournalError> {
+        let journal = RenameJournal::load(state.clone(), RENAMES).await?;
+        let links = LinkJournal::load(state.clone(), LINKS).await?;
+        let exceptions = ExceptionStore::load(state, router.exceptions().clone()).await?;
         Ok(Self::assemble(router, groups, journal, links, exceptions))
     }
 

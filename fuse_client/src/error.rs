@@ -88,6 +88,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::NotOwner { .. }
         | MetaError::Unavailable(_)
         | MetaError::NotLeader { .. }
+        | MetaError::Fenced { .. }
         | MetaError::Internal(_) => Errno::EIO,
     }
 }

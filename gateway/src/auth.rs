@@ -23,7 +23,7 @@ impl KeyAuth {
 #[async_trait::async_trait]
 impl S3Auth for KeyAuth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        match self.keys.get(access_key) {
+        match self.keys.lookup(access_key).await {
             Some(k) => Ok(SecretKey::from(k.secret_key)),
             None => Err(s3_error!(InvalidAccessKeyId)),
         }

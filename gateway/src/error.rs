@@ -38,8 +38,8 @@ pub fn meta(e: MetaError) -> S3Error {
             tracing::warn!(error = %m, "metadata node unavailable");
             S3Error::new(S3ErrorCode::ServiceUnavailable)
         }
-        e @ MetaError::NotLeader { .. } => {
-            tracing::warn!(error = %e, "metadata group without a leader");
+        e @ (MetaError::NotLeader { .. } | MetaError::Fenced { .. }) => {
+            tracing::warn!(error = %e, "metadata group or coordinator without a leader");
             S3Error::new(S3ErrorCode::ServiceUnavailable)
         }
         e @ (MetaError::MissingParent { .. } | MetaError::NotOwner { .. } | MetaError::Internal(_)) => {

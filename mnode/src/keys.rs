@@ -23,6 +23,8 @@
 //! | `c` | seq (8) + owner group (4)              | change-log: [`saker_rpc::DirChange`]s for the owner |
 //! | `s` |                                        | last change-log seq handed out |
 //! | `a` | source group (4)                       | last change-log seq applied from it |
+//! | `e` |                                        | exception table installed here |
+//! | `o` | record key (UTF-8)                     | coordinator record (group 1 only) |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -51,9 +53,11 @@ pub const APPLIED: u8 = b'a';
 /// The exception table the coordinator last installed at the group (raft state, so a new
 /// leader routes by it too).
 pub const EXCEPTIONS: u8 = b'e';
+/// The coordinator's replicated records ([`crate::coord_records`]), in group 1.
+pub const COORD: u8 = b'o';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 15] = [
+pub const SM_TABLES: [u8; 16] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -69,6 +73,7 @@ pub const SM_TABLES: [u8; 15] = [
     CHANGE_SEQ,
     APPLIED,
     EXCEPTIONS,
+    COORD,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].

@@ -36,6 +36,8 @@ pub(crate) struct Leadership {
     node_id: u64,
     lease: Duration,
     seen: Mutex<Seen>,
+    /// The serving term (0: not serving), for whoever follows it (the coordinator).
+    serving: tokio::sync::watch::Sender<u64>,
 }
 
 /// What an update found.
@@ -53,6 +55,7 @@ impl Leadership {
             node_id,
             lease: election_timeout_min / 2,
             seen: Mutex::default(),
+            serving: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -73,10 +76,12 @@ impl Leadership {
             .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
         if !leads {
             s.ready_term = 0;
+            self.serving.send_if_modified(|t| std::mem::take(t) != 0);
             return Change::None;
         }
         if caught_up && s.ready_term != m.current_term {
             s.ready_term = 0;
+            self.serving.send_if_modified(|t| std::mem::take(t) != 0);
             return Change::Elected(m.current_term);
         }
         Change::None
@@ -87,7 +92,18 @@ impl Leadership {
         let mut s = self.seen.lock();
         if m.state == ServerState::Leader && m.current_term == term {
             s.ready_term = term;
+            self.serving.send_replace(term);
         }
+    }
+
+    /// Follows the serving term (0 while this replica does not serve).
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.serving.subscribe()
+    }
+
+    /// The RPC address of the leader as far as this replica knows.
+    pub fn leader(&self) -> Option<String> {
+        self.seen.lock().leader.clone()
     }
 
     /// The term this replica serves in, 0 if it does not.

@@ -6,6 +6,7 @@
 //! under the key layout of [`keys`].
 
 mod changes;
+mod coord_records;
 mod dirty;
 pub mod error;
 mod executor;

@@ -395,6 +395,16 @@ impl Mnode {
         }
     }
 
+    /// The term this replica serves its group in, as it changes (0 while it does not).
+    pub fn watch_serving(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.leadership.watch()
+    }
+
+    /// The RPC address of the group's leader as far as this replica knows.
+    pub fn leader_hint(&self) -> Option<String> {
+        self.leadership.leader()
+    }
+
     /// The group's raft instance on this node (for the transport's raft traffic).
     pub fn raft_handle(&self) -> Raft {
         self.raft.clone()
@@ -1272,6 +1282,20 @@ impl MetaService for Mnode {
                 crate::membership::admit(&self.raft, &self.membership, id, &addr)
                     .await
                     .map(|()| MetaResponse::Done)
+            }
+            MetaRequest::CoordPut { term, key, value } => {
+                crate::coord_records::put(
+                    &self.raft,
+                    &self.keys,
+                    &self.leadership,
+                    term,
+                    &key,
+                    value,
+                )
+                .await
+            }
+            MetaRequest::CoordScan { prefix } => {
+                crate::coord_records::scan(self.store.as_ref(), &self.keys, &prefix)
             }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::Committed { ticket } => {

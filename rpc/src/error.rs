@@ -61,4 +61,8 @@ pub enum MetaError {
     /// elected); `leader` is the RPC address of the leader it knows of. Nothing was executed.
     #[error("not the group's leader (leader: {})", leader.as_deref().unwrap_or("unknown"))]
     NotLeader { leader: Option<String> },
+    /// A coordinator write of an earlier term: the coordinator that sent it is no longer the
+    /// active one (group 1 has elected another leader since). Nothing was written.
+    #[error("the coordinator's term {term} is over")]
+    Fenced { term: u64 },
 }

@@ -667,6 +667,19 @@ pub enum MetaRequest {
         id: u64,
         addr: String,
     },
+    /// One record of the coordinator's replicated state (group 1's table of them): set `key`
+    /// to `value`, or drop it when `None`. `term` is the coordinator's (the group-1 term it
+    /// became active in): a leader at another term refuses with `Fenced`, so a coordinator
+    /// that lost its place writes nothing more. 0 writes unfenced (access keys).
+    CoordPut {
+        term: u64,
+        key: String,
+        value: Option<Vec<u8>>,
+    },
+    /// The coordinator's records whose key starts with `prefix`, in key order (`Records`).
+    CoordScan {
+        prefix: String,
+    },
 }
 
 /// setxattr(2)'s flags: whether the name must (not) exist already.
@@ -718,13 +731,18 @@ impl MetaRequest {
                 | MetaRequest::SharedAttrs { .. }
                 | MetaRequest::LinkPending { .. }
                 | MetaRequest::RaftStatus
+                | MetaRequest::CoordScan { .. }
         )
     }
 
     /// Whether doing this request twice is the same as doing it once, so a resend after a
     /// lost answer is safe without a tag.
     pub fn is_idempotent(&self) -> bool {
-        !self.is_write() || matches!(self, MetaRequest::JoinGroup { .. })
+        !self.is_write()
+            || matches!(
+                self,
+                MetaRequest::JoinGroup { .. } | MetaRequest::CoordPut { .. }
+            )
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
@@ -816,6 +834,8 @@ impl MetaRequest {
             | MetaRequest::UnblockName { .. }
             | MetaRequest::SetExceptions { .. }
             | MetaRequest::Exceptions
+            | MetaRequest::CoordPut { .. }
+            | MetaRequest::CoordScan { .. }
             | MetaRequest::ThawAll
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -904,6 +924,8 @@ impl MetaRequest {
             MetaRequest::Shared { op, .. } => op.op_name(),
             MetaRequest::RaftStatus => "raft_status",
             MetaRequest::JoinGroup { .. } => "join_group",
+            MetaRequest::CoordPut { .. } => "coord_put",
+            MetaRequest::CoordScan { .. } => "coord_scan",
         }
     }
 }
@@ -950,6 +972,8 @@ pub enum MetaResponse {
     },
     /// One replica's raft state.
     Replica(ReplicaStatus),
+    /// Coordinator records: key and value.
+    Records(Vec<(String, Vec<u8>)>),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use clap::Subcommand;
-use saker_coordinator::{AccessKey, AccessKeyStore, KeyError, NamespaceCoordinator};
+use saker_coordinator::{AccessKey, AccessKeyStore, KeyError};
 use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
@@ -146,8 +146,8 @@ struct KeyInfo {
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
     pub chunks: Arc<dyn saker_chunkstore::ChunkStore>,
-    /// The coordinator, when it runs in this process (the exception table is its).
-    pub namespace: Option<Arc<NamespaceCoordinator>>,
+    /// The coordinator, while it is active in this process (the exception table is its).
+    pub namespace: crate::coordinator_host::Active,
     /// Every MNode group, for `/health` and `/admin/status`.
     pub groups: crate::status::Groups,
 }
@@ -174,7 +174,7 @@ async fn list_exceptions(State(st): State<AdminState>, headers: HeaderMap) -> Re
     if !authorized(&st, &Method::GET, "/admin/exceptions", &headers, b"") {
         return deny();
     }
-    let Some(ns) = &st.namespace else {
+    let Some(ns) = st.namespace.get() else {
         return no_coordinator();
     };
     axum::Json(table_info(&ns.exceptions())).into_response()
@@ -190,7 +190,7 @@ async fn set_exception(
     if !authorized(&st, &Method::PUT, &path, &headers, &body) {
         return deny();
     }
-    let Some(ns) = &st.namespace else {
+    let Some(ns) = st.namespace.get() else {
         return no_coordinator();
     };
     let route = match std::str::from_utf8(&body).map(str::trim).map(parse_route) {
@@ -211,7 +211,7 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
     if !authorized(&st, &Method::POST, "/admin/balance", &headers, &body) {
         return deny();
     }
-    let Some(ns) = &st.namespace else {
+    let Some(ns) = st.namespace.get() else {
         return no_coordinator();
     };
     let req: BalanceRequest = match serde_json::from_slice(&body) {
@@ -232,7 +232,8 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
 fn no_coordinator() -> Response {
     (
         StatusCode::NOT_FOUND,
-        "the coordinator does not run in this process\n",
+        "the coordinator is not active in this process (in a replicated cluster: ask the \
+         node that leads group 1)\n",
     )
         .into_response()
 }
@@ -375,6 +376,7 @@ fn key_error(e: KeyError) -> Response {
         KeyError::NotFound(_) => StatusCode::NOT_FOUND,
         KeyError::Invalid(_) | KeyError::Root => StatusCode::BAD_REQUEST,
         KeyError::Io(_) | KeyError::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        KeyError::State(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     (status, format!("{e}\n")).into_response()
 }
@@ -383,9 +385,11 @@ async fn list_keys(State(st): State<AdminState>, headers: HeaderMap) -> Response
     if !authorized(&st, &Method::GET, "/admin/keys", &headers, b"") {
         return deny();
     }
-    let keys: Vec<KeyInfo> = st
-        .keys
-        .list()
+    let keys = match st.keys.current().await {
+        Ok(keys) => keys,
+        Err(e) => return key_error(e),
+    };
+    let keys: Vec<KeyInfo> = keys
         .into_iter()
         .map(|k| KeyInfo {
             access_key: k.access_key,
@@ -414,7 +418,7 @@ async fn create_key(State(st): State<AdminState>, headers: HeaderMap, body: Byte
         gid: req.gid,
         root: false,
     };
-    match st.keys.create(key) {
+    match st.keys.create(key).await {
         Ok(()) => (StatusCode::CREATED, "created\n").into_response(),
         Err(e) => key_error(e),
     }
@@ -429,7 +433,7 @@ async fn delete_key(
     if !authorized(&st, &Method::DELETE, &path, &headers, b"") {
         return deny();
     }
-    match st.keys.delete(&ak) {
+    match st.keys.delete(&ak).await {
         Ok(()) => (StatusCode::OK, "deleted\n").into_response(),
         Err(e) => key_error(e),
     }

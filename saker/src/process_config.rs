@@ -30,9 +30,11 @@
 //! nodes = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922"]
 //! groups = 4                        # MNode groups, fixed at creation
 //! replication = 3                   # voters per group (1..=nodes)
-//! coordinator = "127.0.0.1:9902"
 //! chunkstores = ["127.0.0.1:9902"]
 //! ```
+//!
+//! Every node may run the coordinator role: its coordinator is active while the node leads
+//! group 1, whose state machine keeps the coordinator's state.
 //!
 //! Membership is static: every process must be given the same `[cluster]` table, and the number
 //! of MNode groups is fixed when the MNodes' data directories are created.
@@ -76,7 +78,9 @@ pub struct ProcessConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfigFile {
-    pub coordinator: SocketAddr,
+    /// A process-per-group cluster: the coordinator's process. (A replicated cluster's
+    /// coordinator is active on the node leading group 1.)
+    pub coordinator: Option<SocketAddr>,
     /// A process-per-group cluster: the process of MNode group i+1 is `mnodes[i]`.
     #[serde(default)]
     pub mnodes: Vec<SocketAddr>,
@@ -143,12 +147,21 @@ impl ProcessConfig {
         } else {
             ensure!(self.group.is_none(), "`group` without the mnode role");
         }
-        if self.has(Role::Coordinator) {
-            ensure!(
-                here == Some(c.coordinator),
-                "rpc_addr must be [cluster] coordinator ({}) in the coordinator's process",
-                c.coordinator
-            );
+        match (c.nodes.is_empty(), c.coordinator) {
+            (true, None) => bail!("[cluster] coordinator is required (the coordinator's address)"),
+            (true, Some(addr)) => ensure!(
+                !self.has(Role::Coordinator) || here == Some(addr),
+                "rpc_addr must be [cluster] coordinator ({addr}) in the coordinator's process"
+            ),
+            (false, Some(_)) => bail!(
+                "[cluster] coordinator in a cluster of [cluster] nodes: its coordinator is \
+                 active on the node that leads group 1 (remove the line)"
+            ),
+            (false, None) => ensure!(
+                !self.has(Role::Coordinator) || self.has(Role::Mnode),
+                "a node's coordinator role needs the mnode role (it is active with group 1's \
+                 leader)"
+            ),
         }
         if self.has(Role::Chunkstore) {
             ensure!(
@@ -202,7 +215,7 @@ impl ProcessConfig {
             exceptions: crate::server::pathwalk_table(&c.pathwalk),
             endpoints: Endpoints {
                 mnodes,
-                coordinator: Some(c.coordinator.to_string()),
+                coordinator: c.coordinator.map(|a| a.to_string()),
                 chunkstores: c.chunkstores.iter().map(|a| a.to_string()).collect(),
             },
         }
@@ -323,7 +336,8 @@ group = 2"#,
     }
 
     /// The shipped example clusters parse, and every file of one cluster describes the same
-    /// cluster: three nodes, each a replica of every group, one coordinator and chunkstore.
+    /// cluster: three nodes, each a replica of every group and of the coordinator, one
+    /// chunkstore.
     #[test]
     fn the_deploy_configs_are_consistent() {
         let dirs = [
@@ -349,9 +363,12 @@ group = 2"#,
                 assert_eq!(c.hosted(), (i as u64 + 1, map.groups.clone()));
                 assert!(c.has(Role::Gateway) && c.s3_addr.is_some());
             }
-            for role in [Role::Coordinator, Role::Chunkstore] {
-                assert_eq!(cfgs.iter().filter(|c| c.has(role)).count(), 1, "{role:?}");
-            }
+            assert!(cfgs.iter().all(|c| c.has(Role::Coordinator)));
+            assert_eq!(cfgs.iter().filter(|c| c.has(Role::Chunkstore)).count(), 1);
+            // A node-shaped cluster names no coordinator process.
+            let text = files[0].replace("[cluster]", "[cluster]\ncoordinator = \"127.0.0.1:9902\"");
+            let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());
+            assert!(err.contains("group 1"), "{err}");
         }
     }
 

@@ -20,6 +20,9 @@ use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcS
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
+use crate::coordinator_host::{
+    Active, Balance, CoordinatorHost, CoordinatorRoute, ServedCoordinator,
+};
 use crate::process_config::{ProcessConfig, Role};
 use crate::server::{
     cluster_file, env_root_key, gc_loop, open_store, serve_s3, shutdown_signal, ServerArgs,
@@ -87,15 +90,44 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         .iter()
         .map(|(g, s)| (*g, s.clone() as Arc<dyn MetaService>))
         .collect();
-    let mut namespace_here = None;
-    let coordinator: Arc<dyn CoordinatorService> = if cfg.has(Role::Coordinator) {
-        let namespace = Arc::new(NamespaceCoordinator::persistent(
+    let replicated = !cfg.cluster.nodes.is_empty();
+    let mut active = None;
+    let mut host = None;
+    // What this process's gateway and MNodes call, and what it serves to other nodes.
+    let (coordinator, served_coordinator): (
+        Arc<dyn CoordinatorService>,
+        Arc<dyn CoordinatorService>,
+    ) = if replicated {
+        // A replica of the coordinator, active while this node leads group 1.
+        // Its home is the first group (group 1).
+        let local_home = mnodes
+            .first_key_value()
+            .filter(|(g, _)| Some(*g) == map.groups.first() && cfg.has(Role::Coordinator))
+            .map(|(_, m)| m.clone());
+        let h = CoordinatorHost::new(
             router.clone(),
             groups.clone(),
-            &cfg.data_dir,
-        )?);
-        // The exception table is installed at the MNodes, and what a crash (or an MNode that
-        // stopped answering) left half done is finished, once they answer.
+            local_home,
+            here.clone().unwrap_or_default(),
+            channels.clone(),
+            Balance {
+                every: args.balance_every,
+                epsilon: args.balance_epsilon,
+            },
+        )?;
+        tokio::spawn(h.clone().run());
+        active = Some(h.active());
+        host = Some(h.clone());
+        (
+            Arc::new(CoordinatorRoute(h.clone())),
+            Arc::new(ServedCoordinator(h)),
+        )
+    } else if cfg.has(Role::Coordinator) {
+        let namespace = Arc::new(
+            NamespaceCoordinator::persistent(router.clone(), groups.clone(), &cfg.data_dir).await?,
+        );
+        // The exception table is installed at the MNodes, and what a crash (or an MNode
+        // that stopped answering) left half done is finished, once they answer.
         tokio::spawn({
             let namespace = namespace.clone();
             async move {
@@ -103,15 +135,16 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 namespace.run_resolver().await
             }
         });
-        namespace_here = Some(namespace.clone());
+        active = Some(Active::fixed(namespace.clone()));
         tokio::spawn(crate::server::balance_loop(
             namespace.clone(),
             args.balance_every,
             args.balance_epsilon,
         ));
-        namespace
+        (namespace.clone(), namespace)
     } else {
-        Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator())
+        let remote = Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator());
+        (remote.clone(), remote)
     };
     for m in mnodes.values() {
         m.connect(groups.clone(), coordinator.clone());
@@ -141,7 +174,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .map(|(g, m)| (*g, m.clone() as Arc<dyn MetaService>))
             .collect();
         let mut rpc =
-            RpcServer::new(served, coordinator.clone(), map.clone()).with_raft(raft_peers.clone());
+            RpcServer::new(served, served_coordinator, map.clone()).with_raft(raft_peers.clone());
         if let Some(chunks) = &local_chunks {
             rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
         }
@@ -165,7 +198,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             )),
         };
         let key_file = cfg.data_dir.join("access-keys.json");
-        if !cfg.cluster.nodes.is_empty() {
+        if replicated {
             // The root key of a replicated cluster is the one it was created with.
             let recorded = AccessKeyStore::recorded_root(&key_file)?;
             if let (Some(old), Some((ak, sk))) = (recorded, env_root_key()) {
@@ -179,7 +212,19 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        let keys = Arc::new(AccessKeyStore::open(&key_file, env_root_key())?);
+        let keys = match (&host, env_root_key()) {
+            (Some(host), Some(root)) => {
+                let keys = Arc::new(AccessKeyStore::replicated(
+                    &key_file,
+                    root,
+                    host.shared_state(),
+                )?);
+                tokio::spawn(keys.clone().follow());
+                tokio::spawn(check_root(keys.clone()));
+                keys
+            }
+            _ => Arc::new(AccessKeyStore::open(&key_file, env_root_key())?),
+        };
         let cluster = Arc::new(Cluster::new(
             router.clone(),
             groups.clone(),
@@ -199,15 +244,18 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         }
         tokio::spawn(serve_s3(listener, s3));
         let (scrub_age, interval) = args.gc();
-        // Garbage collection runs once per cluster: with the coordinator in a node-shaped
-        // cluster (every node has a gateway), in the one gateway process otherwise.
-        if cfg.cluster.nodes.is_empty() || cfg.has(Role::Coordinator) {
-            tokio::spawn(gc_loop(cluster, scrub_age, interval));
-        }
+        // Garbage collection runs once per cluster: with the active coordinator in a
+        // replicated cluster (every node has a gateway), in the one gateway process otherwise.
+        tokio::spawn(gc_loop(
+            cluster,
+            scrub_age,
+            interval,
+            active.clone().filter(|_| replicated),
+        ));
         admin_app = Some(admin::router(AdminState {
             keys,
             chunks,
-            namespace: namespace_here.clone(),
+            namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
         }));
     }
@@ -237,6 +285,24 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         m.shutdown().await;
     }
     Ok(())
+}
+
+/// Checks that the cluster's root key is this node's (recording it at bootstrap) once group 1
+/// answers; exits 2 if it is another.
+async fn check_root(keys: Arc<AccessKeyStore>) {
+    loop {
+        match keys.check_root().await {
+            Ok(()) => return,
+            Err(saker_coordinator::KeyError::Invalid(m)) => {
+                eprintln!("{m}");
+                std::process::exit(2);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the cluster's root key is not known yet");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+    }
 }
 
 /// Raft ids of one node's incarnations: its position, plus this for each lost disk.

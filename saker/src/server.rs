@@ -166,11 +166,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )
     .await?;
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = local.services();
-    let namespace = Arc::new(NamespaceCoordinator::persistent(
-        local.router.clone(),
-        groups.clone(),
-        &args.data_dir,
-    )?);
+    let namespace = Arc::new(
+        NamespaceCoordinator::persistent(local.router.clone(), groups.clone(), &args.data_dir)
+            .await?,
+    );
     let coordinator: Arc<dyn CoordinatorService> = namespace.clone();
     local.connect(coordinator.clone());
     // Renames a crash left half done are finished before serving (or, if an MNode keeps
@@ -245,7 +244,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_app = admin::router(AdminState {
         keys: keys.clone(),
         chunks,
-        namespace: Some(namespace.clone()),
+        namespace: crate::coordinator_host::Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });
     tokio::spawn(async move {
@@ -258,7 +257,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             tracing::error!(error = %e, "RPC listener failed");
         }
     });
-    tokio::spawn(gc_loop(cluster.clone(), args.scrub_age, args.gc_interval));
+    tokio::spawn(gc_loop(
+        cluster.clone(),
+        args.scrub_age,
+        args.gc_interval,
+        None,
+    ));
 
     let fuse = match &args.mount {
         Some(path) => Some(crate::mount::spawn(
@@ -523,12 +527,22 @@ pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Ser
 /// (a walk of every chunk and, when some are older than `scrub_age`, of every group's chunk
 /// references) runs on the first pass and then once every `scrub_age / 4`, not every pass:
 /// its cost grows with the namespace, and the chunks it finds can wait.
-pub(crate) async fn gc_loop(cluster: Arc<Cluster>, scrub_age: Duration, interval: Duration) {
+/// Collects garbage every `interval`, scrubbing every `scrub_age / 4`; with `only_active`,
+/// only while that coordinator is active here (once per replicated cluster).
+pub(crate) async fn gc_loop(
+    cluster: Arc<Cluster>,
+    scrub_age: Duration,
+    interval: Duration,
+    only_active: Option<crate::coordinator_host::Active>,
+) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_scrub: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
+        if only_active.as_ref().is_some_and(|a| a.get().is_none()) {
+            continue;
+        }
         let scrub = last_scrub.is_none_or(|t| t.elapsed() >= scrub_age / 4);
         let started = tokio::time::Instant::now();
         let result = collect_garbage(&cluster, scrub_age, scrub).await;

@@ -1,0 +1,318 @@
+//! The coordinator of a replicated cluster: one replica on every node, active on the node
+//! whose replica of group 1 leads it.
+//!
+//! The coordinator's state (its journals, the exception table, the access keys) is records
+//! in the state machine of group 1 (the first group, its home) ([`GroupState`]), so it is replicated with that group. When
+//! this node's replica of group 1 starts serving a term, the coordinator here loads the
+//! state, finishes what the previous active coordinator left (its logged renames and links,
+//! the exception table's install, the holds it left at the MNodes) and takes calls; its
+//! writes carry that term, and group 1 refuses them once another leader is elected
+//! (`Fenced`), so a coordinator that lost its place changes no state. When the replica stops
+//! serving, the coordinator here stops: its loops end and calls go elsewhere.
+//!
+//! Calls from this process ([`CoordinatorRoute`]) go to the active coordinator: this one, or
+//! the one at group 1's leader, following not-leader answers and waiting out an election or
+//! a dead node for at most [`FAILOVER_WAIT`]. Calls from other nodes ([`ServedCoordinator`])
+//! are taken only while this coordinator is active, else answered `NotLeader` with the leader
+//! this node knows of.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use saker_coordinator::{GroupState, Groups, NamespaceCoordinator};
+use saker_mnode::Mnode;
+use saker_namespace::Router;
+use saker_rpc::{
+    Attr, ChannelPool, CoordinatorService, Cred, InodeId, MetaError, MetaRequest, MetaService,
+    RemoveCond, FAILOVER_WAIT,
+};
+use std::sync::RwLock;
+
+/// The coordinator active in this process, if any (the admin API's exception table).
+#[derive(Clone, Default)]
+pub struct Active(Arc<RwLock<Option<Arc<NamespaceCoordinator>>>>);
+
+impl Active {
+    /// A coordinator that is always active here (one process).
+    pub fn fixed(ns: Arc<NamespaceCoordinator>) -> Self {
+        Self(Arc::new(RwLock::new(Some(ns))))
+    }
+
+    pub fn get(&self) -> Option<Arc<NamespaceCoordinator>> {
+        self.0.read().expect("active coordinator lock").clone()
+    }
+}
+
+/// Balancing of the groups, as `saker server` was told.
+#[derive(Clone, Copy)]
+pub struct Balance {
+    pub every: Duration,
+    pub epsilon: f64,
+}
+
+pub struct CoordinatorHost {
+    router: Router,
+    groups: Groups,
+    /// Group 0 as one service (its leader wherever it is): where the state lives.
+    home: Arc<dyn MetaService>,
+    /// This node's replica of group 1, if it has one (only then can it be active here).
+    local_home: Option<Arc<Mnode>>,
+    /// This node's RPC address.
+    here: String,
+    pool: Arc<ChannelPool>,
+    active: Active,
+    balance: Balance,
+}
+
+impl CoordinatorHost {
+    pub fn new(
+        router: Router,
+        groups: Groups,
+        local_home: Option<Arc<Mnode>>,
+        here: String,
+        pool: Arc<ChannelPool>,
+        balance: Balance,
+    ) -> anyhow::Result<Arc<Self>> {
+        let home = groups
+            .values()
+            .next()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("a cluster has a group"))?;
+        Ok(Arc::new(Self {
+            router,
+            groups,
+            home,
+            local_home,
+            here,
+            pool,
+            active: Active::default(),
+            balance,
+        }))
+    }
+
+    /// The coordinator active here, as the admin API sees it.
+    pub fn active(&self) -> Active {
+        self.active.clone()
+    }
+
+    /// Group 0's state as unfenced records (the access keys: any node writes them).
+    pub fn shared_state(&self) -> Arc<GroupState> {
+        Arc::new(GroupState::new(self.home.clone(), 0))
+    }
+
+    /// Follows this node's replica of group 1: activates the coordinator here for each term
+    /// it serves, stops it when it stops serving. Runs for the life of the process.
+    pub async fn run(self: Arc<Self>) {
+        let Some(local_home) = self.local_home.clone() else {
+            return; // never active here
+        };
+        let mut serving = local_home.watch_serving();
+        loop {
+            let term = *serving.borrow_and_update();
+            if term != 0 {
+                tokio::select! {
+                    () = self.serve_term(term) => {}
+                    _ = serving.changed() => {}
+                }
+                // Deactivated: calls go to the next coordinator from now on.
+                if self
+                    .active
+                    .0
+                    .write()
+                    .expect("active coordinator lock")
+                    .take()
+                    .is_some()
+                {
+                    tracing::info!(term, "coordinator stopped here");
+                }
+                continue;
+            }
+            if serving.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The coordinator of group-1 term `term`: loads the state, activates, finishes what was
+    /// left, then runs its resolver and balancer until cancelled (the term ends).
+    async fn serve_term(&self, term: u64) {
+        let state = Arc::new(GroupState::new(self.home.clone(), term));
+        let ns = loop {
+            let load =
+                NamespaceCoordinator::load(self.router.clone(), self.groups.clone(), state.clone());
+            match load.await {
+                Ok(ns) => break Arc::new(ns),
+                Err(e) => {
+                    tracing::warn!(term, error = %e, "coordinator state not loaded yet");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        *self.active.0.write().expect("active coordinator lock") = Some(ns.clone());
+        tracing::info!(term, "coordinator active here");
+        ns.resolve_pending().await;
+        tokio::join!(
+            ns.clone().run_resolver(),
+            crate::server::balance_loop(ns.clone(), self.balance.every, self.balance.epsilon),
+        );
+    }
+
+    /// The RPC address of group 1's leader as far as this node knows.
+    async fn leader_hint(&self) -> Option<String> {
+        if let Some(local_home) = &self.local_home {
+            return local_home.leader_hint();
+        }
+        let status = saker_rpc::raft_status(self.home.as_ref(), Duration::from_secs(2)).await;
+        let s = status.ok()?;
+        let leader = s.leader?;
+        s.voters
+            .into_iter()
+            .find(|(id, _)| *id == leader)
+            .map(|(_, addr)| addr)
+    }
+
+    /// Runs `call` at the active coordinator (module docs).
+    async fn route<T, F, Fut>(&self, call: F) -> Result<T, MetaError>
+    where
+        F: Fn(Arc<dyn CoordinatorService>) -> Fut,
+        Fut: Future<Output = Result<T, MetaError>>,
+    {
+        let deadline = tokio::time::Instant::now() + FAILOVER_WAIT;
+        let mut pause = Duration::from_millis(10);
+        let mut hint = None;
+        loop {
+            if let Some(ns) = self.active.get() {
+                return call(ns).await;
+            }
+            let target = match hint.take() {
+                Some(h) => Some(h),
+                None => self.leader_hint().await,
+            };
+            let result = match target.filter(|addr| *addr != self.here) {
+                Some(addr) => match self.pool.get(&addr) {
+                    Ok(channel) => call(Arc::new(channel.coordinator())).await,
+                    Err(e) => Err(e),
+                },
+                // No leader known, or it is this node and its coordinator is not active yet.
+                None => Err(MetaError::NotLeader { leader: None }),
+            };
+            match &result {
+                Err(MetaError::NotLeader { leader }) => hint = leader.clone(),
+                // The call never reached a node (it is down): ask again once it is replaced.
+                Err(MetaError::Unavailable(m)) if never_sent(m) => {}
+                _ => return result,
+            }
+            if tokio::time::Instant::now() + pause > deadline {
+                return result;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
+        }
+    }
+}
+
+/// Whether a transport failure happened before the call left (the connection was refused).
+fn never_sent(message: &str) -> bool {
+    message.contains("tcp connect error") || message.contains("Connection refused")
+}
+
+/// The coordinator as this process's gateway and MNodes call it: wherever it is active.
+pub struct CoordinatorRoute(pub Arc<CoordinatorHost>);
+
+#[async_trait]
+impl CoordinatorService for CoordinatorRoute {
+    async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        self.0
+            .route(|c| {
+                let path = path.clone();
+                async move { c.remove_dir(path, cond).await }
+            })
+            .await
+    }
+
+    async fn rename(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.0
+            .route(|c| {
+                let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
+                async move { c.rename(from, to, noreplace, cred).await }
+            })
+            .await
+    }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        self.0
+            .route(|c| {
+                let set = set.clone();
+                async move { c.set_dir_attr(set).await }
+            })
+            .await
+    }
+
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.0
+            .route(|c| {
+                let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
+                async move { c.link(from, to, expect, cred).await }
+            })
+            .await
+    }
+}
+
+/// The coordinator as other nodes call it over RPC: only while it is active here.
+pub struct ServedCoordinator(pub Arc<CoordinatorHost>);
+
+impl ServedCoordinator {
+    async fn here(&self) -> Result<Arc<NamespaceCoordinator>, MetaError> {
+        match self.0.active.get() {
+            Some(ns) => Ok(ns),
+            None => Err(MetaError::NotLeader {
+                leader: self.0.leader_hint().await.filter(|a| *a != self.0.here),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl CoordinatorService for ServedCoordinator {
+    async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        self.here().await?.remove_dir(path, cond).await
+    }
+
+    async fn rename(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.here().await?.rename(from, to, noreplace, cred).await
+    }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        self.here().await?.set_dir_attr(set).await
+    }
+
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        self.here().await?.link(from, to, expect, cred).await
+    }
+}
