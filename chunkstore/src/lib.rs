@@ -9,6 +9,8 @@
 //!   the rest one file per chunk (layout in [`disk`], file format in [`format`](mod@format)).
 //! - [`MemChunkStore`]: in-memory backend with the same semantics, for tests of other crates.
 //! - [`RemoteChunkStore`]: a store in another process; [`ChunkServer`] serves one to it.
+//! - [`ReplicatedChunkStore`]: every chunk on several stores (placement, quorum writes, read
+//!   repair, repair passes).
 //! - [`conformance`]: the suite every backend must pass.
 
 pub mod conformance;
@@ -18,6 +20,7 @@ pub mod format;
 pub mod id;
 pub mod mem;
 pub mod remote;
+pub mod replicated;
 pub mod stats;
 pub mod store;
 pub mod volume;
@@ -28,5 +31,6 @@ pub use format::BLOCK_SIZE;
 pub use id::ChunkId;
 pub use mem::MemChunkStore;
 pub use remote::{ChunkServer, RemoteChunkStore};
+pub use replicated::{Member, ReplicatedChunkStore};
 pub use stats::ChunkStats;
-pub use store::{ChunkInfo, ChunkStore};
+pub use store::{ChunkInfo, ChunkStore, RepairReport};

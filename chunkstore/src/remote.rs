@@ -165,6 +165,7 @@ fn from_wire(e: ChunkWireError) -> ChunkError {
         ChunkWireError::Io(s) => ChunkError::Io(std::io::Error::other(s)),
         ChunkWireError::BadFormat(s) => ChunkError::BadFormat(s),
         ChunkWireError::Unavailable(s) | ChunkWireError::Protocol(s) => ChunkError::Unavailable(s),
+        ChunkWireError::Refused(s) => ChunkError::Unavailable(format!("refused: {s}")),
     }
 }
 

@@ -22,6 +22,33 @@ pub struct ChunkStats {
     /// Bytes in volume files now, and the part of them live chunks use.
     pub volume_bytes: u64,
     pub volume_live_bytes: u64,
+    /// Replicated stores: chunk replicas a put could not write (filled in by repair).
+    pub degraded_writes: u64,
+    /// Replicas rewritten by reads that found them missing or corrupt.
+    pub read_repairs: u64,
+    /// Replicas re-created by repair passes.
+    pub repaired: u64,
+    /// Chunks the last repair pass left short of replicas.
+    pub under_replicated: u64,
+}
+
+impl ChunkStats {
+    /// Adds `other`'s counters to these.
+    pub fn add(&mut self, other: &ChunkStats) {
+        self.bytes_written += other.bytes_written;
+        self.bytes_read += other.bytes_read;
+        self.crc_failures += other.crc_failures;
+        self.chunks_put += other.chunks_put;
+        self.chunks_deleted += other.chunks_deleted;
+        self.volume_syncs += other.volume_syncs;
+        self.volume_compactions += other.volume_compactions;
+        self.volume_bytes += other.volume_bytes;
+        self.volume_live_bytes += other.volume_live_bytes;
+        self.degraded_writes += other.degraded_writes;
+        self.read_repairs += other.read_repairs;
+        self.repaired += other.repaired;
+        self.under_replicated += other.under_replicated;
+    }
 }
 
 /// Lock-free counters shared by the store implementations.

@@ -42,6 +42,34 @@ pub trait ChunkStore: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Brings every chunk of `referenced` (ids) to all the replicas it should have; a store
+    /// of one copy has nothing to do.
+    async fn repair(
+        &self,
+        referenced: &std::collections::HashSet<u128>,
+    ) -> Result<RepairReport, ChunkError> {
+        let _ = referenced;
+        Ok(RepairReport::default())
+    }
+
     /// Totals for /metrics.
     fn stats(&self) -> ChunkStats;
+}
+
+/// What one repair pass found and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RepairReport {
+    /// Referenced chunks checked.
+    pub scanned: u64,
+    /// Chunks some replica lacked.
+    pub under_replicated: u64,
+    /// Copies made, and their bytes.
+    pub repaired: u64,
+    pub bytes: u64,
+    /// Copies that could not be made (retried by the next pass).
+    pub failed: u64,
+    /// Referenced chunks no reachable store holds.
+    pub lost: u64,
+    /// Stores that could not be listed (their chunks were not checked).
+    pub unreachable: u64,
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use saker_chunkstore::{ChunkStore, RemoteChunkStore};
+use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
     group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
@@ -72,11 +72,10 @@ impl Cluster {
     /// Connects to the cluster behind the RPC endpoint `addr` (`host:port`): fetches its
     /// cluster map and reaches every MNode group where the map says it runs (behind `addr`
     /// itself for the all-in-one server), one connection per process. File data goes to the
-    /// cluster's chunkstore.
+    /// cluster's chunkstores (each chunk to as many as the map says).
     pub async fn connect_all(addr: &str, config: ClusterConfig) -> Result<Self, ClientError> {
         let (map, channels) = Self::dial(addr).await?;
-        let chunk_addr = map.endpoints.chunkstore(addr);
-        let chunks = Arc::new(RemoteChunkStore::new(channels.get(chunk_addr)?));
+        let chunks = Arc::new(chunk_stores(&map, addr, &channels)?);
         Self::from_map(&map, addr, &channels, chunks, config)
     }
 
@@ -316,6 +315,22 @@ impl Cluster {
     }
 }
 
+/// The chunkstores of `map` (behind `addr` if it names none) as one store, reached through
+/// `pool`.
+pub fn chunk_stores(
+    map: &ClusterMap,
+    addr: &str,
+    pool: &ChannelPool,
+) -> Result<ReplicatedChunkStore, ClientError> {
+    let addrs = map.endpoints.chunkstores(addr);
+    Ok(ReplicatedChunkStore::over(
+        &addrs,
+        map.endpoints.chunk_replicas,
+        pool,
+        None,
+    )?)
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
@@ -363,6 +378,7 @@ mod tests {
         assert_eq!(map.router().unwrap(), local.router);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
+        saker_rpc::auth::ensure_installed();
         tokio::spawn(RpcServer::new(groups.clone(), coordinator, map).serve(listener));
         let cluster = Cluster::new(local.router.clone(), groups, chunks, Default::default());
         (cluster, addr)

@@ -1,9 +1,10 @@
-//! Chunk garbage collection: released chunks after their grace period, and leaked ones.
+//! Chunk garbage collection (released chunks after their grace period, and leaked ones) and
+//! repair (referenced chunks short of replicas).
 
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use saker_chunkstore::ChunkId;
+use saker_chunkstore::{ChunkId, RepairReport};
 use saker_rpc::{MetaRequest, MetaResponse};
 
 use crate::cluster::Cluster;
@@ -68,13 +69,7 @@ pub async fn collect_garbage(
         if candidates.is_empty() {
             return Ok(report);
         }
-        let mut referenced = HashSet::new();
-        for &g in &groups {
-            match cluster.call_group(g, MetaRequest::ChunkRefs).await? {
-                MetaResponse::ChunkIds(ids) => referenced.extend(ids),
-                other => return Err(ClientError::Protocol(format!("{other:?}"))),
-            }
-        }
+        let referenced = referenced_chunks(cluster).await?;
         for id in candidates {
             if !referenced.contains(&id.0) {
                 cluster.chunks.delete(id).await?;
@@ -83,4 +78,24 @@ pub async fn collect_garbage(
         }
     }
     Ok(report)
+}
+
+/// Every chunk id some inode, part or GC entry of any group references.
+async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientError> {
+    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
+    let mut referenced = HashSet::new();
+    for g in groups {
+        match cluster.call_group(g, MetaRequest::ChunkRefs).await? {
+            MetaResponse::ChunkIds(ids) => referenced.extend(ids),
+            other => return Err(ClientError::Protocol(format!("{other:?}"))),
+        }
+    }
+    Ok(referenced)
+}
+
+/// One repair pass: every referenced chunk is brought to all the replicas the cluster's
+/// chunkstores place it on (copied from one that has it).
+pub async fn repair_chunks(cluster: &Cluster) -> Result<RepairReport, ClientError> {
+    let referenced = referenced_chunks(cluster).await?;
+    Ok(cluster.chunks.repair(&referenced).await?)
 }

@@ -12,8 +12,8 @@ mod gc;
 mod list;
 pub mod metrics;
 
-pub use cluster::{Cluster, ClusterConfig};
+pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{ChunkWriter, DataStream, ReadRange, Written};
 pub use error::ClientError;
-pub use gc::{collect_garbage, GcReport};
+pub use gc::{collect_garbage, repair_chunks, GcReport};
 pub use list::{ListItem, Lister};

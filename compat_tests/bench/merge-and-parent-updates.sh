@@ -25,7 +25,7 @@ run() {
   local pid=$!
   for _ in $(seq 300); do curl -sf http://127.0.0.1:29901/health >/dev/null && break; sleep 0.1; done
   # shellcheck disable=SC2086
-  "$BIN" bench meta --cluster 127.0.0.1:29902 --json "$OUT/$name.json" $bench >"$OUT/$name.txt" 2>&1
+  SAKER_CLUSTER_CREDENTIAL="$d/cluster-credential.json" "$BIN" bench meta --cluster 127.0.0.1:29902 --json "$OUT/$name.json" $bench >"$OUT/$name.txt" 2>&1
   kill "$pid"; wait "$pid" || true
   rm -rf "$d"
 }

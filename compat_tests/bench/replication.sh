@@ -36,8 +36,8 @@ s3_bench() { # endpoint out.json
     --secret-key "$SAKER_SECRET_KEY" --sizes 4KiB,64KiB --concurrency 16 \
     --duration "$DURATION" --json "$2" >/dev/null
 }
-meta_bench() { # rpc out.json
-  "$SAKER" bench meta --cluster "$1" --threads 16 --files 2000 --depth 3 --json "$2" >/dev/null
+meta_bench() { # rpc credential out.json
+  SAKER_CLUSTER_CREDENTIAL="$2" "$SAKER" bench meta --cluster "$1" --threads 16 --files 2000 --depth 3 --json "$3" >/dev/null
 }
 
 start_single() {
@@ -54,13 +54,13 @@ for r in $(seq 1 "$RUNS"); do
   echo "round $r: all-in-one"
   start_single
   s3_bench 127.0.0.1:19900 "$OUT/single-s3-$r.json"
-  meta_bench 127.0.0.1:19902 "$OUT/single-meta-$r.json"
+  meta_bench 127.0.0.1:19902 "$OUT/single/cluster-credential.json" "$OUT/single-meta-$r.json"
   stop_single
   echo "round $r: 3 nodes, replication 3"
   rm -rf "$OUT/cluster"
   "$run" start "$OUT/cluster" >/dev/null
   s3_bench 127.0.0.1:9900 "$OUT/cluster-s3-$r.json"
-  meta_bench 127.0.0.1:9902 "$OUT/cluster-meta-$r.json"
+  meta_bench 127.0.0.1:9902 "$OUT/cluster/cluster-credential.json" "$OUT/cluster-meta-$r.json"
   "$run" stop "$OUT/cluster" >/dev/null
 done
 

@@ -25,7 +25,7 @@ for _ in $(seq 100); do grep -q "RPC (library clients):" "$WORK/server.log" && b
 RPC=$(grep "RPC (library clients):" "$WORK/server.log" | awk '{print $NF}')
 [ -n "$RPC" ] || { cat "$WORK/server.log"; exit 1; }
 run() { # name depth size
-  "$WORK/saker" bench traverse --cluster "$RPC" --depth "$2" --fanout 10 --files-per-dir 10 \
+  SAKER_CLUSTER_CREDENTIAL="$WORK/data/cluster-credential.json" "$WORK/saker" bench traverse --cluster "$RPC" --depth "$2" --fanout 10 --files-per-dir 10 \
     --size "$3" --threads 16 --json "$WORK/$1.json"
 }
 run d4-4k 4 4KiB

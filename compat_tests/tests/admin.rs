@@ -320,6 +320,7 @@ async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes(
     let c = srv.client();
     let bucket = new_bucket(&c, "stale-map").await;
     put(&c, &bucket, "a/b/Makefile", b"contents").await;
+    srv.use_credential();
     let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .expect("a library client connects");

@@ -527,6 +527,7 @@ async fn directory_attributes_are_exact_after_a_kill() {
         "{} acknowledged creates missing",
         acked.difference(&listed).count()
     );
+    srv.use_credential();
     let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .unwrap();
@@ -558,6 +559,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
     let mut srv = Server::start(Opts::fast_gc().env("SAKER_FAILPOINT", failpoint));
     let c = srv.client();
     let bucket = new_bucket(&c, "renamecut").await;
+    srv.use_credential();
     let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .unwrap();
@@ -658,6 +660,7 @@ async fn link_cut_by_a_crash(failpoint: &str) {
     let mut srv = Server::start(Opts::fast_gc().env("SAKER_FAILPOINT", failpoint));
     let c = srv.client();
     let bucket = new_bucket(&c, "linkcut").await;
+    srv.use_credential();
     let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .unwrap();
@@ -677,6 +680,7 @@ async fn link_cut_by_a_crash(failpoint: &str) {
         "{failpoint}: the server was to abort, got {cut:?}"
     );
     srv.restart_with(Opts::fast_gc());
+    srv.use_credential();
     let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .unwrap();

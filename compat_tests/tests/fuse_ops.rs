@@ -784,6 +784,7 @@ fn a_killed_mount_process_leaves_no_hung_mount_point() {
     std::fs::create_dir(&mnt).unwrap();
     let mut child = std::process::Command::new(saker_bin())
         .args(["mount", mnt.to_str().unwrap(), "--cluster", &srv.rpc_addr])
+        .env("SAKER_CLUSTER_CREDENTIAL", srv.credential_path())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -59,9 +59,18 @@ impl LocalCluster {
             .zip(&ports)
             .map(|(n, p)| (n.to_string(), format!("127.0.0.1:{p}")))
             .collect();
+        let credential = dir.path().join("cluster-credential.json");
+        create_credential(&credential);
+        install_credential(&credential);
         let cluster = format!(
-            "[cluster]\ncoordinator = \"{}\"\nmnodes = [\"{}\", \"{}\", \"{}\"]\nchunkstores = [\"{}\"]\n",
-            rpc["coordinator"], rpc["mnode1"], rpc["mnode2"], rpc["mnode3"], rpc["chunkstore"]
+            "[cluster]\ncredential = \"{}\"\ncoordinator = \"{}\"\n\
+             mnodes = [\"{}\", \"{}\", \"{}\"]\nchunkstores = [\"{}\"]\n",
+            credential.display(),
+            rpc["coordinator"],
+            rpc["mnode1"],
+            rpc["mnode2"],
+            rpc["mnode3"],
+            rpc["chunkstore"]
         );
         let data = |n: &str| dir.path().join(n).display().to_string();
         let mut files = vec![
@@ -358,7 +367,8 @@ fn a_bad_config_is_refused_with_its_reason() {
     std::fs::write(
         &path,
         "roles = [\"mnode\"]\ndata_dir = \"/tmp/x\"\nrpc_addr = \"127.0.0.1:1\"\ngroup = 5\n\
-         [cluster]\ncoordinator = \"127.0.0.1:2\"\nmnodes = [\"127.0.0.1:1\"]\n\
+         [cluster]\ncredential = \"/nonexistent\"\ncoordinator = \"127.0.0.1:2\"\n\
+         mnodes = [\"127.0.0.1:1\"]\n\
          chunkstores = [\"127.0.0.1:3\"]\n",
     )
     .unwrap();

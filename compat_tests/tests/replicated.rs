@@ -1,7 +1,6 @@
 //! A replicated cluster: three `saker server` nodes on loopback, each with a replica of every
-//! MNode group (replication 3), a coordinator replica and an S3 gateway; node 1 also runs the
-//! chunkstore (not replicated yet, so the tests keep node 1 alive while they kill leaders, and
-//! use objects small enough to live inline in the MNodes).
+//! MNode group (replication 3), a coordinator replica, a chunkstore (every chunk on all three)
+//! and an S3 gateway.
 //!
 //! A writer PUTs through one gateway while the tests SIGKILL group leaders; a ledger of
 //! acknowledged writes is then read back through other nodes. A node that was down catches up
@@ -61,25 +60,24 @@ impl Nodes {
             .into_iter()
             .map(|p| format!("127.0.0.1:{p}"))
             .collect();
+        let credential = dir.path().join("cluster-credential.json");
+        create_credential(&credential);
+        install_credential(&credential);
         let nodes_list = rpc
             .iter()
             .map(|a| format!("\"{a}\""))
             .collect::<Vec<_>>()
             .join(", ");
         for (i, addr) in rpc.iter().enumerate() {
-            let roles = if i == 0 {
-                r#"["gateway", "mnode", "coordinator", "chunkstore"]"#
-            } else {
-                r#"["gateway", "mnode", "coordinator"]"#
-            };
             let text = format!(
-                "roles = {roles}\nnode = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
+                "roles = [\"gateway\", \"mnode\", \"coordinator\", \"chunkstore\"]\n\
+                 node = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
                  s3_addr = \"127.0.0.1:0\"\nadmin_addr = \"127.0.0.1:0\"\n\n[cluster]\n\
-                 nodes = [{nodes_list}]\ngroups = {GROUPS}\nreplication = 3\n\
-                 chunkstores = [\"{}\"]\n",
+                 credential = \"{}\"\nnodes = [{nodes_list}]\ngroups = {GROUPS}\n\
+                 replication = 3\nchunkstores = [{nodes_list}]\n",
                 i + 1,
                 dir.path().join(format!("node{}", i + 1)).display(),
-                rpc[0],
+                credential.display(),
             );
             std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
         }
@@ -702,4 +700,81 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     let c = nodes.client(home, true);
     c.create_bucket().bucket("after").send().await.unwrap();
     c.delete_bucket().bucket("after").send().await.unwrap();
+}
+
+/// Every chunk id the groups reference (through any node's replicas).
+async fn referenced_chunks(rpc: &str) -> Vec<u128> {
+    let map = saker_rpc::fetch_cluster_map(rpc).await.unwrap();
+    let pool = saker_rpc::ChannelPool::default();
+    let sets = saker_rpc::replica_sets(&map, "", &pool, |_, _| None).unwrap();
+    let mut ids = Vec::new();
+    for set in sets.values() {
+        let tag = ClientTag { client: 0, seq: 0 };
+        match set.call(tag, MetaRequest::ChunkRefs).await.unwrap() {
+            saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),
+            other => panic!("ChunkRefs answered {other:?}"),
+        }
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_objects_survive_a_node_loss_and_a_wiped_chunkstore_is_repaired() {
+    let mut nodes = Nodes::start(&["--repair-every", "0s"]);
+    nodes.wait_voters(&[]).await;
+    let s3 = nodes.client(0, true);
+    let bucket = "large";
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    let mut objects = BTreeMap::new();
+    for i in 0..12 {
+        let data = random_bytes(100_000 + i * 7919);
+        put(&s3, bucket, &format!("big-{i}"), &data).await;
+        objects.insert(format!("big-{i}"), data);
+    }
+
+    // Node 2 dies: large PUTs and GETs go on through the others (two of three copies).
+    nodes.kill(1);
+    let s3c = nodes.client(2, true);
+    for i in 12..18 {
+        let data = random_bytes(150_000 + i * 7919);
+        put(&s3c, bucket, &format!("big-{i}"), &data).await;
+        objects.insert(format!("big-{i}"), data);
+    }
+    for c in [&s3, &s3c] {
+        for (key, data) in &objects {
+            assert_eq!(&get_bytes(c, bucket, key).await, data, "{key}");
+        }
+    }
+    assert!(nodes.metric(2, "saker_chunk_degraded_writes_total").await >= 6.0);
+
+    // Its disk is lost; back, a repair pass copies every chunk onto it again.
+    nodes.wipe(1);
+    nodes.restart(1);
+    nodes.wait_voters(&[2]).await;
+    let report: serde_json::Value =
+        serde_json::from_str(&nodes.admin(0, &["repair"])).expect("a repair report");
+    let chunks = referenced_chunks(&nodes.rpc[0]).await;
+    assert_eq!(chunks.len(), objects.len(), "one chunk per object");
+    assert_eq!(report["scanned"], chunks.len() as u64, "{report}");
+    assert_eq!(report["repaired"], chunks.len() as u64, "{report}");
+    assert_eq!(report["lost"], 0, "{report}");
+    let node2 =
+        saker_chunkstore::RemoteChunkStore::new(RpcChannel::connect(&nodes.rpc[1]).await.unwrap());
+    for id in &chunks {
+        saker_chunkstore::ChunkStore::get(&node2, saker_chunkstore::ChunkId(*id), 0, u64::MAX)
+            .await
+            .unwrap_or_else(|e| panic!("chunk {id:032x} on the repaired node: {e}"));
+    }
+    let again: serde_json::Value = serde_json::from_str(&nodes.admin(2, &["repair"])).unwrap();
+    assert_eq!(again["under_replicated"], 0, "{again}");
+
+    // Another node dies: everything still reads back, byte for byte, through the others.
+    nodes.kill(0);
+    let s3b = nodes.client(1, true);
+    for (key, data) in &objects {
+        assert_eq!(&get_bytes(&s3b, bucket, key).await, data, "{key}");
+    }
 }

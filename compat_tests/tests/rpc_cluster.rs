@@ -19,6 +19,7 @@ async fn connect(srv: &Server, chunk_size: usize) -> Cluster {
         chunk_size,
         ..ClusterConfig::default()
     };
+    srv.use_credential();
     Cluster::connect_all(&srv.rpc_addr, config)
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", srv.rpc_addr))
@@ -72,6 +73,7 @@ async fn lib_get(cluster: &Cluster, bucket: &str, key: &str) -> (Vec<u8>, saker_
 #[tokio::test]
 async fn rpc_cluster_map_describes_the_server_groups() {
     let srv = Server::start(Opts::default().arg("--mnodes", "3"));
+    srv.use_credential();
     let map = fetch_cluster_map(&srv.rpc_addr).await.expect("cluster map");
     assert_eq!(map.groups, vec![1, 2, 3]);
     assert_eq!(map.vnodes, 256, "a new namespace's ring");

@@ -10,7 +10,8 @@
 #   deploy/local-cluster/run.sh wipe    WORK_DIR I      # deletes node I's data (refused while it runs)
 #
 # SAKER_ACCESS_KEY and SAKER_SECRET_KEY are required (the root key, fixed at bootstrap).
-# Data directories, logs (nodeI.log) and pid files go to WORK_DIR. The binary is $SAKER_BIN,
+# Data directories, logs (nodeI.log), pid files and the cluster credential
+# (cluster-credential.json, made at the first start) go to WORK_DIR. The binary is $SAKER_BIN,
 # else target/release/saker (build it: cargo build --release); $SAKER_SERVER_ARGS are added to
 # every node's `saker server` command line (tuning flags, e.g. --durability process).
 # `start` exits 0 once every node's /health is 200 (every group has a serving leader), 1 after
@@ -45,6 +46,9 @@ launch() {
   local i="$1"
   if running "$i"; then return; fi
   [[ -x "$bin" ]] || { echo "no saker binary at $bin (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
+  # The cluster's credential, made once: every node and every RPC client needs it.
+  [[ -f "$work/cluster-credential.json" ]] ||
+    "$bin" admin cluster-credential create "$work/cluster-credential.json" >/dev/null
   # shellcheck disable=SC2086 # SAKER_SERVER_ARGS is a list of flags
   (cd "$work" && exec "$bin" server --config "$here/node$i.toml" ${SAKER_SERVER_ARGS:-} >>"node$i.log" 2>&1) &
   echo $! >"$work/node$i.pid"

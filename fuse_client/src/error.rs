@@ -77,7 +77,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::Invalid(_) => Errno::EINVAL,
         MetaError::NotPermitted => Errno::EPERM,
         MetaError::CrossGroup => Errno::EXDEV,
-        MetaError::AccessDenied => Errno::EACCES,
+        MetaError::AccessDenied | MetaError::Unauthenticated(_) => Errno::EACCES,
         MetaError::NoAttr => Errno::NO_XATTR,
         MetaError::MetadataTooLarge => Errno::ENOSPC,
         MetaError::TooManyLinks => Errno::EMLINK,

@@ -42,7 +42,10 @@ pub fn meta(e: MetaError) -> S3Error {
             tracing::warn!(error = %e, "metadata group or coordinator without a leader");
             S3Error::new(S3ErrorCode::ServiceUnavailable)
         }
-        e @ (MetaError::MissingParent { .. } | MetaError::NotOwner { .. } | MetaError::Internal(_)) => {
+        e @ (MetaError::MissingParent { .. }
+        | MetaError::NotOwner { .. }
+        | MetaError::Internal(_)
+        | MetaError::Unauthenticated(_)) => {
             tracing::error!(error = %e, "internal metadata error");
             S3Error::new(S3ErrorCode::InternalError)
         }

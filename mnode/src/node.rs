@@ -1132,6 +1132,7 @@ impl MetaService for Mnode {
             return Ok(MetaResponse::Replica(self.raft_status()));
         }
         self.leadership.check(!req.is_write())?;
+        req.check_names()?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
                 if let Some(cred) = cred {

@@ -39,6 +39,11 @@ impl Name {
         Ok(Name(s.to_owned()))
     }
 
+    /// Checks `s` without copying it.
+    pub fn check(s: &str) -> Result<(), NameError> {
+        validate(s)
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

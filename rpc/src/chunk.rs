@@ -50,9 +50,23 @@ pub enum ChunkWireError {
     /// The request did not reach the chunkstore, or its answer did not come back.
     #[error("chunkstore unavailable: {0}")]
     Unavailable(String),
+    /// The caller's cluster credential does not allow this request.
+    #[error("chunkstore request refused: {0}")]
+    Refused(String),
     /// The answer does not fit the request (a peer speaking another protocol).
     #[error("unexpected chunkstore reply: {0}")]
     Protocol(String),
+}
+
+impl ChunkRequest {
+    /// Whether a client credential may send it: reads, writes and syncs of chunks (deletes
+    /// and listings are the GC's, on the nodes).
+    pub fn client_allowed(&self) -> bool {
+        matches!(
+            self,
+            ChunkRequest::Put { .. } | ChunkRequest::Get { .. } | ChunkRequest::SyncToDisk
+        )
+    }
 }
 
 /// The server side of a remote chunkstore.

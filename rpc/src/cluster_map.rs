@@ -31,8 +31,11 @@ pub struct Endpoints {
     /// answers a request or names the group's leader).
     pub mnodes: BTreeMap<GroupId, Vec<String>>,
     pub coordinator: Option<String>,
-    /// Chunkstores; file data goes to the first (one replica).
+    /// Chunkstores: each chunk goes to `chunk_replicas` of them, placed by rendezvous
+    /// hashing of its id over these addresses.
     pub chunkstores: Vec<String>,
+    /// Copies of each chunk (0 is 1).
+    pub chunk_replicas: u32,
 }
 
 impl Endpoints {
@@ -49,9 +52,13 @@ impl Endpoints {
         self.coordinator.as_deref().unwrap_or(here)
     }
 
-    /// The chunkstore file data goes to, or `here`.
-    pub fn chunkstore<'a>(&'a self, here: &'a str) -> &'a str {
-        self.chunkstores.first().map(String::as_str).unwrap_or(here)
+    /// The chunkstores, or `[here]`.
+    pub fn chunkstores<'a>(&'a self, here: &'a str) -> Vec<&'a str> {
+        if self.chunkstores.is_empty() {
+            vec![here]
+        } else {
+            self.chunkstores.iter().map(String::as_str).collect()
+        }
     }
 }
 

@@ -65,4 +65,8 @@ pub enum MetaError {
     /// active one (group 1 has elected another leader since). Nothing was written.
     #[error("the coordinator's term {term} is over")]
     Fenced { term: u64 },
+    /// The caller's cluster credential is missing, wrong, expired, or not allowed to send
+    /// this request ([`crate::auth`]). Nothing was executed.
+    #[error("refused: {0}")]
+    Unauthenticated(String),
 }

@@ -5,6 +5,7 @@
 //! code paths.
 
 pub mod attr;
+pub mod auth;
 pub mod chunk;
 mod cluster_map;
 pub mod error;

@@ -735,6 +735,69 @@ impl MetaRequest {
         )
     }
 
+    /// Checks every path component this request carries as the gateway does (defence in
+    /// depth: requests come from the network): `Invalid` names the first bad one.
+    pub fn check_names(&self) -> Result<(), crate::MetaError> {
+        let extra: &[String] = match self {
+            MetaRequest::CoordinatedRename { from, .. }
+            | MetaRequest::CoordinatedLink { from, .. } => from,
+            _ => &[],
+        };
+        let paths = self
+            .path()
+            .into_iter()
+            .chain(self.written_paths())
+            .chain(std::iter::once(extra));
+        for path in paths {
+            for c in path {
+                saker_namespace::Name::check(c).map_err(|e| {
+                    crate::MetaError::Invalid(format!("bad path component {:?}: {e}", c))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a client credential may send this request: namespace operations and the reads
+    /// a client needs. Everything else (raft state, the protocols' control requests, GC,
+    /// migrations, the coordinator's records) needs a node credential ([`crate::auth`]).
+    pub fn client_allowed(&self) -> bool {
+        matches!(
+            self,
+            MetaRequest::Lookup { .. }
+                | MetaRequest::Access { .. }
+                | MetaRequest::Scan { .. }
+                | MetaRequest::ListUploads { .. }
+                | MetaRequest::GetUpload { .. }
+                | MetaRequest::Counters
+                | MetaRequest::SyncToDisk
+                | MetaRequest::Committed { .. }
+                | MetaRequest::Exceptions
+                | MetaRequest::RaftStatus
+                | MetaRequest::Create { .. }
+                | MetaRequest::CommitFile { .. }
+                | MetaRequest::Rename { .. }
+                | MetaRequest::Mkdir { .. }
+                | MetaRequest::MkdirImplicit { .. }
+                | MetaRequest::PutObject { .. }
+                | MetaRequest::PutDirMarker { .. }
+                | MetaRequest::CreateBucket { .. }
+                | MetaRequest::DeleteBucket { .. }
+                | MetaRequest::DeleteObject { .. }
+                | MetaRequest::Unlink { .. }
+                | MetaRequest::Rmdir { .. }
+                | MetaRequest::SetAttr { .. }
+                | MetaRequest::PutTags { .. }
+                | MetaRequest::SetUserMeta { .. }
+                | MetaRequest::CreateUpload { .. }
+                | MetaRequest::PutPart { .. }
+                | MetaRequest::CompleteUpload { .. }
+                | MetaRequest::AbortUpload { .. }
+                | MetaRequest::CoordinatedRename { .. }
+                | MetaRequest::CoordinatedLink { .. }
+        )
+    }
+
     /// Whether doing this request twice is the same as doing it once, so a resend after a
     /// lost answer is safe without a tag.
     pub fn is_idempotent(&self) -> bool {

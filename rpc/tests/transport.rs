@@ -210,6 +210,8 @@ async fn serve_on(
     coordinator: Arc<FakeCoordinator>,
 ) -> Running {
     let addr = listener.local_addr().unwrap();
+    // Server and client share this process's credential.
+    saker_rpc::auth::ensure_installed();
     let services: BTreeMap<u32, Arc<dyn MetaService>> = groups
         .iter()
         .map(|g| (g.id, g.clone() as Arc<dyn MetaService>))

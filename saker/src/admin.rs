@@ -37,6 +37,14 @@ pub enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Create or export the cluster credential every RPC must carry.
+    ClusterCredential {
+        #[command(subcommand)]
+        command: crate::cluster_credential::CredentialCommand,
+    },
+    /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
+    /// what it found and did.
+    Repair,
     /// Run one balancing round now and print what it did.
     Balance {
         #[arg(long, default_value_t = 0.01)]
@@ -146,6 +154,8 @@ struct KeyInfo {
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
     pub chunks: Arc<dyn saker_chunkstore::ChunkStore>,
+    /// The gateway's view of the cluster (for repair passes).
+    pub cluster: Arc<saker_client::Cluster>,
     /// The coordinator, while it is active in this process (the exception table is its).
     pub namespace: crate::coordinator_host::Active,
     /// Every MNode group, for `/health` and `/admin/status`.
@@ -167,6 +177,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/exceptions", get(list_exceptions))
         .route("/admin/exceptions/{name}", put(set_exception))
         .route("/admin/balance", post(run_balance))
+        .route("/admin/repair", post(run_repair))
+        .route("/admin/cluster-credential/{kind}", get(export_credential))
         .with_state(state)
 }
 
@@ -224,6 +236,31 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
         return (StatusCode::BAD_REQUEST, "epsilon must be in [0, 1)\n").into_response();
     }
     match ns.balance_once(req.epsilon, req.max_entries, 0).await {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn export_credential(
+    State(st): State<AdminState>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/admin/cluster-credential/{kind}");
+    if !authorized(&st, &Method::GET, &path, &headers, b"") {
+        return deny();
+    }
+    match crate::cluster_credential::export(&kind) {
+        Ok(text) => text.into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&st, &Method::POST, "/admin/repair", &headers, &body) {
+        return deny();
+    }
+    match saker_client::repair_chunks(&st.cluster).await {
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
@@ -333,6 +370,30 @@ fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
             "gauge",
             "Bytes of chunk volume files that live chunks use",
             c.volume_live_bytes,
+        ),
+        (
+            "saker_chunk_degraded_writes_total",
+            "counter",
+            "Chunk replicas a write could not make (repair fills them in)",
+            c.degraded_writes,
+        ),
+        (
+            "saker_chunk_read_repairs_total",
+            "counter",
+            "Chunk replicas rewritten by reads that found them missing or corrupt",
+            c.read_repairs,
+        ),
+        (
+            "saker_chunk_repaired_total",
+            "counter",
+            "Chunk replicas re-created by repair passes",
+            c.repaired,
+        ),
+        (
+            "saker_chunk_under_replicated",
+            "gauge",
+            "Referenced chunks the last repair pass left short of replicas",
+            c.under_replicated,
         ),
     ] {
         out.push_str(&format!(
@@ -483,6 +544,16 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                     serde_json::from_str(&text).context("unexpected reply")?;
                 print!("{}", status::render(&groups));
             }
+            return Ok(());
+        }
+        AdminCommand::ClusterCredential { command } => {
+            let fetch =
+                |path: String| async move { send(endpoint, Method::GET, &path, Vec::new()).await };
+            return crate::cluster_credential::run(command, fetch).await;
+        }
+        AdminCommand::Repair => {
+            let text = send(endpoint, Method::POST, "/admin/repair", Vec::new()).await?;
+            println!("{}", text.trim());
             return Ok(());
         }
         AdminCommand::Balance {

@@ -4,6 +4,7 @@
 mod admin;
 mod admin_auth;
 mod bench;
+mod cluster_credential;
 mod coordinator_host;
 mod mount;
 mod process_config;

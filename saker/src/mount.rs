@@ -70,6 +70,10 @@ pub struct MountArgs {
     /// RPC address of a running server (`saker server --rpc-addr`).
     #[arg(long, default_value = "127.0.0.1:9902")]
     cluster: String,
+    /// The cluster's credential (`saker admin cluster-credential export FILE --client`; or
+    /// $SAKER_CLUSTER_CREDENTIAL). The all-in-one server keeps its own in its data directory.
+    #[arg(long)]
+    credential: Option<PathBuf>,
     /// Must match the server's `--inline-threshold`.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
@@ -81,6 +85,7 @@ pub struct MountArgs {
 }
 
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
+    crate::cluster_credential::install_client(args.credential.as_deref())?;
     // File data goes to the cluster's chunkstore over RPC, as the map says.
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,

@@ -10,6 +10,7 @@
 //! # admin_addr = "127.0.0.1:9901"   # optional: /health and /metrics (+ admin API on a gateway)
 //!
 //! [cluster]                         # the same in every process's file
+//! credential = "/etc/saker/cluster-credential.json"  # saker admin cluster-credential create
 //! coordinator = "127.0.0.1:9910"
 //! mnodes = ["127.0.0.1:9911", "127.0.0.1:9912", "127.0.0.1:9913"]  # groups 1, 2, 3
 //! chunkstores = ["127.0.0.1:9914"]
@@ -27,10 +28,11 @@
 //! s3_addr = "127.0.0.1:9900"
 //!
 //! [cluster]
+//! credential = "/etc/saker/cluster-credential.json"
 //! nodes = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922"]
 //! groups = 4                        # MNode groups, fixed at creation
-//! replication = 3                   # voters per group (1..=nodes)
-//! chunkstores = ["127.0.0.1:9902"]
+//! replication = 3                   # voters per group and copies per chunk (1..=nodes)
+//! chunkstores = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922"]
 //! ```
 //!
 //! Every node may run the coordinator role: its coordinator is active while the node leads
@@ -95,6 +97,9 @@ pub struct ClusterConfigFile {
     /// Names placed by hash(parent id, name) (`saker server --pathwalk`), fixed at creation.
     #[serde(default)]
     pub pathwalk: Vec<String>,
+    /// The cluster's node credential (`saker admin cluster-credential create FILE`): every
+    /// process of the cluster holds the same one, and serves only its holders.
+    pub credential: PathBuf,
 }
 
 impl ProcessConfig {
@@ -217,6 +222,7 @@ impl ProcessConfig {
                 mnodes,
                 coordinator: c.coordinator.map(|a| a.to_string()),
                 chunkstores: c.chunkstores.iter().map(|a| a.to_string()).collect(),
+                chunk_replicas: c.replication.filter(|_| !c.nodes.is_empty()).unwrap_or(1),
             },
         }
     }
@@ -307,6 +313,7 @@ mod tests {
 
     const CLUSTER: &str = r#"
 [cluster]
+credential = "/etc/saker/cluster-credential.json"
 coordinator = "127.0.0.1:9910"
 mnodes = ["127.0.0.1:9911", "127.0.0.1:9912", "127.0.0.1:9913"]
 chunkstores = ["127.0.0.1:9914"]
@@ -331,13 +338,14 @@ group = 2"#,
         assert_eq!(map.endpoints.mnode(3, "x"), ["127.0.0.1:9913"]);
         assert_eq!(cfg.hosted(), (1, vec![2]));
         assert_eq!(map.endpoints.coordinator("x"), "127.0.0.1:9910");
-        assert_eq!(map.endpoints.chunkstore("x"), "127.0.0.1:9914");
+        assert_eq!(map.endpoints.chunkstores("x"), ["127.0.0.1:9914"]);
+        assert_eq!(map.endpoints.chunk_replicas, 1);
         map.router().unwrap();
     }
 
     /// The shipped example clusters parse, and every file of one cluster describes the same
-    /// cluster: three nodes, each a replica of every group and of the coordinator, one
-    /// chunkstore.
+    /// cluster: three nodes, each a replica of every group and of the coordinator, and a
+    /// chunkstore holding a copy of every chunk.
     #[test]
     fn the_deploy_configs_are_consistent() {
         let dirs = [
@@ -363,8 +371,11 @@ group = 2"#,
                 assert_eq!(c.hosted(), (i as u64 + 1, map.groups.clone()));
                 assert!(c.has(Role::Gateway) && c.s3_addr.is_some());
             }
-            assert!(cfgs.iter().all(|c| c.has(Role::Coordinator)));
-            assert_eq!(cfgs.iter().filter(|c| c.has(Role::Chunkstore)).count(), 1);
+            assert!(cfgs
+                .iter()
+                .all(|c| c.has(Role::Coordinator) && c.has(Role::Chunkstore)));
+            assert_eq!(map.endpoints.chunkstores.len(), 3);
+            assert_eq!(map.endpoints.chunk_replicas, 3);
             // A node-shaped cluster names no coordinator process.
             let text = files[0].replace("[cluster]", "[cluster]\ncoordinator = \"127.0.0.1:9902\"");
             let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, RemoteChunkStore};
+use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, ReplicatedChunkStore};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -39,6 +39,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
+    crate::cluster_credential::install_node(&cfg.cluster.credential, false)?;
     let map = cfg.cluster_map();
     let router = map.router()?;
     let channels = Arc::new(ChannelPool::default());
@@ -191,12 +192,17 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
 
     let mut admin_app = None;
     if let (true, Some(s3_addr)) = (cfg.has(Role::Gateway), cfg.s3_addr) {
-        let chunks: Arc<dyn ChunkStore> = match &local_chunks {
-            Some(c) => c.clone(),
-            None => Arc::new(RemoteChunkStore::new(
-                channels.get(map.endpoints.chunkstore(""))?,
-            )),
-        };
+        // Every chunk on `chunk_replicas` of the cluster's chunkstores (this node's among them).
+        let local = local_chunks
+            .clone()
+            .zip(here.as_deref())
+            .map(|(c, addr)| (addr, c));
+        let chunks: Arc<dyn ChunkStore> = Arc::new(ReplicatedChunkStore::over(
+            &map.endpoints.chunkstores(""),
+            map.endpoints.chunk_replicas,
+            &channels,
+            local,
+        )?);
         let key_file = cfg.data_dir.join("access-keys.json");
         if replicated {
             // The root key of a replicated cluster is the one it was created with.
@@ -247,14 +253,22 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         // Garbage collection runs once per cluster: with the active coordinator in a
         // replicated cluster (every node has a gateway), in the one gateway process otherwise.
         tokio::spawn(gc_loop(
-            cluster,
+            cluster.clone(),
             scrub_age,
             interval,
             active.clone().filter(|_| replicated),
         ));
+        if let Some(active) = active.clone().filter(|_| replicated) {
+            tokio::spawn(crate::server::repair_loop(
+                cluster.clone(),
+                args.repair_every,
+                active,
+            ));
+        }
         admin_app = Some(admin::router(AdminState {
             keys,
             chunks,
+            cluster: cluster.clone(),
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
         }));

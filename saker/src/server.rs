@@ -112,6 +112,10 @@ pub struct ServerArgs {
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
+    /// How often a repair pass brings every referenced chunk to all its replicas (a
+    /// replicated cluster; 0s: only on `saker admin repair`).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub repair_every: Duration,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
     /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000
     /// inodes; 0s: only on `saker admin balance`.
@@ -139,6 +143,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    // The RPC listener serves holders of this cluster's credential only.
+    crate::cluster_credential::install_node(
+        &args.data_dir.join(crate::cluster_credential::FILE_NAME),
+        true,
+    )?;
     let env_root = env_root_key();
     let root_from_env = env_root.is_some();
     let keys = Arc::new(AccessKeyStore::open(
@@ -244,6 +253,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_app = admin::router(AdminState {
         keys: keys.clone(),
         chunks,
+        cluster: cluster.clone(),
         namespace: crate::coordinator_host::Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });
@@ -559,6 +569,35 @@ pub(crate) async fn gc_loop(
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        }
+    }
+}
+
+/// Runs a chunk repair pass every `every`, only while `active` is (once per cluster).
+pub(crate) async fn repair_loop(
+    cluster: Arc<Cluster>,
+    every: Duration,
+    active: crate::coordinator_host::Active,
+) {
+    if every.is_zero() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(every).await;
+        if active.get().is_none() {
+            continue;
+        }
+        match saker_client::repair_chunks(&cluster).await {
+            Ok(r) if r.under_replicated > 0 => tracing::info!(
+                scanned = r.scanned,
+                under_replicated = r.under_replicated,
+                repaired = r.repaired,
+                failed = r.failed,
+                lost = r.lost,
+                "chunk repair pass"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "chunk repair pass failed"),
         }
     }
 }

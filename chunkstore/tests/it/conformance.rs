@@ -74,6 +74,7 @@ async fn remote_store_conforms() {
 async fn an_endpoint_without_a_chunkstore_is_unavailable() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    saker_rpc::auth::ensure_installed();
     tokio::spawn(RpcServer::new(BTreeMap::new(), Arc::new(NoCoordinator), map()).serve(listener));
     let remote = RemoteChunkStore::new(RpcChannel::connect(&addr).await.unwrap());
     match remote.get(ChunkId::random(), 0, 1).await {
@@ -85,6 +86,8 @@ async fn an_endpoint_without_a_chunkstore_is_unavailable() {
 async fn serve(store: Arc<dyn ChunkStore>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
+    // Server and client share this process's credential.
+    saker_rpc::auth::ensure_installed();
     let server = RpcServer::new(BTreeMap::new(), Arc::new(NoCoordinator), map())
         .with_chunks(Arc::new(ChunkServer(store)));
     tokio::spawn(server.serve(listener));

@@ -3,4 +3,5 @@
 
 mod conformance;
 mod disk;
+mod replicated;
 mod volume;

@@ -265,6 +265,16 @@ impl Server {
         self.child = Some(child);
     }
 
+    /// Makes the server's cluster credential this test process's (for library clients).
+    pub fn use_credential(&self) {
+        install_credential(&self.credential_path());
+    }
+
+    /// The cluster credential the server made in its data directory.
+    pub fn credential_path(&self) -> PathBuf {
+        self.data.path().join("cluster-credential.json")
+    }
+
     /// SIGKILL: no shutdown path runs.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -558,6 +568,26 @@ where
 }
 
 /// Free loopback ports (bound together, then released for the processes to take).
+/// Makes the credential at `path` this test process's, for its RPC clients.
+pub fn install_credential(path: &Path) {
+    let credential = saker_rpc::auth::Credential::load(path).expect("a cluster credential");
+    saker_rpc::auth::install(credential);
+}
+
+/// A new cluster credential at `path`, made by the binary as an operator would.
+pub fn create_credential(path: &Path) {
+    let out = Command::new(saker_bin())
+        .args(["admin", "cluster-credential", "create"])
+        .arg(path)
+        .output()
+        .expect("run saker admin cluster-credential create");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))

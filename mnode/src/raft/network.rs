@@ -35,6 +35,15 @@ enum Message {
     Snapshot(InstallSnapshotRequest<TypeConfig>),
 }
 
+/// A message and the raft node id it is for: a node whose disk was lost comes back at the same
+/// address under a new id, and must not answer for its old one (the leader would see that
+/// replica's log go backwards).
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    target: u64,
+    msg: Message,
+}
+
 /// The replica's answer. A failure the sender cannot act on travels as text.
 #[derive(Serialize, Deserialize)]
 enum Answer {
@@ -98,12 +107,16 @@ fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<u6
 impl Peer {
     async fn send<E: std::error::Error>(
         &self,
-        msg: &Message,
+        msg: Message,
         option: &RPCOption,
     ) -> Result<Answer, RPCError<u64, BasicNode, E>> {
         let channel = self.channel.as_ref().map_err(unreachable)?;
+        let envelope = Envelope {
+            target: self.target,
+            msg,
+        };
         let reply = channel
-            .raft(self.group, encode(msg), option.hard_ttl())
+            .raft(self.group, encode(&envelope), option.hard_ttl())
             .await
             .map_err(unreachable)?;
         postcard::from_bytes(&reply)
@@ -123,7 +136,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        match self.send(&Message::Append(rpc), &option).await? {
+        match self.send(Message::Append(rpc), &option).await? {
             Answer::Append(r) => r.map_err(unreachable),
             _ => Err(unexpected()),
         }
@@ -137,7 +150,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         InstallSnapshotResponse<u64>,
         RPCError<u64, BasicNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        match self.send(&Message::Snapshot(rpc), &option).await? {
+        match self.send(Message::Snapshot(rpc), &option).await? {
             Answer::Snapshot(Ok(r)) => Ok(r),
             Answer::Snapshot(Err(SnapshotFailure::Mismatch(m))) => Err(RPCError::RemoteError(
                 RemoteError::new(self.target, RaftError::APIError(m.into())),
@@ -152,7 +165,7 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        match self.send(&Message::Vote(rpc), &option).await? {
+        match self.send(Message::Vote(rpc), &option).await? {
             Answer::Vote(r) => r.map_err(unreachable),
             _ => Err(unexpected()),
         }
@@ -181,8 +194,14 @@ impl RaftService for RaftPeers {
             .get(&group)
             .cloned()
             .ok_or_else(|| format!("no replica of group {group} here"))?;
-        let msg: Message =
+        let Envelope { target, msg } =
             postcard::from_bytes(&body).map_err(|e| format!("undecodable raft message: {e}"))?;
+        let id = raft.metrics().borrow().id;
+        if id != target {
+            return Err(format!(
+                "group {group}'s replica here is raft node {id}, not {target}"
+            ));
+        }
         let answer = match msg {
             Message::Append(rpc) => {
                 Answer::Append(raft.append_entries(rpc).await.map_err(|e| e.to_string()))

@@ -97,8 +97,13 @@ impl RpcChannel {
     pub async fn chunk(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
         let reply = self.client.clone().chunk(frame(&req)).await;
         let body = reply
-            .map_err(|s| {
-                ChunkWireError::Unavailable(format!("RPC to {}: {}", self.addr, status_text(&s)))
+            .map_err(|s| match status_error(&self.addr, &s) {
+                MetaError::Unauthenticated(m) => ChunkWireError::Refused(m),
+                _ => ChunkWireError::Unavailable(format!(
+                    "RPC to {}: {}",
+                    self.addr,
+                    status_text(&s)
+                )),
             })?
             .into_inner()
             .body;
@@ -127,7 +132,7 @@ impl RpcChannel {
         reply: Result<tonic::Response<Frame>, Status>,
     ) -> Result<T, MetaError> {
         let body = reply
-            .map_err(|s| unavailable(&self.addr, &status_text(&s)))?
+            .map_err(|s| status_error(&self.addr, &s))?
             .into_inner()
             .body;
         decode(&body).map_err(|e| MetaError::Internal(format!("reply from {}: {e}", self.addr)))
@@ -306,6 +311,12 @@ fn frame<T: serde::Serialize>(value: &T) -> Request<Frame> {
         VERSION_HEADER,
         tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
     );
+    if let Some(credential) = crate::auth::installed() {
+        let token = credential.token(crate::auth::now_secs());
+        if let Ok(v) = token.parse() {
+            request.metadata_mut().insert(crate::auth::AUTH_HEADER, v);
+        }
+    }
     request
 }
 
@@ -326,6 +337,17 @@ fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {
 
 fn unavailable(addr: &str, why: &str) -> MetaError {
     MetaError::Unavailable(format!("RPC to {addr}: {why}"))
+}
+
+/// A transport failure as a [`MetaError`]: a refused credential is `Unauthenticated` (no
+/// retry helps), anything else `Unavailable`.
+fn status_error(addr: &str, s: &Status) -> MetaError {
+    match s.code() {
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
+            MetaError::Unauthenticated(format!("RPC to {addr}: {}", s.message()))
+        }
+        _ => unavailable(addr, &status_text(s)),
+    }
 }
 
 fn status_text(s: &Status) -> String {

@@ -18,6 +18,7 @@ use super::wire::{
     SetDirAttrCall,
 };
 use super::{MAX_MESSAGE, VERSION_HEADER};
+use crate::auth::Kind;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
@@ -91,7 +92,14 @@ impl RpcServer {
         let service = SakerServer::from_arc(self.handler)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
-        let service = tonic::service::interceptor::InterceptedService::new(service, check_version);
+        let Some(credential) = crate::auth::installed().filter(|c| c.kind == Kind::Node) else {
+            return Err(std::io::Error::other(
+                "an RPC server needs this process's node credential (saker_rpc::auth::install)",
+            ));
+        };
+        let service = tonic::service::interceptor::InterceptedService::new(service, move |r| {
+            authenticate(&credential, check_version(r)?)
+        });
         Server::builder()
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
@@ -125,6 +133,54 @@ fn check_version(request: Request<()>) -> Result<Request<()>, Status> {
     }
 }
 
+/// Refuses a caller without a valid token of this cluster ([`crate::auth`]); passes the kind
+/// it proved to the handler.
+fn authenticate(
+    credential: &crate::auth::Credential,
+    mut request: Request<()>,
+) -> Result<Request<()>, Status> {
+    let token = request
+        .metadata()
+        .get(crate::auth::AUTH_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let Some(token) = token else {
+        return Err(Status::unauthenticated(
+            "no cluster credential: this node serves only holders of its cluster's credential \
+             (saker admin cluster-credential export)",
+        ));
+    };
+    match credential.verify(token, crate::auth::now_secs()) {
+        Ok(kind) => {
+            request.extensions_mut().insert(kind);
+            Ok(request)
+        }
+        Err(why) => {
+            tracing::warn!(why, "RPC with a bad cluster credential refused");
+            Err(Status::unauthenticated(why))
+        }
+    }
+}
+
+/// The kind of credential a request proved (set by [`authenticate`]).
+fn kind_of<T>(request: &Request<T>) -> Kind {
+    // Only authenticated requests reach the handler; a missing kind is treated as the least.
+    request
+        .extensions()
+        .get::<Kind>()
+        .copied()
+        .unwrap_or(Kind::Client)
+}
+
+/// Refuses a request a client credential may not send.
+fn node_only<T>(request: &Request<T>, what: &str) -> Result<(), Status> {
+    match kind_of(request) {
+        Kind::Node => Ok(()),
+        Kind::Client => Err(Status::permission_denied(format!(
+            "a client credential may not send {what}"
+        ))),
+    }
+}
+
 fn frame(body: bytes::Bytes) -> Response<Frame> {
     Response::new(Frame { body })
 }
@@ -143,8 +199,15 @@ async fn detached<T: Send + 'static>(
 #[tonic::async_trait]
 impl Saker for Handler {
     async fn meta(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let kind = kind_of(&request);
         let call: MetaCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if kind == Kind::Client && !call.req.client_allowed() {
+            return Err(Status::permission_denied(format!(
+                "a client credential may not send {}",
+                call.req.op_name()
+            )));
+        }
         let reply = match self.groups.get(&call.group) {
             Some(group) => {
                 let group = group.clone();
@@ -169,6 +232,7 @@ impl Saker for Handler {
     }
 
     async fn remove_dir(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "coordinator calls")?;
         let call: RemoveDirCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
@@ -178,6 +242,7 @@ impl Saker for Handler {
     }
 
     async fn rename(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "coordinator calls")?;
         let call: RenameCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
@@ -191,6 +256,7 @@ impl Saker for Handler {
     }
 
     async fn set_dir_attr(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "coordinator calls")?;
         let call: SetDirAttrCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
@@ -199,6 +265,7 @@ impl Saker for Handler {
     }
 
     async fn link(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "coordinator calls")?;
         let call: LinkCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
@@ -216,6 +283,7 @@ impl Saker for Handler {
     }
 
     async fn raft(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "raft messages")?;
         let call: RaftCall = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let result = match &self.raft {
@@ -229,8 +297,14 @@ impl Saker for Handler {
     }
 
     async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let kind = kind_of(&request);
         let req: ChunkRequest = decode(&request.into_inner().body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if kind == Kind::Client && !req.client_allowed() {
+            return Err(Status::permission_denied(
+                "a client credential may not delete or list chunks",
+            ));
+        }
         let result = match &self.chunks {
             Some(chunks) => {
                 let chunks = chunks.clone();

@@ -180,6 +180,7 @@ mod tests {
                 mnodes: [(1, vec!["127.0.0.1:9911".to_string()])].into(),
                 coordinator: Some("127.0.0.1:9910".into()),
                 chunkstores: vec!["127.0.0.1:9914".into()],
+                chunk_replicas: 3,
             },
         });
         round_trip::<Result<ChunkReply, ChunkWireError>>(Ok(ChunkReply::Data(Bytes::from_static(

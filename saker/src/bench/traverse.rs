@@ -163,6 +163,7 @@ async fn connect(
     config: ClusterConfig,
     sent: &Arc<AtomicU64>,
 ) -> anyhow::Result<(Cluster, BTreeMap<u32, Arc<dyn MetaService>>)> {
+    crate::cluster_credential::install_client(None)?;
     let channel = saker_rpc::RpcChannel::connect(addr)
         .await
         .with_context(|| format!("cannot reach the cluster at {addr}"))?;
@@ -180,9 +181,7 @@ async fn connect(
             }),
         );
     }
-    let chunks = Arc::new(saker_chunkstore::RemoteChunkStore::new(
-        pool.get(map.endpoints.chunkstore(addr))?,
-    ));
+    let chunks = Arc::new(saker_client::chunk_stores(&map, addr, &pool)?);
     Ok((Cluster::new(map.router()?, counted, chunks, config), raw))
 }
 

@@ -1,0 +1,386 @@
+//! [`ReplicatedChunkStore`]: every chunk on `replicas` of a cluster's chunkstores.
+//!
+//! Placement is rendezvous hashing of the chunk id over the members' names (their RPC
+//! addresses), so any process computes a chunk's replicas from its id alone, and adding a
+//! member moves only the chunks it now ranks first for. A `put` goes to the chunk's replicas at
+//! once and returns when a majority of them has it durably (the rest finish in the background;
+//! a replica that failed is counted as a degraded write and filled in by [`ChunkStore::repair`]).
+//! A `get` reads from this process's replica first, then the others in placement order, then
+//! any other member (chunks written under an older placement); a replica that had no copy or a
+//! corrupt one is rewritten from the copy that answered (read repair), so a client never sees
+//! a bad copy while a good one exists. A `delete` succeeds only once every replica confirmed
+//! it, so the GC keeps a dropped reference until then.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::join_all;
+
+use crate::error::ChunkError;
+use crate::id::ChunkId;
+use crate::stats::ChunkStats;
+use crate::store::{ChunkInfo, ChunkStore, RepairReport};
+
+/// One chunkstore of the cluster.
+pub struct Member {
+    /// Its name in placement (its RPC address): the same in every process.
+    pub name: String,
+    pub store: Arc<dyn ChunkStore>,
+    /// In this process: read first.
+    pub local: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    degraded_writes: AtomicU64,
+    read_repairs: AtomicU64,
+    repaired: AtomicU64,
+    under_replicated: AtomicU64,
+}
+
+pub struct ReplicatedChunkStore {
+    members: Vec<Member>,
+    replicas: usize,
+    quorum: usize,
+    counters: Arc<Counters>,
+}
+
+/// A stable 64-bit score of (member, chunk): FNV-1a, then a splitmix64 finish.
+fn score(name: &str, id: ChunkId) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes().chain(id.0.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+impl ReplicatedChunkStore {
+    /// Chunks on `replicas` (at least 1, at most every member) of `members` (at least one).
+    pub fn new(members: Vec<Member>, replicas: usize) -> Self {
+        assert!(!members.is_empty(), "a cluster has a chunkstore");
+        let replicas = replicas.clamp(1, members.len());
+        Self {
+            members,
+            replicas,
+            quorum: replicas / 2 + 1,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The chunkstores at `addrs`, `replicas` copies per chunk: `local` where its address is
+    /// listed (the store of this process), the others reached through `pool`.
+    pub fn over(
+        addrs: &[&str],
+        replicas: u32,
+        pool: &saker_rpc::ChannelPool,
+        local: Option<(&str, Arc<dyn ChunkStore>)>,
+    ) -> Result<Self, ChunkError> {
+        let mut members = Vec::new();
+        for addr in addrs {
+            let here = local.as_ref().filter(|(a, _)| a == addr);
+            let store: Arc<dyn ChunkStore> = match here {
+                Some((_, s)) => s.clone(),
+                None => Arc::new(crate::RemoteChunkStore::new(
+                    pool.get(addr)
+                        .map_err(|e| ChunkError::Unavailable(e.to_string()))?,
+                )),
+            };
+            members.push(Member {
+                name: addr.to_string(),
+                store,
+                local: here.is_some(),
+            });
+        }
+        if members.is_empty() {
+            return Err(ChunkError::Unavailable(
+                "no chunkstore in the cluster map".into(),
+            ));
+        }
+        Ok(Self::new(members, replicas.max(1) as usize))
+    }
+
+    /// Member indexes by rank for `id`: the first `replicas` hold it.
+    pub fn placement(&self, id: ChunkId) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.members.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(score(&self.members[i].name, id)));
+        order
+    }
+
+    /// The order a read tries the members in: this process's replica, the other replicas,
+    /// then everyone else.
+    fn read_order(&self, id: ChunkId) -> Vec<usize> {
+        let mut order = self.placement(id);
+        if let Some(pos) = order[..self.replicas]
+            .iter()
+            .position(|&i| self.members[i].local)
+        {
+            order[..=pos].rotate_right(1);
+        }
+        order
+    }
+
+    /// Copies chunk `id` from `from` to `to` (dropping a corrupt copy there first).
+    async fn copy(
+        from: &Arc<dyn ChunkStore>,
+        to: &Arc<dyn ChunkStore>,
+        id: ChunkId,
+        corrupt: bool,
+    ) -> Result<u64, ChunkError> {
+        let data = from.get(id, 0, u64::MAX).await?;
+        if corrupt {
+            to.delete(id).await?;
+        }
+        let len = data.len() as u64;
+        match to.put(id, data).await {
+            Ok(_) | Err(ChunkError::AlreadyExists(_)) => Ok(len),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl ChunkStore for ReplicatedChunkStore {
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        let order = self.placement(id);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(self.replicas);
+        for &i in &order[..self.replicas] {
+            let store = self.members[i].store.clone();
+            let name = self.members[i].name.clone();
+            let (tx, data, counters) = (tx.clone(), data.clone(), self.counters.clone());
+            // Each copy runs to its end even once the caller has its quorum.
+            tokio::spawn(async move {
+                let result = store.put(id, data).await;
+                if let Err(e) = &result {
+                    counters.degraded_writes.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(chunk = %id, store = %name, error = %e, "a chunk replica was not written");
+                }
+                let _ = tx.send(result).await;
+            });
+        }
+        drop(tx);
+        let (mut acked, mut info, mut errors) = (0, None, Vec::new());
+        while let Some(result) = rx.recv().await {
+            match result {
+                Ok(i) => {
+                    acked += 1;
+                    info = Some(i);
+                    if acked >= self.quorum {
+                        return Ok(i);
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(i) = info.filter(|_| acked >= self.quorum) {
+            return Ok(i);
+        }
+        // Fewer than a majority have it: the write failed (the copies made are leaks the
+        // scrub collects). An id put before is AlreadyExists everywhere.
+        if errors
+            .iter()
+            .all(|e| matches!(e, ChunkError::AlreadyExists(_)))
+        {
+            return Err(ChunkError::AlreadyExists(id));
+        }
+        let why = errors
+            .into_iter()
+            .find(|e| !matches!(e, ChunkError::AlreadyExists(_)))
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        Err(ChunkError::Unavailable(format!(
+            "chunk {id} written to {acked} of {} replicas, a majority is {}: {why}",
+            self.replicas, self.quorum
+        )))
+    }
+
+    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
+        let order = self.placement(id);
+        let replicas: HashSet<usize> = order[..self.replicas].iter().copied().collect();
+        let mut bad: Vec<(usize, bool)> = Vec::new();
+        let mut failure: Option<ChunkError> = None;
+        for i in self.read_order(id) {
+            match self.members[i].store.get(id, offset, len).await {
+                Ok(bytes) => {
+                    if !bad.is_empty() {
+                        // Read repair, off the reader's path.
+                        let from = self.members[i].store.clone();
+                        let targets: Vec<_> = bad
+                            .iter()
+                            .map(|&(j, corrupt)| (self.members[j].store.clone(), corrupt))
+                            .collect();
+                        let counters = self.counters.clone();
+                        tokio::spawn(async move {
+                            for (to, corrupt) in targets {
+                                match Self::copy(&from, &to, id, corrupt).await {
+                                    Ok(_) => {
+                                        counters.read_repairs.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    Err(e) => {
+                                        tracing::warn!(chunk = %id, error = %e, "read repair failed")
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    return Ok(bytes);
+                }
+                Err(e) => {
+                    let corrupt = matches!(e, ChunkError::Corrupt { .. });
+                    if replicas.contains(&i) && (corrupt || matches!(e, ChunkError::NotFound(_))) {
+                        bad.push((i, corrupt));
+                    }
+                    if corrupt {
+                        tracing::warn!(chunk = %id, store = %self.members[i].name, error = %e, "a corrupt chunk replica");
+                    }
+                    // The most telling failure: corrupt over unreachable over not found.
+                    let rank = |e: &ChunkError| match e {
+                        ChunkError::NotFound(_) => 0,
+                        ChunkError::Unavailable(_) | ChunkError::Io(_) => 1,
+                        _ => 2,
+                    };
+                    if failure.as_ref().is_none_or(|f| rank(&e) > rank(f)) {
+                        failure = Some(e);
+                    }
+                }
+            }
+        }
+        Err(failure.unwrap_or(ChunkError::NotFound(id)))
+    }
+
+    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
+        let order = self.placement(id);
+        let calls = self.members.iter().map(|m| m.store.delete(id));
+        let results = join_all(calls).await;
+        for (rank, &i) in order.iter().enumerate() {
+            if let Err(e) = &results[i] {
+                if rank < self.replicas {
+                    return Err(ChunkError::Unavailable(format!(
+                        "chunk {id} not deleted at {}: {e}",
+                        self.members[i].name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
+        let calls = self
+            .members
+            .iter()
+            .map(|m| m.store.list_older_than(older_than));
+        let mut all = HashSet::new();
+        let mut answered = false;
+        let mut last = None;
+        for r in join_all(calls).await {
+            match r {
+                Ok(ids) => {
+                    answered = true;
+                    all.extend(ids);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        match (answered, last) {
+            (false, Some(e)) => Err(e),
+            _ => Ok(all.into_iter().collect()),
+        }
+    }
+
+    async fn sync_to_disk(&self) -> Result<(), ChunkError> {
+        let calls = self.members.iter().map(|m| m.store.sync_to_disk());
+        let results = join_all(calls).await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        if ok >= self.quorum {
+            return Ok(());
+        }
+        Err(results
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(|| ChunkError::Unavailable("no chunkstore".into())))
+    }
+
+    /// Brings every chunk of `referenced` to all its replicas: lists what each member holds,
+    /// and copies each chunk a replica lacks from a member that has it.
+    async fn repair(&self, referenced: &HashSet<u128>) -> Result<RepairReport, ChunkError> {
+        let mut report = RepairReport::default();
+        let future = SystemTime::now() + Duration::from_secs(24 * 3600);
+        let calls = self.members.iter().map(|m| m.store.list_older_than(future));
+        let held: Vec<Option<HashSet<u128>>> = join_all(calls)
+            .await
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Ok(ids) => Some(ids.into_iter().map(|c| c.0).collect()),
+                Err(e) => {
+                    tracing::warn!(store = %self.members[i].name, error = %e, "repair cannot list a chunkstore");
+                    report.unreachable += 1;
+                    None
+                }
+            })
+            .collect();
+        for &raw in referenced {
+            let id = ChunkId(raw);
+            report.scanned += 1;
+            let order = self.placement(id);
+            let missing: Vec<usize> = order[..self.replicas]
+                .iter()
+                .copied()
+                .filter(|&i| held[i].as_ref().is_some_and(|h| !h.contains(&raw)))
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            report.under_replicated += 1;
+            let Some(from) = order
+                .iter()
+                .copied()
+                .find(|&i| held[i].as_ref().is_some_and(|h| h.contains(&raw)))
+            else {
+                report.lost += 1;
+                tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
+                continue;
+            };
+            for to in missing {
+                let (src, dst) = (&self.members[from].store, &self.members[to].store);
+                match Self::copy(src, dst, id, false).await {
+                    Ok(bytes) => {
+                        report.repaired += 1;
+                        report.bytes += bytes;
+                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        report.failed += 1;
+                        tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "chunk repair failed");
+                    }
+                }
+            }
+        }
+        self.counters.under_replicated.store(
+            report.under_replicated - report.repaired.min(report.under_replicated),
+            Ordering::Relaxed,
+        );
+        Ok(report)
+    }
+
+    fn stats(&self) -> ChunkStats {
+        let mut total = ChunkStats::default();
+        for m in &self.members {
+            total.add(&m.store.stats());
+        }
+        total.degraded_writes = self.counters.degraded_writes.load(Ordering::Relaxed);
+        total.read_repairs = self.counters.read_repairs.load(Ordering::Relaxed);
+        total.repaired = self.counters.repaired.load(Ordering::Relaxed);
+        total.under_replicated = self.counters.under_replicated.load(Ordering::Relaxed);
+        total
+    }
+}

@@ -1,0 +1,193 @@
+//! [`ReplicatedChunkStore`]: the conformance suite, quorum writes, read repair, repair passes
+//! and deletes, over in-memory members some of which the tests take down.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use saker_chunkstore::{
+    conformance, ChunkError, ChunkId, ChunkInfo, ChunkStats, ChunkStore, MemChunkStore, Member,
+    ReplicatedChunkStore,
+};
+
+/// A member that can be taken down (every call `Unavailable`) and wiped.
+#[derive(Default)]
+struct Flaky {
+    inner: parking_lot::RwLock<Arc<MemChunkStore>>,
+    down: AtomicBool,
+}
+
+impl Flaky {
+    fn check(&self) -> Result<(), ChunkError> {
+        if self.down.load(Ordering::Relaxed) {
+            Err(ChunkError::Unavailable("down".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn store(&self) -> Arc<MemChunkStore> {
+        self.inner.read().clone()
+    }
+
+    fn wipe(&self) {
+        *self.inner.write() = Arc::new(MemChunkStore::new());
+    }
+
+    async fn holds(&self, id: ChunkId) -> bool {
+        self.store().get(id, 0, 1).await.is_ok()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChunkStore for Flaky {
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        self.check()?;
+        self.store().put(id, data).await
+    }
+    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
+        self.check()?;
+        self.store().get(id, offset, len).await
+    }
+    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
+        self.check()?;
+        self.store().delete(id).await
+    }
+    async fn list_older_than(&self, t: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
+        self.check()?;
+        self.store().list_older_than(t).await
+    }
+    fn stats(&self) -> ChunkStats {
+        self.store().stats()
+    }
+}
+
+fn cluster(n: usize, replicas: usize) -> (Vec<Arc<Flaky>>, ReplicatedChunkStore) {
+    let flaky: Vec<Arc<Flaky>> = (0..n).map(|_| Arc::new(Flaky::default())).collect();
+    let members = flaky
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Member {
+            name: format!("127.0.0.1:{}", 9902 + 10 * i),
+            store: f.clone() as Arc<dyn ChunkStore>,
+            local: i == 0,
+        })
+        .collect();
+    (flaky, ReplicatedChunkStore::new(members, replicas))
+}
+
+#[tokio::test]
+async fn replicated_stores_conform() {
+    conformance::run_all(&cluster(3, 3).1).await;
+    conformance::run_all(&cluster(4, 2).1).await;
+    conformance::run_all(&cluster(1, 3).1).await;
+}
+
+#[tokio::test]
+async fn placement_is_stable_and_spread() {
+    let (_, a) = cluster(3, 2);
+    let (_, b) = cluster(3, 2);
+    let mut first = [0usize; 3];
+    for _ in 0..3000 {
+        let id = ChunkId::random();
+        assert_eq!(a.placement(id), b.placement(id));
+        first[a.placement(id)[0]] += 1;
+    }
+    assert!(first.iter().all(|&n| n > 800), "{first:?}");
+}
+
+#[tokio::test]
+async fn a_write_needs_a_majority_and_a_read_any_copy() {
+    let (flaky, store) = cluster(3, 3);
+    flaky[1].down.store(true, Ordering::Relaxed);
+    let data = conformance::pattern(7, 100_000);
+    let id = ChunkId::random();
+    store
+        .put(id, data.clone())
+        .await
+        .expect("two of three is a majority");
+    for _ in 0..1000 {
+        if store.stats().degraded_writes == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(store.stats().degraded_writes, 1);
+    flaky[0].down.store(true, Ordering::Relaxed);
+    assert_eq!(store.get(id, 0, u64::MAX).await.unwrap(), data);
+    let err = store
+        .put(ChunkId::random(), data.clone())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ChunkError::Unavailable(_)), "{err}");
+    // A delete is not done while a replica cannot confirm it.
+    assert!(store.delete(id).await.is_err());
+    flaky[0].down.store(false, Ordering::Relaxed);
+    flaky[1].down.store(false, Ordering::Relaxed);
+    store.delete(id).await.unwrap();
+    for f in &flaky {
+        assert!(!f.holds(id).await);
+    }
+}
+
+#[tokio::test]
+async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
+    let (flaky, store) = cluster(3, 3);
+    let mut ids = Vec::new();
+    for seed in 0..20 {
+        let id = ChunkId::random();
+        store
+            .put(id, conformance::pattern(seed, 5000))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    // Every put reached every replica eventually (the last one in the background).
+    for &id in &ids {
+        for f in &flaky {
+            for _ in 0..1000 {
+                if f.holds(id).await {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            assert!(f.holds(id).await);
+        }
+    }
+
+    // Node 1's copy of one chunk is lost: a read is served elsewhere and puts it back.
+    flaky[0].store().delete(ids[0]).await.unwrap();
+    assert_eq!(
+        store.get(ids[0], 0, u64::MAX).await.unwrap(),
+        conformance::pattern(0, 5000)
+    );
+    for _ in 0..1000 {
+        if flaky[0].holds(ids[0]).await {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(flaky[0].holds(ids[0]).await, "read repair");
+    assert_eq!(store.stats().read_repairs, 1);
+
+    // A whole store is lost: a repair pass re-creates its copies of the referenced chunks
+    // (not of the unreferenced one).
+    flaky[2].wipe();
+    let referenced: HashSet<u128> = ids[..19].iter().map(|c| c.0).collect();
+    let report = store.repair(&referenced).await.unwrap();
+    assert_eq!(report.scanned, 19);
+    assert_eq!(report.under_replicated, 19);
+    assert_eq!(report.repaired, 19);
+    assert_eq!((report.failed, report.lost), (0, 0));
+    for (seed, id) in ids[..19].iter().enumerate() {
+        assert_eq!(
+            flaky[2].store().get(*id, 0, u64::MAX).await.unwrap(),
+            conformance::pattern(seed as u64, 5000)
+        );
+    }
+    assert!(!flaky[2].holds(ids[19]).await);
+    let again = store.repair(&referenced).await.unwrap();
+    assert_eq!((again.under_replicated, again.repaired), (0, 0));
+}
