@@ -33,4 +33,4 @@ pub use mem::MemChunkStore;
 pub use remote::{ChunkServer, RemoteChunkStore};
 pub use replicated::{Member, ReplicatedChunkStore};
 pub use stats::ChunkStats;
-pub use store::{ChunkInfo, ChunkStore, RepairReport};
+pub use store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};

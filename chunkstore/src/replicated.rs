@@ -9,7 +9,8 @@
 //! any other member (chunks written under an older placement); a replica that had no copy or a
 //! corrupt one is rewritten from the copy that answered (read repair), so a client never sees
 //! a bad copy while a good one exists. A `delete` succeeds only once every replica confirmed
-//! it, so the GC keeps a dropped reference until then.
+//! it, so the GC keeps a dropped reference until then. A scrub reads every replica whole
+//! (checking its CRC32C) and rewrites bad ones the same way.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +24,7 @@ use futures::future::join_all;
 use crate::error::ChunkError;
 use crate::id::ChunkId;
 use crate::stats::ChunkStats;
-use crate::store::{ChunkInfo, ChunkStore, RepairReport};
+use crate::store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};
 
 /// One chunkstore of the cluster.
 pub struct Member {
@@ -369,6 +370,64 @@ impl ChunkStore for ReplicatedChunkStore {
             report.under_replicated - report.repaired.min(report.under_replicated),
             Ordering::Relaxed,
         );
+        Ok(report)
+    }
+
+    /// Reads every replica of every chunk of `referenced` whole (checking its CRC32C), at most
+    /// `rate` bytes per second; a corrupt or missing replica is rewritten from one that reads
+    /// back intact. An unreachable member is skipped (the next pass checks it).
+    async fn scrub(
+        &self,
+        referenced: &HashSet<u128>,
+        rate: u64,
+    ) -> Result<ScrubReport, ChunkError> {
+        let mut report = ScrubReport::default();
+        let mut pace = Pace::new(rate);
+        for &raw in referenced {
+            let id = ChunkId(raw);
+            let order = self.placement(id);
+            let mut good = None;
+            let mut bad = Vec::new();
+            for &i in &order[..self.replicas] {
+                match self.members[i].store.get(id, 0, u64::MAX).await {
+                    Ok(data) => {
+                        report.verified += 1;
+                        report.bytes += data.len() as u64;
+                        pace.wait(data.len() as u64).await;
+                        good.get_or_insert(i);
+                    }
+                    Err(ChunkError::Corrupt { .. }) => {
+                        report.corrupt += 1;
+                        bad.push((i, true));
+                    }
+                    Err(ChunkError::NotFound(_)) => {
+                        report.missing += 1;
+                        bad.push((i, false));
+                    }
+                    Err(e) => {
+                        tracing::debug!(chunk = %id, store = %self.members[i].name, error = %e, "scrub skips an unreachable replica");
+                    }
+                }
+            }
+            let Some(from) = good else {
+                if !bad.is_empty() {
+                    tracing::error!(chunk = %id, "no replica of a referenced chunk reads back intact");
+                }
+                continue;
+            };
+            for (to, corrupt) in bad {
+                let (src, dst) = (&self.members[from].store, &self.members[to].store);
+                match Self::copy(src, dst, id, corrupt).await {
+                    Ok(_) => {
+                        report.repaired += 1;
+                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "scrub could not rewrite a replica")
+                    }
+                }
+            }
+        }
         Ok(report)
     }
 

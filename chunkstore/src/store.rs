@@ -52,8 +52,75 @@ pub trait ChunkStore: Send + Sync + 'static {
         Ok(RepairReport::default())
     }
 
+    /// Reads every chunk of `referenced` whole (which checks every block's CRC32C), at most
+    /// `rate` bytes per second, reporting the corrupt and missing ones; a store with other
+    /// copies rewrites them from a good one.
+    async fn scrub(
+        &self,
+        referenced: &std::collections::HashSet<u128>,
+        rate: u64,
+    ) -> Result<ScrubReport, ChunkError> {
+        let mut report = ScrubReport::default();
+        let mut pace = Pace::new(rate);
+        for &id in referenced {
+            match self.get(ChunkId(id), 0, u64::MAX).await {
+                Ok(data) => {
+                    report.verified += 1;
+                    report.bytes += data.len() as u64;
+                    pace.wait(data.len() as u64).await;
+                }
+                Err(ChunkError::Corrupt { .. }) => report.corrupt += 1,
+                Err(ChunkError::NotFound(_)) => report.missing += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(report)
+    }
+
     /// Totals for /metrics.
     fn stats(&self) -> ChunkStats;
+}
+
+/// What one scrub pass found and did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ScrubReport {
+    /// Copies read whole and found intact, and their bytes.
+    pub verified: u64,
+    pub bytes: u64,
+    /// Copies that failed their CRC, or were not there.
+    pub corrupt: u64,
+    pub missing: u64,
+    /// Copies rewritten from a good one.
+    pub repaired: u64,
+}
+
+/// Keeps a pass at or under `rate` bytes per second (0: no limit).
+pub struct Pace {
+    rate: u64,
+    start: std::time::Instant,
+    done: u64,
+}
+
+impl Pace {
+    pub fn new(rate: u64) -> Self {
+        Self {
+            rate,
+            start: std::time::Instant::now(),
+            done: 0,
+        }
+    }
+
+    /// Counts `bytes` more, sleeping as long as the pass is ahead of its rate.
+    pub async fn wait(&mut self, bytes: u64) {
+        self.done += bytes;
+        if self.rate == 0 {
+            return;
+        }
+        let due = std::time::Duration::from_secs_f64(self.done as f64 / self.rate as f64);
+        if let Some(ahead) = due.checked_sub(self.start.elapsed()) {
+            tokio::time::sleep(ahead).await;
+        }
+    }
 }
 
 /// What one repair pass found and did.

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use saker_chunkstore::{ChunkId, RepairReport};
+use saker_chunkstore::{ChunkId, RepairReport, ScrubReport};
 use saker_rpc::{MetaRequest, MetaResponse};
 
 use crate::cluster::Cluster;
@@ -91,6 +91,13 @@ async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientErr
         }
     }
     Ok(referenced)
+}
+
+/// One scrub pass: every replica of every referenced chunk read whole (checking its CRC32C) at
+/// most `rate` bytes per second, bad ones rewritten from a good one.
+pub async fn scrub_chunks(cluster: &Cluster, rate: u64) -> Result<ScrubReport, ClientError> {
+    let referenced = referenced_chunks(cluster).await?;
+    Ok(cluster.chunks.scrub(&referenced, rate).await?)
 }
 
 /// One repair pass: every referenced chunk is brought to all the replicas the cluster's

@@ -15,5 +15,5 @@ pub mod metrics;
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{ChunkWriter, DataStream, ReadRange, Written};
 pub use error::ClientError;
-pub use gc::{collect_garbage, repair_chunks, GcReport};
+pub use gc::{collect_garbage, repair_chunks, scrub_chunks, GcReport};
 pub use list::{ListItem, Lister};

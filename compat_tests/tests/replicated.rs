@@ -702,7 +702,7 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     c.delete_bucket().bucket("after").send().await.unwrap();
 }
 
-/// Every chunk id the groups reference (through any node's replicas).
+/// Every chunk id the groups reference (through any node's replicas), sorted.
 async fn referenced_chunks(rpc: &str) -> Vec<u128> {
     let map = saker_rpc::fetch_cluster_map(rpc).await.unwrap();
     let pool = saker_rpc::ChannelPool::default();
@@ -770,6 +770,44 @@ async fn large_objects_survive_a_node_loss_and_a_wiped_chunkstore_is_repaired() 
     }
     let again: serde_json::Value = serde_json::from_str(&nodes.admin(2, &["repair"])).unwrap();
     assert_eq!(again["under_replicated"], 0, "{again}");
+
+    // A copy damaged on node 3's disk (a chunk above the small-chunk limit: a file of its own)
+    // is found by a scrub and rewritten from another node's.
+    let damaged = random_bytes(400_000);
+    put(&s3, bucket, "damaged", &damaged).await;
+    objects.insert("damaged".to_string(), damaged);
+    let before: std::collections::HashSet<u128> = chunks.iter().copied().collect();
+    let id = referenced_chunks(&nodes.rpc[0])
+        .await
+        .into_iter()
+        .find(|c| !before.contains(c))
+        .expect("the new object's chunk");
+    let name = format!("{id:032x}");
+    let file = nodes
+        .dir
+        .path()
+        .join("node3/chunks")
+        .join(&name[..2])
+        .join(format!("{name}.chunk"));
+    let mut bad = eventually("the chunk's copy on node 3", || {
+        let file = file.clone();
+        async move { std::fs::read(&file).map_err(|e| e.to_string()) }
+    })
+    .await;
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0xff;
+    std::fs::write(&file, &bad).unwrap();
+    let scrub: serde_json::Value =
+        serde_json::from_str(&nodes.admin(1, &["scrub"])).expect("a scrub report");
+    assert_eq!(scrub["corrupt"], 1, "{scrub}");
+    assert_eq!(scrub["repaired"], 1, "{scrub}");
+    let node3 =
+        saker_chunkstore::RemoteChunkStore::new(RpcChannel::connect(&nodes.rpc[2]).await.unwrap());
+    let copy =
+        saker_chunkstore::ChunkStore::get(&node3, saker_chunkstore::ChunkId(id), 0, u64::MAX)
+            .await
+            .expect("node 3's copy rewritten from a good one");
+    assert_eq!(&copy[..], &objects["damaged"][..]);
 
     // Another node dies: everything still reads back, byte for byte, through the others.
     nodes.kill(0);

@@ -15,7 +15,7 @@ use saker_coordinator::{AccessKey, AccessKeyStore, KeyError};
 use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
-use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_SIGNATURE};
+use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_NONCE, HEADER_SIGNATURE};
 use crate::status;
 
 #[derive(Subcommand)]
@@ -42,6 +42,9 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::cluster_credential::CredentialCommand,
     },
+    /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
+    /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
+    Scrub,
     /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
     /// what it found and did.
     Repair,
@@ -160,6 +163,8 @@ pub struct AdminState {
     pub namespace: crate::coordinator_host::Active,
     /// Every MNode group, for `/health` and `/admin/status`.
     pub groups: crate::status::Groups,
+    /// Nonces of the signed requests taken (replays are refused).
+    pub nonces: Arc<admin_auth::Nonces>,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
@@ -178,6 +183,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/exceptions/{name}", put(set_exception))
         .route("/admin/balance", post(run_balance))
         .route("/admin/repair", post(run_repair))
+        .route("/admin/scrub", post(run_scrub))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
         .with_state(state)
 }
@@ -253,6 +259,16 @@ async fn export_credential(
     match crate::cluster_credential::export(&kind) {
         Ok(text) => text.into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn run_scrub(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&st, &Method::POST, "/admin/scrub", &headers, &body) {
+        return deny();
+    }
+    match saker_client::scrub_chunks(&st.cluster, 0).await {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
 
@@ -411,16 +427,31 @@ fn authorized(
     body: &[u8],
 ) -> bool {
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let (Some(ak), Some(date), Some(sig)) = (h(HEADER_KEY), h(HEADER_DATE), h(HEADER_SIGNATURE))
-    else {
+    let (Some(ak), Some(date), Some(nonce), Some(sig), Some(host)) = (
+        h(HEADER_KEY),
+        h(HEADER_DATE),
+        h(HEADER_NONCE),
+        h(HEADER_SIGNATURE),
+        h("host"),
+    ) else {
         return false;
     };
     let Ok(date) = date.parse::<i64>() else {
         return false;
     };
     let root = state.keys.root();
+    let signed = admin_auth::Signed {
+        method: method.as_str(),
+        host,
+        path,
+        date,
+        nonce,
+        body,
+    };
+    // A valid signature is taken once: a replayed request is refused.
     ak == root.access_key
-        && admin_auth::verify(&root.secret_key, method.as_str(), path, date, body, sig)
+        && signed.verify(&root.secret_key, sig)
+        && state.nonces.first_use(nonce, date)
 }
 
 fn deny() -> Response {
@@ -510,13 +541,31 @@ fn root_from_env() -> anyhow::Result<(String, String)> {
 
 async fn send(endpoint: &str, method: Method, path: &str, body: Vec<u8>) -> anyhow::Result<String> {
     let (ak, sk) = root_from_env()?;
-    let date = admin_auth::now_secs();
-    let sig = admin_auth::sign(&sk, method.as_str(), path, date, &body);
     let url = format!("{}{}", endpoint.trim_end_matches('/'), path);
+    let parsed =
+        reqwest::Url::parse(&url).with_context(|| format!("bad admin endpoint {endpoint}"))?;
+    // The Host header as the client sends it: host, and the port unless it is the default.
+    let host = match (parsed.host_str(), parsed.port()) {
+        (Some(h), Some(p)) => format!("{h}:{p}"),
+        (Some(h), None) => h.to_string(),
+        (None, _) => bail!("no host in the admin endpoint {endpoint}"),
+    };
+    let date = admin_auth::now_secs();
+    let nonce = admin_auth::nonce();
+    let sig = admin_auth::Signed {
+        method: method.as_str(),
+        host: &host,
+        path,
+        date,
+        nonce: &nonce,
+        body: &body,
+    }
+    .sign(&sk);
     let resp = reqwest::Client::new()
-        .request(method, &url)
+        .request(method, parsed)
         .header(HEADER_KEY, ak)
         .header(HEADER_DATE, date.to_string())
+        .header(HEADER_NONCE, nonce)
         .header(HEADER_SIGNATURE, sig)
         .header("content-type", "application/json")
         .body(body)
@@ -551,8 +600,12 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                 |path: String| async move { send(endpoint, Method::GET, &path, Vec::new()).await };
             return crate::cluster_credential::run(command, fetch).await;
         }
-        AdminCommand::Repair => {
-            let text = send(endpoint, Method::POST, "/admin/repair", Vec::new()).await?;
+        AdminCommand::Repair | AdminCommand::Scrub => {
+            let path = match cmd {
+                AdminCommand::Repair => "/admin/repair",
+                _ => "/admin/scrub",
+            };
+            let text = send(endpoint, Method::POST, path, Vec::new()).await?;
             println!("{}", text.trim());
             return Ok(());
         }

@@ -265,10 +265,17 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 active,
             ));
         }
+        tokio::spawn(crate::server::scrub_loop(
+            cluster.clone(),
+            args.scrub_every,
+            args.scrub_rate,
+            active.clone().filter(|_| replicated),
+        ));
         admin_app = Some(admin::router(AdminState {
             keys,
             chunks,
             cluster: cluster.clone(),
+            nonces: Default::default(),
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
         }));

@@ -116,6 +116,13 @@ pub struct ServerArgs {
     /// replicated cluster; 0s: only on `saker admin repair`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub repair_every: Duration,
+    /// How often a scrub reads every copy of every chunk whole, checking its CRC32C, and
+    /// rewrites a bad copy from a good one (0s: only on `saker admin scrub`).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub scrub_every: Duration,
+    /// The scrub's pace, in MiB/s (0: unlimited).
+    #[arg(long, default_value_t = 16)]
+    pub scrub_rate: u64,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
     /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000
     /// inodes; 0s: only on `saker admin balance`.
@@ -254,6 +261,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         keys: keys.clone(),
         chunks,
         cluster: cluster.clone(),
+        nonces: Default::default(),
         namespace: crate::coordinator_host::Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });
@@ -271,6 +279,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         cluster.clone(),
         args.scrub_age,
         args.gc_interval,
+        None,
+    ));
+    tokio::spawn(scrub_loop(
+        cluster.clone(),
+        args.scrub_every,
+        args.scrub_rate,
         None,
     ));
 
@@ -569,6 +583,36 @@ pub(crate) async fn gc_loop(
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
+        }
+    }
+}
+
+/// Runs a chunk scrub every `every` at `rate_mib` MiB/s, with `only_active` only while that
+/// coordinator is active here (once per cluster).
+pub(crate) async fn scrub_loop(
+    cluster: Arc<Cluster>,
+    every: Duration,
+    rate_mib: u64,
+    only_active: Option<crate::coordinator_host::Active>,
+) {
+    if every.is_zero() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(every).await;
+        if only_active.as_ref().is_some_and(|a| a.get().is_none()) {
+            continue;
+        }
+        match saker_client::scrub_chunks(&cluster, rate_mib << 20).await {
+            Ok(r) if r.corrupt + r.missing > 0 => tracing::warn!(
+                verified = r.verified,
+                corrupt = r.corrupt,
+                missing = r.missing,
+                repaired = r.repaired,
+                "chunk scrub found bad copies"
+            ),
+            Ok(r) => tracing::info!(verified = r.verified, bytes = r.bytes, "chunk scrub"),
+            Err(e) => tracing::warn!(error = %e, "chunk scrub failed"),
         }
     }
 }

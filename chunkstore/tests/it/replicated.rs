@@ -191,3 +191,61 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
     let again = store.repair(&referenced).await.unwrap();
     assert_eq!((again.under_replicated, again.repaired), (0, 0));
 }
+
+/// A chunk file damaged on one store's disk is found by a scrub and rewritten from another
+/// store; a read never returns the damaged bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrub_finds_a_damaged_copy_on_disk_and_rewrites_it() {
+    use saker_chunkstore::DiskChunkStore;
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let disks: Vec<Arc<DiskChunkStore>> = dirs
+        .iter()
+        .map(|d| Arc::new(DiskChunkStore::open(d.path()).unwrap()))
+        .collect();
+    let members = disks
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Member {
+            name: format!("store-{i}"),
+            store: d.clone() as Arc<dyn ChunkStore>,
+            local: i == 0,
+        })
+        .collect();
+    let store = ReplicatedChunkStore::new(members, 3);
+    // Above the small-chunk limit: a file per chunk.
+    let data = conformance::pattern(99, 600_000);
+    let id = ChunkId::random();
+    store.put(id, data.clone()).await.unwrap();
+    for d in &disks {
+        for _ in 0..1000 {
+            if d.get(id, 0, 1).await.is_ok() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+    let path = disks[0].chunk_path(id);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        disks[0].get(id, 0, u64::MAX).await,
+        Err(ChunkError::Corrupt { .. })
+    ));
+
+    let referenced: HashSet<u128> = [id.0].into();
+    let report = store.scrub(&referenced, 0).await.unwrap();
+    assert_eq!(
+        (report.corrupt, report.repaired, report.verified),
+        (1, 1, 2),
+        "{report:?}"
+    );
+    assert_eq!(disks[0].get(id, 0, u64::MAX).await.unwrap(), data);
+    let again = store.scrub(&referenced, 0).await.unwrap();
+    assert_eq!((again.corrupt, again.verified), (0, 3));
+    // Rate-limited: 1.8 MB at 6 MB/s takes about 0.3 s.
+    let started = std::time::Instant::now();
+    store.scrub(&referenced, 6_000_000).await.unwrap();
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+}

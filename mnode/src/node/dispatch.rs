@@ -1,0 +1,237 @@
+//! The group's [`MetaService`]: every request enters through `call`, which answers it here
+//! (coordinator controls, group-wide requests), forwards it to the owning group, or serves it.
+
+use async_trait::async_trait;
+use saker_rpc::{
+    access, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond, Want,
+};
+
+use super::Mnode;
+use crate::keys::EXCEPTIONS;
+use crate::metrics;
+use crate::raft::BatchEntry;
+
+#[async_trait]
+impl MetaService for Mnode {
+    async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+        let op = req.op_name();
+        if let MetaRequest::RaftStatus = req {
+            return Ok(MetaResponse::Replica(self.raft_status()));
+        }
+        self.leadership.check(!req.is_write())?;
+        req.check_names()?;
+        let result = match req {
+            MetaRequest::Rmdir { path, cred } => {
+                if let Some(cred) = cred {
+                    // The caller's permission to remove the entry, checked by the owner.
+                    let check = MetaRequest::Access {
+                        path: path.clone(),
+                        mask: access::DELETE,
+                        cred,
+                        want: Want::ATTR,
+                    };
+                    self.call(tag, check).await?;
+                }
+                self.coordinator()?
+                    .remove_dir(path, RemoveCond::Empty)
+                    .await
+                    .map(|()| MetaResponse::Done)
+            }
+            MetaRequest::CoordinatedRename {
+                from,
+                to,
+                noreplace,
+                cred,
+            } => self
+                .coordinator()?
+                .rename(from, to, noreplace, cred)
+                .await
+                .map(MetaResponse::Attr),
+            MetaRequest::CoordinatedLink {
+                from,
+                to,
+                expect,
+                cred,
+            } => self
+                .coordinator()?
+                .link(from, to, expect, cred)
+                .await
+                .map(MetaResponse::Attr),
+            MetaRequest::DeleteBucket { name } => self
+                .coordinator()?
+                .remove_dir(vec![name], RemoveCond::Bucket)
+                .await
+                .map(|()| MetaResponse::Done),
+            req @ MetaRequest::Freeze { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => match req {
+                    MetaRequest::Freeze { path } => self.freeze(&path).await,
+                    _ => unreachable!("matched above"),
+                },
+            },
+            MetaRequest::Unfreeze { dir } => {
+                self.frozen.thaw(dir);
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::ThawAll => {
+                let held = self.frozen.thaw_all();
+                if held > 0 {
+                    tracing::info!(held, "released the holds a stopped coordinator left");
+                }
+                Ok(MetaResponse::Done)
+            }
+            req @ MetaRequest::BlockPath { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    let path = req.path().expect("BlockPath names a path").to_vec();
+                    self.frozen.block(&path);
+                    // Writes to it evaluated before the block are applied first.
+                    match self.drain_inflight().await {
+                        Ok(()) => Ok(MetaResponse::Done),
+                        Err(e) => {
+                            self.frozen.unblock(&path);
+                            Err(e)
+                        }
+                    }
+                }
+            },
+            req @ MetaRequest::UnblockPath { .. } => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    self.frozen
+                        .unblock(req.path().expect("UnblockPath names a path"));
+                    Ok(MetaResponse::Done)
+                }
+            },
+            MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
+            req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
+            MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
+            MetaRequest::SyncToDisk => {
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || store.sync_to_disk())
+                    .await
+                    .map_err(|e| MetaError::Internal(e.to_string()))?
+                    .map_err(|e| MetaError::Unavailable(format!("sync to disk failed: {e}")))?;
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
+            MetaRequest::MarkDirty { source, dirs, seq } => {
+                let mut dirty = self.dirty.lock();
+                for d in dirs {
+                    dirty.mark(d, source, seq);
+                }
+                self.dirty_gauge(&dirty);
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::PendingDirs { owner } => {
+                self.changes.pending_dirs(owner).map(MetaResponse::Dirs)
+            }
+            MetaRequest::BlockName { name } => {
+                self.frozen.block_name(&name);
+                // Writes of the name evaluated before the block are applied first.
+                match self.drain_inflight().await {
+                    Ok(()) => Ok(MetaResponse::Done),
+                    Err(e) => {
+                        self.frozen.unblock_name(&name);
+                        Err(e)
+                    }
+                }
+            }
+            MetaRequest::UnblockName { name } => {
+                self.frozen.unblock_name(&name);
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::SetExceptions { table } => {
+                if self.router.get().exceptions_version() < table.version() {
+                    // Through raft, so every replica (and a later leader) routes by it.
+                    let mut mutations = crate::store::WriteBatch::default();
+                    mutations.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
+                    self.raft
+                        .client_write(BatchEntry {
+                            mutations,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(|e| MetaError::Unavailable(e.to_string()))?;
+                    if self.router.install(&table) {
+                        tracing::info!(version = table.version(), "exception table installed");
+                    }
+                }
+                Ok(MetaResponse::Done)
+            }
+            MetaRequest::Exceptions => Ok(MetaResponse::Exceptions(
+                self.router.get().exceptions().clone(),
+            )),
+            MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
+            MetaRequest::JoinGroup { id, addr } => {
+                crate::membership::admit(&self.raft, &self.membership, id, &addr)
+                    .await
+                    .map(|()| MetaResponse::Done)
+            }
+            MetaRequest::CoordPut { term, key, value } => {
+                crate::coord_records::put(
+                    &self.raft,
+                    &self.keys,
+                    &self.leadership,
+                    term,
+                    &key,
+                    value,
+                )
+                .await
+            }
+            MetaRequest::CoordScan { prefix } => {
+                crate::coord_records::scan(self.store.as_ref(), &self.keys, &prefix)
+            }
+            MetaRequest::NameStats { top } => self.name_stats(top as usize),
+            MetaRequest::Committed { ticket } => {
+                self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
+            }
+            MetaRequest::ApplyChanges { source, records } => {
+                let upto = records.last().map(|(seq, _)| *seq);
+                let result = self
+                    .serve(tag, MetaRequest::ApplyChanges { source, records })
+                    .await;
+                if let (Ok(_), Some(upto)) = (&result, upto) {
+                    // Marks of these records are void now.
+                    let mut dirty = self.dirty.lock();
+                    dirty.applied(source, upto);
+                    self.dirty_gauge(&dirty);
+                }
+                result
+            }
+            // Addressed to the shared inode's home, not to the owner of the path it carries.
+            req @ MetaRequest::Shared { .. } => self.serve(tag, req).await,
+            req => match self.misdirected(&req).await {
+                Err(e) => Err(e),
+                Ok(Some(g)) => self.forward(g, tag, req).await,
+                Ok(None) => {
+                    let version = self.router.get().exceptions_version();
+                    let retry = req.clone();
+                    let mut result = self.serve(tag, req).await;
+                    // The name's inodes moved to another group while this request was on its
+                    // way: follow them.
+                    if matches!(
+                        result,
+                        Err(MetaError::NotFound | MetaError::MissingParent { .. })
+                    ) && self.router.get().exceptions_version() != version
+                    {
+                        if let Ok(Some(g)) = self.misdirected(&retry).await {
+                            result = self.forward(g, tag, retry).await;
+                        }
+                    }
+                    result
+                }
+            },
+        };
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::OPS.with_label_values(&[op, outcome]).inc();
+        result
+    }
+
+    fn routing_version(&self) -> u64 {
+        self.router.get().exceptions_version()
+    }
+}

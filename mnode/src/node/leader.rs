@@ -1,0 +1,107 @@
+//! Leadership of the group: follows raft's metrics, rebuilds the leader's in-memory state
+//! when elected and restarts its protocols with the other groups; tells callers the term it
+//! serves in and where the leader is.
+
+use std::sync::{Arc, Weak};
+
+use saker_namespace::GroupId;
+
+use super::Mnode;
+use crate::executor::ParentUpdates;
+use crate::keys::EXCEPTIONS;
+use crate::leadership::Change;
+use crate::metrics;
+use crate::records::decode;
+
+impl Mnode {
+    /// Restarts what a leader does for the other groups from the replicated state: the dirty
+    /// set is rebuilt (it is empty after a start or an election, which says nothing) and the
+    /// change-log records not known to be pushed are pushed again.
+    pub(super) fn resume_protocols(self: &Arc<Self>) {
+        let Some(peers) = self.peers.get() else {
+            return; // not connected yet: `connect` does this
+        };
+        let others: Vec<GroupId> = peers
+            .keys()
+            .copied()
+            .filter(|g| *g != self.keys.group)
+            .collect();
+        if self.parent_updates == ParentUpdates::Async && !others.is_empty() {
+            self.dirty.lock().await_reports(others);
+            let me = self.clone();
+            tokio::spawn(async move { me.rebuild_dirty_set().await });
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = me.changes.push_upto(u64::MAX).await {
+                tracing::warn!(group = me.group(), error = %e, "leftover change-log not pushed");
+            }
+        });
+    }
+
+    /// Rebuilds what a leader keeps in memory, from the replicated state it has applied
+    /// through the blank entry of its term: the exception table it routes by, an empty
+    /// dentry replica (it cannot tell which invalidations it missed), no freezes or blocks
+    /// (the coordinator re-establishes the ones it still needs), push cursors from the
+    /// change-log itself, and the dirty set. The executor reloads its own state (inode ids,
+    /// change-log seq) before its first batch of the term.
+    async fn on_elected(self: &Arc<Self>, term: u64) {
+        match self.store.get(&self.keys.single(EXCEPTIONS)) {
+            Ok(Some(b)) => match decode(&b) {
+                Ok(table) => {
+                    self.router.install(&table);
+                }
+                Err(e) => tracing::error!(group = self.group(), error = %e, "bad exception table"),
+            },
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(group = self.group(), error = %e, "exception table unreadable")
+            }
+        }
+        self.replica.lock().clear();
+        self.frozen.thaw_all();
+        self.changes.restart().await;
+        self.resume_protocols();
+        tracing::info!(group = self.group(), term, "leader of the group");
+    }
+
+    /// The term this replica serves its group in, as it changes (0 while it does not).
+    pub fn watch_serving(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.leadership.watch()
+    }
+
+    /// The RPC address of the group's leader as far as this replica knows.
+    pub fn leader_hint(&self) -> Option<String> {
+        self.leadership.leader()
+    }
+}
+
+/// Follows the group's raft metrics for as long as the node lives: stops serving when this
+/// replica no longer leads, and rebuilds in-memory state before serving in a new term.
+pub(super) async fn watch_leadership(
+    node: Weak<Mnode>,
+    mut metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, openraft::BasicNode>>,
+) {
+    let gauges = match node.upgrade() {
+        Some(n) => metrics::RaftGauges::new(n.group()),
+        None => return,
+    };
+    loop {
+        let m = metrics.borrow_and_update().clone();
+        let Some(n) = node.upgrade() else { return };
+        if m.state == openraft::ServerState::Shutdown {
+            if let Err(e) = &m.running_state {
+                tracing::error!(group = n.group(), error = %e, "raft stopped");
+            }
+        }
+        if let Change::Elected(term) = n.leadership.update(&m) {
+            n.on_elected(term).await;
+            n.leadership.serve(term, &n.raft.metrics().borrow());
+        }
+        gauges.set(n.leadership.ready_term() != 0, &m);
+        drop(n);
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! One MNode group: its raft instance, its executor and the [`MetaService`] it serves.
+//!
+//! This module holds the group's settings, its state and its start; the child modules hold
+//! what it does (dispatch, serving, routing, controls, leadership, parent updates, status).
+
+mod controls;
+mod dispatch;
+mod leader;
+mod parents;
+mod routing;
+mod serve;
+mod status;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use saker_namespace::{DentryReplica, Router};
+#[cfg(doc)]
+use saker_rpc::MetaService;
+use saker_rpc::{ChannelPool, ClientTag, CoordinatorService, MetaError};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::changes::{ChangeLog, Peers};
+use crate::dirty::DirtySet;
+use crate::error::MnodeError;
+use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending};
+use crate::frozen::FrozenDirs;
+use crate::keys::{Keys, EXCEPTIONS};
+use crate::leadership::{Change, Leadership};
+use crate::raft::{LogStore, Network, Raft, StateMachine};
+use crate::records::{decode, SmMeta};
+use crate::store::MetaStore;
+use crate::tickets::Tickets;
+use leader::watch_leadership;
+use saker_namespace::SharedRouter;
+
+/// How often one request may be handed back by the executor before it fails.
+const MAX_ATTEMPTS: usize = 16;
+
+/// Settings of one MNode group.
+#[derive(Clone, Debug)]
+pub struct MnodeConfig {
+    /// Group id, 1-based; also the high 16 bits of every inode id it allocates.
+    pub group: u32,
+    /// Raft node id of this replica.
+    pub node_id: u64,
+    /// How long released chunks stay readable before deletion.
+    pub gc_grace: Duration,
+    /// Upper bound of ops per batch.
+    pub max_batch: usize,
+    /// Batches in flight (proposed, not yet applied) at most.
+    pub pipeline_depth: usize,
+    /// Where every name lives (the cluster's ring and exception table).
+    pub router: Router,
+    /// When ops that change another group's directory are answered.
+    pub parent_updates: ParentUpdates,
+    /// The group's voters when it is created: raft node id and RPC address, in placement
+    /// order. Empty: `node_id` alone, with no network. The first one creates the group (and
+    /// so most likely leads it first: each group starts at another node, which spreads the
+    /// leaders).
+    pub voters: Vec<(u64, String)>,
+    /// This replica's RPC address (how its peers reach it).
+    pub addr: String,
+    /// Connections to peer nodes for raft traffic (shared by the process's groups).
+    pub pool: Option<Arc<ChannelPool>>,
+    /// Where snapshot files are made (they are unnamed: nothing is left behind).
+    pub snapshot_dir: PathBuf,
+    /// Raft entries between two snapshots (the log before a snapshot is purged, less a tail;
+    /// a replica further behind than the log reaches gets the snapshot).
+    pub snapshot_logs: u64,
+}
+
+impl MnodeConfig {
+    /// A group alone in its cluster.
+    pub fn new(group: u32) -> Self {
+        Self {
+            group,
+            node_id: 1,
+            gc_grace: Duration::from_secs(600),
+            max_batch: 512,
+            pipeline_depth: 1,
+            router: Router::single(group),
+            parent_updates: ParentUpdates::Async,
+            voters: Vec::new(),
+            addr: "local".into(),
+            pool: None,
+            snapshot_dir: std::env::temp_dir(),
+            snapshot_logs: 2000,
+        }
+    }
+
+    fn replicated(&self) -> bool {
+        self.voters.len() > 1
+    }
+
+    /// Raft timing: a single voter elects itself at once; replicas on other processes get
+    /// room for a loaded machine's scheduling and sync delays before they start an election.
+    fn raft_config(&self) -> Result<openraft::Config, MnodeError> {
+        let (heartbeat, election) = if self.replicated() {
+            (200, 1000)
+        } else {
+            (100, 150)
+        };
+        openraft::Config {
+            cluster_name: format!("saker-mnode-{}", self.group),
+            heartbeat_interval: heartbeat,
+            election_timeout_min: election,
+            election_timeout_max: election * 2,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs.max(1)),
+            max_in_snapshot_log_to_keep: (self.snapshot_logs / 10).min(200),
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| MnodeError::Config(e.to_string()))
+    }
+}
+
+pub struct Mnode {
+    keys: Keys,
+    store: Arc<dyn MetaStore>,
+    raft: Raft,
+    queue: mpsc::UnboundedSender<Pending>,
+    router: SharedRouter,
+    replica: Arc<Mutex<DentryReplica>>,
+    frozen: Arc<FrozenDirs>,
+    permits: Arc<Semaphore>,
+    pipeline_depth: u32,
+    peers: Arc<OnceLock<Peers>>,
+    coordinator: OnceLock<Arc<dyn CoordinatorService>>,
+    changes: Arc<ChangeLog>,
+    /// This group's directories other groups changed without pushing yet (async mode).
+    dirty: Arc<Mutex<DirtySet>>,
+    forwards: AtomicU64,
+    remote_lookups: AtomicU64,
+    invalidations: AtomicU64,
+    pulls: AtomicU64,
+    batch_counts: Arc<BatchCounts>,
+    parent_updates: ParentUpdates,
+    /// Deferred creates' outcomes, for `Committed`.
+    tickets: Arc<Tickets>,
+    /// Whether this replica serves (the caught-up leader).
+    leadership: Arc<Leadership>,
+    /// Held while the group's membership changes.
+    membership: tokio::sync::Mutex<()>,
+}
+
+fn untagged() -> ClientTag {
+    ClientTag { client: 0, seq: 0 }
+}
+
+impl Mnode {
+    /// Opens the group on `store`, becomes leader of its single-voter raft group and replays
+    /// the log, then starts the executor. It serves requests for its own names at once; paths
+    /// through other groups' directories, parent updates and the rmdir protocol work once
+    /// [`Mnode::connect`] has introduced the peers and the coordinator.
+    pub async fn start(
+        store: Arc<dyn MetaStore>,
+        cfg: MnodeConfig,
+    ) -> Result<Arc<Self>, MnodeError> {
+        if cfg.group == 0 || cfg.group > u16::MAX as u32 {
+            return Err(MnodeError::Config(format!(
+                "group id {} out of range 1..=65535",
+                cfg.group
+            )));
+        }
+        let keys = Keys::new(cfg.group);
+        let sm = StateMachine::open(store.clone(), cfg.group, cfg.snapshot_dir.clone())?;
+        let log = LogStore::open(store.clone(), cfg.group)?;
+        let config = Arc::new(cfg.raft_config()?);
+        let replicated = cfg.replicated();
+        let network = Network::new(cfg.group, cfg.pool.clone());
+        let raft = Raft::new(cfg.node_id, config.clone(), network, log, sm)
+            .await
+            .map_err(MnodeError::raft)?;
+        let leadership = Arc::new(Leadership::new(
+            cfg.node_id,
+            Duration::from_millis(config.election_timeout_min),
+        ));
+        if !raft.is_initialized().await.map_err(MnodeError::raft)? {
+            // The replica placed first creates the group, as its only voter; the others join
+            // it (`membership`). A replica that lost its data (a wiped disk) must not create
+            // it again: it joins what its peers hold.
+            let first = cfg.voters.first().map_or(cfg.node_id, |(id, _)| *id);
+            if first == cfg.node_id && !exists_elsewhere(&cfg).await {
+                let me = BTreeMap::from([(cfg.node_id, openraft::BasicNode::new(&cfg.addr))]);
+                raft.initialize(me).await.map_err(MnodeError::raft)?;
+            }
+        }
+        if !cfg.replicated() {
+            // A single voter elects itself and replays its log before it is started.
+            let wait = raft.wait(Some(Duration::from_secs(30)));
+            wait.state(openraft::ServerState::Leader, "become leader")
+                .await
+                .map_err(MnodeError::raft)?;
+            wait.metrics(
+                |m| m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
+                "replay the log through the term's first entry",
+            )
+            .await
+            .map_err(MnodeError::raft)?;
+        }
+
+        let sm_meta = SmMeta::load(store.as_ref(), keys)?;
+        let next_id = Arc::new(AtomicU64::new(first_free_id(cfg.group, &sm_meta)));
+        let router = SharedRouter::new(cfg.router);
+        // A table the coordinator pushed before a restart is newer than the configured one.
+        if let Some(b) = store.get(&keys.single(EXCEPTIONS))? {
+            router.install(&decode(&b)?);
+        }
+        let replica = Arc::new(Mutex::new(DentryReplica::new()));
+        let frozen = Arc::new(FrozenDirs::default());
+        let pipeline_depth = cfg.pipeline_depth.clamp(1, 64) as u32;
+        let permits = Arc::new(Semaphore::new(pipeline_depth as usize));
+        let peers = Arc::new(OnceLock::new());
+        let changes = Arc::new(ChangeLog::new(keys, store.clone(), peers.clone()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let batch_counts = Arc::new(BatchCounts::default());
+        let exec = Executor {
+            keys,
+            store: store.clone(),
+            raft: raft.clone(),
+            next_id,
+            gc_grace: cfg.gc_grace,
+            max_batch: cfg.max_batch,
+            permits: permits.clone(),
+            router: router.clone(),
+            replica: replica.clone(),
+            frozen: frozen.clone(),
+            changes: changes.clone(),
+            parent_updates: cfg.parent_updates,
+            batch_counts: batch_counts.clone(),
+            dedupe_trimmed: Default::default(),
+            leadership: leadership.clone(),
+            pipeline_depth,
+        };
+        tokio::spawn(exec.run(rx));
+        let node = Arc::new(Self {
+            keys,
+            store,
+            raft,
+            queue: tx,
+            router,
+            replica,
+            frozen,
+            permits,
+            pipeline_depth,
+            peers,
+            coordinator: OnceLock::new(),
+            changes,
+            dirty: Arc::new(Mutex::new(DirtySet::rebuilding([]))),
+            forwards: AtomicU64::new(0),
+            remote_lookups: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
+            pulls: AtomicU64::new(0),
+            batch_counts,
+            parent_updates: cfg.parent_updates,
+            tickets: Arc::default(),
+            leadership,
+            membership: tokio::sync::Mutex::new(()),
+        });
+        if replicated {
+            if let Some(pool) = &cfg.pool {
+                let addrs = cfg.voters.iter().map(|(_, a)| a.as_str());
+                let group = saker_rpc::ReplicaSet::over(cfg.group, addrs, pool, |_| None)
+                    .map_err(|e| MnodeError::Config(e.to_string()))?;
+                let (raft, id, addr) = (node.raft.clone(), cfg.node_id, cfg.addr.clone());
+                tokio::spawn(crate::membership::join(raft, group, id, addr));
+            }
+        }
+        // A single voter serves at once (it replayed its log above); replicas once elected.
+        tokio::spawn(watch_leadership(Arc::downgrade(&node), node.raft.metrics()));
+        if !replicated {
+            let m = node.raft.metrics().borrow().clone();
+            if let Change::Elected(term) = node.leadership.update(&m) {
+                node.leadership.serve(term, &m);
+            }
+        }
+        // The inode count for /metrics: a full scan, so once a minute, and only while the
+        // node is alive.
+        let weak = Arc::downgrade(&node);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                let Some(node) = weak.upgrade() else { return };
+                if let Err(e) = node.counters() {
+                    tracing::debug!(error = %e, "inode count failed");
+                }
+            }
+        });
+        Ok(node)
+    }
+
+    /// Introduces the other groups (this one may be among them) and the coordinator, then
+    /// pushes change-log records a previous run left behind.
+    pub fn connect(self: &Arc<Self>, peers: Peers, coordinator: Arc<dyn CoordinatorService>) {
+        let _ = self.peers.set(peers);
+        let _ = self.coordinator.set(coordinator);
+        if self.leadership.ready_term() != 0 {
+            self.resume_protocols();
+        }
+    }
+
+    pub fn group(&self) -> u32 {
+        self.keys.group
+    }
+
+    /// The group's raft instance on this node (for the transport's raft traffic).
+    pub fn raft_handle(&self) -> Raft {
+        self.raft.clone()
+    }
+
+    /// Pushes every change-log record this group still owes other groups.
+    pub async fn push_changes(&self) -> Result<(), MetaError> {
+        self.changes.push_upto(u64::MAX).await
+    }
+
+    /// Stops raft; queued writes fail with `Unavailable`.
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+
+    fn coordinator(&self) -> Result<&Arc<dyn CoordinatorService>, MetaError> {
+        self.coordinator
+            .get()
+            .ok_or_else(|| MetaError::Unavailable("no coordinator connected".into()))
+    }
+
+    /// Waits until no batch is between evaluation and apply.
+    async fn drain_inflight(&self) -> Result<(), MetaError> {
+        let all = self
+            .permits
+            .acquire_many(self.pipeline_depth)
+            .await
+            .map_err(|_| MetaError::Unavailable("executor stopped".into()))?;
+        drop(all);
+        Ok(())
+    }
+}
+
+/// The first inode id a group may hand out after the ids its applied state records.
+pub(crate) fn first_free_id(group: u32, sm: &SmMeta) -> u64 {
+    (sm.id_high_water + 1).max(((group as u64) << 48) + 1)
+}
+
+/// Whether another replica of `cfg`'s group has it already (a peer that answers reports
+/// voters). Peers that do not answer within a second say nothing.
+async fn exists_elsewhere(cfg: &MnodeConfig) -> bool {
+    let Some(pool) = &cfg.pool else {
+        return false;
+    };
+    let asks = cfg
+        .voters
+        .iter()
+        .filter(|(id, _)| *id != cfg.node_id)
+        .filter_map(|(_, addr)| pool.get(addr).ok())
+        .map(|ch| async move {
+            let peer = ch.meta(cfg.group);
+            saker_rpc::raft_status(&peer, Duration::from_secs(1))
+                .await
+                .is_ok_and(|s| !s.voters.is_empty())
+        });
+    futures::future::join_all(asks).await.into_iter().any(|b| b)
+}

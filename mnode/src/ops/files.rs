@@ -1,0 +1,174 @@
+//! POSIX file ops: create (files, symlinks, special files), committing written data, and
+//! unlink.
+
+use bytes::Bytes;
+use saker_rpc::{access, Cred, FileKind, InodeId, Layout, MetaError, MetaResponse};
+
+use super::attrs::EMPTY_ETAG;
+use super::common::{
+    check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, release_chunks,
+    touch_parent,
+};
+use super::links::{touch_shared, victim};
+use super::{Ctx, OpResult};
+use crate::keys::PayloadKind;
+use crate::perm;
+use crate::records::encode_bytes;
+use crate::tree::{child, resolve_parents, target, Child, Located};
+use crate::txn::Txn;
+
+pub(super) fn remove_file(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    loc: Located,
+) -> Result<(), MetaError> {
+    txn.delete(loc.key.expect("child has a key"));
+    match loc.attr.layout.shared_home() {
+        Some(home) => touch_shared(txn, ctx, home, loc.attr.id, -1)?,
+        None => {
+            delete_payloads(txn, ctx.keys, loc.attr.id);
+            release_chunks(txn, ctx, loc.attr.layout.chunks());
+        }
+    }
+    touch_parent(txn, ctx, chain, -1, 0);
+    Ok(())
+}
+
+pub(super) fn unlink(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let pid = chain.last().expect("root").attr.id;
+    match child(txn, ctx.keys, pid, path.last().expect("len"))? {
+        Child::Other(loc) => {
+            let parent = &chain.last().expect("root").attr;
+            perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
+            let removed = loc.attr.clone();
+            remove_file(txn, ctx, &mut chain, loc)?;
+            Ok(MetaResponse::Attr(removed))
+        }
+        Child::Dir(_) => Err(MetaError::IsDir),
+        Child::None => Err(MetaError::NotFound),
+    }
+}
+
+/// What a `Create` makes.
+pub(super) struct NewFile<'a> {
+    pub(super) mode: u32,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) exclusive: bool,
+    pub(super) symlink: Option<&'a str>,
+    pub(super) special: Option<FileKind>,
+}
+
+pub(super) fn create(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    spec: NewFile<'_>,
+    cred: Option<&Cred>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    perm::search(&chain, cred)?;
+    let parent = chain.last().expect("root").attr.clone();
+    let name = path.last().expect("checked length");
+    if spec.special.is_some_and(|k| !k.is_special()) {
+        return Err(MetaError::Invalid(
+            "special must be a FIFO, socket or device".into(),
+        ));
+    }
+    let new_name_only = spec.exclusive || spec.symlink.is_some() || spec.special.is_some();
+    // Whether the name is taken is this group's to say; a hard link's file is looked up at
+    // its home only when it is to be answered.
+    let found = match ctx.ns.shared_target() {
+        Some(_) => target(txn, ctx.ns, parent.id, name)?,
+        None => child(txn, ctx.keys, parent.id, name)?,
+    };
+    match found {
+        Child::Dir(_) if new_name_only => return Err(MetaError::Exists),
+        Child::Dir(_) => return Err(MetaError::IsDir),
+        Child::Other(_) if new_name_only => return Err(MetaError::Exists),
+        Child::Other(_) => {
+            let Child::Other(loc) = target(txn, ctx.ns, parent.id, name)? else {
+                return Err(MetaError::NotFound);
+            };
+            if let Some(c) = cred {
+                let mut want = 0;
+                if loc.attr.kind == FileKind::File {
+                    want = access::READ;
+                }
+                perm::check(&loc.attr, c, want)?;
+            }
+            return Ok(MetaResponse::Attr(loc.attr));
+        }
+        // The shared inode went since its home was asked.
+        Child::None if ctx.ns.shared_target().is_some() => return Err(MetaError::NotFound),
+        Child::None => {}
+    }
+    perm::may_create(&parent, cred)?;
+    let gid = if parent.mode & perm::S_ISGID != 0 {
+        parent.gid
+    } else {
+        spec.gid
+    };
+    let (kind, mode, data): (FileKind, u32, &[u8]) = match (spec.symlink, spec.special) {
+        (Some(target), _) => (FileKind::Symlink, 0o777, target.as_bytes()),
+        (None, Some(kind)) => (kind, spec.mode & 0o7777, &[]),
+        (None, None) => (FileKind::File, spec.mode & 0o7777, &[]),
+    };
+    let mut attr = new_attr(ctx, kind, mode, spec.uid, gid);
+    attr.size = data.len() as u64;
+    if kind == FileKind::File {
+        attr.etag = EMPTY_ETAG.to_string();
+    }
+    put_attr(txn, &ctx.keys.inode(parent.id, name, false), &attr);
+    txn.put(
+        ctx.keys.payload(attr.id, PayloadKind::Data),
+        encode_bytes(data),
+    );
+    touch_parent(txn, ctx, &mut chain, 1, 0);
+    Ok(MetaResponse::Attr(attr))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn commit_file(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    id: InodeId,
+    size: u64,
+    etag: &str,
+    layout: &Layout,
+    inline: Option<&Bytes>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
+    let pid = chain.last().expect("root").attr.id;
+    let loc = match target(txn, ctx.ns, pid, path.last().expect("len"))? {
+        Child::Other(loc) if loc.attr.id == id && loc.attr.kind == FileKind::File => loc,
+        _ => return Err(MetaError::NotFound),
+    };
+    let mut attr = loc.attr;
+    release_chunks(txn, ctx, attr.layout.chunks());
+    attr.size = size;
+    attr.etag = etag.to_string();
+    attr.layout = layout.clone();
+    attr.parts.clear();
+    attr.mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    attr.s3_mtime_ns = ctx.now_ns;
+    put_attr(txn, &loc.key.expect("child key"), &attr);
+    match inline {
+        Some(data) => txn.put(ctx.keys.payload(id, PayloadKind::Data), encode_bytes(data)),
+        None => txn.delete(ctx.keys.payload(id, PayloadKind::Data)),
+    }
+    Ok(MetaResponse::Attr(attr))
+}

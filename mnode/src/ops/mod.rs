@@ -1,0 +1,278 @@
+//! Evaluation of write operations: the sans-IO core of the executor.
+//!
+//! Each op reads through a [`Txn`] (store + earlier ops of the batch), checks, and records its
+//! physical mutations. Nothing here does I/O beyond the store reads, so every rule of the
+//! namespace (implicit directories, reaping, conflicts, multipart) is unit-testable.
+//!
+//! This module holds the per-batch context and the dispatch of a write to its op family; the
+//! families (objects, files, directories, attributes, renames, links, uploads) are its children.
+
+mod attrs;
+mod common;
+mod dirs;
+mod files;
+mod links;
+mod objects;
+mod renames;
+mod uploads;
+
+use saker_namespace::GroupId;
+use saker_rpc::{DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject};
+
+use crate::keys::Keys;
+use crate::tree::Resolver;
+use crate::txn::Txn;
+use attrs::{set_attr_request, set_user_meta};
+use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
+use files::{commit_file, create, unlink, NewFile};
+use links::{link_source, link_target, settle_link, shared_op};
+use objects::{delete_object, put_dir_marker, put_object, put_tags};
+use renames::{
+    adopt_entry, drop_entry, rename, rename_dir_in, rename_dir_out, rename_in, rename_out,
+};
+use uploads::{abort_upload, complete_upload, create_upload, put_part};
+
+pub use attrs::{EMPTY_ETAG, USER_META_LIMIT};
+pub use links::LINK_MAX;
+pub use uploads::upload_parts;
+
+/// Per-batch context of the executor.
+pub struct Ctx<'k> {
+    pub keys: &'k Keys,
+    pub ns: &'k Resolver<'k>,
+    pub now_ns: i64,
+    /// How long a released chunk stays readable before it is deleted.
+    pub gc_grace_ns: i64,
+    /// Next inode id to hand out (advanced by ops that allocate).
+    pub next_id: u64,
+    /// Parent-directory changes of the current op for directories other groups own.
+    pub changes: Vec<(GroupId, DirChange)>,
+    /// A directory the current op may have left empty: the MNode asks the coordinator to reap
+    /// it after the op commits.
+    pub reap: Option<Vec<String>>,
+    /// The current op already had an implicit directory in its way reaped: if one is still
+    /// there, it is not empty.
+    pub reaped: bool,
+}
+
+impl Ctx<'_> {
+    fn alloc_id(&mut self) -> InodeId {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+type OpResult = Result<MetaResponse, MetaError>;
+
+/// Evaluates one write op against `txn`. On error the caller rolls the op back.
+pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
+    match req {
+        MetaRequest::PutObject { path, obj } => put_object(txn, ctx, path, obj),
+        MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
+        MetaRequest::MkdirImplicit { path, uid, gid } => {
+            mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
+        }
+        MetaRequest::Mkdir {
+            path,
+            mode,
+            uid,
+            gid,
+            cred,
+        } => {
+            let mut spec = DirSpec::posix(*mode, *uid, *gid);
+            if path.len() == 1 {
+                saker_namespace::validate_bucket_name(&path[0])
+                    .map_err(|e| MetaError::Invalid(e.to_string()))?;
+                spec.bucket = true;
+            }
+            mkdir(txn, ctx, path, spec, cred.as_ref())
+        }
+        MetaRequest::CreateBucket { name, uid, gid } => mkdir(
+            txn,
+            ctx,
+            std::slice::from_ref(name),
+            DirSpec::bucket(*uid, *gid),
+            None,
+        ),
+        MetaRequest::Create {
+            path,
+            mode,
+            uid,
+            gid,
+            exclusive,
+            symlink,
+            special,
+            cred,
+            defer: _,
+        } => create(
+            txn,
+            ctx,
+            path,
+            NewFile {
+                mode: *mode,
+                uid: *uid,
+                gid: *gid,
+                exclusive: *exclusive,
+                symlink: symlink.as_deref(),
+                special: *special,
+            },
+            cred.as_ref(),
+        ),
+        MetaRequest::Rename {
+            from,
+            to,
+            noreplace,
+            cred,
+        } => rename(txn, ctx, from, to, *noreplace, cred.as_ref()),
+        MetaRequest::RenameIn {
+            from,
+            to,
+            attr,
+            meta,
+            data,
+            tags,
+            noreplace,
+            cred,
+        } => rename_in(
+            txn,
+            ctx,
+            from,
+            to,
+            attr,
+            &NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            },
+            *noreplace,
+            cred.as_ref(),
+        ),
+        MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
+        MetaRequest::AdoptEntry {
+            pid,
+            name,
+            attr,
+            meta,
+            data,
+            tags,
+        } => {
+            let payloads = NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            };
+            adopt_entry(txn, ctx, *pid, name, attr, &payloads)
+        }
+        MetaRequest::DropEntry { pid, name, id } => drop_entry(txn, ctx, *pid, name, *id),
+        MetaRequest::RenameDirIn {
+            to,
+            attr,
+            meta,
+            data,
+            tags,
+            replace,
+            cred,
+        } => {
+            let payloads = NewObject {
+                meta: meta.clone(),
+                inline: data.clone(),
+                tags: tags.clone(),
+                ..Default::default()
+            };
+            rename_dir_in(txn, ctx, to, attr, &payloads, *replace, cred.as_ref())
+        }
+        MetaRequest::RenameDirOut { from, id } => rename_dir_out(txn, ctx, from, *id),
+        MetaRequest::CommitFile {
+            path,
+            id,
+            size,
+            etag,
+            layout,
+            inline,
+        } => commit_file(txn, ctx, path, *id, *size, etag, layout, inline.as_ref()),
+        MetaRequest::DeleteObject { path, dir_marker } => {
+            delete_object(txn, ctx, path, *dir_marker)
+        }
+        MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
+        set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
+        MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
+        MetaRequest::PutTags {
+            path,
+            dir_marker,
+            tags,
+        } => put_tags(txn, ctx, path, *dir_marker, tags.as_ref()),
+        MetaRequest::SetUserMeta {
+            path,
+            name,
+            value,
+            mode,
+            cred,
+        } => set_user_meta(txn, ctx, path, name, value.as_deref(), *mode, cred),
+        MetaRequest::CreateUpload {
+            path,
+            upload_id,
+            meta,
+            tags,
+            uid,
+            gid,
+        } => create_upload(txn, ctx, path, upload_id, meta, tags, *uid, *gid),
+        MetaRequest::PutPart {
+            path,
+            upload_id,
+            part_number,
+            part,
+        } => put_part(txn, ctx, path, upload_id, *part_number, part),
+        MetaRequest::CompleteUpload {
+            path,
+            upload_id,
+            parts,
+            etag,
+            checksums,
+            min_part_size,
+        } => complete_upload(
+            txn,
+            ctx,
+            path,
+            upload_id,
+            parts,
+            etag,
+            checksums,
+            *min_part_size,
+        ),
+        MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
+        MetaRequest::GcDone { keys } => {
+            for k in keys {
+                txn.delete(k.clone());
+            }
+            Ok(MetaResponse::Done)
+        }
+        MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
+        MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
+        MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),
+        MetaRequest::LinkSource {
+            path,
+            cred,
+            expect,
+            token,
+        } => link_source(txn, ctx, path, cred.as_ref(), *expect, *token),
+        MetaRequest::LinkTarget {
+            path,
+            attr,
+            cred,
+            token,
+        } => link_target(txn, ctx, path, attr, cred.as_ref(), *token),
+        MetaRequest::ForgetLink { token } => {
+            txn.delete(ctx.keys.link_stored(*token));
+            Ok(MetaResponse::Done)
+        }
+        MetaRequest::SettleLink { id, token, kept } => settle_link(txn, ctx, *id, *token, *kept),
+        MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
+        other => Err(MetaError::Invalid(format!(
+            "{} is not a write",
+            other.op_name()
+        ))),
+    }
+}

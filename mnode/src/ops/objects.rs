@@ -1,0 +1,193 @@
+//! S3 object ops: putting and deleting an object or a directory marker, and object tags.
+
+use saker_rpc::{FileKind, MetaError, MetaResponse, NewObject};
+
+use super::common::{
+    check_path, delete_payloads, new_attr, put_attr, put_dir, release_chunks, touch_parent,
+    write_payloads,
+};
+use super::dirs::reapable;
+use super::files::remove_file;
+use super::links::touch_shared;
+use super::{Ctx, OpResult};
+use crate::keys::PayloadKind;
+use crate::records::encode;
+use crate::tree::{child, has_children, resolve_parents, target, Child, Located, Resolver, Retry};
+use crate::txn::Txn;
+
+pub(super) fn put_object(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    obj: &NewObject,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path)?;
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    let existing = child(txn, ctx.keys, pid, name)?;
+    // An empty implicit directory is invisible to S3: the object takes its place once the
+    // coordinator has reaped it (its entries may live on any group).
+    if let Child::Dir(loc) = &existing {
+        if loc.attr.implicit && !ctx.reaped {
+            return Err(ctx.ns.retry(Retry::Reap(path.to_vec())));
+        }
+    }
+    let (key, mut attr, is_new) = match existing {
+        Child::Dir(_) => {
+            return Err(MetaError::Conflict {
+                path: path.join("/"),
+            })
+        }
+        Child::Other(loc) => {
+            if loc.attr.kind != FileKind::File {
+                return Err(MetaError::Conflict {
+                    path: path.join("/"),
+                });
+            }
+            if let Some(home) = loc.attr.layout.shared_home() {
+                // A hard link: the key gets a new object of its own (as a rename over it
+                // would); the file lives on under its other names.
+                touch_shared(txn, ctx, home, loc.attr.id, -1)?;
+                let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
+                (loc.key.expect("child has a key"), attr, false)
+            } else {
+                release_chunks(txn, ctx, loc.attr.layout.chunks());
+                (loc.key.expect("child has a key"), loc.attr, false)
+            }
+        }
+        Child::None => {
+            let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
+            (ctx.keys.inode(pid, name, false), attr, true)
+        }
+    };
+    attr.size = obj.size;
+    attr.etag = obj.etag.clone();
+    attr.layout = obj.layout.clone();
+    attr.parts = obj.parts.clone();
+    attr.mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    attr.s3_mtime_ns = ctx.now_ns;
+    put_attr(txn, &key, &attr);
+    write_payloads(txn, ctx.keys, attr.id, obj);
+    if is_new {
+        touch_parent(txn, ctx, &mut chain, 1, 0);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+pub(super) fn put_dir_marker(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    obj: &NewObject,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = resolve_parents(txn, ctx.ns, path)?;
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    let (key, mut attr, is_new) = match child(txn, ctx.keys, pid, name)? {
+        Child::Other(_) => {
+            return Err(MetaError::Conflict {
+                path: path.join("/"),
+            })
+        }
+        Child::Dir(loc) => (loc.key.expect("child has a key"), loc.attr, false),
+        Child::None => {
+            let attr = new_attr(ctx, FileKind::Dir, 0o755, obj.uid, obj.gid);
+            (ctx.keys.inode(pid, name, true), attr, true)
+        }
+    };
+    release_chunks(txn, ctx, attr.layout.chunks());
+    attr.implicit = false;
+    attr.etag = obj.etag.clone();
+    attr.size = obj.size;
+    attr.layout = obj.layout.clone();
+    attr.s3_mtime_ns = ctx.now_ns;
+    attr.ctime_ns = ctx.now_ns;
+    put_dir(txn, ctx.keys, &key, &attr);
+    write_payloads(txn, ctx.keys, attr.id, obj);
+    if is_new {
+        touch_parent(txn, ctx, &mut chain, 1, 1);
+    }
+    Ok(MetaResponse::Attr(attr))
+}
+
+pub(super) fn delete_object(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+) -> OpResult {
+    check_path(path, 2)?;
+    let mut chain = match resolve_parents(txn, ctx.ns, path) {
+        Ok(chain) => chain,
+        Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
+            return Ok(MetaResponse::Done)
+        }
+        Err(e) => return Err(e),
+    };
+    let name = path.last().expect("checked length");
+    let pid = chain.last().expect("root").attr.id;
+    match (child(txn, ctx.keys, pid, name)?, dir_marker) {
+        (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
+            remove_file(txn, ctx, &mut chain, loc)?;
+            let parent = path[..path.len() - 1].to_vec();
+            if reapable(&parent) && !has_children(txn, ctx.keys, pid)? {
+                ctx.reap = Some(parent);
+            }
+        }
+        (Child::Dir(loc), true) if !loc.attr.implicit => {
+            // The marker goes; the directory stays as implicit until the coordinator finds it
+            // empty on every group and reaps it.
+            let mut attr = loc.attr;
+            let marker = std::mem::take(&mut attr.layout);
+            attr.implicit = true;
+            attr.etag.clear();
+            attr.size = 0;
+            release_chunks(txn, ctx, marker.chunks());
+            put_attr(txn, &loc.key.expect("a local directory"), &attr);
+            delete_payloads(txn, ctx.keys, attr.id);
+            ctx.reap = Some(path.to_vec());
+        }
+        _ => {}
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Finds the file (or explicit directory marker) an S3 key names.
+fn find_object<V: crate::tree::View + ?Sized>(
+    v: &V,
+    ns: &Resolver<'_>,
+    path: &[String],
+    dir_marker: bool,
+) -> Result<Located, MetaError> {
+    let chain = resolve_parents(v, ns, path).map_err(|e| match e {
+        MetaError::NoSuchBucket | MetaError::Unavailable(_) | MetaError::NotLeader { .. } => e,
+        _ => MetaError::NotFound,
+    })?;
+    let pid = chain.last().expect("root").attr.id;
+    match (target(v, ns, pid, path.last().expect("len"))?, dir_marker) {
+        (Child::Other(loc), false) if loc.attr.kind == FileKind::File => Ok(loc),
+        (Child::Dir(loc), true) if !loc.attr.implicit => Ok(loc),
+        _ => Err(MetaError::NotFound),
+    }
+}
+
+pub(super) fn put_tags(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+    tags: Option<&Vec<(String, String)>>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let loc = find_object(txn, ctx.ns, path, dir_marker)?;
+    let key = ctx.keys.payload(loc.attr.id, PayloadKind::Tags);
+    match tags {
+        Some(t) if !t.is_empty() => txn.put(key, encode(t)),
+        _ => txn.delete(key),
+    }
+    Ok(MetaResponse::Done)
+}

@@ -1,0 +1,201 @@
+//! Multipart uploads: creating one, its parts, completing it into an object, and aborting it.
+
+use bytes::Bytes;
+use saker_rpc::{
+    Checksums, Layout, MetaError, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord,
+    UploadInfo,
+};
+
+use super::common::{check_path, release_chunks};
+use super::objects::put_object;
+use super::{Ctx, OpResult};
+use crate::keys::Keys;
+use crate::records::{decode, encode};
+use crate::store::prefix_end;
+use crate::tree::{internal, resolve_parents};
+use crate::txn::Txn;
+
+fn upload_key(keys: &Keys, path: &[String], upload_id: &str) -> Vec<u8> {
+    keys.upload(&path[0], &path[1..].join("/"), upload_id)
+}
+
+fn load_upload(
+    txn: &Txn<'_>,
+    keys: &Keys,
+    path: &[String],
+    upload_id: &str,
+) -> Result<(Vec<u8>, UploadInfo), MetaError> {
+    let key = upload_key(keys, path, upload_id);
+    match txn.get(&key).map_err(internal)? {
+        Some(v) => Ok((key, decode(&v).map_err(internal)?)),
+        None => Err(MetaError::NoSuchUpload),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn create_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    meta: &ObjectMeta,
+    tags: &[(String, String)],
+    uid: u32,
+    gid: u32,
+) -> OpResult {
+    check_path(path, 2)?;
+    resolve_parents(txn, ctx.ns, &path[..2]).map_err(|e| match e {
+        MetaError::Unavailable(_) | MetaError::NotLeader { .. } => e,
+        _ => MetaError::NoSuchBucket,
+    })?;
+    let info = UploadInfo {
+        key: path[1..].join("/"),
+        upload_id: upload_id.to_string(),
+        initiated_ns: ctx.now_ns,
+        meta: meta.clone(),
+        tags: tags.to_vec(),
+        uid,
+        gid,
+        parts: Vec::new(),
+    };
+    txn.put(upload_key(ctx.keys, path, upload_id), encode(&info));
+    Ok(MetaResponse::Done)
+}
+
+pub(super) fn put_part(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    part_number: u32,
+    part: &PartRecord,
+) -> OpResult {
+    check_path(path, 2)?;
+    load_upload(txn, ctx.keys, path, upload_id)?;
+    let key = ctx.keys.part(upload_id, part_number);
+    if let Some(old) = txn.get(&key).map_err(internal)? {
+        let old: PartRecord = decode(&old).map_err(internal)?;
+        release_chunks(txn, ctx, old.layout.chunks());
+    }
+    let mut part = part.clone();
+    part.mtime_ns = ctx.now_ns;
+    txn.put(key, encode(&part));
+    Ok(MetaResponse::Done)
+}
+
+/// All parts of an upload, by number.
+pub fn upload_parts<V: crate::tree::View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    upload_id: &str,
+) -> Result<Vec<(u32, PartRecord)>, MetaError> {
+    let start = keys.parts_of(upload_id);
+    let end = prefix_end(&start).expect("prefix end");
+    let mut out = Vec::new();
+    for (k, v) in v.scan(&start, &end, usize::MAX).map_err(internal)? {
+        let num = k[start.len()..]
+            .try_into()
+            .map(u32::from_be_bytes)
+            .map_err(|_| MetaError::Internal("bad part key".into()))?;
+        out.push((num, decode(&v).map_err(internal)?));
+    }
+    Ok(out)
+}
+
+pub(super) fn drop_upload_parts(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    upload_id: &str,
+) -> Result<(), MetaError> {
+    for (num, part) in upload_parts(txn, ctx.keys, upload_id)? {
+        release_chunks(txn, ctx, part.layout.chunks());
+        txn.delete(ctx.keys.part(upload_id, num));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn complete_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    wanted: &[(u32, String)],
+    etag: &str,
+    checksums: &Checksums,
+    min_part_size: u64,
+) -> OpResult {
+    check_path(path, 2)?;
+    let (ukey, info) = load_upload(txn, ctx.keys, path, upload_id)?;
+    if wanted.is_empty() {
+        return Err(MetaError::Invalid(
+            "at least one part must be specified".into(),
+        ));
+    }
+    if wanted.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(MetaError::InvalidPartOrder);
+    }
+    let stored = upload_parts(txn, ctx.keys, upload_id)?;
+    let mut chunks = Vec::new();
+    let mut parts = Vec::new();
+    let mut size = 0u64;
+    let mut used = std::collections::BTreeSet::new();
+    for (i, (num, want_etag)) in wanted.iter().enumerate() {
+        let Some((_, rec)) = stored.iter().find(|(n, _)| n == num) else {
+            return Err(MetaError::InvalidPart(format!(
+                "part {num} was not uploaded"
+            )));
+        };
+        if rec.etag.trim_matches('"') != want_etag.trim_matches('"') {
+            return Err(MetaError::InvalidPart(format!(
+                "part {num} has a different ETag"
+            )));
+        }
+        if i + 1 < wanted.len() && rec.size < min_part_size {
+            return Err(MetaError::EntityTooSmall);
+        }
+        used.insert(*num);
+        size += rec.size;
+        chunks.extend_from_slice(rec.layout.chunks());
+        parts.push(PartInfo {
+            size: rec.size,
+            etag: rec.etag.clone(),
+            checksums: rec.checksums.clone(),
+        });
+    }
+    let mut meta = info.meta.clone();
+    meta.checksums = checksums.clone();
+    let obj = NewObject {
+        size,
+        etag: etag.to_string(),
+        layout: Layout::Chunks(chunks),
+        parts,
+        meta,
+        inline: None::<Bytes>,
+        tags: info.tags.clone(),
+        uid: info.uid,
+        gid: info.gid,
+    };
+    let result = put_object(txn, ctx, path, &obj)?;
+    for (num, part) in stored {
+        if !used.contains(&num) {
+            release_chunks(txn, ctx, part.layout.chunks());
+        }
+        txn.delete(ctx.keys.part(upload_id, num));
+    }
+    txn.delete(ukey);
+    Ok(result)
+}
+
+pub(super) fn abort_upload(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+) -> OpResult {
+    check_path(path, 2)?;
+    let (ukey, _) = load_upload(txn, ctx.keys, path, upload_id)?;
+    drop_upload_parts(txn, ctx, upload_id)?;
+    txn.delete(ukey);
+    Ok(MetaResponse::Done)
+}
