@@ -9,6 +9,8 @@
 #    write and the time from the kill to the first success, per kill, and their medians.
 #
 # usage: replication.sh OUT_DIR
+# knobs: RUNS (3), KILLS (5; 0 skips the failover part), DURATION (10s), SIZES (4KiB,64KiB),
+#        META (1; 0 skips saker bench meta).
 # needs: a release build of saker (cargo build --release), python3 with boto3, curl.
 set -euo pipefail
 OUT=${1:?usage: replication.sh OUT_DIR}
@@ -20,6 +22,8 @@ export SAKER_BIN="$SAKER"
 RUNS=${RUNS:-3}
 KILLS=${KILLS:-5}
 DURATION=${DURATION:-10s}
+SIZES=${SIZES:-4KiB,64KiB}
+META=${META:-1}
 export SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -33,10 +37,11 @@ trap cleanup EXIT
 
 s3_bench() { # endpoint out.json
   "$SAKER" bench s3 --endpoint "$1" --access-key "$SAKER_ACCESS_KEY" \
-    --secret-key "$SAKER_SECRET_KEY" --sizes 4KiB,64KiB --concurrency 16 \
+    --secret-key "$SAKER_SECRET_KEY" --sizes "$SIZES" --concurrency 16 \
     --duration "$DURATION" --json "$2" >/dev/null
 }
 meta_bench() { # rpc credential out.json
+  [ "$META" = 1 ] || return 0
   SAKER_CLUSTER_CREDENTIAL="$2" "$SAKER" bench meta --cluster "$1" --threads 16 --files 2000 --depth 3 --json "$3" >/dev/null
 }
 
@@ -64,6 +69,7 @@ for r in $(seq 1 "$RUNS"); do
   "$run" stop "$OUT/cluster" >/dev/null
 done
 
+if [ "$KILLS" -gt 0 ]; then
 echo "failover: $KILLS kills"
 rm -rf "$OUT/cluster"
 "$run" start "$OUT/cluster" >/dev/null
@@ -141,6 +147,7 @@ json.dump({"kills": rows,
           open(os.path.join(out, "failover.json"), "w"), indent=1)
 PY
 "$run" stop "$OUT/cluster" >/dev/null
+fi
 
 python3 - "$OUT" "$RUNS" <<'PY'
 import json, os, sys
@@ -163,11 +170,14 @@ def meta_lines(docs):
     return {k: med(v) for k, v in lines.items()}
 summary = {}
 for kind, f in (("s3", s3_lines), ("meta", meta_lines)):
+    if not os.path.exists(os.path.join(out, f"single-{kind}-1.json")):
+        continue
     single, cluster = f(load(kind, "single")), f(load(kind, "cluster"))
     summary[kind] = {k: {"all_in_one": single[k], "replicated": cluster.get(k),
                          "ratio": round(cluster[k] / single[k], 3) if cluster.get(k) else None}
                      for k in single}
-summary["failover"] = json.load(open(os.path.join(out, "failover.json")))
+if os.path.exists(os.path.join(out, "failover.json")):
+    summary["failover"] = json.load(open(os.path.join(out, "failover.json")))
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
 print(json.dumps(summary, indent=1))
 PY

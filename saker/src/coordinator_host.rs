@@ -10,11 +10,11 @@
 //! (`Fenced`), so a coordinator that lost its place changes no state. When the replica stops
 //! serving, the coordinator here stops: its loops end and calls go elsewhere.
 //!
-//! Calls from this process ([`CoordinatorRoute`]) go to the active coordinator: this one, or
-//! the one at group 1's leader, following not-leader answers and waiting out an election or
-//! a dead node for at most [`FAILOVER_WAIT`]. Calls from other nodes ([`ServedCoordinator`])
-//! are taken only while this coordinator is active, else answered `NotLeader` with the leader
-//! this node knows of.
+//! Calls from this process ([`CoordinatorRoute::follow`]) go to the active coordinator: this
+//! one, or the one at group 1's leader, following not-leader answers and waiting out an
+//! election or a dead node for at most [`FAILOVER_WAIT`]. Calls from other nodes
+//! ([`CoordinatorRoute::here`]) are taken only while this coordinator is active, else answered
+//! `NotLeader` with the leader this node knows of.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -218,78 +218,55 @@ fn never_sent(message: &str) -> bool {
     message.contains("tcp connect error") || message.contains("Connection refused")
 }
 
-/// The coordinator as this process's gateway and MNodes call it: wherever it is active.
-pub struct CoordinatorRoute(pub Arc<CoordinatorHost>);
-
-#[async_trait]
-impl CoordinatorService for CoordinatorRoute {
-    async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
-        self.0
-            .route(|c| {
-                let path = path.clone();
-                async move { c.remove_dir(path, cond).await }
-            })
-            .await
-    }
-
-    async fn rename(
-        &self,
-        from: Vec<String>,
-        to: Vec<String>,
-        noreplace: bool,
-        cred: Option<Cred>,
-    ) -> Result<Attr, MetaError> {
-        self.0
-            .route(|c| {
-                let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
-                async move { c.rename(from, to, noreplace, cred).await }
-            })
-            .await
-    }
-
-    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
-        self.0
-            .route(|c| {
-                let set = set.clone();
-                async move { c.set_dir_attr(set).await }
-            })
-            .await
-    }
-
-    async fn link(
-        &self,
-        from: Vec<String>,
-        to: Vec<String>,
-        expect: Option<InodeId>,
-        cred: Option<Cred>,
-    ) -> Result<Attr, MetaError> {
-        self.0
-            .route(|c| {
-                let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
-                async move { c.link(from, to, expect, cred).await }
-            })
-            .await
-    }
+/// The coordinator as this process's gateway and MNodes call it ([`CoordinatorRoute::follow`]:
+/// wherever it is active), or as other nodes call it over RPC ([`CoordinatorRoute::here`]:
+/// only while it is active here, else `NotLeader` naming group 1's leader).
+pub struct CoordinatorRoute {
+    host: Arc<CoordinatorHost>,
+    follow: bool,
 }
 
-/// The coordinator as other nodes call it over RPC: only while it is active here.
-pub struct ServedCoordinator(pub Arc<CoordinatorHost>);
+impl CoordinatorRoute {
+    pub fn follow(host: Arc<CoordinatorHost>) -> Self {
+        Self { host, follow: true }
+    }
 
-impl ServedCoordinator {
-    async fn here(&self) -> Result<Arc<NamespaceCoordinator>, MetaError> {
-        match self.0.active.get() {
-            Some(ns) => Ok(ns),
+    pub fn here(host: Arc<CoordinatorHost>) -> Self {
+        Self {
+            host,
+            follow: false,
+        }
+    }
+
+    async fn route<T, F, Fut>(&self, call: F) -> Result<T, MetaError>
+    where
+        F: Fn(Arc<dyn CoordinatorService>) -> Fut,
+        Fut: Future<Output = Result<T, MetaError>>,
+    {
+        if self.follow {
+            return self.host.route(call).await;
+        }
+        match self.host.active.get() {
+            Some(ns) => call(ns).await,
             None => Err(MetaError::NotLeader {
-                leader: self.0.leader_hint().await.filter(|a| *a != self.0.here),
+                leader: self
+                    .host
+                    .leader_hint()
+                    .await
+                    .filter(|a| *a != self.host.here),
             }),
         }
     }
 }
 
 #[async_trait]
-impl CoordinatorService for ServedCoordinator {
+impl CoordinatorService for CoordinatorRoute {
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
-        self.here().await?.remove_dir(path, cond).await
+        self.route(|c| {
+            let path = path.clone();
+            async move { c.remove_dir(path, cond).await }
+        })
+        .await
     }
 
     async fn rename(
@@ -299,11 +276,19 @@ impl CoordinatorService for ServedCoordinator {
         noreplace: bool,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError> {
-        self.here().await?.rename(from, to, noreplace, cred).await
+        self.route(|c| {
+            let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
+            async move { c.rename(from, to, noreplace, cred).await }
+        })
+        .await
     }
 
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
-        self.here().await?.set_dir_attr(set).await
+        self.route(|c| {
+            let set = set.clone();
+            async move { c.set_dir_attr(set).await }
+        })
+        .await
     }
 
     async fn link(
@@ -313,6 +298,10 @@ impl CoordinatorService for ServedCoordinator {
         expect: Option<InodeId>,
         cred: Option<Cred>,
     ) -> Result<Attr, MetaError> {
-        self.here().await?.link(from, to, expect, cred).await
+        self.route(|c| {
+            let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
+            async move { c.link(from, to, expect, cred).await }
+        })
+        .await
     }
 }

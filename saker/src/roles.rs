@@ -20,9 +20,7 @@ use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcS
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
-use crate::coordinator_host::{
-    Active, Balance, CoordinatorHost, CoordinatorRoute, ServedCoordinator,
-};
+use crate::coordinator_host::{Active, Balance, CoordinatorHost, CoordinatorRoute};
 use crate::process_config::{ProcessConfig, Role};
 use crate::server::{
     cluster_file, env_root_key, gc_loop, open_store, serve_s3, shutdown_signal, ServerArgs,
@@ -120,8 +118,8 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         active = Some(h.active());
         host = Some(h.clone());
         (
-            Arc::new(CoordinatorRoute(h.clone())),
-            Arc::new(ServedCoordinator(h)),
+            Arc::new(CoordinatorRoute::follow(h.clone())),
+            Arc::new(CoordinatorRoute::here(h)),
         )
     } else if cfg.has(Role::Coordinator) {
         let namespace = Arc::new(

@@ -488,8 +488,13 @@ impl LogJournal {
             if name == SPARE {
                 spare = Some(dir.join(SPARE));
             } else if name.starts_with(SPARE_TMP.0) && name.ends_with(SPARE_TMP.1) {
-                // Cut short by a crash.
-                fs::remove_file(dir.join(&*name)).map_err(io)?;
+                // Cut short by a crash (or still being written by the thread of a journal
+                // closed in this process, which removes it itself when it finds that journal
+                // gone: either may remove it first).
+                match fs::remove_file(dir.join(&*name)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    r => r.map_err(io)?,
+                }
             } else if let Some(hex) = name
                 .strip_prefix("seg-")
                 .and_then(|n| n.strip_suffix(".log"))
