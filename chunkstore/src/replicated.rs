@@ -106,7 +106,7 @@ impl ReplicatedChunkStore {
                 "no chunkstore in the cluster map".into(),
             ));
         }
-        Ok(Self::new(members, replicas.max(1) as usize))
+        Ok(Self::new(members, replicas as usize))
     }
 
     /// Member indexes by rank for `id`: the first `replicas` hold it.
@@ -116,10 +116,10 @@ impl ReplicatedChunkStore {
         order
     }
 
-    /// The order a read tries the members in: this process's replica, the other replicas,
-    /// then everyone else.
-    fn read_order(&self, id: ChunkId) -> Vec<usize> {
-        let mut order = self.placement(id);
+    /// The order a read tries the members in, from the chunk's `placement`: this process's
+    /// replica, the other replicas, then everyone else.
+    fn read_order(&self, placement: &[usize]) -> Vec<usize> {
+        let mut order = placement.to_vec();
         if let Some(pos) = order[..self.replicas]
             .iter()
             .position(|&i| self.members[i].local)
@@ -146,6 +146,22 @@ impl ReplicatedChunkStore {
             Err(e) => Err(e),
         }
     }
+
+    /// Rewrites member `to`'s copy of `id` from member `from`'s (a repair pass or a scrub),
+    /// counting it; the bytes copied, or `None` (logged) if it could not be.
+    async fn restore(&self, from: usize, to: usize, id: ChunkId, corrupt: bool) -> Option<u64> {
+        let (src, dst) = (&self.members[from].store, &self.members[to].store);
+        match Self::copy(src, dst, id, corrupt).await {
+            Ok(bytes) => {
+                self.counters.repaired.fetch_add(1, Ordering::Relaxed);
+                Some(bytes)
+            }
+            Err(e) => {
+                tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "a chunk replica could not be rewritten");
+                None
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -168,21 +184,17 @@ impl ChunkStore for ReplicatedChunkStore {
             });
         }
         drop(tx);
-        let (mut acked, mut info, mut errors) = (0, None, Vec::new());
+        let (mut acked, mut errors) = (0, Vec::new());
         while let Some(result) = rx.recv().await {
             match result {
                 Ok(i) => {
                     acked += 1;
-                    info = Some(i);
                     if acked >= self.quorum {
                         return Ok(i);
                     }
                 }
                 Err(e) => errors.push(e),
             }
-        }
-        if let Some(i) = info.filter(|_| acked >= self.quorum) {
-            return Ok(i);
         }
         // Fewer than a majority have it: the write failed (the copies made are leaks the
         // scrub collects). An id put before is AlreadyExists everywhere.
@@ -205,10 +217,10 @@ impl ChunkStore for ReplicatedChunkStore {
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
         let order = self.placement(id);
-        let replicas: HashSet<usize> = order[..self.replicas].iter().copied().collect();
+        let replicas = &order[..self.replicas];
         let mut bad: Vec<(usize, bool)> = Vec::new();
         let mut failure: Option<ChunkError> = None;
-        for i in self.read_order(id) {
+        for i in self.read_order(&order) {
             match self.members[i].store.get(id, offset, len).await {
                 Ok(bytes) => {
                     if !bad.is_empty() {
@@ -261,14 +273,13 @@ impl ChunkStore for ReplicatedChunkStore {
         let order = self.placement(id);
         let calls = self.members.iter().map(|m| m.store.delete(id));
         let results = join_all(calls).await;
-        for (rank, &i) in order.iter().enumerate() {
+        // Every replica must confirm; another member's copy (an older placement) may not.
+        for &i in &order[..self.replicas] {
             if let Err(e) = &results[i] {
-                if rank < self.replicas {
-                    return Err(ChunkError::Unavailable(format!(
-                        "chunk {id} not deleted at {}: {e}",
-                        self.members[i].name
-                    )));
-                }
+                return Err(ChunkError::Unavailable(format!(
+                    "chunk {id} not deleted at {}: {e}",
+                    self.members[i].name
+                )));
             }
         }
         Ok(())
@@ -314,6 +325,8 @@ impl ChunkStore for ReplicatedChunkStore {
     /// and copies each chunk a replica lacks from a member that has it.
     async fn repair(&self, referenced: &HashSet<u128>) -> Result<RepairReport, ChunkError> {
         let mut report = RepairReport::default();
+        // Chunks still short of a replica when the pass ends (the gauge).
+        let mut left_short = 0;
         let future = SystemTime::now() + Duration::from_secs(24 * 3600);
         let calls = self.members.iter().map(|m| m.store.list_older_than(future));
         let held: Vec<Option<HashSet<u128>>> = join_all(calls)
@@ -348,28 +361,28 @@ impl ChunkStore for ReplicatedChunkStore {
                 .find(|&i| held[i].as_ref().is_some_and(|h| h.contains(&raw)))
             else {
                 report.lost += 1;
+                left_short += 1;
                 tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
                 continue;
             };
+            let mut short = false;
             for to in missing {
-                let (src, dst) = (&self.members[from].store, &self.members[to].store);
-                match Self::copy(src, dst, id, false).await {
-                    Ok(bytes) => {
+                match self.restore(from, to, id, false).await {
+                    Some(bytes) => {
                         report.repaired += 1;
                         report.bytes += bytes;
-                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(e) => {
+                    None => {
                         report.failed += 1;
-                        tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "chunk repair failed");
+                        short = true;
                     }
                 }
             }
+            left_short += u64::from(short);
         }
-        self.counters.under_replicated.store(
-            report.under_replicated - report.repaired.min(report.under_replicated),
-            Ordering::Relaxed,
-        );
+        self.counters
+            .under_replicated
+            .store(left_short, Ordering::Relaxed);
         Ok(report)
     }
 
@@ -416,15 +429,8 @@ impl ChunkStore for ReplicatedChunkStore {
                 continue;
             };
             for (to, corrupt) in bad {
-                let (src, dst) = (&self.members[from].store, &self.members[to].store);
-                match Self::copy(src, dst, id, corrupt).await {
-                    Ok(_) => {
-                        report.repaired += 1;
-                        self.counters.repaired.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "scrub could not rewrite a replica")
-                    }
+                if self.restore(from, to, id, corrupt).await.is_some() {
+                    report.repaired += 1;
                 }
             }
         }

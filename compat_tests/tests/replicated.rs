@@ -547,25 +547,20 @@ async fn listings_and_delete_bucket_wait_out_a_leader_kill() {
     assert_eq!(list_all(&c, kept, None).await.len(), keys.len());
 }
 
-/// A coordinated rename (as the FUSE client sends it) through group `g`'s replicas.
-async fn coordinated_rename(rpc: &str, g: u32, from: &[&str], to: &[&str]) -> Result<(), String> {
-    let map = saker_rpc::fetch_cluster_map(rpc)
+/// A coordinated rename (as the FUSE client sends it) through a library client of the cluster
+/// behind `rpc`.
+async fn coordinated_rename(rpc: &str, from: &[&str], to: &[&str]) -> Result<(), String> {
+    let lib = saker_client::Cluster::connect_all(rpc, Default::default())
         .await
         .map_err(|e| e.to_string())?;
-    let pool = saker_rpc::ChannelPool::default();
-    let sets = saker_rpc::replica_sets(&map, "", &pool, |_, _| None).map_err(|e| e.to_string())?;
+    let to: Vec<String> = to.iter().map(|s| s.to_string()).collect();
     let req = MetaRequest::CoordinatedRename {
         from: from.iter().map(|s| s.to_string()).collect(),
-        to: to.iter().map(|s| s.to_string()).collect(),
+        to: to.clone(),
         noreplace: false,
         cred: None,
     };
-    let tag = ClientTag {
-        client: rand::random::<u128>() | 1,
-        seq: 1,
-    };
-    sets[&g]
-        .call(tag, req)
+    lib.call(&to, req)
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -610,7 +605,7 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     let rpc = nodes.rpc[survivor].clone();
     let rename =
         tokio::spawn(
-            async move { coordinated_rename(&rpc, 2, &[bucket, "d1"], &[bucket, "d2"]).await },
+            async move { coordinated_rename(&rpc, &[bucket, "d1"], &[bucket, "d2"]).await },
         );
     let s3 = nodes.client(survivor, true);
     let delete = tokio::spawn({
@@ -651,7 +646,7 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     } else {
         ("d2", "d3")
     };
-    coordinated_rename(&nodes.rpc[survivor], 2, &[bucket, from], &[bucket, to])
+    coordinated_rename(&nodes.rpc[survivor], &[bucket, from], &[bucket, to])
         .await
         .unwrap_or_else(|e| panic!("rename after the failover: {e}\n{}", nodes.logs()));
     let moved = list_all(&s3, bucket, None).await;
@@ -702,15 +697,15 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     c.delete_bucket().bucket("after").send().await.unwrap();
 }
 
-/// Every chunk id the groups reference (through any node's replicas), sorted.
+/// Every chunk id the groups reference (through a library client of the cluster behind `rpc`).
 async fn referenced_chunks(rpc: &str) -> Vec<u128> {
-    let map = saker_rpc::fetch_cluster_map(rpc).await.unwrap();
-    let pool = saker_rpc::ChannelPool::default();
-    let sets = saker_rpc::replica_sets(&map, "", &pool, |_, _| None).unwrap();
+    let lib = saker_client::Cluster::connect_all(rpc, Default::default())
+        .await
+        .unwrap();
+    let groups: Vec<u32> = lib.groups().map(|(g, _)| *g).collect();
     let mut ids = Vec::new();
-    for set in sets.values() {
-        let tag = ClientTag { client: 0, seq: 0 };
-        match set.call(tag, MetaRequest::ChunkRefs).await.unwrap() {
+    for g in groups {
+        match lib.call_group(g, MetaRequest::ChunkRefs).await.unwrap() {
             saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),
             other => panic!("ChunkRefs answered {other:?}"),
         }

@@ -91,6 +91,11 @@ pub const MISS_REFRESH: Duration = Duration::from_millis(500);
 /// Record key prefix of access keys in the coordinator's state.
 const KEYS: &str = "keys/";
 
+/// The record of access key `access_key` in the coordinator's state.
+fn record(access_key: &str) -> String {
+    format!("{KEYS}{access_key}")
+}
+
 /// A random string of `len` characters from `alphabet`.
 fn random_string(alphabet: &[u8], len: usize) -> String {
     let mut rng = rand::thread_rng();
@@ -191,8 +196,10 @@ impl AccessKeyStore {
             ))),
             None => {
                 let body = serde_json::to_vec(&root).expect("keys serialize");
-                let key = format!("{KEYS}{}", root.access_key);
-                Ok(shared.state.put(&key, Some(body)).await?)
+                Ok(shared
+                    .state
+                    .put(&record(&root.access_key), Some(body))
+                    .await?)
             }
         }
     }
@@ -273,12 +280,11 @@ impl AccessKeyStore {
     }
 
     fn set_root(&self, root: Option<(String, String)>) -> Result<(), KeyError> {
-        let store = self;
-        let has_root = store.keys.read().values().any(|k| k.root);
+        let has_root = self.keys.read().values().any(|k| k.root);
         match root {
             Some((ak, sk)) => {
                 validate(&ak, &sk)?;
-                let mut keys = store.keys.write();
+                let mut keys = self.keys.write();
                 keys.retain(|_, k| !k.root);
                 keys.insert(
                     ak.clone(),
@@ -293,7 +299,7 @@ impl AccessKeyStore {
             }
             None if !has_root => {
                 let ak = generate_access_key();
-                store.keys.write().insert(
+                self.keys.write().insert(
                     ak.clone(),
                     AccessKey {
                         access_key: ak,
@@ -306,7 +312,7 @@ impl AccessKeyStore {
             }
             None => {}
         }
-        store.persist()
+        self.persist()
     }
 
     fn persist(&self) -> Result<(), KeyError> {
@@ -378,8 +384,10 @@ impl AccessKeyStore {
                 return Err(KeyError::Exists(key.access_key));
             }
             let body = serde_json::to_vec(&key).expect("keys serialize");
-            let record = format!("{KEYS}{}", key.access_key);
-            shared.state.put(&record, Some(body)).await?;
+            shared
+                .state
+                .put(&record(&key.access_key), Some(body))
+                .await?;
             self.keys.write().insert(key.access_key.clone(), key);
             return Ok(());
         }
@@ -403,10 +411,7 @@ impl AccessKeyStore {
             Some(_) => {}
         }
         if let Some(shared) = &self.shared {
-            shared
-                .state
-                .put(&format!("{KEYS}{access_key}"), None)
-                .await?;
+            shared.state.put(&record(access_key), None).await?;
             self.keys.write().remove(access_key);
             return Ok(());
         }

@@ -6,8 +6,9 @@ use saker_rpc::{MetaError, MetaResponse};
 
 use crate::keys::{Keys, COORD};
 use crate::leadership::Leadership;
-use crate::raft::{BatchEntry, Raft};
+use crate::raft::Raft;
 use crate::store::{prefix_end, MetaStore, WriteBatch};
+use crate::tree::{for_each_entry, StoreView};
 
 /// Longest record key a peer may send.
 const MAX_KEY: usize = 512;
@@ -47,17 +48,7 @@ pub(crate) async fn put(
         Some(v) => mutations.put(key_of(keys, key), v),
         None => mutations.delete(key_of(keys, key)),
     }
-    raft.client_write(BatchEntry {
-        mutations,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| match e {
-        openraft::error::RaftError::APIError(
-            openraft::error::ClientWriteError::ForwardToLeader(_),
-        ) => leadership.refusal(),
-        e => MetaError::Unavailable(e.to_string()),
-    })?;
+    crate::raft::write_control(raft, mutations, || leadership.refusal()).await?;
     Ok(MetaResponse::Done)
 }
 
@@ -71,23 +62,11 @@ pub(crate) fn scan(
     let end = prefix_end(&start).unwrap_or_else(|| keys.table_end(COORD));
     let strip = keys.table(COORD).len();
     let mut out = Vec::new();
-    let mut from = start;
-    loop {
-        let page = store
-            .scan(&from, Some(&end), 1024)
-            .map_err(|e| MetaError::Unavailable(e.to_string()))?;
-        let Some((last, _)) = page.last() else { break };
-        from = last.clone();
-        from.push(0);
-        let full = page.len() == 1024;
-        for (k, v) in page {
-            let name = String::from_utf8(k[strip..].to_vec())
-                .map_err(|_| MetaError::Internal("a coordinator record key is not UTF-8".into()))?;
-            out.push((name, v));
-        }
-        if !full {
-            break;
-        }
-    }
+    for_each_entry(&StoreView(store), &start, &end, |k, v| {
+        let name = String::from_utf8(k[strip..].to_vec())
+            .map_err(|_| MetaError::Internal("a coordinator record key is not UTF-8".into()))?;
+        out.push((name, v.to_vec()));
+        Ok(true)
+    })?;
     Ok(MetaResponse::Records(out))
 }

@@ -375,14 +375,25 @@ pub fn for_each_value<V: View + ?Sized>(
     end: &[u8],
     mut f: impl FnMut(&[u8]) -> Result<bool, MetaError>,
 ) -> Result<(), MetaError> {
+    for_each_entry(v, start, end, |_, val| f(val))
+}
+
+/// Calls `f` on every key and value in `[start, end)`, reading in pages; `f` answers whether
+/// to go on.
+pub fn for_each_entry<V: View + ?Sized>(
+    v: &V,
+    start: &[u8],
+    end: &[u8],
+    mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, MetaError>,
+) -> Result<(), MetaError> {
     let mut from = start.to_vec();
     loop {
         let page = v.scan(&from, end, 1024).map_err(internal)?;
         let Some((last, _)) = page.last() else {
             return Ok(());
         };
-        for (_, val) in &page {
-            if !f(val)? {
+        for (key, val) in &page {
+            if !f(key, val)? {
                 return Ok(());
             }
         }

@@ -19,7 +19,7 @@
 //! node, to check what it serves.
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -48,13 +48,31 @@ impl Kind {
 }
 
 /// A cluster credential: the cluster secret (a node's) or the client key (a client's).
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Credential {
     version: u32,
     pub kind: Kind,
     /// Hex: the cluster secret for a node credential, the client key for a client one.
     secret: String,
+    /// The token keys, derived once (every RPC makes or checks a token).
+    #[serde(skip)]
+    keys: OnceLock<Keys>,
 }
+
+/// The keys tokens are made with: the node key (a node credential's only) and the client key.
+#[derive(Clone)]
+struct Keys {
+    node: Option<Vec<u8>>,
+    client: Vec<u8>,
+}
+
+impl PartialEq for Credential {
+    fn eq(&self, other: &Self) -> bool {
+        (self.version, self.kind, &self.secret) == (other.version, other.kind, &other.secret)
+    }
+}
+
+impl Eq for Credential {}
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,47 +108,52 @@ impl Credential {
     /// A new cluster's node credential (a fresh random secret).
     pub fn generate() -> Self {
         let secret: [u8; 32] = rand::random();
+        Self::new(Kind::Node, hex::encode(secret))
+    }
+
+    fn new(kind: Kind, secret: String) -> Self {
         Self {
             version: VERSION,
-            kind: Kind::Node,
-            secret: hex::encode(secret),
+            kind,
+            secret,
+            keys: OnceLock::new(),
         }
     }
 
-    fn secret_bytes(&self) -> Vec<u8> {
-        hex::decode(&self.secret).expect("checked when loaded")
+    fn keys(&self) -> &Keys {
+        self.keys.get_or_init(|| {
+            let secret = hex::decode(&self.secret).expect("checked when loaded");
+            match self.kind {
+                Kind::Node => Keys {
+                    node: Some(derive(&secret, NODE_LABEL)),
+                    client: derive(&secret, CLIENT_LABEL),
+                },
+                Kind::Client => Keys {
+                    node: None,
+                    client: secret,
+                },
+            }
+        })
     }
 
     /// The client credential of this node credential's cluster (itself if it is one).
     pub fn client(&self) -> Self {
-        match self.kind {
-            Kind::Client => self.clone(),
-            Kind::Node => Self {
-                version: VERSION,
-                kind: Kind::Client,
-                secret: hex::encode(derive(&self.secret_bytes(), CLIENT_LABEL)),
-            },
-        }
+        Self::new(Kind::Client, hex::encode(&self.keys().client))
     }
 
     /// The key tokens of `kind` are made with, if this credential has it.
-    fn key(&self, kind: Kind) -> Option<Vec<u8>> {
-        match (self.kind, kind) {
-            (Kind::Node, Kind::Node) => Some(derive(&self.secret_bytes(), NODE_LABEL)),
-            (Kind::Node, Kind::Client) => Some(hex::decode(&self.client().secret).ok()?),
-            (Kind::Client, Kind::Client) => Some(self.secret_bytes()),
-            (Kind::Client, Kind::Node) => None,
+    fn key(&self, kind: Kind) -> Option<&[u8]> {
+        match kind {
+            Kind::Node => self.keys().node.as_deref(),
+            Kind::Client => Some(&self.keys().client),
         }
     }
 
     /// The token for a request sent at `now` (unix seconds).
     pub fn token(&self, now: i64) -> String {
         let key = self.key(self.kind).expect("a credential has its own key");
-        format!(
-            "{}.{now}.{}",
-            self.kind.as_str(),
-            hex::encode(mac(&key, self.kind, now))
-        )
+        let sig = mac(key, self.kind, now).finalize().into_bytes();
+        format!("{}.{now}.{}", self.kind.as_str(), hex::encode(sig))
     }
 
     /// The kind a request's `token` proves, checked against this (node) credential at `now`.
@@ -156,9 +179,8 @@ impl Credential {
         let key = self
             .key(kind)
             .ok_or("this process cannot check node credentials")?;
-        let mut m = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
-        m.update(message(kind, secs).as_bytes());
-        m.verify_slice(&sig)
+        mac(key, kind, secs)
+            .verify_slice(&sig)
             .map_err(|_| "the credential is not this cluster's".to_string())?;
         Ok(kind)
     }
@@ -218,14 +240,12 @@ impl Credential {
     }
 }
 
-fn message(kind: Kind, secs: i64) -> String {
-    format!("saker-rpc:{}:{secs}", kind.as_str())
-}
-
-fn mac(key: &[u8], kind: Kind, secs: i64) -> Vec<u8> {
+/// The MAC of a token of `kind` made at `secs`, before finalizing (made, or checked in
+/// constant time).
+fn mac(key: &[u8], kind: Kind, secs: i64) -> Hmac<Sha256> {
     let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
-    m.update(message(kind, secs).as_bytes());
-    m.finalize().into_bytes().to_vec()
+    m.update(format!("saker-rpc:{}:{secs}", kind.as_str()).as_bytes());
+    m
 }
 
 static PROCESS: RwLock<Option<Arc<Credential>>> = RwLock::new(None);

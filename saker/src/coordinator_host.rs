@@ -43,6 +43,11 @@ impl Active {
     pub fn get(&self) -> Option<Arc<NamespaceCoordinator>> {
         self.0.read().expect("active coordinator lock").clone()
     }
+
+    /// Makes `ns` the active coordinator (`None`: none here); answers the one it replaces.
+    fn set(&self, ns: Option<Arc<NamespaceCoordinator>>) -> Option<Arc<NamespaceCoordinator>> {
+        std::mem::replace(&mut *self.0.write().expect("active coordinator lock"), ns)
+    }
 }
 
 /// Balancing of the groups, as `saker server` was told.
@@ -55,7 +60,7 @@ pub struct Balance {
 pub struct CoordinatorHost {
     router: Router,
     groups: Groups,
-    /// Group 0 as one service (its leader wherever it is): where the state lives.
+    /// Group 1 as one service (its leader wherever it is): where the state lives.
     home: Arc<dyn MetaService>,
     /// This node's replica of group 1, if it has one (only then can it be active here).
     local_home: Option<Arc<Mnode>>,
@@ -97,7 +102,7 @@ impl CoordinatorHost {
         self.active.clone()
     }
 
-    /// Group 0's state as unfenced records (the access keys: any node writes them).
+    /// Group 1's state as unfenced records (the access keys: any node writes them).
     pub fn shared_state(&self) -> Arc<GroupState> {
         Arc::new(GroupState::new(self.home.clone(), 0))
     }
@@ -117,14 +122,7 @@ impl CoordinatorHost {
                     _ = serving.changed() => {}
                 }
                 // Deactivated: calls go to the next coordinator from now on.
-                if self
-                    .active
-                    .0
-                    .write()
-                    .expect("active coordinator lock")
-                    .take()
-                    .is_some()
-                {
+                if self.active.set(None).is_some() {
                     tracing::info!(term, "coordinator stopped here");
                 }
                 continue;
@@ -150,7 +148,7 @@ impl CoordinatorHost {
                 }
             }
         };
-        *self.active.0.write().expect("active coordinator lock") = Some(ns.clone());
+        self.active.set(Some(ns.clone()));
         tracing::info!(term, "coordinator active here");
         ns.resolve_pending().await;
         tokio::join!(

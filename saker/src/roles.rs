@@ -256,11 +256,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             interval,
             active.clone().filter(|_| replicated),
         ));
-        if let Some(active) = active.clone().filter(|_| replicated) {
+        if replicated {
             tokio::spawn(crate::server::repair_loop(
                 cluster.clone(),
                 args.repair_every,
-                active,
+                active.clone(),
             ));
         }
         tokio::spawn(crate::server::scrub_loop(

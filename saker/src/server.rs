@@ -26,6 +26,7 @@ use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
+use crate::coordinator_host::Active;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
 
@@ -262,7 +263,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         chunks,
         cluster: cluster.clone(),
         nonces: Default::default(),
-        namespace: crate::coordinator_host::Active::fixed(namespace.clone()),
+        namespace: Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });
     tokio::spawn(async move {
@@ -547,24 +548,23 @@ pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Ser
     }
 }
 
-/// Garbage collection every `interval`: chunks whose grace period ended are deleted. The scrub
-/// (a walk of every chunk and, when some are older than `scrub_age`, of every group's chunk
-/// references) runs on the first pass and then once every `scrub_age / 4`, not every pass:
-/// its cost grows with the namespace, and the chunks it finds can wait.
-/// Collects garbage every `interval`, scrubbing every `scrub_age / 4`; with `only_active`,
-/// only while that coordinator is active here (once per replicated cluster).
+/// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
+/// scrub (a walk of every chunk and, when some are older than `scrub_age`, of every group's
+/// chunk references) runs on the first pass and then once every `scrub_age / 4`, not every
+/// pass: its cost grows with the namespace, and the chunks it finds can wait. With
+/// `only_active`, only while that coordinator is active here (once per replicated cluster).
 pub(crate) async fn gc_loop(
     cluster: Arc<Cluster>,
     scrub_age: Duration,
     interval: Duration,
-    only_active: Option<crate::coordinator_host::Active>,
+    only_active: Option<Active>,
 ) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_scrub: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
-        if only_active.as_ref().is_some_and(|a| a.get().is_none()) {
+        if !active_here(only_active.as_ref()) {
             continue;
         }
         let scrub = last_scrub.is_none_or(|t| t.elapsed() >= scrub_age / 4);
@@ -587,22 +587,39 @@ pub(crate) async fn gc_loop(
     }
 }
 
-/// Runs a chunk scrub every `every` at `rate_mib` MiB/s, with `only_active` only while that
-/// coordinator is active here (once per cluster).
-pub(crate) async fn scrub_loop(
-    cluster: Arc<Cluster>,
-    every: Duration,
-    rate_mib: u64,
-    only_active: Option<crate::coordinator_host::Active>,
-) {
+/// Whether a once-per-cluster task runs here now: always without `only_active`, else while
+/// that coordinator is active here.
+fn active_here(only_active: Option<&Active>) -> bool {
+    only_active.is_none_or(|a| a.get().is_some())
+}
+
+/// Runs `pass` every `every` (never when it is zero), with `only_active` only while that
+/// coordinator is active here.
+async fn periodically<F, Fut>(every: Duration, only_active: Option<Active>, mut pass: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     if every.is_zero() {
         return;
     }
     loop {
         tokio::time::sleep(every).await;
-        if only_active.as_ref().is_some_and(|a| a.get().is_none()) {
-            continue;
+        if active_here(only_active.as_ref()) {
+            pass().await;
         }
+    }
+}
+
+/// Runs a chunk scrub (every copy read whole, CRC-checked, bad ones rewritten) every `every`
+/// at `rate_mib` MiB/s.
+pub(crate) async fn scrub_loop(
+    cluster: Arc<Cluster>,
+    every: Duration,
+    rate_mib: u64,
+    only_active: Option<Active>,
+) {
+    periodically(every, only_active, || async {
         match saker_client::scrub_chunks(&cluster, rate_mib << 20).await {
             Ok(r) if r.corrupt + r.missing > 0 => tracing::warn!(
                 verified = r.verified,
@@ -614,23 +631,17 @@ pub(crate) async fn scrub_loop(
             Ok(r) => tracing::info!(verified = r.verified, bytes = r.bytes, "chunk scrub"),
             Err(e) => tracing::warn!(error = %e, "chunk scrub failed"),
         }
-    }
+    })
+    .await
 }
 
-/// Runs a chunk repair pass every `every`, only while `active` is (once per cluster).
+/// Runs a chunk repair pass (every referenced chunk to all its replicas) every `every`.
 pub(crate) async fn repair_loop(
     cluster: Arc<Cluster>,
     every: Duration,
-    active: crate::coordinator_host::Active,
+    only_active: Option<Active>,
 ) {
-    if every.is_zero() {
-        return;
-    }
-    loop {
-        tokio::time::sleep(every).await;
-        if active.get().is_none() {
-            continue;
-        }
+    periodically(every, only_active, || async {
         match saker_client::repair_chunks(&cluster).await {
             Ok(r) if r.under_replicated > 0 => tracing::info!(
                 scanned = r.scanned,
@@ -643,7 +654,8 @@ pub(crate) async fn repair_loop(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "chunk repair pass failed"),
         }
-    }
+    })
+    .await
 }
 
 pub(crate) async fn shutdown_signal() {
@@ -667,16 +679,13 @@ pub(crate) async fn balance_loop(
     every: Duration,
     epsilon: f64,
 ) {
-    if every.is_zero() {
-        return;
-    }
-    loop {
-        tokio::time::sleep(every).await;
+    periodically(every, None, || async {
         let round = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES, BALANCE_MIN_INODES);
         if let Err(e) = round.await {
             tracing::warn!(error = %e, "balancing round failed");
         }
-    }
+    })
+    .await
 }
 
 /// New exception entries one balancing round may add.

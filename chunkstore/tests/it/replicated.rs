@@ -188,6 +188,7 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
         );
     }
     assert!(!flaky[2].holds(ids[19]).await);
+    assert_eq!(store.stats().under_replicated, 0, "nothing left short");
     let again = store.repair(&referenced).await.unwrap();
     assert_eq!((again.under_replicated, again.repaired), (0, 0));
 }

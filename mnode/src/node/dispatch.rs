@@ -9,7 +9,6 @@ use saker_rpc::{
 use super::Mnode;
 use crate::keys::EXCEPTIONS;
 use crate::metrics;
-use crate::raft::BatchEntry;
 
 #[async_trait]
 impl MetaService for Mnode {
@@ -149,13 +148,8 @@ impl MetaService for Mnode {
                     // Through raft, so every replica (and a later leader) routes by it.
                     let mut mutations = crate::store::WriteBatch::default();
                     mutations.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
-                    self.raft
-                        .client_write(BatchEntry {
-                            mutations,
-                            ..Default::default()
-                        })
-                        .await
-                        .map_err(|e| MetaError::Unavailable(e.to_string()))?;
+                    crate::raft::write_control(&self.raft, mutations, || self.leadership.refusal())
+                        .await?;
                     if self.router.install(&table) {
                         tracing::info!(version = table.version(), "exception table installed");
                     }

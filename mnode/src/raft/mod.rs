@@ -57,3 +57,24 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> StorageError {
 pub(crate) fn read_err(e: impl std::fmt::Display) -> StorageError {
     openraft::StorageIOError::read(openraft::AnyError::error(e.to_string())).into()
 }
+
+/// Proposes `mutations` as one entry of their own, outside the executor (control state the
+/// group keeps: the exception table, the coordinator's records), and waits until it is
+/// applied. A replica that no longer leads answers `not_leader()`.
+pub(crate) async fn write_control(
+    raft: &Raft,
+    mutations: WriteBatch,
+    not_leader: impl FnOnce() -> MetaError,
+) -> Result<(), MetaError> {
+    let entry = BatchEntry {
+        mutations,
+        ..Default::default()
+    };
+    match raft.client_write(entry).await {
+        Ok(_) => Ok(()),
+        Err(openraft::error::RaftError::APIError(
+            openraft::error::ClientWriteError::ForwardToLeader(_),
+        )) => Err(not_leader()),
+        Err(e) => Err(MetaError::Unavailable(e.to_string())),
+    }
+}
