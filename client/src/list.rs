@@ -111,8 +111,10 @@ impl<'a> Lister<'a> {
         for (i, comp) in comps.iter().enumerate() {
             let rest = comps[i..].join(&b'/');
             let descend = if i + 1 < comps.len() {
+                // A component no name can be ('.', '..', empty, ...) is a directory no key
+                // lies under: the position is in the parent.
                 match std::str::from_utf8(comp) {
-                    Ok(name) if !name.is_empty() => {
+                    Ok(name) if saker_namespace::Name::check(name).is_ok() => {
                         path.push(name.to_string());
                         match self.cluster.lookup(&path, Want::ATTR).await {
                             Ok(v) if v.attr.kind == FileKind::Dir => Some(v.attr.id),

@@ -949,6 +949,8 @@ async fn unicode_keys_and_long_delimiters() {
         &model,
         &[
             "", "日", "日本", "日本/", "ü", "ü/", "x/", "x/x", "e", "€", "ab",
+            // Directories no key can be under: nothing listed, no error.
+            "./", "./x", "../x/", "x/../", "//x",
         ],
         &[
             None,

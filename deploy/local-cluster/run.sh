@@ -4,6 +4,8 @@
 # Node I serves S3 on 127.0.0.1:99(I-1)0, admin on 99(I-1)1 and RPC on 99(I-1)2.
 #
 #   deploy/local-cluster/run.sh start   WORK_DIR        # every node; exits 0 once all are healthy
+#   deploy/local-cluster/run.sh start   WORK_DIR 4      # an empty 4th node (9930-9932), then:
+#                                 saker admin node add 127.0.0.1:9932
 #   deploy/local-cluster/run.sh stop    WORK_DIR [I]    # SIGTERM, waits for exit (all, or node I)
 #   deploy/local-cluster/run.sh kill    WORK_DIR I      # SIGKILL, waits for exit
 #   deploy/local-cluster/run.sh restart WORK_DIR I      # starts node I if down, waits until ready
@@ -33,12 +35,8 @@ running() { local p; p="$(pid_of "$1")" && kill -0 "$p" 2>/dev/null; }
 healthy() { curl -sf -m 3 "http://127.0.0.1:$(admin_port "$1")/health" >/dev/null 2>&1; }
 
 check_node() {
-  [[ "$1" =~ ^[1-3]$ ]] && return
-  if [[ "$1" == 4 ]]; then
-    echo "node 4: growing the cluster (saker admin node add) is not implemented yet" >&2
-  else
-    echo "no node $1 (nodes are 1, 2, 3)" >&2
-  fi
+  [[ "$1" =~ ^[1-4]$ ]] && return
+  echo "no node $1 (nodes are 1, 2, 3, and 4 to add)" >&2
   exit 2
 }
 
@@ -102,7 +100,7 @@ case "$cmd" in
     ;;
   stop)
     if [[ -n "$node" ]]; then check_node "$node"; signal TERM "$node"; exit 0; fi
-    for i in "${nodes[@]}"; do signal TERM "$i"; done
+    for i in "${nodes[@]}" 4; do signal TERM "$i"; done
     ;;
   kill)
     [[ -n "$node" ]] || usage

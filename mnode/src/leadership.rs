@@ -29,6 +29,8 @@ struct Seen {
     quorum_acked: Option<Instant>,
     /// More than one voter: reads need the lease.
     replicated: bool,
+    /// The replica left its group: it serves nothing again.
+    retired: bool,
 }
 
 /// One replica's view of its group's leadership.
@@ -66,6 +68,9 @@ impl Leadership {
         let leads = m.state == ServerState::Leader && m.current_leader == Some(self.node_id);
         let caught_up = m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term);
         let mut s = self.seen.lock();
+        if s.retired {
+            return Change::None;
+        }
         s.replicated = membership.voter_ids().count() > 1;
         s.leader = m
             .current_leader
@@ -87,10 +92,22 @@ impl Leadership {
         Change::None
     }
 
+    /// Stops serving for good (the replica left its group).
+    pub fn retire(&self) {
+        let mut s = self.seen.lock();
+        s.retired = true;
+        s.ready_term = 0;
+        self.serving.send_if_modified(|t| std::mem::take(t) != 0);
+    }
+
+    pub fn retired(&self) -> bool {
+        self.seen.lock().retired
+    }
+
     /// Starts serving in `term` (after the rebuild), unless leadership moved meanwhile.
     pub fn serve(&self, term: u64, m: &RaftMetrics<u64, openraft::BasicNode>) {
         let mut s = self.seen.lock();
-        if m.state == ServerState::Leader && m.current_term == term {
+        if !s.retired && m.state == ServerState::Leader && m.current_term == term {
             s.ready_term = term;
             self.serving.send_replace(term);
         }

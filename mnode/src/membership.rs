@@ -58,6 +58,39 @@ pub(crate) async fn admit(
     Ok(())
 }
 
+/// At the leader: removes replica `id` from the group (voter or learner), unless it is the
+/// last voter. `lock` as for [`admit`].
+pub(crate) async fn leave(
+    raft: &Raft,
+    lock: &tokio::sync::Mutex<()>,
+    id: u64,
+) -> Result<(), MetaError> {
+    let _one = lock.lock().await;
+    let membership = raft.metrics().borrow().membership_config.clone();
+    let m = membership.membership();
+    if m.get_node(&id).is_none() {
+        return Ok(());
+    }
+    let voters: BTreeSet<u64> = m.voter_ids().filter(|v| *v != id).collect();
+    if voters.is_empty() {
+        return Err(MetaError::Invalid(format!(
+            "replica {id} is the group's last voter"
+        )));
+    }
+    tracing::info!(id, ?voters, "removing a replica");
+    if m.voter_ids().any(|v| v == id) {
+        raft.change_membership(voters, false)
+            .await
+            .map_err(failed)?;
+    } else {
+        let learner = BTreeSet::from([id]);
+        raft.change_membership(openraft::ChangeMembers::RemoveNodes(learner), false)
+            .await
+            .map_err(failed)?;
+    }
+    Ok(())
+}
+
 /// Asks `group` to admit this replica (`id` at `addr`) until it is a voter.
 pub(crate) async fn join(raft: Raft, group: ReplicaSet, id: u64, addr: String) {
     let tag = ClientTag { client: 0, seq: 0 };

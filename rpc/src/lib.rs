@@ -27,7 +27,7 @@ pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};
 pub use transport::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
-    RpcChannel, RpcServer,
+    RpcChannel, RpcServer, ServedGroups,
 };
 
 /// When an acknowledged write is durable: the same setting for the MNodes' raft log journal

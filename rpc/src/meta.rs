@@ -667,6 +667,23 @@ pub enum MetaRequest {
         id: u64,
         addr: String,
     },
+    /// At the group's leader: remove replica `id` from the group (voter or learner). Refused
+    /// (`Invalid`) when no voter would be left. Answers once the new membership is committed.
+    LeaveGroup {
+        id: u64,
+    },
+    /// To a node, whichever groups it hosts: start a replica of `group` that joins it (asks
+    /// the members `voters` to admit it, see `JoinGroup`). Answers `Done` once the replica
+    /// runs; it catches up and becomes a voter in the background.
+    HostReplica {
+        group: u32,
+        voters: Vec<(u64, String)>,
+    },
+    /// To a node: stop its replica of `group` (removed from the group by `LeaveGroup`) and
+    /// delete the replica's data. `Done` also when it has none.
+    DropReplica {
+        group: u32,
+    },
     /// One record of the coordinator's replicated state (group 1's table of them): set `key`
     /// to `value`, or drop it when `None`. `term` is the coordinator's (the group-1 term it
     /// became active in): a leader at another term refuses with `Fenced`, so a coordinator
@@ -758,6 +775,15 @@ impl MetaRequest {
         Ok(())
     }
 
+    /// Whether this request is for the node rather than one of its groups' replicas (the
+    /// RPC server hands it to the node's handler, [`crate::RpcServer::with_node`]).
+    pub fn is_node_call(&self) -> bool {
+        matches!(
+            self,
+            MetaRequest::HostReplica { .. } | MetaRequest::DropReplica { .. }
+        )
+    }
+
     /// Whether a client credential may send this request: namespace operations and the reads
     /// a client needs. Everything else (raft state, the protocols' control requests, GC,
     /// migrations, the coordinator's records) needs a node credential ([`crate::auth`]).
@@ -804,7 +830,11 @@ impl MetaRequest {
         !self.is_write()
             || matches!(
                 self,
-                MetaRequest::JoinGroup { .. } | MetaRequest::CoordPut { .. }
+                MetaRequest::JoinGroup { .. }
+                    | MetaRequest::LeaveGroup { .. }
+                    | MetaRequest::HostReplica { .. }
+                    | MetaRequest::DropReplica { .. }
+                    | MetaRequest::CoordPut { .. }
             )
     }
 
@@ -912,6 +942,9 @@ impl MetaRequest {
             | MetaRequest::SharedAttrs { .. }
             | MetaRequest::RaftStatus
             | MetaRequest::JoinGroup { .. }
+            | MetaRequest::LeaveGroup { .. }
+            | MetaRequest::HostReplica { .. }
+            | MetaRequest::DropReplica { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
     }
@@ -987,6 +1020,9 @@ impl MetaRequest {
             MetaRequest::Shared { op, .. } => op.op_name(),
             MetaRequest::RaftStatus => "raft_status",
             MetaRequest::JoinGroup { .. } => "join_group",
+            MetaRequest::LeaveGroup { .. } => "leave_group",
+            MetaRequest::HostReplica { .. } => "host_replica",
+            MetaRequest::DropReplica { .. } => "drop_replica",
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
         }

@@ -8,7 +8,7 @@
 //! answers a write the old leader committed with its first result instead of doing it twice.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,6 +25,7 @@ const PAUSE_MIN: Duration = Duration::from_millis(10);
 const PAUSE_MAX: Duration = Duration::from_millis(250);
 
 /// One replica: the RPC address of its node (as raft names it) and how to call it.
+#[derive(Clone)]
 pub struct Replica {
     pub addr: String,
     pub service: Arc<dyn MetaService>,
@@ -32,9 +33,13 @@ pub struct Replica {
 
 /// The replicas of one group, called as one service.
 pub struct ReplicaSet {
-    replicas: Vec<Replica>,
+    /// In placement order, then the ones learned since (a group's replicas move between
+    /// nodes: a not-leader hint naming an address this set does not know adds it).
+    replicas: RwLock<Vec<Replica>>,
     /// The replica that answered last (the leader, as far as this client knows).
     leader: AtomicUsize,
+    /// How to reach a replica learned from a hint: the group and the pool to dial it with.
+    dial: Option<(u32, ChannelPool)>,
 }
 
 impl ReplicaSet {
@@ -42,13 +47,15 @@ impl ReplicaSet {
     pub fn new(replicas: Vec<Replica>) -> Self {
         assert!(!replicas.is_empty(), "a group has at least one replica");
         Self {
-            replicas,
+            replicas: RwLock::new(replicas),
             leader: AtomicUsize::new(0),
+            dial: None,
         }
     }
 
     /// The replicas of `group` at `addrs` (placement order): `local(addr)` where it gives one
-    /// (a replica in this process), else reached through `pool`.
+    /// (a replica in this process), else reached through `pool`, like the replicas learned
+    /// later.
     pub fn over<'a>(
         group: u32,
         addrs: impl IntoIterator<Item = &'a str>,
@@ -66,21 +73,51 @@ impl ReplicaSet {
                 service,
             });
         }
-        Ok(Self::new(replicas))
+        let mut set = Self::new(replicas);
+        set.dial = Some((group, pool.clone()));
+        Ok(set)
     }
 
-    /// The replicas, in placement order.
-    pub fn replicas(&self) -> &[Replica] {
-        &self.replicas
+    /// The replicas this set knows, in placement order, then as learned.
+    pub fn replicas(&self) -> Vec<Replica> {
+        self.replicas.read().expect("replica set lock").clone()
     }
 
     /// The address of the replica the next call goes to first.
-    pub fn leader_addr(&self) -> &str {
-        &self.replicas[self.leader.load(Ordering::Relaxed)].addr
+    pub fn leader_addr(&self) -> String {
+        let replicas = self.replicas.read().expect("replica set lock");
+        replicas[self.leader.load(Ordering::Relaxed) % replicas.len()]
+            .addr
+            .clone()
     }
 
+    /// Adds the replica at `addr` if this set does not know it (and can dial it).
+    pub fn learn(&self, addr: &str) {
+        let _ = self.position(addr);
+    }
+
+    /// The position of the replica at `addr`, learning it if this set can dial it.
     fn position(&self, addr: &str) -> Option<usize> {
-        self.replicas.iter().position(|r| r.addr == addr)
+        if let Some(i) = self.replicas().iter().position(|r| r.addr == addr) {
+            return Some(i);
+        }
+        let (group, pool) = self.dial.as_ref()?;
+        let service = Arc::new(pool.get(addr).ok()?.meta(*group)) as Arc<dyn MetaService>;
+        let mut replicas = self.replicas.write().expect("replica set lock");
+        if let Some(i) = replicas.iter().position(|r| r.addr == addr) {
+            return Some(i);
+        }
+        tracing::info!(group, addr, "a replica learned from a leader hint");
+        replicas.push(Replica {
+            addr: addr.to_string(),
+            service,
+        });
+        Some(replicas.len() - 1)
+    }
+
+    fn replica(&self, at: usize) -> (Arc<dyn MetaService>, usize) {
+        let replicas = self.replicas.read().expect("replica set lock");
+        (replicas[at].service.clone(), replicas.len())
     }
 }
 
@@ -118,16 +155,17 @@ fn retryable(e: &MetaError, tag: ClientTag, req: &MetaRequest) -> bool {
 #[async_trait]
 impl MetaService for ReplicaSet {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
-        let n = self.replicas.len();
+        let (first, n) = self.replica(0);
         if n == 1 {
-            return self.replicas[0].service.call(tag, req).await;
+            return first.call(tag, req).await;
         }
         let deadline = tokio::time::Instant::now() + FAILOVER_WAIT;
         let mut at = self.leader.load(Ordering::Relaxed) % n;
         let mut asked = 0;
         let mut pause = PAUSE_MIN;
         loop {
-            let result = self.replicas[at].service.call(tag, req.clone()).await;
+            let (service, n) = self.replica(at);
+            let result = service.call(tag, req.clone()).await;
             let next = match &result {
                 Err(e) if retryable(e, tag, &req) => match e {
                     MetaError::NotLeader {
@@ -142,6 +180,7 @@ impl MetaService for ReplicaSet {
                 }
             };
             asked += 1;
+            let n = self.replicas.read().expect("replica set lock").len();
             if asked >= n {
                 // A whole round without a leader: an election is under way (or the group
                 // lost its majority). Wait a little and ask again, up to the deadline.
@@ -157,7 +196,7 @@ impl MetaService for ReplicaSet {
     }
 
     fn routing_version(&self) -> u64 {
-        self.replicas
+        self.replicas()
             .iter()
             .map(|r| r.service.routing_version())
             .max()

@@ -48,6 +48,11 @@ pub enum AdminCommand {
     /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
     /// what it found and did.
     Repair,
+    /// Grow or shrink a replicated cluster: move group replicas onto a node or off it.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
     /// Run one balancing round now and print what it did.
     Balance {
         #[arg(long, default_value_t = 0.01)]
@@ -55,6 +60,22 @@ pub enum AdminCommand {
         #[arg(long, default_value_t = 16)]
         max_entries: usize,
     },
+}
+
+#[derive(Subcommand)]
+pub enum NodeCommand {
+    /// Give the node at RPC_ADDR (started with a `node` number beyond [cluster] nodes) its
+    /// share of the group replicas, moved from the busiest nodes.
+    Add { rpc_addr: String },
+    /// Move every replica of node ID (its number, or one raft id as `saker admin status`
+    /// shows it) to the other nodes. The node can be stopped afterwards.
+    Remove { id: u64 },
+}
+
+#[derive(Serialize, Deserialize)]
+struct NodeRequest {
+    addr: Option<String>,
+    id: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -165,6 +186,8 @@ pub struct AdminState {
     pub groups: crate::status::Groups,
     /// Nonces of the signed requests taken (replays are refused).
     pub nonces: Arc<admin_auth::Nonces>,
+    /// Node changes (a replicated cluster's).
+    pub nodes: Option<Arc<crate::nodes::Nodes>>,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
@@ -183,6 +206,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/exceptions/{name}", put(set_exception))
         .route("/admin/balance", post(run_balance))
         .route("/admin/repair", post(run_repair))
+        .route("/admin/nodes/add", post(add_node))
+        .route("/admin/nodes/remove", post(remove_node))
         .route("/admin/scrub", post(run_scrub))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
         .with_state(state)
@@ -279,6 +304,51 @@ async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Byte
     match saker_client::repair_chunks(&st.cluster).await {
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+async fn add_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    change_nodes(st, "/admin/nodes/add", headers, body).await
+}
+
+async fn remove_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
+    change_nodes(st, "/admin/nodes/remove", headers, body).await
+}
+
+async fn change_nodes(st: AdminState, path: &str, headers: HeaderMap, body: Bytes) -> Response {
+    use crate::nodes::NodeError;
+    if !authorized(&st, &Method::POST, path, &headers, &body) {
+        return deny();
+    }
+    let Some(nodes) = &st.nodes else {
+        return (
+            StatusCode::CONFLICT,
+            "not a replicated cluster: its nodes do not change\n",
+        )
+            .into_response();
+    };
+    let req: NodeRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    };
+    let result = match (req.addr, req.id) {
+        (Some(addr), None) if path.ends_with("add") => nodes.add(&addr).await,
+        (None, Some(id)) if path.ends_with("remove") => nodes.remove(id).await,
+        _ => {
+            let want = if path.ends_with("add") { "addr" } else { "id" };
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the body needs {want} alone\n"),
+            )
+                .into_response();
+        }
+    };
+    match result {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(NodeError::Refused(m)) => (StatusCode::CONFLICT, format!("{m}\n")).into_response(),
+        Err(NodeError::Meta(e)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+        }
     }
 }
 
@@ -606,6 +676,27 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                 _ => "/admin/scrub",
             };
             let text = send(endpoint, Method::POST, path, Vec::new()).await?;
+            println!("{}", text.trim());
+            return Ok(());
+        }
+        AdminCommand::Node { command } => {
+            let (path, req) = match command {
+                NodeCommand::Add { rpc_addr } => (
+                    "/admin/nodes/add",
+                    NodeRequest {
+                        addr: Some(rpc_addr),
+                        id: None,
+                    },
+                ),
+                NodeCommand::Remove { id } => (
+                    "/admin/nodes/remove",
+                    NodeRequest {
+                        addr: None,
+                        id: Some(id),
+                    },
+                ),
+            };
+            let text = send(endpoint, Method::POST, path, serde_json::to_vec(&req)?).await?;
             println!("{}", text.trim());
             return Ok(());
         }

@@ -63,7 +63,7 @@ pub struct CoordinatorHost {
     /// Group 1 as one service (its leader wherever it is): where the state lives.
     home: Arc<dyn MetaService>,
     /// This node's replica of group 1, if it has one (only then can it be active here).
-    local_home: Option<Arc<Mnode>>,
+    local_home: RwLock<Option<Arc<Mnode>>>,
     /// This node's RPC address.
     here: String,
     pool: Arc<ChannelPool>,
@@ -75,7 +75,6 @@ impl CoordinatorHost {
     pub fn new(
         router: Router,
         groups: Groups,
-        local_home: Option<Arc<Mnode>>,
         here: String,
         pool: Arc<ChannelPool>,
         balance: Balance,
@@ -89,7 +88,7 @@ impl CoordinatorHost {
             router,
             groups,
             home,
-            local_home,
+            local_home: RwLock::default(),
             here,
             pool,
             active: Active::default(),
@@ -107,13 +106,21 @@ impl CoordinatorHost {
         Arc::new(GroupState::new(self.home.clone(), 0))
     }
 
-    /// Follows this node's replica of group 1: activates the coordinator here for each term
-    /// it serves, stops it when it stops serving. Runs for the life of the process.
-    pub async fn run(self: Arc<Self>) {
-        let Some(local_home) = self.local_home.clone() else {
-            return; // never active here
-        };
-        let mut serving = local_home.watch_serving();
+    /// Makes `replica` (of group 1, on this node) the one the coordinator here follows: it
+    /// is active here for each term `replica` serves, and stops when it stops serving (or
+    /// retires: [`CoordinatorHost::leave_home`]).
+    pub fn follow_home(self: &Arc<Self>, replica: Arc<Mnode>) {
+        let serving = replica.watch_serving();
+        *self.local_home.write().expect("home lock") = Some(replica);
+        tokio::spawn(self.clone().run(serving));
+    }
+
+    /// This node no longer has a replica of group 1.
+    pub fn leave_home(&self) {
+        self.local_home.write().expect("home lock").take();
+    }
+
+    async fn run(self: Arc<Self>, mut serving: tokio::sync::watch::Receiver<u64>) {
         loop {
             let term = *serving.borrow_and_update();
             if term != 0 {
@@ -159,7 +166,8 @@ impl CoordinatorHost {
 
     /// The RPC address of group 1's leader as far as this node knows.
     async fn leader_hint(&self) -> Option<String> {
-        if let Some(local_home) = &self.local_home {
+        let local = self.local_home.read().expect("home lock").clone();
+        if let Some(local_home) = local {
             return local_home.leader_hint();
         }
         let status = saker_rpc::raft_status(self.home.as_ref(), Duration::from_secs(2)).await;

@@ -38,8 +38,11 @@
 //! Every node may run the coordinator role: its coordinator is active while the node leads
 //! group 1, whose state machine keeps the coordinator's state.
 //!
-//! Membership is static: every process must be given the same `[cluster]` table, and the number
-//! of MNode groups is fixed when the MNodes' data directories are created.
+//! Every process must be given the same `[cluster]` table, and the number of MNode groups is
+//! fixed when the MNodes' data directories are created. `nodes` places the groups when the
+//! cluster is created; a node numbered beyond it starts empty and is given replicas by
+//! `saker admin node add`, and `saker admin node remove` moves a node's replicas away (the
+//! replicas a node hosts are kept in its data directory, `groups.json`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -141,7 +144,21 @@ impl ProcessConfig {
                 let Some(n) = self.node else {
                     bail!("the mnode role needs `node` (its position in [cluster] nodes)");
                 };
-                listed_at(here, &c.nodes, n as usize, "node", "nodes")?;
+                if n as usize <= c.nodes.len() {
+                    listed_at(here, &c.nodes, n as usize, "node", "nodes")?;
+                } else {
+                    // A node added later (saker admin node add): it starts with no replica.
+                    ensure!(
+                        n <= crate::roles::MAX_NODE,
+                        "node {n} is out of range 1..={}",
+                        crate::roles::MAX_NODE
+                    );
+                    ensure!(
+                        here.is_some_and(|a| !c.nodes.contains(&a)),
+                        "node {n} (beyond [cluster] nodes, added with saker admin node add) \
+                         needs an rpc_addr of its own"
+                    );
+                }
             }
         } else if self.has(Role::Mnode) {
             ensure!(self.node.is_none(), "`node` without [cluster] nodes");
@@ -381,6 +398,21 @@ group = 2"#,
             let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());
             assert!(err.contains("group 1"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_node_beyond_the_created_ones_starts_empty_on_an_address_of_its_own() {
+        let text = include_str!("../../deploy/local-cluster/node4.toml");
+        let four = ProcessConfig::parse(text).unwrap();
+        assert_eq!(four.hosted(), (4, vec![]));
+        let one = ProcessConfig::parse(include_str!("../../deploy/local-cluster/node1.toml"));
+        assert_eq!(four.cluster_map(), one.unwrap().cluster_map());
+        let taken = text.replace("127.0.0.1:9932\"", "127.0.0.1:9912\"");
+        let err = format!("{:#}", ProcessConfig::parse(&taken).unwrap_err());
+        assert!(err.contains("an rpc_addr of its own"), "{err}");
+        let far = text.replace("node = 4", "node = 65");
+        let err = format!("{:#}", ProcessConfig::parse(&far).unwrap_err());
+        assert!(err.contains("out of range"), "{err}");
     }
 
     #[test]

@@ -15,12 +15,12 @@ use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, ReplicatedChunkS
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::{Mnode, RaftPeers};
 use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::coordinator_host::{Active, Balance, CoordinatorHost, CoordinatorRoute};
+use crate::hosting::{Hosted, Hosting, LocalReplica};
 use crate::process_config::{ProcessConfig, Role};
 use crate::server::{
     cluster_file, env_root_key, gc_loop, open_store, serve_s3, shutdown_signal, ServerArgs,
@@ -42,11 +42,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     let router = map.router()?;
     let channels = Arc::new(ChannelPool::default());
 
-    // MNode: a replica of each group placed on this node, all on this process's store.
-    let (node_id, hosted) = cfg.hosted();
-    let raft_peers = Arc::new(RaftPeers::default());
-    let mut mnodes: BTreeMap<u32, Arc<Mnode>> = BTreeMap::new();
-    if !hosted.is_empty() {
+    // MNode: a replica of each group this node hosts, all on this process's store.
+    let (node_id, placed) = cfg.hosted();
+    let mut hosting = None;
+    if cfg.has(Role::Mnode) {
         let n = map.groups.len() as u32;
         let one_group = cfg.group;
         cluster_file(
@@ -58,32 +57,34 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         )?;
         let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
         let placement = cfg.cluster.placement();
-        let node_id = if cfg.cluster.nodes.is_empty() {
-            node_id
+        let (node_id, hosted) = if cfg.cluster.nodes.is_empty() {
+            let hosted = placed.iter().map(|g| (*g, vec![])).collect();
+            (node_id, hosted)
         } else {
-            raft_id(&cfg.data_dir, node_id, &placement, &channels).await?
+            let addrs = |g: &u32| -> Vec<(u64, String)> {
+                placement[g]
+                    .iter()
+                    .map(|(id, addr)| (*id, addr.to_string()))
+                    .collect()
+            };
+            let placed = placed.iter().map(|g| (*g, addrs(g))).collect();
+            hosted_groups(&cfg.data_dir, node_id, &placement, placed, &channels).await?
         };
-        for g in hosted {
-            let mut mcfg = args.mnode_config(g);
-            mcfg.router = router.clone();
-            mcfg.node_id = node_id;
-            mcfg.voters = placement[&g]
-                .iter()
-                .map(|(id, addr)| (*id, addr.to_string()))
-                .collect();
-            mcfg.pool = Some(channels.clone());
-            mcfg.addr = cfg.rpc_addr.map(|a| a.to_string()).unwrap_or_default();
-            mcfg.snapshot_dir = cfg.data_dir.join("snapshots");
-            let m = Mnode::start(store.clone(), mcfg).await?;
-            raft_peers.register(g, m.raft_handle());
-            mnodes.insert(g, m);
-        }
+        let mut template = args.mnode_config(0);
+        template.router = router.clone();
+        template.node_id = node_id;
+        template.pool = Some(channels.clone());
+        template.addr = cfg.rpc_addr.map(|a| a.to_string()).unwrap_or_default();
+        template.snapshot_dir = cfg.data_dir.join("snapshots");
+        let h = Hosting::open(store, template, map.groups.clone(), &cfg.data_dir, hosted).await?;
+        hosting = Some(Arc::new(h));
     }
     // Every group as one service: its replicas here and elsewhere, calls going to the leader.
     let here = cfg.rpc_addr.map(|a| a.to_string());
+    // This node's replica of a group is whichever it hosts at the time (replicas come and go).
     let sets: crate::status::Groups = Arc::new(replica_sets(&map, "", &channels, |g, addr| {
-        let m = mnodes.get(&g).filter(|_| here.as_deref() == Some(addr))?;
-        Some(m.clone() as Arc<dyn MetaService>)
+        let h = hosting.as_ref().filter(|_| here.as_deref() == Some(addr))?;
+        Some(Arc::new(LocalReplica::new(h, g)) as Arc<dyn MetaService>)
     })?);
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = sets
         .iter()
@@ -97,16 +98,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         Arc<dyn CoordinatorService>,
         Arc<dyn CoordinatorService>,
     ) = if replicated {
-        // A replica of the coordinator, active while this node leads group 1.
-        // Its home is the first group (group 1).
-        let local_home = mnodes
-            .first_key_value()
-            .filter(|(g, _)| Some(*g) == map.groups.first() && cfg.has(Role::Coordinator))
-            .map(|(_, m)| m.clone());
+        // A replica of the coordinator, active while this node leads group 1 (its home, the
+        // first group; it follows this node's replica of it, [`Hosting::connect`]).
         let h = CoordinatorHost::new(
             router.clone(),
             groups.clone(),
-            local_home,
             here.clone().unwrap_or_default(),
             channels.clone(),
             Balance {
@@ -114,7 +110,6 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 epsilon: args.balance_epsilon,
             },
         )?;
-        tokio::spawn(h.clone().run());
         active = Some(h.active());
         host = Some(h.clone());
         (
@@ -145,8 +140,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         let remote = Arc::new(channels.get(map.endpoints.coordinator(""))?.coordinator());
         (remote.clone(), remote)
     };
-    for m in mnodes.values() {
-        m.connect(groups.clone(), coordinator.clone());
+    if let Some(h) = &hosting {
+        let home = host.clone().filter(|_| cfg.has(Role::Coordinator));
+        h.connect(groups.clone(), coordinator.clone(), home);
     }
     let local_chunks: Option<Arc<dyn ChunkStore>> = if cfg.has(Role::Chunkstore) {
         Some(Arc::new(DiskChunkStore::open_with_durability(
@@ -168,12 +164,12 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if let Some(addr) = cfg.rpc_addr {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
         // the chunkstore (if it runs here) and the cluster map.
-        let served: BTreeMap<u32, Arc<dyn MetaService>> = mnodes
-            .iter()
-            .map(|(g, m)| (*g, m.clone() as Arc<dyn MetaService>))
-            .collect();
-        let mut rpc =
-            RpcServer::new(served, served_coordinator, map.clone()).with_raft(raft_peers.clone());
+        let mut rpc = match &hosting {
+            Some(h) => RpcServer::new(h.served(), served_coordinator, map.clone())
+                .with_raft(h.raft_peers())
+                .with_node(h.clone()),
+            None => RpcServer::new(BTreeMap::new(), served_coordinator, map.clone()),
+        };
         if let Some(chunks) = &local_chunks {
             rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
         }
@@ -274,6 +270,8 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             chunks,
             cluster: cluster.clone(),
             nonces: Default::default(),
+            nodes: replicated
+                .then(|| Arc::new(crate::nodes::Nodes::new(sets.clone(), (*channels).clone()))),
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
         }));
@@ -291,8 +289,8 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
-    if !mnodes.is_empty() {
-        let list: Vec<String> = mnodes.keys().map(|g| g.to_string()).collect();
+    if let Some(h) = &hosting {
+        let list: Vec<String> = h.replicas().keys().map(|g| g.to_string()).collect();
         lines.push(format!("  MNode groups: {}", list.join(", ")));
     }
     lines.push(format!("  data dir:     {}", cfg.data_dir.display()));
@@ -300,7 +298,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    for m in mnodes.values() {
+    for m in hosting.iter().flat_map(|h| h.replicas().into_values()) {
         m.shutdown().await;
     }
     Ok(())
@@ -326,24 +324,31 @@ async fn check_root(keys: Arc<AccessKeyStore>) {
 
 /// Raft ids of one node's incarnations: its position, plus this for each lost disk.
 const INCARNATION_STEP: u64 = 64;
+/// The highest node number (position).
+pub const MAX_NODE: u64 = INCARNATION_STEP;
 /// The node (position in `[cluster] nodes`) whose incarnation raft id `id` is.
-fn position_of(id: u64) -> u64 {
+pub(crate) fn position_of(id: u64) -> u64 {
     (id - 1) % INCARNATION_STEP + 1
 }
 
 /// How long a node with a fresh data directory waits for a peer to tell it what it knows.
 const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// This node's raft id, kept in `node.json` in its data directory. A fresh data directory
-/// takes the node's position, unless a peer counts an id of this position among its groups'
-/// members already: then the disk was lost, and the node comes back as its next incarnation
-/// (position + 64 k), to join its groups anew instead of voting under an id whose log it lost.
-async fn raft_id(
+/// This node's raft id, kept in `node.json` in its data directory, and the replicas it hosts.
+///
+/// A node that ran before keeps its id and the replicas it recorded ([`Hosting::recorded`];
+/// `placed`, where the cluster's creation put them, if it ran before that file). A fresh data
+/// directory takes the node's position as its id and hosts `placed`, unless a peer counts an
+/// id of this position among its groups' members already: then the disk was lost, and the
+/// node comes back as its next incarnation (position + [`INCARNATION_STEP`]) with a replica of
+/// each of those groups, which joins anew instead of voting under an id whose log it lost.
+async fn hosted_groups(
     data_dir: &std::path::Path,
     position: u64,
     placement: &BTreeMap<u32, Vec<(u64, std::net::SocketAddr)>>,
+    placed: Hosted,
     pool: &ChannelPool,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<(u64, Hosted)> {
     #[derive(serde::Serialize, serde::Deserialize)]
     struct NodeFile {
         raft_id: u64,
@@ -359,33 +364,38 @@ async fn raft_id(
                 data_dir.display(),
                 position_of(f.raft_id)
             );
-            return Ok(f.raft_id);
+            let hosted = Hosting::recorded(data_dir)?.unwrap_or(placed);
+            return Ok((f.raft_id, hosted));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
-    // Every incarnation of this position the peers know. A node that hears from no peer
-    // cannot tell a first start from a lost disk: it waits a little for one to answer.
+    // Every group that counts an incarnation of this position among its members, with them.
+    // A node that hears from no peer cannot tell a first start from a lost disk: it waits a
+    // little for one to answer.
     let deadline = std::time::Instant::now() + PEER_WAIT;
-    let mut known = Vec::new();
+    let mut known: Hosted = BTreeMap::new();
+    let peers: std::collections::BTreeSet<String> = placement
+        .values()
+        .flatten()
+        .filter(|(id, _)| *id != position)
+        .map(|(_, addr)| addr.to_string())
+        .collect();
     loop {
         let mut answered = false;
-        for (&g, voters) in placement {
-            for (_, addr) in voters.iter().filter(|(id, _)| *id != position) {
-                let Ok(channel) = pool.get(&addr.to_string()) else {
+        for &g in placement.keys() {
+            for addr in &peers {
+                let Ok(channel) = pool.get(addr) else {
                     continue;
                 };
                 let peer = channel.meta(g);
                 let ask = saker_rpc::raft_status(&peer, std::time::Duration::from_secs(2));
-                if let Ok(s) = ask.await {
-                    answered = true;
-                    known.extend(
-                        s.voters
-                            .iter()
-                            .chain(&s.learners)
-                            .map(|(id, _)| *id)
-                            .filter(|id| position_of(*id) == position),
-                    );
+                let Ok(s) = ask.await else { continue };
+                answered = true;
+                let members: Vec<(u64, String)> =
+                    s.voters.iter().chain(&s.learners).cloned().collect();
+                if members.iter().any(|(id, _)| position_of(*id) == position) {
+                    known.entry(g).or_insert(members);
                 }
             }
         }
@@ -394,22 +404,29 @@ async fn raft_id(
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    let id = match known.iter().max() {
+    let last = known
+        .values()
+        .flatten()
+        .map(|(id, _)| *id)
+        .filter(|id| position_of(*id) == position)
+        .max();
+    let (id, hosted) = match last {
         Some(last) => {
             tracing::warn!(
                 node = position,
                 old_id = last,
                 new_id = last + INCARNATION_STEP,
+                groups = ?known.keys().collect::<Vec<_>>(),
                 "this node's data is gone but its groups know it: joining them under a new raft id"
             );
-            last + INCARNATION_STEP
+            (last + INCARNATION_STEP, known)
         }
-        None => position,
+        None => (position, placed),
     };
     let tmp = data_dir.join("node.json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(&NodeFile { raft_id: id })?)?;
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(data_dir)?.sync_all()?;
-    Ok(id)
+    Ok((id, hosted))
 }

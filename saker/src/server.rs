@@ -263,6 +263,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         chunks,
         cluster: cluster.clone(),
         nonces: Default::default(),
+        nodes: None,
         namespace: Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });

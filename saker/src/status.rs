@@ -39,8 +39,43 @@ pub struct ReplicaView {
 
 /// Asks every replica of every group for its state, all at once.
 pub async fn collect(groups: &Groups) -> Vec<GroupStatus> {
-    let asks = groups.iter().map(|(&g, set)| async move {
-        let replicas = futures::future::join_all(set.replicas().iter().map(|r| async move {
+    let asks = groups
+        .iter()
+        .map(|(&g, set)| async move { group_status(g, ask_members(set).await) });
+    futures::future::join_all(asks).await
+}
+
+/// Asks every replica of `set` for its state. Replicas the leader counts as members and the
+/// set did not know are learned and asked too; replicas the leader does not count (removed
+/// from the group) are left out.
+async fn ask_members(set: &ReplicaSet) -> Vec<ReplicaView> {
+    let mut views = ask(set, &[]).await;
+    let Some(members) = leader_of(&views).map(members) else {
+        return views;
+    };
+    let new: Vec<String> = members
+        .iter()
+        .filter(|(_, addr)| !views.iter().any(|v| v.addr == *addr))
+        .map(|(_, addr)| addr.clone())
+        .collect();
+    if !new.is_empty() {
+        for addr in &new {
+            set.learn(addr);
+        }
+        let asked: Vec<String> = views.iter().map(|v| v.addr.clone()).collect();
+        views.extend(ask(set, &asked).await);
+    }
+    views.retain(|v| members.iter().any(|(_, addr)| *addr == v.addr));
+    views
+}
+
+/// Asks the replicas of `set` but those at `skip`.
+async fn ask(set: &ReplicaSet, skip: &[String]) -> Vec<ReplicaView> {
+    let replicas = set.replicas();
+    let asks = replicas
+        .iter()
+        .filter(|r| !skip.contains(&r.addr))
+        .map(|r| async move {
             let (status, error) = match raft_status(r.service.as_ref(), ASK_TIMEOUT).await {
                 Ok(s) => (Some(s), None),
                 Err(e) => (None, Some(e.to_string())),
@@ -51,11 +86,25 @@ pub async fn collect(groups: &Groups) -> Vec<GroupStatus> {
                 error,
                 lag: None,
             }
-        }))
-        .await;
-        group_status(g, replicas)
-    });
+        });
     futures::future::join_all(asks).await
+}
+
+fn leader_of(views: &[ReplicaView]) -> Option<&ReplicaStatus> {
+    views
+        .iter()
+        .filter_map(|v| v.status.as_ref())
+        .find(|s| s.serving)
+}
+
+/// A group's voters and learners, as its leader reports them.
+pub fn members(s: &ReplicaStatus) -> Vec<(u64, String)> {
+    s.voters.iter().chain(&s.learners).cloned().collect()
+}
+
+/// The state of `set`'s serving leader, if one serves.
+pub async fn leader_status(set: &ReplicaSet) -> Option<ReplicaStatus> {
+    leader_of(&ask(set, &[]).await).cloned()
 }
 
 fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fuse;
 
 use std::io::{BufRead, BufReader};

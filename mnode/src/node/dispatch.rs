@@ -15,6 +15,9 @@ impl MetaService for Mnode {
     async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
         if let MetaRequest::RaftStatus = req {
+            if self.leadership.retired() {
+                return Err(self.leadership.refusal());
+            }
             return Ok(MetaResponse::Replica(self.raft_status()));
         }
         self.leadership.check(!req.is_write())?;
@@ -165,6 +168,11 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
+            MetaRequest::LeaveGroup { id } => {
+                crate::membership::leave(&self.raft, &self.membership, id)
+                    .await
+                    .map(|()| MetaResponse::Done)
+            }
             MetaRequest::CoordPut { term, key, value } => {
                 crate::coord_records::put(
                     &self.raft,
@@ -196,6 +204,9 @@ impl MetaService for Mnode {
                 }
                 result
             }
+            MetaRequest::HostReplica { .. } | MetaRequest::DropReplica { .. } => Err(
+                MetaError::Invalid(format!("{op} is for a node, not a group's replica")),
+            ),
             // Addressed to the shared inode's home, not to the owner of the path it carries.
             req @ MetaRequest::Shared { .. } => self.serve(tag, req).await,
             req => match self.misdirected(&req).await {

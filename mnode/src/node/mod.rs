@@ -324,6 +324,36 @@ impl Mnode {
         let _ = self.raft.shutdown().await;
     }
 
+    /// Stops this replica for good, after the group removed it: it answers every request
+    /// `NotLeader` from now on, and its raft stops.
+    pub async fn retire(&self) {
+        self.leadership.retire();
+        self.shutdown().await;
+    }
+
+    /// Deletes everything of `group` in `store`: its raft log, vote and state machine (a
+    /// retired replica's data).
+    pub async fn erase(store: Arc<dyn MetaStore>, group: u32) -> Result<(), MnodeError> {
+        LogStore::open(store.clone(), group)?.erase().await?;
+        tokio::task::spawn_blocking(move || {
+            let start = group.to_be_bytes().to_vec();
+            let end = crate::store::prefix_end(&start);
+            loop {
+                let page = store.scan(&start, end.as_deref(), 4096)?;
+                if page.is_empty() {
+                    return Ok(());
+                }
+                let mut batch = crate::store::WriteBatch::default();
+                for (k, _) in page {
+                    batch.delete(k);
+                }
+                store.write(&batch, true)?;
+            }
+        })
+        .await
+        .map_err(|e| MnodeError::Raft(format!("erase task failed: {e}")))?
+    }
+
     fn coordinator(&self) -> Result<&Arc<dyn CoordinatorService>, MetaError> {
         self.coordinator
             .get()

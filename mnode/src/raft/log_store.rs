@@ -59,6 +59,16 @@ impl LogStore {
         })
     }
 
+    /// Deletes the group's log, vote and purge record (its replica left this node). Only
+    /// the journal needs this: a log kept in the store is in the group's key range, which
+    /// the caller deletes.
+    pub async fn erase(&self) -> Result<(), StoreError> {
+        match &self.place {
+            Place::Journal(j) => j.forget(self.group()).await,
+            Place::Store(_) => Ok(()),
+        }
+    }
+
     fn group(&self) -> u32 {
         self.keys.group
     }

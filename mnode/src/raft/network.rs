@@ -183,6 +183,10 @@ impl RaftPeers {
     pub fn register(&self, group: u32, raft: Raft) {
         self.groups.write().insert(group, raft);
     }
+
+    pub fn unregister(&self, group: u32) {
+        self.groups.write().remove(&group);
+    }
 }
 
 #[async_trait]

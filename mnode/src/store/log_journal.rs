@@ -107,6 +107,10 @@ enum Record {
         group: u32,
         vote: Bytes,
     },
+    /// The group's log, vote and purge record are gone (its replica left this node).
+    Forget {
+        group: u32,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -332,6 +336,8 @@ impl State {
     fn apply(groups: &mut BTreeMap<u32, GroupLog>, seg: &mut Segment, rec: Record) {
         match rec {
             Record::Checkpoint(states) => {
+                // A checkpoint lists every group there is: one it omits was forgotten.
+                groups.retain(|g, _| states.iter().any(|s| s.group == *g));
                 for s in states {
                     let g = groups.entry(s.group).or_default();
                     g.vote = s.vote;
@@ -361,6 +367,9 @@ impl State {
                 log_id,
             } => groups.entry(group).or_default().purge(upto, log_id),
             Record::Vote { group, vote } => groups.entry(group).or_default().vote = Some(vote),
+            Record::Forget { group } => {
+                groups.remove(&group);
+            }
         }
     }
 }
@@ -369,8 +378,7 @@ impl State {
 fn pins(groups: &BTreeMap<u32, GroupLog>, group: u32, last: u64) -> bool {
     groups
         .get(&group)
-        .and_then(GroupLog::purged_upto)
-        .is_none_or(|p| p < last)
+        .is_some_and(|g| g.purged_upto().is_none_or(|p| p < last))
 }
 
 /// Every group's state, as the first frame of a new segment.
@@ -695,6 +703,15 @@ impl LogJournal {
     pub async fn truncate(&self, group: u32, from: u64) -> Result<(), StoreError> {
         self.write(Record::Truncate { group, from })?;
         self.on_disk().await
+    }
+
+    /// Forgets `group` (its entries, vote and purge record), on disk; then drops the segments
+    /// only it needed.
+    pub async fn forget(&self, group: u32) -> Result<(), StoreError> {
+        self.write(Record::Forget { group })?;
+        self.on_disk().await?;
+        self.drop_purged();
+        Ok(())
     }
 
     /// Removes `group`'s entries up to index `upto` and records `log_id` as its last purge,
@@ -1067,6 +1084,47 @@ mod tests {
         assert_eq!(j.purged(1), None);
         assert_eq!(j.last_entry(1), Some(bytes(1, 6, "c")));
         assert!(!j.has_group(3));
+    }
+
+    /// A forgotten group is gone, across segment rolls and a reopen: no entry, vote or purge
+    /// record comes back from an older segment, and its segments are not kept for it.
+    #[tokio::test]
+    async fn a_forgotten_group_stays_gone_and_frees_its_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let pad = "p".repeat(2000);
+        {
+            let j = LogJournal::open_with(dir.path(), 64 << 10, Durability::Disk).unwrap();
+            for i in 1..=40 {
+                j.append(7, entries(7, i..=i, &pad)).await.unwrap();
+            }
+            j.save_vote(7, Bytes::from_static(b"vote-7")).await.unwrap();
+            j.purge(7, 3, Bytes::from_static(b"purged-7"))
+                .await
+                .unwrap();
+            j.append(1, entries(1, 1..=2, "a")).await.unwrap();
+            let before = j.segment_files();
+            assert!(before > 1, "group 7 filled more than one segment");
+            j.forget(7).await.unwrap();
+            assert!(!j.has_group(7));
+            // Group 1 writes on: the segments only group 7 needed are dropped.
+            for i in 3..=40 {
+                j.append(1, entries(1, i..=i, &pad)).await.unwrap();
+            }
+            j.purge(1, 39, Bytes::from_static(b"purged-1"))
+                .await
+                .unwrap();
+            assert!(
+                j.segment_files() < before,
+                "{} segments of {before} kept",
+                j.segment_files()
+            );
+        }
+        let j = LogJournal::open_with(dir.path(), 64 << 10, Durability::Disk).unwrap();
+        assert!(!j.has_group(7), "group 7 came back");
+        assert_eq!(j.vote(7), None);
+        assert_eq!(j.purged(7), None);
+        assert!(all(&j, 7).is_empty());
+        assert_eq!(all(&j, 1), expect(1, &[(40..=40, &pad)]));
     }
 
     /// Entries of many sizes (frames that end anywhere in a block, and span blocks), with a

@@ -141,8 +141,9 @@ impl RpcChannel {
 
 /// One lazily connected [`RpcChannel`] per address, shared by everything a process sends
 /// there (every group's raft traffic and calls to one peer share one HTTP/2 connection).
-#[derive(Debug, Default)]
-pub struct ChannelPool(std::sync::Mutex<std::collections::BTreeMap<String, RpcChannel>>);
+/// Clones share the channels.
+#[derive(Clone, Debug, Default)]
+pub struct ChannelPool(Arc<std::sync::Mutex<std::collections::BTreeMap<String, RpcChannel>>>);
 
 impl ChannelPool {
     /// A pool holding `channel` already.

@@ -38,7 +38,7 @@ pub use client::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
     RpcChannel,
 };
-pub use server::RpcServer;
+pub use server::{RpcServer, ServedGroups};
 pub use wire::{WireError, WIRE_VERSION};
 
 /// The request header naming the caller's [`WIRE_VERSION`]: a node refuses a caller of

@@ -32,8 +32,42 @@ pub struct RpcServer {
     handler: Arc<Handler>,
 }
 
+/// The groups a process serves, by group id; shared, so replicas can come and go while it
+/// serves (a node taking or giving up a replica of a group).
+#[derive(Clone, Default)]
+pub struct ServedGroups(Arc<std::sync::RwLock<BTreeMap<u32, Arc<dyn MetaService>>>>);
+
+impl ServedGroups {
+    pub fn get(&self, group: u32) -> Option<Arc<dyn MetaService>> {
+        self.0
+            .read()
+            .expect("served groups lock")
+            .get(&group)
+            .cloned()
+    }
+
+    pub fn insert(&self, group: u32, service: Arc<dyn MetaService>) {
+        self.0
+            .write()
+            .expect("served groups lock")
+            .insert(group, service);
+    }
+
+    pub fn remove(&self, group: u32) {
+        self.0.write().expect("served groups lock").remove(&group);
+    }
+}
+
+impl From<BTreeMap<u32, Arc<dyn MetaService>>> for ServedGroups {
+    fn from(groups: BTreeMap<u32, Arc<dyn MetaService>>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(groups)))
+    }
+}
+
 struct Handler {
-    groups: BTreeMap<u32, Arc<dyn MetaService>>,
+    groups: ServedGroups,
+    /// Takes the requests addressed to the node itself ([`crate::MetaRequest::is_node_call`]).
+    node: Option<Arc<dyn MetaService>>,
     coordinator: Arc<dyn CoordinatorService>,
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
@@ -43,13 +77,14 @@ struct Handler {
 impl RpcServer {
     /// Serves `groups` (by group id), `coordinator` and `map`.
     pub fn new(
-        groups: BTreeMap<u32, Arc<dyn MetaService>>,
+        groups: impl Into<ServedGroups>,
         coordinator: Arc<dyn CoordinatorService>,
         map: ClusterMap,
     ) -> Self {
         Self {
             handler: Arc::new(Handler {
-                groups,
+                groups: groups.into(),
+                node: None,
                 coordinator,
                 map,
                 chunks: None,
@@ -62,6 +97,17 @@ impl RpcServer {
     pub fn with_chunks(self, chunks: Arc<dyn ChunkService>) -> Self {
         let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
         handler.chunks = Some(chunks);
+        Self {
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Also takes the requests addressed to the node rather than a group
+    /// ([`crate::MetaRequest::HostReplica`], [`crate::MetaRequest::DropReplica`]); without it they are
+    /// refused.
+    pub fn with_node(self, node: Arc<dyn MetaService>) -> Self {
+        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
+        handler.node = Some(node);
         Self {
             handler: Arc::new(handler),
         }
@@ -208,7 +254,12 @@ impl Saker for Handler {
                 call.req.op_name()
             )));
         }
-        let reply = match self.groups.get(&call.group) {
+        let service = if call.req.is_node_call() {
+            self.node.clone()
+        } else {
+            self.groups.get(call.group)
+        };
+        let reply = match service {
             Some(group) => {
                 let group = group.clone();
                 detached(async move {
@@ -220,12 +271,10 @@ impl Saker for Handler {
                 })
                 .await?
             }
+            // Executed nothing: the caller tries the group's other replicas.
             None => MetaReply {
                 routing_version: 0,
-                result: Err(MetaError::Unavailable(format!(
-                    "group {} is not served at this address",
-                    call.group
-                ))),
+                result: Err(MetaError::NotLeader { leader: None }),
             },
         };
         Ok(frame(encode(&reply)))

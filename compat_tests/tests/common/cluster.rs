@@ -1,0 +1,388 @@
+//! A replicated cluster of `saker server` nodes on loopback for the tests: three nodes, each
+//! with a replica of every MNode group (replication 3), a coordinator replica, a chunkstore
+//! (every chunk on all three) and an S3 gateway; a fourth, empty node can join. A [`Writer`]
+//! PUTs through one gateway and keeps a ledger of what was acknowledged.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
+use aws_sdk_s3::Client;
+use saker_rpc::{ClientTag, MetaRequest, MetaService, ReplicaStatus, RpcChannel};
+
+use super::*;
+
+pub const GROUPS: u32 = 3;
+
+pub struct Node {
+    pub child: Option<Child>,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+    pub s3: String,
+    pub admin: String,
+}
+
+/// Three nodes, by index 0..3 (node ids 1..=3).
+pub struct Nodes {
+    pub dir: tempfile::TempDir,
+    pub rpc: Vec<String>,
+    pub nodes: Vec<Node>,
+    pub extra_args: Vec<String>,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl Nodes {
+    pub fn start(extra_args: &[&str]) -> Nodes {
+        let dir = tempfile::Builder::new()
+            .prefix("saker-replicated-")
+            .tempdir()
+            .unwrap();
+        let rpc: Vec<String> = free_ports(3)
+            .into_iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let credential = dir.path().join("cluster-credential.json");
+        create_credential(&credential);
+        install_credential(&credential);
+        let nodes_list = rpc
+            .iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for (i, addr) in rpc.iter().enumerate() {
+            let text = format!(
+                "roles = [\"gateway\", \"mnode\", \"coordinator\", \"chunkstore\"]\n\
+                 node = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
+                 s3_addr = \"127.0.0.1:0\"\nadmin_addr = \"127.0.0.1:0\"\n\n[cluster]\n\
+                 credential = \"{}\"\nnodes = [{nodes_list}]\ngroups = {GROUPS}\n\
+                 replication = 3\nchunkstores = [{nodes_list}]\n",
+                i + 1,
+                dir.path().join(format!("node{}", i + 1)).display(),
+                credential.display(),
+            );
+            std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
+        }
+        let mut n = Nodes {
+            dir,
+            rpc,
+            nodes: Vec::new(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        // All at once, as an operator starts a cluster: a fresh node asks its peers whether
+        // they know it before it decides on its raft id.
+        let children: Vec<Child> = (0..3).map(|i| n.launch(i)).collect();
+        for child in children {
+            let node = ready(child);
+            n.nodes.push(node);
+        }
+        n
+    }
+
+    /// Starts node 4, beyond `[cluster] nodes`: an empty node (no chunkstore) for
+    /// `saker admin node add`.
+    pub fn start_fourth(&mut self) {
+        assert_eq!(self.nodes.len(), 3, "three nodes run");
+        let addr = format!("127.0.0.1:{}", free_ports(1)[0]);
+        let text = std::fs::read_to_string(self.config(0))
+            .unwrap()
+            .replace("node = 1\n", "node = 4\n")
+            .replace(
+                &format!("rpc_addr = \"{}\"", self.rpc[0]),
+                &format!("rpc_addr = \"{addr}\""),
+            )
+            .replace("node1", "node4")
+            .replace(", \"chunkstore\"]", "]");
+        std::fs::write(self.config(3), text).unwrap();
+        self.rpc.push(addr);
+        let node = self.spawn(3);
+        self.nodes.push(node);
+    }
+
+    pub fn spawn(&self, i: usize) -> Node {
+        ready(self.launch(i))
+    }
+
+    pub fn launch(&self, i: usize) -> Child {
+        Command::new(saker_bin())
+            .args(["server", "--config"])
+            .arg(self.config(i))
+            .args(&self.extra_args)
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the saker binary")
+    }
+
+    pub fn config(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node{}.toml", i + 1))
+    }
+
+    /// SIGKILL: no shutdown path runs.
+    pub fn kill(&mut self, i: usize) {
+        let mut c = self.nodes[i].child.take().expect("running");
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    /// Deletes a stopped node's data directory (a lost disk).
+    pub fn wipe(&mut self, i: usize) {
+        assert!(self.nodes[i].child.is_none(), "node {} runs", i + 1);
+        std::fs::remove_dir_all(self.dir.path().join(format!("node{}", i + 1))).unwrap();
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].child.is_none(), "node {} runs", i + 1);
+        self.nodes[i] = self.spawn(i);
+    }
+
+    pub fn client(&self, i: usize, retry: bool) -> Client {
+        self.client_as(i, retry, ROOT_AK, ROOT_SK)
+    }
+
+    pub fn client_as(&self, i: usize, retry: bool, ak: &str, sk: &str) -> Client {
+        let mut b = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(ak, sk, None, None, "saker-rep"))
+            .endpoint_url(&self.nodes[i].s3)
+            .force_path_style(true)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
+        if !retry {
+            b = b.retry_config(RetryConfig::disabled());
+        }
+        Client::from_conf(b.build())
+    }
+
+    /// Runs `saker admin ARGS` against node `i`'s admin listener; panics unless it succeeds.
+    pub fn admin(&self, i: usize, args: &[&str]) -> String {
+        let out = Command::new(saker_bin())
+            .arg("admin")
+            .args(args)
+            .args(["--admin-endpoint", &self.nodes[i].admin])
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run saker admin");
+        assert!(
+            out.status.success(),
+            "saker admin {args:?} at node {}: {}\nlogs:\n{}",
+            i + 1,
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The node whose replica of `g` serves (asked directly, replica by replica: a follower
+    /// answers not-leader), waiting out an election.
+    pub async fn leader(&self, g: u32) -> usize {
+        eventually(&format!("a leader of group {g}"), || async move {
+            for (i, addr) in self.rpc.iter().enumerate() {
+                if self.nodes[i].child.is_none() {
+                    continue;
+                }
+                let Ok(ch) = RpcChannel::connect(addr).await else {
+                    continue;
+                };
+                let tag = ClientTag { client: 0, seq: 0 };
+                if ch.meta(g).call(tag, MetaRequest::Exceptions).await.is_ok() {
+                    return Ok(i);
+                }
+            }
+            Err("no replica serves")
+        })
+        .await
+    }
+
+    /// The raft state of node `i`'s replica of group `g`.
+    pub async fn replica(&self, i: usize, g: u32) -> Result<ReplicaStatus, String> {
+        let ch = RpcChannel::connect(&self.rpc[i])
+            .await
+            .map_err(|e| e.to_string())?;
+        saker_rpc::raft_status(&ch.meta(g), Duration::from_secs(5))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits until every group's leader counts three voters, none of them `stale` (a raft id
+    /// whose data is gone).
+    pub async fn wait_voters(&self, stale: &[u64]) {
+        for g in 1..=GROUPS {
+            let what = format!("three voters in group {g}; logs:\n{}", self.logs());
+            eventually(&what, || async move {
+                let leader = self.leader(g).await;
+                let s = self.replica(leader, g).await?;
+                let ids: Vec<u64> = s.voters.iter().map(|(id, _)| *id).collect();
+                if ids.len() == 3 && !ids.iter().any(|id| stale.contains(id)) {
+                    Ok(())
+                } else {
+                    Err(format!("voters {ids:?}"))
+                }
+            })
+            .await;
+        }
+    }
+
+    /// A node's /metrics sample `name{labels}`, summed over matching lines.
+    pub async fn metric(&self, i: usize, name_and_labels: &str) -> f64 {
+        let text = metrics_text(&self.nodes[i].admin).await;
+        text.lines()
+            .filter(|l| l.starts_with(name_and_labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    pub fn stderr(&self, i: usize) -> String {
+        self.nodes[i].stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn logs(&self) -> String {
+        (0..self.nodes.len())
+            .map(|i| format!("--- node {}:\n{}\n", i + 1, self.stderr(i)))
+            .collect()
+    }
+}
+
+/// Waits until a launched node is ready.
+pub fn ready(mut child: Child) -> Node {
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let found = wait_ready(
+        &mut child,
+        &stderr,
+        &[
+            ("data dir:", Want::Text),
+            ("S3 endpoint:", Want::Url),
+            ("admin:", Want::Url),
+        ],
+    );
+    Node {
+        child: Some(child),
+        stderr,
+        s3: found[1].clone(),
+        admin: found[2].clone(),
+    }
+}
+
+/// What a writer's PUTs left: the acknowledged objects, and when each attempt ended and
+/// whether it succeeded.
+pub type Ledger = (BTreeMap<String, Vec<u8>>, Vec<(Instant, bool)>);
+
+/// PUTs small objects through one gateway until stopped.
+pub struct Writer {
+    pub stop: Arc<AtomicBool>,
+    pub task: tokio::task::JoinHandle<Ledger>,
+}
+
+impl Writer {
+    /// Counts each acknowledgement in `acks` as it comes.
+    pub fn start(client: Client, bucket: &str, acks: Progress) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (bucket, flag) = (bucket.to_string(), stop.clone());
+        let task = tokio::spawn(async move {
+            let mut acked = BTreeMap::new();
+            let mut attempts = Vec::new();
+            let mut n = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                n += 1;
+                let key = format!("w/d{}/obj-{n:05}", n % 5);
+                let data = random_bytes(200 + (n as usize % 700));
+                let r = client
+                    .put_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .body(body(&data))
+                    .send()
+                    .await;
+                attempts.push((Instant::now(), r.is_ok()));
+                match r {
+                    Ok(_) => {
+                        acked.insert(key, data);
+                        acks.lock().unwrap().0 += 1;
+                    }
+                    Err(e) => {
+                        acks.lock().unwrap().1 =
+                            format!("{key}: {:?}", aws_sdk_s3::error::DisplayErrorContext(&e));
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }
+            (acked, attempts)
+        });
+        Writer { stop, task }
+    }
+
+    pub async fn finish(self) -> Ledger {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.unwrap()
+    }
+}
+
+/// A writer's acknowledgements so far and its last error.
+pub type Progress = Arc<Mutex<(usize, String)>>;
+
+/// Waits until the writer's ledger grows by `n` acknowledged writes after `since`.
+pub async fn writes_resume(nodes: &Nodes, acks: &Progress, since: usize, n: usize) {
+    let ok = poll_until(Duration::from_secs(60), || async {
+        acks.lock().unwrap().0 >= since + n
+    })
+    .await;
+    if !ok {
+        let logs = nodes.logs();
+        let last = acks.lock().unwrap().1.clone();
+        panic!("writes did not resume within 60 s (at {since} acks; last error {last})\n{logs}");
+    }
+}
+
+/// The longest stretch without a successful write between `from` and `to`.
+pub fn longest_gap(attempts: &[(Instant, bool)], from: Instant, to: Instant) -> Duration {
+    let mut last_ok = from;
+    let mut gap = Duration::ZERO;
+    for (t, ok) in attempts {
+        if *t < from || *t > to || !ok {
+            continue;
+        }
+        gap = gap.max(t.duration_since(last_ok));
+        last_ok = *t;
+    }
+    gap
+}
+
+/// Every acknowledged object reads back with its bytes and is listed, through node `i`.
+pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<String, Vec<u8>>) {
+    let c = nodes.client(i, true);
+    for (key, data) in acked {
+        assert_eq!(
+            &get_bytes(&c, bucket, key).await,
+            data,
+            "{key} through node {}",
+            i + 1
+        );
+    }
+    let listed = list_all(&c, bucket, None).await;
+    for key in acked.keys() {
+        assert!(
+            listed.contains(key),
+            "{key} not listed through node {}",
+            i + 1
+        );
+    }
+}

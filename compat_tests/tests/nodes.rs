@@ -1,0 +1,140 @@
+//! Growing and shrinking a replicated cluster under write load: a fourth node joins and takes
+//! its share of the group replicas (`saker admin node add`), then every replica of node 1
+//! moves away (`saker admin node remove 1`) and node 1 is stopped. No acknowledged write is
+//! lost, writes go on throughout, and the moved replicas survive a restart of their node.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use common::cluster::*;
+use common::*;
+
+/// The `moves` of a `saker admin node add|remove` report: (group, from raft id, to address).
+fn moves(report: &str) -> Vec<(u64, u64, String)> {
+    let v: serde_json::Value = serde_json::from_str(report.trim()).expect("a JSON report");
+    v["moves"]
+        .as_array()
+        .expect("moves")
+        .iter()
+        .map(|m| {
+            (
+                m["group"].as_u64().unwrap(),
+                m["from_id"].as_u64().unwrap(),
+                m["to"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every group's voters (raft id, address), as its leader reports them.
+async fn voters(nodes: &Nodes) -> Vec<Vec<(u64, String)>> {
+    let mut all = Vec::new();
+    for g in 1..=GROUPS {
+        let what = format!("group {g}'s membership");
+        let s = eventually(&what, || async move {
+            let leader = nodes.leader(g).await;
+            nodes.replica(leader, g).await
+        })
+        .await;
+        all.push(s.voters);
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
+    let mut nodes = Nodes::start(&[]);
+    nodes.wait_voters(&[]).await;
+    let bucket = "grow";
+    let setup = nodes.client(1, true);
+    eventually("create the bucket", || {
+        setup.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    let acks: Progress = Arc::new(Mutex::new((0, String::new())));
+    let writer = Writer::start(nodes.client(1, false), bucket, acks.clone());
+    writes_resume(&nodes, &acks, 0, 20).await;
+
+    // Node 4 joins: 9 replicas over 4 nodes, so it takes 2, from nodes that had 3.
+    nodes.start_fourth();
+    let node4 = nodes.rpc[3].clone();
+    let added = moves(&nodes.admin(1, &["node", "add", &node4]));
+    assert_eq!(added.len(), 2, "moves {added:?}");
+    assert!(added.iter().all(|(_, _, to)| *to == node4), "{added:?}");
+    let groups = voters(&nodes).await;
+    for (g, v) in groups.iter().enumerate() {
+        assert_eq!(v.len(), 3, "group {}: {v:?}", g + 1);
+    }
+    let on4 = groups
+        .iter()
+        .filter(|v| v.iter().any(|(_, a)| *a == node4))
+        .count();
+    assert_eq!(on4, 2, "node 4 votes in two groups: {groups:?}");
+    let since = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, since, 20).await;
+
+    // Node 1 leaves: each of its replicas moves to the node that lacks that group.
+    let hosted1 = groups
+        .iter()
+        .filter(|v| v.iter().any(|(id, _)| *id == 1))
+        .count();
+    let removed = moves(&nodes.admin(1, &["node", "remove", "1"]));
+    assert_eq!(removed.len(), hosted1, "moves {removed:?}");
+    assert!(removed.iter().all(|(_, from, _)| *from == 1), "{removed:?}");
+    let groups = voters(&nodes).await;
+    for (g, v) in groups.iter().enumerate() {
+        let ids: BTreeSet<u64> = v.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids.len(), 3, "group {}: {v:?}", g + 1);
+        assert!(!ids.contains(&1), "group {} still has node 1: {v:?}", g + 1);
+    }
+    // Node 1 gave its replicas up: it hosts none, and answers for none.
+    let recorded = std::fs::read_to_string(nodes.dir.path().join("node1/groups.json")).unwrap();
+    let recorded: serde_json::Value = serde_json::from_str(&recorded).unwrap();
+    assert_eq!(recorded, serde_json::json!({}), "node 1's groups.json");
+    for g in 1..=GROUPS {
+        let s = nodes.replica(0, g).await;
+        assert!(
+            s.is_err(),
+            "node 1 still reports a replica of group {g}: {s:?}"
+        );
+    }
+    nodes.kill(0);
+    let since = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, since, 20).await;
+
+    // Node 4 restarts with the replicas it took.
+    nodes.kill(3);
+    nodes.restart(3);
+    for g in 1..=GROUPS {
+        let on4 = groups[g as usize - 1].iter().any(|(_, a)| *a == node4);
+        if !on4 {
+            continue;
+        }
+        let what = format!("node 4's replica of group {g} votes again");
+        let nodes = &nodes;
+        eventually(&what, || async move {
+            let s = nodes.replica(3, g).await?;
+            let leader = nodes.leader(g).await;
+            let l = nodes.replica(leader, g).await?;
+            let caught_up = l
+                .matched
+                .iter()
+                .any(|(id, m)| *id == s.node_id && *m >= l.applied);
+            if caught_up {
+                Ok(())
+            } else {
+                Err(format!("leader {l:?}, node 4 {s:?}"))
+            }
+        })
+        .await;
+    }
+    let since = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, since, 20).await;
+    let (acked, _) = writer.finish().await;
+    assert!(acked.len() >= 80, "{} writes acknowledged", acked.len());
+    for i in [1, 2, 3] {
+        verify(&nodes, i, bucket, &acked).await;
+    }
+}
