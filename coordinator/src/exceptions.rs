@@ -124,6 +124,11 @@ impl ExceptionStore {
         self.current.lock().table.clone()
     }
 
+    /// Every record of the coordinator's state (this table's and the journals'), for a backup.
+    pub(crate) async fn all_records(&self) -> Result<Vec<(String, Vec<u8>)>, JournalError> {
+        self.state.scan("").await
+    }
+
     pub(crate) fn pending(&self) -> Option<(String, ExceptionTable)> {
         let s = self.current.lock();
         s.migrating.clone().map(|n| (n, s.table.clone()))
@@ -139,6 +144,11 @@ impl ExceptionStore {
 }
 
 impl NamespaceCoordinator {
+    /// Every record of this coordinator's state (exception table, journals), for a backup.
+    pub async fn records(&self) -> Result<Vec<(String, Vec<u8>)>, JournalError> {
+        self.exceptions.all_records().await
+    }
+
     /// The exception table as the coordinator knows it.
     pub fn exceptions(&self) -> ExceptionTable {
         self.exceptions.table()

@@ -697,6 +697,14 @@ pub enum MetaRequest {
     CoordScan {
         prefix: String,
     },
+    /// At the leader: a backup of the group's state machine, as it stands with no batch in
+    /// flight, read piece by piece (`BackupPiece`). `id` 0 makes a new one (its first piece
+    /// comes back with its id); then up to `len` bytes from `offset` of backup `id`.
+    Backup {
+        id: u64,
+        offset: u64,
+        len: u32,
+    },
 }
 
 /// setxattr(2)'s flags: whether the name must (not) exist already.
@@ -723,6 +731,7 @@ impl MetaRequest {
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
                 | MetaRequest::GetUpload { .. }
+                | MetaRequest::Backup { .. }
                 | MetaRequest::GcDue { .. }
                 | MetaRequest::ChunkRefs
                 | MetaRequest::LookupDentry { .. }
@@ -945,6 +954,7 @@ impl MetaRequest {
             | MetaRequest::LeaveGroup { .. }
             | MetaRequest::HostReplica { .. }
             | MetaRequest::DropReplica { .. }
+            | MetaRequest::Backup { .. }
             | MetaRequest::PurgeDirs { .. } => None,
         }
     }
@@ -1023,6 +1033,7 @@ impl MetaRequest {
             MetaRequest::LeaveGroup { .. } => "leave_group",
             MetaRequest::HostReplica { .. } => "host_replica",
             MetaRequest::DropReplica { .. } => "drop_replica",
+            MetaRequest::Backup { .. } => "backup",
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
         }
@@ -1073,6 +1084,12 @@ pub enum MetaResponse {
     Replica(ReplicaStatus),
     /// Coordinator records: key and value.
     Records(Vec<(String, Vec<u8>)>),
+    /// Bytes of backup `id` (`size` bytes in all) from the offset asked for.
+    BackupPiece {
+        id: u64,
+        size: u64,
+        data: Vec<u8>,
+    },
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

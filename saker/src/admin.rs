@@ -48,6 +48,9 @@ pub enum AdminCommand {
     /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
     /// what it found and did.
     Repair,
+    /// Write a backup of the metadata (every MNode group and the coordinator's records) into
+    /// DIR, for `saker server --restore DIR`. File data (chunks) is not in it.
+    Backup { dir: std::path::PathBuf },
     /// Grow or shrink a replicated cluster: move group replicas onto a node or off it.
     Node {
         #[command(subcommand)]
@@ -207,6 +210,14 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/balance", post(run_balance))
         .route("/admin/repair", post(run_repair))
         .route("/admin/nodes/add", post(add_node))
+        .route(
+            "/admin/backup/groups/{group}",
+            get(crate::backup::group_backup),
+        )
+        .route(
+            "/admin/backup/coordinator",
+            get(crate::backup::coordinator_backup),
+        )
         .route("/admin/nodes/remove", post(remove_node))
         .route("/admin/scrub", post(run_scrub))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
@@ -352,7 +363,7 @@ async fn change_nodes(st: AdminState, path: &str, headers: HeaderMap, body: Byte
     }
 }
 
-fn no_coordinator() -> Response {
+pub(crate) fn no_coordinator() -> Response {
     (
         StatusCode::NOT_FOUND,
         "the coordinator is not active in this process (in a replicated cluster: ask the \
@@ -489,7 +500,7 @@ fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
     out
 }
 
-fn authorized(
+pub(crate) fn authorized(
     state: &AdminState,
     method: &Method,
     path: &str,
@@ -524,7 +535,7 @@ fn authorized(
         && state.nonces.first_use(nonce, date)
 }
 
-fn deny() -> Response {
+pub(crate) fn deny() -> Response {
     (
         StatusCode::FORBIDDEN,
         "admin requests must be signed with the root key\n",
@@ -609,7 +620,13 @@ fn root_from_env() -> anyhow::Result<(String, String)> {
     Ok((ak, sk))
 }
 
-async fn send(endpoint: &str, method: Method, path: &str, body: Vec<u8>) -> anyhow::Result<String> {
+/// Sends a signed admin request; the response, if it succeeded.
+pub(crate) async fn request(
+    endpoint: &str,
+    method: Method,
+    path: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<reqwest::Response> {
     let (ak, sk) = root_from_env()?;
     let url = format!("{}{}", endpoint.trim_end_matches('/'), path);
     let parsed =
@@ -643,11 +660,22 @@ async fn send(endpoint: &str, method: Method, path: &str, body: Vec<u8>) -> anyh
         .await
         .with_context(|| format!("cannot reach the admin endpoint {endpoint}"))?;
     let status = resp.status();
-    let text = resp.text().await.unwrap_or_default();
     if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
         bail!("{}: {}", status, text.trim());
     }
-    Ok(text)
+    Ok(resp)
+}
+
+/// Sends a signed admin request; the response's text, if it succeeded.
+pub(crate) async fn send(
+    endpoint: &str,
+    method: Method,
+    path: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<String> {
+    let resp = request(endpoint, method, path, body).await?;
+    Ok(resp.text().await.unwrap_or_default())
 }
 
 pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()> {
@@ -679,6 +707,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             println!("{}", text.trim());
             return Ok(());
         }
+        AdminCommand::Backup { dir } => return crate::backup::run_client(endpoint, &dir).await,
         AdminCommand::Node { command } => {
             let (path, req) = match command {
                 NodeCommand::Add { rpc_addr } => (

@@ -3,6 +3,7 @@
 
 mod admin;
 mod admin_auth;
+mod backup;
 mod bench;
 mod cluster_credential;
 mod coordinator_host;
@@ -46,7 +47,7 @@ struct Cli {
 enum Command {
     /// Run the server: gateway, MNode, coordinator and chunkstore in one process, or the roles
     /// a --config file names.
-    Server(server::ServerArgs),
+    Server(Box<server::ServerArgs>),
     /// Mount a running cluster's namespace as a FUSE file system (until SIGINT/SIGTERM).
     Mount(mount::MountArgs),
     /// Administer a running server.
@@ -123,7 +124,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Server(args) => server::run(args).await,
+            Command::Server(args) => server::run(*args).await,
             Command::Mount(args) => mount::run(args).await,
             Command::Admin {
                 admin_endpoint,

@@ -70,6 +70,14 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             let placed = placed.iter().map(|g| (*g, addrs(g))).collect();
             hosted_groups(&cfg.data_dir, node_id, &placement, placed, &channels).await?
         };
+        if let Some(dir) = &args.restore {
+            let hosted: Vec<u32> = hosted.keys().copied().collect();
+            let install = crate::backup::created_here(&hosted, &placement, node_id);
+            let state_dir = cfg.has(Role::Coordinator).then_some(cfg.data_dir.as_path());
+            // A replicated cluster's coordinator keeps its records in group 1.
+            let state_dir = state_dir.filter(|_| cfg.cluster.nodes.is_empty());
+            crate::backup::restore(dir, &store, &map.groups, &install, state_dir)?;
+        }
         let mut template = args.mnode_config(0);
         template.router = router.clone();
         template.node_id = node_id;

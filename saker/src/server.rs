@@ -142,6 +142,11 @@ pub struct ServerArgs {
     /// --mnodes; the tuning flags still apply.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Start from the metadata backup in DIR (`saker admin backup DIR`) on an empty data
+    /// directory (its chunks, if any, copied or kept in place). A replicated cluster's nodes
+    /// are all started with it; each restores the groups it creates.
+    #[arg(long, value_name = "DIR")]
+    pub restore: Option<PathBuf>,
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
@@ -171,6 +176,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     )?;
     let mnodes = recorded.mnodes;
     let store = open_store(&args.data_dir, args.store, args.durability)?;
+    if let Some(dir) = &args.restore {
+        let groups: Vec<u32> = (1..=mnodes).collect();
+        crate::backup::restore(dir, &store, &groups, &groups, Some(&args.data_dir))?;
+    }
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
         DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
     );

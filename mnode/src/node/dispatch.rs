@@ -168,6 +168,7 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
+            MetaRequest::Backup { id, offset, len } => self.backup(id, offset, len).await,
             MetaRequest::LeaveGroup { id } => {
                 crate::membership::leave(&self.raft, &self.membership, id)
                     .await

@@ -3,6 +3,7 @@
 //! This module holds the group's settings, its state and its start; the child modules hold
 //! what it does (dispatch, serving, routing, controls, leadership, parent updates, status).
 
+mod backup;
 mod controls;
 mod dispatch;
 mod leader;
@@ -146,6 +147,10 @@ pub struct Mnode {
     leadership: Arc<Leadership>,
     /// Held while the group's membership changes.
     membership: tokio::sync::Mutex<()>,
+    /// Backups being read (`saker admin backup`).
+    backups: backup::Backups,
+    /// Where snapshot and backup files are made.
+    snapshot_dir: PathBuf,
 }
 
 fn untagged() -> ClientTag {
@@ -261,6 +266,8 @@ impl Mnode {
             tickets: Arc::default(),
             leadership,
             membership: tokio::sync::Mutex::new(()),
+            backups: Default::default(),
+            snapshot_dir: cfg.snapshot_dir.clone(),
         });
         if replicated {
             if let Some(pool) = &cfg.pool {

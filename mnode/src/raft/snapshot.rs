@@ -229,6 +229,45 @@ pub fn install(
     Ok(pairs)
 }
 
+/// Installs backup `file` (written by [`write`]) as group `keys.group`'s state in `store`: its
+/// tables as backed up, without their raft history (no applied entry, no membership), so the
+/// group is created afresh around them. Refused unless `store` holds no state of the group.
+pub fn restore(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64, SnapshotError> {
+    use crate::keys::SM_META;
+    use crate::records::{decode, encode, SmMeta};
+    let existing = SmMeta::load(store, keys)?;
+    if existing.last_applied.is_some() || existing.id_high_water != 0 {
+        return Err(SnapshotError::Damaged(format!(
+            "group {} has state here already: restore into an empty data directory",
+            keys.group
+        )));
+    }
+    let meta_key = keys.single(SM_META);
+    let mut high_water = 0;
+    let mut bad_meta = None;
+    let pairs = install(store, keys, file, |k, v| {
+        if k != meta_key.as_slice() {
+            return true;
+        }
+        match decode::<SmMeta>(v) {
+            Ok(m) => high_water = m.id_high_water,
+            Err(e) => bad_meta = Some(e.to_string()),
+        }
+        false
+    })?;
+    if let Some(e) = bad_meta {
+        return Err(SnapshotError::Damaged(format!("state record: {e}")));
+    }
+    let fresh = SmMeta {
+        id_high_water: high_water,
+        ..SmMeta::default()
+    };
+    let mut batch = WriteBatch::default();
+    batch.put(meta_key, encode(&fresh));
+    store.write(&batch, true)?;
+    Ok(pairs)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
