@@ -371,3 +371,61 @@ async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes(
         "no request after the refresh was forwarded"
     );
 }
+
+/// `--access-log FILE`: one JSON line per S3 request, with the key, operation, bucket, key,
+/// status, bytes, remote address and the request id the client got; no secret in it.
+#[tokio::test]
+async fn the_access_log_has_a_line_per_request_and_no_secret() {
+    use aws_sdk_s3::operation::RequestId;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let srv = Server::start(Opts::default().arg("--access-log", path.to_str().unwrap()));
+    let c = srv.client_no_retry();
+    let bucket = new_bucket(&c, "alog").await;
+    let data = random_bytes(1234);
+    let put = c
+        .put_object()
+        .bucket(&bucket)
+        .key("dir/a b.txt")
+        .body(body(&data))
+        .send()
+        .await
+        .unwrap();
+    let put_id = put.request_id().unwrap().to_string();
+    let got = get_bytes(&c, &bucket, "dir/a b.txt").await;
+    assert_eq!(got, data);
+    let missing = c.get_object().bucket(&bucket).key("nope").send().await;
+    assert!(missing.is_err());
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains(ROOT_SK),
+        "the secret key is in the access log"
+    );
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let of = |op: &str, key: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| l["operation"] == op && l["key"] == key)
+            .collect()
+    };
+    let puts = of("REST.PUT.OBJECT", "dir/a b.txt");
+    assert_eq!(puts.len(), 1, "{text}");
+    let p = puts[0];
+    assert_eq!(p["access_key"], ROOT_AK);
+    assert_eq!(p["bucket"], bucket.as_str());
+    assert_eq!(p["status"], 200);
+    assert_eq!(p["bytes_in"], 1234);
+    assert_eq!(p["request_id"], put_id.as_str());
+    assert!(p["remote"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let gets = of("REST.GET.OBJECT", "dir/a b.txt");
+    assert_eq!(gets.len(), 1, "{text}");
+    assert_eq!(gets[0]["bytes_out"], 1234);
+    let misses = of("REST.GET.OBJECT", "nope");
+    assert_eq!(misses.len(), 1, "{text}");
+    assert_eq!(misses[0]["status"], 404);
+    assert!(!of("REST.PUT.BUCKET", "").is_empty(), "{text}");
+}

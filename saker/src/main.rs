@@ -1,6 +1,7 @@
 //! `saker`: the one binary. `saker server` runs the roles, `saker admin …` talks to a running
 //! server's admin API, `saker bench …` measures a running endpoint.
 
+mod access_log;
 mod admin;
 mod admin_auth;
 mod backup;

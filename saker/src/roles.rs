@@ -248,9 +248,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         lines.push(format!("  S3 endpoint:  http://{}", listener.local_addr()?));
         lines.push(format!("  access key:   {}", keys.root().access_key));
         if env_root_key().is_none() {
-            lines.push(format!("  secret key:   {}", keys.root().secret_key));
+            let shown = crate::server::shown_secret(&keys.root().secret_key, &cfg.data_dir);
+            lines.push(format!("  secret key:   {shown}"));
         }
-        tokio::spawn(serve_s3(listener, s3));
+        tokio::spawn(serve_s3(listener, s3, args.access_log()?));
         let (scrub_age, interval) = args.gc();
         // Garbage collection runs once per cluster: with the active coordinator in a
         // replicated cluster (every node has a gateway), in the one gateway process otherwise.

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+
+use crate::access_log::AccessLog;
 use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
@@ -142,6 +144,10 @@ pub struct ServerArgs {
     /// --mnodes; the tuning flags still apply.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Write an S3 access log (a JSON line per request: time, access key, operation, bucket,
+    /// key, status, bytes, remote address, request id) to FILE, appending (`-`: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
     /// Start from the metadata backup in DIR (`saker admin backup DIR`) on an empty data
     /// directory (its chunks, if any, copied or kept in place). A replicated cluster's nodes
     /// are all started with it; each restores the groups it creates.
@@ -252,7 +258,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
     let rpc_addr = rpc_listener.local_addr()?;
 
-    tokio::spawn(serve_s3(s3_listener, s3));
+    tokio::spawn(serve_s3(s3_listener, s3, args.access_log()?));
     let sets = local
         .mnodes
         .iter()
@@ -323,7 +329,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if root_from_env {
         println!("  secret key:   (from SAKER_SECRET_KEY)");
     } else {
-        println!("  secret key:   {}", root.secret_key);
+        println!(
+            "  secret key:   {}",
+            shown_secret(&root.secret_key, &args.data_dir)
+        );
     }
     println!("  try: AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{s3_addr} s3 ls", root.access_key);
 
@@ -339,6 +348,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
 impl ServerArgs {
     /// The settings of an MNode group from the flags.
+    /// The access log `--access-log` names, opened.
+    pub(crate) fn access_log(&self) -> anyhow::Result<Option<Arc<AccessLog>>> {
+        self.access_log
+            .as_deref()
+            .map(|p| AccessLog::open(p).map(Arc::new))
+            .transpose()
+    }
+
     pub(crate) fn mnode_config(&self, group: u32) -> MnodeConfig {
         let mut cfg = MnodeConfig::new(group);
         cfg.gc_grace = self.gc_grace;
@@ -538,9 +555,27 @@ fn describe_group(group: Option<u32>) -> String {
     }
 }
 
-pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Service) {
+/// How a generated root secret is shown at start: itself on a terminal; in a log (stdout
+/// redirected) only where it is kept, `DATA_DIR/access-keys.json` (mode 0600).
+pub(crate) fn shown_secret(secret: &str, data_dir: &std::path::Path) -> String {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        secret.to_string()
+    } else {
+        format!(
+            "(not printed into a log: the root key's secret_key in {}, mode 0600)",
+            data_dir.join("access-keys.json").display()
+        )
+    }
+}
+
+pub(crate) async fn serve_s3(
+    listener: TcpListener,
+    service: s3s::service::S3Service,
+    log: Option<Arc<AccessLog>>,
+) {
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, remote) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -549,9 +584,26 @@ pub(crate) async fn serve_s3(listener: TcpListener, service: s3s::service::S3Ser
         };
         let _ = stream.set_nodelay(true);
         let svc = service.clone();
+        let log = log.clone();
         tokio::spawn(async move {
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), svc).await {
+            let io = TokioIo::new(stream);
+            let served = match log {
+                None => builder.serve_connection(io, svc).await,
+                Some(log) => {
+                    let logged = hyper::service::service_fn(move |req| {
+                        let (svc, log) = (svc.clone(), log.clone());
+                        async move {
+                            let pending = AccessLog::begin(&req, remote);
+                            let resp = hyper::service::Service::call(&svc, req).await?;
+                            log.end(pending, &resp);
+                            Ok::<_, s3s::HttpError>(resp)
+                        }
+                    });
+                    builder.serve_connection(io, logged).await
+                }
+            };
+            if let Err(e) = served {
                 tracing::debug!(error = %e, "S3 connection ended with an error");
             }
         });
