@@ -26,6 +26,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -55,6 +56,8 @@ pub struct DiskChunkStore {
     counters: Counters,
     volumes: Arc<Volumes>,
     small_max: u64,
+    /// A put found the disk full; cleared once it has room again.
+    full: std::sync::atomic::AtomicBool,
 }
 
 impl DiskChunkStore {
@@ -101,6 +104,7 @@ impl DiskChunkStore {
             counters: Counters::default(),
             volumes,
             small_max,
+            full: Default::default(),
         })
     }
 
@@ -161,12 +165,22 @@ impl ChunkStore for DiskChunkStore {
     async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         let path = self.chunk_path(id);
         let len = data.len() as u64;
-        let info = if len <= self.small_max {
+        let result = if len <= self.small_max {
             let volumes = self.volumes.clone();
-            blocking(move || volumes.put(id, &data)).await?
+            blocking(move || volumes.put(id, &data)).await
         } else {
-            blocking(move || write_chunk(&path, id, &data)).await?
+            blocking(move || write_chunk(&path, id, &data)).await
         };
+        let info = match result.map_err(ChunkError::classify) {
+            Err(ChunkError::Full(m)) => {
+                if !self.full.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(root = %self.root.display(), error = %m, "chunkstore disk full");
+                }
+                return Err(ChunkError::Full(format!("{}: {m}", self.root.display())));
+            }
+            other => other?,
+        };
+        self.full.store(false, Ordering::Relaxed);
         self.counters.put(len);
         tracing::debug!(chunk = %id, len, "chunk stored");
         Ok(info)
@@ -214,6 +228,22 @@ impl ChunkStore for DiskChunkStore {
     async fn sync_to_disk(&self) -> Result<(), ChunkError> {
         let volumes = self.volumes.clone();
         blocking(move || volumes.sync_to_disk()).await
+    }
+
+    fn full(&self) -> Option<String> {
+        if !self.full.load(Ordering::Relaxed) {
+            return None;
+        }
+        // Room again (a twentieth of the disk, at least 1 MiB): writes are taken again.
+        let (avail, total) = disk_space(&self.root).unwrap_or((0, 0));
+        if avail >= (total / 20).max(1 << 20) {
+            self.full.store(false, Ordering::Relaxed);
+            return None;
+        }
+        Some(format!(
+            "chunkstore {}: disk full ({avail} of {total} bytes free)",
+            self.root.display()
+        ))
     }
 
     fn stats(&self) -> ChunkStats {
@@ -448,4 +478,17 @@ fn list_older_than(root: &Path, older_than: SystemTime) -> Result<Vec<ChunkId>, 
     }
     ids.sort_unstable();
     Ok(ids)
+}
+
+/// Bytes available to this process and the size of the file system holding `path`.
+fn disk_space(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let frsize = st.f_frsize as u64;
+    Ok((st.f_bavail as u64 * frsize, st.f_blocks as u64 * frsize))
 }

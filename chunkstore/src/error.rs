@@ -20,6 +20,9 @@ pub enum ChunkError {
     /// Input that is not in a format we understand (an unknown on-disk version, a bad id string).
     #[error("bad format: {0}")]
     BadFormat(String),
+    /// The store's disk is full (ENOSPC or a quota): nothing was stored.
+    #[error("no space left on the chunkstore: {0}")]
+    Full(String),
     /// A remote chunkstore could not be reached, or answered out of protocol.
     #[error("chunkstore unavailable: {0}")]
     Unavailable(String),
@@ -30,6 +33,20 @@ impl ChunkError {
         ChunkError::Corrupt {
             id,
             detail: detail.into(),
+        }
+    }
+}
+
+impl ChunkError {
+    /// `Full` for an I/O error that says the disk or a quota is full; anything else as is.
+    pub fn classify(self) -> Self {
+        match self {
+            ChunkError::Io(e)
+                if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) =>
+            {
+                ChunkError::Full(e.to_string())
+            }
+            other => other,
         }
     }
 }

@@ -151,6 +151,7 @@ fn to_wire(e: ChunkError) -> ChunkWireError {
         ChunkError::Io(e) => ChunkWireError::Io(e.to_string()),
         ChunkError::BadFormat(s) => ChunkWireError::BadFormat(s),
         ChunkError::Unavailable(s) => ChunkWireError::Unavailable(s),
+        ChunkError::Full(s) => ChunkWireError::Full(s),
     }
 }
 
@@ -164,6 +165,7 @@ fn from_wire(e: ChunkWireError) -> ChunkError {
         },
         ChunkWireError::Io(s) => ChunkError::Io(std::io::Error::other(s)),
         ChunkWireError::BadFormat(s) => ChunkError::BadFormat(s),
+        ChunkWireError::Full(s) => ChunkError::Full(s),
         ChunkWireError::Unavailable(s) | ChunkWireError::Protocol(s) => ChunkError::Unavailable(s),
         ChunkWireError::Refused(s) => ChunkError::Unavailable(format!("refused: {s}")),
     }

@@ -204,15 +204,22 @@ impl ChunkStore for ReplicatedChunkStore {
         {
             return Err(ChunkError::AlreadyExists(id));
         }
+        let full = errors.iter().any(|e| matches!(e, ChunkError::Full(_)));
         let why = errors
             .into_iter()
             .find(|e| !matches!(e, ChunkError::AlreadyExists(_)))
             .map(|e| e.to_string())
             .unwrap_or_default();
-        Err(ChunkError::Unavailable(format!(
+        let why = format!(
             "chunk {id} written to {acked} of {} replicas, a majority is {}: {why}",
             self.replicas, self.quorum
-        )))
+        );
+        // A full disk is the caller's to hear of (507, ENOSPC), not a transient failure.
+        Err(if full {
+            ChunkError::Full(why)
+        } else {
+            ChunkError::Unavailable(why)
+        })
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
@@ -435,6 +442,13 @@ impl ChunkStore for ReplicatedChunkStore {
             }
         }
         Ok(report)
+    }
+
+    fn full(&self) -> Option<String> {
+        self.members
+            .iter()
+            .filter(|m| m.local)
+            .find_map(|m| m.store.full())
     }
 
     fn stats(&self) -> ChunkStats {

@@ -79,6 +79,11 @@ pub trait ChunkStore: Send + Sync + 'static {
 
     /// Totals for /metrics.
     fn stats(&self) -> ChunkStats;
+
+    /// Why this node's store takes no writes, if its disk is full (for `/health`).
+    fn full(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What one scrub pass found and did.

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::fuse::Mounted;
+use common::fuse::{errno, Mounted};
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -102,3 +102,22 @@ const ENOENT: i32 = libc::ENOENT;
 const EEXIST: i32 = libc::EEXIST;
 const EINVAL: i32 = libc::EINVAL;
 const ENOTEMPTY: i32 = libc::ENOTEMPTY;
+
+/// A write through the mount that does not fit on the chunkstore's disk fails with ENOSPC
+/// (not EIO), and the file system keeps serving what it holds.
+#[test]
+fn a_full_disk_is_enospc_through_the_mount() {
+    let mut m = Mounted::start(Opts::default());
+    let b = m.bucket("full");
+    std::fs::write(b.join("small"), b"fits").unwrap();
+    m.srv.kill();
+    let _tmpfs = Tmpfs::mount(&m.srv.data_dir().join("chunks"), "4m");
+    m.remount_after_kill();
+    let b = m.root.join("full");
+    let data = random_bytes(8 << 20);
+    let mut f = std::fs::File::create(b.join("big")).unwrap();
+    let wrote = std::io::Write::write_all(&mut f, &data).and_then(|()| f.sync_all());
+    assert_eq!(errno(wrote), libc::ENOSPC);
+    drop(f);
+    assert_eq!(std::fs::read(b.join("small")).unwrap(), b"fits");
+}

@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 
 /// The `<Code>` of an S3 XML error body.
@@ -208,4 +210,82 @@ async fn every_answer_has_a_request_id() {
         .expect("head bucket");
     let a = a.request_id().expect("request id on a success").to_string();
     assert_ne!(a, header);
+}
+
+/// A chunkstore whose disk fills up (a small tmpfs under DATA_DIR/chunks): a PUT that does
+/// not fit gets 507 InsufficientStorage and stores nothing, what was acknowledged reads
+/// back, `/health` says which store is full, and once objects are deleted and collected
+/// writes are taken again, without a restart.
+#[tokio::test]
+async fn a_full_chunkstore_answers_507_and_recovers_once_space_is_freed() {
+    let mut srv = Server::start(Opts::fast_gc());
+    srv.kill();
+    let chunks = srv.data_dir().join("chunks");
+    let _tmpfs = Tmpfs::mount(&chunks, "6m");
+    srv.restart();
+    let c = srv.client_no_retry();
+    let bucket = new_bucket(&c, "full").await;
+    let data = random_bytes(1 << 20);
+    let mut stored = Vec::new();
+    let refused = loop {
+        let key = format!("big-{}", stored.len());
+        let r = c
+            .put_object()
+            .bucket(&bucket)
+            .key(&key)
+            .body(body(&data))
+            .send()
+            .await;
+        match r {
+            Ok(_) => stored.push(key),
+            Err(e) => break failure(Err::<(), _>(e)),
+        }
+        assert!(stored.len() < 10, "a 6 MiB disk took {} MiB", stored.len());
+    };
+    assert_eq!(refused.status, 507, "{refused:?}");
+    assert_eq!(
+        refused.code.as_deref(),
+        Some("InsufficientStorage"),
+        "{refused:?}"
+    );
+    assert!(stored.len() >= 2, "only {} objects fit", stored.len());
+    let full_key = format!("big-{}", stored.len());
+    assert_status(
+        c.head_object().bucket(&bucket).key(&full_key).send().await,
+        404,
+    );
+    for key in &stored {
+        assert_eq!(get_bytes(&c, &bucket, key).await, data, "{key}");
+    }
+    let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
+    assert_eq!(health.status(), 503);
+    let why = health.text().await.unwrap();
+    assert!(why.contains("disk full"), "{why}");
+
+    // Deleted and collected: room again.
+    for key in &stored {
+        c.delete_object()
+            .bucket(&bucket)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+    let (c2, b2, d2) = (c.clone(), bucket.clone(), data.clone());
+    let ok = poll_until(Duration::from_secs(60), move || {
+        let (c, bucket, data) = (c2.clone(), b2.clone(), d2.clone());
+        async move {
+            let put = c
+                .put_object()
+                .bucket(&bucket)
+                .key("after")
+                .body(body(&data));
+            put.send().await.is_ok()
+        }
+    })
+    .await;
+    assert!(ok, "writes did not resume after the space was freed");
+    assert_eq!(get_bytes(&c, &bucket, "after").await, data);
+    let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
+    assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
 }

@@ -44,6 +44,9 @@ impl FuseError {
         match self {
             FuseError::Meta(e) => meta_errno(e),
             FuseError::Client(ClientError::Meta(e)) => meta_errno(e),
+            FuseError::Client(ClientError::Chunk(saker_chunkstore::ChunkError::Full(_))) => {
+                Errno::ENOSPC
+            }
             FuseError::Client(
                 ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_),
             ) => Errno::EIO,

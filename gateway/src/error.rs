@@ -56,6 +56,14 @@ pub fn meta(e: MetaError) -> S3Error {
 pub fn client(e: ClientError) -> S3Error {
     match e {
         ClientError::Meta(m) => meta(m),
+        ClientError::Chunk(saker_chunkstore::ChunkError::Full(m)) => {
+            tracing::warn!(error = %m, "object data not stored: disk full");
+            with_status(
+                S3ErrorCode::Custom("InsufficientStorage".into()),
+                format!("not enough space to store the object's data ({m}); nothing was stored"),
+                http::StatusCode::INSUFFICIENT_STORAGE,
+            )
+        }
         e @ (ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_)) => {
             tracing::error!(error = %e, "internal error");
             S3Error::new(S3ErrorCode::InternalError)

@@ -47,6 +47,9 @@ pub enum ChunkWireError {
     Io(String),
     #[error("bad format: {0}")]
     BadFormat(String),
+    /// The chunkstore's disk is full: nothing was stored.
+    #[error("no space left on the chunkstore: {0}")]
+    Full(String),
     /// The request did not reach the chunkstore, or its answer did not come back.
     #[error("chunkstore unavailable: {0}")]
     Unavailable(String),

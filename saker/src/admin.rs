@@ -199,7 +199,9 @@ pub fn router(state: AdminState) -> Router {
     Router::new()
         .route(
             "/health",
-            get(|State(st): State<AdminState>| async move { status::health(&st.groups).await }),
+            get(|State(st): State<AdminState>| async move {
+                status::health(&st.groups, Some(st.chunks.as_ref())).await
+            }),
         )
         .route("/metrics", get(metrics))
         .route("/admin/status", get(cluster_status))
@@ -388,9 +390,12 @@ pub fn health_router(
     Router::new()
         .route(
             "/health",
-            get(move || {
-                let groups = groups.clone();
-                async move { status::health(&groups).await }
+            get({
+                let chunks = chunks.clone();
+                move || {
+                    let (groups, chunks) = (groups.clone(), chunks.clone());
+                    async move { status::health(&groups, chunks.as_deref()).await }
+                }
             }),
         )
         .route(

@@ -144,14 +144,19 @@ fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {
     }
 }
 
-/// `/health`: 200 when every group has a serving leader, else 503 naming the groups without.
-pub async fn health(groups: &Groups) -> Response {
-    let missing: Vec<String> = collect(groups)
+/// `/health`: 200 when every group has a serving leader and this node's chunkstore (`chunks`)
+/// has room, else 503 naming what is wrong.
+pub async fn health(
+    groups: &Groups,
+    chunks: Option<&dyn saker_chunkstore::ChunkStore>,
+) -> Response {
+    let mut missing: Vec<String> = collect(groups)
         .await
         .into_iter()
         .filter(|g| g.leader.is_none())
         .map(|g| format!("group {}: no leader serves", g.group))
         .collect();
+    missing.extend(chunks.and_then(|c| c.full()));
     if missing.is_empty() {
         "ok\n".into_response()
     } else {

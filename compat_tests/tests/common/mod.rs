@@ -625,3 +625,29 @@ pub async fn metrics_text(admin: &str) -> String {
         .await
         .unwrap()
 }
+
+/// A small tmpfs this test mounted (a disk that fills up), unmounted when dropped, even when
+/// the test fails. Mounting needs root: without it the test fails saying so.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mounting a tmpfs on {} failed: this test needs root",
+            dir.display()
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
