@@ -98,13 +98,14 @@ impl ReplicaSet {
 
     /// The position of the replica at `addr`, learning it if this set can dial it.
     fn position(&self, addr: &str) -> Option<usize> {
-        if let Some(i) = self.replicas().iter().position(|r| r.addr == addr) {
+        let known = |replicas: &[Replica]| replicas.iter().position(|r| r.addr == addr);
+        if let Some(i) = known(&self.replicas.read().expect("replica set lock")) {
             return Some(i);
         }
         let (group, pool) = self.dial.as_ref()?;
         let service = Arc::new(pool.get(addr).ok()?.meta(*group)) as Arc<dyn MetaService>;
         let mut replicas = self.replicas.write().expect("replica set lock");
-        if let Some(i) = replicas.iter().position(|r| r.addr == addr) {
+        if let Some(i) = known(&replicas) {
             return Some(i);
         }
         tracing::info!(group, addr, "a replica learned from a leader hint");

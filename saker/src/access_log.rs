@@ -130,7 +130,8 @@ fn access_key<'a>(headers: &'a HeaderMap, query: &'a str) -> Option<&'a str> {
     let cred = query
         .split('&')
         .find_map(|kv| kv.strip_prefix("X-Amz-Credential="))?;
-    cred.split("%2F").next().and_then(|c| c.split('/').next())
+    // The scope's separators are percent-encoded (`AK%2FDATE%2F…`); an access key is not.
+    cred.split("%2F").next()?.split('/').next()
 }
 
 /// An S3 server-access-log style operation name: `REST.GET.OBJECT`, `REST.PUT.BUCKET`,
@@ -164,26 +165,9 @@ fn operation(method: &Method, bucket: &str, key: &str, query: &str) -> String {
 }
 
 fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -321,15 +321,30 @@ async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Byte
 }
 
 async fn add_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    change_nodes(st, "/admin/nodes/add", headers, body).await
+    change_nodes(st, NodeChange::Add, headers, body).await
 }
 
 async fn remove_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    change_nodes(st, "/admin/nodes/remove", headers, body).await
+    change_nodes(st, NodeChange::Remove, headers, body).await
 }
 
-async fn change_nodes(st: AdminState, path: &str, headers: HeaderMap, body: Bytes) -> Response {
+#[derive(Clone, Copy)]
+enum NodeChange {
+    Add,
+    Remove,
+}
+
+async fn change_nodes(
+    st: AdminState,
+    change: NodeChange,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     use crate::nodes::NodeError;
+    let path = match change {
+        NodeChange::Add => "/admin/nodes/add",
+        NodeChange::Remove => "/admin/nodes/remove",
+    };
     if !authorized(&st, &Method::POST, path, &headers, &body) {
         return deny();
     }
@@ -344,11 +359,14 @@ async fn change_nodes(st: AdminState, path: &str, headers: HeaderMap, body: Byte
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     };
-    let result = match (req.addr, req.id) {
-        (Some(addr), None) if path.ends_with("add") => nodes.add(&addr).await,
-        (None, Some(id)) if path.ends_with("remove") => nodes.remove(id).await,
+    let result = match (change, req.addr, req.id) {
+        (NodeChange::Add, Some(addr), None) => nodes.add(&addr).await,
+        (NodeChange::Remove, None, Some(id)) => nodes.remove(id).await,
         _ => {
-            let want = if path.ends_with("add") { "addr" } else { "id" };
+            let want = match change {
+                NodeChange::Add => "addr",
+                NodeChange::Remove => "id",
+            };
             return (
                 StatusCode::BAD_REQUEST,
                 format!("the body needs {want} alone\n"),

@@ -173,7 +173,7 @@ pub async fn run_client(endpoint: &str, dir: &Path) -> anyhow::Result<()> {
 /// `install` (those this process creates) into `store`, and the coordinator's records into
 /// `coordinator_dir` (a coordinator keeping its state in files). `groups` are the cluster's
 /// groups, which must be the backup's.
-pub fn restore(
+pub async fn restore(
     dir: &Path,
     store: &Arc<dyn MetaStore>,
     groups: &[u32],
@@ -206,15 +206,9 @@ pub fn restore(
         let records: Vec<(String, Vec<u8>)> = serde_json::from_slice(&std::fs::read(&records)?)
             .with_context(|| format!("cannot parse {}", records.display()))?;
         let state = saker_coordinator::DirState::new(state_dir);
-        let runtime = tokio::runtime::Handle::current();
-        let put = async {
-            use saker_coordinator::StateStore;
-            for (k, v) in &records {
-                state.put(k, Some(v.clone())).await?;
-            }
-            Ok::<_, saker_coordinator::JournalError>(())
-        };
-        tokio::task::block_in_place(|| runtime.block_on(put))?;
+        for (k, v) in &records {
+            saker_coordinator::StateStore::put(&state, k, Some(v.clone())).await?;
+        }
         println!("restored {} coordinator records", records.len());
     }
     Ok(())

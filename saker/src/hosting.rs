@@ -129,17 +129,25 @@ impl Hosting {
         coordinator: Arc<dyn CoordinatorService>,
         host: Option<Arc<CoordinatorHost>>,
     ) {
-        for (g, m) in self.replicas() {
-            m.connect(peers.clone(), coordinator.clone());
-            if let (Some(h), true) = (&host, self.is_home(g)) {
-                h.follow_home(m);
-            }
-        }
         let _ = self.links.set(Links {
             peers,
             coordinator,
             host,
         });
+        for (g, m) in self.replicas() {
+            self.attach(g, m);
+        }
+    }
+
+    /// Connects replica `m` of `group` as [`Hosting::connect`] says (once it was called).
+    fn attach(&self, group: u32, m: Arc<Mnode>) {
+        let Some(links) = self.links.get() else {
+            return;
+        };
+        m.connect(links.peers.clone(), links.coordinator.clone());
+        if let (Some(h), true) = (&links.host, self.is_home(group)) {
+            h.follow_home(m);
+        }
     }
 
     fn is_home(&self, group: u32) -> bool {
@@ -154,13 +162,7 @@ impl Hosting {
             .iter()
             .map(|(g, (_, voters))| (*g, voters.clone()))
             .collect();
-        let tmp = self.file.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&hosted)?)?;
-        std::fs::File::open(&tmp)?.sync_all()?;
-        std::fs::rename(&tmp, &self.file)?;
-        if let Some(dir) = self.file.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
+        crate::server::write_durably(&self.file, &serde_json::to_vec_pretty(&hosted)?)?;
         Ok(())
     }
 
@@ -185,12 +187,7 @@ impl Hosting {
         let mut members = voters;
         members.push(me);
         let m = self.start(group, members.clone()).await.map_err(internal)?;
-        if let Some(links) = self.links.get() {
-            m.connect(links.peers.clone(), links.coordinator.clone());
-            if let (Some(h), true) = (&links.host, self.is_home(group)) {
-                h.follow_home(m.clone());
-            }
-        }
+        self.attach(group, m.clone());
         self.replicas.write().insert(group, (m, members));
         tracing::info!(group, "took a replica of the group");
         self.save().map_err(internal)

@@ -217,8 +217,8 @@ impl Nodes {
         let deadline = tokio::time::Instant::now() + NO_LEADER;
         loop {
             if let Some(s) = leader_status(set).await {
-                for (_, addr) in s.voters.iter().chain(&s.learners) {
-                    set.learn(addr);
+                for (_, addr) in crate::status::members(&s) {
+                    set.learn(&addr);
                 }
                 return Ok(s);
             }

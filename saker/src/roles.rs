@@ -76,7 +76,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             let state_dir = cfg.has(Role::Coordinator).then_some(cfg.data_dir.as_path());
             // A replicated cluster's coordinator keeps its records in group 1.
             let state_dir = state_dir.filter(|_| cfg.cluster.nodes.is_empty());
-            crate::backup::restore(dir, &store, &map.groups, &install, state_dir)?;
+            crate::backup::restore(dir, &store, &map.groups, &install, state_dir).await?;
         }
         let mut template = args.mnode_config(0);
         template.router = router.clone();
@@ -401,8 +401,7 @@ async fn hosted_groups(
                 let ask = saker_rpc::raft_status(&peer, std::time::Duration::from_secs(2));
                 let Ok(s) = ask.await else { continue };
                 answered = true;
-                let members: Vec<(u64, String)> =
-                    s.voters.iter().chain(&s.learners).cloned().collect();
+                let members = crate::status::members(&s);
                 if members.iter().any(|(id, _)| position_of(*id) == position) {
                     known.entry(g).or_insert(members);
                 }
@@ -432,10 +431,6 @@ async fn hosted_groups(
         }
         None => (position, placed),
     };
-    let tmp = data_dir.join("node.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(&NodeFile { raft_id: id })?)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    std::fs::File::open(data_dir)?.sync_all()?;
+    crate::server::write_durably(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
     Ok((id, hosted))
 }

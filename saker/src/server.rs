@@ -184,7 +184,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let store = open_store(&args.data_dir, args.store, args.durability)?;
     if let Some(dir) = &args.restore {
         let groups: Vec<u32> = (1..=mnodes).collect();
-        crate::backup::restore(dir, &store, &groups, &groups, Some(&args.data_dir))?;
+        crate::backup::restore(dir, &store, &groups, &groups, Some(&args.data_dir)).await?;
     }
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
         DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
@@ -512,11 +512,7 @@ pub(crate) fn cluster_file(
                 pathwalk: pathwalk.to_vec(),
                 vnodes: RING_VNODES,
             };
-            let tmp = data_dir.join("cluster.json.tmp");
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&f)?)?;
-            std::fs::File::open(&tmp)?.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            std::fs::File::open(data_dir)?.sync_all()?;
+            write_durably(&path, &serde_json::to_vec_pretty(&f)?)?;
             f
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -553,6 +549,18 @@ fn describe_group(group: Option<u32>) -> String {
         Some(g) => format!("MNode group {g} of a multi-process cluster"),
         None => "the MNode groups of an all-in-one server".into(),
     }
+}
+
+/// Replaces the file at `path` with `bytes`, atomically and durably: written to `PATH.tmp`,
+/// synced, renamed over `path`, and the directory synced.
+pub(crate) fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
 }
 
 /// How a generated root secret is shown at start: itself on a terminal; in a log (stdout

@@ -343,19 +343,10 @@ impl Mnode {
     pub async fn erase(store: Arc<dyn MetaStore>, group: u32) -> Result<(), MnodeError> {
         LogStore::open(store.clone(), group)?.erase().await?;
         tokio::task::spawn_blocking(move || {
-            let start = group.to_be_bytes().to_vec();
+            let start = group.to_be_bytes();
             let end = crate::store::prefix_end(&start);
-            loop {
-                let page = store.scan(&start, end.as_deref(), 4096)?;
-                if page.is_empty() {
-                    return Ok(());
-                }
-                let mut batch = crate::store::WriteBatch::default();
-                for (k, _) in page {
-                    batch.delete(k);
-                }
-                store.write(&batch, true)?;
-            }
+            crate::store::delete_range(store.as_ref(), &start, end.as_deref(), true)
+                .map_err(MnodeError::from)
         })
         .await
         .map_err(|e| MnodeError::Raft(format!("erase task failed: {e}")))?

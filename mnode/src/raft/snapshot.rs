@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::keys::{Keys, SM_TABLES};
-use crate::store::{Kv, MetaStore, StoreError, WriteBatch};
+use crate::store::{delete_range, Kv, MetaStore, StoreError, WriteBatch};
 
 const MAGIC: &[u8; 8] = b"SKSNAP1\n";
 const END: u32 = u32::MAX;
@@ -82,19 +82,7 @@ fn for_each_pair(
 /// Deletes the group's state-machine tables, a page at a time.
 fn clear_tables(store: &dyn MetaStore, keys: Keys) -> Result<(), SnapshotError> {
     for tag in SM_TABLES {
-        let end = keys.table_end(tag);
-        let mut start = keys.table(tag);
-        loop {
-            let page = store.scan(&start, Some(&end), PAGE)?;
-            let Some((last, _)) = page.last() else { break };
-            start = last.clone();
-            start.push(0);
-            let mut b = WriteBatch::default();
-            for (k, _) in page {
-                b.delete(k);
-            }
-            store.write(&b, false)?;
-        }
+        delete_range(store, &keys.table(tag), Some(&keys.table_end(tag)), false)?;
     }
     Ok(())
 }

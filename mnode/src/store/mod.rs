@@ -98,6 +98,31 @@ pub struct RaftLogs {
 /// The answer to a sync request: `Ok` once a sync that started after the request finished.
 pub type SyncReceiver = tokio::sync::oneshot::Receiver<Result<(), StoreError>>;
 
+/// Deletes every key from `start` up to `end` (excluded; `None`: to the end of the keyspace),
+/// a page of keys per batch.
+pub fn delete_range(
+    store: &dyn MetaStore,
+    start: &[u8],
+    end: Option<&[u8]>,
+    durable: bool,
+) -> Result<(), StoreError> {
+    const PAGE: usize = 1024;
+    let mut start = start.to_vec();
+    loop {
+        let page = store.scan(&start, end, PAGE)?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        start = last.clone();
+        start.push(0);
+        let mut batch = WriteBatch::default();
+        for (k, _) in page {
+            batch.delete(k);
+        }
+        store.write(&batch, durable)?;
+    }
+}
+
 /// The smallest key greater than every key that starts with `prefix` (`None`: no such key).
 pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
