@@ -35,7 +35,7 @@ pub enum KeyError {
     NotFound(String),
     #[error("invalid access key: {0}")]
     Invalid(String),
-    #[error("the root key cannot be deleted")]
+    #[error("the root key cannot be deleted or given a policy")]
     Root,
     #[error("access keys unavailable: {0}")]
     State(#[from] crate::journal::JournalError),
@@ -49,6 +49,10 @@ pub struct AccessKey {
     pub gid: u32,
     /// The root key may administer keys.
     pub root: bool,
+    /// The key's identity policy (IAM JSON), checked by the gateway; `None`: the key may do
+    /// everything in the namespace (keys made before policies existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl fmt::Debug for AccessKey {
@@ -59,6 +63,7 @@ impl fmt::Debug for AccessKey {
             .field("uid", &self.uid)
             .field("gid", &self.gid)
             .field("root", &self.root)
+            .field("policy", &self.policy.is_some())
             .finish()
     }
 }
@@ -294,6 +299,7 @@ impl AccessKeyStore {
                         uid: 0,
                         gid: 0,
                         root: true,
+                        policy: None,
                     },
                 );
             }
@@ -307,6 +313,7 @@ impl AccessKeyStore {
                         uid: 0,
                         gid: 0,
                         root: true,
+                        policy: None,
                     },
                 );
             }
@@ -420,6 +427,34 @@ impl AccessKeyStore {
     }
 }
 
+impl AccessKeyStore {
+    /// Replaces the identity policy of key `access_key` (`None` removes it). The root key has
+    /// none: it may do everything.
+    pub async fn set_policy(
+        &self,
+        access_key: &str,
+        policy: Option<String>,
+    ) -> Result<(), KeyError> {
+        if self.shared.is_some() {
+            self.refresh(Duration::ZERO).await?;
+        }
+        let mut key = match self.get(access_key) {
+            None => return Err(KeyError::NotFound(access_key.to_string())),
+            Some(k) if k.root => return Err(KeyError::Root),
+            Some(k) => k,
+        };
+        key.policy = policy;
+        if let Some(shared) = &self.shared {
+            let body = serde_json::to_vec(&key).expect("keys serialize");
+            shared.state.put(&record(access_key), Some(body)).await?;
+            self.keys.write().insert(key.access_key.clone(), key);
+            return Ok(());
+        }
+        self.keys.write().insert(key.access_key.clone(), key);
+        self.persist()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,6 +487,7 @@ mod tests {
             uid: 1000,
             gid: 1000,
             root: false,
+            policy: None,
         };
         s.create(k.clone()).await.unwrap();
         assert!(matches!(
@@ -506,6 +542,7 @@ mod tests {
             uid: 7,
             gid: 7,
             root: false,
+            policy: None,
         };
         a.create(k.clone()).await.unwrap();
         assert_eq!(b.get("user2"), None, "b has not refreshed yet");
@@ -513,6 +550,19 @@ mod tests {
         assert!(matches!(
             b.create(k.clone()).await,
             Err(KeyError::Exists(_))
+        ));
+        // A policy set at one node is the key's at every node once it refreshes.
+        b.set_policy("user2", Some("{}".into())).await.unwrap();
+        a.refresh(Duration::ZERO).await.unwrap();
+        assert_eq!(a.get("user2").unwrap().policy.as_deref(), Some("{}"));
+        assert!(matches!(
+            a.set_policy("saker-test-root-missing", None).await,
+            Err(KeyError::NotFound(_))
+        ));
+        let root = a.root().access_key;
+        assert!(matches!(
+            a.set_policy(&root, Some("{}".into())).await,
+            Err(KeyError::Root)
         ));
         b.delete("user2").await.unwrap();
         a.refresh(Duration::ZERO).await.unwrap();

@@ -1,14 +1,37 @@
-//! SigV4 secret lookup against the access-key store, and the access check.
+//! SigV4 secret lookup against the access-key store, and authorization: every request is
+//! evaluated as AWS does within one account ([`saker_policy::evaluate`]: explicit Deny >
+//! Allow > implicit deny) against the key's identity policy, the bucket's policy and its
+//! Public Access Block.
+//!
+//! - The root key may do everything; no policy applies to it.
+//! - A key without a policy may do everything a bucket policy does not deny it (keys made
+//!   before policies existed keep working); a key with one, only what it or a bucket policy
+//!   allows.
+//! - An anonymous request may do only what a bucket policy grants to `"*"`; otherwise it is
+//!   AccessDenied, or NoSuchBucket for a bucket that does not exist (as S3 answers).
+//!
+//! Condition keys set: `aws:SourceIp`, `aws:SecureTransport`, `aws:CurrentTime`,
+//! `aws:EpochTime`, `aws:username`/`aws:userid`/`aws:PrincipalType`, `s3:prefix`,
+//! `s3:delimiter`, `s3:max-keys`, `s3:x-amz-acl`, `s3:x-amz-server-side-encryption`,
+//! `s3:x-amz-content-sha256`, `s3:RequestObjectTag/<key>`, `s3:signatureversion`,
+//! `s3:authType`. Not set: `s3:ExistingObjectTag/<key>` (a condition on it does not match).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
+use parking_lot::Mutex;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
+use s3s::dto::{CopyObjectInput, CopySource, DeleteObjectsInput, UploadPartCopyInput};
 use s3s::path::S3Path;
-use s3s::{s3_error, S3Result};
+use s3s::{s3_error, S3Request, S3Result};
 use saker_coordinator::AccessKeyStore;
+use saker_policy::{
+    evaluate, s3_action, Decision, Policy, Principal, Request, Resource, Sources, Target,
+};
 
-use crate::Gateway;
+use crate::settings::Bucket;
+use crate::{Gateway, Peer};
 
 pub struct KeyAuth {
     keys: Arc<AccessKeyStore>,
@@ -30,33 +53,421 @@ impl S3Auth for KeyAuth {
     }
 }
 
-/// Who may do what: every signed request with a known key may do everything; nothing is
-/// public, so an anonymous request is AccessDenied, except that, as in S3, a bucket that does
-/// not exist is NoSuchBucket to anyone.
+/// Who may do what (see the module documentation).
+#[derive(Clone)]
 pub struct Access {
     gw: Gateway,
+    /// Identity policies parsed, by access key, with the text they were parsed from.
+    parsed: Arc<Mutex<HashMap<String, Parsed>>>,
+}
+
+/// A key's policy text and the policy parsed from it.
+type Parsed = (String, Arc<Policy>);
+
+/// The requester as policies see it, and its identity policy (`full_access` for a key
+/// without one).
+struct Requester {
+    principal: Principal,
+    identity: Option<Arc<Policy>>,
+    /// A key without a policy of its own.
+    unrestricted: bool,
+}
+
+/// The condition keys of one request that do not depend on the action.
+pub struct Context<'a> {
+    pub peer: Option<Peer>,
+    pub query: Option<&'a str>,
+    pub headers: &'a http::HeaderMap,
 }
 
 impl Access {
     pub fn new(gw: Gateway) -> Self {
-        Self { gw }
+        Self {
+            gw,
+            parsed: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn requester(&self, access_key: Option<&str>) -> S3Result<Requester> {
+        let Some(ak) = access_key else {
+            return Ok(Requester {
+                principal: Principal::Anonymous,
+                identity: None,
+                unrestricted: false,
+            });
+        };
+        // SigV4 already found the key; it may have been deleted since.
+        let key = self
+            .gw
+            .keys
+            .get(ak)
+            .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
+        if key.root {
+            return Ok(Requester {
+                principal: Principal::root(ak),
+                identity: None,
+                unrestricted: true,
+            });
+        }
+        let identity = match &key.policy {
+            None => full_access(),
+            Some(text) => self.identity_policy(ak, text),
+        };
+        Ok(Requester {
+            principal: Principal::key(ak),
+            identity: Some(identity),
+            unrestricted: key.policy.is_none(),
+        })
+    }
+
+    /// Key `ak`'s policy `text`, parsed once per text. One that no longer parses (stored
+    /// policies are checked when set) allows nothing.
+    fn identity_policy(&self, ak: &str, text: &str) -> Arc<Policy> {
+        let mut parsed = self.parsed.lock();
+        if let Some((t, p)) = parsed.get(ak) {
+            if t == text {
+                return p.clone();
+            }
+        }
+        let p = match Policy::parse_identity(text) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                tracing::warn!(access_key = ak, error = %e, "a stored key policy does not parse");
+                deny_all()
+            }
+        };
+        parsed.insert(ak.to_string(), (text.to_string(), p.clone()));
+        p
+    }
+
+    async fn settings(&self, bucket: &str) -> S3Result<Arc<Bucket>> {
+        self.gw
+            .settings
+            .get(bucket)
+            .await
+            .map_err(crate::bucket::settings_error)
+    }
+
+    /// Decides one check of `op` on `resource`.
+    fn decide(
+        who: &Requester,
+        action: &str,
+        resource: Resource,
+        settings: Option<&Bucket>,
+        cx: &Context<'_>,
+    ) -> Decision {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let mut req = Request::new(who.principal.clone(), action, resource).with_time(now);
+        fill_context(&mut req, cx);
+        let sources = Sources {
+            identity: who.identity.as_deref(),
+            bucket_policy: settings.and_then(|s| s.policy.as_ref().map(|(_, p)| p)),
+            acl: None,
+            ownership: settings.and_then(|s| s.ownership).unwrap_or_default(),
+            public_access_block: settings
+                .and_then(|s| s.public_access_block)
+                .unwrap_or_default(),
+        };
+        evaluate(&req, &sources)
+    }
+
+    /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous
+    /// request to a bucket that does not exist.
+    async fn refuse(&self, who: &Requester, bucket: Option<&str>) -> S3Result<()> {
+        if who.principal.is_anonymous() {
+            return refuse_anonymous(&self.gw, bucket).await;
+        }
+        Err(s3_error!(AccessDenied, "Access Denied"))
+    }
+
+    /// Whether the holder of `access_key` (`None`: anonymous) may run S3 operation `op`
+    /// (s3s's name) on `path`.
+    pub async fn authorize(
+        &self,
+        access_key: Option<&str>,
+        op: &str,
+        path: &S3Path,
+        context: &Context<'_>,
+    ) -> S3Result<()> {
+        let who = self.requester(access_key)?;
+        if who.principal.is_root() {
+            return Ok(());
+        }
+        let (bucket, object) = match path {
+            S3Path::Root => (None, None),
+            S3Path::Bucket { bucket } => (Some(bucket.as_ref()), None),
+            S3Path::Object { bucket, key } => (Some(bucket.as_ref()), Some(key.as_ref())),
+        };
+        let settings = match bucket {
+            Some(b) => Some(self.settings(b).await?),
+            None => None,
+        };
+        // The common case costs no evaluation: a key without a policy, and no bucket
+        // policy that could deny it.
+        if who.unrestricted && settings.as_ref().is_none_or(|s| s.policy.is_none()) {
+            return Ok(());
+        }
+        let Some(checks) = s3_action(op) else {
+            tracing::debug!(op, "an operation no policy can allow");
+            return self.refuse(&who, bucket).await;
+        };
+        for check in checks {
+            let resource = match (check.target, bucket, object) {
+                (Target::Service, _, _) => Resource::Service,
+                (Target::Bucket, Some(b), _) => Resource::Bucket(b.to_string()),
+                (Target::Object, Some(b), Some(k)) => Resource::object(b, k),
+                // Checked by the operation's own hook (copy sources, multi-object delete
+                // keys), or not a resource this request names.
+                _ => continue,
+            };
+            let d = Self::decide(&who, check.action, resource, settings.as_deref(), context);
+            if !d.is_allowed() {
+                return self.refuse(&who, bucket).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `action` on each of `objects` of `bucket` for a per-operation hook (copy
+    /// sources, the keys of a multi-object delete).
+    async fn check_objects<'k>(
+        &self,
+        access_key: Option<&str>,
+        action: &str,
+        bucket: &str,
+        objects: impl Iterator<Item = &'k str>,
+        cx: &Context<'_>,
+    ) -> S3Result<()> {
+        let who = self.requester(access_key)?;
+        if who.principal.is_root() {
+            return Ok(());
+        }
+        let settings = self.settings(bucket).await?;
+        if who.unrestricted && settings.policy.is_none() {
+            return Ok(());
+        }
+        for key in objects {
+            let resource = Resource::object(bucket, key);
+            if !Self::decide(&who, action, resource, Some(&settings), cx).is_allowed() {
+                return self.refuse(&who, Some(bucket)).await;
+            }
+        }
+        Ok(())
     }
 }
 
-/// The answer to an anonymous request for `path`: NoSuchBucket or AccessDenied.
-pub async fn refuse_anonymous(gw: &Gateway, path: &S3Path) -> S3Result<()> {
-    if let Some(bucket) = path.get_bucket_name() {
-        crate::bucket::bucket_exists(gw, bucket).await?;
+/// The answer to an anonymous request nothing allows: NoSuchBucket for a bucket that does
+/// not exist, else AccessDenied.
+pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()> {
+    if let Some(b) = bucket {
+        crate::bucket::bucket_exists(gw, b).await?;
     }
-    Err(s3_error!(AccessDenied, "Anonymous access is not allowed"))
+    Err(s3_error!(AccessDenied, "Anonymous access is forbidden"))
+}
+
+/// The identity policy of keys without one: everything.
+fn full_access() -> Arc<Policy> {
+    static FULL: OnceLock<Arc<Policy>> = OnceLock::new();
+    FULL.get_or_init(|| Arc::new(saker_policy::full_access()))
+        .clone()
+}
+
+/// A policy that allows nothing.
+fn deny_all() -> Arc<Policy> {
+    static NONE: OnceLock<Arc<Policy>> = OnceLock::new();
+    NONE.get_or_init(|| {
+        Arc::new(
+            Policy::parse_identity(
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"*","Resource":"*"}]}"#,
+            )
+            .expect("a valid policy"),
+        )
+    })
+    .clone()
+}
+
+fn fill_context(req: &mut Request, cx: &Context<'_>) {
+    if let Some(peer) = cx.peer {
+        req.set("aws:SourceIp", [peer.addr.ip().to_string()]);
+        req.set("aws:SecureTransport", [peer.secure.to_string()]);
+    }
+    let header = |n: &str| cx.headers.get(n).and_then(|v| v.to_str().ok());
+    for (key, h) in [
+        ("s3:x-amz-acl", "x-amz-acl"),
+        (
+            "s3:x-amz-server-side-encryption",
+            "x-amz-server-side-encryption",
+        ),
+        ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
+    ] {
+        if let Some(v) = header(h) {
+            req.set(key, [v]);
+        }
+    }
+    if let Some(tags) = header("x-amz-tagging") {
+        for (k, v) in query_pairs(tags) {
+            req.set(&format!("s3:RequestObjectTag/{k}"), [v]);
+        }
+    }
+    let mut presigned = false;
+    for (k, v) in cx.query.map(query_pairs).into_iter().flatten() {
+        match k.as_str() {
+            "prefix" => {
+                req.set("s3:prefix", [v]);
+            }
+            "delimiter" => {
+                req.set("s3:delimiter", [v]);
+            }
+            "max-keys" => {
+                req.set("s3:max-keys", [v]);
+            }
+            "X-Amz-Signature" => presigned = true,
+            _ => {}
+        }
+    }
+    req.set("s3:signatureversion", ["AWS4-HMAC-SHA256"]);
+    req.set(
+        "s3:authType",
+        [if presigned {
+            "REST-QUERY-STRING"
+        } else {
+            "REST-HEADER"
+        }],
+    );
+}
+
+/// `a=b&c=d` (percent-decoded, `+` as a space).
+fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    q.split('&').filter(|p| !p.is_empty()).map(move |p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        (decode(k), decode(v))
+    })
+}
+
+pub fn peer_of(ext: &http::Extensions) -> Option<Peer> {
+    ext.get::<Peer>().copied()
 }
 
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        if cx.credentials().is_some() {
-            return Ok(());
+        let context = Context {
+            peer: peer_of(cx.extensions_mut()),
+            query: cx.uri().query(),
+            headers: cx.headers(),
+        };
+        let ak = cx.credentials().map(|c| c.access_key.as_str());
+        self.authorize(ak, cx.s3_op().name(), cx.s3_path(), &context)
+            .await
+    }
+
+    async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
+        let cx = Context {
+            peer: peer_of(&req.extensions),
+            query: req.uri.query(),
+            headers: &req.headers,
+        };
+        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        copy_source_check(self, ak, &req.input.copy_source, &cx).await
+    }
+
+    async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
+        let cx = Context {
+            peer: peer_of(&req.extensions),
+            query: req.uri.query(),
+            headers: &req.headers,
+        };
+        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        copy_source_check(self, ak, &req.input.copy_source, &cx).await
+    }
+
+    /// Every key of a multi-object delete must be deletable (S3 answers per key; saker
+    /// refuses the whole request).
+    async fn delete_objects(&self, req: &mut S3Request<DeleteObjectsInput>) -> S3Result<()> {
+        let cx = Context {
+            peer: peer_of(&req.extensions),
+            query: req.uri.query(),
+            headers: &req.headers,
+        };
+        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
+        self.check_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
+            .await
+    }
+}
+
+/// A copy reads its source: `s3:GetObject` on it.
+async fn copy_source_check(
+    access: &Access,
+    ak: Option<&str>,
+    src: &CopySource,
+    cx: &Context<'_>,
+) -> S3Result<()> {
+    match src {
+        CopySource::Bucket { bucket, key, .. } => {
+            access
+                .check_objects(
+                    ak,
+                    "s3:GetObject",
+                    bucket,
+                    std::iter::once(key.as_ref()),
+                    cx,
+                )
+                .await
         }
-        refuse_anonymous(&self.gw, cx.s3_path()).await
+        _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_pairs_decode() {
+        let got: Vec<_> =
+            query_pairs("prefix=logs%2F2026&delimiter=%2F&list-type=2&x=a+b").collect();
+        assert_eq!(
+            got,
+            vec![
+                ("prefix".into(), "logs/2026".into()),
+                ("delimiter".into(), "/".into()),
+                ("list-type".into(), "2".into()),
+                ("x".into(), "a b".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn context_keys_reach_the_conditions() {
+        let headers = http::HeaderMap::new();
+        let cx = Context {
+            peer: Some(Peer {
+                addr: "10.1.2.3:5555".parse().unwrap(),
+                secure: true,
+            }),
+            query: Some("prefix=home%2Fbob%2F"),
+            headers: &headers,
+        };
+        let mut req = Request::new(
+            Principal::key("AK"),
+            "s3:ListBucket",
+            Resource::Bucket("b".into()),
+        );
+        fill_context(&mut req, &cx);
+        assert_eq!(req.get("aws:SourceIp"), Some(&["10.1.2.3".to_string()][..]));
+        assert_eq!(
+            req.get("aws:securetransport"),
+            Some(&["true".to_string()][..])
+        );
+        assert_eq!(req.get("s3:prefix"), Some(&["home/bob/".to_string()][..]));
+        assert_eq!(req.get("aws:username"), Some(&["AK".to_string()][..]));
     }
 }

@@ -38,9 +38,14 @@ pub async fn create_bucket(
         )
         .await
     {
-        Ok(_) => Ok(S3Response::new(CreateBucketOutput {
-            location: Some(format!("/{name}")),
-        })),
+        Ok(_) => {
+            // A deleted bucket's settings are cleared with it; should that have failed, a
+            // bucket of the same name must not inherit them.
+            gw.settings.clear(&name).await.map_err(settings_error)?;
+            Ok(S3Response::new(CreateBucketOutput {
+                location: Some(format!("/{name}")),
+            }))
+        }
         // A single-tenant namespace: the bucket is the caller's; us-east-1 answers 200 then.
         Err(MetaError::Exists) => Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{name}")),
@@ -56,10 +61,22 @@ pub async fn delete_bucket(
     let name = req.input.bucket;
     let path = vec![name.clone()];
     gw.cluster
-        .call(&path, MetaRequest::DeleteBucket { name })
+        .call(&path, MetaRequest::DeleteBucket { name: name.clone() })
         .await
         .map_err(error::meta)?;
+    if let Err(e) = gw.settings.clear(&name).await {
+        // The bucket is gone; its settings are cleared again when the name is taken anew.
+        tracing::warn!(bucket = %name, error = %e, "settings of a deleted bucket not cleared");
+    }
     Ok(S3Response::new(DeleteBucketOutput {}))
+}
+
+pub fn settings_error(e: saker_coordinator::JournalError) -> S3Error {
+    tracing::warn!(error = %e, "bucket settings unavailable");
+    S3Error::with_message(
+        S3ErrorCode::ServiceUnavailable,
+        "bucket settings are unavailable",
+    )
 }
 
 pub async fn head_bucket(

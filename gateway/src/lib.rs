@@ -9,6 +9,7 @@ mod attributes;
 mod auth;
 mod body;
 mod bucket;
+mod bucket_access;
 mod checksum;
 mod copy;
 mod delete;
@@ -22,29 +23,57 @@ mod multipart;
 mod put;
 mod route;
 mod service;
+pub mod settings;
 mod tagging;
 
 use std::sync::Arc;
 
 use saker_client::Cluster;
-use saker_coordinator::AccessKeyStore;
+use saker_coordinator::{AccessKeyStore, GroupState};
+use settings::BucketSettings;
 
 pub use auth::KeyAuth;
+
+/// The connection a request came on, put in its extensions by the listener: the policy
+/// conditions `aws:SourceIp` and `aws:SecureTransport` are taken from it.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    pub addr: std::net::SocketAddr,
+    /// Whether the connection is TLS.
+    pub secure: bool,
+}
 
 /// The gateway state shared by all requests.
 #[derive(Clone)]
 pub struct Gateway {
     pub(crate) cluster: Arc<Cluster>,
     pub(crate) keys: Arc<AccessKeyStore>,
+    pub(crate) settings: Arc<BucketSettings>,
 }
 
 impl Gateway {
+    /// A gateway over `cluster`. The buckets' access settings are records of the
+    /// coordinator's state in the cluster's first group; within a Tokio runtime, this
+    /// gateway's copy of them is refreshed in the background.
     pub fn new(cluster: Arc<Cluster>, keys: Arc<AccessKeyStore>) -> Self {
-        Self { cluster, keys }
+        let first = cluster
+            .groups()
+            .next()
+            .map(|(_, g)| g.clone())
+            .expect("a cluster has a group");
+        let settings = Arc::new(BucketSettings::new(Arc::new(GroupState::new(first, 0))));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            tokio::spawn(settings.clone().follow());
+        }
+        Self {
+            cluster,
+            keys,
+            settings,
+        }
     }
 
-    /// The s3s service: SigV4 against the access-key store, anonymous requests refused
-    /// ([`auth::Access`]), path-style addressing, and virtual-hosted style under `domain` when
+    /// The s3s service: SigV4 against the access-key store, requests authorized by
+    /// [`auth::Access`], path-style addressing, and virtual-hosted style under `domain` when
     /// given; [`route`] answers what s3s would put on the wire differently from S3.
     pub fn into_service(self, domain: Option<&str>) -> Result<s3s::service::S3Service, String> {
         let auth = KeyAuth::new(self.keys.clone());
@@ -53,8 +82,8 @@ impl Gateway {
                 .map(|d| s3s::host::SingleDomain::new(d).map_err(|e| e.to_string()))
                 .transpose()
         };
-        let routes = route::Routes::new(self.clone(), host()?);
         let access = auth::Access::new(self.clone());
+        let routes = route::Routes::new(self.clone(), host()?, access.clone());
         let mut builder = s3s::service::S3ServiceBuilder::new(self);
         builder.set_auth(auth);
         builder.set_access(access);

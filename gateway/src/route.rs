@@ -17,11 +17,12 @@ use crate::{attributes, keys, Gateway};
 pub struct Routes {
     gw: Gateway,
     host: Option<SingleDomain>,
+    access: crate::auth::Access,
 }
 
 impl Routes {
-    pub fn new(gw: Gateway, host: Option<SingleDomain>) -> Self {
-        Self { gw, host }
+    pub fn new(gw: Gateway, host: Option<SingleDomain>, access: crate::auth::Access) -> Self {
+        Self { gw, host, access }
     }
 
     /// The bucket and key a request names.
@@ -105,13 +106,19 @@ impl S3Route for Routes {
         method == Method::GET && has_query_key(uri, "attributes")
     }
 
-    /// The same rule as [`crate::auth::Access`] (s3s does not apply it to routes).
+    /// The same rules as every other operation ([`crate::auth::Access`]; s3s does not
+    /// apply them to routes).
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
-        if req.credentials.is_some() {
-            return Ok(());
-        }
         let path = self.s3_path(&req.uri, &req.headers)?;
-        crate::auth::refuse_anonymous(&self.gw, &path).await
+        let cx = crate::auth::Context {
+            peer: crate::auth::peer_of(&req.extensions),
+            query: req.uri.query(),
+            headers: &req.headers,
+        };
+        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        self.access
+            .authorize(ak, "GetObjectAttributes", &path, &cx)
+            .await
     }
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {

@@ -6,7 +6,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::metrics::timed;
-use crate::{attributes, bucket, copy, delete, get, list, lock, multipart, put, tagging, Gateway};
+use crate::{
+    attributes, bucket, bucket_access, copy, delete, get, list, lock, multipart, put, tagging,
+    Gateway,
+};
 
 const REQUEST_ID: &str = "x-amz-request-id";
 
@@ -40,6 +43,106 @@ impl S3 for Gateway {
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
         run("CreateBucket", bucket::create_bucket(self, req)).await
+    }
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        run(
+            "PutBucketPolicy",
+            bucket_access::put_bucket_policy(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        run(
+            "GetBucketPolicy",
+            bucket_access::get_bucket_policy(self, req),
+        )
+        .await
+    }
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        run(
+            "DeleteBucketPolicy",
+            bucket_access::delete_bucket_policy(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        run(
+            "GetBucketPolicyStatus",
+            bucket_access::get_bucket_policy_status(self, req),
+        )
+        .await
+    }
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        run(
+            "PutPublicAccessBlock",
+            bucket_access::put_public_access_block(self, req),
+        )
+        .await
+    }
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        run(
+            "GetPublicAccessBlock",
+            bucket_access::get_public_access_block(self, req),
+        )
+        .await
+    }
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        run(
+            "DeletePublicAccessBlock",
+            bucket_access::delete_public_access_block(self, req),
+        )
+        .await
+    }
+    async fn put_bucket_ownership_controls(
+        &self,
+        req: S3Request<PutBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        run(
+            "PutBucketOwnershipControls",
+            bucket_access::put_bucket_ownership_controls(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_ownership_controls(
+        &self,
+        req: S3Request<GetBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        run(
+            "GetBucketOwnershipControls",
+            bucket_access::get_bucket_ownership_controls(self, req),
+        )
+        .await
+    }
+    async fn delete_bucket_ownership_controls(
+        &self,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        run(
+            "DeleteBucketOwnershipControls",
+            bucket_access::delete_bucket_ownership_controls(self, req),
+        )
+        .await
     }
     async fn delete_bucket(
         &self,

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use clap::Subcommand;
-use saker_coordinator::{AccessKey, AccessKeyStore, KeyError};
+use saker_coordinator::AccessKeyStore;
 use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ pub enum AdminCommand {
     /// Manage access keys.
     Key {
         #[command(subcommand)]
-        command: KeyCommand,
+        command: crate::admin_keys::KeyCommand,
     },
     /// Show or change the exception table (which MNode group owns a file name).
     Exception {
@@ -138,45 +138,6 @@ fn table_info(table: &saker_namespace::ExceptionTable) -> ExceptionTableInfo {
     }
 }
 
-#[derive(Subcommand)]
-pub enum KeyCommand {
-    /// Add an access key (a secret is generated when none is given).
-    Create {
-        #[arg(long)]
-        access_key: String,
-        #[arg(long)]
-        secret_key: Option<String>,
-        /// POSIX uid S3 requests with this key act as.
-        #[arg(long, default_value_t = 0)]
-        uid: u32,
-        #[arg(long, default_value_t = 0)]
-        gid: u32,
-    },
-    /// List access keys (secrets are not shown).
-    List,
-    /// Delete an access key.
-    Delete {
-        #[arg(long)]
-        access_key: String,
-    },
-}
-
-#[derive(Serialize, Deserialize)]
-struct CreateKey {
-    access_key: String,
-    secret_key: String,
-    uid: u32,
-    gid: u32,
-}
-
-#[derive(Serialize, Deserialize)]
-struct KeyInfo {
-    access_key: String,
-    uid: u32,
-    gid: u32,
-    root: bool,
-}
-
 #[derive(Clone)]
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
@@ -205,8 +166,18 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/metrics", get(metrics))
         .route("/admin/status", get(cluster_status))
-        .route("/admin/keys", get(list_keys).post(create_key))
-        .route("/admin/keys/{access_key}", delete(delete_key))
+        .route(
+            "/admin/keys",
+            get(crate::admin_keys::list).post(crate::admin_keys::create),
+        )
+        .route(
+            "/admin/keys/{access_key}",
+            delete(crate::admin_keys::delete),
+        )
+        .route(
+            "/admin/keys/{access_key}/policy",
+            put(crate::admin_keys::set_policy),
+        )
         .route("/admin/exceptions", get(list_exceptions))
         .route("/admin/exceptions/{name}", put(set_exception))
         .route("/admin/balance", post(run_balance))
@@ -566,81 +537,25 @@ pub(crate) fn deny() -> Response {
         .into_response()
 }
 
-fn key_error(e: KeyError) -> Response {
-    let status = match e {
-        KeyError::Exists(_) => StatusCode::CONFLICT,
-        KeyError::NotFound(_) => StatusCode::NOT_FOUND,
-        KeyError::Invalid(_) | KeyError::Root => StatusCode::BAD_REQUEST,
-        KeyError::Io(_) | KeyError::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        KeyError::State(_) => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, format!("{e}\n")).into_response()
-}
-
-async fn list_keys(State(st): State<AdminState>, headers: HeaderMap) -> Response {
-    if !authorized(&st, &Method::GET, "/admin/keys", &headers, b"") {
-        return deny();
-    }
-    let keys = match st.keys.current().await {
-        Ok(keys) => keys,
-        Err(e) => return key_error(e),
-    };
-    let keys: Vec<KeyInfo> = keys
-        .into_iter()
-        .map(|k| KeyInfo {
-            access_key: k.access_key,
-            uid: k.uid,
-            gid: k.gid,
-            root: k.root,
-        })
-        .collect();
-    axum::Json(keys).into_response()
-}
-
-async fn create_key(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    if !authorized(&st, &Method::POST, "/admin/keys", &headers, &body) {
-        return deny();
-    }
-    let req: CreateKey = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
-        }
-    };
-    let key = AccessKey {
-        access_key: req.access_key,
-        secret_key: req.secret_key,
-        uid: req.uid,
-        gid: req.gid,
-        root: false,
-    };
-    match st.keys.create(key).await {
-        Ok(()) => (StatusCode::CREATED, "created\n").into_response(),
-        Err(e) => key_error(e),
-    }
-}
-
-async fn delete_key(
-    State(st): State<AdminState>,
-    Path(ak): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    let path = format!("/admin/keys/{ak}");
-    if !authorized(&st, &Method::DELETE, &path, &headers, b"") {
-        return deny();
-    }
-    match st.keys.delete(&ak).await {
-        Ok(()) => (StatusCode::OK, "deleted\n").into_response(),
-        Err(e) => key_error(e),
-    }
-}
-
 fn root_from_env() -> anyhow::Result<(String, String)> {
     let ak = std::env::var("SAKER_ACCESS_KEY")
         .context("set SAKER_ACCESS_KEY to the server's root access key")?;
     let sk = std::env::var("SAKER_SECRET_KEY")
         .context("set SAKER_SECRET_KEY to the server's root secret key")?;
     Ok((ak, sk))
+}
+
+/// The CA certificate `--ca-cert` names, trusted by admin requests besides the system's.
+static CA_CERT: std::sync::OnceLock<reqwest::Certificate> = std::sync::OnceLock::new();
+
+/// Trusts the CA certificate in PEM file `path` for admin requests.
+pub fn trust(path: &std::path::Path) -> anyhow::Result<()> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read the CA certificate {}", path.display()))?;
+    let cert = reqwest::Certificate::from_pem(&pem)
+        .with_context(|| format!("{} is not a PEM certificate", path.display()))?;
+    let _ = CA_CERT.set(cert);
+    Ok(())
 }
 
 /// Sends a signed admin request; the response, if it succeeded.
@@ -671,7 +586,13 @@ pub(crate) async fn request(
         body: &body,
     }
     .sign(&sk);
-    let resp = reqwest::Client::new()
+    let mut client = reqwest::Client::builder();
+    if let Some(ca) = CA_CERT.get() {
+        client = client.add_root_certificate(ca.clone());
+    }
+    let resp = client
+        .build()
+        .context("cannot set up the HTTP client")?
         .request(method, parsed)
         .header(HEADER_KEY, ak)
         .header(HEADER_DATE, date.to_string())
@@ -765,53 +686,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return Ok(());
         }
     };
-    match command {
-        KeyCommand::Create {
-            access_key,
-            secret_key,
-            uid,
-            gid,
-        } => {
-            let generated = secret_key.is_none();
-            let secret_key =
-                secret_key.unwrap_or_else(saker_coordinator::access_keys::generate_secret_key);
-            let body = serde_json::to_vec(&CreateKey {
-                access_key: access_key.clone(),
-                secret_key: secret_key.clone(),
-                uid,
-                gid,
-            })?;
-            send(endpoint, Method::POST, "/admin/keys", body).await?;
-            println!("created access key {access_key}");
-            if generated {
-                println!("secret key: {secret_key}");
-            }
-        }
-        KeyCommand::List => {
-            let text = send(endpoint, Method::GET, "/admin/keys", Vec::new()).await?;
-            let keys: Vec<KeyInfo> = serde_json::from_str(&text).context("unexpected reply")?;
-            for k in keys {
-                println!(
-                    "{}\tuid={}\tgid={}{}",
-                    k.access_key,
-                    k.uid,
-                    k.gid,
-                    if k.root { "\troot" } else { "" }
-                );
-            }
-        }
-        KeyCommand::Delete { access_key } => {
-            send(
-                endpoint,
-                Method::DELETE,
-                &format!("/admin/keys/{access_key}"),
-                Vec::new(),
-            )
-            .await?;
-            println!("deleted access key {access_key}");
-        }
-    }
-    Ok(())
+    crate::admin_keys::run(endpoint, command).await
 }
 
 async fn run_exception(endpoint: &str, command: ExceptionCommand) -> anyhow::Result<()> {

@@ -4,11 +4,13 @@
 mod access_log;
 mod admin;
 mod admin_auth;
+mod admin_keys;
 mod backup;
 mod bench;
 mod cluster_credential;
 mod coordinator_host;
 mod hosting;
+mod listen;
 mod mount;
 mod nodes;
 mod process_config;
@@ -56,6 +58,10 @@ enum Command {
         /// Admin endpoint of the server.
         #[arg(long, default_value = "http://127.0.0.1:9901", global = true)]
         admin_endpoint: String,
+        /// Trust this CA certificate (PEM) for an https admin endpoint, besides the
+        /// system's.
+        #[arg(long, env = "SAKER_CA_CERT", global = true, value_name = "FILE")]
+        ca_cert: Option<std::path::PathBuf>,
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
@@ -129,8 +135,14 @@ fn main() -> anyhow::Result<()> {
             Command::Mount(args) => mount::run(args).await,
             Command::Admin {
                 admin_endpoint,
+                ca_cert,
                 command,
-            } => admin::run_client(&admin_endpoint, command).await,
+            } => {
+                if let Some(ca) = ca_cert {
+                    admin::trust(&ca)?;
+                }
+                admin::run_client(&admin_endpoint, command).await
+            }
             Command::Bench { command } => bench::run(command).await,
         }
     })

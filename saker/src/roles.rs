@@ -245,13 +245,18 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         let listener = TcpListener::bind(s3_addr)
             .await
             .with_context(|| format!("cannot listen on {s3_addr}"))?;
-        lines.push(format!("  S3 endpoint:  http://{}", listener.local_addr()?));
+        let tls = args.tls()?;
+        lines.push(format!(
+            "  S3 endpoint:  {}://{}",
+            crate::listen::scheme(&tls),
+            listener.local_addr()?
+        ));
         lines.push(format!("  access key:   {}", keys.root().access_key));
         if env_root_key().is_none() {
             let shown = crate::server::shown_secret(&keys.root().secret_key, &cfg.data_dir);
             lines.push(format!("  secret key:   {shown}"));
         }
-        tokio::spawn(serve_s3(listener, s3, args.access_log()?));
+        tokio::spawn(serve_s3(listener, tls, s3, args.access_log()?));
         let (scrub_age, interval) = args.gc();
         // Garbage collection runs once per cluster: with the active coordinator in a
         // replicated cluster (every node has a gateway), in the one gateway process otherwise.
@@ -291,12 +296,13 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
-        lines.push(format!("  admin:        http://{}", listener.local_addr()?));
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "admin listener failed");
-            }
-        });
+        let tls = args.tls()?;
+        lines.push(format!(
+            "  admin:        {}://{}",
+            crate::listen::scheme(&tls),
+            listener.local_addr()?
+        ));
+        tokio::spawn(crate::listen::serve_router(listener, tls, app));
     }
     if let Some(h) = &hosting {
         let list: Vec<String> = h.replicas().keys().map(|g| g.to_string()).collect();

@@ -15,7 +15,6 @@ use anyhow::Context;
 
 use crate::access_log::AccessLog;
 use clap::Args;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::{collect_garbage, Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
@@ -148,6 +147,13 @@ pub struct ServerArgs {
     /// key, status, bytes, remote address, request id) to FILE, appending (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
+    /// Serve S3 and the admin API over TLS with this certificate chain (PEM); needs
+    /// --tls-key. Without it they serve plain HTTP (meant for loopback).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Start from the metadata backup in DIR (`saker admin backup DIR`) on an empty data
     /// directory (its chunks, if any, copied or kept in place). A replicated cluster's nodes
     /// are all started with it; each restores the groups it creates.
@@ -258,7 +264,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let admin_addr = admin_listener.local_addr()?;
     let rpc_addr = rpc_listener.local_addr()?;
 
-    tokio::spawn(serve_s3(s3_listener, s3, args.access_log()?));
+    let tls = args.tls()?;
+    let scheme = crate::listen::scheme(&tls);
+    tokio::spawn(serve_s3(s3_listener, tls.clone(), s3, args.access_log()?));
     let sets = local
         .mnodes
         .iter()
@@ -282,11 +290,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         namespace: Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
     });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(admin_listener, admin_app).await {
-            tracing::error!(error = %e, "admin listener failed");
-        }
-    });
+    tokio::spawn(crate::listen::serve_router(admin_listener, tls, admin_app));
     tokio::spawn(async move {
         if let Err(e) = rpc.serve(rpc_listener).await {
             tracing::error!(error = %e, "RPC listener failed");
@@ -317,8 +321,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let root = keys.root();
     println!("saker is ready");
-    println!("  S3 endpoint:  http://{s3_addr}");
-    println!("  admin:        http://{admin_addr}  (/health, /metrics)");
+    println!("  S3 endpoint:  {scheme}://{s3_addr}");
+    println!("  admin:        {scheme}://{admin_addr}  (/health, /metrics)");
     println!("  RPC (library clients): {rpc_addr}");
     println!("  data dir:     {}", args.data_dir.display());
     println!("  MNode groups: {mnodes}");
@@ -334,7 +338,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             shown_secret(&root.secret_key, &args.data_dir)
         );
     }
-    println!("  try: AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url http://{s3_addr} s3 ls", root.access_key);
+    println!("  try: AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY=... aws --endpoint-url {scheme}://{s3_addr} s3 ls", root.access_key);
 
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -348,6 +352,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
 impl ServerArgs {
     /// The settings of an MNode group from the flags.
+    /// The TLS setup of the HTTP listeners, if `--tls-cert` is given.
+    pub(crate) fn tls(&self) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(crate::listen::acceptor(cert, key)?)),
+            _ => Ok(None),
+        }
+    }
+
     /// The access log `--access-log` names, opened.
     pub(crate) fn access_log(&self) -> anyhow::Result<Option<Arc<AccessLog>>> {
         self.access_log
@@ -579,43 +591,27 @@ pub(crate) fn shown_secret(secret: &str, data_dir: &std::path::Path) -> String {
 
 pub(crate) async fn serve_s3(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     service: s3s::service::S3Service,
     log: Option<Arc<AccessLog>>,
 ) {
-    loop {
-        let (stream, remote) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let svc = service.clone();
-        let log = log.clone();
-        tokio::spawn(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let io = TokioIo::new(stream);
-            let served = match log {
-                None => builder.serve_connection(io, svc).await,
-                Some(log) => {
-                    let logged = hyper::service::service_fn(move |req| {
-                        let (svc, log) = (svc.clone(), log.clone());
-                        async move {
-                            let pending = AccessLog::begin(&req, remote);
-                            let resp = hyper::service::Service::call(&svc, req).await?;
-                            log.end(pending, &resp);
-                            Ok::<_, s3s::HttpError>(resp)
-                        }
-                    });
-                    builder.serve_connection(io, logged).await
+    crate::listen::serve(listener, tls, move |peer| {
+        let (svc, log) = (service.clone(), log.clone());
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            let (svc, log) = (svc.clone(), log.clone());
+            async move {
+                // Who is asking, for policy conditions (aws:SourceIp, aws:SecureTransport).
+                req.extensions_mut().insert(peer);
+                let pending = log.as_ref().map(|_| AccessLog::begin(&req, peer.addr));
+                let resp = hyper::service::Service::call(&svc, req).await?;
+                if let (Some(log), Some(pending)) = (log, pending) {
+                    log.end(pending, &resp);
                 }
-            };
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "S3 connection ended with an error");
+                Ok::<_, s3s::HttpError>(resp)
             }
-        });
-    }
+        })
+    })
+    .await
 }
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak

@@ -101,7 +101,7 @@ pub fn saker_bin() -> PathBuf {
 fn parse_addr(line: &str, label: &str) -> Option<String> {
     let rest = line.trim_start().strip_prefix(label)?.trim_start();
     let url = rest.split_whitespace().next()?;
-    url.starts_with("http://").then(|| url.to_string())
+    (url.starts_with("http://") || url.starts_with("https://")).then(|| url.to_string())
 }
 
 /// `host:port` after `label` (the RPC line has no scheme).
@@ -116,7 +116,7 @@ fn parse_host_port(line: &str, label: &str) -> Option<String> {
 /// What follows a label on a line the server prints when it is ready.
 #[derive(Clone, Copy, Debug)]
 pub enum Want {
-    /// `http://host:port`
+    /// `http://host:port` or `https://host:port`
     Url,
     /// `host:port`
     HostPort,
@@ -650,4 +650,14 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
+}
+
+/// A bucket policy denying every request to `bucket` that does not come over TLS.
+pub fn insecure_denied(bucket: &str) -> String {
+    format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Sid":"TlsOnly","Effect":"Deny",
+          "Principal":"*","Action":"s3:*",
+          "Resource":["arn:aws:s3:::{bucket}","arn:aws:s3:::{bucket}/*"],
+          "Condition":{{"Bool":{{"aws:SecureTransport":"false"}}}}}}]}}"#
+    )
 }

@@ -1,0 +1,521 @@
+//! S3 authorization end to end: per-key policies (`saker admin key … --policy`), bucket
+//! policies (Principal "*" for anonymous reads, explicit Deny over Allow, conditions), the
+//! policy status, the public access block and Object Ownership, with aws-sdk-s3 and unsigned
+//! HTTP requests against a real server.
+
+mod common;
+
+use common::*;
+
+fn ok_stdout(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn create_key(srv: &Server, ak: &str, sk: &str, policy: &[&str]) {
+    let mut args = vec!["key", "create", "--access-key", ak, "--secret-key", sk];
+    args.extend_from_slice(policy);
+    ok_stdout(srv.admin_cmd(&args), "key create");
+}
+
+/// An unsigned request's status and body.
+async fn anonymous(method: reqwest::Method, url: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .request(method, url)
+        .send()
+        .await
+        .expect("the server answers");
+    (r.status().as_u16(), r.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_readonly_key_reads_and_lists_but_writes_nothing() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "ro").await;
+    let other = new_bucket(&root, "other").await;
+    put(&root, &b, "a/one", b"1").await;
+    put(&root, &other, "x", b"x").await;
+    create_key(
+        &srv,
+        "AKREADER",
+        "reader-secret-1",
+        &["--policy", "readonly", "--bucket", &b],
+    );
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("AKREADER") && l.contains("policy=readonly")),
+        "{listed}"
+    );
+    let reader = srv.client_with("AKREADER", "reader-secret-1");
+
+    assert_eq!(get_bytes(&reader, &b, "a/one").await, b"1");
+    assert_eq!(list_all(&reader, &b, None).await, vec!["a/one".to_string()]);
+    reader
+        .head_object()
+        .bucket(&b)
+        .key("a/one")
+        .send()
+        .await
+        .expect("HEAD is a read");
+    assert_fails(
+        reader
+            .put_object()
+            .bucket(&b)
+            .key("a/two")
+            .body(body(b"2"))
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        reader.delete_object().bucket(&b).key("a/one").send().await,
+        403,
+        "AccessDenied",
+    );
+    // Scoped to its bucket: the other bucket is not readable.
+    assert_fails(
+        reader.get_object().bucket(&other).key("x").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        reader.create_bucket().bucket("ro-new").send().await,
+        403,
+        "AccessDenied",
+    );
+    // Nothing the refused requests asked for happened.
+    assert_eq!(list_all(&root, &b, None).await, vec!["a/one".to_string()]);
+
+    // The policy is replaced: read-write in the bucket.
+    ok_stdout(
+        srv.admin_cmd(&[
+            "key",
+            "policy",
+            "set",
+            "--access-key",
+            "AKREADER",
+            "readwrite",
+            "--bucket",
+            &b,
+        ]),
+        "key policy set",
+    );
+    put(&reader, &b, "a/two", b"2").await;
+    // And removed: a key without a policy may do everything.
+    ok_stdout(
+        srv.admin_cmd(&["key", "policy", "remove", "--access-key", "AKREADER"]),
+        "key policy remove",
+    );
+    assert_eq!(get_bytes(&reader, &other, "x").await, b"x");
+    // The root key takes no policy.
+    let out = srv.admin_cmd(&["key", "policy", "set", "--access-key", ROOT_AK, "readonly"]);
+    assert!(!out.status.success(), "the root key cannot be limited");
+}
+
+#[tokio::test]
+async fn a_prefix_scoped_key_writes_under_its_prefix_only() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "logs").await;
+    put(&root, &b, "secret/x", b"s").await;
+    let doc = format!(
+        r#"{{"Version":"2012-10-17","Statement":[
+          {{"Effect":"Allow","Action":["s3:PutObject","s3:GetObject"],
+            "Resource":"arn:aws:s3:::{b}/logs/*"}},
+          {{"Effect":"Allow","Action":"s3:ListBucket","Resource":"arn:aws:s3:::{b}",
+            "Condition":{{"StringLike":{{"s3:prefix":"logs/*"}}}}}}]}}"#
+    );
+    let file = srv.data_dir().join("logs-policy.json");
+    std::fs::write(&file, doc).unwrap();
+    create_key(
+        &srv,
+        "AKLOGGER",
+        "logger-secret-1",
+        &["--policy", file.to_str().unwrap()],
+    );
+    let logger = srv.client_with("AKLOGGER", "logger-secret-1");
+    put(&logger, &b, "logs/2026/a.log", b"line").await;
+    assert_fails(
+        logger
+            .put_object()
+            .bucket(&b)
+            .key("elsewhere.log")
+            .body(body(b"no"))
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        logger.get_object().bucket(&b).key("secret/x").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_eq!(
+        list_all(&logger, &b, Some("logs/")).await,
+        vec!["logs/2026/a.log".to_string()]
+    );
+    assert_fails(
+        logger.list_objects_v2().bucket(&b).send().await,
+        403,
+        "AccessDenied",
+    );
+    // A policy that does not parse is refused before anything is stored.
+    std::fs::write(
+        &file,
+        r#"{"Statement":[{"Effect":"Maybe","Action":"s3:*"}]}"#,
+    )
+    .unwrap();
+    let out = srv.admin_cmd(&[
+        "key",
+        "policy",
+        "set",
+        "--access-key",
+        "AKLOGGER",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "a bad policy is refused");
+    put(&logger, &b, "logs/2026/b.log", b"still").await;
+}
+
+#[tokio::test]
+async fn a_public_bucket_policy_serves_anonymous_reads_only() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "pub").await;
+    put(&root, &b, "site/index.html", b"<html>").await;
+    let url = format!("{}/{b}/site/index.html", srv.endpoint);
+    let (status, text) = anonymous(reqwest::Method::GET, &url).await;
+    assert_eq!(
+        (status, text.contains("AccessDenied")),
+        (403, true),
+        "{text}"
+    );
+    assert_fails(
+        root.get_bucket_policy().bucket(&b).send().await,
+        404,
+        "NoSuchBucketPolicy",
+    );
+    let status = root
+        .get_bucket_policy_status()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        status.policy_status().and_then(|p| p.is_public()),
+        Some(false)
+    );
+
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Sid":"PublicRead","Effect":"Allow",
+          "Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{b}/site/*"}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(&policy)
+        .send()
+        .await
+        .expect("put bucket policy");
+    assert_eq!(
+        root.get_bucket_policy()
+            .bucket(&b)
+            .send()
+            .await
+            .unwrap()
+            .policy(),
+        Some(policy.as_str())
+    );
+    let status = root
+        .get_bucket_policy_status()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        status.policy_status().and_then(|p| p.is_public()),
+        Some(true)
+    );
+
+    let (status, text) = anonymous(reqwest::Method::GET, &url).await;
+    assert_eq!((status, text.as_str()), (200, "<html>"));
+    // Only what the policy names: not a write, not a listing, not another prefix.
+    let (status, _) = anonymous(reqwest::Method::PUT, &format!("{url}2")).await;
+    assert_eq!(status, 403);
+    let (status, _) = anonymous(reqwest::Method::GET, &format!("{}/{b}", srv.endpoint)).await;
+    assert_eq!(status, 403);
+    put(&root, &b, "private/p", b"p").await;
+    let (status, _) = anonymous(
+        reqwest::Method::GET,
+        &format!("{}/{b}/private/p", srv.endpoint),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_fails(
+        root.head_object()
+            .bucket(&b)
+            .key("site/index.html2")
+            .send()
+            .await,
+        404,
+        "NotFound",
+    );
+
+    // Restricting public buckets turns the public policy off for anonymous requests.
+    root.put_public_access_block()
+        .bucket(&b)
+        .public_access_block_configuration(
+            aws_sdk_s3::types::PublicAccessBlockConfiguration::builder()
+                .restrict_public_buckets(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (status, _) = anonymous(reqwest::Method::GET, &url).await;
+    assert_eq!(status, 403);
+    let got = root
+        .get_public_access_block()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let c = got.public_access_block_configuration().unwrap();
+    assert_eq!(
+        (c.restrict_public_buckets(), c.block_public_policy()),
+        (Some(true), Some(false))
+    );
+    root.delete_public_access_block()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let (status, _) = anonymous(reqwest::Method::GET, &url).await;
+    assert_eq!(status, 200);
+
+    // Deleting the policy ends anonymous reads; a deleted bucket takes its policy with it.
+    root.delete_bucket_policy().bucket(&b).send().await.unwrap();
+    let (status, _) = anonymous(reqwest::Method::GET, &url).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn explicit_deny_wins_and_public_policies_can_be_blocked() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "deny").await;
+    put(&root, &b, "keep", b"k").await;
+    create_key(&srv, "AKWORKER", "worker-secret-1", &[]);
+    let worker = srv.client_with("AKWORKER", "worker-secret-1");
+    put(&worker, &b, "mine", b"m").await;
+
+    // The key may do everything, but the bucket denies it deletes, and denies everyone
+    // requests from outside 10.0.0.0/8 to the archive/ prefix (all of ours: loopback).
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[
+          {{"Effect":"Deny","Principal":{{"AWS":["AKWORKER"]}},"Action":"s3:DeleteObject",
+            "Resource":"arn:aws:s3:::{b}/*"}},
+          {{"Effect":"Deny","Principal":"*","Action":"s3:*",
+            "Resource":"arn:aws:s3:::{b}/archive/*",
+            "Condition":{{"NotIpAddress":{{"aws:SourceIp":"10.0.0.0/8"}}}}}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(&policy)
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        worker.delete_object().bucket(&b).key("mine").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_eq!(get_bytes(&worker, &b, "mine").await, b"m");
+    assert_fails(
+        worker
+            .put_object()
+            .bucket(&b)
+            .key("archive/a")
+            .body(body(b"a"))
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    // The root key is not subject to policies.
+    put(&root, &b, "archive/a", b"a").await;
+    root.delete_object()
+        .bucket(&b)
+        .key("mine")
+        .send()
+        .await
+        .unwrap();
+
+    // A policy naming another bucket is malformed.
+    let foreign = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*",
+        "Action":"s3:GetObject","Resource":"arn:aws:s3:::some-other-bucket/*"}]}"#;
+    assert_fails(
+        root.put_bucket_policy()
+            .bucket(&b)
+            .policy(foreign)
+            .send()
+            .await,
+        400,
+        "MalformedPolicy",
+    );
+    assert_fails(
+        root.put_bucket_policy()
+            .bucket(&b)
+            .policy("{not json")
+            .send()
+            .await,
+        400,
+        "MalformedPolicy",
+    );
+
+    // block_public_policy refuses a public policy and keeps the old one.
+    root.put_public_access_block()
+        .bucket(&b)
+        .public_access_block_configuration(
+            aws_sdk_s3::types::PublicAccessBlockConfiguration::builder()
+                .block_public_policy(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let public = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*",
+          "Action":"s3:GetObject","Resource":"arn:aws:s3:::{b}/*"}}]}}"#
+    );
+    assert_fails(
+        root.put_bucket_policy()
+            .bucket(&b)
+            .policy(&public)
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    assert_eq!(
+        root.get_bucket_policy()
+            .bucket(&b)
+            .send()
+            .await
+            .unwrap()
+            .policy(),
+        Some(policy.as_str())
+    );
+
+    // Settings go with the bucket.
+    for k in ["keep", "archive/a"] {
+        root.delete_object().bucket(&b).key(k).send().await.unwrap();
+    }
+    root.delete_bucket().bucket(&b).send().await.unwrap();
+    root.create_bucket().bucket(&b).send().await.unwrap();
+    assert_fails(
+        root.get_bucket_policy().bucket(&b).send().await,
+        404,
+        "NoSuchBucketPolicy",
+    );
+    assert_fails(
+        root.get_public_access_block().bucket(&b).send().await,
+        404,
+        "NoSuchPublicAccessBlockConfiguration",
+    );
+}
+
+#[tokio::test]
+async fn ownership_controls_round_trip() {
+    use aws_sdk_s3::types::{ObjectOwnership, OwnershipControls, OwnershipControlsRule};
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "own").await;
+    assert_fails(
+        root.get_bucket_ownership_controls().bucket(&b).send().await,
+        404,
+        "OwnershipControlsNotFoundError",
+    );
+    let controls = |o: ObjectOwnership| {
+        OwnershipControls::builder()
+            .rules(
+                OwnershipControlsRule::builder()
+                    .object_ownership(o)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap()
+    };
+    root.put_bucket_ownership_controls()
+        .bucket(&b)
+        .ownership_controls(controls(ObjectOwnership::ObjectWriter))
+        .send()
+        .await
+        .unwrap();
+    let got = root
+        .get_bucket_ownership_controls()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let rules = got.ownership_controls().unwrap().rules();
+    assert_eq!(rules[0].object_ownership(), &ObjectOwnership::ObjectWriter);
+    root.delete_bucket_ownership_controls()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        root.get_bucket_ownership_controls().bucket(&b).send().await,
+        404,
+        "OwnershipControlsNotFoundError",
+    );
+    assert_fails(
+        root.put_bucket_ownership_controls()
+            .bucket("no-such-bucket-here")
+            .ownership_controls(controls(ObjectOwnership::ObjectWriter))
+            .send()
+            .await,
+        404,
+        "NoSuchBucket",
+    );
+}
+
+#[tokio::test]
+async fn requests_without_tls_can_be_denied() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "tlsonly").await;
+    put(&root, &b, "k", b"v").await;
+    create_key(&srv, "AKPLAIN", "plain-secret-1", &[]);
+    let user = srv.client_with("AKPLAIN", "plain-secret-1");
+    assert_eq!(get_bytes(&user, &b, "k").await, b"v");
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(insecure_denied(&b))
+        .send()
+        .await
+        .unwrap();
+    // This server speaks plain HTTP: aws:SecureTransport is false (tls.rs: true over TLS).
+    assert_fails(
+        user.get_object().bucket(&b).key("k").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        user.list_objects_v2().bucket(&b).send().await,
+        403,
+        "AccessDenied",
+    );
+}

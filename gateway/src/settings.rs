@@ -1,0 +1,253 @@
+//! Per-bucket access settings: the bucket policy, the bucket ACL, Object Ownership and the
+//! Public Access Block.
+//!
+//! Each is one record of the coordinator's replicated state (group 1's state machine),
+//! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
+//! backup carries them; one record per setting, so two gateways changing two settings of one
+//! bucket never overwrite each other. Each gateway keeps a parsed copy, loaded before the
+//! first request that needs it (a policy is never skipped for not being loaded yet) and
+//! refreshed every [`REFRESH`]; its own changes are in its copy at once. Another gateway's
+//! change is seen within [`REFRESH`] (S3 too documents policy changes as eventually
+//! consistent).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use saker_coordinator::{JournalError, StateStore};
+use saker_policy::{Acl, ObjectOwnership, Policy, PublicAccessBlock};
+
+/// How often a gateway refreshes its copy.
+pub const REFRESH: Duration = Duration::from_secs(2);
+/// Record key prefix of bucket settings in the coordinator's state.
+const PREFIX: &str = "buckets/";
+
+/// One setting of a bucket: its record name under `buckets/<bucket>/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    Policy,
+    Acl,
+    Ownership,
+    PublicAccessBlock,
+}
+
+impl Setting {
+    const ALL: [Setting; 4] = [
+        Setting::Policy,
+        Setting::Acl,
+        Setting::Ownership,
+        Setting::PublicAccessBlock,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Setting::Policy => "policy",
+            Setting::Acl => "acl",
+            Setting::Ownership => "ownership",
+            Setting::PublicAccessBlock => "public-access-block",
+        }
+    }
+
+    fn record(self, bucket: &str) -> String {
+        format!("{PREFIX}{bucket}/{}", self.name())
+    }
+}
+
+/// What a bucket has set (unset: S3's defaults: no policy, the private ACL, ownership
+/// `BucketOwnerEnforced`, no public access block).
+#[derive(Clone, Debug, Default)]
+pub struct Bucket {
+    /// The policy as it was put, and parsed.
+    pub policy: Option<(String, Policy)>,
+    pub acl: Option<Acl>,
+    pub ownership: Option<ObjectOwnership>,
+    pub public_access_block: Option<PublicAccessBlock>,
+}
+
+impl Bucket {
+    fn set(&mut self, setting: Setting, value: &[u8]) -> Result<(), String> {
+        let text = std::str::from_utf8(value).map_err(|e| e.to_string())?;
+        match setting {
+            Setting::Policy => {
+                let p = Policy::parse_bucket(text).map_err(|e| e.to_string())?;
+                self.policy = Some((text.to_string(), p));
+            }
+            Setting::Acl => self.acl = Some(serde_json::from_str(text).map_err(|e| e.to_string())?),
+            Setting::Ownership => self.ownership = Some(text.parse().map_err(|e| format!("{e}"))?),
+            Setting::PublicAccessBlock => {
+                self.public_access_block =
+                    Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
+            }
+        }
+        Ok(())
+    }
+
+    fn unset(&mut self, setting: Setting) {
+        match setting {
+            Setting::Policy => self.policy = None,
+            Setting::Acl => self.acl = None,
+            Setting::Ownership => self.ownership = None,
+            Setting::PublicAccessBlock => self.public_access_block = None,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.policy.is_none()
+            && self.acl.is_none()
+            && self.ownership.is_none()
+            && self.public_access_block.is_none()
+    }
+}
+
+/// The settings of every bucket that has any.
+pub struct BucketSettings {
+    state: Arc<dyn StateStore>,
+    copy: RwLock<Option<BTreeMap<String, Arc<Bucket>>>>,
+    /// When the copy was last loaded (one load at a time).
+    loaded: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl BucketSettings {
+    pub fn new(state: Arc<dyn StateStore>) -> Self {
+        Self {
+            state,
+            copy: RwLock::new(None),
+            loaded: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Refreshes the copy every [`REFRESH`], for ever.
+    pub async fn follow(self: Arc<Self>) {
+        loop {
+            if let Err(e) = self.load(REFRESH / 2).await {
+                tracing::debug!(error = %e, "bucket settings not refreshed");
+            }
+            tokio::time::sleep(REFRESH).await;
+        }
+    }
+
+    /// Reloads the copy unless it was loaded less than `min_age` ago.
+    async fn load(&self, min_age: Duration) -> Result<(), JournalError> {
+        let mut last = self.loaded.lock().await;
+        if last.is_some_and(|t| t.elapsed() < min_age) {
+            return Ok(());
+        }
+        let mut fresh: BTreeMap<String, Bucket> = BTreeMap::new();
+        for (key, value) in self.state.scan(PREFIX).await? {
+            let Some((bucket, name)) = key[PREFIX.len()..].split_once('/') else {
+                continue;
+            };
+            let Some(setting) = Setting::ALL.into_iter().find(|s| s.name() == name) else {
+                continue;
+            };
+            if let Err(e) = fresh
+                .entry(bucket.to_string())
+                .or_default()
+                .set(setting, &value)
+            {
+                // Only valid settings are stored; one that no longer parses denies what it
+                // would have allowed rather than failing every request of the bucket.
+                tracing::warn!(bucket, setting = name, error = %e, "bucket setting ignored");
+            }
+        }
+        *self.copy.write() = Some(fresh.into_iter().map(|(b, s)| (b, Arc::new(s))).collect());
+        *last = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The settings of `bucket` (its defaults when it has none), loaded first if this copy
+    /// never was.
+    pub async fn get(&self, bucket: &str) -> Result<Arc<Bucket>, JournalError> {
+        if self.copy.read().is_none() {
+            self.load(Duration::MAX).await?;
+        }
+        Ok(self
+            .copy
+            .read()
+            .as_ref()
+            .and_then(|m| m.get(bucket).cloned())
+            .unwrap_or_default())
+    }
+
+    /// Stores one setting of `bucket` (`None` removes it); `value` must parse as the
+    /// setting (callers check it first and answer the client's error).
+    pub async fn put(
+        &self,
+        bucket: &str,
+        setting: Setting,
+        value: Option<Vec<u8>>,
+    ) -> Result<(), JournalError> {
+        self.get(bucket).await?;
+        self.state
+            .put(&setting.record(bucket), value.clone())
+            .await?;
+        let mut copy = self.copy.write();
+        let map = copy.get_or_insert_with(BTreeMap::new);
+        let mut b = map.get(bucket).map(|b| (**b).clone()).unwrap_or_default();
+        match value {
+            Some(v) => {
+                if let Err(e) = b.set(setting, &v) {
+                    tracing::warn!(bucket, error = %e, "bucket setting stored but not parsed");
+                }
+            }
+            None => b.unset(setting),
+        }
+        if b.is_empty() {
+            map.remove(bucket);
+        } else {
+            map.insert(bucket.to_string(), Arc::new(b));
+        }
+        Ok(())
+    }
+
+    /// Forgets every setting of `bucket` (it was deleted, or is being created anew).
+    pub async fn clear(&self, bucket: &str) -> Result<(), JournalError> {
+        let has = !self.get(bucket).await?.is_empty();
+        if has {
+            for s in Setting::ALL {
+                self.put(bucket, s, None).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use saker_coordinator::MemState;
+
+    const POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow",
+        "Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pub/*"}]}"#;
+
+    #[tokio::test]
+    async fn settings_are_records_another_copy_loads() {
+        let state: Arc<dyn StateStore> = Arc::new(MemState::default());
+        let a = BucketSettings::new(state.clone());
+        assert!(a.get("pub").await.unwrap().policy.is_none());
+        a.put("pub", Setting::Policy, Some(POLICY.as_bytes().to_vec()))
+            .await
+            .unwrap();
+        a.put("pub", Setting::Ownership, Some(b"ObjectWriter".to_vec()))
+            .await
+            .unwrap();
+        assert_eq!(
+            a.get("pub").await.unwrap().policy.as_ref().unwrap().0,
+            POLICY
+        );
+
+        // Another gateway's copy, loaded from the records.
+        let b = BucketSettings::new(state.clone());
+        let got = b.get("pub").await.unwrap();
+        assert_eq!(got.policy.as_ref().unwrap().0, POLICY);
+        assert_eq!(got.ownership, Some(ObjectOwnership::ObjectWriter));
+        assert!(b.get("other").await.unwrap().is_empty());
+
+        a.clear("pub").await.unwrap();
+        assert!(a.get("pub").await.unwrap().is_empty());
+        assert!(state.scan(PREFIX).await.unwrap().is_empty());
+        b.load(Duration::ZERO).await.unwrap();
+        assert!(b.get("pub").await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! The HTTP listeners (S3 and admin): an accept loop that serves each connection, over TLS
+//! when a certificate is configured (`--tls-cert`/`--tls-key`, rustls).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use saker_gateway::Peer;
+use tokio::net::TcpListener;
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
+
+/// How long a client has for its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The TLS setup of the HTTP listeners: a certificate chain and its private key, PEM files.
+pub fn acceptor(cert: &Path, key: &Path) -> anyhow::Result<TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("cannot read the TLS certificate {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("bad PEM in the TLS certificate {}", cert.display()))?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "no certificate in {} (PEM, CERTIFICATE blocks)",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("cannot read a private key from {}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the TLS certificate and key do not go together")?;
+    let mut config = config;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// `http` or `https`, as the listener serves.
+pub fn scheme(tls: &Option<TlsAcceptor>) -> &'static str {
+    if tls.is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// Serves every connection `listener` accepts (TLS first when `tls` is set) with the
+/// service `make` builds for it, HTTP/1.1 or HTTP/2, each on its own task.
+pub async fn serve<F, S, B>(listener: TcpListener, tls: Option<TlsAcceptor>, make: F)
+where
+    F: Fn(Peer) -> S + Send + Sync + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let make = Arc::new(make);
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (make, tls) = (make.clone(), tls.clone());
+        tokio::spawn(async move {
+            let peer = Peer {
+                addr: remote,
+                secure: tls.is_some(),
+            };
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let service = make(peer);
+            let served = match tls {
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+                Some(tls) => {
+                    let stream =
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%remote, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%remote, "TLS handshake timed out");
+                                return;
+                            }
+                        };
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+            };
+            if let Err(e) = served {
+                tracing::debug!(%remote, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
+/// Serves an axum router (the admin API) on `listener`.
+pub async fn serve_router(listener: TcpListener, tls: Option<TlsAcceptor>, app: axum::Router) {
+    serve(listener, tls, move |_| {
+        hyper_util::service::TowerToHyperService::new(app.clone())
+    })
+    .await
+}
