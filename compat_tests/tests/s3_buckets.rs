@@ -362,8 +362,8 @@ async fn object_lock_is_not_available() {
     );
 }
 
-/// Only the private ACL exists; grants are checked first, so a grant to nobody is a 400 and a
-/// grant to someone real is NotImplemented.
+/// Grantees are checked: a grant to nobody is a 400; grants to real grantees are kept
+/// (s3_policy.rs shows what they allow).
 #[tokio::test]
 async fn acl_grants() {
     use aws_sdk_s3::types::{AccessControlPolicy, Grant, Grantee, Owner, Permission, Type};
@@ -437,13 +437,22 @@ async fn acl_grants() {
         400,
         "InvalidArgument",
     );
-    assert_fails(
-        c.put_bucket_acl()
-            .bucket(&b)
-            .grant_read("uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"")
-            .send()
-            .await,
-        501,
-        "NotImplemented",
-    );
+    c.put_bucket_acl()
+        .bucket(&b)
+        .grant_read("uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"")
+        .send()
+        .await
+        .expect("a grant to AllUsers");
+    let acl = c.get_bucket_acl().bucket(&b).send().await.expect("get acl");
+    let all_users: Vec<_> = acl
+        .grants()
+        .iter()
+        .filter(|g| {
+            g.grantee()
+                .and_then(|e| e.uri())
+                .is_some_and(|u| u.ends_with("/AllUsers"))
+        })
+        .filter_map(|g| g.permission().cloned())
+        .collect();
+    assert_eq!(all_users, vec![Permission::Read]);
 }

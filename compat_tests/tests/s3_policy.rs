@@ -519,3 +519,169 @@ async fn requests_without_tls_can_be_denied() {
         "AccessDenied",
     );
 }
+
+#[tokio::test]
+async fn bucket_acls_grant_what_s3_acls_grant() {
+    use aws_sdk_s3::types::{BucketCannedAcl, ObjectOwnership, OwnershipControls};
+    use aws_sdk_s3::types::{OwnershipControlsRule, Permission, PublicAccessBlockConfiguration};
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = bucket_name("acl");
+    root.create_bucket()
+        .bucket(&b)
+        .acl(BucketCannedAcl::PublicRead)
+        .send()
+        .await
+        .expect("create a public-read bucket");
+    put(&root, &b, "k", b"v").await;
+    let bucket_url = format!("{}/{b}", srv.endpoint);
+    // Bucket READ lists; reading an object needs the object's ACL (private).
+    let (status, text) = anonymous(reqwest::Method::GET, &bucket_url).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("<Key>k</Key>"), "{text}");
+    let (status, _) = anonymous(reqwest::Method::GET, &format!("{bucket_url}/k")).await;
+    assert_eq!(status, 403);
+    let (status, _) = anonymous(reqwest::Method::PUT, &format!("{bucket_url}/anon")).await;
+    assert_eq!(status, 403);
+    let s = root
+        .get_bucket_policy_status()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(s.policy_status().and_then(|p| p.is_public()), Some(true));
+
+    // public-read-write: bucket WRITE lets anyone write objects.
+    root.put_bucket_acl()
+        .bucket(&b)
+        .acl(BucketCannedAcl::PublicReadWrite)
+        .send()
+        .await
+        .unwrap();
+    let got = root.get_bucket_acl().bucket(&b).send().await.unwrap();
+    let mut perms: Vec<String> = got
+        .grants()
+        .iter()
+        .filter(|g| {
+            g.grantee()
+                .and_then(|e| e.uri())
+                .is_some_and(|u| u.ends_with("/AllUsers"))
+        })
+        .filter_map(|g| g.permission().map(|p| p.as_str().to_string()))
+        .collect();
+    perms.sort();
+    assert_eq!(perms, vec!["READ".to_string(), "WRITE".to_string()]);
+    let r = reqwest::Client::new()
+        .put(format!("{bucket_url}/anon"))
+        .body("from nobody")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(get_bytes(&root, &b, "anon").await, b"from nobody");
+
+    // A grant to one key: a write-only key may list through the ACL.
+    create_key(
+        &srv,
+        "AKFRIEND",
+        "friend-secret-1",
+        &["--policy", "writeonly"],
+    );
+    let friend = srv.client_with("AKFRIEND", "friend-secret-1");
+    root.put_bucket_acl()
+        .bucket(&b)
+        .grant_read("id=\"AKFRIEND\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list_all(&friend, &b, None).await.len(), 2);
+    let (status, _) = anonymous(reqwest::Method::GET, &bucket_url).await;
+    assert_eq!(status, 403, "the grant replaced the public ACL");
+    // Grantees must exist.
+    assert_fails(
+        root.put_bucket_acl()
+            .bucket(&b)
+            .grant_read("id=\"AKNOBODY\"")
+            .send()
+            .await,
+        400,
+        "InvalidArgument",
+    );
+    assert_fails(
+        root.put_bucket_acl()
+            .bucket(&b)
+            .grant_read("emailAddress=\"a@example.com\"")
+            .send()
+            .await,
+        400,
+        "UnresolvableGrantByEmailAddress",
+    );
+
+    // block_public_acls refuses a public ACL; BucketOwnerEnforced refuses any but private.
+    root.put_public_access_block()
+        .bucket(&b)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        root.put_bucket_acl()
+            .bucket(&b)
+            .acl(BucketCannedAcl::PublicRead)
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    let enforced = OwnershipControls::builder()
+        .rules(
+            OwnershipControlsRule::builder()
+                .object_ownership(ObjectOwnership::BucketOwnerEnforced)
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    assert_fails(
+        root.put_bucket_ownership_controls()
+            .bucket(&b)
+            .ownership_controls(enforced.clone())
+            .send()
+            .await,
+        400,
+        "InvalidBucketAclWithObjectOwnership",
+    );
+    root.put_bucket_acl()
+        .bucket(&b)
+        .acl(BucketCannedAcl::Private)
+        .send()
+        .await
+        .unwrap();
+    root.put_bucket_ownership_controls()
+        .bucket(&b)
+        .ownership_controls(enforced)
+        .send()
+        .await
+        .unwrap();
+    root.delete_public_access_block()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        root.put_bucket_acl()
+            .bucket(&b)
+            .acl(BucketCannedAcl::PublicRead)
+            .send()
+            .await,
+        400,
+        "AccessControlListNotSupported",
+    );
+    let got = root.get_bucket_acl().bucket(&b).send().await.unwrap();
+    assert_eq!(got.grants().len(), 1);
+    assert_eq!(got.grants()[0].permission(), Some(&Permission::FullControl));
+}

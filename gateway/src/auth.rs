@@ -1,14 +1,15 @@
 //! SigV4 secret lookup against the access-key store, and authorization: every request is
 //! evaluated as AWS does within one account ([`saker_policy::evaluate`]: explicit Deny >
-//! Allow > implicit deny) against the key's identity policy, the bucket's policy and its
-//! Public Access Block.
+//! Allow > implicit deny) against the key's identity policy, the bucket's policy, its ACL
+//! ([`crate::acl`]), Object Ownership and Public Access Block.
 //!
 //! - The root key may do everything; no policy applies to it.
 //! - A key without a policy may do everything a bucket policy does not deny it (keys made
 //!   before policies existed keep working); a key with one, only what it or a bucket policy
 //!   allows.
-//! - An anonymous request may do only what a bucket policy grants to `"*"`; otherwise it is
-//!   AccessDenied, or NoSuchBucket for a bucket that does not exist (as S3 answers).
+//! - An anonymous request may do only what a bucket policy grants to `"*"` or the bucket's
+//!   ACL grants AllUsers; otherwise it is AccessDenied, or NoSuchBucket for a bucket that
+//!   does not exist (as S3 answers).
 //!
 //! Condition keys set: `aws:SourceIp`, `aws:SecureTransport`, `aws:CurrentTime`,
 //! `aws:EpochTime`, `aws:username`/`aws:userid`/`aws:PrincipalType`, `s3:prefix`,
@@ -161,11 +162,16 @@ impl Access {
             .map_or(0, |d| d.as_secs() as i64);
         let mut req = Request::new(who.principal.clone(), action, resource).with_time(now);
         fill_context(&mut req, cx);
+        // Only bucket ACLs are kept (object ACLs are the owner's alone).
+        let bucket_acl = matches!(
+            saker_policy::acl_permission(action),
+            Some((saker_policy::AclTarget::Bucket, _))
+        );
         let sources = Sources {
             identity: who.identity.as_deref(),
             bucket_policy: settings.and_then(|s| s.policy.as_ref().map(|(_, p)| p)),
-            acl: None,
-            ownership: settings.and_then(|s| s.ownership).unwrap_or_default(),
+            acl: settings.and_then(|s| s.acl.as_ref()).filter(|_| bucket_acl),
+            ownership: crate::acl::ownership(settings.and_then(|s| s.ownership)),
             public_access_block: settings
                 .and_then(|s| s.public_access_block)
                 .unwrap_or_default(),

@@ -15,7 +15,7 @@ pub async fn create_bucket(
     req: S3Request<CreateBucketInput>,
 ) -> S3Result<S3Response<CreateBucketOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
-    let name = req.input.bucket;
+    let name = req.input.bucket.clone();
     validate_bucket_name(&name)
         .map_err(|e| S3Error::with_message(S3ErrorCode::InvalidBucketName, e.to_string()))?;
     if req.input.object_lock_enabled_for_bucket == Some(true) {
@@ -24,6 +24,26 @@ pub async fn create_bucket(
             S3ErrorCode::NotImplemented,
             "buckets with Object Lock are not supported",
         ));
+    }
+    let i = &req.input;
+    let ownership = i
+        .object_ownership
+        .as_ref()
+        .map(|o| crate::bucket_access::parse_ownership(o.as_str()))
+        .transpose()?;
+    let asked = crate::acl::AclRequest {
+        canned: i.acl.as_ref().map(|a| a.as_str()),
+        full_control: i.grant_full_control.as_ref(),
+        read: i.grant_read.as_ref(),
+        read_acp: i.grant_read_acp.as_ref(),
+        write: i.grant_write.as_ref(),
+        write_acp: i.grant_write_acp.as_ref(),
+        policy: None,
+    };
+    let acl = crate::acl::requested(gw, &asked, &bucket_owner(gw))?;
+    if let Some(acl) = &acl {
+        // Refused before the bucket is made, as S3 does.
+        crate::acl::check_settable(acl, crate::acl::ownership(ownership), None)?;
     }
     let path = vec![name.clone()];
     match gw
@@ -42,6 +62,17 @@ pub async fn create_bucket(
             // A deleted bucket's settings are cleared with it; should that have failed, a
             // bucket of the same name must not inherit them.
             gw.settings.clear(&name).await.map_err(settings_error)?;
+            if let Some(o) = ownership {
+                let value = Some(o.to_string().into_bytes());
+                gw.settings
+                    .put(&name, crate::settings::Setting::Ownership, value)
+                    .await
+                    .map_err(settings_error)?;
+            }
+            if let Some(acl) = &acl {
+                let s = gw.settings.get(&name).await.map_err(settings_error)?;
+                set_bucket_acl(gw, &name, acl, &s).await?;
+            }
             Ok(S3Response::new(CreateBucketOutput {
                 location: Some(format!("/{name}")),
             }))
@@ -166,117 +197,21 @@ pub async fn list_buckets(
     }))
 }
 
-/// The default ACL: the owner has full control, nobody else has anything.
-pub fn owner_acl(gw: &Gateway) -> (Owner, Vec<Grant>) {
-    let owner = crate::list::owner(gw);
-    let grant = Grant {
-        grantee: Some(Grantee {
-            display_name: owner.display_name.clone(),
-            email_address: None,
-            id: owner.id.clone(),
-            type_: Type::from_static(Type::CANONICAL_USER),
-            uri: None,
-        }),
-        permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
-    };
-    (owner, vec![grant])
-}
-
-const GROUPS: [&str; 3] = [
-    "http://acs.amazonaws.com/groups/global/AllUsers",
-    "http://acs.amazonaws.com/groups/global/AuthenticatedUsers",
-    "http://acs.amazonaws.com/groups/s3/LogDelivery",
-];
-
-/// A grantee must exist: a canonical user id is an access key, saker knows no e-mail
-/// addresses, and the groups are S3's. `kind` is the header form's `id`, `emailAddress` or
-/// `uri`.
-fn check_grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<()> {
-    match kind {
-        "id" if gw.keys.get(value).is_some() => Ok(()),
-        "id" => Err(S3Error::with_message(
-            S3ErrorCode::InvalidArgument,
-            "Invalid id",
-        )),
-        "emailAddress" => Err(S3Error::with_message(
-            S3ErrorCode::UnresolvableGrantByEmailAddress,
-            "The e-mail address you provided does not match any account on record.",
-        )),
-        "uri" if GROUPS.contains(&value) => Ok(()),
-        "uri" => Err(S3Error::with_message(
-            S3ErrorCode::InvalidArgument,
-            "Invalid group uri",
-        )),
-        _ => Err(S3Error::with_message(
-            S3ErrorCode::InvalidArgument,
-            format!("grantee type {kind:?} is not one of id, emailAddress, uri"),
-        )),
-    }
-}
-
-/// The grantees of an `x-amz-grant-*` header: `id="…", emailAddress="…", uri="…"`.
-fn check_grant_header(gw: &Gateway, h: &str) -> S3Result<()> {
-    for g in h.split(',').map(str::trim).filter(|g| !g.is_empty()) {
-        let (kind, value) = g.split_once('=').ok_or_else(|| {
-            S3Error::with_message(S3ErrorCode::InvalidArgument, "a grant is not key=\"value\"")
-        })?;
-        check_grantee(gw, kind.trim(), value.trim().trim_matches('"'))?;
-    }
-    Ok(())
-}
-
-/// Only the private ACL exists: granting anything to anyone else is not implemented. Grants
-/// to grantees that do not exist are refused first, as S3 refuses them.
-pub fn check_private_acl(
-    canned: Option<&str>,
-    grants: &[Option<&String>],
-    policy: Option<&AccessControlPolicy>,
-    gw: &Gateway,
-) -> S3Result<()> {
-    for h in grants.iter().flatten() {
-        check_grant_header(gw, h)?;
-    }
-    if let Some(p) = policy {
-        for e in p.grants.iter().flatten().filter_map(|g| g.grantee.as_ref()) {
-            match e.type_.as_str() {
-                Type::CANONICAL_USER => check_grantee(gw, "id", e.id.as_deref().unwrap_or(""))?,
-                Type::AMAZON_CUSTOMER_BY_EMAIL => {
-                    check_grantee(gw, "emailAddress", e.email_address.as_deref().unwrap_or(""))?
-                }
-                Type::GROUP => check_grantee(gw, "uri", e.uri.as_deref().unwrap_or(""))?,
-                other => check_grantee(gw, other, "")?,
-            }
-        }
-    }
-    if canned.is_some_and(|c| c != "private") || grants.iter().any(|g| g.is_some()) {
-        return Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "only the private ACL is supported",
-        ));
-    }
-    if let Some(p) = policy {
-        let owner = crate::list::owner(gw).id;
-        let only_owner = p
-            .grants
-            .iter()
-            .flatten()
-            .all(|g| g.grantee.as_ref().is_some_and(|e| e.id == owner));
-        if !only_owner {
-            return Err(S3Error::with_message(
-                S3ErrorCode::NotImplemented,
-                "only the private ACL is supported",
-            ));
-        }
-    }
-    Ok(())
+/// The bucket's owner: the root key (saker's namespace is single-tenant).
+pub fn bucket_owner(gw: &Gateway) -> String {
+    gw.keys.root().access_key
 }
 
 pub async fn get_bucket_acl(
     gw: &Gateway,
     req: S3Request<GetBucketAclInput>,
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    let (owner, grants) = owner_acl(gw);
+    let s = crate::bucket_access::settings(gw, &req.input.bucket).await?;
+    let acl = match &s.acl {
+        Some(acl) => acl.clone(),
+        None => saker_policy::Acl::private(&bucket_owner(gw)),
+    };
+    let (owner, grants) = crate::acl::to_dto(&acl);
     Ok(S3Response::new(GetBucketAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -288,21 +223,41 @@ pub async fn put_bucket_acl(
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     let i = &req.input;
-    bucket_exists(gw, &i.bucket).await?;
-    let grants = [
-        i.grant_full_control.as_ref(),
-        i.grant_read.as_ref(),
-        i.grant_read_acp.as_ref(),
-        i.grant_write.as_ref(),
-        i.grant_write_acp.as_ref(),
-    ];
-    check_private_acl(
-        i.acl.as_ref().map(|a| a.as_str()),
-        &grants,
-        i.access_control_policy.as_ref(),
-        gw,
-    )?;
+    let s = crate::bucket_access::settings(gw, &i.bucket).await?;
+    let asked = crate::acl::AclRequest {
+        canned: i.acl.as_ref().map(|a| a.as_str()),
+        full_control: i.grant_full_control.as_ref(),
+        read: i.grant_read.as_ref(),
+        read_acp: i.grant_read_acp.as_ref(),
+        write: i.grant_write.as_ref(),
+        write_acp: i.grant_write_acp.as_ref(),
+        policy: i.access_control_policy.as_ref(),
+    };
+    let Some(acl) = crate::acl::requested(gw, &asked, &bucket_owner(gw))? else {
+        return Err(S3Error::with_message(
+            S3ErrorCode::MissingSecurityHeader,
+            "an ACL, grant headers or an AccessControlPolicy body is needed",
+        ));
+    };
+    set_bucket_acl(gw, &i.bucket, &acl, &s).await?;
     Ok(S3Response::new(PutBucketAclOutput {}))
+}
+
+/// Stores `acl` as the ACL of `bucket` (whose settings are `s`) if the bucket may take it
+/// (the private ACL is stored as no ACL at all).
+async fn set_bucket_acl(
+    gw: &Gateway,
+    bucket: &str,
+    acl: &saker_policy::Acl,
+    s: &crate::settings::Bucket,
+) -> S3Result<()> {
+    let ownership = crate::acl::ownership(s.ownership);
+    crate::acl::check_settable(acl, ownership, s.public_access_block.as_ref())?;
+    let value = (!acl.is_private()).then(|| serde_json::to_vec(acl).expect("ACLs serialize"));
+    gw.settings
+        .put(bucket, crate::settings::Setting::Acl, value)
+        .await
+        .map_err(settings_error)
 }
 
 pub async fn get_bucket_versioning(

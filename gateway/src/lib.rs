@@ -5,6 +5,7 @@
 //! the `impl S3` in [`service`] stays thin and delegates. S3 error codes are mapped in one
 //! place, [`error`].
 
+mod acl;
 mod attributes;
 mod auth;
 mod body;

@@ -117,7 +117,9 @@ pub async fn get_object_acl(
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
     lookup_object(gw, &req.input.bucket, &req.input.key, Want::ATTR).await?;
-    let (owner, grants) = crate::bucket::owner_acl(gw);
+    let (owner, grants) = crate::acl::to_dto(&saker_policy::Acl::private(
+        &crate::bucket::bucket_owner(gw),
+    ));
     Ok(S3Response::new(GetObjectAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -131,18 +133,15 @@ pub async fn put_object_acl(
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
     let i = &req.input;
     lookup_object(gw, &i.bucket, &i.key, Want::ATTR).await?;
-    let grants = [
-        i.grant_full_control.as_ref(),
-        i.grant_read.as_ref(),
-        i.grant_read_acp.as_ref(),
-        i.grant_write.as_ref(),
-        i.grant_write_acp.as_ref(),
-    ];
-    crate::bucket::check_private_acl(
-        i.acl.as_ref().map(|a| a.as_str()),
-        &grants,
-        i.access_control_policy.as_ref(),
-        gw,
-    )?;
+    let asked = crate::acl::AclRequest {
+        canned: i.acl.as_ref().map(|a| a.as_str()),
+        full_control: i.grant_full_control.as_ref(),
+        read: i.grant_read.as_ref(),
+        read_acp: i.grant_read_acp.as_ref(),
+        write: i.grant_write.as_ref(),
+        write_acp: i.grant_write_acp.as_ref(),
+        policy: i.access_control_policy.as_ref(),
+    };
+    crate::acl::check_private_object_acl(gw, &asked)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }
