@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig};
 use aws_sdk_s3::Client;
 use saker_rpc::{ClientTag, MetaRequest, MetaService, ReplicaStatus, RpcChannel};
@@ -32,6 +33,9 @@ pub struct Nodes {
     pub rpc: Vec<String>,
     pub nodes: Vec<Node>,
     pub extra_args: Vec<String>,
+    /// `ip netns exec NS` of node i, when the nodes run in network namespaces
+    /// ([`Nodes::start_in`]); empty on loopback.
+    pub netns: Vec<Vec<String>>,
 }
 
 impl Drop for Nodes {
@@ -45,42 +49,81 @@ impl Drop for Nodes {
     }
 }
 
+/// Where node i listens: RPC (also its address in `[cluster] nodes` and `chunkstores`), S3
+/// and admin.
+struct Listen {
+    rpc: String,
+    s3: String,
+    admin: String,
+}
+
 impl Nodes {
+    /// Three nodes on loopback (free ports; the S3 and admin listeners on any port).
     pub fn start(extra_args: &[&str]) -> Nodes {
+        let listen = free_ports(3)
+            .into_iter()
+            .map(|p| Listen {
+                rpc: format!("127.0.0.1:{p}"),
+                s3: "127.0.0.1:0".into(),
+                admin: "127.0.0.1:0".into(),
+            })
+            .collect();
+        Self::start_with(listen, Vec::new(), extra_args)
+    }
+
+    /// Three nodes, node i in network namespace i of `netns` at its address there (fixed
+    /// ports: each namespace has its own), so that `netns` can partition them. This process
+    /// reaches every listener through the namespaces' bridge.
+    pub fn start_in(netns: &super::netns::Netns, extra_args: &[&str]) -> Nodes {
+        assert_eq!(netns.ips.len(), 3, "three namespaces");
+        let listen = netns
+            .ips
+            .iter()
+            .map(|ip| Listen {
+                rpc: format!("{ip}:9001"),
+                s3: format!("{ip}:9000"),
+                admin: format!("{ip}:9002"),
+            })
+            .collect();
+        let prefixes = (0..3).map(|i| netns.exec_prefix(i)).collect();
+        Self::start_with(listen, prefixes, extra_args)
+    }
+
+    fn start_with(listen: Vec<Listen>, netns: Vec<Vec<String>>, extra_args: &[&str]) -> Nodes {
         let dir = tempfile::Builder::new()
             .prefix("saker-replicated-")
             .tempdir()
             .unwrap();
-        let rpc: Vec<String> = free_ports(3)
-            .into_iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
         let credential = dir.path().join("cluster-credential.json");
         create_credential(&credential);
         install_credential(&credential);
-        let nodes_list = rpc
+        let nodes_list = listen
             .iter()
-            .map(|a| format!("\"{a}\""))
+            .map(|l| format!("\"{}\"", l.rpc))
             .collect::<Vec<_>>()
             .join(", ");
-        for (i, addr) in rpc.iter().enumerate() {
+        for (i, l) in listen.iter().enumerate() {
             let text = format!(
                 "roles = [\"gateway\", \"mnode\", \"coordinator\", \"chunkstore\"]\n\
-                 node = {}\ndata_dir = \"{}\"\nrpc_addr = \"{addr}\"\n\
-                 s3_addr = \"127.0.0.1:0\"\nadmin_addr = \"127.0.0.1:0\"\n\n[cluster]\n\
+                 node = {}\ndata_dir = \"{}\"\nrpc_addr = \"{}\"\n\
+                 s3_addr = \"{}\"\nadmin_addr = \"{}\"\n\n[cluster]\n\
                  credential = \"{}\"\nnodes = [{nodes_list}]\ngroups = {GROUPS}\n\
                  replication = 3\nchunkstores = [{nodes_list}]\n",
                 i + 1,
                 dir.path().join(format!("node{}", i + 1)).display(),
+                l.rpc,
+                l.s3,
+                l.admin,
                 credential.display(),
             );
             std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
         }
         let mut n = Nodes {
             dir,
-            rpc,
+            rpc: listen.into_iter().map(|l| l.rpc).collect(),
             nodes: Vec::new(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            netns,
         };
         // All at once, as an operator starts a cluster: a fresh node asks its peers whether
         // they know it before it decides on its raft id.
@@ -96,6 +139,7 @@ impl Nodes {
     /// `saker admin node add`.
     pub fn start_fourth(&mut self) {
         assert_eq!(self.nodes.len(), 3, "three nodes run");
+        assert!(self.netns.is_empty(), "a fourth node runs on loopback only");
         let addr = format!("127.0.0.1:{}", free_ports(1)[0]);
         let text = std::fs::read_to_string(self.config(0))
             .unwrap()
@@ -117,8 +161,16 @@ impl Nodes {
     }
 
     pub fn launch(&self, i: usize) -> Child {
-        Command::new(saker_bin())
-            .args(["server", "--config"])
+        // In a namespace: `ip netns exec NS saker …` (which execs saker: same pid).
+        let mut cmd = match self.netns.get(i) {
+            Some(prefix) => {
+                let mut c = Command::new("ip");
+                c.args(prefix).arg(saker_bin());
+                c
+            }
+            None => Command::new(saker_bin()),
+        };
+        cmd.args(["server", "--config"])
             .arg(self.config(i))
             .args(&self.extra_args)
             .env("SAKER_ACCESS_KEY", ROOT_AK)
@@ -168,6 +220,21 @@ impl Nodes {
         if !retry {
             b = b.retry_config(RetryConfig::disabled());
         }
+        Client::from_conf(b.build())
+    }
+
+    /// A root client of node `i`'s gateway that never retries and gives up on an operation
+    /// after `timeout` (for requests that may hang, e.g. at a node cut off from the others).
+    pub fn client_timeout(&self, i: usize, timeout: Duration) -> Client {
+        let b = aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(ROOT_AK, ROOT_SK, None, None, "saker-rep"))
+            .endpoint_url(&self.nodes[i].s3)
+            .force_path_style(true)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+            .retry_config(RetryConfig::disabled())
+            .timeout_config(TimeoutConfig::builder().operation_timeout(timeout).build());
         Client::from_conf(b.build())
     }
 
@@ -295,15 +362,21 @@ pub struct Writer {
 impl Writer {
     /// Counts each acknowledgement in `acks` as it comes.
     pub fn start(client: Client, bucket: &str, acks: Progress) -> Writer {
+        Self::start_under(client, bucket, "w", acks)
+    }
+
+    /// Writes keys under `prefix/` (writers sharing a bucket need prefixes of their own).
+    pub fn start_under(client: Client, bucket: &str, prefix: &str, acks: Progress) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let (bucket, flag) = (bucket.to_string(), stop.clone());
+        let prefix = prefix.to_string();
         let task = tokio::spawn(async move {
             let mut acked = BTreeMap::new();
             let mut attempts = Vec::new();
             let mut n = 0u64;
             while !flag.load(Ordering::Relaxed) {
                 n += 1;
-                let key = format!("w/d{}/obj-{n:05}", n % 5);
+                let key = format!("{prefix}/d{}/obj-{n:05}", n % 5);
                 let data = random_bytes(200 + (n as usize % 700));
                 let r = client
                     .put_object()
@@ -368,14 +441,18 @@ pub fn longest_gap(attempts: &[(Instant, bool)], from: Instant, to: Instant) -> 
 
 /// Every acknowledged object reads back with its bytes and is listed, through node `i`.
 pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<String, Vec<u8>>) {
+    use futures::StreamExt;
     let c = nodes.client(i, true);
-    for (key, data) in acked {
-        assert_eq!(
-            &get_bytes(&c, bucket, key).await,
-            data,
-            "{key} through node {}",
-            i + 1
-        );
+    // A few GETs at a time: a long ledger is read back in seconds.
+    let reads = futures::stream::iter(acked)
+        .map(|(key, data)| {
+            let c = &c;
+            async move { (key, data, get_bytes(c, bucket, key).await) }
+        })
+        .buffer_unordered(8);
+    futures::pin_mut!(reads);
+    while let Some((key, data, got)) = reads.next().await {
+        assert_eq!(&got, data, "{key} through node {}", i + 1);
     }
     let listed = list_all(&c, bucket, None).await;
     for key in acked.keys() {

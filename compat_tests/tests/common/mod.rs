@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod fuse;
+pub mod netns;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

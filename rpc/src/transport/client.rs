@@ -28,9 +28,15 @@ use crate::service::{CoordinatorService, MetaService};
 
 /// How long establishing a connection may take before a call fails as `Unavailable`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// HTTP/2 pings, also on idle connections, so a dead server is noticed.
-const KEEPALIVE: Duration = Duration::from_secs(20);
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// HTTP/2 pings, also on idle connections, so a dead server is noticed: a ping goes out once
+/// nothing was read for `KEEPALIVE`, and the connection is dropped (its calls fail as
+/// `Unavailable`, the next call dials again) unless answered within `KEEPALIVE_TIMEOUT`. Calls
+/// have no deadline of their own, so this bounds how long a peer that went silent without
+/// closing its connections (a network partition, not a crash) holds every call sent to it: a
+/// client keeps calling the group leader it knew, and before it gives up on it no other
+/// replica is asked.
+const KEEPALIVE: Duration = Duration::from_secs(2);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A connection to one RPC endpoint, shared by every handle made from it (calls are
 /// multiplexed on one HTTP/2 connection, re-established after a failure). Cheap to clone.
