@@ -352,8 +352,18 @@ async fn explicit_deny_wins_and_public_policies_can_be_blocked() {
         403,
         "AccessDenied",
     );
-    // The root key is not subject to policies.
-    put(&root, &b, "archive/a", b"a").await;
+    // A bucket policy's explicit Deny binds the root key too (as it binds an AWS account's
+    // users), but the root key may always manage the policy itself.
+    assert_fails(
+        root.put_object()
+            .bucket(&b)
+            .key("archive/a")
+            .body(body(b"a"))
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
     root.delete_object()
         .bucket(&b)
         .key("mine")
@@ -418,9 +428,12 @@ async fn explicit_deny_wins_and_public_policies_can_be_blocked() {
     );
 
     // Settings go with the bucket.
-    for k in ["keep", "archive/a"] {
-        root.delete_object().bucket(&b).key(k).send().await.unwrap();
-    }
+    root.delete_object()
+        .bucket(&b)
+        .key("keep")
+        .send()
+        .await
+        .unwrap();
     root.delete_bucket().bucket(&b).send().await.unwrap();
     root.create_bucket().bucket(&b).send().await.unwrap();
     assert_fails(
@@ -684,4 +697,102 @@ async fn bucket_acls_grant_what_s3_acls_grant() {
     let got = root.get_bucket_acl().bucket(&b).send().await.unwrap();
     assert_eq!(got.grants().len(), 1);
     assert_eq!(got.grants()[0].permission(), Some(&Permission::FullControl));
+}
+
+/// An unsigned browser-form upload (POST with `key` and `file` fields).
+async fn anonymous_post(bucket_url: &str, key: &str) -> u16 {
+    let body = format!(
+        "--XB\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n{key}\r\n\
+         --XB\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\
+         Content-Type: text/plain\r\n\r\nposted\r\n--XB--\r\n"
+    );
+    reqwest::Client::new()
+        .post(bucket_url)
+        .header("content-type", "multipart/form-data; boundary=XB")
+        .body(body)
+        .send()
+        .await
+        .expect("the server answers")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn an_unsigned_post_upload_needs_a_grant() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "post").await;
+    let url = format!("{}/{b}", srv.endpoint);
+    assert_eq!(anonymous_post(&url, "x").await, 403);
+    assert!(list_all(&root, &b, None).await.is_empty());
+    // A policy granting anyone uploads under drop/ lets it in there only.
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*",
+          "Action":"s3:PutObject","Resource":"arn:aws:s3:::{b}/drop/*"}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(&policy)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous_post(&url, "x").await, 403);
+    assert_eq!(anonymous_post(&url, "drop/y").await, 204);
+    assert_eq!(list_all(&root, &b, None).await, vec!["drop/y".to_string()]);
+    assert_eq!(get_bytes(&root, &b, "drop/y").await, b"posted");
+}
+
+#[tokio::test]
+async fn object_acl_headers_are_checked_never_dropped() {
+    use aws_sdk_s3::types::{ObjectCannedAcl, PublicAccessBlockConfiguration};
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "objacl").await;
+    let put_acl = |key: &'static str, acl: ObjectCannedAcl| {
+        root.put_object()
+            .bucket(&b)
+            .key(key)
+            .acl(acl)
+            .body(body(b"x"))
+            .send()
+    };
+    // private is what every object has; bucket-owner-full-control is the same here.
+    put_acl("a", ObjectCannedAcl::Private).await.unwrap();
+    put_acl("b", ObjectCannedAcl::BucketOwnerFullControl)
+        .await
+        .unwrap();
+    // Object ACLs are not kept: a public one is refused, not silently dropped.
+    assert_fails(
+        put_acl("c", ObjectCannedAcl::PublicRead).await,
+        501,
+        "NotImplemented",
+    );
+    root.put_public_access_block()
+        .bucket(&b)
+        .public_access_block_configuration(
+            PublicAccessBlockConfiguration::builder()
+                .block_public_acls(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        put_acl("c", ObjectCannedAcl::PublicRead).await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        root.create_multipart_upload()
+            .bucket(&b)
+            .key("m")
+            .acl(ObjectCannedAcl::PublicReadWrite)
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    let mut listed = list_all(&root, &b, None).await;
+    listed.sort();
+    assert_eq!(listed, vec!["a".to_string(), "b".to_string()]);
 }

@@ -7,7 +7,7 @@
 //! READ lists, WRITE writes and deletes objects, READ_ACP/WRITE_ACP the ACL itself), unless
 //! the bucket's Object Ownership is `BucketOwnerEnforced`. An unset Object Ownership leaves
 //! ACLs enabled, as RGW and S3 before 2023 do. Object ACLs other than `private` are not kept
-//! yet: they are refused with NotImplemented.
+//! yet: they are refused with NotImplemented ([`check_object_acl`]).
 
 use s3s::dto::{AccessControlPolicy, Grant, Grantee, Owner, Permission as DtoPermission, Type};
 use s3s::{S3Error, S3ErrorCode, S3Result};
@@ -26,7 +26,27 @@ pub struct AclRequest<'a> {
     pub policy: Option<&'a AccessControlPolicy>,
 }
 
-impl AclRequest<'_> {
+impl<'a> AclRequest<'a> {
+    /// The ACL headers of PutObject, CopyObject or CreateMultipartUpload (no WRITE grant on
+    /// an object, no body).
+    pub fn object_headers(
+        canned: Option<&'a s3s::dto::ObjectCannedACL>,
+        full_control: Option<&'a String>,
+        read: Option<&'a String>,
+        read_acp: Option<&'a String>,
+        write_acp: Option<&'a String>,
+    ) -> Self {
+        AclRequest {
+            canned: canned.map(|c| c.as_str()),
+            full_control,
+            read,
+            read_acp,
+            write: None,
+            write_acp,
+            policy: None,
+        }
+    }
+
     fn headers(&self) -> [(Permission, Option<&String>); 5] {
         [
             (Permission::FullControl, self.full_control),
@@ -191,15 +211,26 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
     (owner, grants)
 }
 
-/// An object ACL request: only the private ACL is kept; grants to grantees that do not
-/// exist are refused first, as S3 refuses them.
-pub fn check_private_object_acl(gw: &Gateway, req: &AclRequest<'_>) -> S3Result<()> {
-    let owner = crate::list::owner(gw).id.unwrap_or_default();
-    match requested(gw, req, &owner)? {
-        Some(acl) if !acl.is_private() => Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "object ACLs other than private are not supported",
-        )),
-        _ => Ok(()),
+/// An object ACL a request asks for (PutObjectAcl, or the ACL headers of PutObject,
+/// CopyObject and CreateMultipartUpload) in `bucket`: the bucket's Object Ownership and
+/// Public Access Block apply as to a bucket ACL; then only the private ACL is kept, anything
+/// else is NotImplemented (never silently dropped). Grantees that do not exist are refused
+/// first, as S3 refuses them.
+pub async fn check_object_acl(gw: &Gateway, bucket: &str, req: &AclRequest<'_>) -> S3Result<()> {
+    if !req.is_given() {
+        return Ok(());
     }
+    let owner = crate::bucket::bucket_owner(gw);
+    let Some(acl) = requested(gw, req, &owner)? else {
+        return Ok(());
+    };
+    let s = crate::bucket_access::settings(gw, bucket).await?;
+    check_settable(&acl, ownership(s.ownership), s.public_access_block.as_ref())?;
+    if !acl.is_private() {
+        return Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "object ACLs other than private are not supported (bucket ACLs and policies are)",
+        ));
+    }
+    Ok(())
 }

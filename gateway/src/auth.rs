@@ -3,7 +3,8 @@
 //! Allow > implicit deny) against the key's identity policy, the bucket's policy, its ACL
 //! ([`crate::acl`]), Object Ownership and Public Access Block.
 //!
-//! - The root key may do everything; no policy applies to it.
+//! - The root key may do everything but what a bucket policy explicitly denies it (and it
+//!   may always manage the bucket policy itself); no other policy applies to it.
 //! - A key without a policy may do everything a bucket policy does not deny it (keys made
 //!   before policies existed keep working); a key with one, only what it or a bucket policy
 //!   allows.
@@ -23,7 +24,9 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
-use s3s::dto::{CopyObjectInput, CopySource, DeleteObjectsInput, UploadPartCopyInput};
+use s3s::dto::{
+    CopyObjectInput, CopySource, DeleteObjectsInput, PostObjectInput, UploadPartCopyInput,
+};
 use s3s::path::S3Path;
 use s3s::{s3_error, S3Request, S3Result};
 use saker_coordinator::AccessKeyStore;
@@ -72,6 +75,25 @@ struct Requester {
     identity: Option<Arc<Policy>>,
     /// A key without a policy of its own.
     unrestricted: bool,
+}
+
+impl Requester {
+    /// The root key as a bucket policy sees it: a key of the account with full access of
+    /// its own, so only the policy's explicit Deny statements can refuse it. Other
+    /// requesters are unchanged.
+    fn bound_by_bucket_policy(self) -> Requester {
+        match self.principal {
+            Principal::Key {
+                access_key,
+                root: true,
+            } => Requester {
+                principal: Principal::key(access_key),
+                identity: Some(full_access()),
+                unrestricted: true,
+            },
+            _ => self,
+        }
+    }
 }
 
 /// The condition keys of one request that do not depend on the action.
@@ -197,10 +219,7 @@ impl Access {
         path: &S3Path,
         context: &Context<'_>,
     ) -> S3Result<()> {
-        let who = self.requester(access_key)?;
-        if who.principal.is_root() {
-            return Ok(());
-        }
+        let mut who = self.requester(access_key)?;
         let (bucket, object) = match path {
             S3Path::Root => (None, None),
             S3Path::Bucket { bucket } => (Some(bucket.as_ref()), None),
@@ -210,10 +229,20 @@ impl Access {
             Some(b) => Some(self.settings(b).await?),
             None => None,
         };
-        // The common case costs no evaluation: a key without a policy, and no bucket
-        // policy that could deny it.
-        if who.unrestricted && settings.as_ref().is_none_or(|s| s.policy.is_none()) {
+        let bucket_policy = settings.as_ref().is_some_and(|s| s.policy.is_some());
+        // The common case costs no evaluation: the root key, or a key without a policy, and
+        // no bucket policy that could deny them.
+        if who.unrestricted && !bucket_policy {
             return Ok(());
+        }
+        if who.principal.is_root() {
+            // A bucket policy's explicit Deny binds the root key too, as it binds an AWS
+            // account's own users, except for managing the policy itself (the owner cannot
+            // lock itself out).
+            if POLICY_ADMIN.contains(&op) {
+                return Ok(());
+            }
+            who = who.bound_by_bucket_policy();
         }
         let Some(checks) = s3_action(op) else {
             tracing::debug!(op, "an operation no policy can allow");
@@ -224,9 +253,14 @@ impl Access {
                 (Target::Service, _, _) => Resource::Service,
                 (Target::Bucket, Some(b), _) => Resource::Bucket(b.to_string()),
                 (Target::Object, Some(b), Some(k)) => Resource::object(b, k),
-                // Checked by the operation's own hook (copy sources, multi-object delete
-                // keys), or not a resource this request names.
-                _ => continue,
+                // Checked by the operation's own hook: copy sources, the keys of a
+                // multi-object delete, the key of a POST upload (a form field).
+                (Target::CopySource, _, _) => continue,
+                (Target::Object, Some(_), None) if HOOKED.contains(&op) => continue,
+                _ => {
+                    tracing::debug!(op, ?path, "a check without its resource");
+                    return self.refuse(&who, bucket).await;
+                }
             };
             let d = Self::decide(&who, check.action, resource, settings.as_deref(), context);
             if !d.is_allowed() {
@@ -247,13 +281,11 @@ impl Access {
         cx: &Context<'_>,
     ) -> S3Result<()> {
         let who = self.requester(access_key)?;
-        if who.principal.is_root() {
-            return Ok(());
-        }
         let settings = self.settings(bucket).await?;
         if who.unrestricted && settings.policy.is_none() {
             return Ok(());
         }
+        let who = who.bound_by_bucket_policy();
         for key in objects {
             let resource = Resource::object(bucket, key);
             if !Self::decide(&who, action, resource, Some(&settings), cx).is_allowed() {
@@ -272,6 +304,12 @@ pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()
     }
     Err(s3_error!(AccessDenied, "Anonymous access is forbidden"))
 }
+
+/// Operations the root key may run whatever a bucket policy denies.
+const POLICY_ADMIN: [&str; 3] = ["GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"];
+
+/// Operations on a bucket path whose object checks are made by their own hook.
+const HOOKED: [&str; 2] = ["DeleteObjects", "PostObject"];
 
 /// The identity policy of keys without one: everything.
 fn full_access() -> Arc<Policy> {
@@ -392,6 +430,19 @@ impl S3Access for Access {
         };
         let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
         copy_source_check(self, ak, &req.input.copy_source, &cx).await
+    }
+
+    /// A browser-form upload names its key in the form: `s3:PutObject` on it.
+    async fn post_object(&self, req: &mut S3Request<PostObjectInput>) -> S3Result<()> {
+        let cx = Context {
+            peer: peer_of(&req.extensions),
+            query: req.uri.query(),
+            headers: &req.headers,
+        };
+        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let key = std::iter::once(req.input.key.as_str());
+        self.check_objects(ak, "s3:PutObject", &req.input.bucket, key, &cx)
+            .await
     }
 
     /// Every key of a multi-object delete must be deletable (S3 answers per key; saker

@@ -142,6 +142,6 @@ pub async fn put_object_acl(
         write_acp: i.grant_write_acp.as_ref(),
         policy: i.access_control_policy.as_ref(),
     };
-    crate::acl::check_private_object_acl(gw, &asked)?;
+    crate::acl::check_object_acl(gw, &i.bucket, &asked).await?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }

@@ -350,6 +350,13 @@ fn parse_statement(v: &Value, kind: PolicyKind) -> Result<Statement, Error> {
         (None, PolicyKind::Bucket) => return Err(Error::MissingPrincipal),
         (Some(_), PolicyKind::Identity) => return Err(Error::UnexpectedPrincipal),
         (None, PolicyKind::Identity) => None,
+        // S3 takes NotPrincipal only with Deny: an Allow to everyone but someone would grant
+        // anonymous access by omission.
+        (Some((true, _)), PolicyKind::Bucket) if effect == Effect::Allow => {
+            return Err(Error::Malformed(
+                "NotPrincipal may be used only with \"Effect\": \"Deny\"".into(),
+            ))
+        }
         (Some((negated, v)), PolicyKind::Bucket) => Some(Principals {
             negated,
             entries: parse_principal(v)?,

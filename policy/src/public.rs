@@ -197,8 +197,12 @@ mod tests {
         let deny =
             r#"{"Statement":{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*"}}"#;
         assert!(!Policy::parse_bucket(deny).unwrap().is_public());
+        // Allow with NotPrincipal would be public; S3 refuses it outright.
         let not = r#"{"Statement":{"Effect":"Allow","NotPrincipal":{"AWS":"K"},"Action":"s3:*","Resource":"*"}}"#;
-        assert!(Policy::parse_bucket(not).unwrap().is_public());
+        assert!(matches!(
+            Policy::parse_bucket(not),
+            Err(Error::Malformed(_))
+        ));
     }
 
     #[test]
