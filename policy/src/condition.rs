@@ -347,10 +347,12 @@ fn compare<T: PartialOrd>(cmp: Cmp, request: T, policy: T) -> bool {
 
 fn value_matches(fam: Family, pv: &str, rv: &str, var: Option<&dyn Vars>) -> bool {
     match fam {
+        // Without a variable to substitute, the policy's text is compared as it is (no copy:
+        // this runs for every clause of every evaluated request).
+        Family::Str if !has_var(pv, var) => pv == rv,
         Family::Str => substitute(pv, var).is_some_and(|p| p == rv),
-        Family::StrIgnoreCase => {
-            substitute(pv, var).is_some_and(|p| p.to_lowercase() == rv.to_lowercase())
-        }
+        Family::StrIgnoreCase if !has_var(pv, var) => eq_ignore_case(pv, rv),
+        Family::StrIgnoreCase => substitute(pv, var).is_some_and(|p| eq_ignore_case(&p, rv)),
         Family::Like => match_with_vars(pv, rv, false, var),
         Family::Num(cmp) => match (rv.trim().parse::<f64>(), pv.parse::<f64>()) {
             (Ok(r), Ok(p)) => compare(cmp, r, p),
@@ -367,6 +369,17 @@ fn value_matches(fam: Family, pv: &str, rv: &str, var: Option<&dyn Vars>) -> boo
         },
         Family::Null => false,
     }
+}
+
+/// Whether `pv` has a `${…}` variable that `var` would substitute.
+fn has_var(pv: &str, var: Option<&dyn Vars>) -> bool {
+    var.is_some() && pv.contains("${")
+}
+
+fn eq_ignore_case(a: &str, b: &str) -> bool {
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
 }
 
 /// A date as nanoseconds since the epoch: RFC 3339 (`2024-01-31T12:00:00Z`), a date alone

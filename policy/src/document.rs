@@ -141,9 +141,14 @@ impl Statement {
 
     /// Whether the statement applies to `req` (principal, action, resource and condition).
     pub fn applies(&self, req: &Request, vars: bool) -> bool {
+        self.applies_to(req, &req.resource.arn(), vars)
+    }
+
+    /// [`Statement::applies`] with the request's resource ARN made once by the caller.
+    pub fn applies_to(&self, req: &Request, arn: &str, vars: bool) -> bool {
         self.principal_matches(&req.principal)
             && self.action_matches(&req.action)
-            && self.resource_matches(&req.resource.arn(), req, vars)
+            && self.resource_matches(arn, req, vars)
             && self.condition.matches(req, vars)
     }
 }
@@ -242,6 +247,20 @@ impl Policy {
     /// 2012-10-17 documents, as in AWS; elsewhere `${…}` is literal text.
     pub fn variables_enabled(&self) -> bool {
         self.version.as_deref() == Some("2012-10-17")
+    }
+
+    /// The condition keys the policy's conditions name (lowercased), so a caller can fill
+    /// only those into a [`Request`]. A policy that substitutes variables
+    /// ([`Policy::uses_variables`]) may read any key besides.
+    pub fn condition_keys(&self) -> impl Iterator<Item = &str> {
+        self.statements
+            .iter()
+            .flat_map(|s| s.condition.clauses().iter().map(|c| c.key.as_str()))
+    }
+
+    /// Whether a `${…}` variable is substituted somewhere in the policy.
+    pub fn uses_variables(&self) -> bool {
+        self.variables_enabled() && self.text.contains("${")
     }
 
     /// Every `Resource` and `NotResource` pattern of every statement.

@@ -64,11 +64,12 @@ pub fn evaluate(req: &Request, sources: &Sources<'_>) -> Decision {
         && sources.public_access_block.restrict_public_buckets
         && sources.bucket_policy.is_some_and(Policy::is_public);
     let mut allowed = false;
+    let arn = req.resource.arn();
     for (policy, may_allow) in [(identity, true), (sources.bucket_policy, !restricted)] {
         let Some(policy) = policy else { continue };
         let vars = policy.variables_enabled();
         for s in policy.statements() {
-            if !s.applies(req, vars) {
+            if !s.applies_to(req, &arn, vars) {
                 continue;
             }
             match s.effect {
