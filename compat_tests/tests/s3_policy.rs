@@ -743,7 +743,7 @@ async fn an_unsigned_post_upload_needs_a_grant() {
 }
 
 #[tokio::test]
-async fn object_acl_headers_are_checked_never_dropped() {
+async fn object_acl_headers_are_checked_and_objects_stay_private() {
     use aws_sdk_s3::types::{ObjectCannedAcl, PublicAccessBlockConfiguration};
     let srv = Server::default_start();
     let root = srv.client();
@@ -761,9 +761,18 @@ async fn object_acl_headers_are_checked_never_dropped() {
     put_acl("b", ObjectCannedAcl::BucketOwnerFullControl)
         .await
         .unwrap();
-    // Object ACLs are not kept: a public one is refused, not silently dropped.
+    // Object ACLs are not kept: a public one on an upload is checked, then ignored (the
+    // object stays private, as MinIO does); PutObjectAcl of one is NotImplemented.
+    put_acl("p", ObjectCannedAcl::PublicRead).await.unwrap();
+    let (status, _) = anonymous(reqwest::Method::GET, &format!("{}/{b}/p", srv.endpoint)).await;
+    assert_eq!(status, 403, "the object stayed private");
     assert_fails(
-        put_acl("c", ObjectCannedAcl::PublicRead).await,
+        root.put_object_acl()
+            .bucket(&b)
+            .key("p")
+            .acl(ObjectCannedAcl::PublicRead)
+            .send()
+            .await,
         501,
         "NotImplemented",
     );
@@ -794,5 +803,8 @@ async fn object_acl_headers_are_checked_never_dropped() {
     );
     let mut listed = list_all(&root, &b, None).await;
     listed.sort();
-    assert_eq!(listed, vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(
+        listed,
+        vec!["a".to_string(), "b".to_string(), "p".to_string()]
+    );
 }

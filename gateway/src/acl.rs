@@ -7,13 +7,30 @@
 //! READ lists, WRITE writes and deletes objects, READ_ACP/WRITE_ACP the ACL itself), unless
 //! the bucket's Object Ownership is `BucketOwnerEnforced`. An unset Object Ownership leaves
 //! ACLs enabled, as RGW and S3 before 2023 do. Object ACLs other than `private` are not kept
-//! yet: they are refused with NotImplemented ([`check_object_acl`]).
+//! yet ([`check_object_acl`]).
 
 use s3s::dto::{AccessControlPolicy, Grant, Grantee, Owner, Permission as DtoPermission, Type};
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use saker_policy::{Acl, CannedAcl, Group, ObjectOwnership, Permission, PublicAccessBlock};
 
 use crate::Gateway;
+
+/// The [`AclRequest`] of an S3 input with a canned `acl` and the five `grant_*` fields
+/// (PutBucketAcl, PutObjectAcl, CreateBucket), with `$policy` its body, if any.
+macro_rules! acl_request {
+    ($i:expr, $policy:expr) => {
+        $crate::acl::AclRequest {
+            canned: $i.acl.as_ref().map(|a| a.as_str()),
+            full_control: $i.grant_full_control.as_ref(),
+            read: $i.grant_read.as_ref(),
+            read_acp: $i.grant_read_acp.as_ref(),
+            write: $i.grant_write.as_ref(),
+            write_acp: $i.grant_write_acp.as_ref(),
+            policy: $policy,
+        }
+    };
+}
+pub(crate) use acl_request;
 
 /// The ACL parts of a PutBucketAcl, PutObjectAcl, CreateBucket or PutObject request.
 pub struct AclRequest<'a> {
@@ -211,12 +228,26 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
     (owner, grants)
 }
 
-/// An object ACL a request asks for (PutObjectAcl, or the ACL headers of PutObject,
-/// CopyObject and CreateMultipartUpload) in `bucket`: the bucket's Object Ownership and
-/// Public Access Block apply as to a bucket ACL; then only the private ACL is kept, anything
-/// else is NotImplemented (never silently dropped). Grantees that do not exist are refused
-/// first, as S3 refuses them.
-pub async fn check_object_acl(gw: &Gateway, bucket: &str, req: &AclRequest<'_>) -> S3Result<()> {
+/// Where an object ACL is asked for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ObjectAclFrom {
+    /// The ACL headers of PutObject, CopyObject or CreateMultipartUpload.
+    Upload,
+    /// PutObjectAcl.
+    AclApi,
+}
+
+/// An object ACL a request asks for in `bucket`: grantees must exist, and the bucket's
+/// Object Ownership and Public Access Block apply as to a bucket ACL. Object ACLs are not
+/// kept: the object stays private. On an upload the checked ACL is then ignored, as MinIO
+/// ignores it (clients that send `x-amz-acl: public-read` with every upload keep working);
+/// PutObjectAcl of anything but the private ACL is NotImplemented.
+pub async fn check_object_acl(
+    gw: &Gateway,
+    bucket: &str,
+    req: &AclRequest<'_>,
+    from: ObjectAclFrom,
+) -> S3Result<()> {
     if !req.is_given() {
         return Ok(());
     }
@@ -226,7 +257,7 @@ pub async fn check_object_acl(gw: &Gateway, bucket: &str, req: &AclRequest<'_>) 
     };
     let s = crate::bucket_access::settings(gw, bucket).await?;
     check_settable(&acl, ownership(s.ownership), s.public_access_block.as_ref())?;
-    if !acl.is_private() {
+    if !acl.is_private() && from == ObjectAclFrom::AclApi {
         return Err(S3Error::with_message(
             S3ErrorCode::NotImplemented,
             "object ACLs other than private are not supported (bucket ACLs and policies are)",

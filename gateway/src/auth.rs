@@ -451,6 +451,16 @@ fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
     })
 }
 
+/// The access key (`None`: anonymous) and condition context of a request.
+pub fn parts<T>(req: &S3Request<T>) -> (Option<&str>, Context<'_>) {
+    let cx = Context {
+        peer: peer_of(&req.extensions),
+        query: req.uri.query(),
+        headers: &req.headers,
+    };
+    (req.credentials.as_ref().map(|c| c.access_key.as_str()), cx)
+}
+
 pub fn peer_of(ext: &http::Extensions) -> Option<Peer> {
     ext.get::<Peer>().copied()
 }
@@ -469,33 +479,18 @@ impl S3Access for Access {
     }
 
     async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
-        let cx = Context {
-            peer: peer_of(&req.extensions),
-            query: req.uri.query(),
-            headers: &req.headers,
-        };
-        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let (ak, cx) = parts(req);
         copy_source_check(self, ak, &req.input.copy_source, &cx).await
     }
 
     async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
-        let cx = Context {
-            peer: peer_of(&req.extensions),
-            query: req.uri.query(),
-            headers: &req.headers,
-        };
-        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let (ak, cx) = parts(req);
         copy_source_check(self, ak, &req.input.copy_source, &cx).await
     }
 
     /// A browser-form upload names its key in the form: `s3:PutObject` on it.
     async fn post_object(&self, req: &mut S3Request<PostObjectInput>) -> S3Result<()> {
-        let cx = Context {
-            peer: peer_of(&req.extensions),
-            query: req.uri.query(),
-            headers: &req.headers,
-        };
-        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let (ak, cx) = parts(req);
         let key = std::iter::once(req.input.key.as_str());
         self.check_objects(ak, "s3:PutObject", &req.input.bucket, key, &cx)
             .await
@@ -504,12 +499,7 @@ impl S3Access for Access {
     /// Every key of a multi-object delete must be deletable (S3 answers per key; saker
     /// refuses the whole request).
     async fn delete_objects(&self, req: &mut S3Request<DeleteObjectsInput>) -> S3Result<()> {
-        let cx = Context {
-            peer: peer_of(&req.extensions),
-            query: req.uri.query(),
-            headers: &req.headers,
-        };
-        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let (ak, cx) = parts(req);
         let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
         self.check_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
             .await

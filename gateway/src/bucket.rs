@@ -31,15 +31,7 @@ pub async fn create_bucket(
         .as_ref()
         .map(|o| crate::bucket_access::parse_ownership(o.as_str()))
         .transpose()?;
-    let asked = crate::acl::AclRequest {
-        canned: i.acl.as_ref().map(|a| a.as_str()),
-        full_control: i.grant_full_control.as_ref(),
-        read: i.grant_read.as_ref(),
-        read_acp: i.grant_read_acp.as_ref(),
-        write: i.grant_write.as_ref(),
-        write_acp: i.grant_write_acp.as_ref(),
-        policy: None,
-    };
+    let asked = crate::acl::acl_request!(i, None);
     let acl = crate::acl::requested(gw, &asked, &bucket_owner(gw))?;
     if let Some(acl) = &acl {
         // Refused before the bucket is made, as S3 does.
@@ -224,15 +216,7 @@ pub async fn put_bucket_acl(
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     let i = &req.input;
     let s = crate::bucket_access::settings(gw, &i.bucket).await?;
-    let asked = crate::acl::AclRequest {
-        canned: i.acl.as_ref().map(|a| a.as_str()),
-        full_control: i.grant_full_control.as_ref(),
-        read: i.grant_read.as_ref(),
-        read_acp: i.grant_read_acp.as_ref(),
-        write: i.grant_write.as_ref(),
-        write_acp: i.grant_write_acp.as_ref(),
-        policy: i.access_control_policy.as_ref(),
-    };
+    let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
     let Some(acl) = crate::acl::requested(gw, &asked, &bucket_owner(gw))? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,

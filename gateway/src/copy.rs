@@ -120,7 +120,8 @@ pub async fn copy_object(
         input.grant_read_acp.as_ref(),
         input.grant_write_acp.as_ref(),
     );
-    crate::acl::check_object_acl(gw, &input.bucket, &acl).await?;
+    crate::acl::check_object_acl(gw, &input.bucket, &acl, crate::acl::ObjectAclFrom::Upload)
+        .await?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),

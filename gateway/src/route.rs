@@ -110,12 +110,7 @@ impl S3Route for Routes {
     /// apply them to routes).
     async fn check_access(&self, req: &mut S3Request<Body>) -> S3Result<()> {
         let path = self.s3_path(&req.uri, &req.headers)?;
-        let cx = crate::auth::Context {
-            peer: crate::auth::peer_of(&req.extensions),
-            query: req.uri.query(),
-            headers: &req.headers,
-        };
-        let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let (ak, cx) = crate::auth::parts(req);
         self.access
             .authorize(ak, "GetObjectAttributes", &path, &cx)
             .await

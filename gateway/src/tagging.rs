@@ -133,15 +133,7 @@ pub async fn put_object_acl(
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
     let i = &req.input;
     lookup_object(gw, &i.bucket, &i.key, Want::ATTR).await?;
-    let asked = crate::acl::AclRequest {
-        canned: i.acl.as_ref().map(|a| a.as_str()),
-        full_control: i.grant_full_control.as_ref(),
-        read: i.grant_read.as_ref(),
-        read_acp: i.grant_read_acp.as_ref(),
-        write: i.grant_write.as_ref(),
-        write_acp: i.grant_write_acp.as_ref(),
-        policy: i.access_control_policy.as_ref(),
-    };
-    crate::acl::check_object_acl(gw, &i.bucket, &asked).await?;
+    let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
+    crate::acl::check_object_acl(gw, &i.bucket, &asked, crate::acl::ObjectAclFrom::AclApi).await?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }
