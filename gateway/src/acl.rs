@@ -32,6 +32,26 @@ macro_rules! acl_request {
 }
 pub(crate) use acl_request;
 
+/// Checks the ACL headers of an upload input (PutObject, CopyObject, CreateMultipartUpload:
+/// a canned `acl` and four `grant_*` fields) with [`check_object_acl`].
+macro_rules! check_upload_acl {
+    ($gw:expr, $i:expr) => {
+        $crate::acl::check_object_acl(
+            $gw,
+            &$i.bucket,
+            &$crate::acl::AclRequest::object_headers(
+                $i.acl.as_ref(),
+                $i.grant_full_control.as_ref(),
+                $i.grant_read.as_ref(),
+                $i.grant_read_acp.as_ref(),
+                $i.grant_write_acp.as_ref(),
+            ),
+            $crate::acl::ObjectAclFrom::Upload,
+        )
+    };
+}
+pub(crate) use check_upload_acl;
+
 /// The ACL parts of a PutBucketAcl, PutObjectAcl, CreateBucket or PutObject request.
 pub struct AclRequest<'a> {
     pub canned: Option<&'a str>,

@@ -113,15 +113,7 @@ pub async fn copy_object(
     let (uid, gid) = identity(gw, req.credentials.as_ref());
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
-    let acl = crate::acl::AclRequest::object_headers(
-        input.acl.as_ref(),
-        input.grant_full_control.as_ref(),
-        input.grant_read.as_ref(),
-        input.grant_read_acp.as_ref(),
-        input.grant_write_acp.as_ref(),
-    );
-    crate::acl::check_object_acl(gw, &input.bucket, &acl, crate::acl::ObjectAclFrom::Upload)
-        .await?;
+    crate::acl::check_upload_acl!(gw, input).await?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),

@@ -102,15 +102,7 @@ pub async fn put_object(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
-    let acl = crate::acl::AclRequest::object_headers(
-        input.acl.as_ref(),
-        input.grant_full_control.as_ref(),
-        input.grant_read.as_ref(),
-        input.grant_read_acp.as_ref(),
-        input.grant_write_acp.as_ref(),
-    );
-    crate::acl::check_object_acl(gw, &input.bucket, &acl, crate::acl::ObjectAclFrom::Upload)
-        .await?;
+    crate::acl::check_upload_acl!(gw, input).await?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
