@@ -47,15 +47,13 @@ pub async fn put_bucket_policy(
             ),
         ));
     }
-    let blocks = current
-        .public_access_block
-        .as_ref()
-        .is_some_and(|b| b.block_public_policy);
-    if blocks && policy.is_public() {
-        return Err(S3Error::with_message(
-            S3ErrorCode::AccessDenied,
-            "the bucket's public access block refuses public bucket policies",
-        ));
+    if let Some(block) = &current.public_access_block {
+        block.check_policy(&policy).map_err(|_| {
+            S3Error::with_message(
+                S3ErrorCode::AccessDenied,
+                "the bucket's public access block refuses public bucket policies",
+            )
+        })?;
     }
     store(gw, &i.bucket, Setting::Policy, Some(i.policy.into_bytes())).await?;
     Ok(S3Response::new(PutBucketPolicyOutput {}))

@@ -241,11 +241,9 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
     let Some(ns) = st.namespace.get() else {
         return no_coordinator();
     };
-    let req: BalanceRequest = match serde_json::from_slice(&body) {
+    let req: BalanceRequest = match json_body(&body) {
         Ok(r) => r,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
-        }
+        Err(r) => return *r,
     };
     if !(0.0..1.0).contains(&req.epsilon) {
         return (StatusCode::BAD_REQUEST, "epsilon must be in [0, 1)\n").into_response();
@@ -527,6 +525,13 @@ pub(crate) fn authorized(
     ak == root.access_key
         && signed.verify(&root.secret_key, sig)
         && state.nonces.first_use(nonce, date)
+}
+
+/// An admin request's JSON body, or the 400 that says why it is not one.
+pub(crate) fn json_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new((StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response())
+    })
 }
 
 pub(crate) fn deny() -> Response {

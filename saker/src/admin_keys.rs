@@ -10,7 +10,7 @@ use clap::Subcommand;
 use saker_coordinator::{AccessKey, KeyError};
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, send, AdminState};
+use crate::admin::{authorized, deny, json_body, send, AdminState};
 
 #[derive(Subcommand)]
 pub enum KeyCommand {
@@ -151,11 +151,9 @@ pub async fn create(State(st): State<AdminState>, headers: HeaderMap, body: Byte
     if !authorized(&st, &Method::POST, "/admin/keys", &headers, &body) {
         return deny();
     }
-    let req: CreateKey = match serde_json::from_slice(&body) {
+    let req: CreateKey = match json_body(&body) {
         Ok(r) => r,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
-        }
+        Err(r) => return *r,
     };
     let policy = match checked_policy(req.policy) {
         Ok(p) => p,
@@ -200,11 +198,9 @@ pub async fn set_policy(
     if !authorized(&st, &Method::PUT, &path, &headers, &body) {
         return deny();
     }
-    let req: SetPolicy = match serde_json::from_slice(&body) {
+    let req: SetPolicy = match json_body(&body) {
         Ok(r) => r,
-        Err(e) => {
-            return (StatusCode::BAD_REQUEST, format!("bad request body: {e}\n")).into_response()
-        }
+        Err(r) => return *r,
     };
     let policy = match checked_policy(req.policy) {
         Ok(p) => p,
