@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use tracing::Instrument;
 
 use crate::error::ChunkError;
 use crate::format::{self, Header, CRC_LEN, HEADER_LEN};
@@ -151,18 +152,8 @@ impl DiskChunkStore {
         blocking(read).await
     }
 
-    fn count_corrupt<T>(&self, res: Result<T, ChunkError>) -> Result<T, ChunkError> {
-        if let Err(ChunkError::Corrupt { id, detail }) = &res {
-            self.counters.crc_failure();
-            tracing::warn!(chunk = %id, %detail, "corrupt chunk");
-        }
-        res
-    }
-}
-
-#[async_trait::async_trait]
-impl ChunkStore for DiskChunkStore {
-    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+    /// Stores one chunk: in a volume if small, else as a file of its own.
+    async fn put_chunk(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         let path = self.chunk_path(id);
         let len = data.len() as u64;
         let result = if len <= self.small_max {
@@ -186,10 +177,31 @@ impl ChunkStore for DiskChunkStore {
         Ok(info)
     }
 
+    fn count_corrupt<T>(&self, res: Result<T, ChunkError>) -> Result<T, ChunkError> {
+        if let Err(ChunkError::Corrupt { id, detail }) = &res {
+            self.counters.crc_failure();
+            tracing::warn!(chunk = %id, %detail, "corrupt chunk");
+        }
+        res
+    }
+}
+
+#[async_trait::async_trait]
+impl ChunkStore for DiskChunkStore {
+    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        let span = tracing::debug_span!("chunk.write", len = data.len());
+        self.put_chunk(id, data).instrument(span).await
+    }
+
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
-        let out = self.count_corrupt(self.read(id, offset, len).await)?;
-        self.counters.read(out.data.len() as u64);
-        Ok(out.data)
+        let span = tracing::debug_span!("chunk.read", len);
+        async {
+            let out = self.count_corrupt(self.read(id, offset, len).await)?;
+            self.counters.read(out.data.len() as u64);
+            Ok(out.data)
+        }
+        .instrument(span)
+        .await
     }
 
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {

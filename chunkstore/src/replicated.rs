@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::join_all;
+use tracing::Instrument;
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
@@ -181,7 +182,7 @@ impl ChunkStore for ReplicatedChunkStore {
                     tracing::warn!(chunk = %id, store = %name, error = %e, "a chunk replica was not written");
                 }
                 let _ = tx.send(result).await;
-            });
+            }.in_current_span());
         }
         drop(tx);
         let (mut acked, mut errors) = (0, Vec::new());
@@ -249,7 +250,7 @@ impl ChunkStore for ReplicatedChunkStore {
                                     }
                                 }
                             }
-                        });
+                        }.in_current_span());
                     }
                     return Ok(bytes);
                 }

@@ -11,6 +11,8 @@ use saker_rpc::{
     MetaService, NewObject, ObjectView, RpcChannel, Want,
 };
 
+use tracing::Instrument;
+
 use crate::error::ClientError;
 use crate::metrics::{MNODE_REQUESTS_PER_OP, ROUTING_REFRESHES};
 
@@ -164,7 +166,8 @@ impl Cluster {
     async fn send_to(&self, g: GroupId, req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let tag = self.next_tag();
         let group = self.group(g)?;
-        let result = group.call(tag, req).await;
+        let span = tracing::debug_span!("client.meta", op = req.op_name(), group = g);
+        let result = group.call(tag, req).instrument(span).await;
         self.refresh_if_stale(group).await;
         result
     }

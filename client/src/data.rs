@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use saker_chunkstore::{ChunkId, ChunkStore};
 use saker_rpc::{ChunkRef, Layout};
+use tracing::Instrument;
 
 use crate::cluster::Cluster;
 use crate::error::ClientError;
@@ -69,7 +70,8 @@ impl ChunkWriter {
         }
         let data = self.buf.split().freeze();
         let id = ChunkId::random();
-        let info = self.chunks_store.put(id, data).await?;
+        let span = tracing::debug_span!("client.chunk_put", len = data.len());
+        let info = self.chunks_store.put(id, data).instrument(span).await?;
         self.chunks.push(ChunkRef {
             id: id.0,
             len: info.len,
@@ -178,10 +180,15 @@ impl Cluster {
             Layout::Shared { .. } => return Err(reference_read()),
         };
         let mut out = Vec::with_capacity(range.end.saturating_sub(range.start) as usize);
-        for (id, off, len) in pieces(chunks, range) {
-            out.extend_from_slice(&self.chunks.get(id, off, len).await?);
+        let span = tracing::debug_span!("client.read", len = out.capacity());
+        async {
+            for (id, off, len) in pieces(chunks, range) {
+                out.extend_from_slice(&self.chunks.get(id, off, len).await?);
+            }
+            Ok(out)
         }
-        Ok(out)
+        .instrument(span)
+        .await
     }
 
     /// Streams `range` of a file stored with `layout` (inline bytes in `inline`).
@@ -200,15 +207,19 @@ impl Cluster {
                 // A reader task fetches ahead while the consumer sends (two pieces in flight).
                 let store = self.chunks.clone();
                 let (tx, rx) = tokio::sync::mpsc::channel(2);
-                tokio::spawn(async move {
-                    for (id, off, len) in pieces {
-                        let piece = store.get(id, off, len).await.map_err(ClientError::from);
-                        let failed = piece.is_err();
-                        if tx.send(piece).await.is_err() || failed {
-                            break;
+                let span = tracing::debug_span!("client.read", pieces = pieces.len());
+                tokio::spawn(
+                    async move {
+                        for (id, off, len) in pieces {
+                            let piece = store.get(id, off, len).await.map_err(ClientError::from);
+                            let failed = piece.is_err();
+                            if tx.send(piece).await.is_err() || failed {
+                                break;
+                            }
                         }
                     }
-                });
+                    .instrument(span),
+                );
                 Box::pin(ChannelStream(rx))
             }
             Layout::Shared { .. } => Box::pin(futures::stream::once(futures::future::ready(Err(

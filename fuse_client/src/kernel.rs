@@ -14,14 +14,17 @@ use saker_rpc::Attr;
 
 use crate::error::FuseError;
 use crate::fs::{kind, set_time, special_kind, Caller, NewNode, SakerFs};
+use crate::metrics::{Op, ERRORS};
 
 /// The kernel may send writes this large (fewer, bigger requests than the 128 KiB default).
 const MAX_WRITE: u32 = 1024 * 1024;
 
 fn fail(op: &str, e: &FuseError) -> Errno {
     if e.is_expected() {
+        ERRORS.with_label_values(&[op, "expected"]).inc();
         tracing::debug!(op, error = %e, "fuse op failed");
     } else {
+        ERRORS.with_label_values(&[op, "unexpected"]).inc();
         tracing::warn!(op, error = %e, "fuse op failed");
     }
     e.errno()
@@ -85,6 +88,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _op = Op::start("lookup");
         match SakerFs::lookup(self, &self.who(req), parent.0, name) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("lookup", &e)),
@@ -96,6 +100,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _op = Op::start("getattr");
         match SakerFs::getattr(self, &self.who(req), ino.0) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &self.kernel_attr(&a)),
             Err(e) => reply.error(fail("getattr", &e)),
@@ -120,6 +125,7 @@ impl fuser::Filesystem for SakerFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _op = Op::start("setattr");
         let caller = self.who(req);
         let result = SakerFs::setattr(
             self,
@@ -144,6 +150,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _op = Op::start("readlink");
         match SakerFs::readlink(self, &self.who(req), ino.0) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(fail("readlink", &e)),
@@ -160,6 +167,7 @@ impl fuser::Filesystem for SakerFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _op = Op::start("mknod");
         let node = match special_kind(mode, rdev) {
             Some(kind) => NewNode::Special(kind),
             None if mode & libc::S_IFMT == libc::S_IFREG || mode & libc::S_IFMT == 0 => {
@@ -192,6 +200,7 @@ impl fuser::Filesystem for SakerFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _op = Op::start("mkdir");
         match SakerFs::mkdir(self, &self.who(req), parent.0, name, mode & !umask) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("mkdir", &e)),
@@ -199,6 +208,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _op = Op::start("unlink");
         match SakerFs::unlink(self, &self.who(req), parent.0, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("unlink", &e)),
@@ -206,6 +216,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _op = Op::start("rmdir");
         match SakerFs::rmdir(self, &self.who(req), parent.0, name) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rmdir", &e)),
@@ -220,6 +231,7 @@ impl fuser::Filesystem for SakerFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _op = Op::start("symlink");
         let Some(target) = target.to_str().map(str::to_string) else {
             reply.error(Errno::EINVAL);
             return;
@@ -244,6 +256,7 @@ impl fuser::Filesystem for SakerFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _op = Op::start("link");
         match SakerFs::link(self, &self.who(req), ino.0, newparent.0, newname) {
             Ok(a) => self.entry(reply, &a),
             Err(e) => reply.error(fail("link", &e)),
@@ -251,6 +264,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _op = Op::start("getxattr");
         match SakerFs::getxattr(self, &self.who(req), ino.0, name) {
             Ok(v) => xattr_reply(reply, size, &v),
             Err(e) => reply.error(fail("getxattr", &e)),
@@ -258,6 +272,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _op = Op::start("listxattr");
         match SakerFs::listxattr(self, &self.who(req), ino.0) {
             Ok(v) => xattr_reply(reply, size, &v),
             Err(e) => reply.error(fail("listxattr", &e)),
@@ -274,6 +289,7 @@ impl fuser::Filesystem for SakerFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("setxattr");
         match SakerFs::setxattr(self, &self.who(req), ino.0, name, Some(value), flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("setxattr", &e)),
@@ -281,6 +297,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _op = Op::start("removexattr");
         match SakerFs::setxattr(self, &self.who(req), ino.0, name, None, 0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("removexattr", &e)),
@@ -297,6 +314,7 @@ impl fuser::Filesystem for SakerFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("rename");
         match SakerFs::rename(
             self,
             &self.who(req),
@@ -312,6 +330,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _op = Op::start("open");
         match SakerFs::open(self, &self.who(req), req.pid(), ino.0, flags.0) {
             Ok(fh) => reply.opened(FileHandle(fh), open_flags(flags.0)),
             Err(e) => reply.error(fail("open", &e)),
@@ -329,6 +348,7 @@ impl fuser::Filesystem for SakerFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _op = Op::start("read");
         match SakerFs::read(self, fh.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(fail("read", &e)),
@@ -347,6 +367,7 @@ impl fuser::Filesystem for SakerFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _op = Op::start("write");
         let unprivileged = write_flags
             .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
             .then(|| self.who(req));
@@ -364,6 +385,7 @@ impl fuser::Filesystem for SakerFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("flush");
         match self.commit(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("flush", &e)),
@@ -380,6 +402,7 @@ impl fuser::Filesystem for SakerFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("release");
         match SakerFs::release(self, fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("release", &e)),
@@ -394,6 +417,7 @@ impl fuser::Filesystem for SakerFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("fsync");
         match SakerFs::fsync(self, fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
@@ -401,6 +425,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _op = Op::start("opendir");
         match SakerFs::opendir(self, &self.who(req), ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(fail("opendir", &e)),
@@ -415,6 +440,7 @@ impl fuser::Filesystem for SakerFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _op = Op::start("readdir");
         let list = match self.dir(fh.0) {
             Ok(l) => l,
             Err(e) => return reply.error(fail("readdir", &e)),
@@ -448,6 +474,7 @@ impl fuser::Filesystem for SakerFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let _op = Op::start("readdirplus");
         let list = match self.dir(fh.0) {
             Ok(l) => l,
             Err(e) => return reply.error(fail("readdirplus", &e)),
@@ -510,6 +537,7 @@ impl fuser::Filesystem for SakerFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("fsyncdir");
         match self.sync_to_disk() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsyncdir", &e)),
@@ -524,11 +552,13 @@ impl fuser::Filesystem for SakerFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _op = Op::start("releasedir");
         SakerFs::releasedir(self, fh.0);
         reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _op = Op::start("statfs");
         // Capacity is the chunkstores' and is not known here: report a large, mostly free
         // file system so tools that check free space proceed.
         const BLOCKS: u64 = 1 << 32;
@@ -545,6 +575,7 @@ impl fuser::Filesystem for SakerFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _op = Op::start("access");
         match SakerFs::access(self, &self.who(req), ino.0, mask.bits() as u32) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("access", &e)),
@@ -561,6 +592,7 @@ impl fuser::Filesystem for SakerFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _op = Op::start("create");
         if self.split_create {
             // The kernel then creates with MKNOD and opens with OPEN (`crate::created`).
             reply.error(Errno::ENOSYS);

@@ -51,6 +51,7 @@ pub mod file;
 mod fs;
 pub mod inodes;
 mod kernel;
+mod metrics;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -36,7 +36,8 @@ pub static LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
 /// Runs one S3 operation, counting it and timing it.
 pub async fn timed<T>(op: &'static str, fut: impl Future<Output = S3Result<T>>) -> S3Result<T> {
     let start = Instant::now();
-    let result = fut.instrument(tracing::debug_span!("s3_request", op)).await;
+    let span = tracing::debug_span!("s3.request", otel.kind = "server", op);
+    let result = fut.instrument(span).await;
     LATENCY
         .with_label_values(&[op])
         .observe(start.elapsed().as_secs_f64());

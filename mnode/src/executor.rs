@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use saker_namespace::{DentryReplica, GroupId};
 use saker_rpc::{ClientTag, DirChange, InodeId, MetaError, MetaRequest, MetaResponse};
 use tokio::sync::{mpsc, oneshot, Semaphore};
+use tracing::Instrument;
 
 use crate::changes::ChangeLog;
 use crate::frozen::FrozenDirs;
@@ -347,6 +348,10 @@ impl Executor {
         permit: tokio::sync::OwnedSemaphorePermit,
         change_seq: &mut u64,
     ) {
+        // The batch's own trace (its ops come from many requests): evaluation, the raft
+        // commit and the answers.
+        let span = tracing::debug_span!("mnode.batch", group = self.keys.group, size = batch.len());
+        let evaluated = span.in_scope(|| self.evaluate(seq, batch, inflight, change_seq));
         let Some(Evaluated {
             entry,
             batch,
@@ -354,11 +359,15 @@ impl Executor {
             waits,
             last_change,
             dirty,
-        }) = self.evaluate(seq, batch, inflight, change_seq)
+        }) = evaluated
         else {
             return;
         };
-        let rx = self.raft.client_write_ff(entry).await;
+        let rx = self
+            .raft
+            .client_write_ff(entry)
+            .instrument(span.clone())
+            .await;
         let inflight = inflight.clone();
         let change_log = self.changes.clone();
         let sync = self.parent_updates == ParentUpdates::Sync;
@@ -421,7 +430,7 @@ impl Executor {
                     }
                 }
             }
-        });
+                }.instrument(span));
     }
 
     /// Evaluates one op; `Err` asks the MNode to retry it (nothing was written).

@@ -70,6 +70,17 @@ impl ChunkRequest {
             ChunkRequest::Put { .. } | ChunkRequest::Get { .. } | ChunkRequest::SyncToDisk
         )
     }
+
+    /// The request's name in metrics and spans.
+    pub fn op_name(&self) -> &'static str {
+        match self {
+            ChunkRequest::Put { .. } => "put",
+            ChunkRequest::Get { .. } => "get",
+            ChunkRequest::Delete { .. } => "delete",
+            ChunkRequest::ListOlderThan { .. } => "list_older_than",
+            ChunkRequest::SyncToDisk => "sync_to_disk",
+        }
+    }
 }
 
 /// The server side of a remote chunkstore.

@@ -10,8 +10,10 @@ pub mod chunk;
 mod cluster_map;
 pub mod error;
 pub mod meta;
+mod metrics;
 mod replicas;
 pub mod service;
+pub mod trace_context;
 pub mod transport;
 
 pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};

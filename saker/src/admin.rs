@@ -484,6 +484,12 @@ fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
             "Referenced chunks the last repair pass left short of replicas",
             c.under_replicated,
         ),
+        (
+            "saker_chunkstore_full",
+            "gauge",
+            "1 while the chunkstore refuses writes because its disk is full",
+            u64::from(chunks.full().is_some()),
+        ),
     ] {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"

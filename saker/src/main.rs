@@ -9,6 +9,7 @@ mod backup;
 mod bench;
 mod cluster_credential;
 mod coordinator_host;
+mod disk_space;
 mod hosting;
 mod listen;
 mod mount;
@@ -17,6 +18,7 @@ mod process_config;
 mod roles;
 mod server;
 mod status;
+mod telemetry;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -106,17 +108,6 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(n * mult)
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SAKER_LOG")
-        // openraft reports every failed heartbeat to a peer that is down (several a second per
-        // group); the MNodes log what matters to an operator (leadership, a stopped group).
-        .unwrap_or_else(|_| "warn,saker=info,openraft=off".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
 fn main() -> anyhow::Result<()> {
     // A panic anywhere ends the process: no half-dead task lingers holding locks or state.
     let default_hook = std::panic::take_hook();
@@ -124,28 +115,38 @@ fn main() -> anyhow::Result<()> {
         default_hook(info);
         std::process::abort();
     }));
-    init_tracing();
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        match cli.command {
-            Command::Server(args) => server::run(*args).await,
-            Command::Mount(args) => mount::run(args).await,
-            Command::Admin {
-                admin_endpoint,
-                ca_cert,
-                command,
-            } => {
-                if let Some(ca) = ca_cert {
-                    admin::trust(&ca)?;
-                }
-                admin::run_client(&admin_endpoint, command).await
-            }
-            Command::Bench { command } => bench::run(command).await,
-        }
+        let exporting = match &cli.command {
+            Command::Server(args) => Some(telemetry::exporting(args)),
+            _ => None,
+        };
+        let telemetry = telemetry::init(exporting)?;
+        let result = run(cli.command).await;
+        telemetry.shutdown().await;
+        result
     })
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Server(args) => server::run(*args).await,
+        Command::Mount(args) => mount::run(args).await,
+        Command::Admin {
+            admin_endpoint,
+            ca_cert,
+            command,
+        } => {
+            if let Some(ca) = ca_cert {
+                admin::trust(&ca)?;
+            }
+            admin::run_client(&admin_endpoint, command).await
+        }
+        Command::Bench { command } => bench::run(command).await,
+    }
 }
 
 /// Default data directory of the all-in-one server.

@@ -51,7 +51,7 @@ pub struct ServerArgs {
     /// RPC listener for library clients (and later other saker processes): every MNode group
     /// and the coordinator of this process, and the cluster map, behind one address.
     #[arg(long, default_value = "127.0.0.1:9902")]
-    rpc_addr: SocketAddr,
+    pub(crate) rpc_addr: SocketAddr,
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
@@ -111,6 +111,8 @@ pub struct ServerArgs {
     mount: Option<PathBuf>,
     #[command(flatten)]
     fuse: crate::mount::FuseArgs,
+    #[command(flatten)]
+    pub(crate) otlp: crate::telemetry::OtlpArgs,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -142,7 +144,7 @@ pub struct ServerArgs {
     /// (deploy/local-cluster/ has examples). It replaces --data-dir, the listener flags and
     /// --mnodes; the tuning flags still apply.
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Write an S3 access log (a JSON line per request: time, access key, operation, bucket,
     /// key, status, bytes, remote address, request id) to FILE, appending (`-`: stdout).
     #[arg(long, value_name = "FILE")]
@@ -168,6 +170,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
+    crate::disk_space::watch(&args.data_dir);
     // The RPC listener serves holders of this cluster's credential only.
     crate::cluster_credential::install_node(
         &args.data_dir.join(crate::cluster_credential::FILE_NAME),

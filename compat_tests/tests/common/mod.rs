@@ -8,7 +8,9 @@
 
 pub mod cluster;
 pub mod fuse;
+pub mod multiproc;
 pub mod netns;
+pub mod otlp_sink;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -282,6 +284,24 @@ impl Server {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then waits (at most 30 s) until the process has shut down.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("the server is running");
+        // SAFETY: kill(2) on our own child's pid, with a valid signal number.
+        assert_eq!(unsafe { libc::kill(c.id() as i32, libc::SIGTERM) }, 0);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = c.try_wait().expect("wait for the server") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not stop within 30 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

@@ -318,6 +318,7 @@ fn frame<T: serde::Serialize>(value: &T) -> Request<Frame> {
         VERSION_HEADER,
         tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
     );
+    crate::trace_context::inject(request.metadata_mut());
     if let Some(credential) = crate::auth::installed() {
         let token = credential.token(crate::auth::now_secs());
         if let Ok(v) = token.parse() {

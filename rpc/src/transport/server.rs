@@ -3,12 +3,14 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
+use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use super::pb::saker_server::{Saker, SakerServer};
 use super::pb::Frame;
@@ -23,6 +25,7 @@ use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::service::{CoordinatorService, MetaService, RaftService};
+use crate::{metrics, trace_context};
 
 /// HTTP/2 pings on idle connections, so a dead peer is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(20);
@@ -242,12 +245,31 @@ async fn detached<T: Send + 'static>(
     })
 }
 
+/// Runs one call's handler [`detached`], in `span` (whose parent is the caller's span, from
+/// the call's `traceparent`), and times it as `method`/`op`.
+async fn served<T: Send + 'static>(
+    method: &'static str,
+    op: &'static str,
+    metadata: &MetadataMap,
+    span: tracing::Span,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, Status> {
+    trace_context::adopt(&span, metadata);
+    let start = Instant::now();
+    let result = detached(fut.instrument(span)).await;
+    metrics::SERVER_LATENCY
+        .with_label_values(&[method, op])
+        .observe(start.elapsed().as_secs_f64());
+    result
+}
+
 #[tonic::async_trait]
 impl Saker for Handler {
     async fn meta(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let kind = kind_of(&request);
-        let call: MetaCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, frame_in) = request.into_parts();
+        let call: MetaCall =
+            decode(&frame_in.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         if kind == Kind::Client && !call.req.client_allowed() {
             return Err(Status::permission_denied(format!(
                 "a client credential may not send {}",
@@ -261,8 +283,10 @@ impl Saker for Handler {
         };
         let reply = match service {
             Some(group) => {
-                let group = group.clone();
-                detached(async move {
+                let op = call.req.op_name();
+                let span =
+                    tracing::debug_span!("rpc.meta", otel.kind = "server", op, group = call.group);
+                served("meta", op, &metadata, span, async move {
                     let result = group.call(call.tag, call.req).await;
                     MetaReply {
                         routing_version: group.routing_version(),
@@ -282,20 +306,26 @@ impl Saker for Handler {
 
     async fn remove_dir(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         node_only(&request, "coordinator calls")?;
-        let call: RemoveDirCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let call: RemoveDirCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
-        let result =
-            detached(async move { coordinator.remove_dir(call.path, call.cond).await }).await?;
+        let span = coordinator_span("remove_dir");
+        let result = served("coordinator", "remove_dir", &metadata, span, async move {
+            coordinator.remove_dir(call.path, call.cond).await
+        })
+        .await?;
         Ok(frame(encode(&result)))
     }
 
     async fn rename(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         node_only(&request, "coordinator calls")?;
-        let call: RenameCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let call: RenameCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
-        let result = detached(async move {
+        let span = coordinator_span("rename");
+        let result = served("coordinator", "rename", &metadata, span, async move {
             coordinator
                 .rename(call.from, call.to, call.noreplace, call.cred)
                 .await
@@ -306,19 +336,26 @@ impl Saker for Handler {
 
     async fn set_dir_attr(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         node_only(&request, "coordinator calls")?;
-        let call: SetDirAttrCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let call: SetDirAttrCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
-        let result = detached(async move { coordinator.set_dir_attr(call.set).await }).await?;
+        let span = coordinator_span("set_dir_attr");
+        let result = served("coordinator", "set_dir_attr", &metadata, span, async move {
+            coordinator.set_dir_attr(call.set).await
+        })
+        .await?;
         Ok(frame(encode(&result)))
     }
 
     async fn link(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         node_only(&request, "coordinator calls")?;
-        let call: LinkCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let call: LinkCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
-        let result = detached(async move {
+        let span = coordinator_span("link");
+        let result = served("coordinator", "link", &metadata, span, async move {
             coordinator
                 .link(call.from, call.to, call.expect, call.cred)
                 .await
@@ -333,12 +370,18 @@ impl Saker for Handler {
 
     async fn raft(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         node_only(&request, "raft messages")?;
-        let call: RaftCall = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let call: RaftCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let result = match &self.raft {
             Some(raft) => {
                 let raft = raft.clone();
-                detached(async move { raft.raft(call.group, call.body).await }).await?
+                let span =
+                    tracing::debug_span!("rpc.raft", otel.kind = "server", group = call.group);
+                served("raft", "raft", &metadata, span, async move {
+                    raft.raft(call.group, call.body).await
+                })
+                .await?
             }
             None => Err("no MNode replica is served at this address".to_string()),
         };
@@ -347,8 +390,9 @@ impl Saker for Handler {
 
     async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let kind = kind_of(&request);
-        let req: ChunkRequest = decode(&request.into_inner().body)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let (metadata, _, body) = request.into_parts();
+        let req: ChunkRequest =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         if kind == Kind::Client && !req.client_allowed() {
             return Err(Status::permission_denied(
                 "a client credential may not delete or list chunks",
@@ -357,7 +401,12 @@ impl Saker for Handler {
         let result = match &self.chunks {
             Some(chunks) => {
                 let chunks = chunks.clone();
-                detached(async move { chunks.call(req).await }).await?
+                let op = req.op_name();
+                let span = tracing::debug_span!("rpc.chunk", otel.kind = "server", op);
+                served("chunk", op, &metadata, span, async move {
+                    chunks.call(req).await
+                })
+                .await?
             }
             None => Err(ChunkWireError::Unavailable(
                 "no chunkstore is served at this address".into(),
@@ -365,6 +414,10 @@ impl Saker for Handler {
         };
         Ok(frame(encode(&result)))
     }
+}
+
+fn coordinator_span(op: &'static str) -> tracing::Span {
+    tracing::debug_span!("rpc.coordinator", otel.kind = "server", op)
 }
 
 #[cfg(test)]

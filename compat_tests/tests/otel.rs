@@ -1,0 +1,198 @@
+//! OpenTelemetry export end to end: real `saker server` processes send their spans over
+//! OTLP/gRPC to an in-test collector ([`common::otlp_sink`]). One S3 PUT of a chunked object
+//! is one trace: the gateway's request span, the MNode's and the chunkstore's spans share its
+//! trace id, across processes, each child naming a parent the trace holds; and what is
+//! buffered at SIGTERM is flushed before the process ends.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::multiproc::LocalCluster;
+use common::otlp_sink::{OtlpSink, SpanRecord};
+use common::*;
+
+/// Larger than the default inline threshold (16 KiB): the object goes to a chunkstore.
+const SIZE: usize = 100 * 1024;
+
+/// The trace of the (one) PutObject among `spans`, if its request span arrived.
+fn put_trace(spans: &[SpanRecord]) -> Option<Vec<SpanRecord>> {
+    let root = spans.iter().find(|s| {
+        s.name == "s3.request" && s.attrs.get("op").map(String::as_str) == Some("PutObject")
+    })?;
+    Some(
+        spans
+            .iter()
+            .filter(|s| s.trace_id == root.trace_id)
+            .cloned()
+            .collect(),
+    )
+}
+
+fn names(trace: &[SpanRecord]) -> BTreeSet<String> {
+    trace.iter().map(|s| s.name.clone()).collect()
+}
+
+/// Polls the sink until `done` holds for the PUT's trace, failing with what arrived after
+/// `deadline`.
+async fn wait_for_trace(
+    sink: &OtlpSink,
+    deadline: Duration,
+    done: impl Fn(&[SpanRecord]) -> bool,
+) -> Vec<SpanRecord> {
+    let end = Instant::now() + deadline;
+    loop {
+        let spans = sink.spans();
+        if let Some(trace) = put_trace(&spans).filter(|t| done(t)) {
+            return trace;
+        }
+        assert!(
+            Instant::now() < end,
+            "no complete PutObject trace after {deadline:?}; spans received: {:#?}",
+            spans
+                .iter()
+                .map(|s| (&s.name, &s.trace_id, s.resource.get("saker.roles")))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every span but the request's names a parent that is in the trace: the context travelled.
+fn assert_connected(trace: &[SpanRecord]) {
+    let ids: BTreeSet<&str> = trace.iter().map(|s| s.span_id.as_str()).collect();
+    for s in trace {
+        if s.name == "s3.request" {
+            assert!(
+                s.parent_id.is_empty(),
+                "the request span is the root: {s:?}"
+            );
+        } else {
+            assert!(
+                ids.contains(s.parent_id.as_str()),
+                "span {} has a parent outside its trace: {s:?}",
+                s.name
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_put_across_six_processes_is_one_trace() {
+    let sink = OtlpSink::start().await;
+    let cluster = LocalCluster::start_with_env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", sink.endpoint.as_str()),
+        ("SAKER_OTLP_SAMPLE_RATIO", "1"),
+        // Export every 100 ms instead of every 5 s.
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ]);
+    let s3 = cluster.client(true);
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket("traced").send()
+    })
+    .await;
+    let data = random_bytes(SIZE);
+    put(&s3, "traced", "d/object.bin", &data).await;
+
+    let roles_of = |trace: &[SpanRecord], name: &str| -> BTreeSet<String> {
+        trace
+            .iter()
+            .filter(|s| s.name == name)
+            .filter_map(|s| s.resource.get("saker.roles").cloned())
+            .collect()
+    };
+    let trace = wait_for_trace(&sink, Duration::from_secs(30), |t| {
+        let n = names(t);
+        [
+            "s3.request",
+            "client.meta",
+            "rpc.meta",
+            "client.chunk_put",
+            "rpc.chunk",
+            "chunk.write",
+        ]
+        .iter()
+        .all(|want| n.contains(*want))
+    })
+    .await;
+    // One trace, three processes: the gateway's request, the owner MNode's execution of
+    // the PutObject, the chunkstore's write of the chunk.
+    assert_eq!(
+        roles_of(&trace, "s3.request"),
+        BTreeSet::from(["gateway".to_string()])
+    );
+    assert_eq!(
+        roles_of(&trace, "rpc.meta"),
+        BTreeSet::from(["mnode".to_string()])
+    );
+    assert_eq!(
+        roles_of(&trace, "chunk.write"),
+        BTreeSet::from(["chunkstore".to_string()])
+    );
+    let ops: BTreeSet<&str> = trace
+        .iter()
+        .filter(|s| s.name == "rpc.meta")
+        .filter_map(|s| s.attrs.get("op").map(String::as_str))
+        .collect();
+    assert!(
+        ops.contains("put_object"),
+        "MNode ops in the trace: {ops:?}"
+    );
+    let write = trace.iter().find(|s| s.name == "chunk.write").unwrap();
+    assert_eq!(write.attrs.get("len").map(String::as_str), Some("102400"));
+    for s in &trace {
+        assert_eq!(
+            s.resource.get("service.name").map(String::as_str),
+            Some("saker")
+        );
+        assert!(s.resource.contains_key("service.instance.id"), "{s:?}");
+    }
+    assert_connected(&trace);
+    // No credential or object key in any span of any process.
+    for s in sink.spans() {
+        for v in s.attrs.values() {
+            assert!(!v.contains(ROOT_SK) && !v.contains("object.bin"), "{s:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spans_buffered_at_sigterm_are_flushed_and_batches_carry_their_size() {
+    let sink = OtlpSink::start().await;
+    // The default export delay (5 s) holds the spans back: only the flush at SIGTERM sends
+    // them within this test's wait.
+    let mut server = Server::start(
+        Opts::default()
+            .arg("--otlp-endpoint", &sink.endpoint)
+            .arg("--otlp-sample-ratio", "1"),
+    );
+    let s3 = server.client();
+    create_bucket(&s3, "flushed").await;
+    let data = random_bytes(SIZE);
+    put(&s3, "flushed", "object.bin", &data).await;
+    assert!(server.terminate().success(), "{}", server.stderr_tail());
+
+    let spans = sink.spans();
+    let trace = put_trace(&spans).unwrap_or_else(|| panic!("no PutObject trace: {spans:#?}"));
+    let n = names(&trace);
+    for want in [
+        "s3.request",
+        "client.meta",
+        "client.chunk_put",
+        "chunk.write",
+    ] {
+        assert!(
+            n.contains(want),
+            "{want} missing from the PUT's trace: {n:?}"
+        );
+    }
+    assert_connected(&trace);
+    let batches: Vec<&SpanRecord> = spans.iter().filter(|s| s.name == "mnode.batch").collect();
+    assert!(!batches.is_empty(), "no MNode batch span");
+    for b in batches {
+        let size: usize = b.attrs["size"].parse().unwrap();
+        assert!(size >= 1, "{b:?}");
+        assert!(b.attrs.contains_key("group"), "{b:?}");
+    }
+}

@@ -1,0 +1,20 @@
+//! RPC metrics (Prometheus, default registry): what the server side of every call costs.
+
+use std::sync::LazyLock;
+
+use prometheus::{register_histogram_vec, HistogramVec};
+
+/// Server-side latency of every call by method (`meta`, `chunk`, `raft`, `coordinator`) and
+/// request kind (the MNode op, the chunk op, the coordinator protocol).
+pub static SERVER_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "saker_rpc_server_duration_seconds",
+        "RPC server latency by method and request kind (decoded request to reply)",
+        &["method", "op"],
+        vec![
+            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+            0.5, 1.0, 2.5, 10.0
+        ]
+    )
+    .expect("metric registers once")
+});
