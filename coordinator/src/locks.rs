@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
+use tracing::Instrument;
 
 type Table = Arc<Mutex<HashMap<Vec<String>, Arc<RwLock<()>>>>>;
 
@@ -30,6 +31,11 @@ pub struct Held {
 impl PathLocks {
     /// Locks `targets` exclusively and their ancestors (not the root) shared.
     pub async fn lock(&self, targets: &[&[String]]) -> Held {
+        let span = tracing::debug_span!("coordinator.lock", targets = targets.len());
+        self.lock_all(targets).instrument(span).await
+    }
+
+    async fn lock_all(&self, targets: &[&[String]]) -> Held {
         let mut want: BTreeMap<Vec<String>, bool> = BTreeMap::new();
         for t in targets {
             for depth in 1..t.len() {

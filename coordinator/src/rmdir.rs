@@ -25,6 +25,7 @@ use saker_rpc::{
     Attr, ClientTag, CoordinatorService, Cred, DirUsage, InodeId, MetaError, MetaRequest,
     MetaResponse, MetaService, RemoveCond,
 };
+use tracing::Instrument;
 
 use crate::exceptions::ExceptionStore;
 use crate::journal::JournalError;
@@ -318,6 +319,60 @@ impl NamespaceCoordinator {
 #[async_trait]
 impl CoordinatorService for NamespaceCoordinator {
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
+        let span = tracing::debug_span!("coordinator.remove_dir", depth = path.len());
+        self.remove_dir_cascading(path, cond).instrument(span).await
+    }
+
+    async fn rename(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        noreplace: bool,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let span = tracing::debug_span!("coordinator.rename");
+        async {
+            self.until_ready().await?;
+            self.rename_protocol(from, to, noreplace, cred).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
+        let span = tracing::debug_span!("coordinator.set_dir_attr");
+        async {
+            self.until_ready().await?;
+            self.set_dir_attr_protocol(set).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn link(
+        &self,
+        from: Vec<String>,
+        to: Vec<String>,
+        expect: Option<InodeId>,
+        cred: Option<Cred>,
+    ) -> Result<Attr, MetaError> {
+        let span = tracing::debug_span!("coordinator.link");
+        async {
+            self.until_ready().await?;
+            self.link_protocol(from, to, expect, cred).await
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl NamespaceCoordinator {
+    /// rmdir of `path`, then (for an implicit directory) of each parent it left empty.
+    async fn remove_dir_cascading(
+        &self,
+        path: Vec<String>,
+        cond: RemoveCond,
+    ) -> Result<(), MetaError> {
         self.until_ready().await?;
         self.remove_one(&path, cond).await?;
         if cond == RemoveCond::ImplicitEmpty {
@@ -336,32 +391,5 @@ impl CoordinatorService for NamespaceCoordinator {
             }
         }
         Ok(())
-    }
-
-    async fn rename(
-        &self,
-        from: Vec<String>,
-        to: Vec<String>,
-        noreplace: bool,
-        cred: Option<Cred>,
-    ) -> Result<Attr, MetaError> {
-        self.until_ready().await?;
-        self.rename_protocol(from, to, noreplace, cred).await
-    }
-
-    async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
-        self.until_ready().await?;
-        self.set_dir_attr_protocol(set).await
-    }
-
-    async fn link(
-        &self,
-        from: Vec<String>,
-        to: Vec<String>,
-        expect: Option<InodeId>,
-        cred: Option<Cred>,
-    ) -> Result<Attr, MetaError> {
-        self.until_ready().await?;
-        self.link_protocol(from, to, expect, cred).await
     }
 }

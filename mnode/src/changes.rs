@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use saker_namespace::GroupId;
 use saker_rpc::{ClientTag, DirChange, InodeId, MetaError, MetaRequest, MetaService};
+use tracing::Instrument;
 
 use crate::keys::{Keys, CHANGE};
 use crate::metrics;
@@ -86,6 +87,19 @@ impl ChangeLog {
     /// Tells each owner which of its directories this group changed (one message per owner,
     /// in parallel). Fails if any owner did not take its mark.
     pub async fn mark_dirty(
+        &self,
+        by_owner: &BTreeMap<GroupId, Vec<InodeId>>,
+        seq: u64,
+    ) -> Result<(), MetaError> {
+        let span = tracing::debug_span!(
+            "mnode.mark_dirty",
+            group = self.keys.group,
+            owners = by_owner.len()
+        );
+        self.send_marks(by_owner, seq).instrument(span).await
+    }
+
+    async fn send_marks(
         &self,
         by_owner: &BTreeMap<GroupId, Vec<InodeId>>,
         seq: u64,
@@ -161,6 +175,15 @@ impl ChangeLog {
 
     /// Pushes every applied record up to at least `upto` to its owner, in seq order.
     pub async fn push_upto(&self, upto: u64) -> Result<(), MetaError> {
+        let span = tracing::debug_span!(
+            "mnode.change_push",
+            group = self.keys.group,
+            records = tracing::field::Empty
+        );
+        self.push(upto).instrument(span).await
+    }
+
+    async fn push(&self, upto: u64) -> Result<(), MetaError> {
         let mut pushed = self.pushed.lock().await;
         if *pushed >= upto {
             return Ok(());
@@ -178,6 +201,7 @@ impl ChangeLog {
         let Some(last) = records.last().and_then(|(k, _)| Keys::change_parts(k)) else {
             return Ok(());
         };
+        tracing::Span::current().record("records", records.len());
         // One request per owner with its records in seq order; owners in parallel (order
         // matters only between one source and one owner).
         let mut per_owner: BTreeMap<GroupId, OwnerRecords> = BTreeMap::new();
