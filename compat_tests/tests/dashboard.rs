@@ -1,7 +1,9 @@
 //! The Grafana dashboard (`deploy/grafana/saker.json`) queries only what a node exports: after
 //! S3, FUSE and RPC traffic against a real `saker server --mount`, every `saker_*` series its
-//! queries name appears in the node's `/metrics`.
-//! Needs /dev/fuse and root (as CI has); fails loudly without.
+//! queries name appears in the node's `/metrics`. And a real Prometheus (the Debian package)
+//! takes `deploy/prometheus/prometheus.yml`, scrapes a node and evaluates every query of the
+//! dashboard without an error, the S3 ones with data.
+//! Needs /dev/fuse, root and `prometheus`/`promtool` (as CI has); fails loudly without.
 
 mod common;
 
@@ -11,15 +13,22 @@ use std::time::{Duration, Instant};
 use common::fuse::Mounted;
 use common::*;
 
-/// Every `saker_*` series name in the dashboard's queries.
-fn dashboard_series() -> BTreeSet<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/grafana/saker.json");
-    let text = std::fs::read_to_string(path).expect("read the dashboard");
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+
+/// The dashboard's queries.
+fn dashboard_exprs() -> Vec<String> {
+    let text = std::fs::read_to_string(format!("{DEPLOY}/grafana/saker.json"))
+        .expect("read the dashboard");
     let json: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
     let mut exprs = Vec::new();
     collect_exprs(&json, &mut exprs);
     assert!(exprs.len() >= 20, "only {} queries found", exprs.len());
     exprs
+}
+
+/// Every `saker_*` series name in the dashboard's queries.
+fn dashboard_series() -> BTreeSet<String> {
+    dashboard_exprs()
         .iter()
         .flat_map(|e| e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')))
         .filter(|t| t.starts_with("saker_"))
@@ -108,5 +117,133 @@ async fn every_metric_the_dashboard_queries_is_exported() {
             "the dashboard queries series /metrics does not have: {missing:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A `prometheus` server on a free port, stopped when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    api: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Prometheus {
+    /// Scrapes `target` (`host:port` of an admin listener) every 500 ms, with the job and
+    /// relabelling of `deploy/prometheus/prometheus.yml`.
+    fn start(target: &str) -> Prometheus {
+        common::fuse::require_tool("prometheus");
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = std::fs::read_to_string(format!("{DEPLOY}/prometheus/prometheus.yml"))
+            .expect("read the scrape config");
+        // The shipped file with its targets replaced by this test's node.
+        let start = shipped.find("    static_configs:").expect("static_configs");
+        let config = format!(
+            "{}    static_configs:\n      - targets: [\"{target}\"]\n        labels: {{ node: test }}\n",
+            shipped[..start]
+                .replace("scrape_interval: 10s", "scrape_interval: 500ms")
+                .replace("evaluation_interval: 10s", "evaluation_interval: 500ms")
+        );
+        let file = dir.path().join("prometheus.yml");
+        std::fs::write(&file, config).unwrap();
+        let port = free_ports(1)[0];
+        let child = std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start prometheus");
+        Prometheus {
+            child,
+            api: format!("http://127.0.0.1:{port}/api/v1"),
+            _dir: dir,
+        }
+    }
+
+    /// An instant query: its status and the number of series in its result (an error
+    /// message for a refused query).
+    async fn query(&self, expr: &str) -> Result<usize, String> {
+        let r = reqwest::Client::new()
+            .get(format!("{}/query", self.api))
+            .query(&[("query", expr)])
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let v: serde_json::Value = r.json().await.map_err(|e| e.to_string())?;
+        if v["status"] != "success" {
+            return Err(v.to_string());
+        }
+        Ok(v["data"]["result"].as_array().map_or(0, Vec::len))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_scrapes_a_node_and_evaluates_every_dashboard_query() {
+    common::fuse::require_tool("promtool");
+    let check = std::process::Command::new("promtool")
+        .args(["check", "config"])
+        .arg(format!("{DEPLOY}/prometheus/prometheus.yml"))
+        .output()
+        .expect("run promtool");
+    assert!(check.status.success(), "{check:?}");
+
+    let srv = Server::default_start();
+    let s3 = srv.client();
+    create_bucket(&s3, "scraped").await;
+    let prom = Prometheus::start(srv.admin.trim_start_matches("http://"));
+    // Grafana's window, as it would pick it for a 500 ms scrape interval.
+    let exprs: Vec<String> = dashboard_exprs()
+        .iter()
+        .map(|e| e.replace("$__rate_interval", "5s"))
+        .collect();
+    let s3_panels: Vec<&String> = exprs
+        .iter()
+        .filter(|e| e.contains("saker_gateway_"))
+        .collect();
+    // Requests (and a failure, NoSuchKey) across scrapes until every S3 panel has data.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut i = 0;
+    loop {
+        put(
+            &s3,
+            "scraped",
+            &format!("d{}/k{i}", i % 3),
+            &random_bytes(20 * 1024),
+        )
+        .await;
+        get_bytes(&s3, "scraped", &format!("d{}/k{i}", i % 3)).await;
+        let missing = s3.get_object().bucket("scraped").key("missing").send();
+        assert!(missing.await.is_err());
+        i += 1;
+        let up = prom.query("up{job=\"saker\", node=\"test\"} == 1").await;
+        let mut empty = Vec::new();
+        for e in &s3_panels {
+            if !matches!(prom.query(e).await, Ok(n) if n > 0) {
+                empty.push(e.as_str());
+            }
+        }
+        if up == Ok(1) && empty.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prometheus did not scrape the node: up {up:?}, S3 panels without data {empty:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for expr in &exprs {
+        let series = prom.query(expr).await;
+        assert!(series.is_ok(), "{expr}: {series:?}");
     }
 }
