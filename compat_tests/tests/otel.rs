@@ -1,14 +1,17 @@
 //! OpenTelemetry export end to end: real `saker server` processes send their spans over
 //! OTLP/gRPC to an in-test collector ([`common::otlp_sink`]). One S3 PUT of a chunked object
 //! is one trace: the gateway's request span, the MNode's and the chunkstore's spans share its
-//! trace id, across processes, each child naming a parent the trace holds; and what is
-//! buffered at SIGTERM is flushed before the process ends.
+//! trace id, across processes, each child naming a parent the trace holds; a write through a
+//! FUSE mount is one trace from the kernel's request to the chunk; and what is buffered at
+//! SIGTERM is flushed before the process ends. The FUSE test needs /dev/fuse and root (as CI
+//! has); it fails loudly without.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use common::fuse::Mounted;
 use common::multiproc::LocalCluster;
 use common::otlp_sink::{OtlpSink, SpanRecord};
 use common::*;
@@ -59,11 +62,12 @@ async fn wait_for_trace(
     }
 }
 
-/// Every span but the request's names a parent that is in the trace: the context travelled.
-fn assert_connected(trace: &[SpanRecord]) {
+/// Every span but the root (named `root`) names a parent that is in the trace: the context
+/// travelled.
+fn assert_connected(trace: &[SpanRecord], root: &str) {
     let ids: BTreeSet<&str> = trace.iter().map(|s| s.span_id.as_str()).collect();
     for s in trace {
-        if s.name == "s3.request" {
+        if s.name == root {
             assert!(
                 s.parent_id.is_empty(),
                 "the request span is the root: {s:?}"
@@ -148,7 +152,7 @@ async fn a_put_across_six_processes_is_one_trace() {
         );
         assert!(s.resource.contains_key("service.instance.id"), "{s:?}");
     }
-    assert_connected(&trace);
+    assert_connected(&trace, "s3.request");
     // No credential or object key in any span of any process.
     for s in sink.spans() {
         for v in s.attrs.values() {
@@ -187,7 +191,7 @@ async fn spans_buffered_at_sigterm_are_flushed_and_batches_carry_their_size() {
             "{want} missing from the PUT's trace: {n:?}"
         );
     }
-    assert_connected(&trace);
+    assert_connected(&trace, "s3.request");
     let batches: Vec<&SpanRecord> = spans.iter().filter(|s| s.name == "mnode.batch").collect();
     assert!(!batches.is_empty(), "no MNode batch span");
     for b in batches {
@@ -195,4 +199,44 @@ async fn spans_buffered_at_sigterm_are_flushed_and_batches_carry_their_size() {
         assert!(size >= 1, "{b:?}");
         assert!(b.attrs.contains_key("group"), "{b:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_through_the_mount_is_one_trace_from_the_fuse_op_to_the_chunk() {
+    let sink = OtlpSink::start().await;
+    let endpoint = sink.endpoint.clone();
+    let mut mounted = tokio::task::spawn_blocking(move || {
+        Mounted::start(
+            Opts::default()
+                .arg("--otlp-endpoint", &endpoint)
+                .arg("--otlp-sample-ratio", "1"),
+        )
+    })
+    .await
+    .unwrap();
+    let root = mounted.root.clone();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir(root.join("fusetraced")).unwrap();
+        std::fs::write(root.join("fusetraced/file.bin"), random_bytes(SIZE)).unwrap();
+    })
+    .await
+    .unwrap();
+    // The flush at SIGTERM sends what the exporter still holds.
+    assert!(mounted.srv.terminate().success());
+
+    let spans = sink.spans();
+    let write = spans
+        .iter()
+        .find(|s| s.name == "chunk.write")
+        .unwrap_or_else(|| panic!("no chunk.write span: {spans:#?}"));
+    let trace: Vec<SpanRecord> = spans
+        .iter()
+        .filter(|s| s.trace_id == write.trace_id)
+        .cloned()
+        .collect();
+    let roots: Vec<&SpanRecord> = trace.iter().filter(|s| s.parent_id.is_empty()).collect();
+    assert_eq!(roots.len(), 1, "{trace:#?}");
+    assert_eq!(roots[0].name, "fuse.op", "{trace:#?}");
+    assert!(names(&trace).contains("client.chunk_put"), "{trace:#?}");
+    assert_connected(&trace, "fuse.op");
 }

@@ -122,6 +122,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         let exporting = match &cli.command {
             Command::Server(args) => Some(telemetry::exporting(args)),
+            Command::Mount(args) => Some(args.exporting()),
             _ => None,
         };
         let telemetry = telemetry::init(exporting)?;

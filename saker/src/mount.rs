@@ -82,6 +82,19 @@ pub struct MountArgs {
     chunk_size: u64,
     #[command(flatten)]
     fuse: FuseArgs,
+    #[command(flatten)]
+    pub(crate) otlp: crate::telemetry::OtlpArgs,
+}
+
+impl MountArgs {
+    /// The resource of this mount's spans: the mount point, role `mount`.
+    pub(crate) fn exporting(&self) -> crate::telemetry::Exporting {
+        crate::telemetry::Exporting {
+            args: self.otlp.clone(),
+            node: format!("mount:{}", self.mountpoint.display()),
+            roles: "mount".into(),
+        }
+    }
 }
 
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {

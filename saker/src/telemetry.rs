@@ -28,7 +28,7 @@ use tracing_subscriber::{filter, Layer as _};
 /// How long the flush at shutdown may take before the process ends anyway.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where the spans of `saker server` go.
+/// Where the spans of `saker server` and `saker mount` go.
 #[derive(clap::Args, Clone, Debug)]
 pub struct OtlpArgs {
     /// Export traces over OTLP/gRPC to this collector (e.g. `http://127.0.0.1:4317`: Jaeger,
