@@ -128,7 +128,7 @@ async fn owner(rpc: &str, name: &str) -> u32 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn listings_and_delete_bucket_wait_out_a_leader_kill() {
+async fn quiet_groups_serve_reads_and_listings_and_delete_bucket_wait_out_a_leader_kill() {
     let mut nodes = Nodes::start(&[]);
     nodes.wait_voters(&[]).await;
     let s3 = nodes.client(0, true);
@@ -166,8 +166,24 @@ async fn listings_and_delete_bucket_wait_out_a_leader_kill() {
             .unwrap();
     }
 
-    // The owner's leader dies; a listing visits every group and a DeleteBucket needs the
-    // owner: both wait for the election instead of failing.
+    // Idle, every group goes quiet (its leader stops heartbeating; the nodes ping one
+    // another instead); a read through another gateway renews the leader's lease first.
+    let quiet = poll_until(Duration::from_secs(30), || async {
+        let mut n = 0.0;
+        for i in 0..3 {
+            n += nodes.metric(i, "saker_mnode_quiet_groups").await;
+        }
+        n == GROUPS as f64
+    })
+    .await;
+    assert!(quiet, "not every group went quiet:\n{}", nodes.logs());
+    let read = nodes.client(1, false);
+    let got = read.get_object().bucket(kept).key(&keys[0]).send().await;
+    let got = got.expect("a read of a quiet group").body.collect().await;
+    assert_eq!(got.unwrap().into_bytes().as_ref(), b"stays");
+
+    // The owner's (quiet) leader dies; a listing visits every group and a DeleteBucket needs
+    // the owner: both wait for the election instead of failing.
     nodes.kill(leader);
     let listed = list_all(&s3, kept, None).await;
     assert_eq!(listed.len(), keys.len(), "{listed:?}");

@@ -11,6 +11,8 @@
 //! before a full election timeout without hearing from this one, and the acknowledgement
 //! time openraft reports is when the acknowledged request was sent, so no other leader can
 //! have committed a write while the lease holds (the processes share one clock: no drift).
+//! A quiet group's leader sends no heartbeats (`raft::liveness`): a read that finds its lease
+//! run out first renews it with one heartbeat round (`Mnode::ready`).
 
 use std::time::{Duration, Instant};
 
@@ -76,9 +78,10 @@ impl Leadership {
             .current_leader
             .and_then(|id| membership.get_node(&id))
             .map(|n| n.addr.clone());
-        s.quorum_acked = m
+        let acked = m
             .millis_since_quorum_ack
             .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
+        s.quorum_acked = s.quorum_acked.max(acked);
         if !leads {
             s.ready_term = 0;
             self.serving.send_if_modified(|t| std::mem::take(t) != 0);
@@ -90,6 +93,13 @@ impl Leadership {
             return Change::Elected(m.current_term);
         }
         Change::None
+    }
+
+    /// Records that a quorum acknowledged this leader in answer to a request sent at `sent`
+    /// (a lease renewed by a heartbeat round).
+    pub fn acked(&self, sent: Instant) {
+        let mut s = self.seen.lock();
+        s.quorum_acked = s.quorum_acked.max(Some(sent));
     }
 
     /// Stops serving for good (the replica left its group).

@@ -132,6 +132,16 @@ pub static INODES: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+/// Groups this process leads whose raft heartbeats are off because they are idle
+/// (`raft::liveness`).
+pub static QUIET_GROUPS: LazyLock<prometheus::IntGauge> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "saker_mnode_quiet_groups",
+        "Groups led here whose raft heartbeats are off while they are idle"
+    )
+    .expect("metric registers once")
+});
+
 /// Raft state of each group replica in this process, by group and field: `leader` (1 if this
 /// replica leads and serves), `term`, `last_log`, `applied`, `snapshot` (the last
 /// log index in the latest snapshot), `voters`, and (on a

@@ -87,6 +87,11 @@ impl Hosting {
             links: OnceLock::new(),
             changing: tokio::sync::Mutex::new(()),
         };
+        if let Some(pool) = &hosting.template.pool {
+            hosting
+                .raft
+                .start_liveness(hosting.template.addr.clone(), pool.clone());
+        }
         for (g, voters) in hosted {
             let m = hosting.start(g, voters.clone()).await?;
             hosting.replicas.write().insert(g, (m, voters));

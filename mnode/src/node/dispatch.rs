@@ -20,7 +20,7 @@ impl MetaService for Mnode {
             }
             return Ok(MetaResponse::Replica(self.raft_status()));
         }
-        self.leadership.check(!req.is_write())?;
+        self.ready(!req.is_write()).await?;
         req.check_names()?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {

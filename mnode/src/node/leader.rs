@@ -3,8 +3,10 @@
 //! serves in and where the leader is.
 
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use saker_namespace::GroupId;
+use saker_rpc::MetaError;
 
 use super::Mnode;
 use crate::executor::ParentUpdates;
@@ -73,6 +75,29 @@ impl Mnode {
     /// The RPC address of the group's leader as far as this replica knows.
     pub fn leader_hint(&self) -> Option<String> {
         self.leadership.leader()
+    }
+
+    /// Whether this replica may serve a request now (a read, or a write). A read that finds
+    /// the leader lease run out (its group went quiet and sends no heartbeats) renews it with
+    /// one heartbeat round first, one round at a time.
+    pub(super) async fn ready(&self, read: bool) -> Result<(), MetaError> {
+        let refused = match self.leadership.check(read) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if !read || self.leadership.ready_term() == 0 {
+            return Err(refused);
+        }
+        let _one = self.renewing.lock().await;
+        if self.leadership.check(read).is_ok() {
+            return Ok(()); // renewed while this read waited
+        }
+        let sent = Instant::now();
+        if self.raft.get_read_log_id().await.is_err() {
+            return Err(refused);
+        }
+        self.leadership.acked(sent);
+        self.leadership.check(read)
     }
 }
 

@@ -102,7 +102,8 @@ impl MnodeConfig {
     /// room for a loaded machine's scheduling and sync delays before they start an election.
     fn raft_config(&self) -> Result<openraft::Config, MnodeError> {
         let (heartbeat, election) = if self.replicated() {
-            (200, 1000)
+            use crate::raft::liveness::{DEAD_AFTER, PING_EVERY};
+            (PING_EVERY.as_millis() as u64, DEAD_AFTER.as_millis() as u64)
         } else {
             (100, 150)
         };
@@ -147,6 +148,8 @@ pub struct Mnode {
     leadership: Arc<Leadership>,
     /// Held while the group's membership changes.
     membership: tokio::sync::Mutex<()>,
+    /// Held while a read renews the leader lease.
+    renewing: tokio::sync::Mutex<()>,
     /// Backups being read (`saker admin backup`).
     backups: backup::Backups,
     /// Where snapshot and backup files are made.
@@ -266,6 +269,7 @@ impl Mnode {
             tickets: Arc::default(),
             leadership,
             membership: tokio::sync::Mutex::new(()),
+            renewing: tokio::sync::Mutex::new(()),
             backups: Default::default(),
             snapshot_dir: cfg.snapshot_dir.clone(),
         });

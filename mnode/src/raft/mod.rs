@@ -4,6 +4,7 @@
 //! A raft entry is one executor batch: the physical KV mutations it computed plus the per-op
 //! results, so followers apply bytes and never re-resolve paths.
 
+pub mod liveness;
 // openraft's StorageError is large and not ours to box.
 #[allow(clippy::result_large_err)]
 mod log_store;

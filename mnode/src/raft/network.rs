@@ -24,6 +24,7 @@ use parking_lot::RwLock;
 use saker_rpc::{ChannelPool, RaftService, RpcChannel};
 use serde::{Deserialize, Serialize};
 
+use super::liveness::{self, Liveness};
 use super::{Raft, TypeConfig};
 
 /// One raft message to a group's replica.
@@ -173,13 +174,25 @@ impl RaftNetwork<TypeConfig> for Peer {
 }
 
 /// The receiving side: the replicas of this process's groups, by group id, as the
-/// transport's [`RaftService`].
+/// transport's [`RaftService`]; and the node's liveness pings (see [`liveness`]).
 #[derive(Default)]
 pub struct RaftPeers {
     groups: RwLock<BTreeMap<u32, Raft>>,
+    pub(super) liveness: Liveness,
 }
 
 impl RaftPeers {
+    /// Starts pinging the peer nodes of this process's groups (`me` is this node's RPC
+    /// address), which lets idle groups go quiet; it stops when `self` is dropped.
+    pub fn start_liveness(self: &Arc<Self>, me: String, pool: Arc<ChannelPool>) {
+        tokio::spawn(liveness::run(Arc::downgrade(self), me, pool));
+    }
+
+    /// The replicas registered now.
+    pub(super) fn replicas(&self) -> BTreeMap<u32, Raft> {
+        self.groups.read().clone()
+    }
+
     pub fn register(&self, group: u32, raft: Raft) {
         self.groups.write().insert(group, raft);
     }
@@ -192,6 +205,9 @@ impl RaftPeers {
 #[async_trait]
 impl RaftService for RaftPeers {
     async fn raft(&self, group: u32, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        if group == liveness::PING_GROUP {
+            return liveness::answer(&self.liveness, &self.groups.read(), &body);
+        }
         let raft = self
             .groups
             .read()

@@ -846,11 +846,17 @@ mod tests {
         assert_eq!(*WATCHED.get_or_init(|| me), me);
         let before = Usage::now();
         assert!(before.is_some(), "/proc/{me}/stat readable");
-        // 200 ms of CPU on this thread, then a few sleeps (each one a voluntary switch).
+        // Spin until /proc says this process spent 100 ms of CPU (a loaded machine may give
+        // it little of its wall time; a usage that never grows fails after 60 s), then a few
+        // sleeps (each one a voluntary switch).
         let start = Instant::now();
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(200) {
-            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        while Usage::since(before).is_some_and(|u| u.cpu_us < 100_000)
+            && start.elapsed() < std::time::Duration::from_secs(60)
+        {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
         }
         for _ in 0..5 {
             std::thread::sleep(std::time::Duration::from_millis(1));
