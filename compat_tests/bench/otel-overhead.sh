@@ -4,6 +4,9 @@
 # endpoint: the spans are disabled at their call sites), `ratio-0.01` (exporting at the
 # default sample ratio) and `ratio-1` (every trace exported); the endpoint is a local sink
 # that only counts spans (compat_tests/examples/otlp_sink.rs). Medians and ratios to `off`.
+# With SAKER_NOTRACE_BIN (a build whose debug spans are compiled out: `cargo build --release
+# -p saker --features tracing/release_max_level_info` into another target dir) a fourth mode,
+# `compiled-out`, shows what `off` costs against no tracing code at all.
 #
 # usage: otel-overhead.sh OUT_DIR
 # knobs: RUNS (3), DURATION (10s)
@@ -31,13 +34,15 @@ trap 'kill $server $sink 2>/dev/null || true' EXIT
 
 run() { # mode round
   local args=()
+  local bin=$SAKER
   case "$1" in
     off) ;;
+    compiled-out) bin=$SAKER_NOTRACE_BIN ;;
     ratio-0.01) args=(--otlp-endpoint http://127.0.0.1:14317 --otlp-sample-ratio 0.01) ;;
     ratio-1) args=(--otlp-endpoint http://127.0.0.1:14317 --otlp-sample-ratio 1) ;;
   esac
   rm -rf "$OUT/data"
-  "$SAKER" server --data-dir "$OUT/data" --s3-addr 127.0.0.1:19900 \
+  "$bin" server --data-dir "$OUT/data" --s3-addr 127.0.0.1:19900 \
     --admin-addr 127.0.0.1:19901 --rpc-addr 127.0.0.1:19902 "${args[@]}" \
     >"$OUT/server-$1-$2.log" 2>&1 &
   server=$!
@@ -50,8 +55,13 @@ run() { # mode round
   server=""
 }
 
+MODES="off ratio-0.01 ratio-1"
+if [ -n "${SAKER_NOTRACE_BIN:-}" ]; then
+  [ -x "$SAKER_NOTRACE_BIN" ] || { echo "no binary at $SAKER_NOTRACE_BIN" >&2; exit 1; }
+  MODES="compiled-out $MODES"
+fi
 for r in $(seq 1 "$RUNS"); do
-  for mode in off ratio-0.01 ratio-1; do
+  for mode in $MODES; do
     echo "round $r: $mode"
     run "$mode" "$r"
   done
@@ -59,11 +69,12 @@ done
 kill -TERM "$sink"
 wait "$sink" || true
 
-python3 - "$OUT" "$RUNS" "$(cat "$OUT/sink.count")" <<'PY'
+python3 - "$OUT" "$RUNS" "$(cat "$OUT/sink.count")" "$MODES" <<'PY'
 import json, os, sys
 out, runs, spans = sys.argv[1], int(sys.argv[2]), int(sys.argv[3] or 0)
 med = lambda xs: sorted(xs)[len(xs) // 2]
-modes = ("off", "ratio-0.01", "ratio-1")
+modes = tuple(m for m in sys.argv[4].split() if m != "off")
+modes = ("off",) + modes
 result = {"spans_exported": spans}
 for phase in ("put", "get"):
     row = {}

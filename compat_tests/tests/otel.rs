@@ -115,6 +115,9 @@ async fn a_put_across_six_processes_is_one_trace() {
             "client.chunk_put",
             "rpc.chunk",
             "chunk.write",
+            "mnode.batch",
+            "raft.commit",
+            "raft.append",
         ]
         .iter()
         .all(|want| n.contains(*want))
@@ -142,6 +145,34 @@ async fn a_put_across_six_processes_is_one_trace() {
     assert!(
         ops.contains("put_object"),
         "MNode ops in the trace: {ops:?}"
+    );
+    // The batch that carried the PutObject is in the request's trace, and so are its raft
+    // commit and the leader's journal append, in the MNode's process.
+    for name in ["mnode.batch", "raft.commit", "raft.append"] {
+        assert_eq!(
+            roles_of(&trace, name),
+            BTreeSet::from(["mnode".to_string()]),
+            "{name}"
+        );
+    }
+    let by_id = |id: &str| trace.iter().find(|s| s.span_id == id).unwrap();
+    let append = trace.iter().find(|s| s.name == "raft.append").unwrap();
+    assert_eq!(by_id(&append.parent_id).name, "raft.commit");
+    assert_eq!(
+        by_id(&by_id(&append.parent_id).parent_id).name,
+        "mnode.batch"
+    );
+    // Applying entries is traced too (its own traces: the state machine reads them back).
+    let applies: Vec<SpanRecord> = sink
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == "raft.apply")
+        .collect();
+    assert!(
+        applies
+            .iter()
+            .any(|s| s.attrs.contains_key("group") && s.attrs["entries"] != "0"),
+        "{applies:?}"
     );
     let write = trace.iter().find(|s| s.name == "chunk.write").unwrap();
     assert_eq!(write.attrs.get("len").map(String::as_str), Some("102400"));

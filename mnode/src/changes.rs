@@ -20,6 +20,7 @@
 //! start.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -58,6 +59,10 @@ pub struct ChangeLog {
     acked: Mutex<BTreeMap<GroupId, u64>>,
     /// Change-log records folded into another by compaction, since start.
     pub compacted: std::sync::atomic::AtomicU64,
+    /// Highest seq known written and highest known pushed (for the records gauge).
+    written: std::sync::atomic::AtomicU64,
+    pushed_seq: std::sync::atomic::AtomicU64,
+    gauge: prometheus::IntGauge,
 }
 
 /// How long async mode lets change-log records gather before it pushes them: the push of
@@ -81,7 +86,24 @@ impl ChangeLog {
             push_scheduled: Default::default(),
             acked: Default::default(),
             compacted: Default::default(),
+            written: Default::default(),
+            pushed_seq: Default::default(),
+            gauge: metrics::CHANGE_LOG.with_label_values(&[&keys.group.to_string()]),
         }
+    }
+
+    /// A committed batch wrote records up to `seq`.
+    pub fn written(&self, seq: u64) {
+        self.written.fetch_max(seq, Ordering::Relaxed);
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let (w, p) = (
+            self.written.load(Ordering::Relaxed),
+            self.pushed_seq.load(Ordering::Relaxed),
+        );
+        self.gauge.set(w.saturating_sub(p) as i64);
     }
 
     /// Tells each owner which of its directories this group changed (one message per owner,
@@ -130,7 +152,6 @@ impl ChangeLog {
 
     /// Pushes everything owed after [`PUSH_DELAY`], unless a push is already scheduled.
     pub fn push_soon(self: &Arc<Self>) {
-        use std::sync::atomic::Ordering;
         if self.push_scheduled.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -202,6 +223,13 @@ impl ChangeLog {
             return Ok(());
         };
         tracing::Span::current().record("records", records.len());
+        // Seqs are consecutive: the records below the first one left were pushed and trimmed.
+        if let Some((first, _)) = records.first().and_then(|(k, _)| Keys::change_parts(k)) {
+            self.pushed_seq
+                .fetch_max(first.saturating_sub(1), Ordering::Relaxed);
+        }
+        self.written.fetch_max(last.0, Ordering::Relaxed);
+        self.publish();
         // One request per owner with its records in seq order; owners in parallel (order
         // matters only between one source and one owner).
         let mut per_owner: BTreeMap<GroupId, OwnerRecords> = BTreeMap::new();
@@ -271,6 +299,8 @@ impl ChangeLog {
             Some(e) => Err(e),
             None => {
                 *pushed = last.0;
+                self.pushed_seq.fetch_max(last.0, Ordering::Relaxed);
+                self.publish();
                 Ok(())
             }
         }

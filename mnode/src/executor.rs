@@ -49,6 +49,8 @@ pub(crate) struct Pending {
     pub reaped: bool,
     /// Shared inodes of other groups the op asked for (`Retry::SharedAttr`).
     pub fetched: Vec<saker_rpc::Attr>,
+    /// The request's span: the batch that carries the op joins its trace.
+    pub span: tracing::Span,
 }
 
 /// The executor's answer to one op.
@@ -329,6 +331,7 @@ impl Executor {
             mutations,
             results,
             id_high_water: ctx.next_id - 1,
+            trace: None,
         };
         Some(Evaluated {
             entry,
@@ -348,12 +351,12 @@ impl Executor {
         permit: tokio::sync::OwnedSemaphorePermit,
         change_seq: &mut u64,
     ) {
-        // The batch's own trace (its ops come from many requests): evaluation, the raft
-        // commit and the answers.
-        let span = tracing::debug_span!("mnode.batch", group = self.keys.group, size = batch.len());
+        // In the trace of the batch's first request, linked from the others' (its ops come
+        // from many requests): evaluation, the raft commit and the answers.
+        let span = batch_span(self.keys.group, &batch);
         let evaluated = span.in_scope(|| self.evaluate(seq, batch, inflight, change_seq));
         let Some(Evaluated {
-            entry,
+            mut entry,
             batch,
             reaps,
             waits,
@@ -363,23 +366,30 @@ impl Executor {
         else {
             return;
         };
+        // From the proposal until the entry is applied here (a majority has it on disk).
+        let commit = tracing::debug_span!(parent: &span, "raft.commit", group = self.keys.group);
+        entry.trace = commit.in_scope(saker_rpc::trace_context::current);
+        let started = std::time::Instant::now();
         let rx = self
             .raft
             .client_write_ff(entry)
-            .instrument(span.clone())
+            .instrument(commit.clone())
             .await;
         let inflight = inflight.clone();
         let change_log = self.changes.clone();
         let sync = self.parent_updates == ParentUpdates::Sync;
         tokio::spawn(async move {
             let outcome = match rx {
-                Ok(rx) => match rx.await {
+                Ok(rx) => match rx.instrument(commit).await {
                     Ok(Ok(resp)) => Ok(resp.data.results),
                     Ok(Err(e)) => Err(e.to_string()),
                     Err(e) => Err(e.to_string()),
                 },
                 Err(e) => Err(e.to_string()),
             };
+            if outcome.is_ok() {
+                metrics::RAFT_COMMIT.observe(started.elapsed().as_secs_f64());
+            }
             inflight.lock().remove(seq);
             drop(permit);
             match outcome {
@@ -399,6 +409,7 @@ impl Executor {
                         }
                     }
                     if let Some(upto) = last_change {
+                        change_log.written(upto);
                         if sync {
                             // The owners have the changes before anyone hears back.
                             if let Err(e) = change_log.push_upto(upto).await {
@@ -515,4 +526,19 @@ impl Executor {
         }
         trimmed.insert(client, next);
     }
+}
+
+/// The span of one batch: a child of its first op's request span, with links to the others'
+/// (a link is the OpenTelemetry way to show work done for many traces at once).
+fn batch_span(group: GroupId, batch: &[Pending]) -> tracing::Span {
+    let Some(first) = batch.first() else {
+        return tracing::Span::none();
+    };
+    let span = tracing::debug_span!(parent: &first.span, "mnode.batch", group, size = batch.len());
+    if !span.is_disabled() {
+        for p in &batch[1..] {
+            span.follows_from(&p.span);
+        }
+    }
+    span
 }

@@ -13,6 +13,36 @@ pub static BATCH_SIZE: LazyLock<Histogram> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+/// From an executor batch's proposal until it is applied on its leader: with replication,
+/// until a majority has it on disk.
+pub static RAFT_COMMIT: LazyLock<Histogram> = LazyLock::new(|| {
+    register_histogram!(
+        "saker_mnode_raft_commit_seconds",
+        "Raft commit latency of executor batches (proposal to applied on the leader)",
+        prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets")
+    )
+    .expect("metric registers once")
+});
+
+/// Change-log records a group's leader holds that their owners have not acknowledged yet.
+pub static CHANGE_LOG: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
+    prometheus::register_int_gauge_vec!(
+        "saker_mnode_change_log_records",
+        "Change-log records (parent-directory updates owed to other groups) not pushed yet, by group",
+        &["group"]
+    )
+    .expect("metric registers once")
+});
+
+/// 1 once the raft log journal refused writes after an I/O error (until a restart).
+pub static JOURNAL_POISONED: LazyLock<prometheus::IntGauge> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "saker_mnode_journal_poisoned",
+        "1 once the raft log journal failed a write or sync and refuses writes (restart to recover)"
+    )
+    .expect("metric registers once")
+});
+
 pub static OPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(
         "saker_mnode_ops_total",
@@ -157,7 +187,11 @@ pub static RAFT: LazyLock<prometheus::IntGaugeVec> = LazyLock::new(|| {
 
 /// One replica's series of [`RAFT`], looked up once: they are set on every change of its
 /// raft metrics (every append).
-pub struct RaftGauges([prometheus::IntGauge; 7]);
+pub struct RaftGauges {
+    fields: [prometheus::IntGauge; 7],
+    /// Only a serving leader pushes change-log records; the others show none.
+    change_log: prometheus::IntGauge,
+}
 
 impl RaftGauges {
     const FIELDS: [&'static str; 7] = [
@@ -166,7 +200,10 @@ impl RaftGauges {
 
     pub fn new(group: u32) -> Self {
         let g = group.to_string();
-        Self(Self::FIELDS.map(|f| RAFT.with_label_values(&[g.as_str(), f])))
+        Self {
+            fields: Self::FIELDS.map(|f| RAFT.with_label_values(&[g.as_str(), f])),
+            change_log: CHANGE_LOG.with_label_values(&[g.as_str()]),
+        }
     }
 
     /// Publishes one replica's raft metrics.
@@ -188,8 +225,11 @@ impl RaftGauges {
             m.membership_config.membership().voter_ids().count() as u64,
             lag,
         ];
-        for (gauge, v) in self.0.iter().zip(values) {
+        for (gauge, v) in self.fields.iter().zip(values) {
             gauge.set(v as i64);
+        }
+        if !serving {
+            self.change_log.set(0);
         }
     }
 }

@@ -41,6 +41,21 @@ pub(crate) fn inject(metadata: &mut MetadataMap) {
     }
 }
 
+/// The `traceparent` of the current span, to carry to work that runs outside it (a raft
+/// entry's journal write); None when tracing is off or the span is not traced.
+pub fn current() -> Option<String> {
+    PROPAGATOR.get().and_then(|p| p.current())
+}
+
+/// Makes the span named by `traceparent` (from [`current`]) the parent of `span`.
+pub fn adopt_parent(span: &tracing::Span, traceparent: &str) {
+    if let Some(p) = PROPAGATOR.get() {
+        if !span.is_disabled() {
+            p.adopt(span, traceparent);
+        }
+    }
+}
+
 /// Makes the caller's span (from an incoming call's metadata) the parent of `span`.
 pub(crate) fn adopt(span: &tracing::Span, metadata: &MetadataMap) {
     let Some(p) = PROPAGATOR.get() else {

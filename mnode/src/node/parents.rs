@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use saker_rpc::{InodeId, MetaRequest, MetaResponse};
+use tracing::Instrument;
 
 use super::{untagged, Mnode};
 use crate::dirty::{DirtySet, Need};
@@ -60,13 +61,18 @@ impl Mnode {
                 None,
             ),
         };
+        let span = tracing::debug_span!(
+            "mnode.change_pull",
+            group = self.keys.group,
+            sources = sources.len()
+        );
         let calls = sources.iter().filter_map(|g| {
             let peer = self.peer(*g).ok()?;
             self.pulls.fetch_add(1, Ordering::Relaxed);
             Some(async move { peer.call(untagged(), MetaRequest::PushChanges).await })
         });
         let mut all_ok = true;
-        for r in futures::future::join_all(calls).await {
+        for r in futures::future::join_all(calls).instrument(span).await {
             if let Err(e) = r {
                 all_ok = false;
                 tracing::warn!(error = %e, "a group did not push its changes");

@@ -119,6 +119,7 @@ impl Mnode {
                 absent,
                 reaped,
                 fetched: fetched.clone(),
+                span: tracing::Span::current(),
             };
             if self.queue.send(pending).is_err() {
                 return Err(MetaError::Unavailable("executor stopped".into()));

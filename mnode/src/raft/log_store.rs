@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, Vote};
+use openraft::{Entry, EntryPayload, LogId, OptionalSend, Vote};
+use tracing::Instrument;
 
 use super::{read_err, storage_err, StorageError, TypeConfig};
 use crate::keys::{Keys, LOG, PURGED, VOTE};
@@ -161,6 +162,20 @@ fn move_to_journal(
     old.write(&delete, true)
 }
 
+/// The span of one append: on the leader, in the trace of the batch it carries (the entry's
+/// `trace`, kept in memory only); on a follower, a trace of its own.
+fn append_span(group: u32, entries: &[Entry<TypeConfig>]) -> tracing::Span {
+    let span = tracing::debug_span!("raft.append", group, entries = entries.len());
+    let trace = entries.iter().find_map(|e| match &e.payload {
+        EntryPayload::Normal(b) => b.trace.as_deref(),
+        _ => None,
+    });
+    if let Some(tp) = trace {
+        saker_rpc::trace_context::adopt_parent(&span, tp);
+    }
+    span
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -246,20 +261,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let span = append_span(self.group(), &entries);
         let res = match &self.place {
             Place::Journal(j) => {
                 let entries = entries
-                    .into_iter()
-                    .map(|e| (e.log_id.index, Bytes::from(encode(&e))))
+                    .iter()
+                    .map(|e| (e.log_id.index, Bytes::from(encode(e))))
                     .collect();
-                j.append(self.group(), entries).await.map_err(storage_err)
+                j.append(self.group(), entries)
+                    .instrument(span)
+                    .await
+                    .map_err(storage_err)
             }
             Place::Store(store) => {
                 let mut b = WriteBatch::default();
-                for e in entries {
-                    b.put(self.keys.log(e.log_id.index), encode(&e));
+                for e in &entries {
+                    b.put(self.keys.log(e.log_id.index), encode(e));
                 }
-                Self::write(store, b).await
+                Self::write(store, b).instrument(span).await
             }
         };
         callback.log_io_completed(

@@ -29,6 +29,10 @@ pub struct BatchEntry {
     pub results: Vec<Result<MetaResponse, MetaError>>,
     /// Highest inode id allocated so far by the group.
     pub id_high_water: u64,
+    /// The proposing batch's `traceparent`, so the leader's journal write joins its trace;
+    /// never written to the log or sent to followers.
+    #[serde(skip)]
+    pub trace: Option<String>,
 }
 
 /// What applying a [`BatchEntry`] returns to the proposer.

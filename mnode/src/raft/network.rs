@@ -262,6 +262,7 @@ mod tests {
                     mutations,
                     results: vec![Ok(saker_rpc::MetaResponse::Done)],
                     id_high_water: 77,
+                    trace: None,
                 }),
             }],
             leader_commit: Some(log_id),

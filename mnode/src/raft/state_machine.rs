@@ -116,6 +116,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let span = tracing::debug_span!(
+            "raft.apply",
+            group = self.keys.group,
+            entries = tracing::field::Empty
+        );
+        let _in = span.enter();
         let mut batch = WriteBatch::default();
         let mut out = Vec::new();
         for entry in entries {
@@ -135,6 +141,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             }
         }
+        span.record("entries", out.len());
         batch.put(self.keys.single(SM_META), encode(&self.meta));
         self.store.write(&batch, false).map_err(storage_err)?;
         Ok(out)

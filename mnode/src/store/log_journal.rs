@@ -551,10 +551,12 @@ impl LogJournal {
         };
         let writer = Arc::new(SegmentWriter::new(file, &first));
         let poisoned = Arc::new(AtomicBool::new(false));
-        let (w, poison) = (writer.clone(), poisoned.clone());
+        // Exported (as 0) from the start.
+        std::sync::LazyLock::force(&crate::metrics::JOURNAL_POISONED);
+        let (w, flag) = (writer.clone(), poisoned.clone());
         let syncer = GroupSync::start("saker-raftlog-sync", move || {
             let synced = w.flush();
-            poisoning(&poison, synced)
+            poisoning(&flag, synced)
         })?;
         if durability == Durability::Process {
             let poisoned = poisoned.clone();
@@ -626,7 +628,7 @@ impl LogJournal {
         let (active, file, first) = match started {
             Ok(a) => a,
             Err(e) => {
-                self.poisoned.store(true, Ordering::Release);
+                poison(&self.poisoned);
                 tracing::error!(error = %e, "raft log segment not started; the journal refuses writes from now on");
                 return Err(e);
             }
@@ -1007,6 +1009,12 @@ fn open_flags(path: &Path, flags: i32) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Marks the journal as refusing writes from now on (and says so in `/metrics`).
+fn poison(poisoned: &AtomicBool) {
+    poisoned.store(true, Ordering::Release);
+    crate::metrics::JOURNAL_POISONED.set(1);
+}
+
 /// `result` of a write or sync of the journal, or the poisoned error once one failed: after a
 /// failed write what the file holds is unknown (and the kernel may answer a later sync with
 /// success), so no sync succeeds after it.
@@ -1015,7 +1023,7 @@ fn poisoning(poisoned: &AtomicBool, result: std::io::Result<()>) -> Result<(), S
         return Err(poisoned_error());
     }
     result.map_err(|e| {
-        poisoned.store(true, Ordering::Release);
+        poison(poisoned);
         tracing::error!(error = %e, "raft log fdatasync failed; the journal refuses writes from now on");
         io(e)
     })
