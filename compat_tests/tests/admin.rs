@@ -4,17 +4,6 @@ mod common;
 
 use common::*;
 
-fn ok_stdout(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[tokio::test]
 async fn access_key_lifecycle() {
     let srv = Server::default_start();

@@ -10,7 +10,7 @@ use common::*;
 use saker_rpc::auth::{install, Credential};
 use saker_rpc::{
     ChunkRequest, ChunkWireError, ClientTag, CoordinatorService, MetaError, MetaRequest,
-    MetaService, RemoveCond, RpcChannel, Want,
+    MetaResponse, MetaService, RemoveCond, RpcChannel, Want,
 };
 
 /// One request of each kind a group takes (control requests and namespace operations).
@@ -242,4 +242,17 @@ async fn bad_names_sent_over_rpc_are_refused() {
         let r = ch.meta(1).call(tag, req).await;
         assert!(matches!(r, Err(MetaError::Invalid(_))), "{bad:?}: {r:?}");
     }
+    // Pages are capped: a peer may not have a whole directory built in memory at once.
+    let scan = |limit| MetaRequest::Scan {
+        dir: saker_namespace::ROOT_ID,
+        start_after: Vec::new(),
+        limit,
+    };
+    let tag = ClientTag { client: 0, seq: 0 };
+    let r = ch.meta(1).call(tag, scan(u32::MAX)).await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    let r = ch.meta(1).call(tag, scan(saker_rpc::MAX_PAGE + 1)).await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    let r = ch.meta(1).call(tag, scan(saker_rpc::MAX_PAGE)).await;
+    assert!(matches!(r, Ok(MetaResponse::Entries(_))), "{r:?}");
 }

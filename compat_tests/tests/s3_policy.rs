@@ -7,17 +7,6 @@ mod common;
 
 use common::*;
 
-fn ok_stdout(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 fn create_key(srv: &Server, ak: &str, sk: &str, policy: &[&str]) {
     let mut args = vec!["key", "create", "--access-key", ak, "--secret-key", sk];
     args.extend_from_slice(policy);

@@ -474,8 +474,14 @@ impl S3Access for Access {
             headers: cx.headers(),
         };
         let ak = cx.credentials().map(|c| c.access_key.as_str());
+        let admitted = self.gw.limits.admit(ak)?;
         self.authorize(ak, cx.s3_op().name(), cx.s3_path(), &context)
-            .await
+            .await?;
+        if let Some(admitted) = admitted {
+            // Held by the request until its handler is done.
+            cx.extensions_mut().insert(admitted);
+        }
+        Ok(())
     }
 
     async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {

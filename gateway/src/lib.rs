@@ -17,6 +17,7 @@ mod delete;
 pub mod error;
 mod get;
 mod keys;
+pub mod limits;
 mod list;
 mod lock;
 pub mod metrics;
@@ -50,6 +51,7 @@ pub struct Gateway {
     pub(crate) cluster: Arc<Cluster>,
     pub(crate) keys: Arc<AccessKeyStore>,
     pub(crate) settings: Arc<BucketSettings>,
+    pub(crate) limits: Arc<limits::KeyLimits>,
 }
 
 impl Gateway {
@@ -70,7 +72,14 @@ impl Gateway {
             cluster,
             keys,
             settings,
+            limits: Arc::default(),
         }
+    }
+
+    /// The per-key request limits ([`limits`]; none by default).
+    pub fn with_key_limits(mut self, config: limits::KeyLimitConfig) -> Self {
+        self.limits = limits::KeyLimits::new(config);
+        self
     }
 
     /// The s3s service: SigV4 against the access-key store, requests authorized by

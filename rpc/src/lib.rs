@@ -23,7 +23,7 @@ pub use error::MetaError;
 pub use meta::{
     access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
     NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus, SetTime, UploadInfo, Want,
-    XattrMode,
+    XattrMode, MAX_PAGE,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};

@@ -718,6 +718,11 @@ pub enum XattrMode {
     Replace,
 }
 
+/// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
+/// is built in memory, so a peer may not ask for a whole directory at once. (Clients ask for
+/// at most about 5,000.)
+pub const MAX_PAGE: u32 = 10_000;
+
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
@@ -761,9 +766,21 @@ impl MetaRequest {
         )
     }
 
-    /// Checks every path component this request carries as the gateway does (defence in
-    /// depth: requests come from the network): `Invalid` names the first bad one.
-    pub fn check_names(&self) -> Result<(), crate::MetaError> {
+    /// Checks what this request carries before it is served (defence in depth: requests
+    /// come from the network): every path component as the gateway checks it, and page sizes
+    /// up to [`MAX_PAGE`]. `Invalid` names the first bad one.
+    pub fn validate(&self) -> Result<(), crate::MetaError> {
+        let limit = match self {
+            MetaRequest::Scan { limit, .. }
+            | MetaRequest::ListUploads { limit, .. }
+            | MetaRequest::GcDue { limit, .. } => *limit,
+            _ => 0,
+        };
+        if limit > MAX_PAGE {
+            return Err(crate::MetaError::Invalid(format!(
+                "a page of {limit} entries is over the limit of {MAX_PAGE}"
+            )));
+        }
         let extra: &[String] = match self {
             MetaRequest::CoordinatedRename { from, .. }
             | MetaRequest::CoordinatedLink { from, .. } => from,

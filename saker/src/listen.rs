@@ -6,11 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use saker_gateway::Peer;
 use tokio::net::TcpListener;
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
+
+use crate::limits::ConnLimits;
 
 /// How long a client has for its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,9 +54,16 @@ pub fn scheme(tls: &Option<TlsAcceptor>) -> &'static str {
 }
 
 /// Serves every connection `listener` accepts (TLS first when `tls` is set) with the
-/// service `make` builds for it, HTTP/1.1 or HTTP/2, each on its own task.
-pub async fn serve<F, S, B>(listener: TcpListener, tls: Option<TlsAcceptor>, make: F)
-where
+/// service `make` builds for it, HTTP/1.1 or HTTP/2, each on its own task, within `limits`:
+/// at most `max_connections` at once (the next waits in the backlog), and a connection
+/// that does not send a request's headers within `header_timeout` (a slow client, or an
+/// idle HTTP/1.1 keep-alive) is closed.
+pub async fn serve<F, S, B>(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    limits: ConnLimits,
+    make: F,
+) where
     F: Fn(Peer) -> S + Send + Sync + 'static,
     S: hyper::service::Service<
             hyper::Request<hyper::body::Incoming>,
@@ -68,22 +77,33 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let make = Arc::new(make);
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     loop {
+        let Ok(slot) = open.clone().acquire_owned().await else {
+            return;
+        };
         let (stream, remote) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
+                // Out of file descriptors, say: give others a moment to close theirs.
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
         let _ = stream.set_nodelay(true);
         let (make, tls) = (make.clone(), tls.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let peer = Peer {
                 addr: remote,
                 secure: tls.is_some(),
             };
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
             let service = make(peer);
             let served = match tls {
                 None => {
@@ -118,7 +138,7 @@ where
 
 /// Serves an axum router (the admin API) on `listener`.
 pub async fn serve_router(listener: TcpListener, tls: Option<TlsAcceptor>, app: axum::Router) {
-    serve(listener, tls, move |_| {
+    serve(listener, tls, ConnLimits::ADMIN, move |_| {
         hyper_util::service::TowerToHyperService::new(app.clone())
     })
     .await

@@ -11,6 +11,7 @@ mod cluster_credential;
 mod coordinator_host;
 mod disk_space;
 mod hosting;
+mod limits;
 mod listen;
 mod mount;
 mod nodes;

@@ -241,6 +241,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             args.client_config(),
         ));
         let s3 = Gateway::new(cluster.clone(), keys.clone())
+            .with_key_limits(args.limits.keys())
             .into_service(args.domain())
             .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
         let listener = TcpListener::bind(s3_addr)
@@ -257,7 +258,13 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             let shown = crate::server::shown_secret(&keys.root().secret_key, &cfg.data_dir);
             lines.push(format!("  secret key:   {shown}"));
         }
-        tokio::spawn(serve_s3(listener, tls, s3, args.access_log()?));
+        tokio::spawn(serve_s3(
+            listener,
+            tls,
+            args.limits.connections(),
+            s3,
+            args.access_log()?,
+        ));
         let (scrub_age, interval) = args.gc();
         // Garbage collection runs once per cluster: with the active coordinator in a
         // replicated cluster (every node has a gateway), in the one gateway process otherwise.

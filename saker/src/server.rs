@@ -113,6 +113,8 @@ pub struct ServerArgs {
     fuse: crate::mount::FuseArgs,
     #[command(flatten)]
     pub(crate) otlp: crate::telemetry::OtlpArgs,
+    #[command(flatten)]
+    pub(crate) limits: crate::limits::LimitArgs,
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
@@ -252,6 +254,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     ));
 
     let s3 = Gateway::new(cluster.clone(), keys.clone())
+        .with_key_limits(args.limits.keys())
         .into_service(args.domain.as_deref())
         .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
     let s3_listener = TcpListener::bind(args.s3_addr)
@@ -269,7 +272,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let tls = args.tls()?;
     let scheme = crate::listen::scheme(&tls);
-    tokio::spawn(serve_s3(s3_listener, tls.clone(), s3, args.access_log()?));
+    tokio::spawn(serve_s3(
+        s3_listener,
+        tls.clone(),
+        args.limits.connections(),
+        s3,
+        args.access_log()?,
+    ));
     let sets = local
         .mnodes
         .iter()
@@ -595,10 +604,11 @@ pub(crate) fn shown_secret(secret: &str, data_dir: &std::path::Path) -> String {
 pub(crate) async fn serve_s3(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: crate::limits::ConnLimits,
     service: s3s::service::S3Service,
     log: Option<Arc<AccessLog>>,
 ) {
-    crate::listen::serve(listener, tls, move |peer| {
+    crate::listen::serve(listener, tls, limits, move |peer| {
         let (svc, log) = (service.clone(), log.clone());
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             let (svc, log) = (svc.clone(), log.clone());

@@ -542,6 +542,19 @@ where
     }
 }
 
+/// The stdout of a command that must have succeeded (`what` names it in the failure).
+#[track_caller]
+pub fn ok_stdout(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Asserts a request failed with `status` and S3 error `code`.
 #[track_caller]
 pub fn assert_fails<T: std::fmt::Debug, E>(

@@ -21,7 +21,7 @@ impl MetaService for Mnode {
             return Ok(MetaResponse::Replica(self.raft_status()));
         }
         self.ready(!req.is_write()).await?;
-        req.check_names()?;
+        req.validate()?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
                 if let Some(cred) = cred {

@@ -20,6 +20,10 @@ use super::wire::{
     SetDirAttrCall,
 };
 use super::{MAX_MESSAGE, VERSION_HEADER};
+
+/// Calls one connection may have in flight (HTTP/2 streams). Every group of a node shares
+/// one connection to a peer, and a library client's connection carries its concurrency.
+const MAX_STREAMS: u32 = 4096;
 use crate::auth::Kind;
 use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
@@ -152,6 +156,8 @@ impl RpcServer {
         Server::builder()
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
+            // Calls in flight per connection: a caller past it waits for one to finish.
+            .max_concurrent_streams(Some(MAX_STREAMS))
             .serve_with_incoming_shutdown(service, incoming, signal)
             .await
             .map_err(std::io::Error::other)
