@@ -289,3 +289,114 @@ async fn a_full_chunkstore_answers_507_and_recovers_once_space_is_freed() {
     let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
     assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
 }
+
+/// Free bytes of the file system holding `dir`.
+fn free_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid path and a zeroed, writable statvfs.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
+/// A metadata store whose disk fills up (the data directory on a small tmpfs, filled by
+/// another file to below `--meta-reserve`): small PUTs (stored in the MNode) get 507
+/// InsufficientStorage before they reach the raft log, reads and deletes still work,
+/// `/health` says why, and once the space is freed writes are taken again, without a
+/// restart; nothing acknowledged is lost.
+#[tokio::test]
+async fn a_metadata_store_short_of_space_refuses_new_data_and_recovers() {
+    let reserve: u64 = 24 << 20;
+    let mut srv = Server::start(Opts::default().arg("--meta-reserve", "24MiB"));
+    srv.kill();
+    let dir = srv.data_dir().to_path_buf();
+    let _tmpfs = Tmpfs::mount(&dir, "96m");
+    srv.restart();
+    let c = srv.client_no_retry();
+    let bucket = new_bucket(&c, "metafull").await;
+    let small = random_bytes(2048);
+    for i in 0..20 {
+        put(&c, &bucket, &format!("before-{i}"), &small).await;
+    }
+
+    // Another file takes the space down to 8 MiB under the reserve.
+    let filler = dir.join("filler");
+    let take = free_bytes(&dir) - (reserve - (8 << 20));
+    std::fs::write(&filler, vec![0u8; take as usize]).unwrap();
+    assert!(free_bytes(&dir) < reserve);
+    let (c2, b2, s2) = (c.clone(), bucket.clone(), small.clone());
+    let refused = poll_until(Duration::from_secs(10), move || {
+        let (c, bucket, small) = (c2.clone(), b2.clone(), s2.clone());
+        async move {
+            // (Taken until the reserve check sees the filler, within half a second.)
+            let r = c
+                .put_object()
+                .bucket(&bucket)
+                .key("probe")
+                .body(body(&small))
+                .send()
+                .await;
+            r.is_err()
+        }
+    })
+    .await;
+    assert!(refused, "a PUT was taken with the disk under the reserve");
+    let f = assert_fails(
+        c.put_object()
+            .bucket(&bucket)
+            .key("refused")
+            .body(body(&small))
+            .send()
+            .await,
+        507,
+        "InsufficientStorage",
+    );
+    assert!(f.message.unwrap_or_default().contains("disk full"));
+    assert_status(
+        c.head_object().bucket(&bucket).key("refused").send().await,
+        404,
+    );
+    let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
+    assert_eq!(health.status(), 503);
+    let why = health.text().await.unwrap();
+    assert!(
+        why.contains("metadata store") && why.contains("disk full"),
+        "{why}"
+    );
+    // Reads and deletes still work.
+    assert_eq!(get_bytes(&c, &bucket, "before-0").await, small);
+    c.delete_object()
+        .bucket(&bucket)
+        .key("before-0")
+        .send()
+        .await
+        .expect("a delete passes on a full disk");
+    assert_status(
+        c.head_object().bucket(&bucket).key("before-0").send().await,
+        404,
+    );
+
+    // Space freed: writes are taken again without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let (c2, b2, s2) = (c.clone(), bucket.clone(), small.clone());
+    let ok = poll_until(Duration::from_secs(10), move || {
+        let (c, bucket, small) = (c2.clone(), b2.clone(), s2.clone());
+        async move {
+            let put = c
+                .put_object()
+                .bucket(&bucket)
+                .key("after")
+                .body(body(&small));
+            put.send().await.is_ok()
+        }
+    })
+    .await;
+    assert!(ok, "writes did not resume after the space was freed");
+    assert_eq!(get_bytes(&c, &bucket, "after").await, small);
+    for i in 1..20 {
+        assert_eq!(get_bytes(&c, &bucket, &format!("before-{i}")).await, small);
+    }
+    let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
+    assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
+}

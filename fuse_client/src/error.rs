@@ -82,7 +82,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::CrossGroup => Errno::EXDEV,
         MetaError::AccessDenied | MetaError::Unauthenticated(_) => Errno::EACCES,
         MetaError::NoAttr => Errno::NO_XATTR,
-        MetaError::MetadataTooLarge => Errno::ENOSPC,
+        MetaError::MetadataTooLarge | MetaError::NoSpace(_) => Errno::ENOSPC,
         MetaError::TooManyLinks => Errno::EMLINK,
         MetaError::NoSuchUpload
         | MetaError::InvalidPart(_)

@@ -34,6 +34,14 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::NotPermitted | MetaError::AccessDenied => {
             S3Error::new(S3ErrorCode::AccessDenied)
         }
+        MetaError::NoSpace(m) => {
+            tracing::warn!(error = %m, "metadata not written: disk full");
+            with_status(
+                S3ErrorCode::Custom("InsufficientStorage".into()),
+                format!("not enough space to store the object's metadata ({m}); nothing was stored"),
+                http::StatusCode::INSUFFICIENT_STORAGE,
+            )
+        }
         MetaError::Unavailable(m) => {
             tracing::warn!(error = %m, "metadata node unavailable");
             S3Error::new(S3ErrorCode::ServiceUnavailable)

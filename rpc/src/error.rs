@@ -69,4 +69,9 @@ pub enum MetaError {
     /// this request ([`crate::auth`]). Nothing was executed.
     #[error("refused: {0}")]
     Unauthenticated(String),
+    /// The metadata store's disk is (nearly) full: a write that would add data was refused
+    /// before it reached the raft log (S3 507 InsufficientStorage, ENOSPC). Nothing was
+    /// executed; deletes still pass.
+    #[error("disk full: {0}")]
+    NoSpace(String),
 }

@@ -766,6 +766,30 @@ impl MetaRequest {
         )
     }
 
+    /// Whether this request adds data to the namespace (an entry, an object, metadata, an
+    /// upload or part): what a node short of disk space refuses ([`MetaError::NoSpace`]).
+    /// Deletes, renames and the protocols' own requests (which finish what was acknowledged)
+    /// still pass.
+    ///
+    /// [`MetaError::NoSpace`]: crate::MetaError::NoSpace
+    pub fn adds_data(&self) -> bool {
+        matches!(
+            self,
+            MetaRequest::Create { .. }
+                | MetaRequest::CommitFile { .. }
+                | MetaRequest::PutObject { .. }
+                | MetaRequest::PutDirMarker { .. }
+                | MetaRequest::MkdirImplicit { .. }
+                | MetaRequest::Mkdir { .. }
+                | MetaRequest::CreateBucket { .. }
+                | MetaRequest::PutTags { .. }
+                | MetaRequest::SetUserMeta { .. }
+                | MetaRequest::CreateUpload { .. }
+                | MetaRequest::PutPart { .. }
+                | MetaRequest::CompleteUpload { .. }
+        )
+    }
+
     /// Checks what this request carries before it is served (defence in depth: requests
     /// come from the network): every path component as the gateway checks it, and page sizes
     /// up to [`MAX_PAGE`]. `Invalid` names the first bad one.

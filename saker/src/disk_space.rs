@@ -1,5 +1,6 @@
 //! Free and total space of the file systems holding this process's data directories, read at
-//! every scrape of `/metrics` (`saker_disk_free_bytes{dir}`, `saker_disk_total_bytes{dir}`).
+//! every scrape of `/metrics` (`saker_disk_free_bytes{dir}`, `saker_disk_total_bytes{dir}`),
+//! and the metadata store's reserve ([`keep_reserve`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
@@ -67,6 +68,34 @@ pub fn watch(dir: &Path) {
     if !dirs.contains(&dir) {
         dirs.push(dir);
     }
+}
+
+/// How often the metadata store's reserve is checked.
+const RESERVE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Keeps `reserve` bytes free on the file system of the metadata store in `dir`: while less
+/// is free, the MNodes of this process refuse writes that add data ([`saker_mnode::space`]),
+/// checked every half second (0: never). Must run inside the tokio runtime.
+pub fn keep_reserve(dir: &Path, reserve: u64) {
+    if reserve == 0 {
+        return;
+    }
+    let dir = dir.to_path_buf();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RESERVE_EVERY);
+        loop {
+            tick.tick().await;
+            match space(&dir) {
+                Ok((free, _)) if free < reserve => saker_mnode::space::set_low(Some(format!(
+                    "metadata store {}: disk full ({free} bytes free, below the \
+                         {reserve}-byte reserve, --meta-reserve)",
+                    dir.display()
+                ))),
+                Ok(_) => saker_mnode::space::set_low(None),
+                Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "statvfs failed"),
+            }
+        }
+    });
 }
 
 /// Bytes available to this process and the size of the file system holding `path`.

@@ -38,6 +38,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cfg.data_dir)
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     crate::disk_space::watch(&cfg.data_dir);
+    crate::disk_space::keep_reserve(&cfg.data_dir, args.meta_reserve);
     crate::cluster_credential::install_node(&cfg.cluster.credential, false)?;
     let map = cfg.cluster_map();
     let router = map.router()?;

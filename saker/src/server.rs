@@ -136,6 +136,11 @@ pub struct ServerArgs {
     pub balance_every: Duration,
     #[arg(long, default_value_t = 0.01)]
     pub balance_epsilon: f64,
+    /// Space kept free on the metadata store's file system: below it, writes that add data
+    /// are answered 507 InsufficientStorage (ENOSPC through a mount) before they reach the
+    /// raft log, deletes still pass, and writes resume once space is back (0: no reserve).
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    pub meta_reserve: u64,
     /// Raft entries between two snapshots of an MNode group: the log before a snapshot is
     /// purged (less a tenth, at most 200 entries), and a replica further behind than the log
     /// reaches is sent the snapshot instead.
@@ -173,6 +178,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     crate::disk_space::watch(&args.data_dir);
+    crate::disk_space::keep_reserve(&args.data_dir, args.meta_reserve);
     // The RPC listener serves holders of this cluster's credential only.
     crate::cluster_credential::install_node(
         &args.data_dir.join(crate::cluster_credential::FILE_NAME),

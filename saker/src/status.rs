@@ -145,7 +145,7 @@ fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {
 }
 
 /// `/health`: 200 when every group has a serving leader and this node's chunkstore (`chunks`)
-/// has room, else 503 naming what is wrong.
+/// and metadata store have room, else 503 naming what is wrong.
 pub async fn health(
     groups: &Groups,
     chunks: Option<&dyn saker_chunkstore::ChunkStore>,
@@ -157,6 +157,7 @@ pub async fn health(
         .map(|g| format!("group {}: no leader serves", g.group))
         .collect();
     missing.extend(chunks.and_then(|c| c.full()));
+    missing.extend(saker_mnode::space::low());
     if missing.is_empty() {
         "ok\n".into_response()
     } else {

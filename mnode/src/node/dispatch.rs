@@ -22,6 +22,7 @@ impl MetaService for Mnode {
         }
         self.ready(!req.is_write()).await?;
         req.validate()?;
+        crate::space::check(&req)?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
                 if let Some(cred) = cred {
