@@ -10,6 +10,7 @@ mod bench;
 mod cluster_credential;
 mod coordinator_host;
 mod disk_space;
+mod drain;
 mod hosting;
 mod limits;
 mod listen;

@@ -38,6 +38,10 @@
 //! Every node may run the coordinator role: its coordinator is active while the node leads
 //! group 1, whose state machine keeps the coordinator's state.
 //!
+//! Addresses in `rpc_addr` and `[cluster]` are `host:port`, the host an IP address or a DNS
+//! name (a StatefulSet pod's, say); a process whose `rpc_addr` names a host binds
+//! `rpc_listen` (e.g. `0.0.0.0:9902`) and is reached at `rpc_addr`.
+//!
 //! Every process must be given the same `[cluster]` table, and the number of MNode groups is
 //! fixed when the MNodes' data directories are created. `nodes` places the groups when the
 //! cluster is created; a node numbered beyond it starts empty and is given replicas by
@@ -69,7 +73,11 @@ pub enum Role {
 pub struct ProcessConfig {
     pub roles: Vec<Role>,
     pub data_dir: PathBuf,
-    pub rpc_addr: Option<SocketAddr>,
+    /// Where the other processes reach this one's RPC listener.
+    pub rpc_addr: Option<Addr>,
+    /// The address the RPC listener binds, when `rpc_addr` names a host rather than an IP
+    /// address (default: `rpc_addr` itself).
+    pub rpc_listen: Option<SocketAddr>,
     /// A process-per-group cluster: the group of this MNode process.
     pub group: Option<u32>,
     /// A replicated cluster: this process's node id (1-based position in `[cluster] nodes`).
@@ -85,24 +93,72 @@ pub struct ProcessConfig {
 pub struct ClusterConfigFile {
     /// A process-per-group cluster: the coordinator's process. (A replicated cluster's
     /// coordinator is active on the node leading group 1.)
-    pub coordinator: Option<SocketAddr>,
+    pub coordinator: Option<Addr>,
     /// A process-per-group cluster: the process of MNode group i+1 is `mnodes[i]`.
     #[serde(default)]
-    pub mnodes: Vec<SocketAddr>,
+    pub mnodes: Vec<Addr>,
     /// A replicated cluster: node i+1's RPC address is `nodes[i]`.
     #[serde(default)]
-    pub nodes: Vec<SocketAddr>,
+    pub nodes: Vec<Addr>,
     /// A replicated cluster: how many MNode groups.
     pub groups: Option<u32>,
     /// A replicated cluster: voters per group.
     pub replication: Option<u32>,
-    pub chunkstores: Vec<SocketAddr>,
+    pub chunkstores: Vec<Addr>,
     /// Names placed by hash(parent id, name) (`saker server --pathwalk`), fixed at creation.
     #[serde(default)]
     pub pathwalk: Vec<String>,
     /// The cluster's node credential (`saker admin cluster-credential create FILE`): every
     /// process of the cluster holds the same one, and serves only its holders.
     pub credential: PathBuf,
+}
+
+/// A `host:port` address another process dials: the host an IP address or a DNS name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Addr(String);
+
+impl Addr {
+    pub fn parse(s: &str) -> anyhow::Result<Addr> {
+        if s.parse::<SocketAddr>().is_ok() {
+            return Ok(Addr(s.to_string()));
+        }
+        let Some((host, port)) = s.rsplit_once(':') else {
+            bail!("'{s}' is not host:port");
+        };
+        ensure!(
+            port.parse::<u16>().is_ok_and(|p| p > 0),
+            "'{s}': the port must be 1..=65535"
+        );
+        let label_ok = |l: &str| {
+            (1..=63).contains(&l.len())
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        ensure!(
+            host.len() <= 253 && host.split('.').all(label_ok),
+            "'{s}': the host must be an IP address or a DNS name"
+        );
+        Ok(Addr(s.to_string()))
+    }
+
+    /// The address as an IP socket address, if the host is one.
+    pub fn socket(&self) -> Option<SocketAddr> {
+        self.0.parse().ok()
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Addr::parse(&s).map_err(|e| serde::de::Error::custom(format!("{e:#}")))
+    }
 }
 
 impl ProcessConfig {
@@ -122,6 +178,38 @@ impl ProcessConfig {
         self.roles.contains(&role)
     }
 
+    /// What the file describes, in a line (`saker server --check-config`).
+    pub fn summary(&self) -> String {
+        let roles: Vec<String> = self
+            .roles
+            .iter()
+            .map(|r| format!("{r:?}").to_lowercase())
+            .collect();
+        let c = &self.cluster;
+        let place = match (self.node, self.group) {
+            (Some(n), _) => format!(
+                "node {n} of {}, {} groups, replication {}",
+                c.nodes.len(),
+                c.groups.unwrap_or(0),
+                c.replication.unwrap_or(1)
+            ),
+            (None, Some(g)) => format!("group {g} of {}", c.mnodes.len()),
+            (None, None) => "no MNode".to_string(),
+        };
+        let rpc = match (&self.rpc_addr, self.rpc_bind()) {
+            (Some(a), Some(b)) if a.socket() == Some(b) => format!(", RPC {a}"),
+            (Some(a), Some(b)) => format!(", RPC {a} (binds {b})"),
+            _ => String::new(),
+        };
+        format!("roles {}: {place}{rpc}", roles.join(","))
+    }
+
+    /// The address the RPC listener binds (`rpc_listen`, else `rpc_addr`).
+    pub fn rpc_bind(&self) -> Option<SocketAddr> {
+        self.rpc_listen
+            .or_else(|| self.rpc_addr.as_ref().and_then(Addr::socket))
+    }
+
     fn validate(&self) -> anyhow::Result<()> {
         ensure!(!self.roles.is_empty(), "`roles` names no role");
         let c = &self.cluster;
@@ -134,7 +222,14 @@ impl ProcessConfig {
         if serves_rpc && self.rpc_addr.is_none() {
             bail!("`rpc_addr` is required for the mnode, coordinator and chunkstore roles");
         }
-        let here = self.rpc_addr;
+        if let Some(a) = self.rpc_addr.as_ref().filter(|_| self.rpc_bind().is_none()) {
+            bail!("rpc_addr {a} names a host: set `rpc_listen` to the address to bind (e.g. 0.0.0.0:9902)");
+        }
+        ensure!(
+            self.rpc_listen.is_none() || self.rpc_addr.is_some(),
+            "`rpc_listen` without `rpc_addr` (the address the others reach it at)"
+        );
+        let here = self.rpc_addr.as_ref();
         if !c.nodes.is_empty() {
             ensure!(
                 self.group.is_none(),
@@ -154,7 +249,7 @@ impl ProcessConfig {
                         crate::roles::MAX_NODE
                     );
                     ensure!(
-                        here.is_some_and(|a| !c.nodes.contains(&a)),
+                        here.is_some_and(|a| !c.nodes.contains(a)),
                         "node {n} (beyond [cluster] nodes, added with saker admin node add) \
                          needs an rpc_addr of its own"
                     );
@@ -169,7 +264,7 @@ impl ProcessConfig {
         } else {
             ensure!(self.group.is_none(), "`group` without the mnode role");
         }
-        match (c.nodes.is_empty(), c.coordinator) {
+        match (c.nodes.is_empty(), &c.coordinator) {
             (true, None) => bail!("[cluster] coordinator is required (the coordinator's address)"),
             (true, Some(addr)) => ensure!(
                 !self.has(Role::Coordinator) || here == Some(addr),
@@ -187,7 +282,7 @@ impl ProcessConfig {
         }
         if self.has(Role::Chunkstore) {
             ensure!(
-                here.is_some_and(|a| c.chunkstores.contains(&a)),
+                here.is_some_and(|a| c.chunkstores.contains(a)),
                 "rpc_addr must be listed in [cluster] chunkstores in a chunkstore's process"
             );
         }
@@ -237,7 +332,7 @@ impl ProcessConfig {
             exceptions: crate::server::pathwalk_table(&c.pathwalk),
             endpoints: Endpoints {
                 mnodes,
-                coordinator: c.coordinator.map(|a| a.to_string()),
+                coordinator: c.coordinator.as_ref().map(Addr::to_string),
                 chunkstores: c.chunkstores.iter().map(|a| a.to_string()).collect(),
                 chunk_replicas: c.replication.filter(|_| !c.nodes.is_empty()).unwrap_or(1),
             },
@@ -247,8 +342,8 @@ impl ProcessConfig {
 
 /// Checks that `what` `i` (1-based) is in `[cluster] list` and that `here` is its address.
 fn listed_at(
-    here: Option<SocketAddr>,
-    addrs: &[SocketAddr],
+    here: Option<&Addr>,
+    addrs: &[Addr],
     i: usize,
     what: &str,
     list: &str,
@@ -259,7 +354,7 @@ fn listed_at(
         addrs.len()
     );
     ensure!(
-        here == Some(addrs[i - 1]),
+        here == Some(&addrs[i - 1]),
         "rpc_addr must be {what} {i}'s address in [cluster] {list} ({})",
         addrs[i - 1]
     );
@@ -302,10 +397,10 @@ impl ClusterConfigFile {
     }
 
     /// Every group's voters in placement order: raft node id and RPC address.
-    pub fn placement(&self) -> BTreeMap<u32, Vec<(u64, SocketAddr)>> {
+    pub fn placement(&self) -> BTreeMap<u32, Vec<(u64, Addr)>> {
         if self.nodes.is_empty() {
             return (1..=self.mnodes.len() as u32)
-                .map(|g| (g, vec![(1, self.mnodes[g as usize - 1])]))
+                .map(|g| (g, vec![(1, self.mnodes[g as usize - 1].clone())]))
                 .collect();
         }
         let n = self.nodes.len();
@@ -315,7 +410,7 @@ impl ClusterConfigFile {
                 let voters = (0..r)
                     .map(|k| {
                         let i = (g as usize - 1 + k) % n;
-                        (i as u64 + 1, self.nodes[i])
+                        (i as u64 + 1, self.nodes[i].clone())
                     })
                     .collect();
                 (g, voters)

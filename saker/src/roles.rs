@@ -84,13 +84,17 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         template.router = router.clone();
         template.node_id = node_id;
         template.pool = Some(channels.clone());
-        template.addr = cfg.rpc_addr.map(|a| a.to_string()).unwrap_or_default();
+        template.addr = cfg
+            .rpc_addr
+            .as_ref()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         template.snapshot_dir = cfg.data_dir.join("snapshots");
         let h = Hosting::open(store, template, map.groups.clone(), &cfg.data_dir, hosted).await?;
         hosting = Some(Arc::new(h));
     }
     // Every group as one service: its replicas here and elsewhere, calls going to the leader.
-    let here = cfg.rpc_addr.map(|a| a.to_string());
+    let here = cfg.rpc_addr.as_ref().map(|a| a.to_string());
     // This node's replica of a group is whichever it hosts at the time (replicas come and go).
     let sets: crate::status::Groups = Arc::new(replica_sets(&map, "", &channels, |g, addr| {
         let h = hosting.as_ref().filter(|_| here.as_deref() == Some(addr))?;
@@ -171,7 +175,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     )];
-    if let Some(addr) = cfg.rpc_addr {
+    if let Some(addr) = cfg.rpc_bind() {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
         // the chunkstore (if it runs here) and the cluster map.
         let mut rpc = match &hosting {
@@ -369,7 +373,7 @@ const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 async fn hosted_groups(
     data_dir: &std::path::Path,
     position: u64,
-    placement: &BTreeMap<u32, Vec<(u64, std::net::SocketAddr)>>,
+    placement: &BTreeMap<u32, Vec<(u64, crate::process_config::Addr)>>,
     placed: Hosted,
     pool: &ChannelPool,
 ) -> anyhow::Result<(u64, Hosted)> {

@@ -152,6 +152,10 @@ pub struct ServerArgs {
     /// --mnodes; the tuning flags still apply.
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
+    /// With --config: check the file (syntax, roles, addresses, this process's place in the
+    /// cluster), say what it describes and exit, starting nothing (0: valid).
+    #[arg(long, requires = "config")]
+    pub check_config: bool,
     /// Write an S3 access log (a JSON line per request: time, access key, operation, bucket,
     /// key, status, bytes, remote address, request id) to FILE, appending (`-`: stdout).
     #[arg(long, value_name = "FILE")]
@@ -173,6 +177,10 @@ pub struct ServerArgs {
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.config {
         let cfg = ProcessConfig::load(path)?;
+        if args.check_config {
+            println!("{}: ok, {}", path.display(), cfg.summary());
+            return Ok(());
+        }
         return crate::roles::run(cfg, args).await;
     }
     std::fs::create_dir_all(&args.data_dir)
@@ -617,12 +625,13 @@ pub(crate) async fn serve_s3(
     crate::listen::serve(listener, tls, limits, move |peer| {
         let (svc, log) = (service.clone(), log.clone());
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            let (svc, log) = (svc.clone(), log.clone());
+            let (mut svc, log) = (svc.clone(), log.clone());
             async move {
                 // Who is asking, for policy conditions (aws:SourceIp, aws:SecureTransport).
                 req.extensions_mut().insert(peer);
                 let pending = log.as_ref().map(|_| AccessLog::begin(&req, peer.addr));
-                let resp = hyper::service::Service::call(&svc, req).await?;
+                let req = req.map(crate::drain::Drained::new);
+                let resp = tower::Service::call(&mut svc, req).await?;
                 if let (Some(log), Some(pending)) = (log, pending) {
                     log.end(pending, &resp);
                 }

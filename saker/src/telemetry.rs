@@ -130,7 +130,7 @@ pub fn exporting(args: &crate::server::ServerArgs) -> Exporting {
         None => (args.rpc_addr.to_string(), all),
         Some(path) => match crate::process_config::ProcessConfig::load(path) {
             Ok(cfg) => {
-                let node = match (cfg.node, cfg.rpc_addr) {
+                let node = match (cfg.node, &cfg.rpc_addr) {
                     (Some(n), _) => format!("node{n}"),
                     (None, Some(addr)) => addr.to_string(),
                     (None, None) => path.display().to_string(),
