@@ -182,6 +182,15 @@ async fn minority_put(nodes: &Nodes, i: usize, bucket: &str, key: &str, data: &[
         Err(SdkError::ResponseError(e)) => Unacked::Refused(e.raw().status().as_u16()),
         Err(_) => Unacked::Unknown,
     };
+    // A refusal says "try again" (503), never "internal error" (500).
+    if let Unacked::Refused(status) = how {
+        assert_eq!(
+            status,
+            503,
+            "the cut-off node refused PUT {key} ({} bytes) with {status}",
+            data.len()
+        );
+    }
     eprintln!(
         "minority PUT {key} ({} bytes) through node {}: {how:?} after {:?}: {}",
         data.len(),

@@ -72,6 +72,16 @@ pub fn client(e: ClientError) -> S3Error {
                 http::StatusCode::INSUFFICIENT_STORAGE,
             )
         }
+        // Too few chunkstores reached for a write quorum or a read (a node cut off from the
+        // others, say): transient, as S3's 503 tells a client (and its SDK retries).
+        ClientError::Chunk(saker_chunkstore::ChunkError::Unavailable(m)) => {
+            tracing::warn!(error = %m, "chunkstores unavailable");
+            S3Error::with_message(
+                S3ErrorCode::ServiceUnavailable,
+                "not enough chunkstores reachable to store or read the object's data; try again"
+                    .to_string(),
+            )
+        }
         e @ (ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_)) => {
             tracing::error!(error = %e, "internal error");
             S3Error::new(S3ErrorCode::InternalError)

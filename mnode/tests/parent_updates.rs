@@ -127,7 +127,7 @@ impl Groups {
             let req = MetaRequest::Scan {
                 dir,
                 start_after: Vec::new(),
-                limit: u32::MAX,
+                limit: saker_rpc::MAX_PAGE,
             };
             match m.call(tag(), req).await.unwrap() {
                 MetaResponse::Entries(es) => names.extend(es.into_iter().map(|e| e.name)),
