@@ -11,8 +11,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
-    access, Attr, Cred, Entry, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
-    Want, XattrMode,
+    access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime, Want,
+    XattrMode,
 };
 
 use crate::config::MountConfig;
@@ -20,9 +20,6 @@ use crate::created::{syscall_of, Created, RecentCreates, Syscall};
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
 use crate::inodes::{Inodes, MAX_PATH, ROOT};
-
-/// Entries a directory scan asks each group for at once.
-const SCAN_PAGE: u32 = 1000;
 
 /// What `create_node` makes.
 pub enum NewNode {
@@ -67,9 +64,6 @@ pub struct Handle {
     pub append: bool,
 }
 
-/// A directory listing taken at opendir: (name, attributes).
-pub type DirList = Arc<Vec<Entry>>;
-
 /// The mounted file system's state: the inode table, open files and open directories.
 pub struct SakerFs {
     pub(crate) cluster: Arc<Cluster>,
@@ -78,7 +72,8 @@ pub struct SakerFs {
     pub(crate) inodes: Mutex<Inodes>,
     files: Mutex<HashMap<u64, Arc<Mutex<OpenFile>>>>,
     handles: Mutex<HashMap<u64, Handle>>,
-    dirs: Mutex<HashMap<u64, (u64, DirList)>>,
+    /// Open directories ([`crate::dir`]).
+    pub(crate) dirs: Mutex<HashMap<u64, Arc<Mutex<crate::dir::DirStream>>>>,
     next_fh: AtomicU64,
     callers: Mutex<Callers>,
     /// open(O_CREAT) comes as MKNOD then OPEN ([`crate::created`]).
@@ -321,7 +316,12 @@ impl SakerFs {
         Ok(path)
     }
 
-    fn block<F: std::future::Future>(&self, f: F) -> F::Output {
+    /// A new file or directory handle.
+    pub(crate) fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn block<F: std::future::Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)
     }
 
@@ -338,7 +338,7 @@ impl SakerFs {
 
     /// One `Access` request: the attributes (and wanted payloads) of `path` if `caller` may
     /// reach it and has `mask` on it.
-    async fn access_view(
+    pub(crate) async fn access_view(
         &self,
         path: &[String],
         mask: u32,
@@ -755,7 +755,7 @@ impl SakerFs {
     // ---- files ----
 
     fn new_handle(&self, ino: u64, append: bool) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let fh = self.new_fh();
         self.handles.lock().insert(fh, Handle { ino, append });
         fh
     }
@@ -1184,72 +1184,6 @@ impl SakerFs {
             }
         }
         result
-    }
-
-    // ---- directories ----
-
-    /// Every entry of directory `dir` across all groups, sorted by name.
-    async fn scan_all(&self, dir: u64) -> Result<Vec<Entry>> {
-        let groups: Vec<u32> = self.cluster.groups().map(|(g, _)| *g).collect();
-        let scans = groups.into_iter().map(|g| async move {
-            let mut out: Vec<Entry> = Vec::new();
-            let mut start_after = Vec::new();
-            loop {
-                let req = MetaRequest::Scan {
-                    dir,
-                    start_after: start_after.clone(),
-                    limit: SCAN_PAGE,
-                };
-                let page = match self.cluster.call_group(g, req).await? {
-                    MetaResponse::Entries(e) => e,
-                    other => {
-                        return Err(FuseError::from(MetaError::Internal(format!(
-                            "scan answered {other:?}"
-                        ))))
-                    }
-                };
-                let n = page.len();
-                if let Some(last) = page.last() {
-                    start_after = saker_namespace::sort_key(&last.name, last.attr.is_dir())
-                        .as_bytes()
-                        .to_vec();
-                }
-                out.extend(page);
-                if n < SCAN_PAGE as usize {
-                    return Ok(out);
-                }
-            }
-        });
-        let mut all = Vec::new();
-        for r in futures::future::join_all(scans).await {
-            all.extend(r?);
-        }
-        all.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        Ok(all)
-    }
-
-    pub fn opendir(&self, caller: &Caller, ino: u64) -> Result<u64> {
-        let path = self.path(ino)?;
-        let view = self.block(self.access_view(&path, access::READ, caller, Want::ATTR))?;
-        if !view.attr.is_dir() {
-            return Err(MetaError::NotDir.into());
-        }
-        let entries = self.block(self.scan_all(view.attr.id))?;
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.dirs.lock().insert(fh, (ino, Arc::new(entries)));
-        Ok(fh)
-    }
-
-    pub fn dir(&self, fh: u64) -> Result<DirList> {
-        self.dirs
-            .lock()
-            .get(&fh)
-            .map(|(_, d)| d.clone())
-            .ok_or(FuseError::BadHandle(fh))
-    }
-
-    pub fn releasedir(&self, fh: u64) {
-        self.dirs.lock().remove(&fh);
     }
 
     /// The parent inode of directory `ino` (for `..`).

@@ -12,6 +12,7 @@ use fuser::{
 };
 use saker_rpc::Attr;
 
+use crate::dir::Listed;
 use crate::error::FuseError;
 use crate::fs::{kind, set_time, special_kind, Caller, NewNode, SakerFs};
 use crate::metrics::{Op, ERRORS};
@@ -441,29 +442,16 @@ impl fuser::Filesystem for SakerFs {
         mut reply: ReplyDirectory,
     ) {
         let _op = Op::start("readdir");
-        let list = match self.dir(fh.0) {
-            Ok(l) => l,
-            Err(e) => return reply.error(fail("readdir", &e)),
-        };
-        let dots = [(ino.0, "."), (self.parent_of(ino.0), "..")];
-        for i in offset as usize..list.len() + 2 {
-            let full = match i {
-                0 | 1 => reply.add(
-                    INodeNo(dots[i].0),
-                    i as u64 + 1,
-                    fuser::FileType::Directory,
-                    dots[i].1,
-                ),
-                _ => {
-                    let e = &list[i - 2];
-                    reply.add(INodeNo(e.attr.id), i as u64 + 1, kind(e.attr.kind), &e.name)
-                }
-            };
-            if full {
-                break;
-            }
+        let parent = self.parent_of(ino.0);
+        let listed = self.list_dir(fh.0, offset, |next, item| match item {
+            Listed::Dot => reply.add(ino, next, fuser::FileType::Directory, "."),
+            Listed::DotDot => reply.add(INodeNo(parent), next, fuser::FileType::Directory, ".."),
+            Listed::Entry(e) => reply.add(INodeNo(e.attr.id), next, kind(e.attr.kind), &e.name),
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("readdir", &e)),
         }
-        reply.ok();
     }
 
     fn readdirplus(
@@ -475,41 +463,14 @@ impl fuser::Filesystem for SakerFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _op = Op::start("readdirplus");
-        let list = match self.dir(fh.0) {
-            Ok(l) => l,
-            Err(e) => return reply.error(fail("readdirplus", &e)),
-        };
         let mut dir_attr = None;
-        for i in offset as usize..list.len() + 2 {
-            let full = match i {
-                0 | 1 => {
-                    if dir_attr.is_none() {
-                        match SakerFs::getattr(self, &self.who(req), ino.0) {
-                            Ok(a) => dir_attr = Some(self.kernel_attr(&a)),
-                            Err(e) => return reply.error(fail("readdirplus", &e)),
-                        }
-                    }
-                    let mut a = dir_attr.expect("set above");
-                    let (name, id) = if i == 0 {
-                        (".", ino.0)
-                    } else {
-                        ("..", self.parent_of(ino.0))
-                    };
-                    a.ino = INodeNo(id);
-                    reply.add(
-                        INodeNo(id),
-                        i as u64 + 1,
-                        name,
-                        &Duration::ZERO,
-                        &a,
-                        Generation(0),
-                    )
-                }
-                _ => {
-                    let e = &list[i - 2];
+        let mut failed = None;
+        let listed = self.list_dir(fh.0, offset, |next, item| {
+            let (name, id) = match item {
+                Listed::Entry(e) => {
                     let full = reply.add(
                         INodeNo(e.attr.id),
-                        i as u64 + 1,
+                        next,
                         &e.name,
                         &self.cfg.entry_ttl,
                         &self.kernel_attr(&e.attr),
@@ -519,14 +480,28 @@ impl fuser::Filesystem for SakerFs {
                         // The kernel counts a lookup for each entry it receives.
                         self.remember(ino.0, &e.name, &e.attr);
                     }
-                    full
+                    return full;
                 }
+                Listed::Dot => (".", ino.0),
+                Listed::DotDot => ("..", self.parent_of(ino.0)),
             };
-            if full {
-                break;
+            if dir_attr.is_none() {
+                match SakerFs::getattr(self, &self.who(req), ino.0) {
+                    Ok(a) => dir_attr = Some(self.kernel_attr(&a)),
+                    Err(e) => {
+                        failed = Some(e);
+                        return true;
+                    }
+                }
             }
+            let mut a = dir_attr.expect("set above");
+            a.ino = INodeNo(id);
+            reply.add(INodeNo(id), next, name, &Duration::ZERO, &a, Generation(0))
+        });
+        match (listed, failed) {
+            (Err(e), _) | (Ok(()), Some(e)) => reply.error(fail("readdirplus", &e)),
+            (Ok(()), None) => reply.ok(),
         }
-        reply.ok();
     }
 
     fn fsyncdir(

@@ -46,6 +46,7 @@
 
 mod config;
 pub mod created;
+mod dir;
 mod error;
 pub mod file;
 mod fs;
