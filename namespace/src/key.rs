@@ -227,6 +227,29 @@ mod tests {
     }
 
     proptest! {
+        /// Any key at all, from arbitrary bytes: no panic, and an accepted one maps to valid
+        /// names that give the key back.
+        #[test]
+        fn arbitrary_keys_map_to_valid_names_or_are_refused(
+            raw in prop::collection::vec(any::<u8>(), 0..600),
+            slashes in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        ) {
+            let mut bytes = raw;
+            for at in slashes {
+                if !bytes.is_empty() {
+                    let i = at.index(bytes.len());
+                    bytes[i] = b'/';
+                }
+            }
+            let key = String::from_utf8_lossy(&bytes).into_owned();
+            if let Ok(p) = key_to_path("bucket", &key) {
+                prop_assert_eq!(p.key(), key.clone());
+                for c in &p.components {
+                    prop_assert!(Name::check(c.as_str()).is_ok(), "{:?} from {:?}", c, key);
+                }
+            }
+        }
+
         #[test]
         fn round_trip(
             comps in prop::collection::vec(component_strategy(), 1..8),

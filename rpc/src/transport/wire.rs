@@ -211,4 +211,87 @@ mod tests {
             Err(WireError::Decode(_))
         ));
     }
+
+    /// Bodies of every call and reply type, from arbitrary bytes (with and without the
+    /// version byte): decoding never panics, a request that decodes is served only if
+    /// `validate` accepts it, and then every path component it carries is a valid name, and
+    /// what decodes encodes back to the same value.
+    mod arbitrary {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::chunk::{ChunkReply, ChunkRequest};
+
+        fn bodies(raw: &[u8]) -> [Vec<u8>; 2] {
+            let mut versioned = vec![WIRE_VERSION];
+            versioned.extend_from_slice(raw);
+            [raw.to_vec(), versioned]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn arbitrary_bodies_never_panic_and_what_decodes_is_checked(
+                raw in prop::collection::vec(any::<u8>(), 0..256),
+            ) {
+                for body in bodies(&raw) {
+                    let _ = decode::<MetaReply>(&body);
+                    let _ = decode::<ChunkRequest>(&body);
+                    let _ = decode::<ChunkReply>(&body);
+                    let _ = decode::<RaftCall>(&body);
+                    let _ = decode::<RenameCall>(&body);
+                    let _ = decode::<LinkCall>(&body);
+                    let _ = decode::<RemoveDirCall>(&body);
+                    let _ = decode::<crate::ClusterMap>(&body);
+                    if let Ok(call) = decode::<MetaCall>(&body) {
+                        let again = decode::<MetaCall>(&encode(&call)).unwrap();
+                        prop_assert_eq!(format!("{again:?}"), format!("{call:?}"));
+                        if call.req.validate().is_ok() {
+                            let paths = call.req.path().into_iter().chain(call.req.written_paths());
+                            for path in paths {
+                                for c in path {
+                                    prop_assert!(saker_namespace::Name::check(c).is_ok(), "{c:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
+        /// A length prefix far beyond the body is an error, not an allocation.
+        #[test]
+        fn a_huge_length_prefix_is_refused_without_allocating_it() {
+            // RaftCall { group: 1, body: <u64::MAX bytes> } with 3 bytes of body.
+            let mut forged = vec![WIRE_VERSION, 1];
+            forged.extend_from_slice(&[0xff; 9]);
+            forged.extend_from_slice(&[0x01, 7, 7, 7]);
+            assert!(matches!(
+                decode::<RaftCall>(&forged),
+                Err(WireError::Decode(_))
+            ));
+            // And a string of a path claiming 2^32 bytes.
+            let call = MetaCall {
+                group: 1,
+                tag: ClientTag { client: 1, seq: 1 },
+                req: MetaRequest::Lookup {
+                    path: vec!["abc".into()],
+                    want: crate::Want::ATTR,
+                },
+            };
+            let body = encode(&call).to_vec();
+            let at = body
+                .windows(4)
+                .position(|w| w == [3, b'a', b'b', b'c'])
+                .unwrap();
+            let mut forged = body[..at].to_vec();
+            forged.extend_from_slice(&[0x80, 0x80, 0x80, 0x80, 0x10]);
+            forged.extend_from_slice(&body[at + 1..]);
+            assert!(matches!(
+                decode::<MetaCall>(&forged),
+                Err(WireError::Decode(_))
+            ));
+        }
+    }
 }
