@@ -4,6 +4,8 @@ mod common;
 
 use std::time::Duration;
 
+use aws_sdk_s3::Client;
+
 use common::*;
 
 /// The `<Code>` of an S3 XML error body.
@@ -271,23 +273,37 @@ async fn a_full_chunkstore_answers_507_and_recovers_once_space_is_freed() {
             .await
             .unwrap();
     }
-    let (c2, b2, d2) = (c.clone(), bucket.clone(), data.clone());
-    let ok = poll_until(Duration::from_secs(60), move || {
-        let (c, bucket, data) = (c2.clone(), b2.clone(), d2.clone());
-        async move {
-            let put = c
-                .put_object()
-                .bucket(&bucket)
-                .key("after")
-                .body(body(&data));
-            put.send().await.is_ok()
-        }
-    })
-    .await;
+    let ok = put_until(&c, &bucket, "after", &data, Duration::from_secs(60), true).await;
     assert!(ok, "writes did not resume after the space was freed");
     assert_eq!(get_bytes(&c, &bucket, "after").await, data);
     let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
     assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
+}
+
+/// Polls PUTs of `data` to `key` for up to `within` until one succeeds (`ok`) or fails (not
+/// `ok`); whether one did.
+async fn put_until(
+    c: &Client,
+    bucket: &str,
+    key: &str,
+    data: &[u8],
+    within: Duration,
+    ok: bool,
+) -> bool {
+    let (c, bucket, key, data) = (
+        c.clone(),
+        bucket.to_string(),
+        key.to_string(),
+        data.to_vec(),
+    );
+    poll_until(within, move || {
+        let (c, bucket, key, data) = (c.clone(), bucket.clone(), key.clone(), data.clone());
+        async move {
+            let put = c.put_object().bucket(&bucket).key(&key).body(body(&data));
+            put.send().await.is_ok() == ok
+        }
+    })
+    .await
 }
 
 /// Free bytes of the file system holding `dir`.
@@ -325,22 +341,8 @@ async fn a_metadata_store_short_of_space_refuses_new_data_and_recovers() {
     let take = free_bytes(&dir) - (reserve - (8 << 20));
     std::fs::write(&filler, vec![0u8; take as usize]).unwrap();
     assert!(free_bytes(&dir) < reserve);
-    let (c2, b2, s2) = (c.clone(), bucket.clone(), small.clone());
-    let refused = poll_until(Duration::from_secs(10), move || {
-        let (c, bucket, small) = (c2.clone(), b2.clone(), s2.clone());
-        async move {
-            // (Taken until the reserve check sees the filler, within half a second.)
-            let r = c
-                .put_object()
-                .bucket(&bucket)
-                .key("probe")
-                .body(body(&small))
-                .send()
-                .await;
-            r.is_err()
-        }
-    })
-    .await;
+    // (Taken until the reserve check sees the filler, within half a second.)
+    let refused = put_until(&c, &bucket, "probe", &small, Duration::from_secs(10), false).await;
     assert!(refused, "a PUT was taken with the disk under the reserve");
     let f = assert_fails(
         c.put_object()
@@ -379,19 +381,7 @@ async fn a_metadata_store_short_of_space_refuses_new_data_and_recovers() {
 
     // Space freed: writes are taken again without a restart.
     std::fs::remove_file(&filler).unwrap();
-    let (c2, b2, s2) = (c.clone(), bucket.clone(), small.clone());
-    let ok = poll_until(Duration::from_secs(10), move || {
-        let (c, bucket, small) = (c2.clone(), b2.clone(), s2.clone());
-        async move {
-            let put = c
-                .put_object()
-                .bucket(&bucket)
-                .key("after")
-                .body(body(&small));
-            put.send().await.is_ok()
-        }
-    })
-    .await;
+    let ok = put_until(&c, &bucket, "after", &small, Duration::from_secs(10), true).await;
     assert!(ok, "writes did not resume after the space was freed");
     assert_eq!(get_bytes(&c, &bucket, "after").await, small);
     for i in 1..20 {
