@@ -177,6 +177,53 @@ async fn a_prefix_scoped_key_writes_under_its_prefix_only() {
     put(&logger, &b, "logs/2026/b.log", b"still").await;
 }
 
+/// A multi-object delete is answered per key: what the key may delete is deleted, the rest
+/// is AccessDenied in the answer's errors and stays.
+#[tokio::test]
+async fn a_multi_object_delete_answers_each_key() {
+    use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "multidel").await;
+    for k in ["tmp/a", "tmp/b", "keep/c"] {
+        put(&root, &b, k, b"x").await;
+    }
+    let doc = format!(
+        r#"{{"Version":"2012-10-17","Statement":[
+          {{"Effect":"Allow","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::{b}/tmp/*"}}]}}"#
+    );
+    let file = srv.data_dir().join("tmp-policy.json");
+    std::fs::write(&file, doc).unwrap();
+    create_key(
+        &srv,
+        "AKCLEANER",
+        "cleaner-secret-1",
+        &["--policy", file.to_str().unwrap()],
+    );
+    let cleaner = srv.client_with("AKCLEANER", "cleaner-secret-1");
+    let ids: Vec<ObjectIdentifier> = ["tmp/a", "keep/c", "tmp/b"]
+        .iter()
+        .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
+        .collect();
+    let out = cleaner
+        .delete_objects()
+        .bucket(&b)
+        .delete(Delete::builder().set_objects(Some(ids)).build().unwrap())
+        .send()
+        .await
+        .expect("a multi-object delete with some keys denied is answered 200");
+    let mut deleted: Vec<&str> = out.deleted().iter().filter_map(|d| d.key()).collect();
+    deleted.sort();
+    assert_eq!(deleted, ["tmp/a", "tmp/b"]);
+    let errors: Vec<(&str, &str)> = out
+        .errors()
+        .iter()
+        .map(|e| (e.key().unwrap(), e.code().unwrap()))
+        .collect();
+    assert_eq!(errors, [("keep/c", "AccessDenied")]);
+    assert_eq!(list_all(&root, &b, None).await, vec!["keep/c".to_string()]);
+}
+
 #[tokio::test]
 async fn a_public_bucket_policy_serves_anonymous_reads_only() {
     let srv = Server::default_start();

@@ -285,21 +285,52 @@ impl Access {
         objects: impl Iterator<Item = &'k str>,
         cx: &Context<'_>,
     ) -> S3Result<()> {
+        let denied = self
+            .denied_objects(access_key, action, bucket, objects, cx)
+            .await?;
+        if denied.is_empty() {
+            return Ok(());
+        }
+        let who = self.requester(access_key)?.bound_by_bucket_policy();
+        self.refuse(&who, Some(bucket)).await
+    }
+
+    /// The keys of `objects` in `bucket` the requester may not `action`.
+    async fn denied_objects<'k>(
+        &self,
+        access_key: Option<&str>,
+        action: &str,
+        bucket: &str,
+        objects: impl Iterator<Item = &'k str>,
+        cx: &Context<'_>,
+    ) -> S3Result<Vec<String>> {
         let who = self.requester(access_key)?;
         let settings = self.settings(bucket).await?;
         if who.unrestricted && settings.policy.is_none() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let who = who.bound_by_bucket_policy();
-        for key in objects {
-            let resource = Resource::object(bucket, key);
-            if !Self::decide(&who, action, resource, Some(&settings), cx).is_allowed() {
-                return self.refuse(&who, Some(bucket)).await;
-            }
-        }
-        Ok(())
+        let allowed = |key: &str| {
+            Self::decide(
+                &who,
+                action,
+                Resource::object(bucket, key),
+                Some(&settings),
+                cx,
+            )
+            .is_allowed()
+        };
+        Ok(objects
+            .filter(|key| !allowed(key))
+            .map(str::to_string)
+            .collect())
     }
 }
+
+/// The keys of a multi-object delete the requester may not delete (set by the access check,
+/// answered AccessDenied one by one).
+#[derive(Clone, Debug, Default)]
+pub struct DeniedKeys(pub Arc<std::collections::BTreeSet<String>>);
 
 /// The answer to an anonymous request nothing allows: NoSuchBucket for a bucket that does
 /// not exist, else AccessDenied.
@@ -502,13 +533,25 @@ impl S3Access for Access {
             .await
     }
 
-    /// Every key of a multi-object delete must be deletable (S3 answers per key; saker
-    /// refuses the whole request).
+    /// A multi-object delete is answered per key, as S3 does: the keys the requester may not
+    /// delete are left alone and answered AccessDenied ([`DeniedKeys`]), the others deleted.
+    /// An anonymous request that may delete none is refused whole, like other anonymous ones.
     async fn delete_objects(&self, req: &mut S3Request<DeleteObjectsInput>) -> S3Result<()> {
         let (ak, cx) = parts(req);
+        let anonymous = ak.is_none();
         let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
-        self.check_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
-            .await
+        let denied = self
+            .denied_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
+            .await?;
+        if denied.is_empty() {
+            return Ok(());
+        }
+        if anonymous && denied.len() == req.input.delete.objects.len() {
+            return refuse_anonymous(&self.gw, Some(&req.input.bucket)).await;
+        }
+        req.extensions
+            .insert(DeniedKeys(Arc::new(denied.into_iter().collect())));
+        Ok(())
     }
 }
 

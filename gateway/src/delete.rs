@@ -44,6 +44,11 @@ pub async fn delete_objects(
     gw: &Gateway,
     req: S3Request<DeleteObjectsInput>,
 ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    let denied = req
+        .extensions
+        .get::<crate::auth::DeniedKeys>()
+        .cloned()
+        .unwrap_or_default();
     let input = req.input;
     crate::bucket::bucket_exists(gw, &input.bucket).await?;
     if input.delete.objects.len() > 1000 {
@@ -56,7 +61,12 @@ pub async fn delete_objects(
     let mut deleted = Vec::new();
     let mut errors = Vec::new();
     for obj in input.delete.objects {
-        match delete_one(gw, &input.bucket, &obj.key).await {
+        let deleted_one = if denied.0.contains(&obj.key) {
+            Err(s3s::s3_error!(AccessDenied, "Access Denied"))
+        } else {
+            delete_one(gw, &input.bucket, &obj.key).await
+        };
+        match deleted_one {
             Ok(()) => {
                 if !quiet {
                     deleted.push(DeletedObject {
