@@ -104,25 +104,27 @@ impl DirStream {
             r?;
         }
         Ok(self
-            .sources
+            .next_source()
+            .and_then(|i| self.sources[i].page.front()))
+    }
+
+    /// The source whose first fetched entry comes next in the listing's order.
+    fn next_source(&self) -> Option<usize> {
+        self.sources
             .iter()
-            .filter_map(|s| s.page.front())
-            .min_by(|a, b| cmp_entries((&a.name, a.attr.is_dir()), (&b.name, b.attr.is_dir()))))
+            .enumerate()
+            .filter_map(|(i, s)| s.page.front().map(|e| (i, e)))
+            .min_by(|(_, a), (_, b)| {
+                cmp_entries((&a.name, a.attr.is_dir()), (&b.name, b.attr.is_dir()))
+            })
+            .map(|(i, _)| i)
     }
 
     /// Hands out the entry [`DirStream::peek`] showed.
     fn advance(&mut self) {
         if self.pos >= 2 {
-            let next = self
-                .sources
-                .iter_mut()
-                .filter(|s| !s.page.is_empty())
-                .min_by(|a, b| {
-                    let (a, b) = (&a.page[0], &b.page[0]);
-                    cmp_entries((&a.name, a.attr.is_dir()), (&b.name, b.attr.is_dir()))
-                });
-            if let Some(s) = next {
-                s.page.pop_front();
+            if let Some(i) = self.next_source() {
+                self.sources[i].page.pop_front();
             }
         }
         self.pos += 1;

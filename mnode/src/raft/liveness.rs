@@ -102,14 +102,11 @@ pub(super) async fn run(peers: Weak<RaftPeers>, me: String, pool: Arc<ChannelPoo
         tick.tick().await;
         let Some(peers) = peers.upgrade() else { return };
         let groups = peers.replicas();
-        let mut leads = Vec::new();
+        let leads = leading(&groups);
         let mut addrs = BTreeSet::new();
-        for (group, raft) in &groups {
+        for raft in groups.values() {
             let m = raft.metrics();
             let m = m.borrow();
-            if m.state == ServerState::Leader {
-                leads.push(*group);
-            }
             for (_, node) in m.membership_config.membership().nodes() {
                 if node.addr != me {
                     addrs.insert(node.addr.clone());
