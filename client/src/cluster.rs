@@ -8,7 +8,7 @@ use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
     group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
-    MetaService, NewObject, ObjectView, RpcChannel, Want,
+    MetaService, NewObject, ObjectView, RpcChannel, Want, WriteCond,
 };
 
 use tracing::Instrument;
@@ -271,12 +271,14 @@ impl Cluster {
         Err(ClientError::TooManyRetries(max_rounds))
     }
 
-    /// Stores a file (or, for `dir_marker`, a directory marker) at `path`.
+    /// Stores a file (or, for `dir_marker`, a directory marker) at `path`; a file only if
+    /// `cond` holds of the object there (checked by the MNode in the batch that writes it).
     pub async fn put_object(
         &self,
         path: &[String],
         obj: NewObject,
         dir_marker: bool,
+        cond: Option<WriteCond>,
     ) -> Result<Attr, ClientError> {
         let (uid, gid) = (obj.uid, obj.gid);
         let resp = self
@@ -290,6 +292,7 @@ impl Cluster {
                     MetaRequest::PutObject {
                         path: path.to_vec(),
                         obj: obj.clone(),
+                        cond: cond.clone(),
                     }
                 }
             })
@@ -418,7 +421,12 @@ mod tests {
             .unwrap();
         // Parents are created over the network (MissingParent, then MkdirImplicit, retry).
         let attr = remote
-            .put_object(&path(&["b", "x", "y", "one"]), object(b"first"), false)
+            .put_object(
+                &path(&["b", "x", "y", "one"]),
+                object(b"first"),
+                false,
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(attr.size, 5);
@@ -431,7 +439,7 @@ mod tests {
         assert_eq!(view.attr.id, attr.id);
 
         local
-            .put_object(&path(&["b", "x", "two"]), object(b"second!"), false)
+            .put_object(&path(&["b", "x", "two"]), object(b"second!"), false, None)
             .await
             .unwrap();
         let view = remote

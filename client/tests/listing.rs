@@ -71,7 +71,10 @@ async fn put(cluster: &Cluster, key: &str, etag: &str) -> Result<(), ClientError
         inline: Some(body),
         ..Default::default()
     };
-    cluster.put_object(&path, obj, dir_marker).await.map(|_| ())
+    cluster
+        .put_object(&path, obj, dir_marker, None)
+        .await
+        .map(|_| ())
 }
 
 async fn delete(cluster: &Cluster, key: &str) {
@@ -82,6 +85,7 @@ async fn delete(cluster: &Cluster, key: &str) {
             MetaRequest::DeleteObject {
                 path: path.clone(),
                 dir_marker,
+                cond: None,
             },
         )
         .await

@@ -1,4 +1,4 @@
-//! Bucket operations: create, head, list, location, delete.
+//! Bucket operations: create, head, list, location, delete, tagging.
 
 mod common;
 
@@ -455,4 +455,72 @@ async fn acl_grants() {
         .filter_map(|g| g.permission().cloned())
         .collect();
     assert_eq!(all_users, vec![Permission::Read]);
+}
+
+#[tokio::test]
+async fn bucket_tagging_is_kept_replaced_and_deleted() {
+    use aws_sdk_s3::types::{Tag, Tagging};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "btags").await;
+    let none = c.get_bucket_tagging().bucket(&b).send().await;
+    assert_fails(none, 404, "NoSuchTagSet");
+    let tagging = |pairs: &[(&str, &str)]| {
+        let tags = pairs
+            .iter()
+            .map(|(k, v)| Tag::builder().key(*k).value(*v).build().unwrap())
+            .collect();
+        Tagging::builder().set_tag_set(Some(tags)).build().unwrap()
+    };
+    c.put_bucket_tagging()
+        .bucket(&b)
+        .tagging(tagging(&[("team", "ml"), ("cost", "42")]))
+        .send()
+        .await
+        .expect("put bucket tagging");
+    let got = c.get_bucket_tagging().bucket(&b).send().await.unwrap();
+    let pairs: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
+    assert_eq!(pairs, [("team", "ml"), ("cost", "42")]);
+
+    // Bad sets are refused and change nothing.
+    let many: Vec<(String, String)> = (0..51).map(|i| (format!("k{i}"), "v".into())).collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let r = c
+        .put_bucket_tagging()
+        .bucket(&b)
+        .tagging(tagging(&many))
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidTag");
+    let r = c
+        .put_bucket_tagging()
+        .bucket(&b)
+        .tagging(tagging(&[("a", "1"), ("a", "2")]))
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidTag");
+    let got = c.get_bucket_tagging().bucket(&b).send().await.unwrap();
+    assert_eq!(got.tag_set().len(), 2);
+
+    c.delete_bucket_tagging().bucket(&b).send().await.unwrap();
+    let none = c.get_bucket_tagging().bucket(&b).send().await;
+    assert_fails(none, 404, "NoSuchTagSet");
+    let missing = c
+        .get_bucket_tagging()
+        .bucket("no-such-bucket-x")
+        .send()
+        .await;
+    assert_fails(missing, 404, "NoSuchBucket");
+
+    // A bucket made again under the name does not inherit the old one's tags.
+    c.put_bucket_tagging()
+        .bucket(&b)
+        .tagging(tagging(&[("old", "yes")]))
+        .send()
+        .await
+        .unwrap();
+    c.delete_bucket().bucket(&b).send().await.unwrap();
+    create_bucket(&c, &b).await;
+    let none = c.get_bucket_tagging().bucket(&b).send().await;
+    assert_fails(none, 404, "NoSuchTagSet");
 }

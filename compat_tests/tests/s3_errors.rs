@@ -390,3 +390,60 @@ async fn a_metadata_store_short_of_space_refuses_new_data_and_recovers() {
     let health = reqwest::get(format!("{}/health", srv.admin)).await.unwrap();
     assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
 }
+
+/// Headers a write must not silently ignore: a storage class other than STANDARD and
+/// server-side encryption are refused, and nothing is stored.
+#[tokio::test]
+async fn storage_class_and_encryption_headers_are_not_ignored() {
+    use aws_sdk_s3::types::{ServerSideEncryption, StorageClass};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "wheaders").await;
+    c.put_object()
+        .bucket(&b)
+        .key("std")
+        .storage_class(StorageClass::Standard)
+        .body(body(b"x"))
+        .send()
+        .await
+        .expect("STANDARD is accepted");
+    let r = c
+        .put_object()
+        .bucket(&b)
+        .key("cold")
+        .storage_class(StorageClass::Glacier)
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidStorageClass");
+    let r = c
+        .put_object()
+        .bucket(&b)
+        .key("sse")
+        .server_side_encryption(ServerSideEncryption::Aes256)
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert_fails(r, 501, "NotImplemented");
+    let r = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("sse-mpu")
+        .server_side_encryption(ServerSideEncryption::AwsKms)
+        .send()
+        .await;
+    assert_fails(r, 501, "NotImplemented");
+    let r = c
+        .copy_object()
+        .bucket(&b)
+        .key("copy")
+        .copy_source(format!("{b}/std"))
+        .storage_class(StorageClass::DeepArchive)
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidStorageClass");
+    for key in ["cold", "sse", "copy"] {
+        let r = c.head_object().bucket(&b).key(key).send().await;
+        assert_fails(r, 404, "NotFound");
+    }
+}

@@ -992,54 +992,6 @@ async fn crc32c_checksum_is_stored_and_returned() {
 }
 
 #[tokio::test]
-async fn conditional_put() {
-    let srv = Server::default_start();
-    let c = srv.client();
-    let b = new_bucket(&c, "condput").await;
-    c.put_object()
-        .bucket(&b)
-        .key("k")
-        .body(body(b"first"))
-        .if_none_match("*")
-        .send()
-        .await
-        .expect("If-None-Match: * on a new key");
-    assert_fails(
-        c.put_object()
-            .bucket(&b)
-            .key("k")
-            .body(body(b"second"))
-            .if_none_match("*")
-            .send()
-            .await,
-        412,
-        "PreconditionFailed",
-    );
-    assert_eq!(get_bytes(&c, &b, "k").await, b"first");
-    let etag = quoted_md5(b"first");
-    assert_fails(
-        c.put_object()
-            .bucket(&b)
-            .key("k")
-            .body(body(b"third"))
-            .if_match("\"0123456789abcdef0123456789abcdef\"")
-            .send()
-            .await,
-        412,
-        "PreconditionFailed",
-    );
-    c.put_object()
-        .bucket(&b)
-        .key("k")
-        .body(body(b"fourth"))
-        .if_match(&etag)
-        .send()
-        .await
-        .expect("If-Match with the current ETag");
-    assert_eq!(get_bytes(&c, &b, "k").await, b"fourth");
-}
-
-#[tokio::test]
 async fn range_of_an_empty_object() {
     let srv = Server::default_start();
     let c = srv.client();

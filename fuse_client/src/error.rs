@@ -73,7 +73,8 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::NotFound | MetaError::NoSuchBucket | MetaError::MissingParent { .. } => {
             Errno::ENOENT
         }
-        MetaError::Exists => Errno::EEXIST,
+        // A file that changed under a conditional write (not sent by the mount).
+        MetaError::Exists | MetaError::PreconditionFailed => Errno::EEXIST,
         MetaError::NotDir | MetaError::Conflict { .. } => Errno::ENOTDIR,
         MetaError::IsDir => Errno::EISDIR,
         MetaError::NotEmpty => Errno::ENOTEMPTY,

@@ -252,19 +252,3 @@ pub async fn get_bucket_versioning(
     // Versioning has never been enabled on any saker bucket.
     Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }
-
-pub async fn get_bucket_tagging(
-    gw: &Gateway,
-    req: S3Request<GetBucketTaggingInput>,
-) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    Err(S3Error::new(S3ErrorCode::NoSuchTagSet))
-}
-
-pub async fn get_bucket_cors(
-    gw: &Gateway,
-    req: S3Request<GetBucketCorsInput>,
-) -> S3Result<S3Response<GetBucketCorsOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    Err(S3Error::new(S3ErrorCode::NoSuchCORSConfiguration))
-}

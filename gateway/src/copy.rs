@@ -4,8 +4,9 @@ use futures::StreamExt;
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::ClientError;
 use saker_client::{ChunkWriter, ReadRange, Written};
-use saker_rpc::{Checksums, NewObject, ObjectView, Want};
+use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Want};
 
 use crate::body::discard;
 use crate::checksum::Algorithm;
@@ -111,9 +112,11 @@ pub async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
+    let dst_cond = crate::get::header_write_cond(&req.headers)?;
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
     crate::acl::check_upload_acl!(gw, input).await?;
+    crate::write_headers::check_write_headers!(input)?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
@@ -125,13 +128,13 @@ pub async fn copy_object(
         tags: true,
         link: false,
     };
-    let cond = SourceConditions {
+    let src_cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
         if_none_match: input.copy_source_if_none_match.as_ref(),
         if_modified_since: input.copy_source_if_modified_since.as_ref(),
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
-    let (src_bucket, src_key, view) = source(gw, &input.copy_source, cond, want).await?;
+    let (src_bucket, src_key, view) = source(gw, &input.copy_source, src_cond, want).await?;
     let replace_meta = input
         .metadata_directive
         .as_ref()
@@ -200,10 +203,17 @@ pub async fn copy_object(
         uid,
         gid,
     };
-    let attr = match gw.cluster.put_object(&dst.path, obj, dst.dir_marker).await {
+    let attr = match gw
+        .cluster
+        .put_object(&dst.path, obj, dst.dir_marker, dst_cond)
+        .await
+    {
         Ok(a) => a,
         Err(e) => {
-            discard(&gw.cluster, &written).await;
+            // A copy whose condition failed had its chunks queued for collection by the MNode.
+            if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
+                discard(&gw.cluster, &written).await;
+            }
             return Err(error::client(e));
         }
     };

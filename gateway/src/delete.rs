@@ -3,13 +3,18 @@
 
 use s3s::dto::*;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::MetaRequest;
+use saker_rpc::{EtagCond, MetaRequest, WriteCond};
 
 use crate::error;
 use crate::keys::map_key;
 use crate::Gateway;
 
-async fn delete_one(gw: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
+async fn delete_one(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    cond: Option<WriteCond>,
+) -> S3Result<()> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
         Err(saker_namespace::KeyError::Bucket(_)) => {
@@ -24,6 +29,7 @@ async fn delete_one(gw: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
     let req = MetaRequest::DeleteObject {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
+        cond,
     };
     gw.cluster
         .call(&kp.path, req)
@@ -36,7 +42,8 @@ pub async fn delete_object(
     gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    delete_one(gw, &req.input.bucket, &req.input.key).await?;
+    let cond = crate::get::write_cond(req.input.if_match.as_ref(), None);
+    delete_one(gw, &req.input.bucket, &req.input.key, cond).await?;
     Ok(S3Response::new(DeleteObjectOutput::default()))
 }
 
@@ -64,7 +71,12 @@ pub async fn delete_objects(
         let deleted_one = if denied.0.contains(&obj.key) {
             Err(s3s::s3_error!(AccessDenied, "Access Denied"))
         } else {
-            delete_one(gw, &input.bucket, &obj.key).await
+            // An ETag named with the key must match the object's (S3's conditional delete).
+            let cond = obj.e_tag.as_ref().map(|e| WriteCond {
+                if_match: Some(EtagCond::Is(e.value().trim_matches('"').to_string())),
+                if_none_match: None,
+            });
+            delete_one(gw, &input.bucket, &obj.key, cond).await
         };
         match deleted_one {
             Ok(()) => {

@@ -31,6 +31,7 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::CrossGroup | MetaError::TooManyLinks => S3Error::new(S3ErrorCode::NotImplemented),
         MetaError::MetadataTooLarge => S3Error::new(S3ErrorCode::MetadataTooLarge),
         MetaError::NoAttr => S3Error::new(S3ErrorCode::NoSuchKey),
+        MetaError::PreconditionFailed => S3Error::new(S3ErrorCode::PreconditionFailed),
         MetaError::NotPermitted | MetaError::AccessDenied => {
             S3Error::new(S3ErrorCode::AccessDenied)
         }

@@ -7,11 +7,13 @@ use s3s::dto::{
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
-use saker_rpc::{Checksums, FileKind, MetaError, ObjectMeta, ObjectView, Want};
+use saker_rpc::{
+    Checksums, EtagCond, FileKind, MetaError, ObjectMeta, ObjectView, Want, WriteCond,
+};
 
 use crate::checksum::{self, Algorithm};
 use crate::error;
-use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs, KeyPath};
+use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs};
 use crate::Gateway;
 
 /// Looks up the object a key names: a file, or an explicit directory's marker for `d/`.
@@ -108,35 +110,36 @@ pub fn check_read_conditions(
     Ok(())
 }
 
-/// Conditional writes: `If-None-Match: *` fails if the key exists, `If-Match` if it does not
-/// match (or does not exist).
-pub async fn check_write_conditions(
-    gw: &Gateway,
-    kp: &KeyPath,
+/// A conditional write's `If-Match`/`If-None-Match`, for the MNode to check in the batch that
+/// applies the write (so of racing writers only those whose condition held win).
+pub fn write_cond(
     if_match: Option<&ETagCondition>,
     if_none_match: Option<&ETagCondition>,
-) -> S3Result<()> {
-    let current = match gw.cluster.lookup(&kp.path, Want::ATTR).await {
-        Ok(v) if v.attr.kind == FileKind::File && !kp.dir_marker => Some(v.attr.etag),
-        Ok(v) if v.attr.kind == FileKind::Dir && kp.dir_marker && !v.attr.implicit => {
-            Some(v.attr.etag)
-        }
-        Ok(_) | Err(MetaError::NotFound | MetaError::NotDir) => None,
-        Err(e) => return Err(error::meta(e)),
+) -> Option<WriteCond> {
+    let conv = |c: &ETagCondition| match c {
+        ETagCondition::Any => EtagCond::Any,
+        ETagCondition::ETag(e) => EtagCond::Is(e.value().trim_matches('"').to_string()),
     };
-    if let Some(c) = if_none_match {
-        if current.as_deref().is_some_and(|e| etag_matches(c, e)) {
-            return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
-        }
-    }
-    if let Some(c) = if_match {
-        match &current {
-            Some(e) if etag_matches(c, e) => {}
-            Some(_) => return Err(S3Error::new(S3ErrorCode::PreconditionFailed)),
-            None => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
-        }
-    }
-    Ok(())
+    (if_match.is_some() || if_none_match.is_some()).then(|| WriteCond {
+        if_match: if_match.map(conv),
+        if_none_match: if_none_match.map(conv),
+    })
+}
+
+/// The write conditions of a request whose input does not carry them (CopyObject's
+/// destination), from its headers.
+pub fn header_write_cond(headers: &http::HeaderMap) -> S3Result<Option<WriteCond>> {
+    let parse = |name: &str| -> S3Result<Option<ETagCondition>> {
+        headers
+            .get(name)
+            .map(|v| {
+                ETagCondition::parse_http_header(v.as_bytes())
+                    .map_err(|_| s3_error!(InvalidArgument, "{name} is not an ETag or *"))
+            })
+            .transpose()
+    };
+    let (m, n) = (parse("if-match")?, parse("if-none-match")?);
+    Ok(write_cond(m.as_ref(), n.as_ref()))
 }
 
 fn invalid_part_number() -> S3Error {

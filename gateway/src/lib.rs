@@ -13,6 +13,7 @@ mod bucket;
 mod bucket_access;
 mod checksum;
 mod copy;
+pub mod cors;
 mod delete;
 pub mod error;
 mod get;
@@ -27,6 +28,7 @@ mod route;
 mod service;
 pub mod settings;
 mod tagging;
+mod write_headers;
 
 use std::sync::Arc;
 
@@ -52,6 +54,13 @@ pub struct Gateway {
     pub(crate) keys: Arc<AccessKeyStore>,
     pub(crate) settings: Arc<BucketSettings>,
     pub(crate) limits: Arc<limits::KeyLimits>,
+}
+
+/// The S3 listener's handlers: see [`Gateway::into_front`].
+#[derive(Clone)]
+pub struct Front {
+    pub s3: s3s::service::S3Service,
+    pub cors: Arc<cors::Cors>,
 }
 
 impl Gateway {
@@ -80,6 +89,19 @@ impl Gateway {
     pub fn with_key_limits(mut self, config: limits::KeyLimitConfig) -> Self {
         self.limits = limits::KeyLimits::new(config);
         self
+    }
+
+    /// What the S3 listener serves: the s3s service ([`Gateway::into_service`]) and the
+    /// CORS side of it (preflights and response headers), with the same addressing.
+    pub fn into_front(self, domain: Option<&str>) -> Result<Front, String> {
+        let host = domain
+            .map(|d| s3s::host::SingleDomain::new(d).map_err(|e| e.to_string()))
+            .transpose()?;
+        let cors = Arc::new(cors::Cors::new(&self, host));
+        Ok(Front {
+            s3: self.into_service(domain)?,
+            cors,
+        })
     }
 
     /// The s3s service: SigV4 against the access-key store, requests authorized by

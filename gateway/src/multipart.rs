@@ -126,6 +126,7 @@ pub async fn create(
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
+    crate::write_headers::check_write_headers!(input)?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
@@ -192,6 +193,7 @@ pub async fn upload_part(
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
+    crate::write_headers::check(None, None, input.sse_customer_algorithm.as_ref())?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     // Fail before reading the body when the upload is unknown.
@@ -235,6 +237,7 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
+    crate::write_headers::check(None, None, input.sse_customer_algorithm.as_ref())?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     get_upload(gw, &kp, &input.upload_id).await?;
@@ -480,15 +483,7 @@ pub async fn complete(
             return Err(e);
         }
     };
-    if input.if_match.is_some() || input.if_none_match.is_some() {
-        crate::get::check_write_conditions(
-            gw,
-            &kp,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-        )
-        .await?;
-    }
+    let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     let declared = Checksums {
         crc32: input.checksum_crc32.clone(),
         crc32c: input.checksum_crc32c.clone(),
@@ -513,6 +508,7 @@ pub async fn complete(
         etag: etag.clone(),
         checksums: sums.clone(),
         min_part_size: MIN_PART_SIZE,
+        cond: cond.clone(),
     };
     gw.cluster
         .call_creating_parents(&kp.path, uid, gid, make)

@@ -2,7 +2,8 @@
 
 use s3s::dto::{ChecksumType, ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
-use saker_rpc::{NewObject, ObjectMeta};
+use saker_client::ClientError;
+use saker_rpc::{MetaError, NewObject, ObjectMeta};
 
 use crate::body::{discard, ingest};
 use crate::error;
@@ -103,19 +104,18 @@ pub async fn put_object(
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
+    crate::write_headers::check_write_headers!(input)?;
     crate::lock::refuse_lock_headers(
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
-    if input.if_match.is_some() || input.if_none_match.is_some() {
-        crate::get::check_write_conditions(
-            gw,
-            &kp,
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-        )
-        .await?;
+    let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    if cond.is_some() && kp.dir_marker {
+        return Err(s3_error!(
+            NotImplemented,
+            "conditional writes of keys ending in '/' are not supported"
+        ));
     }
     let declared = crate::declared_checksums!(input, algorithm);
     let got = ingest(
@@ -149,8 +149,15 @@ pub async fn put_object(
         uid,
         gid,
     };
-    if let Err(e) = gw.cluster.put_object(&kp.path, obj, kp.dir_marker).await {
-        discard(&gw.cluster, &got.written).await;
+    if let Err(e) = gw
+        .cluster
+        .put_object(&kp.path, obj, kp.dir_marker, cond)
+        .await
+    {
+        // A write whose condition failed had its chunks queued for collection by the MNode.
+        if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
+            discard(&gw.cluster, &got.written).await;
+        }
         return Err(error::client(e));
     }
     let s = got.sums;

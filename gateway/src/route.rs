@@ -27,25 +27,7 @@ impl Routes {
 
     /// The bucket and key a request names.
     fn s3_path(&self, uri: &Uri, headers: &HeaderMap) -> S3Result<S3Path> {
-        let decoded = percent_encoding::percent_decode_str(uri.path())
-            .decode_utf8()
-            .map_err(|_| s3_error!(InvalidURI))?;
-        let host = headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| uri.authority().map(|a| a.as_str()));
-        let parsed = match (host, &self.host) {
-            (Some(h), Some(d)) if !is_ip(h) => {
-                let vh = d.parse_host_header(h)?;
-                s3s::path::parse_virtual_hosted_style(vh.bucket(), &decoded)
-            }
-            _ => s3s::path::parse_path_style(&decoded),
-        };
-        parsed.map_err(|e| match e {
-            s3s::path::ParseS3PathError::InvalidPath => s3_error!(InvalidURI),
-            s3s::path::ParseS3PathError::InvalidBucketName => s3_error!(InvalidBucketName),
-            s3s::path::ParseS3PathError::KeyTooLong => s3_error!(KeyTooLongError),
-        })
+        s3_path(uri, headers, self.host.as_ref())
     }
 
     async fn object_attributes(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
@@ -68,6 +50,30 @@ impl Routes {
         }
         Ok(resp)
     }
+}
+
+/// The bucket and key a request names: virtual-hosted style under `domain` (unless the Host
+/// is an IP address), else path style.
+pub fn s3_path(uri: &Uri, headers: &HeaderMap, domain: Option<&SingleDomain>) -> S3Result<S3Path> {
+    let decoded = percent_encoding::percent_decode_str(uri.path())
+        .decode_utf8()
+        .map_err(|_| s3_error!(InvalidURI))?;
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()));
+    let parsed = match (host, domain) {
+        (Some(h), Some(d)) if !is_ip(h) => {
+            let vh = d.parse_host_header(h)?;
+            s3s::path::parse_virtual_hosted_style(vh.bucket(), &decoded)
+        }
+        _ => s3s::path::parse_path_style(&decoded),
+    };
+    parsed.map_err(|e| match e {
+        s3s::path::ParseS3PathError::InvalidPath => s3_error!(InvalidURI),
+        s3s::path::ParseS3PathError::InvalidBucketName => s3_error!(InvalidBucketName),
+        s3s::path::ParseS3PathError::KeyTooLong => s3_error!(KeyTooLongError),
+    })
 }
 
 /// A Host that is an IP address (with or without a port) is never virtual-hosted style.

@@ -7,8 +7,8 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::metrics::timed;
 use crate::{
-    attributes, bucket, bucket_access, copy, delete, get, list, lock, multipart, put, tagging,
-    Gateway,
+    attributes, bucket, bucket_access, copy, cors, delete, get, list, lock, multipart, put,
+    tagging, Gateway,
 };
 
 const REQUEST_ID: &str = "x-amz-request-id";
@@ -320,13 +320,37 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketTaggingInput>,
     ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        run("GetBucketTagging", bucket::get_bucket_tagging(self, req)).await
+        run("GetBucketTagging", tagging::get_bucket(self, req)).await
+    }
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        run("PutBucketTagging", tagging::put_bucket(self, req)).await
+    }
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        run("DeleteBucketTagging", tagging::delete_bucket(self, req)).await
     }
     async fn get_bucket_cors(
         &self,
         req: S3Request<GetBucketCorsInput>,
     ) -> S3Result<S3Response<GetBucketCorsOutput>> {
-        run("GetBucketCors", bucket::get_bucket_cors(self, req)).await
+        run("GetBucketCors", cors::get_bucket_cors(self, req)).await
+    }
+    async fn put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        run("PutBucketCors", cors::put_bucket_cors(self, req)).await
+    }
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        run("DeleteBucketCors", cors::delete_bucket_cors(self, req)).await
     }
     async fn get_object_attributes(
         &self,

@@ -1,5 +1,5 @@
-//! Per-bucket access settings: the bucket policy, the bucket ACL, Object Ownership and the
-//! Public Access Block.
+//! Per-bucket settings: the bucket policy, the bucket ACL, Object Ownership, the Public Access
+//! Block, the bucket's tags and its CORS rules.
 //!
 //! Each is one record of the coordinator's replicated state (group 1's state machine),
 //! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
@@ -30,14 +30,18 @@ pub enum Setting {
     Acl,
     Ownership,
     PublicAccessBlock,
+    Tagging,
+    Cors,
 }
 
 impl Setting {
-    const ALL: [Setting; 4] = [
+    const ALL: [Setting; 6] = [
         Setting::Policy,
         Setting::Acl,
         Setting::Ownership,
         Setting::PublicAccessBlock,
+        Setting::Tagging,
+        Setting::Cors,
     ];
 
     fn name(self) -> &'static str {
@@ -46,6 +50,8 @@ impl Setting {
             Setting::Acl => "acl",
             Setting::Ownership => "ownership",
             Setting::PublicAccessBlock => "public-access-block",
+            Setting::Tagging => "tagging",
+            Setting::Cors => "cors",
         }
     }
 
@@ -63,6 +69,10 @@ pub struct Bucket {
     pub acl: Option<Acl>,
     pub ownership: Option<ObjectOwnership>,
     pub public_access_block: Option<PublicAccessBlock>,
+    /// The bucket's tag set (PutBucketTagging), in the order it was put.
+    pub tags: Option<Vec<(String, String)>>,
+    /// CORS rules (PutBucketCors).
+    pub cors: Option<Vec<crate::cors::Rule>>,
 }
 
 impl Bucket {
@@ -79,6 +89,12 @@ impl Bucket {
                 self.public_access_block =
                     Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
             }
+            Setting::Tagging => {
+                self.tags = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
+            }
+            Setting::Cors => {
+                self.cors = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
+            }
         }
         Ok(())
     }
@@ -89,6 +105,8 @@ impl Bucket {
             Setting::Acl => self.acl = None,
             Setting::Ownership => self.ownership = None,
             Setting::PublicAccessBlock => self.public_access_block = None,
+            Setting::Tagging => self.tags = None,
+            Setting::Cors => self.cors = None,
         }
     }
 
@@ -97,6 +115,8 @@ impl Bucket {
             && self.acl.is_none()
             && self.ownership.is_none()
             && self.public_access_block.is_none()
+            && self.tags.is_none()
+            && self.cors.is_none()
     }
 }
 

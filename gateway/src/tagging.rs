@@ -1,12 +1,14 @@
-//! Object tagging.
+//! Object and bucket tagging.
 
 use s3s::dto::*;
-use s3s::{s3_error, S3Request, S3Response, S3Result};
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaRequest, Want};
 
+use crate::bucket::{bucket_exists, settings_error};
 use crate::error;
 use crate::get::lookup_object;
 use crate::keys::write_key;
+use crate::settings::Setting;
 use crate::Gateway;
 
 /// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
@@ -17,6 +19,12 @@ pub fn validate_tags(tags: &[(String, String)]) -> S3Result<()> {
             "Object tags cannot be greater than 10"
         ));
     }
+    validate_tag_names(tags)
+}
+
+/// The checks of a tag set but its size: keys of 1-128 and values of up to 256 characters,
+/// no key twice.
+pub fn validate_tag_names(tags: &[(String, String)]) -> S3Result<()> {
     let mut seen = std::collections::HashSet::new();
     for (k, v) in tags {
         if k.is_empty() || k.chars().count() > 128 {
@@ -41,17 +49,84 @@ pub fn validate_tags(tags: &[(String, String)]) -> S3Result<()> {
     Ok(())
 }
 
+fn pairs(tagging: Tagging) -> Vec<(String, String)> {
+    tagging
+        .tag_set
+        .into_iter()
+        .map(|t| (t.key.unwrap_or_default(), t.value.unwrap_or_default()))
+        .collect()
+}
+
+fn tag_set(tags: Vec<(String, String)>) -> Vec<Tag> {
+    tags.into_iter()
+        .map(|(k, v)| Tag {
+            key: Some(k),
+            value: Some(v),
+        })
+        .collect()
+}
+
+/// A bucket may have up to 50 tags (S3's limit).
+const BUCKET_TAGS: usize = 50;
+
+pub async fn put_bucket(
+    gw: &Gateway,
+    req: S3Request<PutBucketTaggingInput>,
+) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+    let input = req.input;
+    bucket_exists(gw, &input.bucket).await?;
+    let tags = pairs(input.tagging);
+    if tags.len() > BUCKET_TAGS {
+        return Err(s3_error!(
+            InvalidTag,
+            "Bucket tags cannot be greater than {BUCKET_TAGS}"
+        ));
+    }
+    validate_tag_names(&tags)?;
+    let value = serde_json::to_vec(&tags).expect("tags serialize");
+    gw.settings
+        .put(&input.bucket, Setting::Tagging, Some(value))
+        .await
+        .map_err(settings_error)?;
+    Ok(S3Response::new(PutBucketTaggingOutput::default()))
+}
+
+pub async fn get_bucket(
+    gw: &Gateway,
+    req: S3Request<GetBucketTaggingInput>,
+) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    let s = gw
+        .settings
+        .get(&req.input.bucket)
+        .await
+        .map_err(settings_error)?;
+    match &s.tags {
+        Some(tags) => Ok(S3Response::new(GetBucketTaggingOutput {
+            tag_set: tag_set(tags.clone()),
+        })),
+        None => Err(S3Error::new(S3ErrorCode::NoSuchTagSet)),
+    }
+}
+
+pub async fn delete_bucket(
+    gw: &Gateway,
+    req: S3Request<DeleteBucketTaggingInput>,
+) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    gw.settings
+        .put(&req.input.bucket, Setting::Tagging, None)
+        .await
+        .map_err(settings_error)?;
+    Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
+}
+
 pub async fn put(
     gw: &Gateway,
     req: S3Request<PutObjectTaggingInput>,
 ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
     let input = req.input;
-    let tags: Vec<(String, String)> = input
-        .tagging
-        .tag_set
-        .into_iter()
-        .map(|t| (t.key.unwrap_or_default(), t.value.unwrap_or_default()))
-        .collect();
+    let tags = pairs(input.tagging);
     validate_tags(&tags)?;
     lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
@@ -83,15 +158,8 @@ pub async fn get(
     .await?;
     let mut tags = view.tags.unwrap_or_default();
     tags.sort();
-    let tag_set = tags
-        .into_iter()
-        .map(|(k, v)| Tag {
-            key: Some(k),
-            value: Some(v),
-        })
-        .collect();
     Ok(S3Response::new(GetObjectTaggingOutput {
-        tag_set,
+        tag_set: tag_set(tags),
         version_id: None,
     }))
 }

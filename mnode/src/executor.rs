@@ -486,6 +486,7 @@ impl Executor {
         if let Some(retry) = retry {
             return Err(retry);
         }
+        crate::ops::abandon(txn, ctx, &p.req, &result);
         if dedupe {
             txn.put(dkey, encode(&result));
             if p.tag.seq > DEDUPE_WINDOW {

@@ -131,8 +131,12 @@ impl Client {
 
     async fn put(&mut self, path: &str, body: &[u8]) -> Result<MetaResponse, MetaError> {
         let obj = inline_object(body);
-        self.call(MetaRequest::PutObject { path: p(path), obj })
-            .await
+        self.call(MetaRequest::PutObject {
+            path: p(path),
+            obj,
+            cond: None,
+        })
+        .await
     }
 
     async fn mkdir_implicit(&mut self, path: &str) -> Result<MetaResponse, MetaError> {
@@ -240,6 +244,7 @@ async fn implicit_parents_conflicts_and_reaping() {
     c.call(MetaRequest::DeleteObject {
         path: p("b/a/c/x"),
         dir_marker: false,
+        cond: None,
     })
     .await
     .unwrap();
@@ -284,6 +289,7 @@ async fn dir_marker_demotes_when_not_empty() {
     c.call(MetaRequest::DeleteObject {
         path: p("b/d"),
         dir_marker: true,
+        cond: None,
     })
     .await
     .unwrap();
@@ -296,6 +302,7 @@ async fn dir_marker_demotes_when_not_empty() {
     c.call(MetaRequest::DeleteObject {
         path: p("b/d/f"),
         dir_marker: false,
+        cond: None,
     })
     .await
     .unwrap();
@@ -362,6 +369,7 @@ async fn concurrent_writes_batch_and_survive_restart() {
                     MetaRequest::PutObject {
                         path: p(&format!("b/f{i:03}")),
                         obj,
+                        cond: None,
                     },
                 )
                 .await
@@ -428,6 +436,7 @@ async fn later_batches_see_unapplied_writes_of_earlier_ones() {
         reqs.push(MetaRequest::PutObject {
             path: p(&format!("b/d{i}/f")),
             obj,
+            cond: None,
         });
     }
     let node = c.node.clone();
@@ -469,6 +478,7 @@ async fn the_dedupe_table_keeps_one_window_of_a_clients_sparse_seqs() {
         let req = MetaRequest::PutObject {
             path: p(&format!("b/k{i}")),
             obj: inline_object(b"x"),
+            cond: None,
         };
         c.node.call(tag(1 + i * STRIDE), req).await.unwrap();
     }

@@ -111,8 +111,15 @@ impl Cluster {
             inline: Some(bytes::Bytes::from_static(b"x")),
             ..Default::default()
         };
-        self.call(&p(path), MetaRequest::PutObject { path: p(path), obj })
-            .await
+        self.call(
+            &p(path),
+            MetaRequest::PutObject {
+                path: p(path),
+                obj,
+                cond: None,
+            },
+        )
+        .await
     }
 
     async fn attr(&self, path: &str) -> Result<Attr, MetaError> {
@@ -319,6 +326,7 @@ async fn delete_bucket_sweeps_implicit_dirs_on_every_group() {
         MetaRequest::DeleteObject {
             path: path.clone(),
             dir_marker: false,
+            cond: None,
         },
     )
     .await

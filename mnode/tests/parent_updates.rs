@@ -83,8 +83,15 @@ impl Groups {
             inline: Some(bytes::Bytes::from_static(b"x")),
             ..Default::default()
         };
-        self.call(&p(path), MetaRequest::PutObject { path: p(path), obj })
-            .await
+        self.call(
+            &p(path),
+            MetaRequest::PutObject {
+                path: p(path),
+                obj,
+                cond: None,
+            },
+        )
+        .await
     }
 
     async fn unlink(&self, path: &str) -> Result<MetaResponse, MetaError> {

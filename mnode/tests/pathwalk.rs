@@ -114,9 +114,17 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
     // Every `train` goes to group 1 first, which forwards it where it belongs.
     for i in 0..n {
         let path = p(&format!("b/d{i}/train"));
-        via(&groups, 1, MetaRequest::PutObject { path, obj: file() })
-            .await
-            .unwrap();
+        via(
+            &groups,
+            1,
+            MetaRequest::PutObject {
+                path,
+                obj: file(),
+                cond: None,
+            },
+        )
+        .await
+        .unwrap();
     }
     let mut owners = BTreeSet::new();
     for i in 0..n {
@@ -162,6 +170,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         MetaRequest::PutObject {
             path: inner.clone(),
             obj: file(),
+            cond: None,
         },
     )
     .await

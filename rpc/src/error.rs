@@ -74,4 +74,8 @@ pub enum MetaError {
     /// executed; deletes still pass.
     #[error("disk full: {0}")]
     NoSpace(String),
+    /// A conditional write's `If-Match`/`If-None-Match` did not hold (S3 412). Nothing was
+    /// written.
+    #[error("precondition failed")]
+    PreconditionFailed,
 }

@@ -21,9 +21,9 @@ pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
-    access, ClientTag, Cred, Dentry, DirChange, DirUsage, GroupCounters, MetaRequest, MetaResponse,
-    NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus, SetTime, UploadInfo, Want,
-    XattrMode, MAX_PAGE,
+    access, check_cond, ClientTag, Cred, Dentry, DirChange, DirUsage, EtagCond, GroupCounters,
+    MetaRequest, MetaResponse, NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus,
+    SetTime, UploadInfo, Want, WriteCond, XattrMode, MAX_PAGE,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};

@@ -61,7 +61,7 @@ impl MetaService for FakeGroup {
                 remote_lookups: tag.seq,
                 ..Default::default()
             })),
-            MetaRequest::PutObject { path, obj } => match path.last().map(String::as_str) {
+            MetaRequest::PutObject { path, obj, .. } => match path.last().map(String::as_str) {
                 Some("conflict") => Err(MetaError::Conflict {
                     path: path.join("/"),
                 }),
@@ -250,6 +250,7 @@ fn put(path: &[&str], data: &'static [u8]) -> MetaRequest {
             tags: vec![("k".into(), "v".into())],
             ..Default::default()
         },
+        cond: None,
     }
 }
 

@@ -247,7 +247,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         ));
         let s3 = Gateway::new(cluster.clone(), keys.clone())
             .with_key_limits(args.limits.keys())
-            .into_service(args.domain())
+            .into_front(args.domain())
             .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
         let listener = TcpListener::bind(s3_addr)
             .await

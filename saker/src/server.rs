@@ -269,7 +269,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let s3 = Gateway::new(cluster.clone(), keys.clone())
         .with_key_limits(args.limits.keys())
-        .into_service(args.domain.as_deref())
+        .into_front(args.domain.as_deref())
         .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
     let s3_listener = TcpListener::bind(args.s3_addr)
         .await
@@ -619,19 +619,30 @@ pub(crate) async fn serve_s3(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
     limits: crate::limits::ConnLimits,
-    service: s3s::service::S3Service,
+    front: saker_gateway::Front,
     log: Option<Arc<AccessLog>>,
 ) {
     crate::listen::serve(listener, tls, limits, move |peer| {
-        let (svc, log) = (service.clone(), log.clone());
+        let (front, log) = (front.clone(), log.clone());
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            let (mut svc, log) = (svc.clone(), log.clone());
+            let (front, log) = (front.clone(), log.clone());
             async move {
                 // Who is asking, for policy conditions (aws:SourceIp, aws:SecureTransport).
                 req.extensions_mut().insert(peer);
                 let pending = log.as_ref().map(|_| AccessLog::begin(&req, peer.addr));
-                let req = req.map(crate::drain::Drained::new);
-                let resp = tower::Service::call(&mut svc, req).await?;
+                let resp = match front.cors.preflight(&req).await {
+                    Some(resp) => resp,
+                    None => {
+                        let cross = front.cors.cross_origin(&req);
+                        let req = req.map(crate::drain::Drained::new);
+                        let mut svc = front.s3.clone();
+                        let mut resp = tower::Service::call(&mut svc, req).await?;
+                        if let Some(x) = cross {
+                            front.cors.decorate(x, resp.headers_mut()).await;
+                        }
+                        resp
+                    }
+                };
                 if let (Some(log), Some(pending)) = (log, pending) {
                     log.end(pending, &resp);
                 }

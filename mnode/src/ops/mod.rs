@@ -65,10 +65,22 @@ impl Ctx<'_> {
 
 type OpResult = Result<MetaResponse, MetaError>;
 
+/// After a write failed its `If-Match`/`If-None-Match` (and was rolled back): the chunks it
+/// brought are referenced by nothing, so they are queued for collection in the same batch
+/// (the gateway leaves them to this).
+pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpResult) {
+    if let (MetaRequest::PutObject { obj, .. }, Err(MetaError::PreconditionFailed)) = (req, result)
+    {
+        common::release_chunks(txn, ctx, obj.layout.chunks());
+    }
+}
+
 /// Evaluates one write op against `txn`. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
     match req {
-        MetaRequest::PutObject { path, obj } => put_object(txn, ctx, path, obj),
+        MetaRequest::PutObject { path, obj, cond } => {
+            put_object(txn, ctx, path, obj, cond.as_ref())
+        }
         MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
         MetaRequest::MkdirImplicit { path, uid, gid } => {
             mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
@@ -193,9 +205,11 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             layout,
             inline,
         } => commit_file(txn, ctx, path, *id, *size, etag, layout, inline.as_ref()),
-        MetaRequest::DeleteObject { path, dir_marker } => {
-            delete_object(txn, ctx, path, *dir_marker)
-        }
+        MetaRequest::DeleteObject {
+            path,
+            dir_marker,
+            cond,
+        } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref()),
         MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
         set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
         MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
@@ -232,6 +246,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             etag,
             checksums,
             min_part_size,
+            cond,
         } => complete_upload(
             txn,
             ctx,
@@ -241,6 +256,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             etag,
             checksums,
             *min_part_size,
+            cond.as_ref(),
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
         MetaRequest::GcDone { keys } => {

@@ -1,6 +1,6 @@
 //! S3 object ops: putting and deleting an object or a directory marker, and object tags.
 
-use saker_rpc::{FileKind, MetaError, MetaResponse, NewObject};
+use saker_rpc::{check_cond, FileKind, MetaError, MetaResponse, NewObject, WriteCond};
 
 use super::common::{
     check_path, delete_payloads, new_attr, put_attr, put_dir, release_chunks, touch_parent,
@@ -20,12 +20,21 @@ pub(super) fn put_object(
     ctx: &mut Ctx<'_>,
     path: &[String],
     obj: &NewObject,
+    cond: Option<&WriteCond>,
 ) -> OpResult {
     check_path(path, 2)?;
-    let mut chain = resolve_parents(txn, ctx.ns, path)?;
+    let mut chain = match resolve_parents(txn, ctx.ns, path) {
+        // With no parent there is no object: `If-Match` fails as on a missing key.
+        Err(e @ MetaError::MissingParent { .. }) if cond.is_some() => {
+            check_cond(cond, None)?;
+            return Err(e);
+        }
+        r => r?,
+    };
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
     let existing = child(txn, ctx.keys, pid, name)?;
+    check_cond(cond, current_etag(&existing))?;
     // An empty implicit directory is invisible to S3: the object takes its place once the
     // coordinator has reaped it (its entries may live on any group).
     if let Child::Dir(loc) = &existing {
@@ -76,6 +85,14 @@ pub(super) fn put_object(
     Ok(MetaResponse::Attr(attr))
 }
 
+/// The ETag of the object a key names now, for conditional writes (`None`: no object).
+fn current_etag(c: &Child) -> Option<&str> {
+    match c {
+        Child::Other(loc) if loc.attr.kind == FileKind::File => Some(&loc.attr.etag),
+        _ => None,
+    }
+}
+
 pub(super) fn put_dir_marker(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
@@ -118,19 +135,28 @@ pub(super) fn delete_object(
     ctx: &mut Ctx<'_>,
     path: &[String],
     dir_marker: bool,
+    cond: Option<&WriteCond>,
 ) -> OpResult {
     check_path(path, 2)?;
     let mut chain = match resolve_parents(txn, ctx.ns, path) {
         Ok(chain) => chain,
         Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
         Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
-            return Ok(MetaResponse::Done)
+            check_cond(cond, None)?;
+            return Ok(MetaResponse::Done);
         }
         Err(e) => return Err(e),
     };
     let name = path.last().expect("checked length");
     let pid = chain.last().expect("root").attr.id;
-    match (child(txn, ctx.keys, pid, name)?, dir_marker) {
+    let existing = child(txn, ctx.keys, pid, name)?;
+    let current = match (&existing, dir_marker) {
+        (Child::Dir(loc), true) if !loc.attr.implicit => Some(loc.attr.etag.as_str()),
+        (c, false) => current_etag(c),
+        _ => None,
+    };
+    check_cond(cond, current)?;
+    match (existing, dir_marker) {
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
             remove_file(txn, ctx, &mut chain, loc)?;
             let parent = path[..path.len() - 1].to_vec();

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use saker_rpc::{
     Checksums, Layout, MetaError, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord,
-    UploadInfo,
+    UploadInfo, WriteCond,
 };
 
 use super::common::{check_path, release_chunks};
@@ -124,6 +124,7 @@ pub(super) fn complete_upload(
     etag: &str,
     checksums: &Checksums,
     min_part_size: u64,
+    cond: Option<&WriteCond>,
 ) -> OpResult {
     check_path(path, 2)?;
     let (ukey, info) = load_upload(txn, ctx.keys, path, upload_id)?;
@@ -176,7 +177,7 @@ pub(super) fn complete_upload(
         uid: info.uid,
         gid: info.gid,
     };
-    let result = put_object(txn, ctx, path, &obj)?;
+    let result = put_object(txn, ctx, path, &obj, cond)?;
     for (num, part) in stored {
         if !used.contains(&num) {
             release_chunks(txn, ctx, part.layout.chunks());

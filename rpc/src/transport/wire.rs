@@ -9,7 +9,7 @@ use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 8;
+pub const WIRE_VERSION: u8 = 9;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -150,6 +150,7 @@ mod tests {
                 tags: vec![("t".into(), "1".into())],
                 ..Default::default()
             },
+            cond: None,
         });
         round_trip(MetaRequest::Lookup {
             path: vec!["b".into()],

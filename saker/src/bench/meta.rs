@@ -171,6 +171,7 @@ impl Bench {
             "create" => MetaRequest::PutObject {
                 path: file.clone(),
                 obj: empty_object(),
+                cond: None,
             },
             "stat" => MetaRequest::Lookup {
                 path: file.clone(),
@@ -324,6 +325,7 @@ impl Bench {
                             let req = MetaRequest::PutObject {
                                 path: path.clone(),
                                 obj: empty_object(),
+                                cond: None,
                             };
                             me.cluster.call(&path, req).await?;
                         }
@@ -483,6 +485,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                     MetaRequest::PutObject {
                         path: path.clone(),
                         obj,
+                        cond: None,
                     },
                 )
                 .await?;

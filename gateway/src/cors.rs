@@ -1,0 +1,393 @@
+//! Bucket CORS: the configuration (Put/Get/DeleteBucketCors, a bucket setting), preflight
+//! `OPTIONS` requests answered from it, and the `Access-Control-*` headers of every other
+//! response to a request that names an `Origin`.
+//!
+//! A preflight is not an S3 operation and browsers never sign it, so [`Cors::preflight`]
+//! answers it before s3s sees the request; it discloses only whether the configuration
+//! allows the origin, method and headers asked about, as S3 does.
+
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use s3s::dto::*;
+use s3s::host::SingleDomain;
+use s3s::{s3_error, S3Request, S3Response, S3Result};
+use serde::{Deserialize, Serialize};
+
+use crate::bucket::{bucket_exists, settings_error};
+use crate::settings::{BucketSettings, Setting};
+use crate::Gateway;
+
+/// One CORS rule as stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    pub id: Option<String>,
+    pub origins: Vec<String>,
+    pub methods: Vec<String>,
+    pub headers: Vec<String>,
+    pub expose: Vec<String>,
+    pub max_age: Option<i32>,
+}
+
+/// S3's limit on the rules of one configuration.
+const MAX_RULES: usize = 100;
+const METHODS: [&str; 5] = ["GET", "PUT", "POST", "DELETE", "HEAD"];
+
+fn rules_from(c: CORSConfiguration) -> S3Result<Vec<Rule>> {
+    if c.cors_rules.is_empty() || c.cors_rules.len() > MAX_RULES {
+        return Err(s3_error!(
+            MalformedXML,
+            "A CORS configuration has 1 to {MAX_RULES} rules"
+        ));
+    }
+    c.cors_rules
+        .into_iter()
+        .map(|r| {
+            if let Some(m) = r
+                .allowed_methods
+                .iter()
+                .find(|m| !METHODS.contains(&m.as_str()))
+            {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "Found unsupported HTTP method in CORS config. Unsupported method is {m}"
+                ));
+            }
+            let one_star = |v: &String| v.matches('*').count() <= 1;
+            if !r.allowed_origins.iter().all(one_star) {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "An AllowedOrigin can not have more than one wildcard"
+                ));
+            }
+            let headers = r.allowed_headers.unwrap_or_default();
+            if !headers.iter().all(one_star) {
+                return Err(s3_error!(
+                    InvalidRequest,
+                    "An AllowedHeader can not have more than one wildcard"
+                ));
+            }
+            Ok(Rule {
+                id: r.id,
+                origins: r.allowed_origins,
+                methods: r.allowed_methods,
+                headers,
+                expose: r.expose_headers.unwrap_or_default(),
+                max_age: r.max_age_seconds,
+            })
+        })
+        .collect()
+}
+
+/// `pattern` with at most one `*` matching any run of characters.
+fn wildcard(pattern: &str, value: &str, fold_case: bool) -> bool {
+    let (p, v) = if fold_case {
+        (pattern.to_ascii_lowercase(), value.to_ascii_lowercase())
+    } else {
+        (pattern.to_string(), value.to_string())
+    };
+    match p.split_once('*') {
+        None => p == v,
+        Some((head, tail)) => {
+            v.len() >= head.len() + tail.len() && v.starts_with(head) && v.ends_with(tail)
+        }
+    }
+}
+
+/// The first rule that allows `origin` to use `method` with `headers`.
+pub fn matching<'a>(
+    rules: &'a [Rule],
+    origin: &str,
+    method: &str,
+    headers: &[&str],
+) -> Option<&'a Rule> {
+    rules.iter().find(|r| {
+        r.origins.iter().any(|o| wildcard(o, origin, false))
+            && r.methods.iter().any(|m| m == method)
+            && headers
+                .iter()
+                .all(|h| r.headers.iter().any(|p| wildcard(p, h, true)))
+    })
+}
+
+/// The `Access-Control-*` headers a matching rule gives a response.
+fn allow(rule: &Rule, origin: &str, out: &mut HeaderMap, preflight_headers: Option<&str>) {
+    let any = rule.origins.iter().any(|o| o == "*");
+    let mut put = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            out.insert(name, v);
+        }
+    };
+    put(
+        "access-control-allow-origin",
+        if any { "*" } else { origin },
+    );
+    if !any {
+        put("access-control-allow-credentials", "true");
+    }
+    put("access-control-allow-methods", &rule.methods.join(", "));
+    if let Some(h) = preflight_headers.filter(|h| !h.is_empty()) {
+        put("access-control-allow-headers", h);
+    }
+    if !rule.expose.is_empty() {
+        put("access-control-expose-headers", &rule.expose.join(", "));
+    }
+    if let Some(age) = rule.max_age {
+        put("access-control-max-age", &age.to_string());
+    }
+    put(
+        "vary",
+        "Origin, Access-Control-Request-Headers, Access-Control-Request-Method",
+    );
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The headers a preflight asks to send (`Access-Control-Request-Headers`).
+fn requested_headers(h: &HeaderMap) -> (Option<&str>, Vec<&str>) {
+    let raw = header(h, "access-control-request-headers");
+    let list = raw
+        .map(|r| {
+            r.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    (raw, list)
+}
+
+/// The CORS side of the S3 listener: preflights, and headers for the other responses.
+pub struct Cors {
+    settings: Arc<BucketSettings>,
+    domain: Option<SingleDomain>,
+}
+
+/// What a response to a cross-origin request needs: the bucket, the origin, the method.
+pub struct CrossOrigin {
+    bucket: String,
+    origin: String,
+    method: String,
+}
+
+fn error_response(status: StatusCode, code: &str, message: &str) -> http::Response<s3s::Body> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut resp = http::Response::new(s3s::Body::from(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    resp
+}
+
+impl Cors {
+    pub fn new(gw: &Gateway, domain: Option<SingleDomain>) -> Self {
+        Self {
+            settings: gw.settings.clone(),
+            domain,
+        }
+    }
+
+    fn bucket<B>(&self, req: &http::Request<B>) -> Option<String> {
+        match crate::route::s3_path(req.uri(), req.headers(), self.domain.as_ref()) {
+            Ok(p) => p.get_bucket_name().map(str::to_string),
+            Err(_) => None,
+        }
+    }
+
+    async fn rules(&self, bucket: &str) -> Option<Vec<Rule>> {
+        match self.settings.get(bucket).await {
+            Ok(s) => s.cors.clone(),
+            Err(e) => {
+                tracing::warn!(bucket, error = %e, "bucket settings unavailable for CORS");
+                None
+            }
+        }
+    }
+
+    /// The answer to a preflight (`OPTIONS`) request; `None` for any other request.
+    pub async fn preflight<B>(&self, req: &http::Request<B>) -> Option<http::Response<s3s::Body>> {
+        if req.method() != Method::OPTIONS {
+            return None;
+        }
+        let h = req.headers();
+        let (Some(origin), Some(method)) = (
+            header(h, "origin"),
+            header(h, "access-control-request-method"),
+        ) else {
+            return Some(error_response(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "Insufficient information. Origin request header needed.",
+            ));
+        };
+        let Some(bucket) = self.bucket(req) else {
+            return Some(error_response(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "A CORS preflight names a bucket.",
+            ));
+        };
+        let (raw, asked) = requested_headers(h);
+        let Some(rules) = self.rules(&bucket).await else {
+            return Some(error_response(
+                StatusCode::FORBIDDEN,
+                "AccessForbidden",
+                "CORSResponse: CORS is not enabled for this bucket.",
+            ));
+        };
+        match matching(&rules, origin, method, &asked) {
+            Some(rule) => {
+                let mut resp = http::Response::new(s3s::Body::empty());
+                allow(rule, origin, resp.headers_mut(), raw);
+                Some(resp)
+            }
+            None => Some(error_response(
+                StatusCode::FORBIDDEN,
+                "AccessForbidden",
+                "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.",
+            )),
+        }
+    }
+
+    /// For a request with an `Origin`: what [`Cors::decorate`] needs once it is answered.
+    pub fn cross_origin<B>(&self, req: &http::Request<B>) -> Option<CrossOrigin> {
+        let h = req.headers();
+        let origin = header(h, "origin")?.to_string();
+        let method = header(h, "access-control-request-method")
+            .map(str::to_string)
+            .unwrap_or_else(|| req.method().as_str().to_string());
+        Some(CrossOrigin {
+            bucket: self.bucket(req)?,
+            origin,
+            method,
+        })
+    }
+
+    /// Adds the `Access-Control-*` headers of the bucket's matching rule, if any, to a
+    /// response (errors too, so a browser can read them).
+    pub async fn decorate(&self, x: CrossOrigin, headers: &mut HeaderMap) {
+        if let Some(rules) = self.rules(&x.bucket).await {
+            if let Some(rule) = matching(&rules, &x.origin, &x.method, &[]) {
+                allow(rule, &x.origin, headers, None);
+            }
+        }
+    }
+}
+
+pub async fn put_bucket_cors(
+    gw: &Gateway,
+    req: S3Request<PutBucketCorsInput>,
+) -> S3Result<S3Response<PutBucketCorsOutput>> {
+    let input = req.input;
+    bucket_exists(gw, &input.bucket).await?;
+    let rules = rules_from(input.cors_configuration)?;
+    let value = serde_json::to_vec(&rules).expect("CORS rules serialize");
+    gw.settings
+        .put(&input.bucket, Setting::Cors, Some(value))
+        .await
+        .map_err(settings_error)?;
+    Ok(S3Response::new(PutBucketCorsOutput::default()))
+}
+
+pub async fn get_bucket_cors(
+    gw: &Gateway,
+    req: S3Request<GetBucketCorsInput>,
+) -> S3Result<S3Response<GetBucketCorsOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    let s = gw
+        .settings
+        .get(&req.input.bucket)
+        .await
+        .map_err(settings_error)?;
+    let Some(rules) = &s.cors else {
+        return Err(s3_error!(
+            NoSuchCORSConfiguration,
+            "The CORS configuration does not exist"
+        ));
+    };
+    let cors_rules = rules
+        .iter()
+        .map(|r| CORSRule {
+            id: r.id.clone(),
+            allowed_origins: r.origins.clone(),
+            allowed_methods: r.methods.clone(),
+            allowed_headers: (!r.headers.is_empty()).then(|| r.headers.clone()),
+            expose_headers: (!r.expose.is_empty()).then(|| r.expose.clone()),
+            max_age_seconds: r.max_age,
+        })
+        .collect();
+    Ok(S3Response::new(GetBucketCorsOutput {
+        cors_rules: Some(cors_rules),
+    }))
+}
+
+pub async fn delete_bucket_cors(
+    gw: &Gateway,
+    req: S3Request<DeleteBucketCorsInput>,
+) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    gw.settings
+        .put(&req.input.bucket, Setting::Cors, None)
+        .await
+        .map_err(settings_error)?;
+    Ok(S3Response::new(DeleteBucketCorsOutput::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(origins: &[&str], methods: &[&str], headers: &[&str]) -> Rule {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        Rule {
+            origins: v(origins),
+            methods: v(methods),
+            headers: v(headers),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn origins_match_with_one_wildcard_methods_exactly_headers_without_case() {
+        let rules = [
+            rule(&["*suffix"], &["GET"], &[]),
+            rule(&["start*end"], &["GET"], &[]),
+            rule(&["prefix*"], &["GET"], &["x-amz-*"]),
+            rule(&["*.put"], &["PUT"], &[]),
+        ];
+        let m = |o: &str, meth: &str| matching(&rules, o, meth, &[]).is_some();
+        assert!(m("foo.suffix", "GET"));
+        assert!(!m("foo.suffix.get", "GET"));
+        assert!(m("startend", "GET") && m("start12end", "GET"));
+        assert!(!m("0start12end", "GET"));
+        assert!(m("prefix", "GET") && !m("bla.prefix", "GET"));
+        assert!(!m("foo.put", "GET") && m("foo.put", "PUT"));
+        assert!(!m("foo.suffix", "PUT"));
+        assert!(matching(&rules, "prefix.x", "GET", &["X-Amz-Meta-A"]).is_some());
+        assert!(matching(&rules, "foo.suffix", "GET", &["x-amz-meta-a"]).is_none());
+        // "*" alone matches every origin; the overlapping "st*ts" needs four characters.
+        assert!(wildcard("*", "anything", false));
+        assert!(!wildcard("st*ts", "sts", false));
+    }
+
+    #[test]
+    fn configurations_s3_refuses_are_refused() {
+        let cfg = |methods: Vec<String>, origins: Vec<String>| CORSConfiguration {
+            cors_rules: vec![CORSRule {
+                allowed_methods: methods,
+                allowed_origins: origins,
+                ..Default::default()
+            }],
+        };
+        assert!(rules_from(cfg(vec!["GET".into()], vec!["*".into()])).is_ok());
+        assert!(rules_from(cfg(vec!["PATCH".into()], vec!["*".into()])).is_err());
+        assert!(rules_from(cfg(vec!["GET".into()], vec!["*a*".into()])).is_err());
+        assert!(rules_from(CORSConfiguration { cors_rules: vec![] }).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! What metadata requests answer.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// The successful outcome of a [`MetaRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaResponse {
+    Done,
+    Attr(Attr),
+    Object(Box<ObjectView>),
+    Entries(Vec<Entry>),
+    Attrs(Vec<Attr>),
+    /// A yes/no answer.
+    Flag(bool),
+    Uploads(Vec<UploadInfo>),
+    Upload(Box<UploadInfo>),
+    Gc(Vec<(Vec<u8>, u128)>),
+    ChunkIds(Vec<u128>),
+    Dentry(Dentry),
+    Usage(DirUsage),
+    Counters(GroupCounters),
+    /// Directory ids.
+    Dirs(Vec<InodeId>),
+    /// Inodes a migration moved away from this group.
+    Moved(u64),
+    /// A group's inode count and most frequent file names.
+    NameStats {
+        inodes: u64,
+        top: Vec<(String, u64)>,
+    },
+    /// The exception table a group routes by.
+    Exceptions(saker_namespace::ExceptionTable),
+    /// A directory frozen for the rmdir protocol, and its parent's id.
+    Frozen {
+        parent: InodeId,
+        attr: Attr,
+    },
+    /// A deferred write's answer as evaluated (`resp`), not yet durable: `Committed { ticket }`
+    /// at `group` waits until it is.
+    Deferred {
+        resp: Box<MetaResponse>,
+        group: u32,
+        ticket: u64,
+    },
+    /// One replica's raft state.
+    Replica(ReplicaStatus),
+    /// Coordinator records: key and value.
+    Records(Vec<(String, Vec<u8>)>),
+    /// Bytes of backup `id` (`size` bytes in all) from the offset asked for.
+    BackupPiece {
+        id: u64,
+        size: u64,
+        data: Vec<u8>,
+    },
+}
+
+/// One replica of a group, as its raft instance sees itself (`saker admin status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaStatus {
+    /// This replica's raft node id.
+    pub node_id: u64,
+    /// `leader`, `follower`, `candidate` or `learner`.
+    pub state: String,
+    /// Whether it serves requests now (the caught-up leader).
+    pub serving: bool,
+    pub term: u64,
+    /// The leader it knows of (raft node id).
+    pub leader: Option<u64>,
+    /// Last index in its log, last applied, last in its snapshot.
+    pub last_log: u64,
+    pub applied: u64,
+    pub snapshot: u64,
+    /// The group's voters and learners: raft node id and RPC address.
+    pub voters: Vec<(u64, String)>,
+    pub learners: Vec<(u64, String)>,
+    /// On the leader: per replica (raft node id), the last log index it is known to hold.
+    pub matched: Vec<(u64, u64)>,
+}
