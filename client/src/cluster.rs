@@ -151,6 +151,24 @@ impl Cluster {
         }
     }
 
+    /// A new tag for [`Cluster::call_tagged`].
+    pub fn new_tag(&self) -> ClientTag {
+        self.next_tag()
+    }
+
+    /// Sends one request to the owner of `path` under a tag of the caller's: sent again with
+    /// the same tag, a write answers its first result (the MNodes' dedupe table) instead of
+    /// running twice.
+    pub async fn call_tagged(
+        &self,
+        path: &[String],
+        tag: ClientTag,
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
+        MNODE_REQUESTS_PER_OP.observe(1.0);
+        self.send_tagged(self.owner(path), tag, req).await
+    }
+
     /// Sends one request to the owner of `path`.
     pub async fn call(&self, path: &[String], req: MetaRequest) -> Result<MetaResponse, MetaError> {
         MNODE_REQUESTS_PER_OP.observe(1.0);
@@ -164,7 +182,15 @@ impl Cluster {
     /// One request to group `g`, then the exception table refreshed if its reply showed ours
     /// is stale.
     async fn send_to(&self, g: GroupId, req: MetaRequest) -> Result<MetaResponse, MetaError> {
-        let tag = self.next_tag();
+        self.send_tagged(g, self.next_tag(), req).await
+    }
+
+    async fn send_tagged(
+        &self,
+        g: GroupId,
+        tag: ClientTag,
+        req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
         let group = self.group(g)?;
         let span = tracing::debug_span!("client.meta", op = req.op_name(), group = g);
         let result = group.call(tag, req).instrument(span).await;

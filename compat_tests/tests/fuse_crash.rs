@@ -395,3 +395,48 @@ fn with_disk_durability_every_close_syncs_and_the_journal_never_needs_to() {
     assert!(metric(&m, "saker_chunkstore_volume_syncs_total") - volume_before >= 20.0);
     assert_eq!(metric(&m, "saker_mnode_journal_disk_syncs_total"), 0.0);
 }
+
+/// A create answered before its sync (threads creating in one directory) whose group's
+/// leader changed before its OPEN asked `Committed`: the ticket is gone with the old leader
+/// (the failpoint makes every ticket unknown), so the mount sends the create again under its
+/// tag and the MNode answers its first result. Every open(2) succeeds on the file it made.
+#[test]
+fn creates_whose_ticket_was_lost_are_sent_again_under_their_tag() {
+    let m = Mounted::start(Opts::default().env("SAKER_FAILPOINT", "lose_tickets"));
+    let dir = m.bucket("tickets");
+    const THREADS: usize = 8;
+    const FILES: usize = 60;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                for i in 0..FILES {
+                    let p = dir.join(format!("t{t}-{i}"));
+                    let mut f = OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                        .unwrap_or_else(|e| panic!("create {}: {e}", p.display()));
+                    f.write_all(format!("{t}/{i}").as_bytes()).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a creating thread failed");
+    }
+    for t in 0..THREADS {
+        for i in 0..FILES {
+            let got = std::fs::read_to_string(dir.join(format!("t{t}-{i}"))).unwrap();
+            assert_eq!(got, format!("{t}/{i}"));
+        }
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let text = rt.block_on(metrics_text(&m.srv.admin));
+    let resends: f64 = text
+        .lines()
+        .find(|l| l.starts_with("saker_fuse_create_resends_total "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(resends > 0.0, "no create was answered early and sent again");
+}

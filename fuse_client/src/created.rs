@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use saker_rpc::{Attr, MetaError};
+use saker_rpc::{Attr, ClientTag, MetaError, MetaRequest};
 use tokio::sync::OnceCell;
 
 /// What the thread behind a MKNOD is doing.
@@ -121,14 +121,26 @@ impl RecentCreates {
     }
 }
 
+/// A create answered before it was durable: where to ask for its outcome, and how to ask
+/// again should the group's leader have changed since (its tickets live in its memory).
+#[derive(Clone)]
+pub struct Ticket {
+    pub group: u32,
+    pub ticket: u64,
+    /// The create as sent, not deferred, and the tag it was sent under.
+    pub path: Vec<String>,
+    pub tag: ClientTag,
+    pub create: MetaRequest,
+}
+
 /// A file a MKNOD made (or found), until its creator's OPEN: a probed open(2)'s until that
 /// OPEN, an unprobed create's for [`FRESH_FOR`] at most.
 #[derive(Clone)]
 pub struct Created {
     /// The thread in open(2): its OPEN of this inode opens what it created, unchecked.
     pub tid: u32,
-    /// The create's (group, ticket) while it may not be durable yet.
-    pub ticket: Option<(u32, u64)>,
+    /// The create's ticket while it may not be durable yet.
+    pub ticket: Option<Ticket>,
     /// The answer to `Committed { ticket }`, asked once whoever waits first.
     pub settled: Arc<OnceCell<Result<(), MetaError>>>,
     /// open(2) asked for O_TRUNC (applied if the file existed).
@@ -143,13 +155,7 @@ pub struct Created {
 }
 
 impl Created {
-    pub fn new(
-        tid: u32,
-        attr: Attr,
-        ticket: Option<(u32, u64)>,
-        trunc: bool,
-        existing: bool,
-    ) -> Self {
+    pub fn new(tid: u32, attr: Attr, ticket: Option<Ticket>, trunc: bool, existing: bool) -> Self {
         Self {
             tid,
             ticket,

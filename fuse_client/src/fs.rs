@@ -16,12 +16,13 @@ use saker_rpc::{
 };
 
 use crate::config::MountConfig;
-use crate::created::{syscall_of, Created, RecentCreates, Syscall};
+use crate::created::{syscall_of, Created, RecentCreates, Syscall, Ticket};
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
 use crate::inodes::{Inodes, MAX_PATH, ROOT};
 
 /// What `create_node` makes.
+#[derive(Clone)]
 pub enum NewNode {
     /// A regular file (an existing one is answered as is unless `exclusive`).
     File { exclusive: bool },
@@ -843,14 +844,32 @@ impl SakerFs {
     /// Waits until a create answered before its sync is durable (`Committed`), once for all
     /// who wait on the same record.
     fn settle(&self, made: &Created) -> Result<()> {
-        let Some((group, ticket)) = made.ticket else {
+        let Some(t) = &made.ticket else {
             return Ok(());
         };
         let outcome = self.block(made.settled.get_or_init(|| async move {
-            self.cluster
-                .call_group(group, MetaRequest::Committed { ticket })
-                .await
-                .map(|_| ())
+            let committed = MetaRequest::Committed { ticket: t.ticket };
+            match self.cluster.call_group(t.group, committed).await {
+                // The leader that answered the create lost its leadership (and its tickets,
+                // kept in memory) since: the create goes again under its tag, and the new
+                // leader answers its first result if it was committed, else makes it now.
+                Err(MetaError::Unavailable(_) | MetaError::NotLeader { .. }) => {
+                    crate::metrics::CREATE_RESENDS.inc();
+                    let again = self
+                        .cluster
+                        .call_tagged(&t.path, t.tag, t.create.clone())
+                        .await?;
+                    match again {
+                        MetaResponse::Attr(a) if a.id == made.attr.id => Ok(()),
+                        // Not committed before the failover, and made anew since: the file
+                        // the kernel was given is not the one stored.
+                        other => Err(MetaError::Unavailable(format!(
+                            "a create was lost in a failover (made again as {other:?})"
+                        ))),
+                    }
+                }
+                r => r.map(|_| ()),
+            }
         }));
         Ok(outcome.clone()?)
     }
@@ -908,15 +927,26 @@ impl SakerFs {
         let defer = queued && matches!(probed, Some(Syscall::Open { .. }));
         // Always exclusive, so that a file found instead is known to be someone else's.
         let file = NewNode::File { exclusive: true };
-        let req = create_request(caller, &path, mode, file, defer);
-        let answer = self.block(self.call(&path, req));
-        let (attr, ticket) = match answer {
+        let req = create_request(caller, &path, mode, file.clone(), defer);
+        let tag = self.cluster.new_tag();
+        let answer = self.block(self.cluster.call_tagged(&path, tag, req));
+        let (attr, ticket) = match answer.map_err(FuseError::from) {
             Ok(MetaResponse::Deferred {
                 resp,
                 group,
                 ticket,
             }) => match *resp {
-                MetaResponse::Attr(a) => (a, Some((group, ticket))),
+                MetaResponse::Attr(a) => {
+                    let create = create_request(caller, &path, mode, file, false);
+                    let t = Ticket {
+                        group,
+                        ticket,
+                        path: path.clone(),
+                        tag,
+                        create,
+                    };
+                    (a, Some(t))
+                }
                 other => {
                     return Err(MetaError::Internal(format!("create answered {other:?}")).into())
                 }

@@ -4,7 +4,10 @@
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use prometheus::{register_histogram_vec, register_int_counter_vec, HistogramVec, IntCounterVec};
+use prometheus::{
+    register_histogram_vec, register_int_counter, register_int_counter_vec, HistogramVec,
+    IntCounter, IntCounterVec,
+};
 
 /// Latency of each kernel request by op (its count is the number of requests).
 pub static OPS: LazyLock<HistogramVec> = LazyLock::new(|| {
@@ -27,6 +30,15 @@ pub static ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "saker_fuse_errors_total",
         "FUSE requests answered with an error, by op and kind (expected: ENOENT, EEXIST, ...)",
         &["op", "kind"]
+    )
+    .expect("metric registers once")
+});
+
+/// Creates sent again after their `Committed` found no ticket (a failover of their group).
+pub static CREATE_RESENDS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register_int_counter!(
+        "saker_fuse_create_resends_total",
+        "Deferred creates sent again under their tag after their group's leader changed"
     )
     .expect("metric registers once")
 });
