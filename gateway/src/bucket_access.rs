@@ -17,7 +17,8 @@ pub async fn settings(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Buc
     gw.settings.get(bucket).await.map_err(unavailable)
 }
 
-async fn store(gw: &Gateway, bucket: &str, s: Setting, value: Option<Vec<u8>>) -> S3Result<()> {
+/// Stores one setting of a bucket (`None` removes it).
+pub async fn store(gw: &Gateway, bucket: &str, s: Setting, value: Option<Vec<u8>>) -> S3Result<()> {
     gw.settings.put(bucket, s, value).await.map_err(unavailable)
 }
 

@@ -14,7 +14,8 @@ use s3s::host::SingleDomain;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use serde::{Deserialize, Serialize};
 
-use crate::bucket::{bucket_exists, settings_error};
+use crate::bucket::bucket_exists;
+use crate::bucket_access::{settings, store};
 use crate::settings::{BucketSettings, Setting};
 use crate::Gateway;
 
@@ -288,10 +289,7 @@ pub async fn put_bucket_cors(
     bucket_exists(gw, &input.bucket).await?;
     let rules = rules_from(input.cors_configuration)?;
     let value = serde_json::to_vec(&rules).expect("CORS rules serialize");
-    gw.settings
-        .put(&input.bucket, Setting::Cors, Some(value))
-        .await
-        .map_err(settings_error)?;
+    store(gw, &input.bucket, Setting::Cors, Some(value)).await?;
     Ok(S3Response::new(PutBucketCorsOutput::default()))
 }
 
@@ -299,12 +297,7 @@ pub async fn get_bucket_cors(
     gw: &Gateway,
     req: S3Request<GetBucketCorsInput>,
 ) -> S3Result<S3Response<GetBucketCorsOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    let s = gw
-        .settings
-        .get(&req.input.bucket)
-        .await
-        .map_err(settings_error)?;
+    let s = settings(gw, &req.input.bucket).await?;
     let Some(rules) = &s.cors else {
         return Err(s3_error!(
             NoSuchCORSConfiguration,
@@ -332,10 +325,7 @@ pub async fn delete_bucket_cors(
     req: S3Request<DeleteBucketCorsInput>,
 ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
     bucket_exists(gw, &req.input.bucket).await?;
-    gw.settings
-        .put(&req.input.bucket, Setting::Cors, None)
-        .await
-        .map_err(settings_error)?;
+    store(gw, &req.input.bucket, Setting::Cors, None).await?;
     Ok(S3Response::new(DeleteBucketCorsOutput::default()))
 }
 

@@ -4,7 +4,8 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaRequest, Want};
 
-use crate::bucket::{bucket_exists, settings_error};
+use crate::bucket::bucket_exists;
+use crate::bucket_access::{settings, store};
 use crate::error;
 use crate::get::lookup_object;
 use crate::keys::write_key;
@@ -84,10 +85,7 @@ pub async fn put_bucket(
     }
     validate_tag_names(&tags)?;
     let value = serde_json::to_vec(&tags).expect("tags serialize");
-    gw.settings
-        .put(&input.bucket, Setting::Tagging, Some(value))
-        .await
-        .map_err(settings_error)?;
+    store(gw, &input.bucket, Setting::Tagging, Some(value)).await?;
     Ok(S3Response::new(PutBucketTaggingOutput::default()))
 }
 
@@ -95,12 +93,7 @@ pub async fn get_bucket(
     gw: &Gateway,
     req: S3Request<GetBucketTaggingInput>,
 ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    let s = gw
-        .settings
-        .get(&req.input.bucket)
-        .await
-        .map_err(settings_error)?;
+    let s = settings(gw, &req.input.bucket).await?;
     match &s.tags {
         Some(tags) => Ok(S3Response::new(GetBucketTaggingOutput {
             tag_set: tag_set(tags.clone()),
@@ -114,10 +107,7 @@ pub async fn delete_bucket(
     req: S3Request<DeleteBucketTaggingInput>,
 ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
     bucket_exists(gw, &req.input.bucket).await?;
-    gw.settings
-        .put(&req.input.bucket, Setting::Tagging, None)
-        .await
-        .map_err(settings_error)?;
+    store(gw, &req.input.bucket, Setting::Tagging, None).await?;
     Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
 }
 
