@@ -8,7 +8,7 @@ use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
     group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
-    MetaService, NewObject, ObjectView, RpcChannel, Want, WriteCond,
+    MetaService, NewObject, ObjectView, RpcChannel, Versioning, Want, WriteCond,
 };
 
 use tracing::Instrument;
@@ -298,13 +298,15 @@ impl Cluster {
     }
 
     /// Stores a file (or, for `dir_marker`, a directory marker) at `path`; a file only if
-    /// `cond` holds of the object there (checked by the MNode in the batch that writes it).
+    /// `cond` holds of the object there (checked by the MNode in the batch that writes it),
+    /// keeping the file it replaces as a version as `versioning` says.
     pub async fn put_object(
         &self,
         path: &[String],
         obj: NewObject,
         dir_marker: bool,
         cond: Option<WriteCond>,
+        versioning: Versioning,
     ) -> Result<Attr, ClientError> {
         let (uid, gid) = (obj.uid, obj.gid);
         let resp = self
@@ -319,6 +321,7 @@ impl Cluster {
                         path: path.to_vec(),
                         obj: obj.clone(),
                         cond: cond.clone(),
+                        versioning,
                     }
                 }
             })
@@ -452,6 +455,7 @@ mod tests {
                 object(b"first"),
                 false,
                 None,
+                Default::default(),
             )
             .await
             .unwrap();
@@ -465,7 +469,13 @@ mod tests {
         assert_eq!(view.attr.id, attr.id);
 
         local
-            .put_object(&path(&["b", "x", "two"]), object(b"second!"), false, None)
+            .put_object(
+                &path(&["b", "x", "two"]),
+                object(b"second!"),
+                false,
+                None,
+                Default::default(),
+            )
             .await
             .unwrap();
         let view = remote

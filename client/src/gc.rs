@@ -66,21 +66,23 @@ pub async fn collect_garbage(
         // List candidates first: a chunk written after this point is newer than the cut-off.
         let cutoff = SystemTime::now() - grace;
         let candidates = cluster.chunks.list_older_than(cutoff).await?;
-        if candidates.is_empty() {
-            return Ok(report);
-        }
-        let referenced = referenced_chunks(cluster).await?;
-        for id in candidates {
-            if !referenced.contains(&id.0) {
-                cluster.chunks.delete(id).await?;
-                report.leaked += 1;
+        if !candidates.is_empty() {
+            let referenced = referenced_chunks(cluster).await?;
+            for id in candidates {
+                if !referenced.contains(&id.0) {
+                    cluster.chunks.delete(id).await?;
+                    report.leaked += 1;
+                }
             }
+        }
+        if let Ok(t) = cutoff.duration_since(SystemTime::UNIX_EPOCH) {
+            crate::metrics::SCRUB_CUTOFF.set(t.as_secs_f64());
         }
     }
     Ok(report)
 }
 
-/// Every chunk id some inode, part or GC entry of any group references.
+/// Every chunk id some inode, part, noncurrent version or GC entry of any group references.
 async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientError> {
     let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
     let mut referenced = HashSet::new();

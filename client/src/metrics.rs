@@ -2,7 +2,9 @@
 
 use std::sync::LazyLock;
 
-use prometheus::{register_histogram, register_int_counter, Histogram, IntCounter};
+use prometheus::{
+    register_gauge, register_histogram, register_int_counter, Gauge, Histogram, IntCounter,
+};
 
 /// MNode requests one library operation sent: 1 for a lookup or a write whose parents exist,
 /// more when implicit parents had to be created first.
@@ -20,6 +22,16 @@ pub static ROUTING_REFRESHES: LazyLock<IntCounter> = LazyLock::new(|| {
     register_int_counter!(
         "saker_client_routing_refreshes_total",
         "Exception tables a client fetched after a reply showed its own was stale"
+    )
+    .expect("metric registers once")
+});
+
+/// The cut-off of the last finished leak scrub (Unix seconds): every chunk written before it
+/// was checked against the records that reference chunks.
+pub static SCRUB_CUTOFF: LazyLock<Gauge> = LazyLock::new(|| {
+    register_gauge!(
+        "saker_gc_scrub_cutoff_seconds",
+        "Chunks written before this time (Unix seconds) were checked by the last leak scrub"
     )
     .expect("metric registers once")
 });

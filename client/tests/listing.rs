@@ -72,7 +72,7 @@ async fn put(cluster: &Cluster, key: &str, etag: &str) -> Result<(), ClientError
         ..Default::default()
     };
     cluster
-        .put_object(&path, obj, dir_marker, None)
+        .put_object(&path, obj, dir_marker, None, Default::default())
         .await
         .map(|_| ())
 }
@@ -86,6 +86,8 @@ async fn delete(cluster: &Cluster, key: &str) {
                 path: path.clone(),
                 dir_marker,
                 cond: None,
+                version_id: Default::default(),
+                versioning: Default::default(),
             },
         )
         .await

@@ -46,7 +46,7 @@ async fn lib_put(cluster: &Cluster, bucket: &str, key: &str, data: &[u8], meta: 
         ..Default::default()
     };
     let attr = cluster
-        .put_object(&path(bucket, key), obj, false, None)
+        .put_object(&path(bucket, key), obj, false, None, Default::default())
         .await
         .unwrap_or_else(|e| panic!("library put {key}: {e}"));
     assert_eq!(attr.size, data.len() as u64);
@@ -165,6 +165,8 @@ async fn rpc_library_writes_are_read_through_s3() {
                 path: path(&bucket, "dir/sub/small.txt"),
                 dir_marker: false,
                 cond: None,
+                version_id: Default::default(),
+                versioning: Default::default(),
             },
         )
         .await

@@ -844,3 +844,39 @@ async fn object_acl_headers_are_checked_and_objects_stay_private() {
         vec!["a".to_string(), "b".to_string(), "p".to_string()]
     );
 }
+
+/// As S3 does: a requester refused a GET or HEAD learns that a key is missing (404) only if
+/// it may list the bucket; otherwise every refused read is 403, so keys cannot be probed.
+#[tokio::test]
+async fn only_a_requester_who_may_list_learns_that_a_key_is_missing() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "probe").await;
+    put(&root, &b, "there", b"x").await;
+    let url = |k: &str| format!("{}/{b}/{k}", srv.endpoint);
+    let (status, _) = anonymous(reqwest::Method::GET, &url("missing")).await;
+    assert_eq!(
+        status, 403,
+        "without s3:ListBucket a missing key is not told apart"
+    );
+    let policy = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*",
+          "Action":"s3:ListBucket","Resource":"arn:aws:s3:::{b}"}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(&policy)
+        .send()
+        .await
+        .expect("put bucket policy");
+    let (status, text) = anonymous(reqwest::Method::GET, &url("missing")).await;
+    assert_eq!((status, text.contains("NoSuchKey")), (404, true), "{text}");
+    let (status, _) = anonymous(reqwest::Method::HEAD, &url("missing")).await;
+    assert_eq!(status, 404);
+    let (status, text) = anonymous(reqwest::Method::GET, &url("there")).await;
+    assert_eq!(
+        (status, text.contains("AccessDenied")),
+        (403, true),
+        "{text}"
+    );
+}

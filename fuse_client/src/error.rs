@@ -70,9 +70,11 @@ impl FuseError {
 
 fn meta_errno(e: &MetaError) -> Errno {
     match e {
-        MetaError::NotFound | MetaError::NoSuchBucket | MetaError::MissingParent { .. } => {
-            Errno::ENOENT
-        }
+        MetaError::NotFound
+        | MetaError::NoSuchBucket
+        | MetaError::MissingParent { .. }
+        | MetaError::NoSuchVersion
+        | MetaError::DeleteMarker(_) => Errno::ENOENT,
         // A file that changed under a conditional write (not sent by the mount).
         MetaError::Exists | MetaError::PreconditionFailed => Errno::EEXIST,
         MetaError::NotDir | MetaError::Conflict { .. } => Errno::ENOTDIR,

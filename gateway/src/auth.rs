@@ -206,6 +206,31 @@ impl Access {
         evaluate(&req, &sources)
     }
 
+    /// Whether no object is stored under `key` of `bucket` (what cannot be looked up counts
+    /// as present: the request is then refused as any other).
+    async fn missing(&self, bucket: &str, key: &str) -> bool {
+        let Ok(kp) = crate::keys::map_key(bucket, key) else {
+            return true;
+        };
+        match self
+            .gw
+            .cluster
+            .lookup(&kp.path, saker_rpc::Want::ATTR)
+            .await
+        {
+            Ok(v) => {
+                let object = if kp.dir_marker {
+                    v.attr.is_dir() && !v.attr.implicit
+                } else {
+                    v.attr.kind == saker_rpc::FileKind::File
+                };
+                !object
+            }
+            Err(saker_rpc::MetaError::NotFound | saker_rpc::MetaError::NotDir) => true,
+            Err(_) => false,
+        }
+    }
+
     /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous
     /// request to a bucket that does not exist.
     async fn refuse(&self, who: &Requester, bucket: Option<&str>) -> S3Result<()> {
@@ -269,6 +294,15 @@ impl Access {
             };
             let d = Self::decide(&who, check.action, resource, settings.as_deref(), context);
             if !d.is_allowed() {
+                if let (Some(b), Some(k), "GetObject" | "HeadObject") = (bucket, object, op) {
+                    // S3 tells a requester who may list the bucket that a key is missing.
+                    let list = Resource::Bucket(b.to_string());
+                    let may_list =
+                        Self::decide(&who, "s3:ListBucket", list, settings.as_deref(), context);
+                    if may_list.is_allowed() && self.missing(b, k).await {
+                        return Err(s3_error!(NoSuchKey, "The specified key does not exist."));
+                    }
+                }
                 return self.refuse(&who, bucket).await;
             }
         }

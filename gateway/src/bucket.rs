@@ -83,6 +83,10 @@ pub async fn delete_bucket(
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
     let name = req.input.bucket;
     let path = vec![name.clone()];
+    // Versions of its keys (noncurrent ones, delete markers) keep a bucket from being empty.
+    if crate::versions::any(gw, &name).await? {
+        return Err(S3Error::new(S3ErrorCode::BucketNotEmpty));
+    }
     gw.cluster
         .call(&path, MetaRequest::DeleteBucket { name: name.clone() })
         .await
@@ -242,13 +246,4 @@ async fn set_bucket_acl(
         .put(bucket, crate::settings::Setting::Acl, value)
         .await
         .map_err(settings_error)
-}
-
-pub async fn get_bucket_versioning(
-    gw: &Gateway,
-    req: S3Request<GetBucketVersioningInput>,
-) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    // Versioning has never been enabled on any saker bucket.
-    Ok(S3Response::new(GetBucketVersioningOutput::default()))
 }

@@ -11,7 +11,7 @@ use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Want};
 use crate::body::discard;
 use crate::checksum::Algorithm;
 use crate::error;
-use crate::get::{check_read_conditions, lookup_object};
+use crate::get::check_read_conditions;
 use crate::keys::{timestamp, write_key};
 use crate::put::{identity, object_meta, parse_tagging_header, Headers};
 use crate::Gateway;
@@ -30,12 +30,16 @@ pub async fn source(
     cond: SourceConditions<'_>,
     want: Want,
 ) -> S3Result<(String, String, ObjectView)> {
-    let (bucket, key) = match src {
+    let (bucket, key, version) = match src {
         CopySource::Bucket {
             bucket,
             key,
-            version_id: _,
-        } => (bucket.to_string(), key.to_string()),
+            version_id,
+        } => (
+            bucket.to_string(),
+            key.to_string(),
+            version_id.as_deref().map(str::to_string),
+        ),
         _ => {
             return Err(s3_error!(
                 NotImplemented,
@@ -43,7 +47,7 @@ pub async fn source(
             ))
         }
     };
-    let view = lookup_object(gw, &bucket, &key, want).await?;
+    let view = crate::versions::lookup(gw, &bucket, &key, version.as_deref(), want).await?;
     check_read_conditions(
         &view.attr.etag,
         view.attr.s3_mtime_ns,
@@ -203,9 +207,14 @@ pub async fn copy_object(
         uid,
         gid,
     };
+    let versioning = if dst.dir_marker {
+        saker_rpc::Versioning::Off
+    } else {
+        crate::versions::of_bucket(gw, &input.bucket).await?
+    };
     let attr = match gw
         .cluster
-        .put_object(&dst.path, obj, dst.dir_marker, dst_cond)
+        .put_object(&dst.path, obj, dst.dir_marker, dst_cond, versioning)
         .await
     {
         Ok(a) => a,
@@ -217,12 +226,15 @@ pub async fn copy_object(
             return Err(error::client(e));
         }
     };
+    let src_versioning = crate::versions::of_bucket(gw, &src_bucket).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(etag)),
             last_modified: Some(timestamp(attr.s3_mtime_ns)),
             ..Default::default()
         }),
+        copy_source_version_id: crate::versions::shown(&view, src_versioning),
+        version_id: crate::versions::written(versioning, attr.id),
         ..Default::default()
     }))
 }

@@ -1,20 +1,31 @@
 //! DeleteObject and DeleteObjects. Deleting a key that does not exist (or cannot exist) is a
-//! success; empty implicit parents are reaped by the MNode.
+//! success; empty implicit parents are reaped by the MNode. In a bucket that keeps versions,
+//! a delete without a version id writes a delete marker, one with a version id deletes that
+//! version for good.
 
 use s3s::dto::*;
+use s3s::s3_error;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{EtagCond, MetaRequest, WriteCond};
+use saker_rpc::{EtagCond, MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
 
 use crate::error;
 use crate::keys::map_key;
 use crate::Gateway;
+
+/// What a delete did, for its answer: the version removed or the delete marker written.
+#[derive(Default)]
+struct Deleted {
+    version_id: Option<String>,
+    delete_marker: bool,
+}
 
 async fn delete_one(
     gw: &Gateway,
     bucket: &str,
     key: &str,
     cond: Option<WriteCond>,
-) -> S3Result<()> {
+    version_id: Option<String>,
+) -> S3Result<Deleted> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
         Err(saker_namespace::KeyError::Bucket(_)) => {
@@ -23,28 +34,46 @@ async fn delete_one(
         Err(_) => {
             // No such key can exist; still tell a missing bucket apart.
             crate::bucket::bucket_exists(gw, bucket).await?;
-            return Ok(());
+            return Ok(Deleted::default());
         }
     };
+    if let Some(v) = version_id.as_deref() {
+        if v != NULL_VERSION && saker_rpc::version_inode(v).is_none() {
+            return Err(s3_error!(InvalidArgument, "Invalid version id specified"));
+        }
+    }
+    let versioning = crate::versions::of_bucket(gw, bucket).await?;
     let req = MetaRequest::DeleteObject {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
         cond,
+        versioning,
+        version_id,
     };
-    gw.cluster
-        .call(&kp.path, req)
-        .await
-        .map(|_| ())
-        .map_err(error::meta)
+    match gw.cluster.call(&kp.path, req).await.map_err(error::meta)? {
+        MetaResponse::Deleted {
+            version_id,
+            delete_marker,
+        } => Ok(Deleted {
+            version_id: Some(version_id),
+            delete_marker,
+        }),
+        _ => Ok(Deleted::default()),
+    }
 }
 
 pub async fn delete_object(
     gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    let cond = crate::get::write_cond(req.input.if_match.as_ref(), None);
-    delete_one(gw, &req.input.bucket, &req.input.key, cond).await?;
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    let i = req.input;
+    let cond = crate::get::write_cond(i.if_match.as_ref(), None);
+    let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id).await?;
+    Ok(S3Response::new(DeleteObjectOutput {
+        delete_marker: d.delete_marker.then_some(true),
+        version_id: d.version_id,
+        ..Default::default()
+    }))
 }
 
 pub async fn delete_objects(
@@ -76,15 +105,23 @@ pub async fn delete_objects(
                 if_match: Some(EtagCond::Is(e.value().trim_matches('"').to_string())),
                 if_none_match: None,
             });
-            delete_one(gw, &input.bucket, &obj.key, cond).await
+            delete_one(gw, &input.bucket, &obj.key, cond, obj.version_id.clone()).await
         };
         match deleted_one {
-            Ok(()) => {
+            Ok(d) => {
                 if !quiet {
+                    // A marker written answers its own version id; a version deleted, the
+                    // one asked for.
+                    let (version_id, marker_id) = match (d.delete_marker, obj.version_id) {
+                        (true, None) => (None, d.version_id),
+                        (true, asked) => (asked.clone(), asked),
+                        (false, asked) => (asked, None),
+                    };
                     deleted.push(DeletedObject {
                         key: Some(obj.key),
-                        version_id: obj.version_id,
-                        ..Default::default()
+                        version_id,
+                        delete_marker: d.delete_marker.then_some(true),
+                        delete_marker_version_id: marker_id,
                     });
                 }
             }

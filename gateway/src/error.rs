@@ -32,6 +32,22 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::MetadataTooLarge => S3Error::new(S3ErrorCode::MetadataTooLarge),
         MetaError::NoAttr => S3Error::new(S3ErrorCode::NoSuchKey),
         MetaError::PreconditionFailed => S3Error::new(S3ErrorCode::PreconditionFailed),
+        MetaError::NoSuchVersion => S3Error::new(S3ErrorCode::NoSuchVersion),
+        MetaError::DeleteMarker(version_id) => {
+            // By version id: 405, with the headers that say what it is.
+            let mut e = with_status(
+                S3ErrorCode::MethodNotAllowed,
+                "The specified method is not allowed against this resource.".into(),
+                http::StatusCode::METHOD_NOT_ALLOWED,
+            );
+            let mut headers = http::HeaderMap::new();
+            headers.insert("x-amz-delete-marker", http::HeaderValue::from_static("true"));
+            if let Ok(v) = http::HeaderValue::from_str(&version_id) {
+                headers.insert("x-amz-version-id", v);
+            }
+            e.set_headers(headers);
+            e
+        }
         MetaError::NotPermitted | MetaError::AccessDenied => {
             S3Error::new(S3ErrorCode::AccessDenied)
         }

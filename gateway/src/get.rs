@@ -340,7 +340,10 @@ pub async fn get_object(
         tags: true,
         link: false,
     };
-    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
+    let versioning = crate::versions::of_bucket(gw, &i.bucket).await?;
+    let view =
+        crate::versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
+    let version_id = crate::versions::shown(&view, versioning);
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -363,6 +366,7 @@ pub async fn get_object(
         object_output!(GetObjectOutput, &view.attr, served, {
             body: Some(StreamingBlob::wrap(body)),
             tag_count,
+            version_id,
         }),
     ))
 }
@@ -378,7 +382,10 @@ pub async fn head_object(
         tags: true,
         link: false,
     };
-    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
+    let versioning = crate::versions::of_bucket(gw, &i.bucket).await?;
+    let view =
+        crate::versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
+    let version_id = crate::versions::shown(&view, versioning);
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -389,7 +396,9 @@ pub async fn head_object(
         i.part_number,
         i.checksum_mode.as_ref(),
     )?;
-    let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {}));
+    let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {
+        version_id,
+    }));
     // HeadObjectOutput has no tag count, but S3 sends it on HEAD as on GET.
     if let Some(t) = view.tags.as_ref().filter(|t| !t.is_empty()) {
         resp.headers

@@ -28,6 +28,7 @@ mod route;
 mod service;
 pub mod settings;
 mod tagging;
+mod versions;
 mod write_headers;
 
 use std::sync::Arc;

@@ -18,7 +18,7 @@ pub fn owner(gw: &Gateway) -> Owner {
     }
 }
 
-fn url_encoding(e: Option<&EncodingType>) -> S3Result<bool> {
+pub(crate) fn url_encoding(e: Option<&EncodingType>) -> S3Result<bool> {
     match e {
         None => Ok(false),
         Some(e) if e.as_str().eq_ignore_ascii_case("url") => Ok(true),
@@ -30,7 +30,7 @@ fn url_encoding(e: Option<&EncodingType>) -> S3Result<bool> {
 }
 
 /// Percent-encodes like S3's `encoding-type=url` (keeps unreserved characters and '/').
-fn enc(s: &str, on: bool) -> String {
+pub(crate) fn enc(s: &str, on: bool) -> String {
     const SET: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
         .remove(b'-')
         .remove(b'_')
@@ -44,7 +44,7 @@ fn enc(s: &str, on: bool) -> String {
     }
 }
 
-fn max_keys(m: Option<i32>) -> S3Result<usize> {
+pub(crate) fn max_keys(m: Option<i32>) -> S3Result<usize> {
     match m {
         None => Ok(1000),
         Some(n) if n < 0 => Err(s3_error!(InvalidArgument, "max-keys must be non-negative")),
@@ -52,14 +52,14 @@ fn max_keys(m: Option<i32>) -> S3Result<usize> {
     }
 }
 
-struct Page {
-    contents: Vec<(String, Attr)>,
-    prefixes: Vec<String>,
-    truncated: bool,
-    last: Option<String>,
+pub(crate) struct Page {
+    pub contents: Vec<(String, Attr)>,
+    pub prefixes: Vec<String>,
+    pub truncated: bool,
+    pub last: Option<String>,
 }
 
-async fn page(
+pub(crate) async fn page(
     gw: &Gateway,
     bucket: &str,
     prefix: &str,
@@ -125,7 +125,7 @@ async fn listing(
 }
 
 /// The delimiter as echoed in a response (an empty one is not echoed).
-fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
+pub(crate) fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
     d.filter(|d| !d.is_empty()).map(|d| enc(&d, url))
 }
 
@@ -152,7 +152,7 @@ fn objects(
         .collect()
 }
 
-fn prefixes(p: Vec<String>, url: bool) -> Vec<CommonPrefix> {
+pub(crate) fn prefixes(p: Vec<String>, url: bool) -> Vec<CommonPrefix> {
     p.into_iter()
         .map(|p| CommonPrefix {
             prefix: Some(enc(&p, url)),
@@ -245,70 +245,5 @@ pub async fn list_objects(
         delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,
         request_charged: None,
-    }))
-}
-
-/// ListObjectVersions of an unversioned bucket: every object is its only ("null") version.
-pub async fn list_object_versions(
-    gw: &Gateway,
-    req: S3Request<ListObjectVersionsInput>,
-) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-    let input = req.input;
-    let after = input.key_marker.clone().unwrap_or_default();
-    let Listing {
-        url,
-        max,
-        prefix,
-        page: p,
-    } = listing(
-        gw,
-        &input.bucket,
-        input.encoding_type.as_ref(),
-        input.max_keys,
-        input.prefix.as_deref(),
-        input.delimiter.as_deref(),
-        &after,
-    )
-    .await?;
-    let owner = owner(gw);
-    let versions = p
-        .contents
-        .into_iter()
-        .map(|(key, a)| ObjectVersion {
-            key: Some(enc(&key, url)),
-            version_id: Some("null".into()),
-            is_latest: Some(true),
-            e_tag: Some(ETag::Strong(a.etag.clone())),
-            last_modified: Some(timestamp(a.s3_mtime_ns)),
-            size: Some(a.size as i64),
-            storage_class: Some(ObjectVersionStorageClass::from_static(
-                ObjectVersionStorageClass::STANDARD,
-            )),
-            owner: Some(owner.clone()),
-            ..Default::default()
-        })
-        .collect();
-    Ok(S3Response::new(ListObjectVersionsOutput {
-        name: Some(input.bucket),
-        prefix: Some(prefix),
-        key_marker: input.key_marker,
-        version_id_marker: input.version_id_marker,
-        max_keys: Some(max as i32),
-        is_truncated: Some(p.truncated),
-        next_key_marker: if p.truncated {
-            p.last.map(|l| enc(&l, url))
-        } else {
-            None
-        },
-        next_version_id_marker: if p.truncated {
-            Some("null".into())
-        } else {
-            None
-        },
-        versions: Some(versions),
-        common_prefixes: Some(prefixes(p.prefixes, url)),
-        delimiter: echo_delimiter(input.delimiter.clone(), url),
-        encoding_type: input.encoding_type,
-        ..Default::default()
     }))
 }

@@ -484,6 +484,7 @@ pub async fn complete(
         }
     };
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
     let declared = Checksums {
         crc32: input.checksum_crc32.clone(),
         crc32c: input.checksum_crc32c.clone(),
@@ -509,12 +510,18 @@ pub async fn complete(
         checksums: sums.clone(),
         min_part_size: MIN_PART_SIZE,
         cond: cond.clone(),
+        versioning,
     };
-    gw.cluster
+    let done = gw
+        .cluster
         .call_creating_parents(&kp.path, uid, gid, make)
         .await
         .map_err(error::client)?;
-    Ok(S3Response::new(output(&sums, ctype)))
+    let mut out = output(&sums, ctype);
+    if let saker_rpc::MetaResponse::Attr(a) = done {
+        out.version_id = crate::versions::written(versioning, a.id);
+    }
+    Ok(S3Response::new(out))
 }
 
 pub async fn abort(

@@ -3,7 +3,7 @@
 use s3s::dto::{ChecksumType, ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_client::ClientError;
-use saker_rpc::{MetaError, NewObject, ObjectMeta};
+use saker_rpc::{MetaError, NewObject, ObjectMeta, Versioning};
 
 use crate::body::{discard, ingest};
 use crate::error;
@@ -110,6 +110,11 @@ pub async fn put_object(
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
+    let versioning = if kp.dir_marker {
+        Versioning::Off
+    } else {
+        crate::versions::of_bucket(gw, &input.bucket).await?
+    };
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(
@@ -149,17 +154,21 @@ pub async fn put_object(
         uid,
         gid,
     };
-    if let Err(e) = gw
+    let attr = match gw
         .cluster
-        .put_object(&kp.path, obj, kp.dir_marker, cond)
+        .put_object(&kp.path, obj, kp.dir_marker, cond, versioning)
         .await
     {
-        // A write whose condition failed had its chunks queued for collection by the MNode.
-        if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
-            discard(&gw.cluster, &got.written).await;
+        Ok(attr) => attr,
+        Err(e) => {
+            // A write whose condition failed had its chunks queued for collection by the
+            // MNode.
+            if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
+                discard(&gw.cluster, &got.written).await;
+            }
+            return Err(error::client(e));
         }
-        return Err(error::client(e));
-    }
+    };
     let s = got.sums;
     let checksum_type =
         (!s.is_empty()).then(|| ChecksumType::from_static(ChecksumType::FULL_OBJECT));
@@ -171,6 +180,7 @@ pub async fn put_object(
         checksum_crc64nvme: s.crc64nvme,
         checksum_sha1: s.sha1,
         checksum_sha256: s.sha256,
+        version_id: crate::versions::written(versioning, attr.id),
         ..Default::default()
     }))
 }

@@ -8,7 +8,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 use crate::metrics::timed;
 use crate::{
     attributes, bucket, bucket_access, copy, cors, delete, get, list, lock, multipart, put,
-    tagging, Gateway,
+    tagging, versions, Gateway,
 };
 
 const REQUEST_ID: &str = "x-amz-request-id";
@@ -280,7 +280,11 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        run("ListObjectVersions", list::list_object_versions(self, req)).await
+        run(
+            "ListObjectVersions",
+            versions::list_object_versions(self, req),
+        )
+        .await
     }
     async fn get_bucket_acl(
         &self,
@@ -312,7 +316,17 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
         run(
             "GetBucketVersioning",
-            bucket::get_bucket_versioning(self, req),
+            versions::get_bucket_versioning(self, req),
+        )
+        .await
+    }
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        run(
+            "PutBucketVersioning",
+            versions::put_bucket_versioning(self, req),
         )
         .await
     }

@@ -1,5 +1,5 @@
 //! Per-bucket settings: the bucket policy, the bucket ACL, Object Ownership, the Public Access
-//! Block, the bucket's tags and its CORS rules.
+//! Block, the bucket's tags, its CORS rules and whether it keeps object versions.
 //!
 //! Each is one record of the coordinator's replicated state (group 1's state machine),
 //! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
@@ -32,16 +32,18 @@ pub enum Setting {
     PublicAccessBlock,
     Tagging,
     Cors,
+    Versioning,
 }
 
 impl Setting {
-    const ALL: [Setting; 6] = [
+    const ALL: [Setting; 7] = [
         Setting::Policy,
         Setting::Acl,
         Setting::Ownership,
         Setting::PublicAccessBlock,
         Setting::Tagging,
         Setting::Cors,
+        Setting::Versioning,
     ];
 
     fn name(self) -> &'static str {
@@ -52,6 +54,7 @@ impl Setting {
             Setting::PublicAccessBlock => "public-access-block",
             Setting::Tagging => "tagging",
             Setting::Cors => "cors",
+            Setting::Versioning => "versioning",
         }
     }
 
@@ -73,6 +76,8 @@ pub struct Bucket {
     pub tags: Option<Vec<(String, String)>>,
     /// CORS rules (PutBucketCors).
     pub cors: Option<Vec<crate::cors::Rule>>,
+    /// Whether the bucket keeps versions (`Off` until PutBucketVersioning).
+    pub versioning: saker_rpc::Versioning,
 }
 
 impl Bucket {
@@ -95,6 +100,13 @@ impl Bucket {
             Setting::Cors => {
                 self.cors = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
             }
+            Setting::Versioning => {
+                self.versioning = match text {
+                    "Enabled" => saker_rpc::Versioning::Enabled,
+                    "Suspended" => saker_rpc::Versioning::Suspended,
+                    other => return Err(format!("versioning status {other:?}")),
+                }
+            }
         }
         Ok(())
     }
@@ -107,6 +119,7 @@ impl Bucket {
             Setting::PublicAccessBlock => self.public_access_block = None,
             Setting::Tagging => self.tags = None,
             Setting::Cors => self.cors = None,
+            Setting::Versioning => self.versioning = saker_rpc::Versioning::Off,
         }
     }
 
@@ -117,6 +130,7 @@ impl Bucket {
             && self.public_access_block.is_none()
             && self.tags.is_none()
             && self.cors.is_none()
+            && self.versioning == saker_rpc::Versioning::Off
     }
 }
 

@@ -25,6 +25,7 @@
 //! | `a` | source group (4)                       | last change-log seq applied from it |
 //! | `e` |                                        | exception table installed here |
 //! | `o` | record key (UTF-8)                     | coordinator record (group 1 only) |
+//! | `w` | bucket + 0 + key + 0 + !inode id (8)   | a version of an object ([`crate::ops::versions`]) |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -55,9 +56,11 @@ pub const APPLIED: u8 = b'a';
 pub const EXCEPTIONS: u8 = b'e';
 /// The coordinator's replicated records ([`crate::coord_records`]), in group 1.
 pub const COORD: u8 = b'o';
+/// Object versions of buckets that keep them, by bucket and key, newest first.
+pub const VERSIONS: u8 = b'w';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 16] = [
+pub const SM_TABLES: [u8; 17] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -74,6 +77,7 @@ pub const SM_TABLES: [u8; 16] = [
     APPLIED,
     EXCEPTIONS,
     COORD,
+    VERSIONS,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -178,6 +182,40 @@ impl Keys {
         let mut k = self.parts_of(upload_id);
         k.extend_from_slice(&part_number.to_be_bytes());
         k
+    }
+
+    /// Prefix of the versions of `bucket`'s keys (add the key prefix for a range).
+    pub fn versions_of(&self, bucket: &str) -> Vec<u8> {
+        let mut k = self.table(VERSIONS);
+        k.extend_from_slice(bucket.as_bytes());
+        k.push(0);
+        k
+    }
+
+    /// Prefix of the versions of one key.
+    pub fn versions_of_key(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let mut k = self.versions_of(bucket);
+        k.extend_from_slice(key.as_bytes());
+        k.push(0);
+        k
+    }
+
+    /// The version of `key` written as inode `id` (newer ids sort first).
+    pub fn version(&self, bucket: &str, key: &str, id: InodeId) -> Vec<u8> {
+        let mut k = self.versions_of_key(bucket, key);
+        k.extend_from_slice(&(!id).to_be_bytes());
+        k
+    }
+
+    /// `(key, inode id)` of a version record's key, given its bucket's prefix length.
+    pub fn version_parts(key: &[u8], bucket_prefix: usize) -> Option<(String, InodeId)> {
+        let rest = key.get(bucket_prefix..)?;
+        let (name, id) = rest.split_at(rest.len().checked_sub(9)?);
+        if id[0] != 0 {
+            return None;
+        }
+        let id = u64::from_be_bytes(id[1..].try_into().ok()?);
+        Some((String::from_utf8(name.to_vec()).ok()?, !id))
     }
 
     pub fn dedupe(&self, client: u128, seq: u64) -> Vec<u8> {

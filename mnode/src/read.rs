@@ -3,11 +3,11 @@
 use bytes::Bytes;
 use saker_rpc::{
     access, Attr, Cred, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse,
-    ObjectMeta, ObjectView, UploadInfo, Want,
+    ObjectMeta, ObjectView, UploadInfo, VersionEntry, VersionKind, Want, NULL_VERSION,
 };
 
 use crate::keys::{Keys, PayloadKind};
-use crate::ops::upload_parts;
+use crate::ops::{upload_parts, versions};
 use crate::perm;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
@@ -51,6 +51,18 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             *limit,
         ),
         MetaRequest::GetUpload { path, upload_id } => get_upload(v, keys, path, upload_id),
+        MetaRequest::LookupVersion {
+            path,
+            version_id,
+            want,
+        } => lookup_version(v, r, path, version_id, *want),
+        MetaRequest::ScanVersions {
+            bucket,
+            prefix,
+            key_marker,
+            id_marker,
+            limit,
+        } => scan_versions(v, keys, bucket, prefix, key_marker, *id_marker, *limit),
         MetaRequest::GcDue { now_ns, limit } => gc_due(v, keys, *now_ns, *limit),
         MetaRequest::ChunkRefs => chunk_refs(v, keys),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(
@@ -103,6 +115,7 @@ fn lookup<V: View + ?Sized>(
         }
         return Ok(MetaResponse::Object(Box::new(ObjectView {
             attr,
+            version_id: None,
             meta: None,
             data: None,
             tags: None,
@@ -134,6 +147,25 @@ fn lookup<V: View + ?Sized>(
         }
         perm::check(&attr, cred, mask & 0o7)?;
     }
+    let version_id = match (want.meta, attr.kind) {
+        (true, saker_rpc::FileKind::File) if path.len() >= 2 => {
+            let (bucket, key) = versions::object_key(path);
+            let vid = versions::current_id(v, keys, bucket, &key, &attr)?;
+            (vid != NULL_VERSION).then_some(vid)
+        }
+        _ => None,
+    };
+    view(v, keys, attr, want, version_id)
+}
+
+/// An object's view: its attributes and the payloads `want` asks for.
+fn view<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    attr: Attr,
+    want: Want,
+    version_id: Option<String>,
+) -> OpResult {
     // A hard link's own entry has no payloads.
     let want = if attr.layout.shared_home().is_some() {
         Want::ATTR
@@ -166,10 +198,106 @@ fn lookup<V: View + ?Sized>(
     };
     Ok(MetaResponse::Object(Box::new(ObjectView {
         attr,
+        version_id,
         meta,
         data,
         tags,
     })))
+}
+
+/// One version of the object at `path` by version id: the current object if it is that
+/// version, else a noncurrent one.
+fn lookup_version<V: View + ?Sized>(
+    v: &V,
+    r: &Resolver<'_>,
+    path: &[String],
+    vid: &str,
+    want: Want,
+) -> OpResult {
+    let keys = r.keys;
+    if path.len() < 2 {
+        return Err(MetaError::Invalid("a version names an object".into()));
+    }
+    let (bucket, key) = versions::object_key(path);
+    if let Ok(chain) = resolve_parents(v, r, path) {
+        let pid = chain.last().expect("root").attr.id;
+        if let Child::Other(loc) = target(v, r, pid, path.last().expect("len"))? {
+            let current = versions::current_id(v, keys, bucket, &key, &loc.attr)?;
+            if loc.attr.kind == saker_rpc::FileKind::File && current == vid {
+                let own = (current != NULL_VERSION).then_some(current);
+                return view(v, keys, loc.attr, want, own);
+            }
+        }
+    }
+    let Some(found) = versions::find(v, keys, bucket, &key, vid)? else {
+        return Err(MetaError::NoSuchVersion);
+    };
+    match found.stored.kind {
+        VersionKind::Object(attr) => {
+            let own = (vid != NULL_VERSION).then(|| vid.to_string());
+            view(v, keys, *attr, want, own)
+        }
+        VersionKind::DeleteMarker => Err(MetaError::DeleteMarker(vid.to_string())),
+        VersionKind::Current => Err(MetaError::NoSuchVersion),
+    }
+}
+
+/// The versions of `bucket`'s keys under `prefix` after (`key_marker`, `id_marker`).
+fn scan_versions<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+    prefix: &str,
+    key_marker: &str,
+    id_marker: Option<InodeId>,
+    limit: u32,
+) -> OpResult {
+    let base = keys.versions_of(bucket);
+    let end = prefix_end(&base).expect("prefix end");
+    let mut from = base.clone();
+    match id_marker {
+        // Within the marker's key, the versions older than the marker.
+        Some(id) if key_marker >= prefix => {
+            from.extend_from_slice(key_marker.as_bytes());
+            from.push(0);
+            from.extend_from_slice(&(!id).to_be_bytes());
+            from.push(0);
+        }
+        _ if !key_marker.is_empty() && key_marker >= prefix => {
+            // After every version of the marker's key.
+            from.extend_from_slice(key_marker.as_bytes());
+            from.push(1);
+        }
+        _ => from.extend_from_slice(prefix.as_bytes()),
+    }
+    let mut out = Vec::new();
+    'outer: loop {
+        let batch = v.scan(&from, &end, 256).map_err(internal)?;
+        let Some((last, _)) = batch.last() else {
+            break;
+        };
+        from = last.clone();
+        from.push(0);
+        for (k, val) in &batch {
+            let (key, id) = Keys::version_parts(k, base.len())
+                .ok_or_else(|| MetaError::Internal("bad version key".into()))?;
+            if !key.starts_with(prefix) {
+                break 'outer;
+            }
+            let s: versions::Stored = decode(val).map_err(internal)?;
+            out.push(VersionEntry {
+                key,
+                id,
+                version_id: s.version_id,
+                kind: s.kind,
+                mtime_ns: s.mtime_ns,
+            });
+            if out.len() >= limit as usize {
+                break 'outer;
+            }
+        }
+    }
+    Ok(MetaResponse::Versions(out))
 }
 
 /// A directory entry this group owns, for another group's replica.
@@ -322,14 +450,21 @@ fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpRe
 
 fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
     let mut ids = Vec::new();
-    for tag in [crate::keys::INODE, crate::keys::SHARED, crate::keys::PART] {
+    use crate::keys::{INODE, PART, SHARED, VERSIONS};
+    for tag in [INODE, SHARED, PART, VERSIONS] {
         for_each_value(v, &keys.table(tag), &keys.table_end(tag), |val| {
-            let layout = if tag != crate::keys::PART {
-                decode::<Attr>(val).map_err(internal)?.layout
-            } else {
-                decode::<saker_rpc::PartRecord>(val)
-                    .map_err(internal)?
-                    .layout
+            let layout = match tag {
+                PART => {
+                    decode::<saker_rpc::PartRecord>(val)
+                        .map_err(internal)?
+                        .layout
+                }
+                // Noncurrent versions keep their chunks until they are deleted.
+                VERSIONS => match decode::<versions::Stored>(val).map_err(internal)?.kind {
+                    VersionKind::Object(attr) => attr.layout,
+                    VersionKind::Current | VersionKind::DeleteMarker => return Ok(true),
+                },
+                _ => decode::<Attr>(val).map_err(internal)?.layout,
             };
             ids.extend(layout.chunks().iter().map(|c| c.id));
             Ok(true)

@@ -135,6 +135,7 @@ impl Client {
             path: p(path),
             obj,
             cond: None,
+            versioning: Default::default(),
         })
         .await
     }
@@ -245,6 +246,8 @@ async fn implicit_parents_conflicts_and_reaping() {
         path: p("b/a/c/x"),
         dir_marker: false,
         cond: None,
+        version_id: Default::default(),
+        versioning: Default::default(),
     })
     .await
     .unwrap();
@@ -290,6 +293,8 @@ async fn dir_marker_demotes_when_not_empty() {
         path: p("b/d"),
         dir_marker: true,
         cond: None,
+        version_id: Default::default(),
+        versioning: Default::default(),
     })
     .await
     .unwrap();
@@ -303,6 +308,8 @@ async fn dir_marker_demotes_when_not_empty() {
         path: p("b/d/f"),
         dir_marker: false,
         cond: None,
+        version_id: Default::default(),
+        versioning: Default::default(),
     })
     .await
     .unwrap();
@@ -370,6 +377,7 @@ async fn concurrent_writes_batch_and_survive_restart() {
                         path: p(&format!("b/f{i:03}")),
                         obj,
                         cond: None,
+                        versioning: Default::default(),
                     },
                 )
                 .await
@@ -437,6 +445,7 @@ async fn later_batches_see_unapplied_writes_of_earlier_ones() {
             path: p(&format!("b/d{i}/f")),
             obj,
             cond: None,
+            versioning: Default::default(),
         });
     }
     let node = c.node.clone();
@@ -479,6 +488,7 @@ async fn the_dedupe_table_keeps_one_window_of_a_clients_sparse_seqs() {
             path: p(&format!("b/k{i}")),
             obj: inline_object(b"x"),
             cond: None,
+            versioning: Default::default(),
         };
         c.node.call(tag(1 + i * STRIDE), req).await.unwrap();
     }

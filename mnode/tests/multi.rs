@@ -117,6 +117,7 @@ impl Cluster {
                 path: p(path),
                 obj,
                 cond: None,
+                versioning: Default::default(),
             },
         )
         .await
@@ -327,6 +328,8 @@ async fn delete_bucket_sweeps_implicit_dirs_on_every_group() {
             path: path.clone(),
             dir_marker: false,
             cond: None,
+            version_id: Default::default(),
+            versioning: Default::default(),
         },
     )
     .await

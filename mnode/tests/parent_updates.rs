@@ -89,6 +89,7 @@ impl Groups {
                 path: p(path),
                 obj,
                 cond: None,
+                versioning: Default::default(),
             },
         )
         .await

@@ -121,6 +121,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
                 path,
                 obj: file(),
                 cond: None,
+                versioning: Default::default(),
             },
         )
         .await
@@ -171,6 +172,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
             path: inner.clone(),
             obj: file(),
             cond: None,
+            versioning: Default::default(),
         },
     )
     .await

@@ -78,4 +78,11 @@ pub enum MetaError {
     /// written.
     #[error("precondition failed")]
     PreconditionFailed,
+    /// No version of the key has this version id (S3 404 NoSuchVersion).
+    #[error("no such version")]
+    NoSuchVersion,
+    /// The version asked for (or, without a version id, the key's latest) is a delete
+    /// marker: S3 answers 405 for it by version id, 404 without.
+    #[error("a delete marker ({0})")]
+    DeleteMarker(String),
 }

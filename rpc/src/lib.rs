@@ -25,6 +25,7 @@ pub use meta::{
     MetaRequest, MetaResponse, NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus,
     SetTime, UploadInfo, Want, WriteCond, XattrMode, MAX_PAGE,
 };
+pub use meta::{version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION};
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{CoordinatorService, MetaService, RaftService};
 pub use transport::{

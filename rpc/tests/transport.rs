@@ -77,6 +77,7 @@ impl MetaService for FakeGroup {
                     meta: Some(obj.meta),
                     data: obj.inline,
                     tags: Some(obj.tags),
+                    version_id: Default::default(),
                 }))),
             },
             MetaRequest::DeleteBucket { name } => Err(MetaError::NotOwner {
@@ -251,6 +252,7 @@ fn put(path: &[&str], data: &'static [u8]) -> MetaRequest {
             ..Default::default()
         },
         cond: None,
+        versioning: Default::default(),
     }
 }
 

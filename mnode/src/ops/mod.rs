@@ -15,6 +15,7 @@ mod links;
 mod objects;
 mod renames;
 mod uploads;
+pub(crate) mod versions;
 
 use saker_namespace::GroupId;
 use saker_rpc::{DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject};
@@ -26,7 +27,7 @@ use attrs::{set_attr_request, set_user_meta};
 use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
 use files::{commit_file, create, unlink, NewFile};
 use links::{link_source, link_target, settle_link, shared_op};
-use objects::{delete_object, put_dir_marker, put_object, put_tags};
+use objects::{delete_object, delete_version, put_dir_marker, put_object, put_tags};
 use renames::{
     adopt_entry, drop_entry, rename, rename_dir_in, rename_dir_out, rename_in, rename_out,
 };
@@ -78,9 +79,12 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
 /// Evaluates one write op against `txn`. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
     match req {
-        MetaRequest::PutObject { path, obj, cond } => {
-            put_object(txn, ctx, path, obj, cond.as_ref())
-        }
+        MetaRequest::PutObject {
+            path,
+            obj,
+            cond,
+            versioning,
+        } => put_object(txn, ctx, path, obj, cond.as_ref(), *versioning),
         MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
         MetaRequest::MkdirImplicit { path, uid, gid } => {
             mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
@@ -207,9 +211,16 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         } => commit_file(txn, ctx, path, *id, *size, etag, layout, inline.as_ref()),
         MetaRequest::DeleteObject {
             path,
+            version_id: Some(vid),
+            ..
+        } => delete_version(txn, ctx, path, vid),
+        MetaRequest::DeleteObject {
+            path,
             dir_marker,
             cond,
-        } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref()),
+            versioning,
+            version_id: None,
+        } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref(), *versioning),
         MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
         set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
         MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
@@ -247,6 +258,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             checksums,
             min_part_size,
             cond,
+            versioning,
         } => complete_upload(
             txn,
             ctx,
@@ -257,6 +269,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             checksums,
             *min_part_size,
             cond.as_ref(),
+            *versioning,
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
         MetaRequest::GcDone { keys } => {

@@ -1,6 +1,9 @@
 //! S3 object ops: putting and deleting an object or a directory marker, and object tags.
 
-use saker_rpc::{check_cond, FileKind, MetaError, MetaResponse, NewObject, WriteCond};
+use saker_rpc::{
+    check_cond, Attr, FileKind, MetaError, MetaResponse, NewObject, VersionKind, Versioning,
+    WriteCond, NULL_VERSION,
+};
 
 use super::common::{
     check_path, delete_payloads, new_attr, put_attr, put_dir, release_chunks, touch_parent,
@@ -9,7 +12,7 @@ use super::common::{
 use super::dirs::reapable;
 use super::files::remove_file;
 use super::links::touch_shared;
-use super::{Ctx, OpResult};
+use super::{versions, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::records::encode;
 use crate::tree::{child, has_children, resolve_parents, target, Child, Located, Resolver, Retry};
@@ -21,6 +24,7 @@ pub(super) fn put_object(
     path: &[String],
     obj: &NewObject,
     cond: Option<&WriteCond>,
+    versioning: Versioning,
 ) -> OpResult {
     check_path(path, 2)?;
     let mut chain = match resolve_parents(txn, ctx.ns, path) {
@@ -54,22 +58,35 @@ pub(super) fn put_object(
                     path: path.join("/"),
                 });
             }
+            let key = loc.key.clone().expect("child has a key");
             if let Some(home) = loc.attr.layout.shared_home() {
                 // A hard link: the key gets a new object of its own (as a rename over it
                 // would); the file lives on under its other names.
                 touch_shared(txn, ctx, home, loc.attr.id, -1)?;
                 let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
-                (loc.key.expect("child has a key"), attr, false)
-            } else {
+                (key, attr, false)
+            } else if versioning == Versioning::Off {
                 release_chunks(txn, ctx, loc.attr.layout.chunks());
-                (loc.key.expect("child has a key"), loc.attr, false)
+                (key, loc.attr, false)
+            } else {
+                replace_version(txn, ctx, path, &loc.attr, versioning)?;
+                let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
+                (key, attr, false)
             }
         }
         Child::None => {
+            if versioning == Versioning::Suspended {
+                let (bucket, key) = versions::object_key(path);
+                versions::drop_null(txn, ctx, bucket, &key)?;
+            }
             let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
             (ctx.keys.inode(pid, name, false), attr, true)
         }
     };
+    if versioning == Versioning::Enabled {
+        let (bucket, key) = versions::object_key(path);
+        versions::mark_current(txn, ctx, bucket, &key, attr.id);
+    }
     attr.size = obj.size;
     attr.etag = obj.etag.clone();
     attr.layout = obj.layout.clone();
@@ -83,6 +100,29 @@ pub(super) fn put_object(
         touch_parent(txn, ctx, &mut chain, 1, 0);
     }
     Ok(MetaResponse::Attr(attr))
+}
+
+/// The current object `old` of the key at `path` is about to be replaced or deleted in a
+/// bucket that keeps versions: it stays as a noncurrent version, except a `null` one while
+/// versioning is suspended, which goes for good (as does a noncurrent `null` version).
+fn replace_version(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    old: &Attr,
+    versioning: Versioning,
+) -> Result<(), MetaError> {
+    let (bucket, key) = versions::object_key(path);
+    let null = versions::current_id(txn, ctx.keys, bucket, &key, old)? == NULL_VERSION;
+    if versioning == Versioning::Suspended {
+        versions::drop_null(txn, ctx, bucket, &key)?;
+        if null {
+            delete_payloads(txn, ctx.keys, old.id);
+            release_chunks(txn, ctx, old.layout.chunks());
+            return Ok(());
+        }
+    }
+    versions::archive(txn, ctx, bucket, &key, old)
 }
 
 /// The ETag of the object a key names now, for conditional writes (`None`: no object).
@@ -136,14 +176,21 @@ pub(super) fn delete_object(
     path: &[String],
     dir_marker: bool,
     cond: Option<&WriteCond>,
+    versioning: Versioning,
 ) -> OpResult {
     check_path(path, 2)?;
+    // Keys ending in '/' (directory markers) keep no versions.
+    let versioning = if dir_marker {
+        Versioning::Off
+    } else {
+        versioning
+    };
     let mut chain = match resolve_parents(txn, ctx.ns, path) {
         Ok(chain) => chain,
         Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
         Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => {
             check_cond(cond, None)?;
-            return Ok(MetaResponse::Done);
+            return delete_marker(txn, ctx, path, versioning);
         }
         Err(e) => return Err(e),
     };
@@ -157,6 +204,24 @@ pub(super) fn delete_object(
     };
     check_cond(cond, current)?;
     match (existing, dir_marker) {
+        (Child::Other(loc), false)
+            if loc.attr.kind == FileKind::File
+                && versioning != Versioning::Off
+                && loc.attr.layout.shared_home().is_none() =>
+        {
+            // The object stays as a noncurrent version (a `null` one goes while versioning
+            // is suspended); the key's versions keep its directories from being reaped.
+            let (bucket, key) = versions::object_key(path);
+            let null =
+                versions::current_id(txn, ctx.keys, bucket, &key, &loc.attr)? == NULL_VERSION;
+            if versioning == Versioning::Suspended && null {
+                remove_file(txn, ctx, &mut chain, loc)?;
+            } else {
+                versions::archive(txn, ctx, bucket, &key, &loc.attr)?;
+                txn.delete(loc.key.expect("child has a key"));
+                touch_parent(txn, ctx, &mut chain, -1, 0);
+            }
+        }
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
             remove_file(txn, ctx, &mut chain, loc)?;
             let parent = path[..path.len() - 1].to_vec();
@@ -179,7 +244,91 @@ pub(super) fn delete_object(
         }
         _ => {}
     }
-    Ok(MetaResponse::Done)
+    delete_marker(txn, ctx, path, versioning)
+}
+
+/// The end of a delete without a version id: in a bucket that keeps versions, a delete
+/// marker (the `null` one, replacing any other `null` version, while suspended).
+fn delete_marker(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    versioning: Versioning,
+) -> OpResult {
+    if versioning == Versioning::Off {
+        return Ok(MetaResponse::Done);
+    }
+    let (bucket, key) = versions::object_key(path);
+    if versioning == Versioning::Suspended {
+        versions::drop_null(txn, ctx, bucket, &key)?;
+    }
+    let own = versioning == Versioning::Enabled;
+    let version_id = versions::add_marker(txn, ctx, bucket, &key, own);
+    Ok(MetaResponse::Deleted {
+        version_id,
+        delete_marker: true,
+    })
+}
+
+/// DELETE with a version id: that version goes for good. If it was the current object (or
+/// the delete marker in its place), the newest remaining version becomes current if it is
+/// an object. A version id no version has deletes nothing.
+pub(super) fn delete_version(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    vid: &str,
+) -> OpResult {
+    check_path(path, 2)?;
+    let (bucket, key) = versions::object_key(path);
+    let mut chain = match resolve_parents(txn, ctx.ns, path) {
+        Ok(chain) => Some(chain),
+        Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
+        Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let done = |marker| {
+        Ok(MetaResponse::Deleted {
+            version_id: vid.to_string(),
+            delete_marker: marker,
+        })
+    };
+    let existing = match &chain {
+        Some(chain) => {
+            let pid = chain.last().expect("root").attr.id;
+            child(txn, ctx.keys, pid, path.last().expect("checked length"))?
+        }
+        None => Child::None,
+    };
+    if let (Child::Other(loc), Some(chain)) = (&existing, chain.as_mut()) {
+        if loc.attr.kind == FileKind::File
+            && versions::current_id(txn, ctx.keys, bucket, &key, &loc.attr)? == vid
+        {
+            txn.delete(ctx.keys.version(bucket, &key, loc.attr.id));
+            let key_record = loc.key.clone().expect("child has a key");
+            remove_file(txn, ctx, chain, loc.clone())?;
+            if let Some(attr) = versions::promote(txn, ctx, bucket, &key)? {
+                put_attr(txn, &key_record, &attr);
+                touch_parent(txn, ctx, chain, 1, 0);
+            }
+            return done(false);
+        }
+    }
+    let Some(found) = versions::find(txn, ctx.keys, bucket, &key, vid)? else {
+        return done(false);
+    };
+    let marker = matches!(found.stored.kind, VersionKind::DeleteMarker);
+    versions::remove(txn, ctx, bucket, &key, &found);
+    if let (Child::None, Some(chain), true) = (&existing, chain.as_mut(), found.newest) {
+        // The key had no current object: the next newest version may be one.
+        if let Some(attr) = versions::promote(txn, ctx, bucket, &key)? {
+            let pid = chain.last().expect("root").attr.id;
+            let name = path.last().expect("checked length");
+            put_attr(txn, &ctx.keys.inode(pid, name, false), &attr);
+            touch_parent(txn, ctx, chain, 1, 0);
+        }
+    }
+    done(marker)
 }
 
 /// Finds the file (or explicit directory marker) an S3 key names.

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use saker_rpc::{
     Checksums, Layout, MetaError, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord,
-    UploadInfo, WriteCond,
+    UploadInfo, Versioning, WriteCond,
 };
 
 use super::common::{check_path, release_chunks};
@@ -125,6 +125,7 @@ pub(super) fn complete_upload(
     checksums: &Checksums,
     min_part_size: u64,
     cond: Option<&WriteCond>,
+    versioning: Versioning,
 ) -> OpResult {
     check_path(path, 2)?;
     let (ukey, info) = load_upload(txn, ctx.keys, path, upload_id)?;
@@ -177,7 +178,7 @@ pub(super) fn complete_upload(
         uid: info.uid,
         gid: info.gid,
     };
-    let result = put_object(txn, ctx, path, &obj, cond)?;
+    let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {
         if !used.contains(&num) {
             release_chunks(txn, ctx, part.layout.chunks());

@@ -14,10 +14,14 @@ pub use saker_namespace::Dentry;
 mod cond;
 mod response;
 mod types;
+mod versions;
 
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
+pub use versions::{
+    version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION,
+};
 
 /// A metadata operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +47,24 @@ pub enum MetaRequest {
         key_marker: String,
         upload_id_marker: String,
         limit: u32,
+    },
+    /// Versions of the keys of `bucket` under `prefix` that this group holds, after
+    /// (`key_marker`, `id_marker`): by key, newest first within a key (ListObjectVersions).
+    /// The current object of a key is listed only if it is a version of its own (not the
+    /// `null` one): its attributes are those of the key's `Lookup`.
+    ScanVersions {
+        bucket: String,
+        prefix: String,
+        key_marker: String,
+        /// Within `key_marker`, only versions older than this inode id.
+        id_marker: Option<InodeId>,
+        limit: u32,
+    },
+    /// One version of the object at `path` (GET/HEAD with a version id).
+    LookupVersion {
+        path: Vec<String>,
+        version_id: String,
+        want: Want,
     },
     /// One upload with its parts.
     GetUpload {
@@ -169,6 +191,8 @@ pub enum MetaRequest {
         obj: NewObject,
         /// Applied only if this holds of the object at `path` (checked in the batch).
         cond: Option<WriteCond>,
+        /// How the bucket keeps versions: the object replaced stays as a version or goes.
+        versioning: Versioning,
     },
     /// Create the directory at `path`, or make an existing one explicit, with this marker.
     PutDirMarker {
@@ -262,6 +286,9 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
         cond: Option<WriteCond>,
+        versioning: Versioning,
+        /// Deletes this version for good (no delete marker); answers `Deleted`.
+        version_id: Option<String>,
     },
     /// POSIX unlink of a file. Answers the entry removed (a hard link's reference for a
     /// name of a file with others).
@@ -316,6 +343,7 @@ pub enum MetaRequest {
         checksums: Checksums,
         min_part_size: u64,
         cond: Option<WriteCond>,
+        versioning: Versioning,
     },
     AbortUpload {
         path: Vec<String>,
@@ -549,6 +577,8 @@ impl MetaRequest {
                 | MetaRequest::Access { .. }
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
+                | MetaRequest::ScanVersions { .. }
+                | MetaRequest::LookupVersion { .. }
                 | MetaRequest::GetUpload { .. }
                 | MetaRequest::Backup { .. }
                 | MetaRequest::GcDue { .. }
@@ -611,6 +641,7 @@ impl MetaRequest {
         let limit = match self {
             MetaRequest::Scan { limit, .. }
             | MetaRequest::ListUploads { limit, .. }
+            | MetaRequest::ScanVersions { limit, .. }
             | MetaRequest::GcDue { limit, .. } => *limit,
             _ => 0,
         };
@@ -658,6 +689,8 @@ impl MetaRequest {
                 | MetaRequest::Access { .. }
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
+                | MetaRequest::ScanVersions { .. }
+                | MetaRequest::LookupVersion { .. }
                 | MetaRequest::GetUpload { .. }
                 | MetaRequest::Counters
                 | MetaRequest::SyncToDisk
@@ -736,6 +769,7 @@ impl MetaRequest {
     pub fn path(&self) -> Option<&[String]> {
         match self {
             MetaRequest::Lookup { path, .. }
+            | MetaRequest::LookupVersion { path, .. }
             | MetaRequest::Access { path, .. }
             | MetaRequest::Create { path, .. }
             | MetaRequest::CommitFile { path, .. }
@@ -775,6 +809,7 @@ impl MetaRequest {
             }
             MetaRequest::Scan { .. }
             | MetaRequest::ListUploads { .. }
+            | MetaRequest::ScanVersions { .. }
             | MetaRequest::GcDue { .. }
             | MetaRequest::ChunkRefs
             | MetaRequest::LookupDentry { .. }
@@ -826,6 +861,8 @@ impl MetaRequest {
             MetaRequest::RenameOut { .. } => "rename_out",
             MetaRequest::Scan { .. } => "scan",
             MetaRequest::ListUploads { .. } => "list_uploads",
+            MetaRequest::ScanVersions { .. } => "scan_versions",
+            MetaRequest::LookupVersion { .. } => "lookup_version",
             MetaRequest::GetUpload { .. } => "get_upload",
             MetaRequest::GcDue { .. } => "gc_due",
             MetaRequest::ChunkRefs => "chunk_refs",

@@ -16,6 +16,13 @@ pub enum MetaResponse {
     Flag(bool),
     Uploads(Vec<UploadInfo>),
     Upload(Box<UploadInfo>),
+    Versions(Vec<VersionEntry>),
+    /// What a delete in a bucket that keeps versions did: the version it removed for good,
+    /// or the delete marker it wrote (`delete_marker`).
+    Deleted {
+        version_id: String,
+        delete_marker: bool,
+    },
     Gc(Vec<(Vec<u8>, u128)>),
     ChunkIds(Vec<u128>),
     Dentry(Dentry),

@@ -129,6 +129,9 @@ pub struct UploadInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectView {
     pub attr: Attr,
+    /// The version id of this object when it is a version of its own (not the `null` one;
+    /// filled with `meta`).
+    pub version_id: Option<String>,
     pub meta: Option<ObjectMeta>,
     pub data: Option<Bytes>,
     pub tags: Option<Vec<(String, String)>>,

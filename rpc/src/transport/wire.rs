@@ -151,6 +151,7 @@ mod tests {
                 ..Default::default()
             },
             cond: None,
+            versioning: Default::default(),
         });
         round_trip(MetaRequest::Lookup {
             path: vec!["b".into()],
@@ -162,6 +163,7 @@ mod tests {
                 meta: Some(ObjectMeta::default()),
                 data: Some(Bytes::from_static(b"hello")),
                 tags: None,
+                version_id: Default::default(),
             },
         ))));
         round_trip::<Result<MetaResponse, MetaError>>(Err(MetaError::MissingParent { depth: 2 }));

@@ -172,6 +172,7 @@ impl Bench {
                 path: file.clone(),
                 obj: empty_object(),
                 cond: None,
+                versioning: Default::default(),
             },
             "stat" => MetaRequest::Lookup {
                 path: file.clone(),
@@ -326,6 +327,7 @@ impl Bench {
                                 path: path.clone(),
                                 obj: empty_object(),
                                 cond: None,
+                                versioning: Default::default(),
                             };
                             me.cluster.call(&path, req).await?;
                         }
@@ -486,6 +488,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                         path: path.clone(),
                         obj,
                         cond: None,
+                        versioning: Default::default(),
                     },
                 )
                 .await?;

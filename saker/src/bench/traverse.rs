@@ -293,7 +293,9 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
                     ..Default::default()
                 };
                 // Parents are created on the way (implicit directories, as S3 PUTs do).
-                builder.put_object(&shape.file(i), obj, false, None).await?;
+                builder
+                    .put_object(&shape.file(i), obj, false, None, Default::default())
+                    .await?;
                 Ok(())
             }
         })

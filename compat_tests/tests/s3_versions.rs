@@ -1,0 +1,345 @@
+//! Bucket versioning: versions kept on every write, read and deleted by version id, delete
+//! markers, suspended buckets' `null` version, ListObjectVersions across pages and groups,
+//! and noncurrent versions' chunks kept through GC and scrub.
+
+mod common;
+
+use std::time::Duration;
+
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::Client;
+use common::*;
+
+async fn set_versioning(c: &Client, b: &str, status: BucketVersioningStatus) {
+    c.put_bucket_versioning()
+        .bucket(b)
+        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .expect("put bucket versioning");
+}
+
+async fn put_v(c: &Client, b: &str, k: &str, data: &[u8]) -> Option<String> {
+    c.put_object()
+        .bucket(b)
+        .key(k)
+        .body(body(data))
+        .send()
+        .await
+        .expect("put")
+        .version_id
+}
+
+async fn get_v(c: &Client, b: &str, k: &str, v: &str) -> Vec<u8> {
+    let r = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .version_id(v)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("get {k}?versionId={v}: {e:?}"));
+    assert_eq!(r.version_id(), Some(v));
+    r.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+/// Every version of the bucket as (key, version id, latest, delete marker), in listing
+/// order, walked `page` at a time.
+async fn all_versions(c: &Client, b: &str, page: i32) -> Vec<(String, String, bool, bool)> {
+    let mut out = Vec::new();
+    let (mut km, mut vm): (Option<String>, Option<String>) = (None, None);
+    loop {
+        let r = c
+            .list_object_versions()
+            .bucket(b)
+            .max_keys(page)
+            .set_key_marker(km.clone())
+            .set_version_id_marker(vm.clone())
+            .send()
+            .await
+            .expect("list object versions");
+        let mut lines: Vec<(String, String, bool, bool, i64)> = Vec::new();
+        for v in r.versions() {
+            let t = v.last_modified().unwrap().to_millis().unwrap();
+            lines.push((
+                v.key().unwrap().into(),
+                v.version_id().unwrap().into(),
+                v.is_latest().unwrap(),
+                false,
+                t,
+            ));
+        }
+        for m in r.delete_markers() {
+            let t = m.last_modified().unwrap().to_millis().unwrap();
+            lines.push((
+                m.key().unwrap().into(),
+                m.version_id().unwrap().into(),
+                m.is_latest().unwrap(),
+                true,
+                t,
+            ));
+        }
+        // S3 sends versions and markers in two lists: one order by key, newest first.
+        lines.sort_by(|a, b| a.0.cmp(&b.0).then(b.4.cmp(&a.4)));
+        assert!(lines.len() <= page as usize);
+        out.extend(lines.into_iter().map(|(k, v, l, m, _)| (k, v, l, m)));
+        if !r.is_truncated().unwrap_or(false) {
+            return out;
+        }
+        km = r.next_key_marker().map(str::to_string);
+        vm = r.next_version_id_marker().map(str::to_string);
+    }
+}
+
+#[tokio::test]
+async fn versions_are_kept_read_listed_and_deleted_by_id() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "versions").await;
+    let got = c.get_bucket_versioning().bucket(&b).send().await.unwrap();
+    assert_eq!(got.status(), None);
+    assert_eq!(
+        put_v(&c, &b, "k", b"one").await,
+        None,
+        "no version ids before"
+    );
+
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let got = c.get_bucket_versioning().bucket(&b).send().await.unwrap();
+    assert_eq!(got.status(), Some(&BucketVersioningStatus::Enabled));
+    let v2 = put_v(&c, &b, "k", b"two").await.expect("a version id");
+    let v3 = put_v(&c, &b, "k", b"three").await.expect("a version id");
+    assert!(v2 != v3 && v2 != "null");
+    let head = c.head_object().bucket(&b).key("k").send().await.unwrap();
+    assert_eq!(head.version_id(), Some(v3.as_str()));
+    assert_eq!(get_bytes(&c, &b, "k").await, b"three");
+    assert_eq!(get_v(&c, &b, "k", &v2).await, b"two");
+    assert_eq!(get_v(&c, &b, "k", "null").await, b"one");
+    let bad = c
+        .get_object()
+        .bucket(&b)
+        .key("k")
+        .version_id("00000000000000ff")
+        .send()
+        .await;
+    assert_fails(bad, 404, "NoSuchVersion");
+
+    let want = |v: &[(&str, bool, bool)]| -> Vec<(String, String, bool, bool)> {
+        v.iter()
+            .map(|(id, l, m)| ("k".to_string(), id.to_string(), *l, *m))
+            .collect()
+    };
+    assert_eq!(
+        all_versions(&c, &b, 1000).await,
+        want(&[
+            (&v3, true, false),
+            (&v2, false, false),
+            ("null", false, false)
+        ])
+    );
+
+    // A delete writes a marker; the object is gone, its versions are not.
+    let d = c.delete_object().bucket(&b).key("k").send().await.unwrap();
+    assert_eq!(d.delete_marker(), Some(true));
+    let marker = d.version_id().expect("the marker's version id").to_string();
+    assert_fails(
+        c.get_object().bucket(&b).key("k").send().await,
+        404,
+        "NoSuchKey",
+    );
+    let by_id = c
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&marker)
+        .send()
+        .await;
+    assert_status(by_id, 405);
+    assert_eq!(
+        all_versions(&c, &b, 2).await,
+        want(&[
+            (&marker, true, true),
+            (&v3, false, false),
+            (&v2, false, false),
+            ("null", false, false)
+        ])
+    );
+    let listed = c.list_objects_v2().bucket(&b).send().await.unwrap();
+    assert_eq!(listed.key_count(), Some(0), "a deleted key is not listed");
+    assert_fails(
+        c.delete_bucket().bucket(&b).send().await,
+        409,
+        "BucketNotEmpty",
+    );
+
+    // Deleting the marker brings the newest version back; deleting that, the next one.
+    let d = c
+        .delete_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&marker)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (d.delete_marker(), d.version_id()),
+        (Some(true), Some(marker.as_str()))
+    );
+    assert_eq!(get_bytes(&c, &b, "k").await, b"three");
+    c.delete_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&v3)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_bytes(&c, &b, "k").await, b"two");
+    let head = c.head_object().bucket(&b).key("k").send().await.unwrap();
+    assert_eq!(head.version_id(), Some(v2.as_str()));
+    for v in [v2.as_str(), "null"] {
+        c.delete_object()
+            .bucket(&b)
+            .key("k")
+            .version_id(v)
+            .send()
+            .await
+            .unwrap();
+    }
+    assert_eq!(all_versions(&c, &b, 1000).await, vec![]);
+    c.delete_bucket()
+        .bucket(&b)
+        .send()
+        .await
+        .expect("an empty bucket goes");
+}
+
+#[tokio::test]
+async fn a_suspended_bucket_replaces_its_null_version() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "suspended").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let v1 = put_v(&c, &b, "k", b"one").await.unwrap();
+    set_versioning(&c, &b, BucketVersioningStatus::Suspended).await;
+    assert_eq!(put_v(&c, &b, "k", b"two").await.as_deref(), Some("null"));
+    assert_eq!(put_v(&c, &b, "k", b"three").await.as_deref(), Some("null"));
+    assert_eq!(get_bytes(&c, &b, "k").await, b"three");
+    assert_eq!(get_v(&c, &b, "k", &v1).await, b"one");
+    let versions = all_versions(&c, &b, 1000).await;
+    let ids: Vec<&str> = versions.iter().map(|v| v.1.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["null", v1.as_str()],
+        "one null version, replaced in place"
+    );
+    // A delete writes the null delete marker in the null version's place.
+    let d = c.delete_object().bucket(&b).key("k").send().await.unwrap();
+    assert_eq!(
+        (d.delete_marker(), d.version_id()),
+        (Some(true), Some("null"))
+    );
+    let versions = all_versions(&c, &b, 1000).await;
+    assert_eq!(versions.len(), 2);
+    assert_eq!((versions[0].1.as_str(), versions[0].3), ("null", true));
+    assert_eq!(get_v(&c, &b, "k", &v1).await, b"one");
+}
+
+#[tokio::test]
+async fn version_listings_page_across_groups_in_s3_order() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "vlist").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let mut want = Vec::new();
+    for i in 0..12 {
+        let key = format!("d{}/k{i:02}", i % 3);
+        let mut ids = Vec::new();
+        for n in 0..3 {
+            ids.push(
+                put_v(&c, &b, &key, format!("{key}-{n}").as_bytes())
+                    .await
+                    .unwrap(),
+            );
+        }
+        if i % 4 == 0 {
+            let d = c.delete_object().bucket(&b).key(&key).send().await.unwrap();
+            ids.push(d.version_id().unwrap().to_string());
+        }
+        let n = ids.len();
+        for (j, id) in ids.into_iter().rev().enumerate() {
+            let marker = i % 4 == 0 && j == 0;
+            want.push((key.clone(), id, j == 0, marker));
+            let _ = n;
+        }
+    }
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    // Versions of one key keep their newest-first order through the stable sort.
+    for page in [1000, 7, 1] {
+        assert_eq!(all_versions(&c, &b, page).await, want, "pages of {page}");
+    }
+    // A delimiter rolls keys up into common prefixes.
+    let r = c
+        .list_object_versions()
+        .bucket(&b)
+        .delimiter("/")
+        .send()
+        .await
+        .unwrap();
+    let cps: Vec<&str> = r
+        .common_prefixes()
+        .iter()
+        .filter_map(|p| p.prefix())
+        .collect();
+    assert_eq!(cps, ["d0/", "d1/", "d2/"]);
+    assert!(r.versions().is_empty());
+}
+
+#[tokio::test]
+async fn noncurrent_versions_keep_their_chunks_through_gc_and_scrub() {
+    let srv = Server::start(Opts::fast_gc());
+    let c = srv.client();
+    let b = new_bucket(&c, "vchunks").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let one = random_bytes(100 * 1024);
+    let two = random_bytes(100 * 1024);
+    let v1 = put_v(&c, &b, "k", &one).await.unwrap();
+    put_v(&c, &b, "k", &two).await.unwrap();
+    let written = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert_eq!(srv.stored_chunks(), 2);
+    // A leak scrub that checked chunks written after both versions' finds both referenced.
+    let scrubbed = poll_until(Duration::from_secs(30), || {
+        let admin = srv.admin.clone();
+        async move {
+            let text = metrics_text(&admin).await;
+            text.lines()
+                .find(|l| l.starts_with("saker_gc_scrub_cutoff_seconds "))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|cutoff| cutoff > written)
+        }
+    })
+    .await;
+    assert!(scrubbed, "no leak scrub covered the versions' chunks");
+    assert_eq!(
+        srv.stored_chunks(),
+        2,
+        "a noncurrent version's chunk was collected"
+    );
+    assert!(get_v(&c, &b, "k", &v1).await == one);
+    // Deleting the version releases its chunk.
+    c.delete_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&v1)
+        .send()
+        .await
+        .unwrap();
+    let ok = poll_until(Duration::from_secs(15), || async {
+        srv.stored_chunks() == 1
+    })
+    .await;
+    assert!(ok, "{} chunks stored, want 1", srv.stored_chunks());
+    assert!(get_bytes(&c, &b, "k").await == two);
+}
