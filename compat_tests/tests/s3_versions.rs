@@ -343,3 +343,80 @@ async fn noncurrent_versions_keep_their_chunks_through_gc_and_scrub() {
     assert!(ok, "{} chunks stored, want 1", srv.stored_chunks());
     assert!(get_bytes(&c, &b, "k").await == two);
 }
+
+#[tokio::test]
+async fn a_key_whose_latest_version_is_a_marker_answers_404_saying_so() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "vmarker").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    put_v(&c, &b, "k", b"one").await.unwrap();
+    let marker = c.delete_object().bucket(&b).key("k").send().await.unwrap();
+    let marker = marker.version_id().unwrap().to_string();
+    let r = reqwest::Client::new()
+        .head(format!("{}/{b}/k", srv.endpoint))
+        .send()
+        .await
+        .unwrap();
+    // Unsigned: refused; the root key's HEAD below is what S3 answers with the headers.
+    assert_eq!(r.status(), 403);
+    let e = c
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    let raw = e.raw_response().expect("an HTTP answer");
+    assert_eq!(raw.status().as_u16(), 404);
+    assert_eq!(raw.headers().get("x-amz-delete-marker"), Some("true"));
+    assert_eq!(raw.headers().get("x-amz-version-id"), Some(marker.as_str()));
+    // A key with no versions at all is a plain 404.
+    let e = c
+        .head_object()
+        .bucket(&b)
+        .key("never")
+        .send()
+        .await
+        .unwrap_err();
+    let raw = e.raw_response().expect("an HTTP answer");
+    assert_eq!(raw.status().as_u16(), 404);
+    assert_eq!(raw.headers().get("x-amz-delete-marker"), None);
+}
+
+/// What a bucket-emptying tool does (list every version, delete each by its id) empties a
+/// bucket, directory markers (whose one version is `null`) included.
+#[tokio::test]
+async fn deleting_every_listed_version_empties_the_bucket() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "vempty").await;
+    put(&c, &b, "plain", b"p").await;
+    put(&c, &b, "dir/", b"").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    put_v(&c, &b, "dir/k", b"1").await;
+    put_v(&c, &b, "dir/k", b"2").await;
+    c.delete_object()
+        .bucket(&b)
+        .key("plain")
+        .send()
+        .await
+        .unwrap();
+    let listed = all_versions(&c, &b, 1000).await;
+    assert_eq!(listed.len(), 5, "{listed:?}");
+    for (key, vid, _, _) in &listed {
+        c.delete_object()
+            .bucket(&b)
+            .key(key)
+            .version_id(vid)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("delete {key}?versionId={vid}: {e:?}"));
+    }
+    assert_eq!(all_versions(&c, &b, 1000).await, vec![]);
+    c.delete_bucket()
+        .bucket(&b)
+        .send()
+        .await
+        .expect("the bucket is empty");
+}

@@ -54,7 +54,16 @@ pub async fn lookup(
     want: Want,
 ) -> S3Result<ObjectView> {
     let Some(vid) = version else {
-        return crate::get::lookup_object(gw, bucket, key, want).await;
+        let found = crate::get::lookup_object(gw, bucket, key, want).await;
+        return match found {
+            Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchKey => {
+                if of_bucket(gw, bucket).await? == Versioning::Off {
+                    return Err(e);
+                }
+                Err(latest_marker(gw, bucket, key).await.unwrap_or(e))
+            }
+            r => r,
+        };
     };
     let kp = map_key(bucket, key).map_err(|_| s3_error!(NoSuchKey))?;
     if kp.dir_marker {
@@ -75,6 +84,32 @@ pub async fn lookup(
         Err(MetaError::NoSuchVersion) => Err(no_such_version()),
         Err(e) => Err(error::meta(e)),
     }
+}
+
+/// For a key without a current object whose latest version is a delete marker: S3's 404
+/// that says so (`x-amz-delete-marker`, and the marker's version id).
+async fn latest_marker(gw: &Gateway, bucket: &str, key: &str) -> Option<s3s::S3Error> {
+    let kp = map_key(bucket, key).ok().filter(|kp| !kp.dir_marker)?;
+    // The key's versions are in the group that owns its name, first in its key range.
+    let r = scan_request(bucket, key, "", None, 1);
+    let Ok(MetaResponse::Versions(v)) = gw.cluster.call(&kp.path, r).await else {
+        return None;
+    };
+    let newest = v.into_iter().next().filter(|v| v.key == key)?;
+    if !matches!(newest.kind, VersionKind::DeleteMarker) {
+        return None;
+    }
+    let mut e = s3_error!(NoSuchKey, "The specified key does not exist.");
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "x-amz-delete-marker",
+        http::HeaderValue::from_static("true"),
+    );
+    if let Ok(v) = http::HeaderValue::from_str(&newest.version_id) {
+        headers.insert("x-amz-version-id", v);
+    }
+    e.set_headers(headers);
+    Some(e)
 }
 
 fn no_such_version() -> s3s::S3Error {

@@ -212,8 +212,9 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::DeleteObject {
             path,
             version_id: Some(vid),
+            dir_marker,
             ..
-        } => delete_version(txn, ctx, path, vid),
+        } => delete_version(txn, ctx, path, vid, *dir_marker),
         MetaRequest::DeleteObject {
             path,
             dir_marker,

@@ -278,20 +278,28 @@ pub(super) fn delete_version(
     ctx: &mut Ctx<'_>,
     path: &[String],
     vid: &str,
+    dir_marker: bool,
 ) -> OpResult {
     check_path(path, 2)?;
+    let deleted = |marker| {
+        Ok(MetaResponse::Deleted {
+            version_id: vid.to_string(),
+            delete_marker: marker,
+        })
+    };
+    if dir_marker {
+        // A directory marker keeps no versions: its only one is `null`.
+        if vid == NULL_VERSION {
+            delete_object(txn, ctx, path, true, None, Versioning::Off)?;
+        }
+        return deleted(false);
+    }
     let (bucket, key) = versions::object_key(path);
     let mut chain = match resolve_parents(txn, ctx.ns, path) {
         Ok(chain) => Some(chain),
         Err(MetaError::NoSuchBucket) => return Err(MetaError::NoSuchBucket),
         Err(MetaError::MissingParent { .. } | MetaError::Conflict { .. }) => None,
         Err(e) => return Err(e),
-    };
-    let done = |marker| {
-        Ok(MetaResponse::Deleted {
-            version_id: vid.to_string(),
-            delete_marker: marker,
-        })
     };
     let existing = match &chain {
         Some(chain) => {
@@ -311,11 +319,11 @@ pub(super) fn delete_version(
                 put_attr(txn, &key_record, &attr);
                 touch_parent(txn, ctx, chain, 1, 0);
             }
-            return done(false);
+            return deleted(false);
         }
     }
     let Some(found) = versions::find(txn, ctx.keys, bucket, &key, vid)? else {
-        return done(false);
+        return deleted(false);
     };
     let marker = matches!(found.stored.kind, VersionKind::DeleteMarker);
     versions::remove(txn, ctx, bucket, &key, &found);
@@ -328,7 +336,7 @@ pub(super) fn delete_version(
             touch_parent(txn, ctx, chain, 1, 0);
         }
     }
-    done(marker)
+    deleted(marker)
 }
 
 /// Finds the file (or explicit directory marker) an S3 key names.
