@@ -20,19 +20,23 @@ use crate::keys::{map_key, timestamp};
 use crate::settings::Setting;
 use crate::Gateway;
 
-/// Whether `bucket` keeps versions, from this gateway's copy of its settings.
+/// Whether `bucket` keeps versions, from this gateway's copy of its settings (no request to
+/// a metadata node: this is on every write's and read's path; a bucket that does not exist
+/// keeps none, and the operation answers NoSuchBucket as before).
 pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Versioning> {
-    Ok(settings(gw, bucket).await?.versioning)
+    let s = gw
+        .settings
+        .get(bucket)
+        .await
+        .map_err(crate::bucket::settings_error)?;
+    Ok(s.versioning)
 }
 
-/// The version id a write answers with: its own while the bucket keeps versions, `null`
-/// while suspended, none for a bucket that never kept them.
+/// The version id a write answers with: its own while the bucket keeps versions; none
+/// otherwise (a write while versioning is suspended makes the `null` version, which S3 does
+/// not name in the answer).
 pub fn written(versioning: Versioning, id: saker_rpc::InodeId) -> Option<String> {
-    match versioning {
-        Versioning::Off => None,
-        Versioning::Enabled => Some(version_id(id)),
-        Versioning::Suspended => Some(NULL_VERSION.into()),
-    }
+    (versioning == Versioning::Enabled).then(|| version_id(id))
 }
 
 /// The version id a read shows for `view` (`null` for an object of a bucket that keeps
@@ -120,7 +124,7 @@ pub async fn get_bucket_versioning(
     gw: &Gateway,
     req: S3Request<GetBucketVersioningInput>,
 ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-    let status = match of_bucket(gw, &req.input.bucket).await? {
+    let status = match settings(gw, &req.input.bucket).await?.versioning {
         Versioning::Off => None,
         Versioning::Enabled => Some(BucketVersioningStatus::from_static(
             BucketVersioningStatus::ENABLED,
