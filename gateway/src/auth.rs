@@ -206,29 +206,11 @@ impl Access {
         evaluate(&req, &sources)
     }
 
-    /// Whether no object is stored under `key` of `bucket` (what cannot be looked up counts
-    /// as present: the request is then refused as any other).
+    /// Whether no object is stored under `key` of `bucket`, as a GET would find (what
+    /// cannot be looked up counts as present: the request is then refused as any other).
     async fn missing(&self, bucket: &str, key: &str) -> bool {
-        let Ok(kp) = crate::keys::map_key(bucket, key) else {
-            return true;
-        };
-        match self
-            .gw
-            .cluster
-            .lookup(&kp.path, saker_rpc::Want::ATTR)
-            .await
-        {
-            Ok(v) => {
-                let object = if kp.dir_marker {
-                    v.attr.is_dir() && !v.attr.implicit
-                } else {
-                    v.attr.kind == saker_rpc::FileKind::File
-                };
-                !object
-            }
-            Err(saker_rpc::MetaError::NotFound | saker_rpc::MetaError::NotDir) => true,
-            Err(_) => false,
-        }
+        let found = crate::get::lookup_object(&self.gw, bucket, key, saker_rpc::Want::ATTR).await;
+        matches!(found, Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey)
     }
 
     /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous

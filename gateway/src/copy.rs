@@ -207,11 +207,7 @@ pub async fn copy_object(
         uid,
         gid,
     };
-    let versioning = if dst.dir_marker {
-        saker_rpc::Versioning::Off
-    } else {
-        crate::versions::of_bucket(gw, &input.bucket).await?
-    };
+    let versioning = crate::versions::of_key(gw, &dst).await?;
     let attr = match gw
         .cluster
         .put_object(&dst.path, obj, dst.dir_marker, dst_cond, versioning)

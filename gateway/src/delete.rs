@@ -6,7 +6,7 @@
 use s3s::dto::*;
 use s3s::s3_error;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{EtagCond, MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
+use saker_rpc::{MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
 
 use crate::error;
 use crate::keys::map_key;
@@ -101,10 +101,8 @@ pub async fn delete_objects(
             Err(s3s::s3_error!(AccessDenied, "Access Denied"))
         } else {
             // An ETag named with the key must match the object's (S3's conditional delete).
-            let cond = obj.e_tag.as_ref().map(|e| WriteCond {
-                if_match: Some(EtagCond::Is(e.value().trim_matches('"').to_string())),
-                if_none_match: None,
-            });
+            let named = obj.e_tag.clone().map(ETagCondition::ETag);
+            let cond = crate::get::write_cond(named.as_ref(), None);
             delete_one(gw, &input.bucket, &obj.key, cond, obj.version_id.clone()).await
         };
         match deleted_one {

@@ -3,7 +3,7 @@
 use s3s::dto::{ChecksumType, ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_client::ClientError;
-use saker_rpc::{MetaError, NewObject, ObjectMeta, Versioning};
+use saker_rpc::{MetaError, NewObject, ObjectMeta};
 
 use crate::body::{discard, ingest};
 use crate::error;
@@ -110,11 +110,7 @@ pub async fn put_object(
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
-    let versioning = if kp.dir_marker {
-        Versioning::Off
-    } else {
-        crate::versions::of_bucket(gw, &input.bucket).await?
-    };
+    let versioning = crate::versions::of_key(gw, &kp).await?;
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(

@@ -32,6 +32,15 @@ pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Versioning> {
     Ok(s.versioning)
 }
 
+/// How a write of the object at `kp` keeps versions: as its bucket does, except a directory
+/// marker, which keeps none.
+pub async fn of_key(gw: &Gateway, kp: &crate::keys::KeyPath) -> S3Result<Versioning> {
+    if kp.dir_marker {
+        return Ok(Versioning::Off);
+    }
+    of_bucket(gw, &kp.path[0]).await
+}
+
 /// The version id a write answers with: its own while the bucket keeps versions; none
 /// otherwise (a write while versioning is suspended makes the `null` version, which S3 does
 /// not name in the answer).

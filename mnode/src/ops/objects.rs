@@ -46,6 +46,11 @@ pub(super) fn put_object(
             return Err(ctx.ns.retry(Retry::Reap(path.to_vec())));
         }
     }
+    if versioning == Versioning::Suspended {
+        // The write makes the null version: any other goes.
+        let (bucket, key) = versions::object_key(path);
+        versions::drop_null(txn, ctx, bucket, &key)?;
+    }
     let (key, mut attr, is_new) = match existing {
         Child::Dir(_) => {
             return Err(MetaError::Conflict {
@@ -75,10 +80,6 @@ pub(super) fn put_object(
             }
         }
         Child::None => {
-            if versioning == Versioning::Suspended {
-                let (bucket, key) = versions::object_key(path);
-                versions::drop_null(txn, ctx, bucket, &key)?;
-            }
             let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
             (ctx.keys.inode(pid, name, false), attr, true)
         }
@@ -104,7 +105,8 @@ pub(super) fn put_object(
 
 /// The current object `old` of the key at `path` is about to be replaced or deleted in a
 /// bucket that keeps versions: it stays as a noncurrent version, except a `null` one while
-/// versioning is suspended, which goes for good (as does a noncurrent `null` version).
+/// versioning is suspended, which goes for good. (A noncurrent `null` version is the
+/// caller's to drop, [`versions::drop_null`].)
 fn replace_version(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
@@ -114,13 +116,10 @@ fn replace_version(
 ) -> Result<(), MetaError> {
     let (bucket, key) = versions::object_key(path);
     let null = versions::current_id(txn, ctx.keys, bucket, &key, old)? == NULL_VERSION;
-    if versioning == Versioning::Suspended {
-        versions::drop_null(txn, ctx, bucket, &key)?;
-        if null {
-            delete_payloads(txn, ctx.keys, old.id);
-            release_chunks(txn, ctx, old.layout.chunks());
-            return Ok(());
-        }
+    if versioning == Versioning::Suspended && null {
+        delete_payloads(txn, ctx.keys, old.id);
+        release_chunks(txn, ctx, old.layout.chunks());
+        return Ok(());
     }
     versions::archive(txn, ctx, bucket, &key, old)
 }
@@ -211,16 +210,9 @@ pub(super) fn delete_object(
         {
             // The object stays as a noncurrent version (a `null` one goes while versioning
             // is suspended); the key's versions keep its directories from being reaped.
-            let (bucket, key) = versions::object_key(path);
-            let null =
-                versions::current_id(txn, ctx.keys, bucket, &key, &loc.attr)? == NULL_VERSION;
-            if versioning == Versioning::Suspended && null {
-                remove_file(txn, ctx, &mut chain, loc)?;
-            } else {
-                versions::archive(txn, ctx, bucket, &key, &loc.attr)?;
-                txn.delete(loc.key.expect("child has a key"));
-                touch_parent(txn, ctx, &mut chain, -1, 0);
-            }
+            replace_version(txn, ctx, path, &loc.attr, versioning)?;
+            txn.delete(loc.key.expect("child has a key"));
+            touch_parent(txn, ctx, &mut chain, -1, 0);
         }
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
             remove_file(txn, ctx, &mut chain, loc)?;

@@ -186,11 +186,11 @@ pub(crate) fn find<V: View + ?Sized>(
         return Ok(None);
     }
     let all = of_key(v, keys, bucket, key)?;
-    let mut noncurrent = all
+    let noncurrent = all
         .into_iter()
         .filter(|(_, s)| !matches!(s.kind, VersionKind::Current));
     let mut newest = true;
-    for (id, s) in noncurrent.by_ref() {
+    for (id, s) in noncurrent {
         if s.version_id == vid {
             return Ok(Some(Found {
                 id,
