@@ -86,8 +86,9 @@ async fn delete(cluster: &Cluster, key: &str) {
                 path: path.clone(),
                 dir_marker,
                 cond: None,
-                version_id: Default::default(),
+                version_id: None,
                 versioning: Default::default(),
+                bypass_governance: false,
             },
         )
         .await

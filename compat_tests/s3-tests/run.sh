@@ -87,7 +87,7 @@ trap 'exit 130' INT TERM
 echo "run.sh: $saker on 127.0.0.1:$s3_port (admin $admin), data $data, report $out"
 SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
     "$saker" server --data-dir "$data" \
-    --s3-addr "127.0.0.1:$s3_port" --admin-addr "127.0.0.1:$admin_port" --rpc-addr 127.0.0.1:0 \
+    --s3-addr "127.0.0.1:$s3_port" --admin-addr "127.0.0.1:$admin_port" --rpc-addr 127.0.0.1:0 --lifecycle-day-secs 2 \
     >"$out/saker.log" 2>&1 &
 saker_pid=$!
 

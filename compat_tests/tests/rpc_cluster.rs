@@ -165,8 +165,9 @@ async fn rpc_library_writes_are_read_through_s3() {
                 path: path(&bucket, "dir/sub/small.txt"),
                 dir_marker: false,
                 cond: None,
-                version_id: Default::default(),
+                version_id: None,
                 versioning: Default::default(),
+                bypass_governance: false,
             },
         )
         .await

@@ -372,7 +372,7 @@ async fn a_key_whose_latest_version_is_a_marker_answers_404_saying_so() {
     assert_eq!(raw.status().as_u16(), 404);
     assert_eq!(raw.headers().get("x-amz-delete-marker"), Some("true"));
     assert_eq!(raw.headers().get("x-amz-version-id"), Some(marker.as_str()));
-    // A key with no versions at all is a plain 404.
+    // A key with no versions at all is a plain 404 that says so (as RGW does).
     let e = c
         .head_object()
         .bucket(&b)
@@ -382,7 +382,8 @@ async fn a_key_whose_latest_version_is_a_marker_answers_404_saying_so() {
         .unwrap_err();
     let raw = e.raw_response().expect("an HTTP answer");
     assert_eq!(raw.status().as_u16(), 404);
-    assert_eq!(raw.headers().get("x-amz-delete-marker"), None);
+    assert_eq!(raw.headers().get("x-amz-delete-marker"), Some("false"));
+    assert_eq!(raw.headers().get("x-amz-version-id"), None);
 }
 
 /// What a bucket-emptying tool does (list every version, delete each by its id) empties a

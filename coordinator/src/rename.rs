@@ -293,6 +293,7 @@ impl NamespaceCoordinator {
             data: true,
             tags: true,
             link: false,
+            lock: false,
         };
         let view = self.checked(from, 0, &None, want).await?;
         if view.attr.id != attr.id {
@@ -371,6 +372,7 @@ impl NamespaceCoordinator {
             data: true,
             tags: true,
             link: true,
+            lock: false,
         };
         let view = self.checked(from, 0, &None, want).await?;
         if view.attr.is_dir() {

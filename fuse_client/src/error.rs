@@ -81,7 +81,7 @@ fn meta_errno(e: &MetaError) -> Errno {
         MetaError::IsDir => Errno::EISDIR,
         MetaError::NotEmpty => Errno::ENOTEMPTY,
         MetaError::Invalid(_) => Errno::EINVAL,
-        MetaError::NotPermitted => Errno::EPERM,
+        MetaError::NotPermitted | MetaError::ObjectLocked => Errno::EPERM,
         MetaError::CrossGroup => Errno::EXDEV,
         MetaError::AccessDenied | MetaError::Unauthenticated(_) => Errno::EACCES,
         MetaError::NoAttr => Errno::NO_XATTR,

@@ -664,6 +664,7 @@ impl SakerFs {
             data: true,
             tags: false,
             link: false,
+            lock: false,
         };
         let view = self.block(self.access_view(&path, 0, caller, want))?;
         if view.attr.kind != FileKind::Symlink {
@@ -745,6 +746,7 @@ impl SakerFs {
             data: false,
             tags: false,
             link: false,
+            lock: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -896,6 +898,7 @@ impl SakerFs {
             data: true,
             tags: false,
             link: false,
+            lock: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -1032,6 +1035,7 @@ impl SakerFs {
                 data: true,
                 tags: false,
                 link: false,
+                lock: false,
             };
             self.block(self.access_view(&path, 0, caller, want))?.data
         };

@@ -291,6 +291,31 @@ impl Access {
         Ok(())
     }
 
+    /// Whether the requester may bypass governance retention on `path` (a multi-object
+    /// delete: on every key of its bucket).
+    async fn may_bypass(
+        &self,
+        access_key: Option<&str>,
+        path: &S3Path,
+        cx: &Context<'_>,
+    ) -> S3Result<bool> {
+        let (bucket, key) = match path {
+            S3Path::Object { bucket, key } => (bucket.as_ref(), key.as_ref()),
+            S3Path::Bucket { bucket } => (bucket.as_ref(), "*"),
+            S3Path::Root => return Ok(false),
+        };
+        let denied = self
+            .denied_objects(
+                access_key,
+                "s3:BypassGovernanceRetention",
+                bucket,
+                std::iter::once(key),
+                cx,
+            )
+            .await?;
+        Ok(denied.is_empty())
+    }
+
     /// Checks `action` on each of `objects` of `bucket` for a per-operation hook (copy
     /// sources, the keys of a multi-object delete).
     async fn check_objects<'k>(
@@ -342,6 +367,15 @@ impl Access {
             .collect())
     }
 }
+
+/// Whether the request asked to bypass governance retention
+/// (`x-amz-bypass-governance-retention: true`) and its requester may
+/// (`s3:BypassGovernanceRetention`); set by the access check of the operations it concerns.
+#[derive(Clone, Copy, Debug)]
+pub struct BypassGovernance(pub bool);
+
+/// The operations a governance retention can refuse, and so the bypass header concerns.
+const GOVERNED: [&str; 3] = ["DeleteObject", "DeleteObjects", "PutObjectRetention"];
 
 /// The keys of a multi-object delete the requester may not delete (set by the access check,
 /// answered AccessDenied one by one).
@@ -522,8 +556,16 @@ impl S3Access for Access {
         };
         let ak = cx.credentials().map(|c| c.access_key.as_str());
         let admitted = self.gw.limits.admit(ak)?;
-        self.authorize(ak, cx.s3_op().name(), cx.s3_path(), &context)
-            .await?;
+        let op = cx.s3_op().name();
+        self.authorize(ak, op, cx.s3_path(), &context).await?;
+        let asked = context
+            .headers
+            .get("x-amz-bypass-governance-retention")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+        if asked && GOVERNED.contains(&op) {
+            let may = self.may_bypass(ak, cx.s3_path(), &context).await?;
+            cx.extensions_mut().insert(BypassGovernance(may));
+        }
         if let Some(admitted) = admitted {
             // Held by the request until its handler is done.
             cx.extensions_mut().insert(admitted);

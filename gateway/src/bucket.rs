@@ -18,13 +18,7 @@ pub async fn create_bucket(
     let name = req.input.bucket.clone();
     validate_bucket_name(&name)
         .map_err(|e| S3Error::with_message(S3ErrorCode::InvalidBucketName, e.to_string()))?;
-    if req.input.object_lock_enabled_for_bucket == Some(true) {
-        // Object Lock needs object versions, which saker does not keep.
-        return Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "buckets with Object Lock are not supported",
-        ));
-    }
+    let object_lock = req.input.object_lock_enabled_for_bucket == Some(true);
     let i = &req.input;
     let ownership = i
         .object_ownership
@@ -64,6 +58,9 @@ pub async fn create_bucket(
             if let Some(acl) = &acl {
                 let s = gw.settings.get(&name).await.map_err(settings_error)?;
                 set_bucket_acl(gw, &name, acl, &s).await?;
+            }
+            if object_lock {
+                crate::lock::enable_at_create(gw, &name).await?;
             }
             Ok(S3Response::new(CreateBucketOutput {
                 location: Some(format!("/{name}")),

@@ -121,16 +121,20 @@ pub async fn copy_object(
     let dst = write_key(&input.bucket, &input.key)?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
-    crate::lock::refuse_lock_headers(
+    let lock = crate::lock::for_write(
+        gw,
+        &input.bucket,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )?;
+    )
+    .await?;
     let want = Want {
         meta: true,
         data: true,
         tags: true,
         link: false,
+        lock: false,
     };
     let src_cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
@@ -206,6 +210,7 @@ pub async fn copy_object(
         tags,
         uid,
         gid,
+        lock: lock.filter(|_| !dst.dir_marker),
     };
     let versioning = crate::versions::of_key(gw, &dst).await?;
     let attr = match gw

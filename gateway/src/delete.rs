@@ -14,17 +14,18 @@ use crate::Gateway;
 
 /// What a delete did, for its answer: the version removed or the delete marker written.
 #[derive(Default)]
-struct Deleted {
+pub(crate) struct Deleted {
     version_id: Option<String>,
     delete_marker: bool,
 }
 
-async fn delete_one(
+pub(crate) async fn delete_one(
     gw: &Gateway,
     bucket: &str,
     key: &str,
     cond: Option<WriteCond>,
     version_id: Option<String>,
+    bypass_governance: bool,
 ) -> S3Result<Deleted> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
@@ -49,6 +50,7 @@ async fn delete_one(
         cond,
         versioning,
         version_id,
+        bypass_governance,
     };
     match gw.cluster.call(&kp.path, req).await.map_err(error::meta)? {
         MetaResponse::Deleted {
@@ -66,9 +68,10 @@ pub async fn delete_object(
     gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
+    let bypass = crate::lock::bypass(&req);
     let i = req.input;
     let cond = crate::get::write_cond(i.if_match.as_ref(), None);
-    let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id).await?;
+    let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id, bypass).await?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: d.delete_marker.then_some(true),
         version_id: d.version_id,
@@ -85,6 +88,7 @@ pub async fn delete_objects(
         .get::<crate::auth::DeniedKeys>()
         .cloned()
         .unwrap_or_default();
+    let bypass = crate::lock::bypass(&req);
     let input = req.input;
     crate::bucket::bucket_exists(gw, &input.bucket).await?;
     if input.delete.objects.len() > 1000 {
@@ -103,7 +107,8 @@ pub async fn delete_objects(
             // An ETag named with the key must match the object's (S3's conditional delete).
             let named = obj.e_tag.clone().map(ETagCondition::ETag);
             let cond = crate::get::write_cond(named.as_ref(), None);
-            delete_one(gw, &input.bucket, &obj.key, cond, obj.version_id.clone()).await
+            let vid = obj.version_id.clone();
+            delete_one(gw, &input.bucket, &obj.key, cond, vid, bypass).await
         };
         match deleted_one {
             Ok(d) => {

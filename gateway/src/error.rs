@@ -51,6 +51,10 @@ pub fn meta(e: MetaError) -> S3Error {
         MetaError::NotPermitted | MetaError::AccessDenied => {
             S3Error::new(S3ErrorCode::AccessDenied)
         }
+        MetaError::ObjectLocked => S3Error::with_message(
+            S3ErrorCode::AccessDenied,
+            "The object version is protected by Object Lock (a retention or a legal hold)",
+        ),
         MetaError::NoSpace(m) => {
             tracing::warn!(error = %m, "metadata not written: disk full");
             with_status(

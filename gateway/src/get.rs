@@ -3,7 +3,8 @@
 
 use s3s::dto::{
     ChecksumMode, ChecksumType, ETag, ETagCondition, GetObjectInput, GetObjectOutput,
-    HeadObjectInput, HeadObjectOutput, Metadata, Range, StreamingBlob, Timestamp,
+    HeadObjectInput, HeadObjectOutput, Metadata, ObjectLockLegalHoldStatus, ObjectLockMode, Range,
+    StreamingBlob, Timestamp,
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
@@ -329,21 +330,58 @@ macro_rules! object_output {
     }};
 }
 
+/// What a GET or HEAD shows of a version beside its bytes and attributes.
+struct Shown {
+    version_id: Option<String>,
+    lock: (
+        Option<ObjectLockMode>,
+        Option<Timestamp>,
+        Option<ObjectLockLegalHoldStatus>,
+    ),
+    expiration: Option<String>,
+}
+
+/// The object (or its version `version`) a GET (with its `data`) or HEAD reads, and what it
+/// shows.
+async fn read_view(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    version: Option<&str>,
+    data: bool,
+) -> S3Result<(ObjectView, Shown)> {
+    let want = Want {
+        meta: true,
+        data,
+        tags: true,
+        link: false,
+        lock: false,
+    };
+    let want = crate::lock::want(gw, bucket, want).await?;
+    let versioning = crate::versions::of_bucket(gw, bucket).await?;
+    let view = crate::versions::lookup(gw, bucket, key, version, want).await?;
+    // Lifecycle expiration is announced for current objects.
+    let expiration = match version {
+        None => {
+            let tags = view.tags.as_deref().unwrap_or(&[]);
+            crate::lifecycle::expiration_header(gw, bucket, key, &view.attr, tags).await?
+        }
+        Some(_) => None,
+    };
+    let shown = Shown {
+        version_id: crate::versions::shown(&view, versioning),
+        lock: crate::lock::shown(&view),
+        expiration,
+    };
+    Ok((view, shown))
+}
+
 pub async fn get_object(
     gw: &Gateway,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
-    let want = Want {
-        meta: true,
-        data: true,
-        tags: true,
-        link: false,
-    };
-    let versioning = crate::versions::of_bucket(gw, &i.bucket).await?;
-    let view =
-        crate::versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
-    let version_id = crate::versions::shown(&view, versioning);
+    let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), true).await?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -366,7 +404,11 @@ pub async fn get_object(
         object_output!(GetObjectOutput, &view.attr, served, {
             body: Some(StreamingBlob::wrap(body)),
             tag_count,
-            version_id,
+            version_id: shown.version_id,
+            object_lock_mode: shown.lock.0,
+            object_lock_retain_until_date: shown.lock.1,
+            object_lock_legal_hold_status: shown.lock.2,
+            expiration: shown.expiration,
         }),
     ))
 }
@@ -376,16 +418,7 @@ pub async fn head_object(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
-    let want = Want {
-        meta: true,
-        data: false,
-        tags: true,
-        link: false,
-    };
-    let versioning = crate::versions::of_bucket(gw, &i.bucket).await?;
-    let view =
-        crate::versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
-    let version_id = crate::versions::shown(&view, versioning);
+    let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), false).await?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -397,7 +430,11 @@ pub async fn head_object(
         i.checksum_mode.as_ref(),
     )?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {
-        version_id,
+        version_id: shown.version_id,
+        object_lock_mode: shown.lock.0,
+        object_lock_retain_until_date: shown.lock.1,
+        object_lock_legal_hold_status: shown.lock.2,
+        expiration: shown.expiration,
     }));
     // HeadObjectOutput has no tag count, but S3 sends it on HEAD as on GET.
     if let Some(t) = view.tags.as_ref().filter(|t| !t.is_empty()) {

@@ -18,6 +18,7 @@ mod delete;
 pub mod error;
 mod get;
 mod keys;
+pub mod lifecycle;
 pub mod limits;
 mod list;
 mod lock;
@@ -55,6 +56,7 @@ pub struct Gateway {
     pub(crate) keys: Arc<AccessKeyStore>,
     pub(crate) settings: Arc<BucketSettings>,
     pub(crate) limits: Arc<limits::KeyLimits>,
+    pub(crate) lifecycle: Arc<lifecycle::Lifecycle>,
 }
 
 /// The S3 listener's handlers: see [`Gateway::into_front`].
@@ -83,7 +85,15 @@ impl Gateway {
             keys,
             settings,
             limits: Arc::default(),
+            lifecycle: Arc::default(),
         }
+    }
+
+    /// Lifecycle rules count days of `day` ([`lifecycle`]; 24 hours by default, shorter
+    /// for tests).
+    pub fn with_lifecycle_day(mut self, day: std::time::Duration) -> Self {
+        self.lifecycle = Arc::new(lifecycle::Lifecycle::new(day));
+        self
     }
 
     /// The per-key request limits ([`limits`]; none by default).

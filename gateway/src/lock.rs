@@ -1,12 +1,46 @@
-//! Object Lock. saker has no object versions, so no bucket has Object Lock enabled and no object
-//! can be locked: the requests are validated as S3 validates them, then answered as S3 answers
-//! for a bucket without Object Lock. Creating a bucket with Object Lock is NotImplemented.
+//! Object Lock on the S3 API: a bucket's configuration (a bucket setting: enabled, and a
+//! default retention), the lock a write gives its version (headers, else the default), and
+//! Put/Get of a version's retention and legal hold. The MNode keeps each version's lock and
+//! enforces it in the batch ([`saker_rpc::ObjectLock`]); a bucket with Object Lock keeps
+//! versions for good.
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_rpc::{LockMode, MetaRequest, ObjectLock, ObjectView, Retention, Versioning, Want};
+use serde::{Deserialize, Serialize};
 
 use crate::bucket::bucket_exists;
+use crate::bucket_access::{settings, store};
+use crate::error;
+use crate::keys::{timestamp, write_key};
+use crate::settings::Setting;
 use crate::Gateway;
+
+/// A bucket's Object Lock configuration (the record exists once Object Lock is enabled).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockConfig {
+    /// The retention a new version gets when its write names none.
+    pub default: Option<DefaultLock>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultLock {
+    pub mode: LockMode,
+    pub days: Option<i32>,
+    pub years: Option<i32>,
+}
+
+impl DefaultLock {
+    /// The retention of a version written at `now_ns`.
+    fn retention(&self, now_ns: i64) -> Retention {
+        const DAY_NS: i64 = 86_400 * 1_000_000_000;
+        let days = self.days.unwrap_or(0) as i64 + self.years.unwrap_or(0) as i64 * 365;
+        Retention {
+            mode: self.mode,
+            until_ns: now_ns.saturating_add(days.saturating_mul(DAY_NS)),
+        }
+    }
+}
 
 fn no_lock_configuration() -> S3Error {
     s3_error!(
@@ -15,18 +49,45 @@ fn no_lock_configuration() -> S3Error {
     )
 }
 
-fn valid_mode(mode: Option<&ObjectLockRetentionMode>) -> S3Result<()> {
-    match mode.map(|m| m.as_str()) {
-        Some(ObjectLockRetentionMode::GOVERNANCE | ObjectLockRetentionMode::COMPLIANCE) => Ok(()),
-        _ => Err(s3_error!(
-            MalformedXML,
-            "The retention mode must be GOVERNANCE or COMPLIANCE"
-        )),
+fn mode_of(m: &str) -> Option<LockMode> {
+    match m {
+        ObjectLockRetentionMode::GOVERNANCE => Some(LockMode::Governance),
+        ObjectLockRetentionMode::COMPLIANCE => Some(LockMode::Compliance),
+        _ => None,
     }
 }
 
-/// The checks S3 makes of an Object Lock configuration before it looks at the bucket.
-pub fn validate_configuration(c: Option<&ObjectLockConfiguration>) -> S3Result<()> {
+fn mode_name(m: LockMode) -> &'static str {
+    match m {
+        LockMode::Governance => ObjectLockRetentionMode::GOVERNANCE,
+        LockMode::Compliance => ObjectLockRetentionMode::COMPLIANCE,
+    }
+}
+
+fn valid_mode(mode: Option<&ObjectLockRetentionMode>) -> S3Result<LockMode> {
+    mode.and_then(|m| mode_of(m.as_str())).ok_or_else(|| {
+        s3_error!(
+            MalformedXML,
+            "The retention mode must be GOVERNANCE or COMPLIANCE"
+        )
+    })
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// A timestamp in ns since the epoch.
+fn ns_of(t: &Timestamp) -> i64 {
+    let odt: time::OffsetDateTime = t.clone().into();
+    i64::try_from(odt.unix_timestamp_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The checks S3 makes of an Object Lock configuration before it looks at the bucket; its
+/// default retention.
+pub fn validate_configuration(c: Option<&ObjectLockConfiguration>) -> S3Result<LockConfig> {
     let Some(c) = c else {
         return Err(s3_error!(
             MalformedXML,
@@ -37,9 +98,9 @@ pub fn validate_configuration(c: Option<&ObjectLockConfiguration>) -> S3Result<(
         return Err(s3_error!(MalformedXML, "ObjectLockEnabled must be Enabled"));
     }
     let Some(r) = c.rule.as_ref().and_then(|r| r.default_retention.as_ref()) else {
-        return Ok(());
+        return Ok(LockConfig::default());
     };
-    valid_mode(r.mode.as_ref())?;
+    let mode = valid_mode(r.mode.as_ref())?;
     let period = match (r.days, r.years) {
         (Some(d), None) => d,
         (None, Some(y)) => y,
@@ -58,19 +119,115 @@ pub fn validate_configuration(c: Option<&ObjectLockConfiguration>) -> S3Result<(
         e.set_status_code(http::StatusCode::BAD_REQUEST);
         return Err(e);
     }
-    Ok(())
+    Ok(LockConfig {
+        default: Some(DefaultLock {
+            mode,
+            days: r.days,
+            years: r.years,
+        }),
+    })
 }
 
-/// The x-amz-object-lock-* headers of a write are refused: the bucket cannot have Object Lock.
-pub fn refuse_lock_headers(
+/// Enables Object Lock on a bucket being created with it: versioning on, for good.
+pub async fn enable_at_create(gw: &Gateway, bucket: &str) -> S3Result<()> {
+    store(gw, bucket, Setting::Versioning, Some(b"Enabled".to_vec())).await?;
+    let config = serde_json::to_vec(&LockConfig::default()).map_err(error::internal)?;
+    store(gw, bucket, Setting::ObjectLock, Some(config)).await
+}
+
+/// The lock a write to `bucket` gives its new version: from the write's
+/// `x-amz-object-lock-*` headers, else the bucket's default retention. Headers on a bucket
+/// without Object Lock are refused.
+pub async fn for_write(
+    gw: &Gateway,
+    bucket: &str,
     mode: Option<&ObjectLockMode>,
     until: Option<&Timestamp>,
     legal_hold: Option<&ObjectLockLegalHoldStatus>,
-) -> S3Result<()> {
-    if mode.is_some() || until.is_some() || legal_hold.is_some() {
-        return Err(no_lock_configuration());
-    }
-    Ok(())
+) -> S3Result<Option<ObjectLock>> {
+    let s = settings(gw, bucket).await?;
+    let Some(config) = &s.object_lock else {
+        if mode.is_some() || until.is_some() || legal_hold.is_some() {
+            return Err(no_lock_configuration());
+        }
+        return Ok(None);
+    };
+    let now = now_ns();
+    let retention = match (mode, until) {
+        (Some(m), Some(u)) => {
+            let mode = mode_of(m.as_str())
+                .ok_or_else(|| s3_error!(InvalidArgument, "Unknown wormMode directive."))?;
+            let until_ns = ns_of(u);
+            if until_ns <= now {
+                return Err(s3_error!(
+                    InvalidArgument,
+                    "The retain until date must be in the future!"
+                ));
+            }
+            Some(Retention { mode, until_ns })
+        }
+        (None, None) => config.default.as_ref().map(|d| d.retention(now)),
+        _ => {
+            return Err(s3_error!(
+            InvalidArgument,
+            "x-amz-object-lock-retain-until-date and x-amz-object-lock-mode must both be supplied"
+        ))
+        }
+    };
+    let legal_hold = match legal_hold.map(|h| h.as_str()) {
+        None | Some(ObjectLockLegalHoldStatus::OFF) => false,
+        Some(ObjectLockLegalHoldStatus::ON) => true,
+        Some(_) => {
+            return Err(s3_error!(
+                InvalidArgument,
+                "Legal Hold must be either of 'ON' or 'OFF'"
+            ))
+        }
+    };
+    let lock = ObjectLock {
+        retention,
+        legal_hold,
+    };
+    Ok((!lock.is_empty()).then_some(lock))
+}
+
+/// What a read asks for beside its payloads: the lock, in a bucket with Object Lock.
+pub async fn want(gw: &Gateway, bucket: &str, want: Want) -> S3Result<Want> {
+    Ok(want.with_lock(settings(gw, bucket).await?.object_lock.is_some()))
+}
+
+/// The `x-amz-object-lock-*` headers of a GET or HEAD of `view`.
+pub fn shown(
+    view: &ObjectView,
+) -> (
+    Option<ObjectLockMode>,
+    Option<Timestamp>,
+    Option<ObjectLockLegalHoldStatus>,
+) {
+    let Some(lock) = &view.lock else {
+        return (None, None, None);
+    };
+    let (mode, until) = match lock.retention {
+        Some(r) => (
+            Some(ObjectLockMode::from_static(mode_name(r.mode))),
+            Some(timestamp(r.until_ns)),
+        ),
+        None => (None, None),
+    };
+    let hold = ObjectLockLegalHoldStatus::from_static(if lock.legal_hold {
+        ObjectLockLegalHoldStatus::ON
+    } else {
+        ObjectLockLegalHoldStatus::OFF
+    });
+    (mode, until, Some(hold))
+}
+
+/// Whether the caller asked to bypass governance retention and may ([`crate::auth`] decides
+/// it with the request's access check).
+pub fn bypass<T>(req: &S3Request<T>) -> bool {
+    req.extensions
+        .get::<crate::auth::BypassGovernance>()
+        .is_some_and(|b| b.0)
 }
 
 pub async fn put_configuration(
@@ -79,11 +236,17 @@ pub async fn put_configuration(
 ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
     let i = &req.input;
     bucket_exists(gw, &i.bucket).await?;
-    validate_configuration(i.object_lock_configuration.as_ref())?;
-    Err(s3_error!(
-        InvalidBucketState,
-        "Versioning must be 'Enabled' on the bucket to apply a Object Lock configuration"
-    ))
+    let config = validate_configuration(i.object_lock_configuration.as_ref())?;
+    let s = settings(gw, &i.bucket).await?;
+    if s.object_lock.is_none() && s.versioning != Versioning::Enabled {
+        return Err(s3_error!(
+            InvalidBucketState,
+            "Versioning must be 'Enabled' on the bucket to apply a Object Lock configuration"
+        ));
+    }
+    let value = serde_json::to_vec(&config).map_err(error::internal)?;
+    store(gw, &i.bucket, Setting::ObjectLock, Some(value)).await?;
+    Ok(S3Response::new(PutObjectLockConfigurationOutput::default()))
 }
 
 pub async fn get_configuration(
@@ -91,37 +254,119 @@ pub async fn get_configuration(
     req: S3Request<GetObjectLockConfigurationInput>,
 ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
     bucket_exists(gw, &req.input.bucket).await?;
-    Err(s3_error!(
-        ObjectLockConfigurationNotFoundError,
-        "Object Lock configuration does not exist for this bucket"
-    ))
+    let s = settings(gw, &req.input.bucket).await?;
+    let Some(config) = &s.object_lock else {
+        return Err(s3_error!(
+            ObjectLockConfigurationNotFoundError,
+            "Object Lock configuration does not exist for this bucket"
+        ));
+    };
+    let rule = config.default.as_ref().map(|d| ObjectLockRule {
+        default_retention: Some(DefaultRetention {
+            mode: Some(ObjectLockRetentionMode::from_static(mode_name(d.mode))),
+            days: d.days,
+            years: d.years,
+        }),
+    });
+    Ok(S3Response::new(GetObjectLockConfigurationOutput {
+        object_lock_configuration: Some(ObjectLockConfiguration {
+            object_lock_enabled: Some(ObjectLockEnabled::from_static(ObjectLockEnabled::ENABLED)),
+            rule,
+        }),
+    }))
+}
+
+/// Refuses a request about a version's lock in a bucket without Object Lock.
+async fn lock_bucket(gw: &Gateway, bucket: &str) -> S3Result<()> {
+    bucket_exists(gw, bucket).await?;
+    match settings(gw, bucket).await?.object_lock {
+        Some(_) => Ok(()),
+        None => Err(no_lock_configuration()),
+    }
+}
+
+/// Changes the lock of `key` (its version `version_id`) in the MNode that holds it.
+async fn set(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    version_id: Option<&str>,
+    retention: Option<Retention>,
+    legal_hold: Option<bool>,
+    bypass: bool,
+) -> S3Result<()> {
+    let kp = write_key(bucket, key)?;
+    let req = MetaRequest::SetObjectLock {
+        path: kp.path.clone(),
+        version_id: version_id.map(str::to_string),
+        retention,
+        legal_hold,
+        bypass_governance: bypass,
+    };
+    gw.cluster
+        .call(&kp.path, req)
+        .await
+        .map(|_| ())
+        .map_err(error::meta)
+}
+
+/// The lock of `key` (its version `version_id`).
+async fn get(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    version_id: Option<&str>,
+) -> S3Result<ObjectLock> {
+    let want = Want::ATTR.with_lock(true);
+    let view = crate::versions::lookup(gw, bucket, key, version_id, want).await?;
+    Ok(view.lock.unwrap_or_default())
 }
 
 pub async fn put_retention(
     gw: &Gateway,
     req: S3Request<PutObjectRetentionInput>,
 ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+    let bypass = bypass(&req);
     let i = &req.input;
-    bucket_exists(gw, &i.bucket).await?;
+    lock_bucket(gw, &i.bucket).await?;
     let Some(r) = &i.retention else {
         return Err(s3_error!(MalformedXML, "The request has no Retention"));
     };
-    valid_mode(r.mode.as_ref())?;
-    if r.retain_until_date.is_none() {
+    let mode = valid_mode(r.mode.as_ref())?;
+    let Some(until) = &r.retain_until_date else {
         return Err(s3_error!(
             MalformedXML,
             "The Retention has no RetainUntilDate"
         ));
-    }
-    Err(no_lock_configuration())
+    };
+    let retention = Retention {
+        mode,
+        until_ns: ns_of(until),
+    };
+    let vid = i.version_id.as_deref();
+    set(gw, &i.bucket, &i.key, vid, Some(retention), None, bypass).await?;
+    Ok(S3Response::new(PutObjectRetentionOutput::default()))
 }
 
 pub async fn get_retention(
     gw: &Gateway,
     req: S3Request<GetObjectRetentionInput>,
 ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    Err(no_lock_configuration())
+    let i = &req.input;
+    lock_bucket(gw, &i.bucket).await?;
+    let lock = get(gw, &i.bucket, &i.key, i.version_id.as_deref()).await?;
+    let Some(r) = lock.retention else {
+        return Err(s3_error!(
+            NoSuchObjectLockConfiguration,
+            "The specified object does not have a ObjectLock configuration"
+        ));
+    };
+    Ok(S3Response::new(GetObjectRetentionOutput {
+        retention: Some(ObjectLockRetention {
+            mode: Some(ObjectLockRetentionMode::from_static(mode_name(r.mode))),
+            retain_until_date: Some(timestamp(r.until_ns)),
+        }),
+    }))
 }
 
 pub async fn put_legal_hold(
@@ -129,30 +374,44 @@ pub async fn put_legal_hold(
     req: S3Request<PutObjectLegalHoldInput>,
 ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
     let i = &req.input;
-    bucket_exists(gw, &i.bucket).await?;
-    match i
+    lock_bucket(gw, &i.bucket).await?;
+    let on = match i
         .legal_hold
         .as_ref()
         .and_then(|h| h.status.as_ref())
         .map(|s| s.as_str())
     {
-        Some(ObjectLockLegalHoldStatus::ON | ObjectLockLegalHoldStatus::OFF) => {}
+        Some(ObjectLockLegalHoldStatus::ON) => true,
+        Some(ObjectLockLegalHoldStatus::OFF) => false,
         _ => {
             return Err(s3_error!(
                 MalformedXML,
                 "The legal hold status must be ON or OFF"
             ))
         }
-    }
-    Err(no_lock_configuration())
+    };
+    let vid = i.version_id.as_deref();
+    set(gw, &i.bucket, &i.key, vid, None, Some(on), false).await?;
+    Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
 }
 
 pub async fn get_legal_hold(
     gw: &Gateway,
     req: S3Request<GetObjectLegalHoldInput>,
 ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    Err(no_lock_configuration())
+    let i = &req.input;
+    lock_bucket(gw, &i.bucket).await?;
+    let lock = get(gw, &i.bucket, &i.key, i.version_id.as_deref()).await?;
+    let status = if lock.legal_hold {
+        ObjectLockLegalHoldStatus::ON
+    } else {
+        ObjectLockLegalHoldStatus::OFF
+    };
+    Ok(S3Response::new(GetObjectLegalHoldOutput {
+        legal_hold: Some(ObjectLockLegalHold {
+            status: Some(ObjectLockLegalHoldStatus::from_static(status)),
+        }),
+    }))
 }
 
 #[cfg(test)]
@@ -177,7 +436,7 @@ mod tests {
         }
     }
 
-    fn code(r: S3Result<()>) -> String {
+    fn code<T: std::fmt::Debug>(r: S3Result<T>) -> String {
         r.expect_err("must be refused").code().as_str().to_string()
     }
 

@@ -127,11 +127,14 @@ pub async fn create(
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
-    crate::lock::refuse_lock_headers(
+    let lock = crate::lock::for_write(
+        gw,
+        &input.bucket,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )?;
+    )
+    .await?;
     let mut meta = object_meta(Headers {
         content_type: input.content_type,
         content_encoding: input.content_encoding,
@@ -155,6 +158,7 @@ pub async fn create(
         tags,
         uid,
         gid,
+        lock,
     };
     gw.cluster.call(&kp.path, req).await.map_err(error::meta)?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -529,13 +533,19 @@ pub async fn abort(
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let input = req.input;
-    let kp = write_key(&input.bucket, &input.key)?;
+    abort_upload(gw, &input.bucket, &input.key, &input.upload_id).await?;
+    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+}
+
+/// Aborts upload `upload_id` of `key`: its parts' chunks are released.
+pub async fn abort_upload(gw: &Gateway, bucket: &str, key: &str, upload_id: &str) -> S3Result<()> {
+    let kp = write_key(bucket, key)?;
     let r = MetaRequest::AbortUpload {
         path: kp.path.clone(),
-        upload_id: input.upload_id,
+        upload_id: upload_id.to_string(),
     };
     gw.cluster.call(&kp.path, r).await.map_err(upload_error)?;
-    Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+    Ok(())
 }
 
 pub async fn list_parts(

@@ -105,11 +105,14 @@ pub async fn put_object(
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
-    crate::lock::refuse_lock_headers(
+    let lock = crate::lock::for_write(
+        gw,
+        &input.bucket,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )?;
+    )
+    .await?;
     let versioning = crate::versions::of_key(gw, &kp).await?;
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
@@ -146,9 +149,11 @@ pub async fn put_object(
         parts: Vec::new(),
         meta,
         inline: got.written.inline.clone(),
-        tags,
+        tags: tags.clone(),
         uid,
         gid,
+        // Directory markers keep no versions, and so no locks.
+        lock: lock.filter(|_| !kp.dir_marker),
     };
     let attr = match gw
         .cluster
@@ -165,6 +170,12 @@ pub async fn put_object(
             return Err(error::client(e));
         }
     };
+    let expiration = match kp.dir_marker {
+        false => {
+            crate::lifecycle::expiration_header(gw, &input.bucket, &input.key, &attr, &tags).await?
+        }
+        true => None,
+    };
     let s = got.sums;
     let checksum_type =
         (!s.is_empty()).then(|| ChecksumType::from_static(ChecksumType::FULL_OBJECT));
@@ -177,6 +188,7 @@ pub async fn put_object(
         checksum_sha1: s.sha1,
         checksum_sha256: s.sha256,
         version_id: crate::versions::written(versioning, attr.id),
+        expiration,
         ..Default::default()
     }))
 }

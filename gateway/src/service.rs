@@ -7,8 +7,8 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::metrics::timed;
 use crate::{
-    attributes, bucket, bucket_access, copy, cors, delete, get, list, lock, multipart, put,
-    tagging, versions, Gateway,
+    attributes, bucket, bucket_access, copy, cors, delete, get, lifecycle, list, lock, multipart,
+    put, tagging, versions, Gateway,
 };
 
 const REQUEST_ID: &str = "x-amz-request-id";
@@ -377,6 +377,36 @@ impl S3 for Gateway {
                 .map(S3Response::new)
         };
         run("GetObjectAttributes", op).await
+    }
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        run(
+            "PutBucketLifecycleConfiguration",
+            lifecycle::put_configuration(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        run(
+            "GetBucketLifecycleConfiguration",
+            lifecycle::get_configuration(self, req),
+        )
+        .await
+    }
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        run(
+            "DeleteBucketLifecycle",
+            lifecycle::delete_configuration(self, req),
+        )
+        .await
     }
     async fn put_object_lock_configuration(
         &self,

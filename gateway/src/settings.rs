@@ -1,5 +1,6 @@
 //! Per-bucket settings: the bucket policy, the bucket ACL, Object Ownership, the Public Access
-//! Block, the bucket's tags, its CORS rules and whether it keeps object versions.
+//! Block, the bucket's tags, its CORS rules, whether it keeps object versions, its Object
+//! Lock configuration and its lifecycle rules.
 //!
 //! Each is one record of the coordinator's replicated state (group 1's state machine),
 //! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
@@ -33,10 +34,12 @@ pub enum Setting {
     Tagging,
     Cors,
     Versioning,
+    ObjectLock,
+    Lifecycle,
 }
 
 impl Setting {
-    const ALL: [Setting; 7] = [
+    const ALL: [Setting; 9] = [
         Setting::Policy,
         Setting::Acl,
         Setting::Ownership,
@@ -44,6 +47,8 @@ impl Setting {
         Setting::Tagging,
         Setting::Cors,
         Setting::Versioning,
+        Setting::ObjectLock,
+        Setting::Lifecycle,
     ];
 
     fn name(self) -> &'static str {
@@ -55,6 +60,8 @@ impl Setting {
             Setting::Tagging => "tagging",
             Setting::Cors => "cors",
             Setting::Versioning => "versioning",
+            Setting::ObjectLock => "object-lock",
+            Setting::Lifecycle => "lifecycle",
         }
     }
 
@@ -78,6 +85,10 @@ pub struct Bucket {
     pub cors: Option<Vec<crate::cors::Rule>>,
     /// Whether the bucket keeps versions (`Off` until PutBucketVersioning).
     pub versioning: saker_rpc::Versioning,
+    /// The Object Lock configuration, once Object Lock is enabled (it stays enabled).
+    pub object_lock: Option<crate::lock::LockConfig>,
+    /// Lifecycle rules (PutBucketLifecycleConfiguration).
+    pub lifecycle: Option<Arc<Vec<crate::lifecycle::Rule>>>,
 }
 
 impl Bucket {
@@ -107,6 +118,14 @@ impl Bucket {
                     other => return Err(format!("versioning status {other:?}")),
                 }
             }
+            Setting::ObjectLock => {
+                self.object_lock = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
+            }
+            Setting::Lifecycle => {
+                self.lifecycle = Some(Arc::new(
+                    serde_json::from_str(text).map_err(|e| e.to_string())?,
+                ))
+            }
         }
         Ok(())
     }
@@ -120,6 +139,8 @@ impl Bucket {
             Setting::Tagging => self.tags = None,
             Setting::Cors => self.cors = None,
             Setting::Versioning => self.versioning = saker_rpc::Versioning::Off,
+            Setting::ObjectLock => self.object_lock = None,
+            Setting::Lifecycle => self.lifecycle = None,
         }
     }
 
@@ -131,6 +152,8 @@ impl Bucket {
             && self.tags.is_none()
             && self.cors.is_none()
             && self.versioning == saker_rpc::Versioning::Off
+            && self.object_lock.is_none()
+            && self.lifecycle.is_none()
     }
 }
 
@@ -202,6 +225,20 @@ impl BucketSettings {
             .as_ref()
             .and_then(|m| m.get(bucket).cloned())
             .unwrap_or_default())
+    }
+
+    /// Every bucket that has settings, with them, from a copy at most [`REFRESH`] / 2 old
+    /// (for once-per-cluster work such as lifecycle passes, which must see every gateway's
+    /// changes).
+    pub async fn all(&self) -> Result<Vec<(String, Arc<Bucket>)>, JournalError> {
+        self.load(REFRESH / 2).await?;
+        Ok(self
+            .copy
+            .read()
+            .iter()
+            .flatten()
+            .map(|(b, s)| (b.clone(), s.clone()))
+            .collect())
     }
 
     /// Stores one setting of `bucket` (`None` removes it); `value` must parse as the

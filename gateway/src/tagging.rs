@@ -143,6 +143,7 @@ pub async fn get(
             data: false,
             tags: true,
             link: false,
+            lock: false,
         },
     )
     .await?;

@@ -70,10 +70,12 @@ pub async fn lookup(
         let found = crate::get::lookup_object(gw, bucket, key, want).await;
         return match found {
             Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchKey => {
-                if of_bucket(gw, bucket).await? == Versioning::Off {
-                    return Err(e);
-                }
-                Err(latest_marker(gw, bucket, key).await.unwrap_or(e))
+                let marker = match of_bucket(gw, bucket).await? {
+                    Versioning::Off => None,
+                    _ => latest_marker(gw, bucket, key).await,
+                };
+                // The 404 says whether a delete marker is why, as RGW does (`false` too).
+                Err(marker.unwrap_or_else(|| not_a_marker(e)))
             }
             r => r,
         };
@@ -125,6 +127,17 @@ async fn latest_marker(gw: &Gateway, bucket: &str, key: &str) -> Option<s3s::S3E
     Some(e)
 }
 
+/// A 404 with `x-amz-delete-marker: false`.
+fn not_a_marker(mut e: s3s::S3Error) -> s3s::S3Error {
+    let mut headers = e.headers().cloned().unwrap_or_default();
+    headers.insert(
+        "x-amz-delete-marker",
+        http::HeaderValue::from_static("false"),
+    );
+    e.set_headers(headers);
+    e
+}
+
 fn no_such_version() -> s3s::S3Error {
     s3_error!(NoSuchVersion, "The specified version does not exist.")
 }
@@ -171,6 +184,12 @@ pub async fn put_bucket_versioning(
             ))
         }
     };
+    if status == "Suspended" && settings(gw, &input.bucket).await?.object_lock.is_some() {
+        return Err(s3_error!(
+            InvalidBucketState,
+            "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed"
+        ));
+    }
     store(
         gw,
         &input.bucket,

@@ -90,10 +90,16 @@ pub enum PayloadKind {
     Meta = 1,
     /// Object tags.
     Tags = 2,
+    /// The version's Object Lock ([`saker_rpc::ObjectLock`]).
+    Lock = 3,
 }
 
-pub const PAYLOAD_KINDS: [PayloadKind; 3] =
-    [PayloadKind::Data, PayloadKind::Meta, PayloadKind::Tags];
+pub const PAYLOAD_KINDS: [PayloadKind; 4] = [
+    PayloadKind::Data,
+    PayloadKind::Meta,
+    PayloadKind::Tags,
+    PayloadKind::Lock,
+];
 
 /// Key builder bound to one group.
 #[derive(Clone, Copy, Debug)]

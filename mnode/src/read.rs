@@ -3,11 +3,11 @@
 use bytes::Bytes;
 use saker_rpc::{
     access, Attr, Cred, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse,
-    ObjectMeta, ObjectView, UploadInfo, VersionEntry, VersionKind, Want, NULL_VERSION,
+    ObjectMeta, ObjectView, VersionEntry, VersionKind, Want, NULL_VERSION,
 };
 
 use crate::keys::{Keys, PayloadKind};
-use crate::ops::{upload_parts, versions};
+use crate::ops::{retention, upload_parts, versions};
 use crate::perm;
 use crate::records::{decode, decode_bytes};
 use crate::store::prefix_end;
@@ -119,6 +119,7 @@ fn lookup<V: View + ?Sized>(
             meta: None,
             data: None,
             tags: None,
+            lock: None,
         })));
     }
     let chain = resolve_parents(v, r, path).map_err(|e| match e {
@@ -146,6 +147,13 @@ fn lookup<V: View + ?Sized>(
             perm::may_delete(&chain.last().expect("root").attr, &attr, Some(cred))?;
         }
         perm::check(&attr, cred, mask & 0o7)?;
+        // Writing to, truncating or removing a locked version is refused as early as open(2).
+        if mask & (access::WRITE | access::DELETE) != 0
+            && attr.kind == saker_rpc::FileKind::File
+            && attr.layout.shared_home().is_none()
+        {
+            retention::lock_of(v, keys, attr.id)?.check_delete(crate::executor::now_ns(), false)?;
+        }
     }
     let version_id = match (want.meta, attr.kind) {
         (true, saker_rpc::FileKind::File) if path.len() >= 2 => {
@@ -196,12 +204,18 @@ fn view<V: View + ?Sized>(
     } else {
         None
     };
+    let lock = if want.lock {
+        Some(retention::lock_of(v, keys, attr.id)?)
+    } else {
+        None
+    };
     Ok(MetaResponse::Object(Box::new(ObjectView {
         attr,
         version_id,
         meta,
         data,
         tags,
+        lock,
     })))
 }
 
@@ -395,7 +409,7 @@ fn list_uploads<V: View + ?Sized>(
             break;
         }
         for (_, val) in &batch {
-            let info: UploadInfo = decode(val).map_err(internal)?;
+            let info = crate::ops::decode_upload(val).map_err(internal)?;
             if !info.key.starts_with(prefix) {
                 if info.key.as_str() > prefix {
                     break 'outer;
@@ -431,7 +445,7 @@ fn get_upload<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], upload_id: 
     let Some(bytes) = v.get(&key).map_err(internal)? else {
         return Err(MetaError::NoSuchUpload);
     };
-    let mut info: UploadInfo = decode(&bytes).map_err(internal)?;
+    let mut info = crate::ops::decode_upload(&bytes).map_err(internal)?;
     info.parts = upload_parts(v, keys, upload_id)?;
     Ok(MetaResponse::Upload(Box::new(info)))
 }

@@ -30,6 +30,30 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     }
 }
 
+/// Version marker of the records whose struct changed since [`RECORD_V1`] (multipart uploads,
+/// which gained their Object Lock); every other record is still written as version 1.
+pub const RECORD_V2: u8 = 2;
+
+pub fn encode_v2<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = encode(value);
+    out[0] = RECORD_V2;
+    out
+}
+
+/// Decodes a record that has a version 2: version 1 bytes decode as `Old` and migrate.
+pub fn decode_v2<T: DeserializeOwned, Old: DeserializeOwned + Into<T>>(
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    match bytes.split_first() {
+        Some((&RECORD_V2, body)) => {
+            postcard::from_bytes(body).map_err(|e| StoreError::Corrupt(e.to_string()))
+        }
+        Some((&RECORD_V1, _)) => decode::<Old>(bytes).map(Into::into),
+        Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
+        None => Err(StoreError::Corrupt("empty record".into())),
+    }
+}
+
 /// Inline bytes are stored raw behind the version byte (no postcard framing).
 pub fn encode_bytes(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() + 1);
@@ -82,5 +106,26 @@ mod tests {
         assert!(decode::<(u32, String)>(&bad).is_err());
         assert!(decode::<(u32, String)>(&[]).is_err());
         assert_eq!(decode_bytes(&encode_bytes(b"abc")).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn version_2_records_read_version_1_by_migration() {
+        #[derive(Serialize, Deserialize, Debug, PartialEq)]
+        struct New(u32, Option<u8>);
+        #[derive(Deserialize)]
+        struct Old(u32);
+        impl From<Old> for New {
+            fn from(o: Old) -> New {
+                New(o.0, None)
+            }
+        }
+        let old = encode(&(7u32,));
+        assert_eq!(decode_v2::<New, Old>(&old).unwrap(), New(7, None));
+        let new = encode_v2(&New(8, Some(1)));
+        assert_eq!(new[0], RECORD_V2);
+        assert_eq!(decode_v2::<New, Old>(&new).unwrap(), New(8, Some(1)));
+        let mut bad = new.clone();
+        bad[0] = 3;
+        assert!(decode_v2::<New, Old>(&bad).is_err());
     }
 }

@@ -246,8 +246,9 @@ async fn implicit_parents_conflicts_and_reaping() {
         path: p("b/a/c/x"),
         dir_marker: false,
         cond: None,
-        version_id: Default::default(),
+        version_id: None,
         versioning: Default::default(),
+        bypass_governance: false,
     })
     .await
     .unwrap();
@@ -293,8 +294,9 @@ async fn dir_marker_demotes_when_not_empty() {
         path: p("b/d"),
         dir_marker: true,
         cond: None,
-        version_id: Default::default(),
+        version_id: None,
         versioning: Default::default(),
+        bypass_governance: false,
     })
     .await
     .unwrap();
@@ -308,8 +310,9 @@ async fn dir_marker_demotes_when_not_empty() {
         path: p("b/d/f"),
         dir_marker: false,
         cond: None,
-        version_id: Default::default(),
+        version_id: None,
         versioning: Default::default(),
+        bypass_governance: false,
     })
     .await
     .unwrap();

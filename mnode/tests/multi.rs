@@ -328,8 +328,9 @@ async fn delete_bucket_sweeps_implicit_dirs_on_every_group() {
             path: path.clone(),
             dir_marker: false,
             cond: None,
-            version_id: Default::default(),
+            version_id: None,
             versioning: Default::default(),
+            bypass_governance: false,
         },
     )
     .await
@@ -583,6 +584,7 @@ impl Cluster {
             data: true,
             tags: false,
             link: false,
+            lock: false,
         };
         let req = MetaRequest::Lookup {
             path: p(path),

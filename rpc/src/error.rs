@@ -85,4 +85,9 @@ pub enum MetaError {
     /// marker: S3 answers 405 for it by version id, 404 without.
     #[error("a delete marker ({0})")]
     DeleteMarker(String),
+    /// The version is under Object Lock (a retention or a legal hold): it cannot be deleted,
+    /// overwritten or have its retention weakened (S3 403 AccessDenied, EPERM). Nothing was
+    /// written.
+    #[error("the object is locked (Object Lock)")]
+    ObjectLocked,
 }

@@ -22,8 +22,8 @@ pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
     access, check_cond, ClientTag, Cred, Dentry, DirChange, DirUsage, EtagCond, GroupCounters,
-    MetaRequest, MetaResponse, NewObject, ObjectView, PartRecord, RemoveCond, ReplicaStatus,
-    SetTime, UploadInfo, Want, WriteCond, XattrMode, MAX_PAGE,
+    LockMode, MetaRequest, MetaResponse, NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond,
+    ReplicaStatus, Retention, SetTime, UploadInfo, Want, WriteCond, XattrMode, MAX_PAGE,
 };
 pub use meta::{version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION};
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};

@@ -77,7 +77,8 @@ impl MetaService for FakeGroup {
                     meta: Some(obj.meta),
                     data: obj.inline,
                     tags: Some(obj.tags),
-                    version_id: Default::default(),
+                    version_id: None,
+                    lock: None,
                 }))),
             },
             MetaRequest::DeleteBucket { name } => Err(MetaError::NotOwner {

@@ -45,6 +45,11 @@ pub enum AdminCommand {
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
     Scrub,
+    /// Lifecycle rules: run a pass now, or show the last one.
+    Lifecycle {
+        #[command(subcommand)]
+        command: LifecycleCommand,
+    },
     /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
     /// what it found and did.
     Repair,
@@ -63,6 +68,15 @@ pub enum AdminCommand {
         #[arg(long, default_value_t = 16)]
         max_entries: usize,
     },
+}
+
+#[derive(Subcommand)]
+pub enum LifecycleCommand {
+    /// Run a pass now over every bucket with rules, or only BUCKET; waits for it to end and
+    /// prints what it did as JSON.
+    Run { bucket: Option<String> },
+    /// The lifecycle day's length and what the last pass did.
+    Status,
 }
 
 #[derive(Subcommand)]
@@ -152,6 +166,8 @@ pub struct AdminState {
     pub nonces: Arc<admin_auth::Nonces>,
     /// Node changes (a replicated cluster's).
     pub nodes: Option<Arc<crate::nodes::Nodes>>,
+    /// This process's S3 gateway (lifecycle passes run through it).
+    pub gateway: Option<saker_gateway::Gateway>,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
@@ -193,6 +209,11 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/nodes/remove", post(remove_node))
         .route("/admin/scrub", post(run_scrub))
+        .route(
+            "/admin/lifecycle",
+            get(lifecycle_status).post(run_lifecycle_all),
+        )
+        .route("/admin/lifecycle/{bucket}", post(run_lifecycle_bucket))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
         .with_state(state)
 }
@@ -277,6 +298,70 @@ async fn run_scrub(State(st): State<AdminState>, headers: HeaderMap, body: Bytes
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
+}
+
+async fn run_lifecycle_all(
+    State(st): State<AdminState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run_lifecycle(st, None, headers, body).await
+}
+
+async fn run_lifecycle_bucket(
+    State(st): State<AdminState>,
+    Path(bucket): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    run_lifecycle(st, Some(bucket), headers, body).await
+}
+
+/// One lifecycle pass now (of `bucket` only, if given); blocks until it ends and answers
+/// its summary as JSON.
+async fn run_lifecycle(
+    st: AdminState,
+    bucket: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = match &bucket {
+        Some(b) => format!("/admin/lifecycle/{b}"),
+        None => "/admin/lifecycle".to_string(),
+    };
+    if !authorized(&st, &Method::POST, &path, &headers, &body) {
+        return deny();
+    }
+    if let Some(b) = &bucket {
+        if let Err(e) = saker_namespace::validate_bucket_name(b) {
+            return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+        }
+    }
+    let Some(gw) = &st.gateway else {
+        return no_coordinator();
+    };
+    match gw.lifecycle_pass(bucket.as_deref()).await {
+        Ok(sum) => axum::Json(sum).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// The day length and the last lifecycle pass of this process.
+async fn lifecycle_status(State(st): State<AdminState>, headers: HeaderMap) -> Response {
+    if !authorized(&st, &Method::GET, "/admin/lifecycle", &headers, b"") {
+        return deny();
+    }
+    let Some(gw) = &st.gateway else {
+        return no_coordinator();
+    };
+    let last = gw.lifecycle_status().map(|(started_ns, summary)| {
+        serde_json::json!({ "started_unix_ms": started_ns / 1_000_000, "summary": summary })
+    });
+    axum::Json(serde_json::json!({
+        "day_secs": gw.lifecycle_day().as_secs(),
+        "last_pass": last,
+    }))
+    .into_response()
 }
 
 async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -663,6 +748,22 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return Ok(());
         }
         AdminCommand::Backup { dir } => return crate::backup::run_client(endpoint, &dir).await,
+        AdminCommand::Lifecycle { command } => {
+            let text = match command {
+                LifecycleCommand::Run { bucket } => {
+                    let path = match bucket {
+                        Some(b) => format!("/admin/lifecycle/{b}"),
+                        None => "/admin/lifecycle".to_string(),
+                    };
+                    send(endpoint, Method::POST, &path, Vec::new()).await?
+                }
+                LifecycleCommand::Status => {
+                    send(endpoint, Method::GET, "/admin/lifecycle", Vec::new()).await?
+                }
+            };
+            println!("{}", text.trim());
+            return Ok(());
+        }
         AdminCommand::Node { command } => {
             let (path, req) = match command {
                 NodeCommand::Add { rpc_addr } => (

@@ -245,8 +245,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             chunks.clone(),
             args.client_config(),
         ));
-        let s3 = Gateway::new(cluster.clone(), keys.clone())
+        let gateway = Gateway::new(cluster.clone(), keys.clone())
             .with_key_limits(args.limits.keys())
+            .with_lifecycle_day(args.lifecycle_day());
+        let s3 = gateway
+            .clone()
             .into_front(args.domain())
             .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
         let listener = TcpListener::bind(s3_addr)
@@ -301,7 +304,14 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
                 .then(|| Arc::new(crate::nodes::Nodes::new(sets.clone(), (*channels).clone()))),
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
+            gateway: Some(gateway.clone()),
         }));
+        // Lifecycle passes run once per cluster, like garbage collection.
+        tokio::spawn(crate::server::lifecycle_loop(
+            gateway,
+            args.lifecycle_every(),
+            active.clone().filter(|_| replicated),
+        ));
     }
     if let Some(addr) = cfg.admin_addr {
         let app =

@@ -129,6 +129,14 @@ pub struct ServerArgs {
     /// The scrub's pace, in MiB/s (0: unlimited).
     #[arg(long, default_value_t = 16)]
     pub scrub_rate: u64,
+    /// How long a lifecycle "day" is, in seconds (rules' Days count these; 86400 outside
+    /// tests, as Ceph's lc_debug_interval shortens them).
+    #[arg(long, default_value_t = 86_400)]
+    pub lifecycle_day_secs: u64,
+    /// How often a lifecycle pass applies the buckets' rules (more often when half a
+    /// lifecycle day is shorter; 0s: only on `saker admin lifecycle run`).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub lifecycle_every: Duration,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
     /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000
     /// inodes; 0s: only on `saker admin balance`.
@@ -267,8 +275,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.client_config(),
     ));
 
-    let s3 = Gateway::new(cluster.clone(), keys.clone())
+    let gateway = Gateway::new(cluster.clone(), keys.clone())
         .with_key_limits(args.limits.keys())
+        .with_lifecycle_day(args.lifecycle_day());
+    let s3 = gateway
+        .clone()
         .into_front(args.domain.as_deref())
         .map_err(|e| anyhow::anyhow!("bad --domain: {e}"))?;
     let s3_listener = TcpListener::bind(args.s3_addr)
@@ -315,6 +326,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         nodes: None,
         namespace: Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
+        gateway: Some(gateway.clone()),
     });
     tokio::spawn(crate::listen::serve_router(admin_listener, tls, admin_app));
     tokio::spawn(async move {
@@ -334,6 +346,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.scrub_rate,
         None,
     ));
+    tokio::spawn(lifecycle_loop(gateway, args.lifecycle_every(), None));
 
     let fuse = match &args.mount {
         Some(path) => Some(crate::mount::spawn(
@@ -431,6 +444,18 @@ impl ServerArgs {
 
     pub(crate) fn domain(&self) -> Option<&str> {
         self.domain.as_deref()
+    }
+
+    pub(crate) fn lifecycle_day(&self) -> Duration {
+        Duration::from_secs(self.lifecycle_day_secs.max(1))
+    }
+
+    /// How often the lifecycle pass runs (zero: never by itself).
+    pub(crate) fn lifecycle_every(&self) -> Duration {
+        match self.lifecycle_every {
+            Duration::ZERO => Duration::ZERO,
+            every => every.min(self.lifecycle_day() / 2),
+        }
     }
 }
 
@@ -735,6 +760,30 @@ pub(crate) async fn scrub_loop(
             ),
             Ok(r) => tracing::info!(verified = r.verified, bytes = r.bytes, "chunk scrub"),
             Err(e) => tracing::warn!(error = %e, "chunk scrub failed"),
+        }
+    })
+    .await
+}
+
+/// Runs a lifecycle pass every `every` (never when it is zero), with `only_active` only
+/// while that coordinator is active here.
+pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_active: Option<Active>) {
+    periodically(every, only_active, || async {
+        match gateway.lifecycle_pass(None).await {
+            Ok(s)
+                if s.expired + s.noncurrent_expired + s.markers_removed + s.uploads_aborted > 0 =>
+            {
+                tracing::info!(
+                    expired = s.expired,
+                    noncurrent = s.noncurrent_expired,
+                    markers = s.markers_removed,
+                    uploads = s.uploads_aborted,
+                    errors = s.errors,
+                    "lifecycle pass"
+                )
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "lifecycle pass failed"),
         }
     })
     .await

@@ -7,7 +7,7 @@ use saker_rpc::{
 };
 
 use super::common::{check_path, missing_as_not_found, put_attr, release_chunks};
-use super::{Ctx, OpResult};
+use super::{retention, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::perm;
 use crate::records::{decode, encode, encode_bytes};
@@ -109,6 +109,7 @@ fn set_attr(
                 "SetAttr truncates to 0 only; other sizes are a CommitFile".into(),
             ));
         }
+        retention::may_remove(txn, ctx, attr.id, false)?;
         if attr.size != 0 || !attr.layout.chunks().is_empty() {
             release_chunks(txn, ctx, attr.layout.chunks());
             attr.layout = Layout::Inline;

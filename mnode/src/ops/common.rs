@@ -114,6 +114,7 @@ pub(super) fn write_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId, obj: &
     } else {
         txn.put(keys.payload(id, PayloadKind::Tags), encode(&obj.tags));
     }
+    super::retention::put_lock(txn, keys, id, obj.lock.as_ref());
 }
 
 pub(super) fn missing_as_not_found(e: MetaError) -> MetaError {

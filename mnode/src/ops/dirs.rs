@@ -1,9 +1,7 @@
 //! Directory ops: mkdir (implicit, POSIX, bucket), the owner's steps of rmdir and
 //! DeleteBucket, and the parent-directory changes other groups push (change-log records).
 
-use saker_rpc::{
-    Attr, Cred, DirChange, FileKind, InodeId, MetaError, MetaResponse, RemoveCond, UploadInfo,
-};
+use saker_rpc::{Attr, Cred, DirChange, FileKind, InodeId, MetaError, MetaResponse, RemoveCond};
 
 use super::common::{
     change_attr, check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, put_dir,
@@ -178,7 +176,7 @@ pub(super) fn purge_dirs(
         .scan(&upload_prefix, &upload_end, usize::MAX)
         .map_err(internal)?
     {
-        let info: UploadInfo = decode(&value).map_err(internal)?;
+        let info = crate::ops::decode_upload(&value).map_err(internal)?;
         drop_upload_parts(txn, ctx, &info.upload_id)?;
         txn.delete(key);
     }

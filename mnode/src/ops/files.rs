@@ -10,7 +10,7 @@ use super::common::{
     touch_parent,
 };
 use super::links::{touch_shared, victim};
-use super::{Ctx, OpResult};
+use super::{retention, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::perm;
 use crate::records::encode_bytes;
@@ -49,6 +49,9 @@ pub(super) fn unlink(
         Child::Other(loc) => {
             let parent = &chain.last().expect("root").attr;
             perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
+            if loc.attr.layout.shared_home().is_none() {
+                retention::may_remove(txn, ctx, loc.attr.id, false)?;
+            }
             let removed = loc.attr.clone();
             remove_file(txn, ctx, &mut chain, loc)?;
             Ok(MetaResponse::Attr(removed))
@@ -156,6 +159,7 @@ pub(super) fn commit_file(
         Child::Other(loc) if loc.attr.id == id && loc.attr.kind == FileKind::File => loc,
         _ => return Err(MetaError::NotFound),
     };
+    retention::may_remove(txn, ctx, id, false)?;
     let mut attr = loc.attr;
     release_chunks(txn, ctx, attr.layout.chunks());
     attr.size = size;

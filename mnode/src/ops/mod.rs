@@ -14,6 +14,7 @@ mod files;
 mod links;
 mod objects;
 mod renames;
+pub(crate) mod retention;
 mod uploads;
 pub(crate) mod versions;
 
@@ -35,6 +36,7 @@ use uploads::{abort_upload, complete_upload, create_upload, put_part};
 
 pub use attrs::{EMPTY_ETAG, USER_META_LIMIT};
 pub use links::LINK_MAX;
+pub(crate) use uploads::decode_upload;
 pub use uploads::upload_parts;
 
 /// Per-batch context of the executor.
@@ -66,13 +68,19 @@ impl Ctx<'_> {
 
 type OpResult = Result<MetaResponse, MetaError>;
 
-/// After a write failed its `If-Match`/`If-None-Match` (and was rolled back): the chunks it
-/// brought are referenced by nothing, so they are queued for collection in the same batch
+/// After a write failed its `If-Match`/`If-None-Match`, or met an Object Lock (and was rolled
+/// back): the chunks it brought are referenced by nothing, so they are queued for collection in the same batch
 /// (the gateway leaves them to this).
 pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpResult) {
-    if let (MetaRequest::PutObject { obj, .. }, Err(MetaError::PreconditionFailed)) = (req, result)
-    {
-        common::release_chunks(txn, ctx, obj.layout.chunks());
+    match (req, result) {
+        (MetaRequest::PutObject { obj, .. }, Err(MetaError::PreconditionFailed)) => {
+            common::release_chunks(txn, ctx, obj.layout.chunks());
+        }
+        // A write into a locked file (the mount's close or fsync) brought chunks too.
+        (MetaRequest::CommitFile { layout, .. }, Err(MetaError::ObjectLocked)) => {
+            common::release_chunks(txn, ctx, layout.chunks());
+        }
+        _ => {}
     }
 }
 
@@ -213,15 +221,32 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             path,
             version_id: Some(vid),
             dir_marker,
+            bypass_governance,
             ..
-        } => delete_version(txn, ctx, path, vid, *dir_marker),
+        } => delete_version(txn, ctx, path, vid, *dir_marker, *bypass_governance),
         MetaRequest::DeleteObject {
             path,
             dir_marker,
             cond,
             versioning,
             version_id: None,
+            ..
         } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref(), *versioning),
+        MetaRequest::SetObjectLock {
+            path,
+            version_id,
+            retention,
+            legal_hold,
+            bypass_governance,
+        } => retention::set_object_lock(
+            txn,
+            ctx,
+            path,
+            version_id.as_deref(),
+            retention.as_ref(),
+            *legal_hold,
+            *bypass_governance,
+        ),
         MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
         set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
         MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
@@ -244,7 +269,8 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             tags,
             uid,
             gid,
-        } => create_upload(txn, ctx, path, upload_id, meta, tags, *uid, *gid),
+            lock,
+        } => create_upload(txn, ctx, path, upload_id, meta, tags, *uid, *gid, *lock),
         MetaRequest::PutPart {
             path,
             upload_id,

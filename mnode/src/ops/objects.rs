@@ -12,7 +12,7 @@ use super::common::{
 use super::dirs::reapable;
 use super::files::remove_file;
 use super::links::touch_shared;
-use super::{versions, Ctx, OpResult};
+use super::{retention, versions, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::records::encode;
 use crate::tree::{child, has_children, resolve_parents, target, Child, Located, Resolver, Retry};
@@ -71,6 +71,7 @@ pub(super) fn put_object(
                 let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
                 (key, attr, false)
             } else if versioning == Versioning::Off {
+                retention::may_remove(txn, ctx, loc.attr.id, false)?;
                 release_chunks(txn, ctx, loc.attr.layout.chunks());
                 (key, loc.attr, false)
             } else {
@@ -117,6 +118,7 @@ fn replace_version(
     let (bucket, key) = versions::object_key(path);
     let null = versions::current_id(txn, ctx.keys, bucket, &key, old)? == NULL_VERSION;
     if versioning == Versioning::Suspended && null {
+        retention::may_remove(txn, ctx, old.id, false)?;
         delete_payloads(txn, ctx.keys, old.id);
         release_chunks(txn, ctx, old.layout.chunks());
         return Ok(());
@@ -215,6 +217,9 @@ pub(super) fn delete_object(
             touch_parent(txn, ctx, &mut chain, -1, 0);
         }
         (Child::Other(loc), false) if loc.attr.kind == FileKind::File => {
+            if loc.attr.layout.shared_home().is_none() {
+                retention::may_remove(txn, ctx, loc.attr.id, false)?;
+            }
             remove_file(txn, ctx, &mut chain, loc)?;
             let parent = path[..path.len() - 1].to_vec();
             if reapable(&parent) && !has_children(txn, ctx.keys, pid)? {
@@ -271,6 +276,7 @@ pub(super) fn delete_version(
     path: &[String],
     vid: &str,
     dir_marker: bool,
+    bypass: bool,
 ) -> OpResult {
     check_path(path, 2)?;
     let deleted = |marker| {
@@ -304,6 +310,7 @@ pub(super) fn delete_version(
         if loc.attr.kind == FileKind::File
             && versions::current_id(txn, ctx.keys, bucket, &key, &loc.attr)? == vid
         {
+            retention::may_remove(txn, ctx, loc.attr.id, bypass)?;
             txn.delete(ctx.keys.version(bucket, &key, loc.attr.id));
             let key_record = loc.key.clone().expect("child has a key");
             remove_file(txn, ctx, chain, loc.clone())?;
@@ -317,6 +324,9 @@ pub(super) fn delete_version(
     let Some(found) = versions::find(txn, ctx.keys, bucket, &key, vid)? else {
         return deleted(false);
     };
+    if let VersionKind::Object(attr) = &found.stored.kind {
+        retention::may_remove(txn, ctx, attr.id, bypass)?;
+    }
     let marker = matches!(found.stored.kind, VersionKind::DeleteMarker);
     versions::remove(txn, ctx, bucket, &key, &found);
     if let (Child::None, Some(chain), true) = (&existing, chain.as_mut(), found.newest) {

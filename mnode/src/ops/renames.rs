@@ -11,7 +11,7 @@ use super::common::{
 };
 use super::files::remove_file;
 use super::links::{touch_shared, victim};
-use super::{Ctx, OpResult};
+use super::{retention, Ctx, OpResult};
 use crate::perm;
 use crate::tree::{child, has_children, internal, resolve_parents, Child, Located};
 use crate::txn::Txn;
@@ -35,6 +35,9 @@ fn clear_target(
         Child::Other(loc) => {
             let parent = &chain.last().expect("root").attr;
             perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
+            if loc.attr.layout.shared_home().is_none() {
+                retention::may_remove(txn, ctx, loc.attr.id, false)?;
+            }
             remove_file(txn, ctx, chain, loc)?;
             Ok(false)
         }
@@ -69,6 +72,10 @@ pub(super) fn rename(
     )?;
     if from == to {
         return Ok(MetaResponse::Attr(loc.attr));
+    }
+    // A locked version may not leave its key.
+    if loc.attr.layout.shared_home().is_none() {
+        retention::may_remove(txn, ctx, loc.attr.id, false)?;
     }
     let mut to_chain = resolve_parents(txn, ctx.ns, to).map_err(missing_as_not_found)?;
     perm::search(&to_chain, cred)?;

@@ -2,21 +2,57 @@
 
 use bytes::Bytes;
 use saker_rpc::{
-    Checksums, Layout, MetaError, MetaResponse, NewObject, ObjectMeta, PartInfo, PartRecord,
-    UploadInfo, Versioning, WriteCond,
+    Checksums, Layout, MetaError, MetaResponse, NewObject, ObjectLock, ObjectMeta, PartInfo,
+    PartRecord, UploadInfo, Versioning, WriteCond,
 };
+use serde::Deserialize;
 
 use super::common::{check_path, release_chunks};
 use super::objects::put_object;
 use super::{Ctx, OpResult};
 use crate::keys::Keys;
-use crate::records::{decode, encode};
+use crate::records::{decode, decode_v2, encode, encode_v2};
 use crate::store::prefix_end;
+use crate::store::StoreError;
 use crate::tree::{internal, resolve_parents};
 use crate::txn::Txn;
 
 fn upload_key(keys: &Keys, path: &[String], upload_id: &str) -> Vec<u8> {
     keys.upload(&path[0], &path[1..].join("/"), upload_id)
+}
+
+/// An upload record as version 1 wrote it (before uploads kept an Object Lock).
+#[derive(Deserialize)]
+struct UploadV1 {
+    key: String,
+    upload_id: String,
+    initiated_ns: i64,
+    meta: ObjectMeta,
+    tags: Vec<(String, String)>,
+    uid: u32,
+    gid: u32,
+    parts: Vec<(u32, PartRecord)>,
+}
+
+impl From<UploadV1> for UploadInfo {
+    fn from(o: UploadV1) -> Self {
+        UploadInfo {
+            key: o.key,
+            upload_id: o.upload_id,
+            initiated_ns: o.initiated_ns,
+            meta: o.meta,
+            tags: o.tags,
+            uid: o.uid,
+            gid: o.gid,
+            parts: o.parts,
+            lock: None,
+        }
+    }
+}
+
+/// Decodes a stored upload record (either version).
+pub(crate) fn decode_upload(bytes: &[u8]) -> Result<UploadInfo, StoreError> {
+    decode_v2::<UploadInfo, UploadV1>(bytes)
 }
 
 fn load_upload(
@@ -27,7 +63,7 @@ fn load_upload(
 ) -> Result<(Vec<u8>, UploadInfo), MetaError> {
     let key = upload_key(keys, path, upload_id);
     match txn.get(&key).map_err(internal)? {
-        Some(v) => Ok((key, decode(&v).map_err(internal)?)),
+        Some(v) => Ok((key, decode_upload(&v).map_err(internal)?)),
         None => Err(MetaError::NoSuchUpload),
     }
 }
@@ -42,6 +78,7 @@ pub(super) fn create_upload(
     tags: &[(String, String)],
     uid: u32,
     gid: u32,
+    lock: Option<ObjectLock>,
 ) -> OpResult {
     check_path(path, 2)?;
     resolve_parents(txn, ctx.ns, &path[..2]).map_err(|e| match e {
@@ -57,8 +94,9 @@ pub(super) fn create_upload(
         uid,
         gid,
         parts: Vec::new(),
+        lock,
     };
-    txn.put(upload_key(ctx.keys, path, upload_id), encode(&info));
+    txn.put(upload_key(ctx.keys, path, upload_id), encode_v2(&info));
     Ok(MetaResponse::Done)
 }
 
@@ -177,6 +215,7 @@ pub(super) fn complete_upload(
         tags: info.tags.clone(),
         uid: info.uid,
         gid: info.gid,
+        lock: info.lock,
     };
     let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {

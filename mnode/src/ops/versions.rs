@@ -136,6 +136,9 @@ pub(crate) fn drop_null(
 ) -> Result<(), MetaError> {
     for (id, s) in of_key(txn, ctx.keys, bucket, key)? {
         if s.version_id == NULL_VERSION && !matches!(s.kind, VersionKind::Current) {
+            if let VersionKind::Object(attr) = &s.kind {
+                super::retention::may_remove(txn, ctx, attr.id, false)?;
+            }
             forget(txn, ctx, bucket, key, id, &s);
         }
     }

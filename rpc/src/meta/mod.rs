@@ -12,11 +12,13 @@ use crate::InodeId;
 pub use saker_namespace::Dentry;
 
 mod cond;
+mod lock;
 mod response;
 mod types;
 mod versions;
 
 pub use cond::{check as check_cond, EtagCond, WriteCond};
+pub use lock::{LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
 pub use versions::{
@@ -289,6 +291,8 @@ pub enum MetaRequest {
         versioning: Versioning,
         /// Deletes this version for good (no delete marker); answers `Deleted`.
         version_id: Option<String>,
+        /// The caller asked to bypass a governance retention and is allowed to.
+        bypass_governance: bool,
     },
     /// POSIX unlink of a file. Answers the entry removed (a hard link's reference for a
     /// name of a file with others).
@@ -312,6 +316,16 @@ pub enum MetaRequest {
         mtime: Option<SetTime>,
         cred: Option<Cred>,
     },
+    /// Change the Object Lock of one version of the object at `path` (the current one without
+    /// `version_id`): set its retention and/or its legal hold. A retention in force is only
+    /// extended, unless it is a governance one and `bypass_governance` ([`ObjectLock`]).
+    SetObjectLock {
+        path: Vec<String>,
+        version_id: Option<String>,
+        retention: Option<Retention>,
+        legal_hold: Option<bool>,
+        bypass_governance: bool,
+    },
     /// Replace (or, with `None`, delete) the tag set of a file or a directory marker.
     PutTags {
         path: Vec<String>,
@@ -325,6 +339,8 @@ pub enum MetaRequest {
         tags: Vec<(String, String)>,
         uid: u32,
         gid: u32,
+        /// The Object Lock the completed object gets.
+        lock: Option<ObjectLock>,
     },
     /// Store a part; a part with the same number is replaced and its chunks released.
     PutPart {
@@ -627,6 +643,7 @@ impl MetaRequest {
                 | MetaRequest::Mkdir { .. }
                 | MetaRequest::CreateBucket { .. }
                 | MetaRequest::PutTags { .. }
+                | MetaRequest::SetObjectLock { .. }
                 | MetaRequest::SetUserMeta { .. }
                 | MetaRequest::CreateUpload { .. }
                 | MetaRequest::PutPart { .. }
@@ -711,6 +728,7 @@ impl MetaRequest {
                 | MetaRequest::Rmdir { .. }
                 | MetaRequest::SetAttr { .. }
                 | MetaRequest::PutTags { .. }
+                | MetaRequest::SetObjectLock { .. }
                 | MetaRequest::SetUserMeta { .. }
                 | MetaRequest::CreateUpload { .. }
                 | MetaRequest::PutPart { .. }
@@ -786,6 +804,7 @@ impl MetaRequest {
             | MetaRequest::Rmdir { path, .. }
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
+            | MetaRequest::SetObjectLock { path, .. }
             | MetaRequest::SetUserMeta { path, .. }
             | MetaRequest::CoordinatedRename { to: path, .. }
             | MetaRequest::RenameDirIn { to: path, .. }
@@ -877,6 +896,7 @@ impl MetaRequest {
             MetaRequest::Rmdir { .. } => "rmdir",
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
+            MetaRequest::SetObjectLock { .. } => "set_object_lock",
             MetaRequest::SetUserMeta { .. } => "set_user_meta",
             MetaRequest::ApplyDirAttr { .. } => "apply_dir_attr",
             MetaRequest::CoordinatedRename { .. } => "coordinated_rename",

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::lock::ObjectLock;
 use crate::attr::{Attr, Checksums, Layout, ObjectMeta, PartInfo};
 use crate::InodeId;
 
@@ -63,6 +64,8 @@ pub struct Want {
     /// Answer a hard link's own entry (its [`Layout::Shared`] reference, no payloads) instead
     /// of the shared inode it names: for moves of the name itself.
     pub link: bool,
+    /// The version's Object Lock (buckets with Object Lock enabled).
+    pub lock: bool,
 }
 
 impl Want {
@@ -71,19 +74,27 @@ impl Want {
         data: false,
         tags: false,
         link: false,
+        lock: false,
     };
     pub const OBJECT: Want = Want {
         meta: true,
         data: true,
         tags: false,
         link: false,
+        lock: false,
     };
     pub const HEAD: Want = Want {
         meta: true,
         data: false,
         tags: false,
         link: false,
+        lock: false,
     };
+
+    /// These payloads and, if `on`, the Object Lock.
+    pub const fn with_lock(self, on: bool) -> Want {
+        Want { lock: on, ..self }
+    }
 }
 
 /// A file or directory marker to store.
@@ -99,6 +110,8 @@ pub struct NewObject {
     pub tags: Vec<(String, String)>,
     pub uid: u32,
     pub gid: u32,
+    /// The Object Lock of the new version (`None`: none).
+    pub lock: Option<ObjectLock>,
 }
 
 /// One uploaded part of a multipart upload.
@@ -123,6 +136,8 @@ pub struct UploadInfo {
     pub gid: u32,
     /// Parts by number (filled by `GetUpload`, empty in listings).
     pub parts: Vec<(u32, PartRecord)>,
+    /// The Object Lock the completed object gets.
+    pub lock: Option<ObjectLock>,
 }
 
 /// Everything a GET/HEAD needs, in one reply.
@@ -135,6 +150,8 @@ pub struct ObjectView {
     pub meta: Option<ObjectMeta>,
     pub data: Option<Bytes>,
     pub tags: Option<Vec<(String, String)>>,
+    /// The version's Object Lock (filled with `Want::lock`; empty if it has none).
+    pub lock: Option<ObjectLock>,
 }
 
 /// A change of a directory's attributes made by an op that ran on another group: commutative

@@ -9,7 +9,7 @@ use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
 
 /// The encoding version every body starts with. Bump it for any change to the encoding of a
 /// type that crosses the wire.
-pub const WIRE_VERSION: u8 = 9;
+pub const WIRE_VERSION: u8 = 10;
 
 /// A body that could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -163,7 +163,8 @@ mod tests {
                 meta: Some(ObjectMeta::default()),
                 data: Some(Bytes::from_static(b"hello")),
                 tags: None,
-                version_id: Default::default(),
+                version_id: None,
+                lock: None,
             },
         ))));
         round_trip::<Result<MetaResponse, MetaError>>(Err(MetaError::MissingParent { depth: 2 }));

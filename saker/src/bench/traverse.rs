@@ -327,6 +327,7 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
                     data: true,
                     tags: false,
                     link: false,
+                    lock: false,
                 };
                 let view = reader.lookup(&shape.file(i), want).await?;
                 let size = view.attr.size;

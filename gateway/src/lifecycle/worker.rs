@@ -1,0 +1,342 @@
+//! A lifecycle pass: every bucket with rules (or one), its current objects, its noncurrent
+//! versions and delete markers, and its multipart uploads, each acted on as its rules say.
+//! Every action is an ordinary request (a delete, a version delete, an upload abort), so a
+//! pass cut short by a crash loses nothing and the next pass finds what is left.
+
+use std::collections::BTreeMap;
+
+use saker_client::Lister;
+use saker_rpc::{MetaRequest, MetaResponse, UploadInfo, VersionEntry, VersionKind, Want};
+use serde::Serialize;
+
+use super::rules::{ObjectFacts, Rule};
+use crate::Gateway;
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub buckets: u64,
+    /// Current objects looked at.
+    pub objects: u64,
+    /// Current objects expired (deleted, or hidden behind a delete marker when versioned).
+    pub expired: u64,
+    /// Noncurrent versions deleted.
+    pub noncurrent_expired: u64,
+    /// Delete markers removed (the only version left of their key).
+    pub markers_removed: u64,
+    pub uploads_aborted: u64,
+    /// Actions that failed (they are tried again by the next pass).
+    pub errors: u64,
+    pub elapsed_ms: u64,
+}
+
+/// Items asked of a metadata node per request.
+const PAGE: u32 = 1000;
+
+pub(super) async fn pass(
+    gw: &Gateway,
+    only: Option<&str>,
+    now_ns: i64,
+    day_ns: i64,
+) -> Result<Summary, String> {
+    let started = std::time::Instant::now();
+    let mut sum = Summary::default();
+    for (bucket, rules) in super::configured(gw, only).await? {
+        sum.buckets += 1;
+        let enabled: Vec<Rule> = rules.into_iter().filter(|r| r.enabled).collect();
+        let at = At { now_ns, day_ns };
+        current(gw, &bucket, &enabled, at, &mut sum).await?;
+        versions(gw, &bucket, &enabled, at, &mut sum).await?;
+        uploads(gw, &bucket, &enabled, at, &mut sum).await?;
+    }
+    sum.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(sum)
+}
+
+#[derive(Clone, Copy)]
+struct At {
+    now_ns: i64,
+    day_ns: i64,
+}
+
+async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)> {
+    let want = Want {
+        tags: true,
+        ..Want::ATTR
+    };
+    crate::get::lookup_object(gw, bucket, key, want)
+        .await
+        .ok()
+        .and_then(|v| v.tags)
+        .unwrap_or_default()
+}
+
+fn count(sum: &mut Summary, r: Result<(), String>, done: fn(&mut Summary) -> &mut u64) {
+    match r {
+        Ok(()) => *done(sum) += 1,
+        Err(e) => {
+            sum.errors += 1;
+            tracing::warn!(error = %e, "lifecycle action failed");
+        }
+    }
+}
+
+/// Expiration of current objects.
+async fn current(
+    gw: &Gateway,
+    bucket: &str,
+    rules: &[Rule],
+    at: At,
+    sum: &mut Summary,
+) -> Result<(), String> {
+    if !rules.iter().any(|r| r.expires_at(0, 1).is_some()) {
+        return Ok(());
+    }
+    let mut lister = Lister::new(&gw.cluster, bucket)
+        .await
+        .map_err(|e| e.to_string())?;
+    lister.start("", "").await.map_err(|e| e.to_string())?;
+    while let Some((key, attr)) = lister.next_key().await.map_err(|e| e.to_string())? {
+        if key.ends_with('/') {
+            continue;
+        }
+        sum.objects += 1;
+        let tags = if rules.iter().any(|r| r.filter.needs_tags()) {
+            tags_of(gw, bucket, &key).await
+        } else {
+            Vec::new()
+        };
+        let facts = ObjectFacts {
+            key: &key,
+            size: attr.size,
+            tags: &tags,
+        };
+        let due = rules.iter().any(|r| {
+            r.filter.matches(&facts)
+                && r.expires_at(attr.s3_mtime_ns, at.day_ns)
+                    .is_some_and(|t| t <= at.now_ns)
+        });
+        if due {
+            let r = crate::delete::delete_one(gw, bucket, &key, None, None, false).await;
+            count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), |s| {
+                &mut s.expired
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The versions of `bucket` held by one group, by key (each key's versions in one group,
+/// newest first).
+async fn group_versions(
+    gw: &Gateway,
+    group: u32,
+    bucket: &str,
+    mut visit: impl FnMut(&str, Vec<VersionEntry>),
+) -> Result<(), String> {
+    let (mut key, mut id) = (String::new(), None);
+    let mut pending: Option<(String, Vec<VersionEntry>)> = None;
+    loop {
+        let r = MetaRequest::ScanVersions {
+            bucket: bucket.to_string(),
+            prefix: String::new(),
+            key_marker: key.clone(),
+            id_marker: id,
+            limit: PAGE,
+        };
+        let page = match gw.cluster.call_group(group, r).await {
+            Ok(MetaResponse::Versions(v)) => v,
+            Ok(other) => return Err(format!("ScanVersions answered {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        let full = page.len() == PAGE as usize;
+        if let Some(last) = page.last() {
+            (key, id) = (last.key.clone(), Some(last.id));
+        }
+        for v in page {
+            match &mut pending {
+                Some((k, list)) if *k == v.key => list.push(v),
+                _ => {
+                    if let Some((k, list)) = pending.take() {
+                        visit(&k, list);
+                    }
+                    pending = Some((v.key.clone(), vec![v]));
+                }
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    if let Some((k, list)) = pending {
+        visit(&k, list);
+    }
+    Ok(())
+}
+
+/// What to do with one version.
+enum Act {
+    Noncurrent(String),
+    Marker(String),
+}
+
+/// Noncurrent version expiration and expired delete markers.
+async fn versions(
+    gw: &Gateway,
+    bucket: &str,
+    rules: &[Rule],
+    at: At,
+    sum: &mut Summary,
+) -> Result<(), String> {
+    let wants_noncurrent = rules.iter().any(|r| r.noncurrent.is_some());
+    let wants_markers = rules.iter().any(|r| {
+        r.expiration
+            .as_ref()
+            .is_some_and(|e| e.expired_object_delete_marker)
+    });
+    if !wants_noncurrent && !wants_markers {
+        return Ok(());
+    }
+    let groups: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
+    for g in groups {
+        let mut keys: BTreeMap<String, Vec<VersionEntry>> = BTreeMap::new();
+        group_versions(gw, g, bucket, |k, list| {
+            keys.insert(k.to_string(), list);
+        })
+        .await?;
+        for (key, list) in keys {
+            for act in plan(gw, bucket, &key, list, rules, at).await {
+                let (vid, field): (String, fn(&mut Summary) -> &mut u64) = match act {
+                    Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
+                    Act::Marker(v) => (v, |s| &mut s.markers_removed),
+                };
+                let r = crate::delete::delete_one(gw, bucket, &key, None, Some(vid), false).await;
+                count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), field);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The versions of `key` (newest first, as its group lists them) its rules remove.
+async fn plan(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    list: Vec<VersionEntry>,
+    rules: &[Rule],
+    at: At,
+) -> Vec<Act> {
+    let current = crate::get::lookup_object(gw, bucket, key, Want::ATTR)
+        .await
+        .ok();
+    let noncurrent: Vec<&VersionEntry> = list
+        .iter()
+        .filter(|v| !matches!(v.kind, VersionKind::Current))
+        .collect();
+    let mut out = Vec::new();
+    // A delete marker with no other version left is expired (ExpiredObjectDeleteMarker).
+    if current.is_none() && noncurrent.len() == 1 {
+        if let VersionKind::DeleteMarker = noncurrent[0].kind {
+            let facts = ObjectFacts {
+                key,
+                size: 0,
+                tags: &[],
+            };
+            let expire = rules.iter().any(|r| {
+                r.filter.matches(&facts)
+                    && r.expiration
+                        .as_ref()
+                        .is_some_and(|e| e.expired_object_delete_marker)
+            });
+            if expire {
+                out.push(Act::Marker(noncurrent[0].version_id.clone()));
+            }
+            return out;
+        }
+    }
+    // A version became noncurrent when the next newer one was written.
+    let mut newer_mtime = current.as_ref().map(|c| c.attr.s3_mtime_ns);
+    for (rank, v) in noncurrent.iter().enumerate() {
+        let since = newer_mtime.unwrap_or(v.mtime_ns);
+        newer_mtime = Some(v.mtime_ns);
+        let VersionKind::Object(attr) = &v.kind else {
+            continue;
+        };
+        let facts = ObjectFacts {
+            key,
+            size: attr.size,
+            tags: &[],
+        };
+        let due = rules.iter().any(|r| {
+            let Some(n) = &r.noncurrent else {
+                return false;
+            };
+            let kept = n.newer.is_some_and(|keep| rank < keep as usize);
+            let old = n
+                .days
+                .is_none_or(|d| since.saturating_add(i64::from(d).saturating_mul(at.day_ns)) <= at.now_ns);
+            r.filter.matches(&facts) && !kept && old && (n.days.is_some() || n.newer.is_some())
+        });
+        if due {
+            out.push(Act::Noncurrent(v.version_id.clone()));
+        }
+    }
+    out
+}
+
+/// Aborts multipart uploads started more than their rule's days ago.
+async fn uploads(
+    gw: &Gateway,
+    bucket: &str,
+    rules: &[Rule],
+    at: At,
+    sum: &mut Summary,
+) -> Result<(), String> {
+    if !rules.iter().any(|r| r.abort_upload_days.is_some()) {
+        return Ok(());
+    }
+    let groups: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
+    for g in groups {
+        let (mut key, mut upload) = (String::new(), String::new());
+        loop {
+            let r = MetaRequest::ListUploads {
+                bucket: bucket.to_string(),
+                prefix: String::new(),
+                key_marker: key.clone(),
+                upload_id_marker: upload.clone(),
+                limit: PAGE,
+            };
+            let page: Vec<UploadInfo> = match gw.cluster.call_group(g, r).await {
+                Ok(MetaResponse::Uploads(u)) => u,
+                Ok(other) => return Err(format!("ListUploads answered {other:?}")),
+                Err(e) => return Err(e.to_string()),
+            };
+            let full = page.len() == PAGE as usize;
+            for u in &page {
+                let facts = ObjectFacts {
+                    key: &u.key,
+                    size: 0,
+                    tags: &[],
+                };
+                let due = rules.iter().any(|r| {
+                    r.filter.matches(&facts)
+                        && r.abort_upload_days.is_some_and(|d| {
+                            u.initiated_ns.saturating_add(i64::from(d).saturating_mul(at.day_ns)) <= at.now_ns
+                        })
+                });
+                if due {
+                    let r = crate::multipart::abort_upload(gw, bucket, &u.key, &u.upload_id).await;
+                    count(sum, r.map_err(|e| format!("{e:?}")), |s| {
+                        &mut s.uploads_aborted
+                    });
+                }
+            }
+            match page.last() {
+                Some(last) if full => (key, upload) = (last.key.clone(), last.upload_id.clone()),
+                _ => break,
+            }
+        }
+    }
+    Ok(())
+}
