@@ -6,7 +6,7 @@
 # rounds each: the pass's effect on foreground latency.
 #
 # usage: lifecycle-pass.sh OUT_DIR
-# knobs: RUNS (3), FILL (10s), DURATION (8s)
+# knobs: RUNS (3), FILL (10s), DURATION (8s), RATE (the pass's pace, --lifecycle-rate: 2000)
 # needs: a release build of saker (cargo build --release), curl, python3 with boto3.
 set -euo pipefail
 OUT=${1:?usage: lifecycle-pass.sh OUT_DIR}
@@ -17,13 +17,14 @@ SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}
 RUNS=${RUNS:-3}
 FILL=${FILL:-10s}
 DURATION=${DURATION:-8s}
+export RATE=${RATE:-2000}
 export SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 rm -rf "$OUT/data"
 # A one-second day, and no passes but those run here (--lifecycle-every 0s).
 "$SAKER" server --data-dir "$OUT/data" --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 \
-  --rpc-addr 127.0.0.1:19902 --lifecycle-day-secs 1 --lifecycle-every 0s >"$OUT/server.log" 2>&1 &
+  --rpc-addr 127.0.0.1:19902 --lifecycle-day-secs 1 --lifecycle-every 0s --lifecycle-rate "$RATE" >"$OUT/server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do curl -sf http://127.0.0.1:19901/health >/dev/null && break; sleep 0.1; done
@@ -66,6 +67,7 @@ rate = [p["expired"] * 1000 / max(p["elapsed_ms"], 1) for p in passes]
 gets = {w: [x for r in range(1, runs + 1) for x in load(f"{w}-{r}.json")["results"]]
         for w in ("idle", "busy")}
 result = {
+    "lifecycle_rate": int(os.environ.get("RATE", "2000")),
     "pass": {"expired_per_pass": med([p["expired"] for p in passes]),
              "objects_per_s": round(med(rate)), "errors": sum(p["errors"] for p in passes)},
     "get 4096 c16 p99_ms": {w: med([x["p99_ms"] for x in gets[w]]) for w in gets},

@@ -90,9 +90,9 @@ impl Gateway {
     }
 
     /// Lifecycle rules count days of `day` ([`lifecycle`]; 24 hours by default, shorter
-    /// for tests).
-    pub fn with_lifecycle_day(mut self, day: std::time::Duration) -> Self {
-        self.lifecycle = Arc::new(lifecycle::Lifecycle::new(day));
+    /// for tests), and a pass looks at `rate` items a second at most (0: unpaced).
+    pub fn with_lifecycle(mut self, day: std::time::Duration, rate: u64) -> Self {
+        self.lifecycle = Arc::new(lifecycle::Lifecycle::new(day, rate));
         self
     }
 

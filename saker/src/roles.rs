@@ -247,7 +247,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         ));
         let gateway = Gateway::new(cluster.clone(), keys.clone())
             .with_key_limits(args.limits.keys())
-            .with_lifecycle_day(args.lifecycle_day());
+            .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate);
         let s3 = gateway
             .clone()
             .into_front(args.domain())

@@ -137,6 +137,10 @@ pub struct ServerArgs {
     /// lifecycle day is shorter; 0s: only on `saker admin lifecycle run`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub lifecycle_every: Duration,
+    /// The most objects, versions and uploads a lifecycle pass looks at per second (0:
+    /// unpaced): its share of the machine beside foreground requests.
+    #[arg(long, default_value_t = 2000)]
+    pub lifecycle_rate: u64,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
     /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000
     /// inodes; 0s: only on `saker admin balance`.
@@ -277,7 +281,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let gateway = Gateway::new(cluster.clone(), keys.clone())
         .with_key_limits(args.limits.keys())
-        .with_lifecycle_day(args.lifecycle_day());
+        .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate);
     let s3 = gateway
         .clone()
         .into_front(args.domain.as_deref())

@@ -27,24 +27,27 @@ pub use worker::Summary;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// The lifecycle state of a gateway: how long a day is, and the last pass.
+/// The lifecycle state of a gateway: how long a day is, a pass's pace, and the last pass.
 #[derive(Debug)]
 pub struct Lifecycle {
     day: Duration,
+    /// Items a pass looks at per second (0: unpaced).
+    rate: u64,
     last: Mutex<Option<(i64, Summary)>>,
     running: tokio::sync::Mutex<()>,
 }
 
 impl Default for Lifecycle {
     fn default() -> Self {
-        Self::new(DAY)
+        Self::new(DAY, 0)
     }
 }
 
 impl Lifecycle {
-    pub fn new(day: Duration) -> Self {
+    pub fn new(day: Duration, rate: u64) -> Self {
         Self {
             day: if day.is_zero() { DAY } else { day },
+            rate,
             last: Mutex::new(None),
             running: tokio::sync::Mutex::new(()),
         }
@@ -72,7 +75,9 @@ impl Gateway {
     pub async fn lifecycle_pass(&self, bucket: Option<&str>) -> Result<Summary, String> {
         let _one = self.lifecycle.running.lock().await;
         let started = now_ns();
-        let sum = worker::pass(self, bucket, started, self.lifecycle.day_ns()).await?;
+        let mut pace = worker::Pace::new(self.lifecycle.rate);
+        let day_ns = self.lifecycle.day_ns();
+        let sum = worker::pass(self, bucket, started, day_ns, &mut pace).await?;
         crate::metrics::record_lifecycle(&sum);
         *self.lifecycle.last.lock() = Some((started, sum.clone()));
         Ok(sum)
@@ -182,7 +187,10 @@ pub async fn expiration_header(
     let Some((at, id)) = first else {
         return Ok(None);
     };
-    let at = at.saturating_add(day - 1).div_euclid(day).saturating_mul(day);
+    let at = at
+        .saturating_add(day - 1)
+        .div_euclid(day)
+        .saturating_mul(day);
     let date = crate::keys::format_http_date(&crate::keys::timestamp(at)).unwrap_or_default();
     Ok(Some(format!("expiry-date=\"{date}\", rule-id=\"{id}\"")))
 }

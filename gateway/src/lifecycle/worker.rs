@@ -3,7 +3,7 @@
 //! Every action is an ordinary request (a delete, a version delete, an upload abort), so a
 //! pass cut short by a crash loses nothing and the next pass finds what is left.
 
-use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use saker_client::Lister;
 use saker_rpc::{MetaRequest, MetaResponse, UploadInfo, VersionEntry, VersionKind, Want};
@@ -33,21 +33,49 @@ pub struct Summary {
 /// Items asked of a metadata node per request.
 const PAGE: u32 = 1000;
 
+/// Keeps a pass at `per_sec` items (objects, versions, uploads looked at) a second, so
+/// foreground requests keep the machine (0: unpaced).
+pub(super) struct Pace {
+    per_sec: u64,
+    started: Instant,
+    done: u64,
+}
+
+impl Pace {
+    pub(super) fn new(per_sec: u64) -> Self {
+        Self {
+            per_sec,
+            started: Instant::now(),
+            done: 0,
+        }
+    }
+
+    async fn tick(&mut self, n: usize) {
+        self.done += n as u64;
+        if self.per_sec == 0 {
+            return;
+        }
+        let due = self.started + Duration::from_secs_f64(self.done as f64 / self.per_sec as f64);
+        tokio::time::sleep_until(due.into()).await;
+    }
+}
+
 pub(super) async fn pass(
     gw: &Gateway,
     only: Option<&str>,
     now_ns: i64,
     day_ns: i64,
+    pace: &mut Pace,
 ) -> Result<Summary, String> {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let mut sum = Summary::default();
     for (bucket, rules) in super::configured(gw, only).await? {
         sum.buckets += 1;
         let enabled: Vec<Rule> = rules.into_iter().filter(|r| r.enabled).collect();
         let at = At { now_ns, day_ns };
-        current(gw, &bucket, &enabled, at, &mut sum).await?;
-        versions(gw, &bucket, &enabled, at, &mut sum).await?;
-        uploads(gw, &bucket, &enabled, at, &mut sum).await?;
+        current(gw, &bucket, &enabled, at, &mut sum, pace).await?;
+        versions(gw, &bucket, &enabled, at, &mut sum, pace).await?;
+        uploads(gw, &bucket, &enabled, at, &mut sum, pace).await?;
     }
     sum.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(sum)
@@ -88,6 +116,7 @@ async fn current(
     rules: &[Rule],
     at: At,
     sum: &mut Summary,
+    pace: &mut Pace,
 ) -> Result<(), String> {
     if !rules.iter().any(|r| r.expires_at(0, 1).is_some()) {
         return Ok(());
@@ -100,6 +129,7 @@ async fn current(
         if key.ends_with('/') {
             continue;
         }
+        pace.tick(1).await;
         sum.objects += 1;
         let tags = if rules.iter().any(|r| r.filter.needs_tags()) {
             tags_of(gw, bucket, &key).await
@@ -126,52 +156,42 @@ async fn current(
     Ok(())
 }
 
-/// The versions of `bucket` held by one group, by key (each key's versions in one group,
-/// newest first).
-async fn group_versions(
+/// One page of the versions of `bucket` that `group` holds after (`key`, `id`), newest first
+/// within a key; whether more may follow.
+async fn version_page(
     gw: &Gateway,
     group: u32,
     bucket: &str,
-    mut visit: impl FnMut(&str, Vec<VersionEntry>),
-) -> Result<(), String> {
-    let (mut key, mut id) = (String::new(), None);
-    let mut pending: Option<(String, Vec<VersionEntry>)> = None;
-    loop {
-        let r = MetaRequest::ScanVersions {
-            bucket: bucket.to_string(),
-            prefix: String::new(),
-            key_marker: key.clone(),
-            id_marker: id,
-            limit: PAGE,
-        };
-        let page = match gw.cluster.call_group(group, r).await {
-            Ok(MetaResponse::Versions(v)) => v,
-            Ok(other) => return Err(format!("ScanVersions answered {other:?}")),
-            Err(e) => return Err(e.to_string()),
-        };
-        let full = page.len() == PAGE as usize;
-        if let Some(last) = page.last() {
-            (key, id) = (last.key.clone(), Some(last.id));
+    key: &str,
+    id: Option<u64>,
+) -> Result<(Vec<VersionEntry>, bool), String> {
+    let r = MetaRequest::ScanVersions {
+        bucket: bucket.to_string(),
+        prefix: String::new(),
+        key_marker: key.to_string(),
+        id_marker: id,
+        limit: PAGE,
+    };
+    match gw.cluster.call_group(group, r).await {
+        Ok(MetaResponse::Versions(v)) => {
+            let full = v.len() == PAGE as usize;
+            Ok((v, full))
         }
-        for v in page {
-            match &mut pending {
-                Some((k, list)) if *k == v.key => list.push(v),
-                _ => {
-                    if let Some((k, list)) = pending.take() {
-                        visit(&k, list);
-                    }
-                    pending = Some((v.key.clone(), vec![v]));
-                }
-            }
-        }
-        if !full {
-            break;
+        Ok(other) => Err(format!("ScanVersions answered {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Splits versions (in key order) into runs of one key each.
+fn by_key(versions: Vec<VersionEntry>) -> Vec<(String, Vec<VersionEntry>)> {
+    let mut out: Vec<(String, Vec<VersionEntry>)> = Vec::new();
+    for v in versions {
+        match out.last_mut() {
+            Some((k, list)) if *k == v.key => list.push(v),
+            _ => out.push((v.key.clone(), vec![v])),
         }
     }
-    if let Some((k, list)) = pending {
-        visit(&k, list);
-    }
-    Ok(())
+    out
 }
 
 /// What to do with one version.
@@ -187,6 +207,7 @@ async fn versions(
     rules: &[Rule],
     at: At,
     sum: &mut Summary,
+    pace: &mut Pace,
 ) -> Result<(), String> {
     let wants_noncurrent = rules.iter().any(|r| r.noncurrent.is_some());
     let wants_markers = rules.iter().any(|r| {
@@ -199,19 +220,32 @@ async fn versions(
     }
     let groups: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
     for g in groups {
-        let mut keys: BTreeMap<String, Vec<VersionEntry>> = BTreeMap::new();
-        group_versions(gw, g, bucket, |k, list| {
-            keys.insert(k.to_string(), list);
-        })
-        .await?;
-        for (key, list) in keys {
-            for act in plan(gw, bucket, &key, list, rules, at).await {
-                let (vid, field): (String, fn(&mut Summary) -> &mut u64) = match act {
-                    Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
-                    Act::Marker(v) => (v, |s| &mut s.markers_removed),
-                };
-                let r = crate::delete::delete_one(gw, bucket, &key, None, Some(vid), false).await;
-                count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), field);
+        // Page by page (a key's versions are all in one group, in one run); the last key of
+        // a full page may go on in the next one, so it waits for it.
+        let (mut key, mut id) = (String::new(), None);
+        let mut carry: Vec<VersionEntry> = Vec::new();
+        loop {
+            let (page, more) = version_page(gw, g, bucket, &key, id).await?;
+            if let Some(last) = page.last() {
+                (key, id) = (last.key.clone(), Some(last.id));
+            }
+            let mut runs = by_key(carry.drain(..).chain(page).collect());
+            if more {
+                carry = runs.pop().map(|(_, list)| list).unwrap_or_default();
+            }
+            for (k, list) in runs {
+                pace.tick(list.len()).await;
+                for act in plan(gw, bucket, &k, list, rules, at).await {
+                    let (vid, field): (String, fn(&mut Summary) -> &mut u64) = match act {
+                        Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
+                        Act::Marker(v) => (v, |s| &mut s.markers_removed),
+                    };
+                    let r = crate::delete::delete_one(gw, bucket, &k, None, Some(vid), false).await;
+                    count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), field);
+                }
+            }
+            if !more {
+                break;
             }
         }
     }
@@ -273,9 +307,9 @@ async fn plan(
                 return false;
             };
             let kept = n.newer.is_some_and(|keep| rank < keep as usize);
-            let old = n
-                .days
-                .is_none_or(|d| since.saturating_add(i64::from(d).saturating_mul(at.day_ns)) <= at.now_ns);
+            let old = n.days.is_none_or(|d| {
+                since.saturating_add(i64::from(d).saturating_mul(at.day_ns)) <= at.now_ns
+            });
             r.filter.matches(&facts) && !kept && old && (n.days.is_some() || n.newer.is_some())
         });
         if due {
@@ -292,6 +326,7 @@ async fn uploads(
     rules: &[Rule],
     at: At,
     sum: &mut Summary,
+    pace: &mut Pace,
 ) -> Result<(), String> {
     if !rules.iter().any(|r| r.abort_upload_days.is_some()) {
         return Ok(());
@@ -313,6 +348,7 @@ async fn uploads(
                 Err(e) => return Err(e.to_string()),
             };
             let full = page.len() == PAGE as usize;
+            pace.tick(page.len()).await;
             for u in &page {
                 let facts = ObjectFacts {
                     key: &u.key,
@@ -322,7 +358,9 @@ async fn uploads(
                 let due = rules.iter().any(|r| {
                     r.filter.matches(&facts)
                         && r.abort_upload_days.is_some_and(|d| {
-                            u.initiated_ns.saturating_add(i64::from(d).saturating_mul(at.day_ns)) <= at.now_ns
+                            u.initiated_ns
+                                .saturating_add(i64::from(d).saturating_mul(at.day_ns))
+                                <= at.now_ns
                         })
                 });
                 if due {
