@@ -57,6 +57,8 @@ pub struct Gateway {
     pub(crate) settings: Arc<BucketSettings>,
     pub(crate) limits: Arc<limits::KeyLimits>,
     pub(crate) lifecycle: Arc<lifecycle::Lifecycle>,
+    /// The coordinator's replicated records (bucket settings, the lifecycle cursor).
+    pub(crate) state: Arc<dyn saker_coordinator::StateStore>,
 }
 
 /// The S3 listener's handlers: see [`Gateway::into_front`].
@@ -76,7 +78,8 @@ impl Gateway {
             .next()
             .map(|(_, g)| g.clone())
             .expect("a cluster has a group");
-        let settings = Arc::new(BucketSettings::new(Arc::new(GroupState::new(first, 0))));
+        let state: Arc<dyn saker_coordinator::StateStore> = Arc::new(GroupState::new(first, 0));
+        let settings = Arc::new(BucketSettings::new(state.clone()));
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::spawn(settings.clone().follow());
         }
@@ -86,6 +89,7 @@ impl Gateway {
             settings,
             limits: Arc::default(),
             lifecycle: Arc::default(),
+            state,
         }
     }
 

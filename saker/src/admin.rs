@@ -346,7 +346,8 @@ async fn run_lifecycle(
     }
 }
 
-/// The day length and the last lifecycle pass of this process.
+/// The day length, the last lifecycle pass of this process, and where a pass is (one
+/// running, or one cut short).
 async fn lifecycle_status(State(st): State<AdminState>, headers: HeaderMap) -> Response {
     if !authorized(&st, &Method::GET, "/admin/lifecycle", &headers, b"") {
         return deny();
@@ -357,9 +358,12 @@ async fn lifecycle_status(State(st): State<AdminState>, headers: HeaderMap) -> R
     let last = gw.lifecycle_status().map(|(started_ns, summary)| {
         serde_json::json!({ "started_unix_ms": started_ns / 1_000_000, "summary": summary })
     });
+    // A pass cut short (or running now) shows where it is.
+    let cursor = gw.lifecycle_cursor().await;
     axum::Json(serde_json::json!({
         "day_secs": gw.lifecycle_day().as_secs(),
         "last_pass": last,
+        "cursor": cursor,
     }))
     .into_response()
 }

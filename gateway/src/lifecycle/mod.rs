@@ -6,6 +6,7 @@
 //! can age objects in seconds. PUT, GET and HEAD answer `x-amz-expiration` for an object a
 //! rule will expire (in real days, as S3 and RGW announce it).
 
+mod cursor;
 mod rules;
 mod worker;
 
@@ -22,6 +23,7 @@ use crate::error;
 use crate::settings::Setting;
 use crate::Gateway;
 
+pub use cursor::Cursor;
 pub use rules::Rule;
 pub use worker::Summary;
 
@@ -75,9 +77,8 @@ impl Gateway {
     pub async fn lifecycle_pass(&self, bucket: Option<&str>) -> Result<Summary, String> {
         let _one = self.lifecycle.running.lock().await;
         let started = now_ns();
-        let mut pace = worker::Pace::new(self.lifecycle.rate);
-        let day_ns = self.lifecycle.day_ns();
-        let sum = worker::pass(self, bucket, started, day_ns, &mut pace).await?;
+        let (day_ns, rate) = (self.lifecycle.day_ns(), self.lifecycle.rate);
+        let sum = worker::pass(self, bucket, started, day_ns, rate).await?;
         crate::metrics::record_lifecycle(&sum);
         *self.lifecycle.last.lock() = Some((started, sum.clone()));
         Ok(sum)
@@ -86,6 +87,11 @@ impl Gateway {
     /// When the last pass started (ns since the epoch) and what it did.
     pub fn lifecycle_status(&self) -> Option<(i64, Summary)> {
         self.lifecycle.last.lock().clone()
+    }
+
+    /// Where a pass cut short stopped (a pass over every bucket resumes there).
+    pub async fn lifecycle_cursor(&self) -> Option<cursor::Cursor> {
+        cursor::load(&self.state).await
     }
 
     /// How long a lifecycle day is here.

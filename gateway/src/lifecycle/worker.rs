@@ -3,12 +3,16 @@
 //! Every action is an ordinary request (a delete, a version delete, an upload abort), so a
 //! pass cut short by a crash loses nothing and the next pass finds what is left.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use saker_client::Lister;
 use saker_rpc::{MetaRequest, MetaResponse, UploadInfo, VersionEntry, VersionKind, Want};
 use serde::Serialize;
 
+use saker_coordinator::StateStore;
+
+use super::cursor::{self, Cursor, Phase, SAVE_EVERY};
 use super::rules::{ObjectFacts, Rule};
 use crate::Gateway;
 
@@ -33,25 +37,38 @@ pub struct Summary {
 /// Items asked of a metadata node per request.
 const PAGE: u32 = 1000;
 
-/// Keeps a pass at `per_sec` items (objects, versions, uploads looked at) a second, so
-/// foreground requests keep the machine (0: unpaced).
-pub(super) struct Pace {
+/// A pass's walk: paced at `per_sec` items (objects, versions, uploads looked at) a second,
+/// so foreground requests keep the machine (0: unpaced), and its place saved every
+/// [`SAVE_EVERY`] items when it is a pass over every bucket.
+pub(super) struct Walk {
     per_sec: u64,
     started: Instant,
     done: u64,
+    unsaved: u64,
+    state: Option<Arc<dyn StateStore>>,
 }
 
-impl Pace {
-    pub(super) fn new(per_sec: u64) -> Self {
+impl Walk {
+    pub(super) fn new(per_sec: u64, state: Option<Arc<dyn StateStore>>) -> Self {
         Self {
             per_sec,
             started: Instant::now(),
             done: 0,
+            unsaved: 0,
+            state,
         }
     }
 
-    async fn tick(&mut self, n: usize) {
+    /// `n` more items done, the last of them at `at`.
+    async fn step(&mut self, n: usize, at: impl FnOnce() -> Cursor) {
         self.done += n as u64;
+        self.unsaved += n as u64;
+        if self.unsaved >= SAVE_EVERY {
+            self.unsaved = 0;
+            if let Some(state) = &self.state {
+                cursor::save(state, Some(&at())).await;
+            }
+        }
         if self.per_sec == 0 {
             return;
         }
@@ -60,25 +77,77 @@ impl Pace {
     }
 }
 
+/// One pass over every bucket with rules (resuming where a pass cut short stopped), or over
+/// `only`.
 pub(super) async fn pass(
     gw: &Gateway,
     only: Option<&str>,
     now_ns: i64,
     day_ns: i64,
-    pace: &mut Pace,
+    rate: u64,
 ) -> Result<Summary, String> {
     let started = Instant::now();
+    let state = only.is_none().then(|| gw.state.clone());
+    let resume = match &state {
+        Some(s) => cursor::load(s).await,
+        None => None,
+    };
+    if let Some(c) = &resume {
+        tracing::info!(bucket = %c.bucket, key = %c.key, "lifecycle pass resumes");
+    }
+    let mut walk = Walk::new(rate, state.clone());
     let mut sum = Summary::default();
+    let at = At { now_ns, day_ns };
     for (bucket, rules) in super::configured(gw, only).await? {
+        if resume.as_ref().is_some_and(|c| bucket < c.bucket) {
+            continue;
+        }
         sum.buckets += 1;
         let enabled: Vec<Rule> = rules.into_iter().filter(|r| r.enabled).collect();
-        let at = At { now_ns, day_ns };
-        current(gw, &bucket, &enabled, at, &mut sum, pace).await?;
-        versions(gw, &bucket, &enabled, at, &mut sum, pace).await?;
-        uploads(gw, &bucket, &enabled, at, &mut sum, pace).await?;
+        let b = Bucket {
+            name: &bucket,
+            rules: &enabled,
+            resume: resume.as_ref(),
+        };
+        current(gw, &b, at, &mut sum, &mut walk).await?;
+        versions(gw, &b, at, &mut sum, &mut walk).await?;
+        uploads(gw, &b, at, &mut sum, &mut walk).await?;
+    }
+    if let Some(s) = &state {
+        cursor::save(s, None).await;
     }
     sum.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(sum)
+}
+
+/// A bucket a pass walks.
+struct Bucket<'a> {
+    name: &'a str,
+    rules: &'a [Rule],
+    /// Where a pass cut short stopped.
+    resume: Option<&'a Cursor>,
+}
+
+impl Bucket<'_> {
+    fn start(&self, phase: Phase, group: u32) -> Option<String> {
+        Cursor::start(self.resume, self.name, phase, group)
+    }
+
+    fn at(&self, phase: Phase, group: u32, key: &str) -> Cursor {
+        Cursor {
+            bucket: self.name.to_string(),
+            phase,
+            group,
+            key: key.to_string(),
+        }
+    }
+}
+
+/// The groups, in the order a pass walks them.
+fn groups(gw: &Gateway) -> Vec<u32> {
+    let mut g: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
+    g.sort_unstable();
+    g
 }
 
 #[derive(Clone, Copy)]
@@ -112,24 +181,27 @@ fn count(sum: &mut Summary, r: Result<(), String>, done: fn(&mut Summary) -> &mu
 /// Expiration of current objects.
 async fn current(
     gw: &Gateway,
-    bucket: &str,
-    rules: &[Rule],
+    b: &Bucket<'_>,
     at: At,
     sum: &mut Summary,
-    pace: &mut Pace,
+    walk: &mut Walk,
 ) -> Result<(), String> {
+    let (bucket, rules) = (b.name, b.rules);
     if !rules.iter().any(|r| r.expires_at(0, 1).is_some()) {
         return Ok(());
     }
+    let Some(after) = b.start(Phase::Current, 0) else {
+        return Ok(());
+    };
     let mut lister = Lister::new(&gw.cluster, bucket)
         .await
         .map_err(|e| e.to_string())?;
-    lister.start("", "").await.map_err(|e| e.to_string())?;
+    lister.start("", &after).await.map_err(|e| e.to_string())?;
     while let Some((key, attr)) = lister.next_key().await.map_err(|e| e.to_string())? {
         if key.ends_with('/') {
             continue;
         }
-        pace.tick(1).await;
+        walk.step(1, || b.at(Phase::Current, 0, &key)).await;
         sum.objects += 1;
         let tags = if rules.iter().any(|r| r.filter.needs_tags()) {
             tags_of(gw, bucket, &key).await
@@ -203,12 +275,12 @@ enum Act {
 /// Noncurrent version expiration and expired delete markers.
 async fn versions(
     gw: &Gateway,
-    bucket: &str,
-    rules: &[Rule],
+    b: &Bucket<'_>,
     at: At,
     sum: &mut Summary,
-    pace: &mut Pace,
+    walk: &mut Walk,
 ) -> Result<(), String> {
+    let (bucket, rules) = (b.name, b.rules);
     let wants_noncurrent = rules.iter().any(|r| r.noncurrent.is_some());
     let wants_markers = rules.iter().any(|r| {
         r.expiration
@@ -218,11 +290,13 @@ async fn versions(
     if !wants_noncurrent && !wants_markers {
         return Ok(());
     }
-    let groups: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
-    for g in groups {
+    for g in groups(gw) {
+        let Some(after) = b.start(Phase::Versions, g) else {
+            continue;
+        };
         // Page by page (a key's versions are all in one group, in one run); the last key of
         // a full page may go on in the next one, so it waits for it.
-        let (mut key, mut id) = (String::new(), None);
+        let (mut key, mut id) = (after, None);
         let mut carry: Vec<VersionEntry> = Vec::new();
         loop {
             let (page, more) = version_page(gw, g, bucket, &key, id).await?;
@@ -234,7 +308,7 @@ async fn versions(
                 carry = runs.pop().map(|(_, list)| list).unwrap_or_default();
             }
             for (k, list) in runs {
-                pace.tick(list.len()).await;
+                walk.step(list.len(), || b.at(Phase::Versions, g, &k)).await;
                 for act in plan(gw, bucket, &k, list, rules, at).await {
                     let (vid, field): (String, fn(&mut Summary) -> &mut u64) = match act {
                         Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
@@ -322,18 +396,20 @@ async fn plan(
 /// Aborts multipart uploads started more than their rule's days ago.
 async fn uploads(
     gw: &Gateway,
-    bucket: &str,
-    rules: &[Rule],
+    b: &Bucket<'_>,
     at: At,
     sum: &mut Summary,
-    pace: &mut Pace,
+    walk: &mut Walk,
 ) -> Result<(), String> {
+    let (bucket, rules) = (b.name, b.rules);
     if !rules.iter().any(|r| r.abort_upload_days.is_some()) {
         return Ok(());
     }
-    let groups: Vec<u32> = gw.cluster.groups().map(|(g, _)| *g).collect();
-    for g in groups {
-        let (mut key, mut upload) = (String::new(), String::new());
+    for g in groups(gw) {
+        let Some(after) = b.start(Phase::Uploads, g) else {
+            continue;
+        };
+        let (mut key, mut upload) = (after, String::new());
         loop {
             let r = MetaRequest::ListUploads {
                 bucket: bucket.to_string(),
@@ -348,7 +424,10 @@ async fn uploads(
                 Err(e) => return Err(e.to_string()),
             };
             let full = page.len() == PAGE as usize;
-            pace.tick(page.len()).await;
+            if let Some(last) = page.last() {
+                walk.step(page.len(), || b.at(Phase::Uploads, g, &last.key))
+                    .await;
+            }
             for u in &page {
                 let facts = ObjectFacts {
                     key: &u.key,
