@@ -422,3 +422,28 @@ async fn deleting_every_listed_version_empties_the_bucket() {
         .await
         .expect("the bucket is empty");
 }
+
+/// GetObjectAttributes reads a version by its id and names the version it read.
+#[tokio::test]
+async fn object_attributes_of_a_version() {
+    use aws_sdk_s3::types::ObjectAttributes;
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "attrv").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let v1 = put_v(&c, &b, "k", b"first").await.unwrap();
+    let v2 = put_v(&c, &b, "k", b"second!").await.unwrap();
+    for (vid, size, asked) in [(&v1, 5, Some(&v1)), (&v2, 7, None)] {
+        let r = c
+            .get_object_attributes()
+            .bucket(&b)
+            .key("k")
+            .set_version_id(asked.cloned())
+            .object_attributes(ObjectAttributes::ObjectSize)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.object_size(), Some(size));
+        assert_eq!(r.version_id(), Some(vid.as_str()));
+    }
+}

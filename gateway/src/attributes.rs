@@ -13,7 +13,6 @@ use s3s::{s3_error, S3Result};
 use saker_rpc::Want;
 
 use crate::checksum;
-use crate::get::lookup_object;
 use crate::keys::timestamp;
 use crate::Gateway;
 
@@ -55,7 +54,10 @@ pub async fn get_object_attributes(
 ) -> S3Result<GetObjectAttributesOutput> {
     let names = wanted(&input.object_attributes)?;
     let wants = |name: &str| names.iter().any(|n| n == name);
-    let view = lookup_object(gw, &input.bucket, &input.key, Want::HEAD).await?;
+    let vid = input.version_id.as_deref();
+    let view = crate::versions::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
+    let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
+    let version_id = crate::versions::shown(&view, versioning);
     let a = &view.attr;
     let meta = view.meta.clone().unwrap_or_default();
     let checksum =
@@ -109,6 +111,7 @@ pub async fn get_object_attributes(
         last_modified: Some(timestamp(a.s3_mtime_ns)),
         checksum,
         object_parts,
+        version_id,
         ..Default::default()
     })
 }

@@ -48,6 +48,13 @@ impl Routes {
         {
             resp.headers.insert(http::header::LAST_MODIFIED, v);
         }
+        if let Some(v) = out
+            .version_id
+            .as_deref()
+            .and_then(|v| http::HeaderValue::from_str(v).ok())
+        {
+            resp.headers.insert("x-amz-version-id", v);
+        }
         Ok(resp)
     }
 }
