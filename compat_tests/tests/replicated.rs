@@ -473,3 +473,69 @@ async fn large_objects_survive_a_node_loss_and_a_wiped_chunkstore_is_repaired() 
         assert_eq!(&get_bytes(&s3b, bucket, key).await, data, "{key}");
     }
 }
+
+/// Lifecycle passes run where the coordinator is active (once per cluster) and move with it
+/// when its node dies: objects a rule expires go before and after the kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lifecycle_passes_follow_the_coordinator() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+        LifecycleRuleFilter,
+    };
+    let mut nodes = Nodes::start(&["--lifecycle-day-secs", "1"]);
+    nodes.wait_voters(&[]).await;
+    let s3 = nodes.client(0, true);
+    let b = "aging";
+    eventually("create the bucket", || s3.create_bucket().bucket(b).send()).await;
+    let rule = LifecycleRule::builder()
+        .id("tmp")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("tmp/").build())
+        .expiration(LifecycleExpiration::builder().days(1).build())
+        .build()
+        .unwrap();
+    s3.put_bucket_lifecycle_configuration()
+        .bucket(b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let expires = |s3: aws_sdk_s3::Client, round: usize| async move {
+        for i in 0..5 {
+            put(&s3, b, &format!("tmp/{round}-{i}"), b"x").await;
+        }
+        put(&s3, b, &format!("keep/{round}"), b"k").await;
+        poll_until(Duration::from_secs(60), || async {
+            list_all(&s3, b, Some("tmp/")).await.is_empty()
+        })
+        .await
+    };
+    assert!(expires(s3.clone(), 0).await, "tmp/ objects not expired");
+    let home = nodes.leader(1).await;
+    let passes = |i| nodes.metric(i, "saker_lifecycle_actions_total{kind=\"pass\"}");
+    assert!(passes(home).await > 0.0, "no pass where the coordinator is");
+
+    nodes.kill(home);
+    let survivor = nodes.client((home + 1) % 3, true);
+    assert!(
+        expires(survivor.clone(), 1).await,
+        "tmp/ objects not expired after the coordinator's node died"
+    );
+    let next = nodes.leader(1).await;
+    assert_ne!(next, home);
+    assert!(
+        nodes
+            .metric(next, "saker_lifecycle_actions_total{kind=\"pass\"}")
+            .await
+            > 0.0
+    );
+    assert_eq!(
+        list_all(&survivor, b, Some("keep/")).await,
+        ["keep/0", "keep/1"]
+    );
+}
