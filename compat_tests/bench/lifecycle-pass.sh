@@ -6,7 +6,7 @@
 # rounds each: the pass's effect on foreground latency.
 #
 # usage: lifecycle-pass.sh OUT_DIR
-# knobs: RUNS (3), FILL (10s), DURATION (8s), RATE (the pass's pace, --lifecycle-rate: 2000)
+# knobs: RUNS (3), FILL (10s), DURATION (5s; the busy phases must end before the pass does), RATE (the pass's pace, --lifecycle-rate: 2000)
 # needs: a release build of saker (cargo build --release), curl, python3 with boto3.
 set -euo pipefail
 OUT=${1:?usage: lifecycle-pass.sh OUT_DIR}
@@ -16,7 +16,7 @@ SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}
 [ -x "$SAKER" ] || { echo "no saker binary at $SAKER (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
 RUNS=${RUNS:-3}
 FILL=${FILL:-10s}
-DURATION=${DURATION:-8s}
+DURATION=${DURATION:-5s}
 export RATE=${RATE:-2000}
 export SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123
 mkdir -p "$OUT"
@@ -28,9 +28,10 @@ rm -rf "$OUT/data"
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do curl -sf http://127.0.0.1:19901/health >/dev/null && break; sleep 0.1; done
-bench() { # bucket phases duration out.json
+bench() { # bucket phases duration out.json [--keep]
   "$SAKER" bench s3 --endpoint 127.0.0.1:19900 --access-key benchak --secret-key benchsecret123 \
-    --sizes 4KiB --concurrency 16 --phases "$2" --bucket "$1" --duration "$3" --json "$4" >/dev/null
+    --sizes 4KiB --concurrency 16 --phases "$2" --bucket "$1" --duration "$3" --json "$4" \
+    ${5:-} >/dev/null
 }
 rule() { # bucket
   python3 - "$1" <<'PY'
@@ -45,15 +46,15 @@ admin() { "$SAKER" admin --admin-endpoint http://127.0.0.1:19901 "$@"; }
 bench lc-read put,get 4s "$OUT/warmup.json"
 for r in $(seq 1 "$RUNS"); do
   echo "round $r"
-  bench "lc-old-$r" put "$FILL" "$OUT/fill-$r.json"
+  bench "lc-old-$r" put "$FILL" "$OUT/fill-$r.json" --keep
   # Past one (one-second) day, every object of the fill is due.
   rule "lc-old-$r"
   admin lifecycle run "lc-old-$r" >"$OUT/pass-$r.json"
-  bench lc-read get "$DURATION" "$OUT/idle-$r.json"
-  bench "lc-busy-$r" put "$FILL" "$OUT/fill2-$r.json"
+  bench lc-read put,get "$DURATION" "$OUT/idle-$r.json"
+  bench "lc-busy-$r" put "$FILL" "$OUT/fill2-$r.json" --keep
   rule "lc-busy-$r"
   ( admin lifecycle run "lc-busy-$r" >"$OUT/busy-pass-$r.json" ) &
-  bench lc-read get "$DURATION" "$OUT/busy-$r.json"
+  bench lc-read put,get "$DURATION" "$OUT/busy-$r.json"
   wait
 done
 
@@ -64,7 +65,8 @@ med = lambda xs: sorted(xs)[len(xs) // 2]
 load = lambda n: json.load(open(os.path.join(out, n)))
 passes = [load(f"pass-{r}.json") for r in range(1, runs + 1)]
 rate = [p["expired"] * 1000 / max(p["elapsed_ms"], 1) for p in passes]
-gets = {w: [x for r in range(1, runs + 1) for x in load(f"{w}-{r}.json")["results"]]
+gets = {w: [x for r in range(1, runs + 1) for x in load(f"{w}-{r}.json")["results"]
+            if x["phase"] == "get"]
         for w in ("idle", "busy")}
 result = {
     "lifecycle_rate": int(os.environ.get("RATE", "2000")),

@@ -10,6 +10,7 @@ use saker_client::Lister;
 use saker_rpc::{MetaRequest, MetaResponse, UploadInfo, VersionEntry, VersionKind, Want};
 use serde::Serialize;
 
+use futures::StreamExt;
 use saker_coordinator::StateStore;
 
 use super::cursor::{self, Cursor, Phase, SAVE_EVERY};
@@ -37,15 +38,34 @@ pub struct Summary {
 /// Items asked of a metadata node per request.
 const PAGE: u32 = 1000;
 
+/// Deletes sent at once: the MNode merges concurrent writes into few raft entries, so a
+/// pass deletes many times faster than one delete at a time.
+const CONCURRENCY: usize = 16;
+/// Deletes gathered before they are sent.
+const BATCH: usize = 64;
+
+/// Which summary count an action adds to.
+type Field = fn(&mut Summary) -> &mut u64;
+
+/// A delete decided and not sent yet.
+struct Pending {
+    bucket: String,
+    key: String,
+    version_id: Option<String>,
+    field: Field,
+}
+
 /// A pass's walk: paced at `per_sec` items (objects, versions, uploads looked at) a second,
-/// so foreground requests keep the machine (0: unpaced), and its place saved every
-/// [`SAVE_EVERY`] items when it is a pass over every bucket.
+/// so foreground requests keep the machine (0: unpaced); its deletes sent in batches; and its
+/// place saved every [`SAVE_EVERY`] items when it is a pass over every bucket (after the
+/// deletes decided so far are done, so a resumed pass skips nothing that was due).
 pub(super) struct Walk {
     per_sec: u64,
     started: Instant,
     done: u64,
     unsaved: u64,
     state: Option<Arc<dyn StateStore>>,
+    pending: Vec<Pending>,
 }
 
 impl Walk {
@@ -56,15 +76,23 @@ impl Walk {
             done: 0,
             unsaved: 0,
             state,
+            pending: Vec::new(),
         }
     }
 
-    /// `n` more items done, the last of them at `at`.
-    async fn step(&mut self, n: usize, at: impl FnOnce() -> Cursor) {
+    /// `n` more items looked at, the last of them at `at`.
+    async fn step(
+        &mut self,
+        gw: &Gateway,
+        sum: &mut Summary,
+        n: usize,
+        at: impl FnOnce() -> Cursor,
+    ) {
         self.done += n as u64;
         self.unsaved += n as u64;
         if self.unsaved >= SAVE_EVERY {
             self.unsaved = 0;
+            self.flush(gw, sum).await;
             if let Some(state) = &self.state {
                 cursor::save(state, Some(&at())).await;
             }
@@ -74,6 +102,47 @@ impl Walk {
         }
         let due = self.started + Duration::from_secs_f64(self.done as f64 / self.per_sec as f64);
         tokio::time::sleep_until(due.into()).await;
+    }
+
+    /// Deletes `key` (its version `version_id`) of `bucket`, soon.
+    async fn delete(
+        &mut self,
+        gw: &Gateway,
+        sum: &mut Summary,
+        bucket: &str,
+        key: &str,
+        version_id: Option<String>,
+        field: Field,
+    ) {
+        self.pending.push(Pending {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            version_id,
+            field,
+        });
+        if self.pending.len() >= BATCH {
+            self.flush(gw, sum).await;
+        }
+    }
+
+    /// Sends the deletes decided so far.
+    async fn flush(&mut self, gw: &Gateway, sum: &mut Summary) {
+        let sent = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|p| async move {
+                let r = crate::delete::delete_one(gw, &p.bucket, &p.key, None, p.version_id, false)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("{e:?}"));
+                (r, p.field)
+            });
+        let results: Vec<_> = futures::stream::iter(sent)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for (r, field) in results {
+            count(sum, r, field);
+        }
     }
 }
 
@@ -109,8 +178,11 @@ pub(super) async fn pass(
             rules: &enabled,
             resume: resume.as_ref(),
         };
+        // Each phase's deletes are done before the next phase looks at the bucket.
         current(gw, &b, at, &mut sum, &mut walk).await?;
+        walk.flush(gw, &mut sum).await;
         versions(gw, &b, at, &mut sum, &mut walk).await?;
+        walk.flush(gw, &mut sum).await;
         uploads(gw, &b, at, &mut sum, &mut walk).await?;
     }
     if let Some(s) = &state {
@@ -168,7 +240,7 @@ async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)>
         .unwrap_or_default()
 }
 
-fn count(sum: &mut Summary, r: Result<(), String>, done: fn(&mut Summary) -> &mut u64) {
+fn count(sum: &mut Summary, r: Result<(), String>, done: Field) {
     match r {
         Ok(()) => *done(sum) += 1,
         Err(e) => {
@@ -201,7 +273,6 @@ async fn current(
         if key.ends_with('/') {
             continue;
         }
-        walk.step(1, || b.at(Phase::Current, 0, &key)).await;
         sum.objects += 1;
         let tags = if rules.iter().any(|r| r.filter.needs_tags()) {
             tags_of(gw, bucket, &key).await
@@ -219,11 +290,11 @@ async fn current(
                     .is_some_and(|t| t <= at.now_ns)
         });
         if due {
-            let r = crate::delete::delete_one(gw, bucket, &key, None, None, false).await;
-            count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), |s| {
-                &mut s.expired
-            });
+            walk.delete(gw, sum, bucket, &key, None, |s| &mut s.expired)
+                .await;
         }
+        walk.step(gw, sum, 1, || b.at(Phase::Current, 0, &key))
+            .await;
     }
     Ok(())
 }
@@ -308,15 +379,15 @@ async fn versions(
                 carry = runs.pop().map(|(_, list)| list).unwrap_or_default();
             }
             for (k, list) in runs {
-                walk.step(list.len(), || b.at(Phase::Versions, g, &k)).await;
+                let n = list.len();
                 for act in plan(gw, bucket, &k, list, rules, at).await {
-                    let (vid, field): (String, fn(&mut Summary) -> &mut u64) = match act {
+                    let (vid, field): (String, Field) = match act {
                         Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
                         Act::Marker(v) => (v, |s| &mut s.markers_removed),
                     };
-                    let r = crate::delete::delete_one(gw, bucket, &k, None, Some(vid), false).await;
-                    count(sum, r.map(|_| ()).map_err(|e| format!("{e:?}")), field);
+                    walk.delete(gw, sum, bucket, &k, Some(vid), field).await;
                 }
+                walk.step(gw, sum, n, || b.at(Phase::Versions, g, &k)).await;
             }
             if !more {
                 break;
@@ -424,10 +495,6 @@ async fn uploads(
                 Err(e) => return Err(e.to_string()),
             };
             let full = page.len() == PAGE as usize;
-            if let Some(last) = page.last() {
-                walk.step(page.len(), || b.at(Phase::Uploads, g, &last.key))
-                    .await;
-            }
             for u in &page {
                 let facts = ObjectFacts {
                     key: &u.key,
@@ -448,6 +515,10 @@ async fn uploads(
                         &mut s.uploads_aborted
                     });
                 }
+            }
+            if let Some(last) = page.last() {
+                walk.step(gw, sum, page.len(), || b.at(Phase::Uploads, g, &last.key))
+                    .await;
             }
             match page.last() {
                 Some(last) if full => (key, upload) = (last.key.clone(), last.upload_id.clone()),

@@ -52,6 +52,9 @@ pub struct S3BenchArgs {
     /// Write results here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Leave the objects written in the bucket (no cleanup): to fill a bucket.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -392,9 +395,11 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
                 );
                 results.push(r);
             }
-            let n = pool.len();
-            cleanup(target.clone(), pool, conc).await;
-            tracing::debug!(deleted = n, "cleaned up");
+            if !args.keep {
+                let n = pool.len();
+                cleanup(target.clone(), pool, conc).await;
+                tracing::debug!(deleted = n, "cleaned up");
+            }
         }
     }
     if let Some(path) = &args.json {
