@@ -6,7 +6,7 @@
 # rounds each: the pass's effect on foreground latency.
 #
 # usage: lifecycle-pass.sh OUT_DIR
-# knobs: RUNS (3), FILL (10s), DURATION (5s; the busy phases must end before the pass does), RATE (the pass's pace, --lifecycle-rate: 2000)
+# knobs: RUNS (3), FILL (10s), DURATION (5s; the busy phases must end before the pass does), RATE (the pass's pace, --lifecycle-rate: 250)
 # needs: a release build of saker (cargo build --release), curl, python3 with boto3.
 set -euo pipefail
 OUT=${1:?usage: lifecycle-pass.sh OUT_DIR}
@@ -17,7 +17,7 @@ SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}
 RUNS=${RUNS:-3}
 FILL=${FILL:-10s}
 DURATION=${DURATION:-5s}
-export RATE=${RATE:-2000}
+export RATE=${RATE:-250}
 export SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -53,9 +53,10 @@ for r in $(seq 1 "$RUNS"); do
   bench lc-read put,get "$DURATION" "$OUT/idle-$r.json"
   bench "lc-busy-$r" put "$FILL" "$OUT/fill2-$r.json" --keep
   rule "lc-busy-$r"
-  ( admin lifecycle run "lc-busy-$r" >"$OUT/busy-pass-$r.json" ) &
+  admin lifecycle run "lc-busy-$r" >"$OUT/busy-pass-$r.json" &
+  pass_pid=$!
   bench lc-read put,get "$DURATION" "$OUT/busy-$r.json"
-  wait
+  wait "$pass_pid"
 done
 
 python3 - "$OUT" "$RUNS" <<'PY'
@@ -69,7 +70,7 @@ gets = {w: [x for r in range(1, runs + 1) for x in load(f"{w}-{r}.json")["result
             if x["phase"] == "get"]
         for w in ("idle", "busy")}
 result = {
-    "lifecycle_rate": int(os.environ.get("RATE", "2000")),
+    "lifecycle_rate": int(os.environ.get("RATE", "250")),
     "pass": {"expired_per_pass": med([p["expired"] for p in passes]),
              "objects_per_s": round(med(rate)), "errors": sum(p["errors"] for p in passes)},
     "get 4096 c16 p99_ms": {w: med([x["p99_ms"] for x in gets[w]]) for w in gets},

@@ -238,6 +238,34 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
         put(&c, &bucket, k, k.as_bytes()).await;
     }
     put(&c, &bucket, "big/Makefile", &random_bytes(200 * 1024)).await;
+    // A version under a legal hold keeps it wherever its name moves.
+    let held = bucket_name("held");
+    c.create_bucket()
+        .bucket(&held)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    let vid = c
+        .put_object()
+        .bucket(&held)
+        .key("Makefile")
+        .body(body(b"held"))
+        .send()
+        .await
+        .unwrap()
+        .version_id
+        .unwrap();
+    let on = aws_sdk_s3::types::ObjectLockLegalHold::builder()
+        .status(aws_sdk_s3::types::ObjectLockLegalHoldStatus::On)
+        .build();
+    c.put_object_legal_hold()
+        .bucket(&held)
+        .key("Makefile")
+        .legal_hold(on)
+        .send()
+        .await
+        .unwrap();
 
     // Redirect the name to group 3, then to path-walk: every object stays readable.
     for route in ["3", "pathwalk"] {
@@ -256,6 +284,17 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
         let listed = list_all(&c, &bucket, Some("src/")).await;
         assert_eq!(listed.len(), keys.len(), "{route}");
     }
+    assert_fails(
+        c.delete_object()
+            .bucket(&held)
+            .key("Makefile")
+            .version_id(&vid)
+            .send()
+            .await,
+        403,
+        "AccessDenied",
+    );
+    assert_eq!(get_bytes(&c, &held, "Makefile").await, b"held");
     // A bad route is refused with the reason.
     let bad = srv.admin_cmd(&["exception", "set", "Makefile", "nowhere"]);
     assert!(!bad.status.success());

@@ -139,7 +139,7 @@ pub struct ServerArgs {
     pub lifecycle_every: Duration,
     /// The most objects, versions and uploads a lifecycle pass looks at per second (0:
     /// unpaced): its share of the machine beside foreground requests.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 250)]
     pub lifecycle_rate: u64,
     /// Run a balancing round (redirect frequent file names so no MNode group holds more than
     /// 1/groups + --balance-epsilon of the inodes) this often, once the namespace holds 100,000

@@ -117,6 +117,7 @@ impl Mnode {
                 Some(b) => decode(&b).map_err(|e| MetaError::Internal(e.to_string()))?,
                 None => Vec::new(),
             };
+            let lock = crate::ops::retention::lock_of(&view, &self.keys, attr.id)?;
             let id = attr.id;
             let adopt = MetaRequest::AdoptEntry {
                 pid,
@@ -125,6 +126,7 @@ impl Mnode {
                 meta,
                 data,
                 tags,
+                lock: (!lock.is_empty()).then_some(lock),
             };
             self.peer(owner)?.call(untagged(), adopt).await?;
             let drop = MetaRequest::DropEntry {

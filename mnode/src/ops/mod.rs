@@ -181,11 +181,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             meta,
             data,
             tags,
+            lock,
         } => {
             let payloads = NewObject {
                 meta: meta.clone(),
                 inline: data.clone(),
                 tags: tags.clone(),
+                lock: *lock,
                 ..Default::default()
             };
             adopt_entry(txn, ctx, *pid, name, attr, &payloads)

@@ -427,6 +427,8 @@ pub enum MetaRequest {
         meta: ObjectMeta,
         data: Option<Bytes>,
         tags: Vec<(String, String)>,
+        /// Its Object Lock, which moves with it.
+        lock: Option<ObjectLock>,
     },
     /// Migration, at the old owner once the new one adopted it: remove the entry `(pid, name)`
     /// if it names `id`, keeping its chunks (the inode lives on elsewhere).
