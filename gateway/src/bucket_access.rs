@@ -14,6 +14,13 @@ use crate::bucket::settings_error as unavailable;
 /// The settings of an existing bucket.
 pub async fn settings(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Bucket>> {
     bucket_exists(gw, bucket).await?;
+    copy_of(gw, bucket).await
+}
+
+/// This gateway's copy of the settings of `bucket`, without asking a metadata node whether
+/// it exists (a bucket that does not has the defaults): for the object read and write paths,
+/// whose own request answers NoSuchBucket.
+pub async fn copy_of(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Bucket>> {
     gw.settings.get(bucket).await.map_err(unavailable)
 }
 

@@ -121,14 +121,13 @@ pub async fn copy_object(
     let dst = write_key(&input.bucket, &input.key)?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
+    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
-        gw,
-        &input.bucket,
+        &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )
-    .await?;
+    )?;
     let want = Want {
         meta: true,
         data: true,
@@ -212,7 +211,7 @@ pub async fn copy_object(
         gid,
         lock: lock.filter(|_| !dst.dir_marker),
     };
-    let versioning = crate::versions::of_key(gw, &dst).await?;
+    let versioning = crate::versions::of_key(&settings, &dst);
     let attr = match gw
         .cluster
         .put_object(&dst.path, obj, dst.dir_marker, dst_cond, versioning)

@@ -357,19 +357,21 @@ async fn read_view(
         link: false,
         lock: false,
     };
-    let want = crate::lock::want(gw, bucket, want).await?;
-    let versioning = crate::versions::of_bucket(gw, bucket).await?;
+    // One look at this gateway's copy of the bucket's settings (no metadata request).
+    let s = crate::bucket_access::copy_of(gw, bucket).await?;
+    // The lock is asked for in a bucket with Object Lock only.
+    let want = want.with_lock(s.object_lock.is_some());
     let view = crate::versions::lookup(gw, bucket, key, version, want).await?;
     // Lifecycle expiration is announced for current objects.
     let expiration = match version {
         None => {
             let tags = view.tags.as_deref().unwrap_or(&[]);
-            crate::lifecycle::expiration_header(gw, bucket, key, &view.attr, tags).await?
+            crate::lifecycle::expiration_header(&s, key, &view.attr, tags)
         }
         Some(_) => None,
     };
     let shown = Shown {
-        version_id: crate::versions::shown(&view, versioning),
+        version_id: crate::versions::shown(&view, s.versioning),
         lock: crate::lock::shown(&view),
         expiration,
     };

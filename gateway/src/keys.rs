@@ -44,6 +44,19 @@ pub fn secs(ns: i64) -> i64 {
     ns.div_euclid(1_000_000_000)
 }
 
+/// The wall clock, ns since the epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// A timestamp in ns since the epoch.
+pub fn timestamp_ns(t: &Timestamp) -> i64 {
+    let odt: time::OffsetDateTime = t.clone().into();
+    i64::try_from(odt.unix_timestamp_nanos()).unwrap_or(i64::MAX)
+}
+
 pub fn timestamp_secs(t: &Timestamp) -> i64 {
     let odt: time::OffsetDateTime = t.clone().into();
     odt.unix_timestamp()

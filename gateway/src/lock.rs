@@ -10,9 +10,10 @@ use saker_rpc::{LockMode, MetaRequest, ObjectLock, ObjectView, Retention, Versio
 use serde::{Deserialize, Serialize};
 
 use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
+use crate::bucket_access::{copy_of, settings, store};
 use crate::error;
-use crate::keys::{timestamp, write_key};
+use crate::keys::{now_ns, timestamp, timestamp_ns, write_key};
+use crate::settings::Bucket;
 use crate::settings::Setting;
 use crate::Gateway;
 
@@ -73,18 +74,6 @@ fn valid_mode(mode: Option<&ObjectLockRetentionMode>) -> S3Result<LockMode> {
     })
 }
 
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// A timestamp in ns since the epoch.
-fn ns_of(t: &Timestamp) -> i64 {
-    let odt: time::OffsetDateTime = t.clone().into();
-    i64::try_from(odt.unix_timestamp_nanos()).unwrap_or(i64::MAX)
-}
-
 /// The checks S3 makes of an Object Lock configuration before it looks at the bucket; its
 /// default retention.
 pub fn validate_configuration(c: Option<&ObjectLockConfiguration>) -> S3Result<LockConfig> {
@@ -135,17 +124,15 @@ pub async fn enable_at_create(gw: &Gateway, bucket: &str) -> S3Result<()> {
     store(gw, bucket, Setting::ObjectLock, Some(config)).await
 }
 
-/// The lock a write to `bucket` gives its new version: from the write's
+/// The lock a write to a bucket with settings `s` gives its new version: from the write's
 /// `x-amz-object-lock-*` headers, else the bucket's default retention. Headers on a bucket
 /// without Object Lock are refused.
-pub async fn for_write(
-    gw: &Gateway,
-    bucket: &str,
+pub fn for_write(
+    s: &Bucket,
     mode: Option<&ObjectLockMode>,
     until: Option<&Timestamp>,
     legal_hold: Option<&ObjectLockLegalHoldStatus>,
 ) -> S3Result<Option<ObjectLock>> {
-    let s = settings(gw, bucket).await?;
     let Some(config) = &s.object_lock else {
         if mode.is_some() || until.is_some() || legal_hold.is_some() {
             return Err(no_lock_configuration());
@@ -157,7 +144,7 @@ pub async fn for_write(
         (Some(m), Some(u)) => {
             let mode = mode_of(m.as_str())
                 .ok_or_else(|| s3_error!(InvalidArgument, "Unknown wormMode directive."))?;
-            let until_ns = ns_of(u);
+            let until_ns = timestamp_ns(u);
             if until_ns <= now {
                 return Err(s3_error!(
                     InvalidArgument,
@@ -189,11 +176,6 @@ pub async fn for_write(
         legal_hold,
     };
     Ok((!lock.is_empty()).then_some(lock))
-}
-
-/// What a read asks for beside its payloads: the lock, in a bucket with Object Lock.
-pub async fn want(gw: &Gateway, bucket: &str, want: Want) -> S3Result<Want> {
-    Ok(want.with_lock(settings(gw, bucket).await?.object_lock.is_some()))
 }
 
 /// The `x-amz-object-lock-*` headers of a GET or HEAD of `view`.
@@ -237,7 +219,7 @@ pub async fn put_configuration(
     let i = &req.input;
     bucket_exists(gw, &i.bucket).await?;
     let config = validate_configuration(i.object_lock_configuration.as_ref())?;
-    let s = settings(gw, &i.bucket).await?;
+    let s = copy_of(gw, &i.bucket).await?;
     if s.object_lock.is_none() && s.versioning != Versioning::Enabled {
         return Err(s3_error!(
             InvalidBucketState,
@@ -253,7 +235,6 @@ pub async fn get_configuration(
     gw: &Gateway,
     req: S3Request<GetObjectLockConfigurationInput>,
 ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
     let s = settings(gw, &req.input.bucket).await?;
     let Some(config) = &s.object_lock else {
         return Err(s3_error!(
@@ -278,7 +259,6 @@ pub async fn get_configuration(
 
 /// Refuses a request about a version's lock in a bucket without Object Lock.
 async fn lock_bucket(gw: &Gateway, bucket: &str) -> S3Result<()> {
-    bucket_exists(gw, bucket).await?;
     match settings(gw, bucket).await?.object_lock {
         Some(_) => Ok(()),
         None => Err(no_lock_configuration()),
@@ -341,7 +321,7 @@ pub async fn put_retention(
     };
     let retention = Retention {
         mode,
-        until_ns: ns_of(until),
+        until_ns: timestamp_ns(until),
     };
     let vid = i.version_id.as_deref();
     set(gw, &i.bucket, &i.key, vid, Some(retention), None, bypass).await?;

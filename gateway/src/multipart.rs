@@ -127,14 +127,13 @@ pub async fn create(
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
+    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
-        gw,
-        &input.bucket,
+        &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )
-    .await?;
+    )?;
     let mut meta = object_meta(Headers {
         content_type: input.content_type,
         content_encoding: input.content_encoding,

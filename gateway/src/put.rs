@@ -105,15 +105,14 @@ pub async fn put_object(
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
+    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
-        gw,
-        &input.bucket,
+        &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
-    )
-    .await?;
-    let versioning = crate::versions::of_key(gw, &kp).await?;
+    )?;
+    let versioning = crate::versions::of_key(&settings, &kp);
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(
@@ -171,9 +170,7 @@ pub async fn put_object(
         }
     };
     let expiration = match kp.dir_marker {
-        false => {
-            crate::lifecycle::expiration_header(gw, &input.bucket, &input.key, &attr, &tags).await?
-        }
+        false => crate::lifecycle::expiration_header(&settings, &input.key, &attr, &tags),
         true => None,
     };
     let s = got.sums;

@@ -24,21 +24,16 @@ use crate::Gateway;
 /// a metadata node: this is on every write's and read's path; a bucket that does not exist
 /// keeps none, and the operation answers NoSuchBucket as before).
 pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Versioning> {
-    let s = gw
-        .settings
-        .get(bucket)
-        .await
-        .map_err(crate::bucket::settings_error)?;
-    Ok(s.versioning)
+    Ok(crate::bucket_access::copy_of(gw, bucket).await?.versioning)
 }
 
-/// How a write of the object at `kp` keeps versions: as its bucket does, except a directory
-/// marker, which keeps none.
-pub async fn of_key(gw: &Gateway, kp: &crate::keys::KeyPath) -> S3Result<Versioning> {
+/// How a write of the object at `kp` keeps versions, its bucket's settings being `s`: as the
+/// bucket does, except a directory marker, which keeps none.
+pub fn of_key(s: &crate::settings::Bucket, kp: &crate::keys::KeyPath) -> Versioning {
     if kp.dir_marker {
-        return Ok(Versioning::Off);
+        return Versioning::Off;
     }
-    of_bucket(gw, &kp.path[0]).await
+    s.versioning
 }
 
 /// The version id a write answers with: its own while the bucket keeps versions; none

@@ -10,7 +10,6 @@ mod cursor;
 mod rules;
 mod worker;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -65,18 +64,12 @@ impl Lifecycle {
     }
 }
 
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 impl Gateway {
     /// Runs one lifecycle pass now over every bucket with rules, or only `bucket` (one pass
     /// at a time; a second caller waits for the first). Answers what it did.
     pub async fn lifecycle_pass(&self, bucket: Option<&str>) -> Result<Summary, String> {
         let _one = self.lifecycle.running.lock().await;
-        let started = now_ns();
+        let started = crate::keys::now_ns();
         let (day_ns, rate) = (self.lifecycle.day_ns(), self.lifecycle.rate);
         let sum = worker::pass(self, bucket, started, day_ns, rate).await?;
         crate::metrics::record_lifecycle(&sum);
@@ -98,11 +91,6 @@ impl Gateway {
     pub fn lifecycle_day(&self) -> Duration {
         self.lifecycle.day()
     }
-}
-
-/// The rules of `bucket`, if it has any.
-async fn rules_of(gw: &Gateway, bucket: &str) -> S3Result<Option<Arc<Vec<Rule>>>> {
-    Ok(settings(gw, bucket).await?.lifecycle.clone())
 }
 
 /// The buckets with rules (only `only` if given), with their rules.
@@ -143,15 +131,15 @@ pub async fn get_configuration(
     gw: &Gateway,
     req: S3Request<GetBucketLifecycleConfigurationInput>,
 ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    let Some(rules) = rules_of(gw, &req.input.bucket).await? else {
+    let s = settings(gw, &req.input.bucket).await?;
+    let Some(rules) = &s.lifecycle else {
         return Err(s3_error!(
             NoSuchLifecycleConfiguration,
             "The lifecycle configuration does not exist"
         ));
     };
     Ok(S3Response::new(GetBucketLifecycleConfigurationOutput {
-        rules: Some(rules::to_dto(&rules)),
+        rules: Some(rules::to_dto(rules)),
         ..Default::default()
     }))
 }
@@ -167,16 +155,13 @@ pub async fn delete_configuration(
 
 /// The `x-amz-expiration` of a current object (`expiry-date="…", rule-id="…"`): the earliest
 /// expiration any enabled rule gives it.
-pub async fn expiration_header(
-    gw: &Gateway,
-    bucket: &str,
+pub fn expiration_header(
+    s: &crate::settings::Bucket,
     key: &str,
     attr: &saker_rpc::Attr,
     tags: &[(String, String)],
-) -> S3Result<Option<String>> {
-    let Some(rules) = rules_of(gw, bucket).await? else {
-        return Ok(None);
-    };
+) -> Option<String> {
+    let rules = s.lifecycle.as_ref()?;
     let facts = rules::ObjectFacts {
         key,
         size: attr.size,
@@ -190,13 +175,11 @@ pub async fn expiration_header(
         .filter(|r| r.enabled && r.filter.matches(&facts))
         .filter_map(|r| r.expires_at(attr.s3_mtime_ns, day).map(|t| (t, &r.id)))
         .min();
-    let Some((at, id)) = first else {
-        return Ok(None);
-    };
+    let (at, id) = first?;
     let at = at
         .saturating_add(day - 1)
         .div_euclid(day)
         .saturating_mul(day);
     let date = crate::keys::format_http_date(&crate::keys::timestamp(at)).unwrap_or_default();
-    Ok(Some(format!("expiry-date=\"{date}\", rule-id=\"{id}\"")))
+    Some(format!("expiry-date=\"{date}\", rule-id=\"{id}\""))
 }
