@@ -124,7 +124,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
     let r = ch
         .raft(
             1,
-            b"not a raft message".to_vec(),
+            bytes::Bytes::from_static(b"not a raft message"),
             std::time::Duration::from_secs(5),
         )
         .await;

@@ -63,6 +63,13 @@ pub static JOURNAL_DISK_SYNCS: LazyLock<prometheus::IntCounter> = LazyLock::new(
     )
 });
 
+pub static RAFT_COMMITS_PIGGYBACKED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_raft_commits_piggybacked_total",
+        "Commit-only AppendEntries a leader answered itself, the next message carrying the index",
+    )
+});
+
 pub static CHANGE_PUSHES: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
     counter(
         "saker_mnode_change_pushes_total",

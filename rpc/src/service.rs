@@ -68,5 +68,5 @@ pub trait CoordinatorService: Send + Sync + 'static {
 /// message the replica could not take (undecodable, no such group here), as text.
 #[async_trait]
 pub trait RaftService: Send + Sync + 'static {
-    async fn raft(&self, group: u32, body: Vec<u8>) -> Result<Vec<u8>, String>;
+    async fn raft(&self, group: u32, body: bytes::Bytes) -> Result<Vec<u8>, String>;
 }

@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use saker_namespace::{Exception, ExceptionTable, Route};
 use saker_rpc::{
     fetch_cluster_map, Attr, ClientTag, ClusterMap, CoordinatorService, Cred, GroupCounters,
-    MetaError, MetaRequest, MetaResponse, MetaService, NewObject, RemoteMeta, RemoveCond,
-    RpcChannel, RpcServer, Want,
+    MetaError, MetaRequest, MetaResponse, MetaService, NewObject, RaftService, RemoteMeta,
+    RemoveCond, RpcChannel, RpcServer, Want,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Barrier};
@@ -219,6 +219,23 @@ async fn serve_on(
         .map(|g| (g.id, g.clone() as Arc<dyn MetaService>))
         .collect();
     let server = RpcServer::new(services, coordinator, map());
+    let (tx, rx) = oneshot::channel();
+    let task = tokio::spawn(server.serve_with_shutdown(listener, async {
+        let _ = rx.await;
+    }));
+    Running {
+        addr,
+        stop: Some(tx),
+        task,
+    }
+}
+
+/// Serves only `raft` (the raft messages of a process's replicas) on `listener`.
+async fn serve_raft_on(listener: TcpListener, raft: Arc<FakeRaft>) -> Running {
+    let addr = listener.local_addr().unwrap();
+    saker_rpc::auth::ensure_installed();
+    let server =
+        RpcServer::new(BTreeMap::new(), Arc::<FakeCoordinator>::default(), map()).with_raft(raft);
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(server.serve_with_shutdown(listener, async {
         let _ = rx.await;
@@ -544,5 +561,106 @@ async fn a_channel_recovers_when_the_server_comes_back() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(ok, "the channel reconnected");
+    server.stop().await;
+}
+
+/// Raft replicas that answer `group:body`: group 1 only once group 2 has answered, group 3
+/// never.
+#[derive(Default)]
+struct FakeRaft {
+    group2_answered: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl RaftService for FakeRaft {
+    async fn raft(&self, group: u32, body: Bytes) -> Result<Vec<u8>, String> {
+        match group {
+            1 => self.group2_answered.notified().await,
+            3 => std::future::pending::<()>().await,
+            _ => {}
+        }
+        let answer = [format!("{group}:").as_bytes(), &body].concat();
+        if group == 2 {
+            self.group2_answered.notify_one();
+        }
+        Ok(answer)
+    }
+}
+
+#[tokio::test]
+async fn raft_answers_that_come_back_out_of_order_reach_their_callers() {
+    let server = serve_raft_on(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::default(),
+    )
+    .await;
+    let ch = RpcChannel::connect(&server.addr.to_string()).await.unwrap();
+    let t = Duration::from_secs(10);
+    // Group 1's message goes first and is answered last.
+    let (one, two) = tokio::join!(
+        ch.raft(1, Bytes::from_static(b"first"), t),
+        ch.raft(2, Bytes::from_static(b"second"), t)
+    );
+    assert_eq!(one.unwrap(), Bytes::from_static(b"1:first"));
+    assert_eq!(two.unwrap(), Bytes::from_static(b"2:second"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_raft_message_times_out_alone() {
+    let server = serve_raft_on(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::default(),
+    )
+    .await;
+    let ch = RpcChannel::connect(&server.addr.to_string()).await.unwrap();
+    let stuck = ch
+        .raft(3, Bytes::from_static(b"x"), Duration::from_millis(200))
+        .await;
+    assert!(matches!(stuck, Err(MetaError::Unavailable(_))), "{stuck:?}");
+    let ok = ch
+        .raft(2, Bytes::from_static(b"y"), Duration::from_secs(10))
+        .await;
+    assert_eq!(ok.unwrap(), Bytes::from_static(b"2:y"));
+    // The server stops although a message on the pipe was never answered.
+    tokio::time::timeout(Duration::from_secs(10), server.stop())
+        .await
+        .expect("an open raft pipe does not hold the shutdown");
+}
+
+#[tokio::test]
+async fn the_raft_pipe_opens_again_after_the_server_comes_back() {
+    let server = serve_raft_on(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::default(),
+    )
+    .await;
+    let addr = server.addr;
+    let ch = RpcChannel::connect(&addr.to_string()).await.unwrap();
+    let t = Duration::from_secs(5);
+    assert!(ch.raft(2, Bytes::from_static(b"a"), t).await.is_ok());
+    tokio::time::timeout(Duration::from_secs(10), server.stop())
+        .await
+        .expect("an open raft pipe does not hold the shutdown");
+    let down = ch.raft(2, Bytes::from_static(b"b"), t).await;
+    assert!(matches!(down, Err(MetaError::Unavailable(_))), "{down:?}");
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(addr).unwrap();
+    let server = serve_raft_on(socket.listen(64).unwrap(), Arc::default()).await;
+    let mut answer = None;
+    for _ in 0..50 {
+        if let Ok(a) = ch.raft(2, Bytes::from_static(b"c"), t).await {
+            answer = Some(a);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        answer,
+        Some(Bytes::from_static(b"2:c")),
+        "the pipe reopened"
+    );
     server.stop().await;
 }

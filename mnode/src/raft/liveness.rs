@@ -176,7 +176,7 @@ fn followers_have(m: &openraft::RaftMetrics<u64, openraft::BasicNode>, last: Opt
 async fn ping_one(liveness: &Liveness, pool: &ChannelPool, addr: String, ping: Vec<u8>) {
     let sent = Instant::now();
     let Ok(channel) = pool.get(&addr) else { return };
-    let Ok(reply) = channel.raft(PING_GROUP, ping, DEAD_AFTER).await else {
+    let Ok(reply) = channel.raft(PING_GROUP, ping.into(), DEAD_AFTER).await else {
         return;
     };
     match postcard::from_bytes::<Vec<u32>>(&reply) {

@@ -5,9 +5,24 @@
 //! [`Answer`]. Every group of a process shares one connection per peer node (the transport's
 //! [`ChannelPool`]). A peer that cannot be reached (refused, timed out, or its replica failed)
 //! is `Unreachable` to openraft, which backs off and tries again.
+//!
+//! openraft 0.9 follows every commit with an AppendEntries that carries only the new commit
+//! index, to every follower: under a write load, half of all raft RPCs. A [`Peer`] that had a
+//! real answer from its follower within [`COMMIT_PIGGYBACK`] answers such a message itself
+//! instead of sending it: the next AppendEntries (entries or a heartbeat, at most a heartbeat
+//! interval later) carries the commit index anyway, and a follower's commit index only decides
+//! how far it applies, never what is committed. The leader loses nothing it had not already
+//! learned: the message adds no entries, so its success says only that the follower still
+//! holds what it acknowledged a moment ago; a follower that has since voted for another leader
+//! says so to the next real message. The leader lease (`leadership`) counts an acknowledgement
+//! from when its request was made, so one answered here stretches it by at most
+//! [`COMMIT_PIGGYBACK`] past a real one, well inside the lease's half election timeout of
+//! margin. Heartbeats that change nothing, and the rounds that renew a lease (openraft makes a
+//! fresh client for them), always go out.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use openraft::error::{
@@ -19,7 +34,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{BasicNode, LogId, Vote};
 use parking_lot::RwLock;
 use saker_rpc::{ChannelPool, RaftService, RpcChannel};
 use serde::{Deserialize, Serialize};
@@ -60,6 +75,9 @@ enum SnapshotFailure {
     Other(String),
 }
 
+/// How recent a real answer must be for a commit-only message to be answered locally.
+pub const COMMIT_PIGGYBACK: Duration = Duration::from_millis(50);
+
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_allocvec(v).expect("raft messages encode")
 }
@@ -90,6 +108,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             group: self.group,
             target,
             channel,
+            answered: None,
         }
     }
 }
@@ -99,6 +118,9 @@ pub struct Peer {
     group: u32,
     target: u64,
     channel: Result<RpcChannel, String>,
+    /// The last AppendEntries the follower answered with success: when the answer came, the
+    /// leader's vote and the commit index it carried.
+    answered: Option<(Instant, Vote<u64>, Option<LogId<u64>>)>,
 }
 
 fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<u64, BasicNode, E> {
@@ -106,6 +128,18 @@ fn unreachable<E: std::error::Error>(why: impl std::fmt::Display) -> RPCError<u6
 }
 
 impl Peer {
+    /// Whether `rpc` only moves the follower's commit index, right after a real answer from it
+    /// under the same vote: the next message carries that index (see the module docs).
+    fn commit_only(&self, rpc: &AppendEntriesRequest<TypeConfig>) -> bool {
+        let Some((at, vote, commit)) = &self.answered else {
+            return false;
+        };
+        rpc.entries.is_empty()
+            && rpc.leader_commit != *commit
+            && rpc.vote == *vote
+            && at.elapsed() < COMMIT_PIGGYBACK
+    }
+
     async fn send<E: std::error::Error>(
         &self,
         msg: Message,
@@ -117,7 +151,7 @@ impl Peer {
             msg,
         };
         let reply = channel
-            .raft(self.group, encode(&envelope), option.hard_ttl())
+            .raft(self.group, encode(&envelope).into(), option.hard_ttl())
             .await
             .map_err(unreachable)?;
         postcard::from_bytes(&reply)
@@ -137,10 +171,20 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        match self.send(Message::Append(rpc), &option).await? {
-            Answer::Append(r) => r.map_err(unreachable),
-            _ => Err(unexpected()),
+        if self.commit_only(&rpc) {
+            crate::metrics::RAFT_COMMITS_PIGGYBACKED.inc();
+            return Ok(AppendEntriesResponse::Success);
         }
+        let (vote, commit) = (rpc.vote, rpc.leader_commit);
+        let answer = match self.send(Message::Append(rpc), &option).await? {
+            Answer::Append(r) => r.map_err(unreachable)?,
+            _ => return Err(unexpected()),
+        };
+        self.answered = match answer {
+            AppendEntriesResponse::Success => Some((Instant::now(), vote, commit)),
+            _ => None,
+        };
+        Ok(answer)
     }
 
     async fn install_snapshot(
@@ -204,7 +248,7 @@ impl RaftPeers {
 
 #[async_trait]
 impl RaftService for RaftPeers {
-    async fn raft(&self, group: u32, body: Vec<u8>) -> Result<Vec<u8>, String> {
+    async fn raft(&self, group: u32, body: bytes::Bytes) -> Result<Vec<u8>, String> {
         if group == liveness::PING_GROUP {
             return liveness::answer(&self.liveness, &self.groups.read(), &body);
         }

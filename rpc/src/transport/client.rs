@@ -10,8 +10,11 @@ use serde::de::DeserializeOwned;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
+use bytes::Bytes;
+
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
+use super::pipe::{Pipe, PipeError};
 use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
@@ -44,6 +47,8 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct RpcChannel {
     addr: String,
     client: SakerClient<Channel>,
+    /// Raft messages to this endpoint ([`super::pipe`]).
+    pipe: Arc<Pipe>,
 }
 
 impl RpcChannel {
@@ -69,6 +74,7 @@ impl RpcChannel {
             client: SakerClient::new(channel)
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
+            pipe: Arc::default(),
         }
     }
 
@@ -122,13 +128,22 @@ impl RpcChannel {
     pub async fn raft(
         &self,
         group: u32,
-        body: Vec<u8>,
+        body: Bytes,
         timeout: Duration,
-    ) -> Result<Vec<u8>, MetaError> {
+    ) -> Result<Bytes, MetaError> {
+        match self
+            .pipe
+            .call(&self.client, &self.addr, group, body.clone(), timeout)
+            .await
+        {
+            Ok(answer) => return answer.map_err(|e| unavailable(&self.addr, &e)),
+            Err(PipeError::Failed(e)) => return Err(e),
+            Err(PipeError::Unsupported) => {}
+        }
         let mut request = frame(&RaftCall { group, body });
         request.set_timeout(timeout);
         let reply = self.client.clone().raft(request).await;
-        self.reply::<Result<Vec<u8>, String>>(reply)?
+        self.reply::<Result<Bytes, String>>(reply)?
             .map_err(|e| unavailable(&self.addr, &e))
     }
 
@@ -314,18 +329,24 @@ fn frame<T: serde::Serialize>(value: &T) -> Request<Frame> {
     let mut request = Request::new(Frame {
         body: encode(value),
     });
-    request.metadata_mut().insert(
+    stamp(request.metadata_mut());
+    request
+}
+
+/// The headers every call carries: the wire version, the caller's trace context and this
+/// process's cluster token.
+pub(super) fn stamp(metadata: &mut tonic::metadata::MetadataMap) {
+    metadata.insert(
         VERSION_HEADER,
         tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
     );
-    crate::trace_context::inject(request.metadata_mut());
+    crate::trace_context::inject(metadata);
     if let Some(credential) = crate::auth::installed() {
         let token = credential.token(crate::auth::now_secs());
         if let Ok(v) = token.parse() {
-            request.metadata_mut().insert(crate::auth::AUTH_HEADER, v);
+            metadata.insert(crate::auth::AUTH_HEADER, v);
         }
     }
-    request
 }
 
 fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {
@@ -349,7 +370,7 @@ fn unavailable(addr: &str, why: &str) -> MetaError {
 
 /// A transport failure as a [`MetaError`]: a refused credential is `Unauthenticated` (no
 /// retry helps), anything else `Unavailable`.
-fn status_error(addr: &str, s: &Status) -> MetaError {
+pub(super) fn status_error(addr: &str, s: &Status) -> MetaError {
     match s.code() {
         tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => {
             MetaError::Unauthenticated(format!("RPC to {addr}: {}", s.message()))

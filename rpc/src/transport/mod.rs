@@ -31,6 +31,7 @@
 //! [`MetaError::Unavailable`]: crate::MetaError::Unavailable
 
 mod client;
+mod pipe;
 mod server;
 mod wire;
 

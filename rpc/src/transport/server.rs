@@ -79,6 +79,9 @@ struct Handler {
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
     raft: Option<Arc<dyn RaftService>>,
+    /// Set when the server begins to shut down: open raft pipes end, so that the connections
+    /// they keep busy can finish.
+    closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl RpcServer {
@@ -96,6 +99,7 @@ impl RpcServer {
                 map,
                 chunks: None,
                 raft: None,
+                closing: Arc::new(tokio::sync::watch::channel(false).0),
             }),
         }
     }
@@ -142,6 +146,11 @@ impl RpcServer {
         signal: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let closing = self.handler.closing.clone();
+        let signal = async move {
+            signal.await;
+            closing.send_replace(true);
+        };
         let service = SakerServer::from_arc(self.handler)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
@@ -392,6 +401,20 @@ impl Saker for Handler {
             None => Err("no MNode replica is served at this address".to_string()),
         };
         Ok(frame(encode(&result)))
+    }
+
+    type RaftPipeStream = super::pipe::Answers;
+
+    async fn raft_pipe(
+        &self,
+        request: Request<tonic::Streaming<Frame>>,
+    ) -> Result<Response<Self::RaftPipeStream>, Status> {
+        node_only(&request, "raft messages")?;
+        Ok(super::pipe::serve(
+            request.into_inner(),
+            self.raft.clone(),
+            self.closing.subscribe(),
+        ))
     }
 
     async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {

@@ -1,0 +1,268 @@
+//! The raft pipe: one long-lived bidirectional stream per peer pair for raft messages.
+//!
+//! A unary gRPC call costs a new HTTP/2 stream each time: request headers (HPACK, the cluster
+//! token, which the server verifies), response headers and trailers, a spawned handler. Raft
+//! traffic is many small messages to the same few peers (AppendEntries under a write load:
+//! one per entry and follower), so it has its own method, `RaftPipe`: the caller opens one
+//! stream per connection, authenticated once when it opens, and sends each message as one
+//! frame tagged with an id; the callee answers each frame with a frame of the same id, in
+//! whatever order the replicas finish. A message not answered within its timeout fails as
+//! `Unavailable` on its own; a stream that breaks fails every message still on it and is
+//! opened again by the next message. A peer without the method (an older build) gets the
+//! unary `Raft` call, as before.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::Stream;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::pb::saker_client::SakerClient;
+use super::pb::Frame;
+use super::wire::{decode, encode};
+use crate::error::MetaError;
+use crate::service::RaftService;
+
+/// One raft message on the pipe.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct PipedCall {
+    pub id: u64,
+    pub group: u32,
+    pub body: Bytes,
+}
+
+/// The answer to the [`PipedCall`] of the same id.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct PipedReply {
+    pub id: u64,
+    pub result: Result<Bytes, String>,
+}
+
+type Waiters = Mutex<HashMap<u64, oneshot::Sender<Result<Bytes, String>>>>;
+
+/// One open stream.
+struct Open {
+    frames: mpsc::UnboundedSender<Frame>,
+    waiting: Arc<Waiters>,
+    broken: Arc<AtomicBool>,
+}
+
+/// The caller's side, one per [`RpcChannel`](super::RpcChannel) (shared by its clones).
+#[derive(Debug, Default)]
+pub(super) struct Pipe {
+    open: tokio::sync::Mutex<Option<OpenHandle>>,
+    next_id: AtomicU64,
+    /// The peer has no `RaftPipe` method: use unary calls.
+    unsupported: AtomicBool,
+}
+
+#[derive(Clone)]
+struct OpenHandle(Arc<Open>);
+
+impl std::fmt::Debug for OpenHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpenHandle")
+    }
+}
+
+/// What [`Pipe::call`] could not do.
+pub(super) enum PipeError {
+    /// The peer does not serve the pipe: send the message the old way.
+    Unsupported,
+    Failed(MetaError),
+}
+
+impl Pipe {
+    /// Sends `body` to group `group`'s replica and waits up to `timeout` for its answer.
+    pub async fn call(
+        &self,
+        client: &SakerClient<Channel>,
+        addr: &str,
+        group: u32,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Result<Bytes, String>, PipeError> {
+        if self.unsupported.load(Ordering::Relaxed) {
+            return Err(PipeError::Unsupported);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let sent = async {
+            let open = self.open(client, addr).await?;
+            let (tx, rx) = oneshot::channel();
+            open.0.waiting.lock().insert(id, tx);
+            let frame = Frame {
+                body: encode(&PipedCall { id, group, body }),
+            };
+            if open.0.frames.send(frame).is_err() {
+                open.0.broken.store(true, Ordering::Release);
+                return Err(PipeError::Failed(failed(addr, "the raft pipe closed")));
+            }
+            Ok((open, rx))
+        };
+        let deadline = Instant::now() + timeout;
+        let (open, rx) = match tokio::time::timeout_at(deadline.into(), sent).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(PipeError::Failed(failed(
+                    addr,
+                    "timed out opening the raft pipe",
+                )))
+            }
+        };
+        match tokio::time::timeout_at(deadline.into(), rx).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(PipeError::Failed(failed(
+                addr,
+                "the raft pipe broke before the answer",
+            ))),
+            Err(_) => {
+                open.0.waiting.lock().remove(&id);
+                Err(PipeError::Failed(failed(addr, "raft message timed out")))
+            }
+        }
+    }
+
+    /// The open stream, opened now if there is none or it broke.
+    async fn open(
+        &self,
+        client: &SakerClient<Channel>,
+        addr: &str,
+    ) -> Result<OpenHandle, PipeError> {
+        let mut slot = self.open.lock().await;
+        if let Some(open) = slot.as_ref() {
+            if !open.0.broken.load(Ordering::Acquire) {
+                return Ok(open.clone());
+            }
+        }
+        *slot = None;
+        let (frames, outbound) = mpsc::unbounded_channel::<Frame>();
+        let mut request = Request::new(receiver_stream(outbound));
+        super::client::stamp(request.metadata_mut());
+        let inbound = match client.clone().raft_pipe(request).await {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == tonic::Code::Unimplemented => {
+                self.unsupported.store(true, Ordering::Relaxed);
+                return Err(PipeError::Unsupported);
+            }
+            Err(s) => return Err(PipeError::Failed(super::client::status_error(addr, &s))),
+        };
+        let open = OpenHandle(Arc::new(Open {
+            frames,
+            waiting: Arc::default(),
+            broken: Arc::default(),
+        }));
+        tokio::spawn(read_answers(
+            inbound,
+            open.0.waiting.clone(),
+            open.0.broken.clone(),
+            addr.to_string(),
+        ));
+        *slot = Some(open.clone());
+        Ok(open)
+    }
+}
+
+/// Hands each answer to its waiter until the stream ends; then fails whoever still waits.
+async fn read_answers(
+    mut inbound: Streaming<Frame>,
+    waiting: Arc<Waiters>,
+    broken: Arc<AtomicBool>,
+    addr: String,
+) {
+    loop {
+        match inbound.message().await {
+            Ok(Some(frame)) => match decode::<PipedReply>(&frame.body) {
+                Ok(reply) => {
+                    if let Some(tx) = waiting.lock().remove(&reply.id) {
+                        let _ = tx.send(reply.result);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(peer = %addr, error = %e, "undecodable raft pipe answer");
+                    break;
+                }
+            },
+            Ok(None) => break,
+            Err(s) => {
+                tracing::debug!(peer = %addr, status = %s, "raft pipe broke");
+                break;
+            }
+        }
+    }
+    broken.store(true, Ordering::Release);
+    waiting.lock().clear();
+}
+
+fn failed(addr: &str, why: &str) -> MetaError {
+    MetaError::Unavailable(format!("RPC to {addr}: {why}"))
+}
+
+fn receiver_stream<T: Send + 'static>(
+    rx: mpsc::UnboundedReceiver<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
+}
+
+/// The answers a callee streams back.
+pub(super) type Answers = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send>>;
+
+/// The callee's side: runs each message on its own task (replicas of different groups answer
+/// independently) and streams the answers back as they come, until the caller closes the
+/// stream or `closing` turns true (the server shuts down: the stream ends at once, and a
+/// message still unanswered fails on the caller's side as the stream breaks).
+pub(super) fn serve(
+    mut inbound: Streaming<Frame>,
+    raft: Option<Arc<dyn RaftService>>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) -> Response<Answers> {
+    let (tx, rx) = mpsc::unbounded_channel::<Result<Frame, Status>>();
+    let mut closed = closing.clone();
+    let answers = futures::StreamExt::take_until(receiver_stream(rx), async move {
+        let _ = closed.wait_for(|c| *c).await;
+    });
+    tokio::spawn(async move {
+        loop {
+            let frame = tokio::select! {
+                m = inbound.message() => match m {
+                    Ok(Some(frame)) => frame,
+                    _ => return,
+                },
+                _ = closing.wait_for(|c| *c) => return,
+            };
+            let call: PipedCall = match decode(&frame.body) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(Status::invalid_argument(e.to_string())));
+                    return;
+                }
+            };
+            let (tx, raft) = (tx.clone(), raft.clone());
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let result = match raft {
+                    Some(raft) => raft.raft(call.group, call.body).await.map(Bytes::from),
+                    None => Err("no MNode replica is served at this address".to_string()),
+                };
+                crate::metrics::SERVER_LATENCY
+                    .with_label_values(&["raft", "raft"])
+                    .observe(start.elapsed().as_secs_f64());
+                let reply = PipedReply {
+                    id: call.id,
+                    result,
+                };
+                let _ = tx.send(Ok(Frame {
+                    body: encode(&reply),
+                }));
+            });
+        }
+    });
+    Response::new(Box::pin(answers))
+}
