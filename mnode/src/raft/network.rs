@@ -348,4 +348,40 @@ mod tests {
             Answer::Snapshot(Err(SnapshotFailure::Mismatch(m))) if m.got.offset == 5
         ));
     }
+
+    #[test]
+    fn only_a_commit_moving_right_after_a_real_answer_is_answered_locally() {
+        let log = |i| Some(LogId::new(CommittedLeaderId::new(3, 2), i));
+        let vote = Vote::new_committed(3, 2);
+        let req = |entries: usize, commit| AppendEntriesRequest::<TypeConfig> {
+            vote,
+            prev_log_id: log(8),
+            entries: (0..entries)
+                .map(|i| Entry {
+                    log_id: log(9 + i as u64).unwrap(),
+                    payload: EntryPayload::Blank,
+                })
+                .collect(),
+            leader_commit: commit,
+        };
+        let mut peer = Peer {
+            group: 1,
+            target: 2,
+            channel: Err("none".into()),
+            answered: None,
+        };
+        // A fresh client (a lease renewal, or the first message) always sends.
+        assert!(!peer.commit_only(&req(0, log(8))));
+        peer.answered = Some((Instant::now(), vote, log(7)));
+        assert!(peer.commit_only(&req(0, log(8))));
+        // Entries, an unchanged commit (a heartbeat) or another vote go out.
+        assert!(!peer.commit_only(&req(1, log(8))));
+        assert!(!peer.commit_only(&req(0, log(7))));
+        peer.answered = Some((Instant::now(), Vote::new_committed(4, 1), log(7)));
+        assert!(!peer.commit_only(&req(0, log(8))));
+        // So does everything once the last real answer is older than the window.
+        let long_ago = Instant::now() - COMMIT_PIGGYBACK * 2;
+        peer.answered = Some((long_ago, vote, log(7)));
+        assert!(!peer.commit_only(&req(0, log(8))));
+    }
 }
