@@ -56,15 +56,8 @@ pub fn adopt_parent(span: &tracing::Span, traceparent: &str) {
     }
 }
 
-/// Makes the caller's span (from an incoming call's metadata) the parent of `span`.
-pub(crate) fn adopt(span: &tracing::Span, metadata: &MetadataMap) {
-    let Some(p) = PROPAGATOR.get() else {
-        return;
-    };
-    if span.is_disabled() {
-        return;
-    }
-    if let Some(tp) = metadata.get(TRACEPARENT).and_then(|v| v.to_str().ok()) {
-        p.adopt(span, tp);
-    }
+/// The caller's `traceparent`, from an incoming call's metadata.
+pub(crate) fn parent_of(metadata: &MetadataMap) -> Option<&str> {
+    PROPAGATOR.get()?;
+    metadata.get(TRACEPARENT).and_then(|v| v.to_str().ok())
 }

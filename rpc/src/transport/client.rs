@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::pipe::{Pipe, PipeError};
+use super::pipe::{Pipe, PipeError, Piped, Unanswered};
 use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
@@ -131,12 +131,16 @@ impl RpcChannel {
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, MetaError> {
+        let msg = Piped::Raft {
+            group,
+            body: body.clone(),
+        };
         match self
             .pipe
-            .call(&self.client, &self.addr, group, body.clone(), timeout)
+            .call(&self.client, &self.addr, msg, Some(timeout))
             .await
         {
-            Ok(answer) => return answer.map_err(|e| unavailable(&self.addr, &e)),
+            Ok(answer) => return answer.map_err(|e| self.unanswered(e)),
             Err(PipeError::Failed(e)) => return Err(e),
             Err(PipeError::Unsupported) => {}
         }
@@ -145,6 +149,41 @@ impl RpcChannel {
         let reply = self.client.clone().raft(request).await;
         self.reply::<Result<Bytes, String>>(reply)?
             .map_err(|e| unavailable(&self.addr, &e))
+    }
+
+    /// A `Meta` call on the pipe; gives the call back if the peer has no pipe.
+    async fn pipe_meta(&self, call: MetaCall) -> Result<MetaReply, MetaCall> {
+        if self.pipe.unsupported() {
+            return Err(call);
+        }
+        let msg = Piped::Meta {
+            call: Box::new(call),
+            traceparent: crate::trace_context::current(),
+        };
+        let answer = match self.pipe.call(&self.client, &self.addr, msg, None).await {
+            Ok(answer) => answer,
+            Err(PipeError::Failed(e)) => return Ok(failed_reply(e)),
+            Err(PipeError::Unsupported) => unreachable!("checked above"),
+        };
+        Ok(match answer {
+            Ok(body) => decode::<MetaReply>(&body).unwrap_or_else(|e| {
+                failed_reply(MetaError::Internal(format!(
+                    "reply from {}: {e}",
+                    self.addr
+                )))
+            }),
+            Err(e) => failed_reply(self.unanswered(e)),
+        })
+    }
+
+    /// A message the peer did not answer, as the unary call's status would have said it.
+    fn unanswered(&self, why: Unanswered) -> MetaError {
+        match why {
+            Unanswered::Refused(m) => {
+                MetaError::Unauthenticated(format!("RPC to {}: {m}", self.addr))
+            }
+            Unanswered::Failed(e) => unavailable(&self.addr, &e),
+        }
     }
 
     /// Decodes a reply; a failed call is `Unavailable`, an undecodable body `Internal`.
@@ -252,8 +291,13 @@ impl MetaService for RemoteMeta {
             tag,
             req,
         };
-        let reply = self.channel.client.clone().meta(frame(&call)).await;
-        let reply = self.channel.reply::<MetaReply>(reply)?;
+        let reply = match self.channel.pipe_meta(call).await {
+            Ok(reply) => reply,
+            Err(call) => {
+                let reply = self.channel.client.clone().meta(frame(&call)).await;
+                self.channel.reply::<MetaReply>(reply)?
+            }
+        };
         self.routing_version
             .fetch_max(reply.routing_version, Ordering::Relaxed);
         reply.result
@@ -346,6 +390,13 @@ pub(super) fn stamp(metadata: &mut tonic::metadata::MetadataMap) {
         if let Ok(v) = token.parse() {
             metadata.insert(crate::auth::AUTH_HEADER, v);
         }
+    }
+}
+
+fn failed_reply(e: MetaError) -> MetaReply {
+    MetaReply {
+        routing_version: 0,
+        result: Err(e),
     }
 }
 

@@ -1,15 +1,19 @@
-//! The raft pipe: one long-lived bidirectional stream per peer pair for raft messages.
+//! The pipe: one long-lived bidirectional stream per connection for raft messages and `Meta`
+//! calls.
 //!
 //! A unary gRPC call costs a new HTTP/2 stream each time: request headers (HPACK, the cluster
-//! token, which the server verifies), response headers and trailers, a spawned handler. Raft
-//! traffic is many small messages to the same few peers (AppendEntries under a write load:
-//! one per entry and follower), so it has its own method, `RaftPipe`: the caller opens one
-//! stream per connection, authenticated once when it opens, and sends each message as one
-//! frame tagged with an id; the callee answers each frame with a frame of the same id, in
-//! whatever order the replicas finish. A message not answered within its timeout fails as
-//! `Unavailable` on its own; a stream that breaks fails every message still on it and is
-//! opened again by the next message. A peer without the method (an older build) gets the
-//! unary `Raft` call, as before.
+//! token, which the server verifies), response headers and trailers. Raft traffic and the
+//! calls between nodes are many small messages to the same few peers (AppendEntries under a
+//! write load: one per entry and follower; a gateway's writes to the groups other nodes lead),
+//! so they have their own method, `RaftPipe`: the caller opens one stream per connection,
+//! authenticated once when it opens (what it may send is decided by the credential it opened
+//! with, message by message as for unary calls), and sends each message as one frame tagged
+//! with an id; the callee runs each on its own task and answers with a frame of the same id,
+//! in whatever order they finish. A raft message not answered within its timeout fails as
+//! `Unavailable` on its own; a stream that breaks fails every message still on it (a `Meta`
+//! call has no deadline, as a unary one: a silent peer's connection is dropped by the
+//! transport's keepalive, which breaks the stream) and is opened again by the next message. A
+//! peer without the method (an older build) gets unary calls, as before.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -27,26 +31,48 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::wire::{decode, encode};
+use super::server::MetaRouter;
+use super::wire::{decode, encode, MetaCall, MetaReply};
+use crate::auth::Kind;
 use crate::error::MetaError;
 use crate::service::RaftService;
 
-/// One raft message on the pipe.
+/// What travels on the pipe.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum Piped {
+    /// A raft message to group `group`'s replica; answered with the replica's answer.
+    Raft { group: u32, body: Bytes },
+    /// A `Meta` call and the caller's `traceparent`; answered with the encoded [`MetaReply`].
+    Meta {
+        call: Box<MetaCall>,
+        traceparent: Option<String>,
+    },
+}
+
+/// One message on the pipe.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct PipedCall {
     pub id: u64,
-    pub group: u32,
-    pub body: Bytes,
+    pub msg: Piped,
 }
 
 /// The answer to the [`PipedCall`] of the same id.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct PipedReply {
     pub id: u64,
-    pub result: Result<Bytes, String>,
+    pub result: Result<Bytes, Unanswered>,
 }
 
-type Waiters = Mutex<HashMap<u64, oneshot::Sender<Result<Bytes, String>>>>;
+/// Why a message got no answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum Unanswered {
+    /// The caller's credential may not send it.
+    Refused(String),
+    /// The receiver could not take it.
+    Failed(String),
+}
+
+type Waiters = Mutex<HashMap<u64, oneshot::Sender<Result<Bytes, Unanswered>>>>;
 
 /// One open stream.
 struct Open {
@@ -81,16 +107,15 @@ pub(super) enum PipeError {
 }
 
 impl Pipe {
-    /// Sends `body` to group `group`'s replica and waits up to `timeout` for its answer.
+    /// Sends `msg` and waits for its answer, up to `timeout` if there is one.
     pub async fn call(
         &self,
         client: &SakerClient<Channel>,
         addr: &str,
-        group: u32,
-        body: Bytes,
-        timeout: Duration,
-    ) -> Result<Result<Bytes, String>, PipeError> {
-        if self.unsupported.load(Ordering::Relaxed) {
+        msg: Piped,
+        timeout: Option<Duration>,
+    ) -> Result<Result<Bytes, Unanswered>, PipeError> {
+        if self.unsupported() {
             return Err(PipeError::Unsupported);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -99,35 +124,40 @@ impl Pipe {
             let (tx, rx) = oneshot::channel();
             open.0.waiting.lock().insert(id, tx);
             let frame = Frame {
-                body: encode(&PipedCall { id, group, body }),
+                body: encode(&PipedCall { id, msg }),
             };
             if open.0.frames.send(frame).is_err() {
                 open.0.broken.store(true, Ordering::Release);
-                return Err(PipeError::Failed(failed(addr, "the raft pipe closed")));
+                return Err(PipeError::Failed(failed(addr, "the pipe closed")));
             }
             Ok((open, rx))
         };
-        let deadline = Instant::now() + timeout;
-        let (open, rx) = match tokio::time::timeout_at(deadline.into(), sent).await {
-            Ok(r) => r?,
-            Err(_) => {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let (open, rx) = match within(deadline, sent).await {
+            Some(r) => r?,
+            None => {
                 return Err(PipeError::Failed(failed(
                     addr,
-                    "timed out opening the raft pipe",
+                    "timed out opening the pipe",
                 )))
             }
         };
-        match tokio::time::timeout_at(deadline.into(), rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(PipeError::Failed(failed(
+        match within(deadline, rx).await {
+            Some(Ok(answer)) => Ok(answer),
+            Some(Err(_)) => Err(PipeError::Failed(failed(
                 addr,
-                "the raft pipe broke before the answer",
+                "the pipe broke before the answer",
             ))),
-            Err(_) => {
+            None => {
                 open.0.waiting.lock().remove(&id);
-                Err(PipeError::Failed(failed(addr, "raft message timed out")))
+                Err(PipeError::Failed(failed(addr, "timed out")))
             }
         }
+    }
+
+    /// Whether the peer was found to have no pipe.
+    pub fn unsupported(&self) -> bool {
+        self.unsupported.load(Ordering::Relaxed)
     }
 
     /// The open stream, opened now if there is none or it broke.
@@ -170,6 +200,14 @@ impl Pipe {
     }
 }
 
+/// `fut`'s output, or None if `deadline` passed first.
+async fn within<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+    match deadline {
+        Some(d) => tokio::time::timeout_at(d.into(), fut).await.ok(),
+        None => Some(fut.await),
+    }
+}
+
 /// Hands each answer to its waiter until the stream ends; then fails whoever still waits.
 async fn read_answers(
     mut inbound: Streaming<Frame>,
@@ -186,13 +224,13 @@ async fn read_answers(
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(peer = %addr, error = %e, "undecodable raft pipe answer");
+                    tracing::warn!(peer = %addr, error = %e, "undecodable pipe answer");
                     break;
                 }
             },
             Ok(None) => break,
             Err(s) => {
-                tracing::debug!(peer = %addr, status = %s, "raft pipe broke");
+                tracing::debug!(peer = %addr, status = %s, "pipe broke");
                 break;
             }
         }
@@ -214,13 +252,66 @@ fn receiver_stream<T: Send + 'static>(
 /// The answers a callee streams back.
 pub(super) type Answers = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Send>>;
 
-/// The callee's side: runs each message on its own task (replicas of different groups answer
-/// independently) and streams the answers back as they come, until the caller closes the
-/// stream or `closing` turns true (the server shuts down: the stream ends at once, and a
-/// message still unanswered fails on the caller's side as the stream breaks).
+/// What the callee's side serves.
+#[derive(Clone)]
+pub(super) struct Callee {
+    pub raft: Option<Arc<dyn RaftService>>,
+    pub meta: MetaRouter,
+}
+
+impl Callee {
+    /// Runs one message from a caller that proved `kind`.
+    async fn answer(self, kind: Kind, msg: Piped) -> Result<Bytes, Unanswered> {
+        match msg {
+            Piped::Raft { .. } if kind != Kind::Node => Err(Unanswered::Refused(
+                "a client credential may not send raft messages".to_string(),
+            )),
+            Piped::Raft { group, body } => {
+                let Some(raft) = self.raft else {
+                    return Err(Unanswered::Failed(
+                        "no MNode replica is served at this address".to_string(),
+                    ));
+                };
+                let start = Instant::now();
+                let answer = raft
+                    .raft(group, body)
+                    .await
+                    .map(Bytes::from)
+                    .map_err(Unanswered::Failed);
+                crate::metrics::SERVER_LATENCY
+                    .with_label_values(&["raft", "raft"])
+                    .observe(start.elapsed().as_secs_f64());
+                answer
+            }
+            Piped::Meta { call, traceparent } => {
+                let reply = match self.meta.call(kind, *call, traceparent.as_deref()).await {
+                    Ok(reply) => reply,
+                    // Refused (or the handler failed) before anything ran, as a unary call's
+                    // status would have said.
+                    Err(s) => MetaReply {
+                        routing_version: 0,
+                        result: Err(match s.code() {
+                            tonic::Code::PermissionDenied => {
+                                MetaError::Unauthenticated(s.message().to_string())
+                            }
+                            _ => MetaError::Unavailable(s.message().to_string()),
+                        }),
+                    },
+                };
+                Ok(encode(&reply))
+            }
+        }
+    }
+}
+
+/// The callee's side: runs each message on its own task (a message runs to completion even
+/// if its caller goes away) and streams the answers back as they come, until the caller
+/// closes the stream or `closing` turns true (the server shuts down: the stream ends at once,
+/// and a message still unanswered fails on the caller's side as the stream breaks).
 pub(super) fn serve(
     mut inbound: Streaming<Frame>,
-    raft: Option<Arc<dyn RaftService>>,
+    kind: Kind,
+    callee: Callee,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) -> Response<Answers> {
     let (tx, rx) = mpsc::unbounded_channel::<Result<Frame, Status>>();
@@ -244,19 +335,11 @@ pub(super) fn serve(
                     return;
                 }
             };
-            let (tx, raft) = (tx.clone(), raft.clone());
+            let (tx, callee) = (tx.clone(), callee.clone());
             tokio::spawn(async move {
-                let start = Instant::now();
-                let result = match raft {
-                    Some(raft) => raft.raft(call.group, call.body).await.map(Bytes::from),
-                    None => Err("no MNode replica is served at this address".to_string()),
-                };
-                crate::metrics::SERVER_LATENCY
-                    .with_label_values(&["raft", "raft"])
-                    .observe(start.elapsed().as_secs_f64());
                 let reply = PipedReply {
                     id: call.id,
-                    result,
+                    result: callee.answer(kind, call.msg).await,
                 };
                 let _ = tx.send(Ok(Frame {
                     body: encode(&reply),

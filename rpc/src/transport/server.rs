@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic::{Request, Response, Status};
@@ -72,9 +71,7 @@ impl From<BTreeMap<u32, Arc<dyn MetaService>>> for ServedGroups {
 }
 
 struct Handler {
-    groups: ServedGroups,
-    /// Takes the requests addressed to the node itself ([`crate::MetaRequest::is_node_call`]).
-    node: Option<Arc<dyn MetaService>>,
+    meta: MetaRouter,
     coordinator: Arc<dyn CoordinatorService>,
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
@@ -82,6 +79,54 @@ struct Handler {
     /// Set when the server begins to shut down: open raft pipes end, so that the connections
     /// they keep busy can finish.
     closing: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// Where a `Meta` call goes: the group it names, or the node itself.
+#[derive(Clone)]
+pub(super) struct MetaRouter {
+    groups: ServedGroups,
+    /// Takes the requests addressed to the node itself ([`crate::MetaRequest::is_node_call`]).
+    node: Option<Arc<dyn MetaService>>,
+}
+
+impl MetaRouter {
+    /// Runs `call` from a caller that proved `kind` (on its own task, in a span whose parent
+    /// is `traceparent`). A status is a refusal: nothing ran.
+    pub(super) async fn call(
+        &self,
+        kind: Kind,
+        call: MetaCall,
+        traceparent: Option<&str>,
+    ) -> Result<MetaReply, Status> {
+        if kind == Kind::Client && !call.req.client_allowed() {
+            return Err(Status::permission_denied(format!(
+                "a client credential may not send {}",
+                call.req.op_name()
+            )));
+        }
+        let service = if call.req.is_node_call() {
+            self.node.clone()
+        } else {
+            self.groups.get(call.group)
+        };
+        let Some(group) = service else {
+            // Executed nothing: the caller tries the group's other replicas.
+            return Ok(MetaReply {
+                routing_version: 0,
+                result: Err(MetaError::NotLeader { leader: None }),
+            });
+        };
+        let op = call.req.op_name();
+        let span = tracing::debug_span!("rpc.meta", otel.kind = "server", op, group = call.group);
+        served("meta", op, traceparent, span, async move {
+            let result = group.call(call.tag, call.req).await;
+            MetaReply {
+                routing_version: group.routing_version(),
+                result,
+            }
+        })
+        .await
+    }
 }
 
 impl RpcServer {
@@ -93,8 +138,10 @@ impl RpcServer {
     ) -> Self {
         Self {
             handler: Arc::new(Handler {
-                groups: groups.into(),
-                node: None,
+                meta: MetaRouter {
+                    groups: groups.into(),
+                    node: None,
+                },
                 coordinator,
                 map,
                 chunks: None,
@@ -118,7 +165,7 @@ impl RpcServer {
     /// refused.
     pub fn with_node(self, node: Arc<dyn MetaService>) -> Self {
         let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.node = Some(node);
+        handler.meta.node = Some(node);
         Self {
             handler: Arc::new(handler),
         }
@@ -260,16 +307,18 @@ async fn detached<T: Send + 'static>(
     })
 }
 
-/// Runs one call's handler [`detached`], in `span` (whose parent is the caller's span, from
-/// the call's `traceparent`), and times it as `method`/`op`.
+/// Runs one call's handler [`detached`], in `span` (whose parent is the caller's span, named
+/// by its `traceparent`), and times it as `method`/`op`.
 async fn served<T: Send + 'static>(
     method: &'static str,
     op: &'static str,
-    metadata: &MetadataMap,
+    traceparent: Option<&str>,
     span: tracing::Span,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, Status> {
-    trace_context::adopt(&span, metadata);
+    if let Some(tp) = traceparent {
+        trace_context::adopt_parent(&span, tp);
+    }
     let start = Instant::now();
     let result = detached(fut.instrument(span)).await;
     metrics::SERVER_LATENCY
@@ -285,37 +334,10 @@ impl Saker for Handler {
         let (metadata, _, frame_in) = request.into_parts();
         let call: MetaCall =
             decode(&frame_in.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if kind == Kind::Client && !call.req.client_allowed() {
-            return Err(Status::permission_denied(format!(
-                "a client credential may not send {}",
-                call.req.op_name()
-            )));
-        }
-        let service = if call.req.is_node_call() {
-            self.node.clone()
-        } else {
-            self.groups.get(call.group)
-        };
-        let reply = match service {
-            Some(group) => {
-                let op = call.req.op_name();
-                let span =
-                    tracing::debug_span!("rpc.meta", otel.kind = "server", op, group = call.group);
-                served("meta", op, &metadata, span, async move {
-                    let result = group.call(call.tag, call.req).await;
-                    MetaReply {
-                        routing_version: group.routing_version(),
-                        result,
-                    }
-                })
-                .await?
-            }
-            // Executed nothing: the caller tries the group's other replicas.
-            None => MetaReply {
-                routing_version: 0,
-                result: Err(MetaError::NotLeader { leader: None }),
-            },
-        };
+        let reply = self
+            .meta
+            .call(kind, call, trace_context::parent_of(&metadata))
+            .await?;
         Ok(frame(encode(&reply)))
     }
 
@@ -326,9 +348,13 @@ impl Saker for Handler {
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let span = coordinator_span("remove_dir");
-        let result = served("coordinator", "remove_dir", &metadata, span, async move {
-            coordinator.remove_dir(call.path, call.cond).await
-        })
+        let result = served(
+            "coordinator",
+            "remove_dir",
+            trace_context::parent_of(&metadata),
+            span,
+            async move { coordinator.remove_dir(call.path, call.cond).await },
+        )
         .await?;
         Ok(frame(encode(&result)))
     }
@@ -340,11 +366,17 @@ impl Saker for Handler {
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let span = coordinator_span("rename");
-        let result = served("coordinator", "rename", &metadata, span, async move {
-            coordinator
-                .rename(call.from, call.to, call.noreplace, call.cred)
-                .await
-        })
+        let result = served(
+            "coordinator",
+            "rename",
+            trace_context::parent_of(&metadata),
+            span,
+            async move {
+                coordinator
+                    .rename(call.from, call.to, call.noreplace, call.cred)
+                    .await
+            },
+        )
         .await?;
         Ok(frame(encode(&result)))
     }
@@ -356,9 +388,13 @@ impl Saker for Handler {
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let span = coordinator_span("set_dir_attr");
-        let result = served("coordinator", "set_dir_attr", &metadata, span, async move {
-            coordinator.set_dir_attr(call.set).await
-        })
+        let result = served(
+            "coordinator",
+            "set_dir_attr",
+            trace_context::parent_of(&metadata),
+            span,
+            async move { coordinator.set_dir_attr(call.set).await },
+        )
         .await?;
         Ok(frame(encode(&result)))
     }
@@ -370,11 +406,17 @@ impl Saker for Handler {
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let coordinator = self.coordinator.clone();
         let span = coordinator_span("link");
-        let result = served("coordinator", "link", &metadata, span, async move {
-            coordinator
-                .link(call.from, call.to, call.expect, call.cred)
-                .await
-        })
+        let result = served(
+            "coordinator",
+            "link",
+            trace_context::parent_of(&metadata),
+            span,
+            async move {
+                coordinator
+                    .link(call.from, call.to, call.expect, call.cred)
+                    .await
+            },
+        )
         .await?;
         Ok(frame(encode(&result)))
     }
@@ -393,9 +435,13 @@ impl Saker for Handler {
                 let raft = raft.clone();
                 let span =
                     tracing::debug_span!("rpc.raft", otel.kind = "server", group = call.group);
-                served("raft", "raft", &metadata, span, async move {
-                    raft.raft(call.group, call.body).await
-                })
+                served(
+                    "raft",
+                    "raft",
+                    trace_context::parent_of(&metadata),
+                    span,
+                    async move { raft.raft(call.group, call.body).await },
+                )
                 .await?
             }
             None => Err("no MNode replica is served at this address".to_string()),
@@ -409,10 +455,14 @@ impl Saker for Handler {
         &self,
         request: Request<tonic::Streaming<Frame>>,
     ) -> Result<Response<Self::RaftPipeStream>, Status> {
-        node_only(&request, "raft messages")?;
+        let kind = kind_of(&request);
         Ok(super::pipe::serve(
             request.into_inner(),
-            self.raft.clone(),
+            kind,
+            super::pipe::Callee {
+                raft: self.raft.clone(),
+                meta: self.meta.clone(),
+            },
             self.closing.subscribe(),
         ))
     }
@@ -432,9 +482,13 @@ impl Saker for Handler {
                 let chunks = chunks.clone();
                 let op = req.op_name();
                 let span = tracing::debug_span!("rpc.chunk", otel.kind = "server", op);
-                served("chunk", op, &metadata, span, async move {
-                    chunks.call(req).await
-                })
+                served(
+                    "chunk",
+                    op,
+                    trace_context::parent_of(&metadata),
+                    span,
+                    async move { chunks.call(req).await },
+                )
                 .await?
             }
             None => Err(ChunkWireError::Unavailable(
