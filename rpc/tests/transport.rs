@@ -211,14 +211,18 @@ async fn serve_on(
     groups: &[Arc<FakeGroup>],
     coordinator: Arc<FakeCoordinator>,
 ) -> Running {
-    let addr = listener.local_addr().unwrap();
     // Server and client share this process's credential.
     saker_rpc::auth::ensure_installed();
     let services: BTreeMap<u32, Arc<dyn MetaService>> = groups
         .iter()
         .map(|g| (g.id, g.clone() as Arc<dyn MetaService>))
         .collect();
-    let server = RpcServer::new(services, coordinator, map());
+    run(listener, RpcServer::new(services, coordinator, map()))
+}
+
+/// Runs `server` on `listener` until [`Running::stop`].
+fn run(listener: TcpListener, server: RpcServer) -> Running {
+    let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(server.serve_with_shutdown(listener, async {
         let _ = rx.await;
@@ -232,19 +236,10 @@ async fn serve_on(
 
 /// Serves only `raft` (the raft messages of a process's replicas) on `listener`.
 async fn serve_raft_on(listener: TcpListener, raft: Arc<FakeRaft>) -> Running {
-    let addr = listener.local_addr().unwrap();
     saker_rpc::auth::ensure_installed();
     let server =
         RpcServer::new(BTreeMap::new(), Arc::<FakeCoordinator>::default(), map()).with_raft(raft);
-    let (tx, rx) = oneshot::channel();
-    let task = tokio::spawn(server.serve_with_shutdown(listener, async {
-        let _ = rx.await;
-    }));
-    Running {
-        addr,
-        stop: Some(tx),
-        task,
-    }
+    run(listener, server)
 }
 
 async fn serve(groups: &[Arc<FakeGroup>], coordinator: Arc<FakeCoordinator>) -> Running {

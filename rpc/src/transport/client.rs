@@ -107,16 +107,24 @@ impl RpcChannel {
 
     /// One call to the chunkstore behind this endpoint; a transport failure is `Unavailable`.
     pub async fn chunk(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
+        let msg = Piped::Chunk {
+            req: Box::new(req),
+            traceparent: crate::trace_context::current(),
+        };
+        let req = match self.pipe.call(&self.client, &self.addr, msg, None).await {
+            Ok(Ok(body)) => {
+                return decode::<Result<ChunkReply, ChunkWireError>>(&body).map_err(|e| {
+                    ChunkWireError::Protocol(format!("reply from {}: {e}", self.addr))
+                })?
+            }
+            Ok(Err(why)) => return Err(chunk_error(self.unanswered(why))),
+            Err(PipeError::Failed(e)) => return Err(chunk_error(e)),
+            Err(PipeError::Unsupported(Piped::Chunk { req, .. })) => *req,
+            Err(PipeError::Unsupported(_)) => unreachable!("the pipe gives back what it got"),
+        };
         let reply = self.client.clone().chunk(frame(&req)).await;
         let body = reply
-            .map_err(|s| match status_error(&self.addr, &s) {
-                MetaError::Unauthenticated(m) => ChunkWireError::Refused(m),
-                _ => ChunkWireError::Unavailable(format!(
-                    "RPC to {}: {}",
-                    self.addr,
-                    status_text(&s)
-                )),
-            })?
+            .map_err(|s| chunk_error(status_error(&self.addr, &s)))?
             .into_inner()
             .body;
         decode::<Result<ChunkReply, ChunkWireError>>(&body)
@@ -142,7 +150,7 @@ impl RpcChannel {
         {
             Ok(answer) => return answer.map_err(|e| self.unanswered(e)),
             Err(PipeError::Failed(e)) => return Err(e),
-            Err(PipeError::Unsupported) => {}
+            Err(PipeError::Unsupported(_)) => {}
         }
         let mut request = frame(&RaftCall { group, body });
         request.set_timeout(timeout);
@@ -153,9 +161,6 @@ impl RpcChannel {
 
     /// A `Meta` call on the pipe; gives the call back if the peer has no pipe.
     async fn pipe_meta(&self, call: MetaCall) -> Result<MetaReply, MetaCall> {
-        if self.pipe.unsupported() {
-            return Err(call);
-        }
         let msg = Piped::Meta {
             call: Box::new(call),
             traceparent: crate::trace_context::current(),
@@ -163,7 +168,8 @@ impl RpcChannel {
         let answer = match self.pipe.call(&self.client, &self.addr, msg, None).await {
             Ok(answer) => answer,
             Err(PipeError::Failed(e)) => return Ok(failed_reply(e)),
-            Err(PipeError::Unsupported) => unreachable!("checked above"),
+            Err(PipeError::Unsupported(Piped::Meta { call, .. })) => return Err(*call),
+            Err(PipeError::Unsupported(_)) => unreachable!("the pipe gives back what it got"),
         };
         Ok(match answer {
             Ok(body) => decode::<MetaReply>(&body).unwrap_or_else(|e| {
@@ -390,6 +396,15 @@ pub(super) fn stamp(metadata: &mut tonic::metadata::MetadataMap) {
         if let Ok(v) = token.parse() {
             metadata.insert(crate::auth::AUTH_HEADER, v);
         }
+    }
+}
+
+/// A transport failure of a chunkstore request: a refused credential is `Refused`, anything
+/// else `Unavailable`.
+fn chunk_error(e: MetaError) -> ChunkWireError {
+    match e {
+        MetaError::Unauthenticated(m) => ChunkWireError::Refused(m),
+        e => ChunkWireError::Unavailable(e.to_string()),
     }
 }
 

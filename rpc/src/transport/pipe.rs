@@ -1,5 +1,5 @@
-//! The pipe: one long-lived bidirectional stream per connection for raft messages and `Meta`
-//! calls.
+//! The pipe: one long-lived bidirectional stream per connection for raft messages, `Meta`
+//! calls and chunkstore requests.
 //!
 //! A unary gRPC call costs a new HTTP/2 stream each time: request headers (HPACK, the cluster
 //! token, which the server verifies), response headers and trailers. Raft traffic and the
@@ -31,9 +31,10 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
-use super::server::MetaRouter;
+use super::server::{chunk_call, MetaRouter};
 use super::wire::{decode, encode, MetaCall, MetaReply};
 use crate::auth::Kind;
+use crate::chunk::{ChunkRequest, ChunkService};
 use crate::error::MetaError;
 use crate::service::RaftService;
 
@@ -45,6 +46,12 @@ pub(super) enum Piped {
     /// A `Meta` call and the caller's `traceparent`; answered with the encoded [`MetaReply`].
     Meta {
         call: Box<MetaCall>,
+        traceparent: Option<String>,
+    },
+    /// A chunkstore request and the caller's `traceparent`; answered with the encoded
+    /// `Result<ChunkReply, ChunkWireError>`.
+    Chunk {
+        req: Box<ChunkRequest>,
         traceparent: Option<String>,
     },
 }
@@ -101,8 +108,8 @@ impl std::fmt::Debug for OpenHandle {
 
 /// What [`Pipe::call`] could not do.
 pub(super) enum PipeError {
-    /// The peer does not serve the pipe: send the message the old way.
-    Unsupported,
+    /// The peer does not serve the pipe: send the message (given back) the old way.
+    Unsupported(Piped),
     Failed(MetaError),
 }
 
@@ -116,11 +123,15 @@ impl Pipe {
         timeout: Option<Duration>,
     ) -> Result<Result<Bytes, Unanswered>, PipeError> {
         if self.unsupported() {
-            return Err(PipeError::Unsupported);
+            return Err(PipeError::Unsupported(msg));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let sent = async {
-            let open = self.open(client, addr).await?;
+            let open = match self.open(client, addr).await {
+                Ok(open) => open,
+                Err(None) => return Err(PipeError::Unsupported(msg)),
+                Err(Some(e)) => return Err(PipeError::Failed(e)),
+            };
             let (tx, rx) = oneshot::channel();
             open.0.waiting.lock().insert(id, tx);
             let frame = Frame {
@@ -160,12 +171,13 @@ impl Pipe {
         self.unsupported.load(Ordering::Relaxed)
     }
 
-    /// The open stream, opened now if there is none or it broke.
+    /// The open stream, opened now if there is none or it broke; `Err(None)` if the peer has
+    /// no pipe.
     async fn open(
         &self,
         client: &SakerClient<Channel>,
         addr: &str,
-    ) -> Result<OpenHandle, PipeError> {
+    ) -> Result<OpenHandle, Option<MetaError>> {
         let mut slot = self.open.lock().await;
         if let Some(open) = slot.as_ref() {
             if !open.0.broken.load(Ordering::Acquire) {
@@ -180,9 +192,9 @@ impl Pipe {
             Ok(r) => r.into_inner(),
             Err(s) if s.code() == tonic::Code::Unimplemented => {
                 self.unsupported.store(true, Ordering::Relaxed);
-                return Err(PipeError::Unsupported);
+                return Err(None);
             }
-            Err(s) => return Err(PipeError::Failed(super::client::status_error(addr, &s))),
+            Err(s) => return Err(Some(super::client::status_error(addr, &s))),
         };
         let open = OpenHandle(Arc::new(Open {
             frames,
@@ -257,6 +269,7 @@ pub(super) type Answers = Pin<Box<dyn Stream<Item = Result<Frame, Status>> + Sen
 pub(super) struct Callee {
     pub raft: Option<Arc<dyn RaftService>>,
     pub meta: MetaRouter,
+    pub chunks: Option<Arc<dyn ChunkService>>,
 }
 
 impl Callee {
@@ -299,6 +312,15 @@ impl Callee {
                     },
                 };
                 Ok(encode(&reply))
+            }
+            Piped::Chunk { req, traceparent } => {
+                match chunk_call(self.chunks, kind, *req, traceparent.as_deref()).await {
+                    Ok(result) => Ok(encode(&result)),
+                    Err(s) if s.code() == tonic::Code::PermissionDenied => {
+                        Err(Unanswered::Refused(s.message().to_string()))
+                    }
+                    Err(s) => Err(Unanswered::Failed(s.message().to_string())),
+                }
             }
         }
     }

@@ -24,7 +24,7 @@ use super::{MAX_MESSAGE, VERSION_HEADER};
 /// one connection to a peer, and a library client's connection carries its concurrency.
 const MAX_STREAMS: u32 = 4096;
 use crate::auth::Kind;
-use crate::chunk::{ChunkRequest, ChunkService, ChunkWireError};
+use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
 use crate::service::{CoordinatorService, MetaService, RaftService};
@@ -462,6 +462,7 @@ impl Saker for Handler {
             super::pipe::Callee {
                 raft: self.raft.clone(),
                 meta: self.meta.clone(),
+                chunks: self.chunks.clone(),
             },
             self.closing.subscribe(),
         ))
@@ -472,31 +473,41 @@ impl Saker for Handler {
         let (metadata, _, body) = request.into_parts();
         let req: ChunkRequest =
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if kind == Kind::Client && !req.client_allowed() {
-            return Err(Status::permission_denied(
-                "a client credential may not delete or list chunks",
-            ));
-        }
-        let result = match &self.chunks {
-            Some(chunks) => {
-                let chunks = chunks.clone();
-                let op = req.op_name();
-                let span = tracing::debug_span!("rpc.chunk", otel.kind = "server", op);
-                served(
-                    "chunk",
-                    op,
-                    trace_context::parent_of(&metadata),
-                    span,
-                    async move { chunks.call(req).await },
-                )
-                .await?
-            }
-            None => Err(ChunkWireError::Unavailable(
-                "no chunkstore is served at this address".into(),
-            )),
-        };
+        let result = chunk_call(
+            self.chunks.clone(),
+            kind,
+            req,
+            trace_context::parent_of(&metadata),
+        )
+        .await?;
         Ok(frame(encode(&result)))
     }
+}
+
+/// Runs one chunkstore request from a caller that proved `kind` (on its own task, in a span
+/// whose parent is `traceparent`). A status is a refusal: nothing ran.
+pub(super) async fn chunk_call(
+    chunks: Option<Arc<dyn ChunkService>>,
+    kind: Kind,
+    req: ChunkRequest,
+    traceparent: Option<&str>,
+) -> Result<Result<ChunkReply, ChunkWireError>, Status> {
+    if kind == Kind::Client && !req.client_allowed() {
+        return Err(Status::permission_denied(
+            "a client credential may not delete or list chunks",
+        ));
+    }
+    let Some(chunks) = chunks else {
+        return Ok(Err(ChunkWireError::Unavailable(
+            "no chunkstore is served at this address".into(),
+        )));
+    };
+    let op = req.op_name();
+    let span = tracing::debug_span!("rpc.chunk", otel.kind = "server", op);
+    served("chunk", op, traceparent, span, async move {
+        chunks.call(req).await
+    })
+    .await
 }
 
 fn coordinator_span(op: &'static str) -> tracing::Span {
