@@ -134,6 +134,12 @@ impl Pipe {
             };
             let (tx, rx) = oneshot::channel();
             open.0.waiting.lock().insert(id, tx);
+            // The stream broke after `open` found it whole: its reader marked it broken before
+            // it failed the waiters, so a waiter added after that sees the mark here.
+            if open.0.broken.load(Ordering::Acquire) {
+                open.0.waiting.lock().remove(&id);
+                return Err(PipeError::Failed(failed(addr, "the pipe broke")));
+            }
             let frame = Frame {
                 body: encode(&PipedCall { id, msg }),
             };
