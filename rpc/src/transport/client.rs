@@ -47,7 +47,8 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct RpcChannel {
     addr: String,
     client: SakerClient<Channel>,
-    /// Raft messages to this endpoint ([`super::pipe`]).
+    /// The stream that carries raft messages and Meta calls to this endpoint
+    /// ([`super::pipe`]).
     pipe: Arc<Pipe>,
 }
 
@@ -106,22 +107,9 @@ impl RpcChannel {
     }
 
     /// One call to the chunkstore behind this endpoint; a transport failure is `Unavailable`.
+    /// Unary, not on the pipe: chunk data is large, and one stream's flow-control window would
+    /// hold every other message on the pipe behind it.
     pub async fn chunk(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
-        let msg = Piped::Chunk {
-            req: Box::new(req),
-            traceparent: crate::trace_context::current(),
-        };
-        let req = match self.pipe.call(&self.client, &self.addr, msg, None).await {
-            Ok(Ok(body)) => {
-                return decode::<Result<ChunkReply, ChunkWireError>>(&body).map_err(|e| {
-                    ChunkWireError::Protocol(format!("reply from {}: {e}", self.addr))
-                })?
-            }
-            Ok(Err(why)) => return Err(chunk_error(self.unanswered(why))),
-            Err(PipeError::Failed(e)) => return Err(chunk_error(e)),
-            Err(PipeError::Unsupported(Piped::Chunk { req, .. })) => *req,
-            Err(PipeError::Unsupported(_)) => unreachable!("the pipe gives back what it got"),
-        };
         let reply = self.client.clone().chunk(frame(&req)).await;
         let body = reply
             .map_err(|s| chunk_error(status_error(&self.addr, &s)))?

@@ -462,7 +462,6 @@ impl Saker for Handler {
             super::pipe::Callee {
                 raft: self.raft.clone(),
                 meta: self.meta.clone(),
-                chunks: self.chunks.clone(),
             },
             self.closing.subscribe(),
         ))
@@ -486,7 +485,7 @@ impl Saker for Handler {
 
 /// Runs one chunkstore request from a caller that proved `kind` (on its own task, in a span
 /// whose parent is `traceparent`). A status is a refusal: nothing ran.
-pub(super) async fn chunk_call(
+async fn chunk_call(
     chunks: Option<Arc<dyn ChunkService>>,
     kind: Kind,
     req: ChunkRequest,
