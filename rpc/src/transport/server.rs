@@ -76,7 +76,7 @@ struct Handler {
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
     raft: Option<Arc<dyn RaftService>>,
-    /// Set when the server begins to shut down: open raft pipes end, so that the connections
+    /// Set when the server begins to shut down: open pipes end, so that the connections
     /// they keep busy can finish.
     closing: Arc<tokio::sync::watch::Sender<bool>>,
 }
