@@ -591,7 +591,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
         from: at(&from),
         to: at(&to),
         noreplace: false,
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
     };
     let cut = lib.call(&at(&to), req).await;
     assert!(
@@ -672,7 +672,7 @@ async fn link_cut_by_a_crash(failpoint: &str) {
         from: at("file.bin"),
         to: at(&to),
         expect: None,
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
     };
     let cut = lib.call(&at(&to), req).await;
     assert!(

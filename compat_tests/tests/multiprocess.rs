@@ -117,7 +117,7 @@ async fn six_processes_serve_s3_and_survive_an_mnode_kill() {
         .into_iter()
         .find(|d| (1..=d.len()).all(|n| lib.owner(&d[..n]) != 2))
         .expect("a directory resolved without group 2");
-    let chmod = |mode| MetaRequest::chmod(live_dir.clone(), mode, None);
+    let chmod = |mode| MetaRequest::chmod(live_dir.clone(), mode, saker_rpc::Cred::ROOT);
     let mode_before = mode_of(&lib, &live_dir).await;
     assert!(matches!(
         lib.call(&live_dir, chmod(0o700)).await,
@@ -266,7 +266,7 @@ async fn a_coordinator_killed_inside_a_directory_chmod_leaves_it_unchanged_and_u
         .unwrap();
     let dir = vec![bucket.to_string()];
     let mode_before = mode_of(&lib, &dir).await;
-    let chmod = MetaRequest::chmod(dir.clone(), 0o700, None);
+    let chmod = MetaRequest::chmod(dir.clone(), 0o700, saker_rpc::Cred::ROOT);
     let cut = lib.call(&dir, chmod.clone()).await;
     assert!(cut.is_err(), "the chmod died with its coordinator: {cut:?}");
     assert!(!cluster.wait_exit("coordinator").success());
@@ -305,7 +305,7 @@ async fn link_cut_by_coordinator(
         from: at("a"),
         to: at(&to),
         expect: None,
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
     };
     let cut = lib.call(&at(&to), link).await;
     assert!(cut.is_err(), "the link died with its coordinator: {cut:?}");

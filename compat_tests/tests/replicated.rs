@@ -220,7 +220,7 @@ async fn coordinated_rename(rpc: &str, from: &[&str], to: &[&str]) -> Result<(),
         from: from.iter().map(|s| s.to_string()).collect(),
         to: to.clone(),
         noreplace: false,
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
     };
     lib.call(&to, req)
         .await

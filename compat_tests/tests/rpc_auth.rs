@@ -9,9 +9,18 @@ use bytes::Bytes;
 use common::*;
 use saker_rpc::auth::{install, Credential};
 use saker_rpc::{
-    ChunkRequest, ChunkWireError, ClientTag, CoordinatorService, MetaError, MetaRequest,
-    MetaResponse, MetaService, RemoveCond, RpcChannel, Want,
+    ChunkRequest, ChunkWireError, ClientTag, CoordinatorService, Cred, MetaError, MetaRequest,
+    MetaResponse, MetaService, NewObject, RemoveCond, RpcChannel, Want,
 };
+
+/// A caller without any privilege here.
+fn user() -> Cred {
+    Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    }
+}
 
 /// One request of each kind a group takes (control requests and namespace operations).
 fn meta_requests() -> Vec<MetaRequest> {
@@ -33,6 +42,45 @@ fn meta_requests() -> Vec<MetaRequest> {
         },
         MetaRequest::DeleteBucket {
             name: "authb".into(),
+        },
+        MetaRequest::PutObject {
+            path: path("b/k"),
+            obj: NewObject {
+                inline: Some(Bytes::new()),
+                ..Default::default()
+            },
+            cond: None,
+            versioning: Default::default(),
+        },
+        MetaRequest::DeleteObject {
+            path: path("b/k"),
+            dir_marker: false,
+            cond: None,
+            versioning: Default::default(),
+            version_id: None,
+            bypass_governance: false,
+        },
+        MetaRequest::PutTags {
+            path: path("b/k"),
+            dir_marker: false,
+            tags: None,
+        },
+        MetaRequest::Access {
+            path: path("b/k"),
+            mask: 0,
+            cred: user(),
+            want: Want::ATTR,
+        },
+        MetaRequest::Mkdir {
+            path: path("b/d"),
+            mode: 0o755,
+            uid: 1000,
+            gid: 1000,
+            cred: user(),
+        },
+        MetaRequest::Unlink {
+            path: path("b/k"),
+            cred: user(),
         },
         MetaRequest::RaftStatus,
         MetaRequest::Exceptions,
@@ -108,7 +156,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             vec!["b".into(), "x".into()],
             vec!["b".into(), "y".into()],
             false,
-            None,
+            saker_rpc::Cred::ROOT,
         )
         .await;
     out.push(("coordinator rename".into(), refused(&r), false));
@@ -117,7 +165,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             vec!["b".into(), "x".into()],
             vec!["b".into(), "z".into()],
             None,
-            None,
+            saker_rpc::Cred::ROOT,
         )
         .await;
     out.push(("coordinator link".into(), refused(&r), false));
@@ -175,21 +223,34 @@ async fn a_client_credential_may_send_namespace_operations_only() {
         );
     }
     assert!(outcomes.iter().filter(|o| o.1).count() >= 10);
-    // Its namespace operations do their work.
-    let ch = RpcChannel::connect(&srv.rpc_addr).await.unwrap();
-    let tag = ClientTag { client: 7, seq: 1 };
-    let make = MetaRequest::CreateBucket {
-        name: "madebyclient".into(),
-        uid: 0,
-        gid: 0,
+    // Its namespace operations do their work, as the identity they carry: a bucket made by
+    // root, a directory in it refused to uid 1000 (S3-shaped requests, which carry no
+    // identity, were refused above).
+    let lib = saker_client::Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let mkdir = |path: &str, cred: Cred| {
+        let path: Vec<String> = path.split('/').map(str::to_string).collect();
+        let req = MetaRequest::Mkdir {
+            path: path.clone(),
+            mode: 0o755,
+            uid: cred.uid,
+            gid: cred.gid,
+            cred,
+        };
+        let lib = &lib;
+        async move { lib.call(&path, req).await }
     };
-    ch.meta(1).call(tag, make).await.unwrap();
+    mkdir("madebyclient", Cred::ROOT).await.unwrap();
     srv.client()
         .head_bucket()
         .bucket("madebyclient")
         .send()
         .await
         .unwrap();
+    let r = mkdir("madebyclient/d", user()).await;
+    assert!(matches!(r, Err(MetaError::AccessDenied)), "{r:?}");
+    mkdir("madebyclient/d", Cred::ROOT).await.unwrap();
 }
 
 /// The export command gives a client host what it needs, and only that.

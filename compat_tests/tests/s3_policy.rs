@@ -880,3 +880,70 @@ async fn only_a_requester_who_may_list_learns_that_a_key_is_missing() {
         "{text}"
     );
 }
+
+/// `s3:ExistingObjectTag/<key>`: a key may read only objects tagged for it, and a retag
+/// changes what it may read.
+#[tokio::test]
+async fn a_condition_on_an_existing_tag_reads_the_objects_tags() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "tagged").await;
+    let doc = format!(
+        r#"{{"Version":"2012-10-17","Statement":[
+          {{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::{b}/*",
+            "Condition":{{"StringEquals":{{"s3:ExistingObjectTag/class":"public"}}}}}}]}}"#
+    );
+    let file = srv.data_dir().join("tag-policy.json");
+    std::fs::write(&file, doc).unwrap();
+    create_key(
+        &srv,
+        "AKTAGGED",
+        "tagged-secret-1",
+        &["--policy", file.to_str().unwrap()],
+    );
+    let reader = srv.client_with("AKTAGGED", "tagged-secret-1");
+    let tag = |v: &str| {
+        aws_sdk_s3::types::Tagging::builder()
+            .tag_set(
+                aws_sdk_s3::types::Tag::builder()
+                    .key("class")
+                    .value(v)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap()
+    };
+    for (key, class) in [("open", "public"), ("closed", "private")] {
+        put(&root, &b, key, key.as_bytes()).await;
+        root.put_object_tagging()
+            .bucket(&b)
+            .key(key)
+            .tagging(tag(class))
+            .send()
+            .await
+            .unwrap();
+    }
+    put(&root, &b, "untagged", b"u").await;
+    assert_eq!(get_bytes(&reader, &b, "open").await, b"open");
+    for key in ["closed", "untagged", "missing"] {
+        assert_fails(
+            reader.get_object().bucket(&b).key(key).send().await,
+            403,
+            "AccessDenied",
+        );
+    }
+    // Retagged: what it may read follows the tags at the time of the request.
+    root.put_object_tagging()
+        .bucket(&b)
+        .key("open")
+        .tagging(tag("private"))
+        .send()
+        .await
+        .unwrap();
+    assert_fails(
+        reader.get_object().bucket(&b).key("open").send().await,
+        403,
+        "AccessDenied",
+    );
+}

@@ -44,7 +44,7 @@ fn unanswered(e: &MetaError) -> bool {
 pub struct LinkIntent {
     pub from: Vec<String>,
     pub to: Vec<String>,
-    pub cred: Option<Cred>,
+    pub cred: Cred,
     /// The file's inode: step 2 counts it and no other.
     pub id: InodeId,
     /// Counts the link once at the file's home, however often step 2 runs.
@@ -66,20 +66,20 @@ impl NamespaceCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         if from.len() < 2 || to.len() < 2 {
             return Err(MetaError::NotPermitted);
         }
         let _held = self.locks.lock(&[&from, &to]).await;
-        let source = self.checked(&from, 0, &cred, Want::ATTR).await?;
+        let source = self.checked(&from, 0, Some(&cred), Want::ATTR).await?;
         if source.attr.is_dir() {
             return Err(MetaError::NotPermitted);
         }
         if expect.is_some_and(|id| id != source.attr.id) {
             return Err(MetaError::NotFound);
         }
-        match self.checked(&to, 0, &None, Want::ATTR).await {
+        match self.checked(&to, 0, None, Want::ATTR).await {
             Err(MetaError::NotFound) => {}
             Err(e) => return Err(e),
             Ok(_) => return Err(MetaError::Exists),

@@ -57,7 +57,7 @@ pub struct RenameIntent {
     pub replace: Option<InodeId>,
     /// A file rename must not replace an existing target.
     pub noreplace: bool,
-    pub cred: Option<Cred>,
+    pub cred: Cred,
 }
 
 /// The access mask the caller needs on a directory it moves: remove it from its parent, and
@@ -119,7 +119,7 @@ impl NamespaceCoordinator {
         &self,
         path: &[String],
         mask: u32,
-        cred: &Option<Cred>,
+        cred: Option<&Cred>,
         want: Want,
     ) -> Result<saker_rpc::ObjectView, MetaError> {
         let req = match cred {
@@ -166,7 +166,7 @@ impl NamespaceCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         if from.len() < 2 || to.len() < 2 {
             return Err(MetaError::Invalid("buckets are not renamed".into()));
@@ -179,7 +179,7 @@ impl NamespaceCoordinator {
         let _held = self.locks.lock(&[&from, &to]).await;
         // The caller's rights on both sides, before anything changes.
         let source = self
-            .checked(&from, access::DELETE, &cred, Want::ATTR)
+            .checked(&from, access::DELETE, Some(&cred), Want::ATTR)
             .await?;
         if from == to {
             return Ok(source.attr);
@@ -191,7 +191,7 @@ impl NamespaceCoordinator {
         }
         let mask = source_mask(&from, &to);
         if mask != access::DELETE {
-            self.checked(&from, mask, &cred, Want::ATTR).await?;
+            self.checked(&from, mask, Some(&cred), Want::ATTR).await?;
         }
         let (parent, attr) = self.freeze(&from).await?;
         let from_name = from.last().expect("checked length");
@@ -207,23 +207,29 @@ impl NamespaceCoordinator {
         from: &[String],
         to: &[String],
         noreplace: bool,
-        cred: &Option<Cred>,
+        cred: &Cred,
         parent: InodeId,
         attr: &Attr,
     ) -> Result<Attr, MetaError> {
         let to_parent = &to[..to.len() - 1];
-        self.checked(to_parent, access::WRITE | access::EXEC, cred, Want::ATTR)
-            .await?;
+        self.checked(
+            to_parent,
+            access::WRITE | access::EXEC,
+            Some(cred),
+            Want::ATTR,
+        )
+        .await?;
         // The target: nothing, or an empty directory to replace (frozen while we work).
         let mut replace = None;
         let mut frozen_target = None;
-        match self.checked(to, 0, &None, Want::ATTR).await {
+        match self.checked(to, 0, None, Want::ATTR).await {
             Err(MetaError::NotFound) => {}
             Err(e) => return Err(e),
             Ok(t) if !t.attr.is_dir() => return Err(MetaError::NotDir),
             Ok(_) if noreplace => return Err(MetaError::Exists),
             Ok(_) => {
-                self.checked(to, access::DELETE, cred, Want::ATTR).await?;
+                self.checked(to, access::DELETE, Some(cred), Want::ATTR)
+                    .await?;
                 let (tparent, tattr) = self.freeze(to).await?;
                 frozen_target = Some((tparent, tattr.id));
                 let name = to.last().expect("checked length").clone();
@@ -270,7 +276,7 @@ impl NamespaceCoordinator {
         parent: InodeId,
         attr: &Attr,
         replace: Option<InodeId>,
-        cred: &Option<Cred>,
+        cred: &Cred,
     ) -> Result<Attr, MetaError> {
         let name = from.last().expect("checked length").clone();
         self.usage_everywhere(|| MetaRequest::Invalidate {
@@ -295,7 +301,7 @@ impl NamespaceCoordinator {
             link: false,
             lock: false,
         };
-        let view = self.checked(from, 0, &None, want).await?;
+        let view = self.checked(from, 0, None, want).await?;
         if view.attr.id != attr.id {
             return Err(MetaError::NotFound);
         }
@@ -319,13 +325,18 @@ impl NamespaceCoordinator {
         from: &[String],
         to: &[String],
         noreplace: bool,
-        cred: &Option<Cred>,
+        cred: &Cred,
         source: &Attr,
     ) -> Result<Attr, MetaError> {
         let to_parent = &to[..to.len() - 1];
-        self.checked(to_parent, access::WRITE | access::EXEC, cred, Want::ATTR)
-            .await?;
-        match self.checked(to, 0, &None, Want::ATTR).await {
+        self.checked(
+            to_parent,
+            access::WRITE | access::EXEC,
+            Some(cred),
+            Want::ATTR,
+        )
+        .await?;
+        match self.checked(to, 0, None, Want::ATTR).await {
             Err(MetaError::NotFound) => {}
             Err(e) => return Err(e),
             Ok(t) if t.attr.is_dir() => return Err(MetaError::IsDir),
@@ -333,7 +344,8 @@ impl NamespaceCoordinator {
             Ok(t) if t.attr.id == source.id => return Ok(source.clone()),
             Ok(_) if noreplace => return Err(MetaError::Exists),
             Ok(_) => {
-                self.checked(to, access::DELETE, cred, Want::ATTR).await?;
+                self.checked(to, access::DELETE, Some(cred), Want::ATTR)
+                    .await?;
             }
         }
         self.call_owner(
@@ -363,7 +375,7 @@ impl NamespaceCoordinator {
         from: &[String],
         to: &[String],
         noreplace: bool,
-        cred: &Option<Cred>,
+        cred: &Cred,
     ) -> Result<Attr, MetaError> {
         // The name's own entry: a hard link's reference moves as it is (its payloads stay
         // with the shared inode).
@@ -374,7 +386,7 @@ impl NamespaceCoordinator {
             link: true,
             lock: false,
         };
-        let view = self.checked(from, 0, &None, want).await?;
+        let view = self.checked(from, 0, None, want).await?;
         if view.attr.is_dir() {
             return Err(MetaError::NotFound);
         }
@@ -565,7 +577,7 @@ mod tests {
             tags: vec![("k".into(), "v".into())],
             replace: Some(7),
             noreplace: false,
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         }
     }
 

@@ -328,7 +328,7 @@ impl CoordinatorService for NamespaceCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         let span = tracing::debug_span!("coordinator.rename");
         async {
@@ -354,7 +354,7 @@ impl CoordinatorService for NamespaceCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         let span = tracing::debug_span!("coordinator.link");
         async {

@@ -54,7 +54,7 @@ fn create_request(
         exclusive,
         symlink,
         special,
-        cred: Some(caller.cred.clone()),
+        cred: caller.cred.clone(),
         defer,
     }
 }
@@ -458,7 +458,8 @@ impl SakerFs {
             size: zero.then_some(0),
             atime,
             mtime,
-            cred: (!through_handle).then(|| caller.cred.clone()),
+            cred: caller.cred.clone(),
+            through_handle,
         };
         let attr = self.block(self.call_attr(&path, req))?;
         if attr.id != ino {
@@ -522,7 +523,7 @@ impl SakerFs {
             mode: mode & 0o7777,
             uid: caller.cred.uid,
             gid: caller.cred.gid,
-            cred: Some(caller.cred.clone()),
+            cred: caller.cred.clone(),
         };
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
@@ -535,7 +536,7 @@ impl SakerFs {
         let path = self.child_path(parent, name)?;
         let req = MetaRequest::Unlink {
             path: path.clone(),
-            cred: Some(caller.cred.clone()),
+            cred: caller.cred.clone(),
         };
         if let MetaResponse::Attr(removed) = self.block(self.call(&path, req))? {
             let name = path.last().expect("child path");
@@ -556,7 +557,7 @@ impl SakerFs {
             from,
             to: to.clone(),
             expect: Some(ino),
-            cred: Some(caller.cred.clone()),
+            cred: caller.cred.clone(),
         };
         let attr = self.block(self.call_attr(&to, req))?;
         self.inodes
@@ -569,7 +570,7 @@ impl SakerFs {
         let path = self.child_path(parent, name)?;
         let req = MetaRequest::Rmdir {
             path: path.clone(),
-            cred: Some(caller.cred.clone()),
+            cred: caller.cred.clone(),
         };
         self.block(self.call(&path, req))?;
         Ok(())
@@ -624,7 +625,7 @@ impl SakerFs {
             // Buckets are not renamed.
             return Err(FuseError::CrossDevice);
         }
-        let cred = Some(caller.cred.clone());
+        let cred = caller.cred.clone();
         let coordinated = MetaRequest::CoordinatedRename {
             from: from.clone(),
             to: to.clone(),

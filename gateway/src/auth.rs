@@ -16,7 +16,8 @@
 //! `aws:EpochTime`, `aws:username`/`aws:userid`/`aws:PrincipalType`, `s3:prefix`,
 //! `s3:delimiter`, `s3:max-keys`, `s3:x-amz-acl`, `s3:x-amz-server-side-encryption`,
 //! `s3:x-amz-content-sha256`, `s3:RequestObjectTag/<key>`, `s3:signatureversion`,
-//! `s3:authType`. Not set: `s3:ExistingObjectTag/<key>` (a condition on it does not match).
+//! `s3:authType`, and `s3:ExistingObjectTag/<key>` (the object's tags, looked up only where a
+//! policy reads them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -101,6 +102,9 @@ pub struct Context<'a> {
     pub peer: Option<Peer>,
     pub query: Option<&'a str>,
     pub headers: &'a http::HeaderMap,
+    /// The tags of the object the request names, where a policy reads
+    /// `s3:ExistingObjectTag/<key>` (looked up by [`Access::authorize`]).
+    pub existing_tags: Option<&'a [(String, String)]>,
 }
 
 impl Access {
@@ -213,6 +217,19 @@ impl Access {
         matches!(found, Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey)
     }
 
+    /// The tags of the object at `key` of `bucket` (none for a missing object).
+    async fn existing_tags(&self, bucket: &str, key: &str) -> S3Result<Vec<(String, String)>> {
+        let want = saker_rpc::Want {
+            tags: true,
+            ..saker_rpc::Want::ATTR
+        };
+        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
+            Ok(view) => Ok(view.tags.unwrap_or_default()),
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous
     /// request to a bucket that does not exist.
     async fn refuse(&self, who: &Requester, bucket: Option<&str>) -> S3Result<()> {
@@ -223,8 +240,21 @@ impl Access {
     }
 
     /// Whether the holder of `access_key` (`None`: anonymous) may run S3 operation `op`
-    /// (s3s's name) on `path`.
+    /// (s3s's name) on `path`: by the policies, then, for a key with a uid, by the file
+    /// modes ([`crate::posix`]).
     pub async fn authorize(
+        &self,
+        access_key: Option<&str>,
+        op: &str,
+        path: &S3Path,
+        context: &Context<'_>,
+    ) -> S3Result<()> {
+        self.authorize_by_policies(access_key, op, path, context)
+            .await?;
+        crate::posix::check(&self.gw, access_key, op, path, context.query).await
+    }
+
+    async fn authorize_by_policies(
         &self,
         access_key: Option<&str>,
         op: &str,
@@ -260,6 +290,21 @@ impl Access {
             tracing::debug!(op, "an operation no policy can allow");
             return self.refuse(&who, bucket).await;
         };
+        let tags;
+        let with_tags;
+        let mut context = context;
+        if let (Some(b), Some(k)) = (bucket, object) {
+            let bucket_policy = settings.as_ref().and_then(|s| s.policy.as_ref());
+            let wanted = Wanted::new([who.identity.as_deref(), bucket_policy.map(|(_, p)| p)]);
+            if wanted.has_prefix("s3:existingobjecttag/") {
+                tags = self.existing_tags(b, k).await?;
+                with_tags = Context {
+                    existing_tags: Some(&tags),
+                    ..*context
+                };
+                context = &with_tags;
+            }
+        }
         for check in checks {
             let resource = match (check.target, bucket, object) {
                 (Target::Service, _, _) => Resource::Service,
@@ -481,6 +526,11 @@ fn fill_context(req: &mut Request, cx: &Context<'_>, wanted: &Wanted<'_>) {
             }
         }
     }
+    if let Some(tags) = cx.existing_tags {
+        for (k, v) in tags {
+            req.set(&format!("s3:ExistingObjectTag/{k}"), [v.as_str()]);
+        }
+    }
     if wanted.has_prefix("s3:requestobjecttag/") {
         if let Some(tags) = header("x-amz-tagging") {
             for (k, v) in query_pairs(tags) {
@@ -520,7 +570,7 @@ fn fill_context(req: &mut Request, cx: &Context<'_>, wanted: &Wanted<'_>) {
 }
 
 /// `a=b&c=d` (percent-decoded, `+` as a space).
-fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
+pub(crate) fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
     let decode = |s: &str| {
         percent_encoding::percent_decode_str(&s.replace('+', " "))
             .decode_utf8_lossy()
@@ -538,6 +588,7 @@ pub fn parts<T>(req: &S3Request<T>) -> (Option<&str>, Context<'_>) {
         peer: peer_of(&req.extensions),
         query: req.uri.query(),
         headers: &req.headers,
+        existing_tags: None,
     };
     (req.credentials.as_ref().map(|c| c.access_key.as_str()), cx)
 }
@@ -553,6 +604,7 @@ impl S3Access for Access {
             peer: peer_of(cx.extensions_mut()),
             query: cx.uri().query(),
             headers: cx.headers(),
+            existing_tags: None,
         };
         let ak = cx.credentials().map(|c| c.access_key.as_str());
         let admitted = self.gw.limits.admit(ak)?;
@@ -665,6 +717,7 @@ mod tests {
             }),
             query: Some("prefix=home%2Fbob%2F"),
             headers: &headers,
+            existing_tags: None,
         };
         let mut req = Request::new(
             Principal::key("AK"),
@@ -696,6 +749,7 @@ mod tests {
             }),
             query: Some("prefix=a"),
             headers: &headers,
+            existing_tags: None,
         };
         let p = Policy::parse_bucket(
             r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"*","Resource":"*",

@@ -24,6 +24,7 @@ mod list;
 mod lock;
 pub mod metrics;
 mod multipart;
+mod posix;
 mod put;
 mod route;
 mod service;

@@ -97,7 +97,7 @@ impl Cluster {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
         )
         .await
@@ -175,7 +175,7 @@ async fn parent_attributes_follow_creates_and_deletes(mode: ParentUpdates) {
             &path,
             MetaRequest::Unlink {
                 path: path.clone(),
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
         )
         .await
@@ -204,7 +204,7 @@ async fn rmdir_races_create_below_on_another_group() {
                     &path,
                     MetaRequest::Rmdir {
                         path: path.clone(),
-                        cred: None,
+                        cred: saker_rpc::Cred::ROOT,
                     },
                 )
                 .await
@@ -240,7 +240,7 @@ async fn rmdir_races_create_below_on_another_group() {
                     &path,
                     MetaRequest::Unlink {
                         path: path.clone(),
-                        cred: None,
+                        cred: saker_rpc::Cred::ROOT,
                     },
                 )
                 .await
@@ -250,7 +250,7 @@ async fn rmdir_races_create_below_on_another_group() {
                     &path,
                     MetaRequest::Rmdir {
                         path: path.clone(),
-                        cred: None,
+                        cred: saker_rpc::Cred::ROOT,
                     },
                 )
                 .await
@@ -285,7 +285,7 @@ async fn concurrent_mkdir_of_one_name_succeeds_once() {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             };
             c.node(g + 1).call(tag(), req).await
         }
@@ -434,7 +434,7 @@ impl Cluster {
             from: p(from),
             to: p(to),
             noreplace,
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         };
         // Any group hands it to the coordinator.
         match self.node(1).call(tag(), req).await? {
@@ -821,16 +821,16 @@ async fn mkdir_as_user(c: &Cluster, g: u32, path: &str) -> Result<MetaResponse, 
         mode: 0o755,
         uid: 1000,
         gid: 1000,
-        cred: Some(saker_rpc::Cred {
+        cred: saker_rpc::Cred {
             uid: 1000,
             gid: 1000,
             groups: vec![],
-        }),
+        },
     };
     c.node(g).call(tag(), req).await
 }
 
-fn chmod(path: &str, mode: u32, cred: Option<saker_rpc::Cred>) -> MetaRequest {
+fn chmod(path: &str, mode: u32, cred: saker_rpc::Cred) -> MetaRequest {
     MetaRequest::chmod(p(path), mode, cred)
 }
 
@@ -841,7 +841,9 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
     let d = c.name_on(1, "d");
     let dir = format!("b/{d}");
     c.mkdir(&dir).await.unwrap();
-    c.call(&p(&dir), chmod(&dir, 0o777, None)).await.unwrap();
+    c.call(&p(&dir), chmod(&dir, 0o777, saker_rpc::Cred::ROOT))
+        .await
+        .unwrap();
     // Every other group resolves through the directory and caches it, mode 0777.
     for g in 2..=4 {
         let name = c.name_on(g, "sub");
@@ -877,7 +879,10 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
         })
         .collect();
     tokio::task::yield_now().await;
-    let a = c.call(&p(&dir), chmod(&dir, 0o755, None)).await.unwrap();
+    let a = c
+        .call(&p(&dir), chmod(&dir, 0o755, saker_rpc::Cred::ROOT))
+        .await
+        .unwrap();
     closed.store(true, std::sync::atomic::Ordering::SeqCst);
     match a {
         MetaResponse::Attr(a) => assert_eq!(a.mode & 0o7777, 0o755),
@@ -908,7 +913,7 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
         groups: vec![],
     };
     assert_eq!(
-        c.call(&p(&dir), chmod(&dir, 0o777, Some(user)))
+        c.call(&p(&dir), chmod(&dir, 0o777, user))
             .await
             .unwrap_err(),
         MetaError::NotPermitted
@@ -918,7 +923,7 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
     // Files, and a directory's times, are changed in place, without the coordinator.
     c.call(
         &p(&format!("{dir}/after")),
-        chmod(&format!("{dir}/after"), 0o600, None),
+        chmod(&format!("{dir}/after"), 0o600, saker_rpc::Cred::ROOT),
     )
     .await
     .unwrap();
@@ -934,7 +939,8 @@ async fn a_directory_chmod_reaches_every_replica_before_it_returns() {
         size: None,
         atime: Some(saker_rpc::SetTime::At(7)),
         mtime: Some(saker_rpc::SetTime::At(9)),
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
+        through_handle: false,
     };
     c.call(&p(&dir), touch).await.unwrap();
     assert_eq!(c.attr(&dir).await.unwrap().atime_ns, 7);

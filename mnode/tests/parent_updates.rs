@@ -70,7 +70,7 @@ impl Groups {
             mode: 0o755,
             uid: 0,
             gid: 0,
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         };
         self.call(&p(path), req).await
     }
@@ -100,7 +100,7 @@ impl Groups {
             &p(path),
             MetaRequest::Unlink {
                 path: p(path),
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
         )
         .await
@@ -111,7 +111,7 @@ impl Groups {
             &p(path),
             MetaRequest::Rmdir {
                 path: p(path),
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
         )
         .await

@@ -84,7 +84,7 @@ async fn mkdir(groups: &LocalGroups, path: &str) {
         mode: 0o755,
         uid: 0,
         gid: 0,
-        cred: None,
+        cred: saker_rpc::Cred::ROOT,
     };
     via(groups, g, req).await.unwrap();
 }
@@ -184,7 +184,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
             4,
             MetaRequest::Rmdir {
                 path: p("b/x/train"),
-                cred: None
+                cred: saker_rpc::Cred::ROOT
             }
         )
         .await,
@@ -195,7 +195,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         leaf_group,
         MetaRequest::Unlink {
             path: inner,
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         },
     )
     .await
@@ -205,7 +205,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         4,
         MetaRequest::Rmdir {
             path: p("b/x/train"),
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         },
     )
     .await
@@ -220,7 +220,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         3,
         MetaRequest::Unlink {
             path: p("b/d0/train"),
-            cred: None,
+            cred: saker_rpc::Cred::ROOT,
         },
     )
     .await

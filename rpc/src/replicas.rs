@@ -285,7 +285,7 @@ mod tests {
             mode: 0o755,
             uid: 0,
             gid: 0,
-            cred: None,
+            cred: crate::Cred::ROOT,
         }
     }
 

@@ -40,7 +40,7 @@ pub trait CoordinatorService: Send + Sync + 'static {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError>;
 
     /// chmod/chown of a directory (`set` is a `MetaRequest::SetAttr` naming one): with the
@@ -59,7 +59,7 @@ pub trait CoordinatorService: Send + Sync + 'static {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError>;
 }
 

@@ -57,7 +57,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: Vec<String>,
         _: bool,
-        _: Option<Cred>,
+        _: Cred,
     ) -> Result<Attr, MetaError> {
         Err(MetaError::Invalid("no coordinator".into()))
     }
@@ -69,7 +69,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: Vec<String>,
         _: Option<saker_rpc::InodeId>,
-        _: Option<Cred>,
+        _: Cred,
     ) -> Result<Attr, MetaError> {
         Err(MetaError::Invalid("no coordinator".into()))
     }

@@ -113,7 +113,7 @@ fn attr(size: u64, etag: &str) -> saker_rpc::Attr {
 }
 
 /// A rename the fake coordinator was asked for: (from, to, noreplace, cred).
-type RenameCall = (Vec<String>, Vec<String>, bool, Option<Cred>);
+type RenameCall = (Vec<String>, Vec<String>, bool, Cred);
 
 #[derive(Default)]
 struct FakeCoordinator {
@@ -138,7 +138,7 @@ impl CoordinatorService for FakeCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         self.renames
             .lock()
@@ -157,7 +157,7 @@ impl CoordinatorService for FakeCoordinator {
         _from: Vec<String>,
         to: Vec<String>,
         expect: Option<u64>,
-        _cred: Option<Cred>,
+        _cred: Cred,
     ) -> Result<Attr, MetaError> {
         let mut a = attr(0, "");
         a.id = expect.unwrap_or(to.len() as u64);
@@ -384,24 +384,24 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             path(&["b", "x"]),
             path(&["b", "y", "z"]),
             false,
-            Some(cred.clone()),
+            cred.clone(),
         )
         .await
         .unwrap();
     assert_eq!((moved.id, moved.kind), (3, saker_rpc::FileKind::Dir));
     assert_eq!(
-        c.rename(path(&["b", "x"]), path(&["b", "w"]), true, None)
+        c.rename(path(&["b", "x"]), path(&["b", "w"]), true, Cred::ROOT)
             .await,
         Err(MetaError::Exists)
     );
     assert_eq!(
         *coordinator.renames.lock(),
         vec![
-            (path(&["b", "x"]), path(&["b", "y", "z"]), false, Some(cred)),
-            (path(&["b", "x"]), path(&["b", "w"]), true, None)
+            (path(&["b", "x"]), path(&["b", "y", "z"]), false, cred),
+            (path(&["b", "x"]), path(&["b", "w"]), true, Cred::ROOT)
         ]
     );
-    let chmod = MetaRequest::chmod(path(&["b", "d"]), 0o700, None);
+    let chmod = MetaRequest::chmod(path(&["b", "d"]), 0o700, Cred::ROOT);
     assert_eq!(c.set_dir_attr(chmod.clone()).await.unwrap().mode, 0o700);
     let not_chmod = MetaRequest::Counters;
     assert!(matches!(
@@ -414,7 +414,7 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             vec!["b".into(), "f".into()],
             vec!["b".into(), "g".into()],
             Some(77),
-            None,
+            Cred::ROOT,
         )
         .await
         .unwrap();

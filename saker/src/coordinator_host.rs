@@ -280,7 +280,7 @@ impl CoordinatorService for CoordinatorRoute {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         self.route(|c| {
             let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
@@ -302,7 +302,7 @@ impl CoordinatorService for CoordinatorRoute {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         self.route(|c| {
             let (from, to, cred) = (from.clone(), to.clone(), cred.clone());

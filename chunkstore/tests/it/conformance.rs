@@ -117,7 +117,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: Vec<String>,
         _: bool,
-        _: Option<saker_rpc::Cred>,
+        _: saker_rpc::Cred,
     ) -> Result<saker_rpc::Attr, MetaError> {
         Err(MetaError::NotPermitted)
     }
@@ -131,7 +131,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: Vec<String>,
         _: Option<u64>,
-        _: Option<saker_rpc::Cred>,
+        _: saker_rpc::Cred,
     ) -> Result<saker_rpc::Attr, MetaError> {
         Err(MetaError::NotPermitted)
     }

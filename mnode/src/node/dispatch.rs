@@ -25,16 +25,14 @@ impl MetaService for Mnode {
         crate::space::check(&req)?;
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
-                if let Some(cred) = cred {
-                    // The caller's permission to remove the entry, checked by the owner.
-                    let check = MetaRequest::Access {
-                        path: path.clone(),
-                        mask: access::DELETE,
-                        cred,
-                        want: Want::ATTR,
-                    };
-                    self.call(tag, check).await?;
-                }
+                // The caller's permission to remove the entry, checked by the owner.
+                let check = MetaRequest::Access {
+                    path: path.clone(),
+                    mask: access::DELETE,
+                    cred,
+                    want: Want::ATTR,
+                };
+                self.call(tag, check).await?;
                 self.coordinator()?
                     .remove_dir(path, RemoveCond::Empty)
                     .await

@@ -43,6 +43,7 @@ pub(super) fn set_attr_request(
         atime,
         mtime,
         cred,
+        through_handle,
     } = req
     else {
         return Err(MetaError::Invalid("ApplyDirAttr carries a SetAttr".into()));
@@ -55,7 +56,9 @@ pub(super) fn set_attr_request(
         atime: *atime,
         mtime: *mtime,
     };
-    set_attr(txn, ctx, path, ch, cred.as_ref(), coordinated)
+    // Through a handle, the kernel checked the caller's access when it opened the file.
+    let cred = (!through_handle).then_some(cred);
+    set_attr(txn, ctx, path, ch, cred, coordinated)
 }
 
 /// `coordinated`: the directory the coordinator froze and invalidated for this change

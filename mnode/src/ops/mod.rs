@@ -110,7 +110,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                     .map_err(|e| MetaError::Invalid(e.to_string()))?;
                 spec.bucket = true;
             }
-            mkdir(txn, ctx, path, spec, cred.as_ref())
+            mkdir(txn, ctx, path, spec, Some(cred))
         }
         MetaRequest::CreateBucket { name, uid, gid } => mkdir(
             txn,
@@ -141,14 +141,14 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 symlink: symlink.as_deref(),
                 special: *special,
             },
-            cred.as_ref(),
+            Some(cred),
         ),
         MetaRequest::Rename {
             from,
             to,
             noreplace,
             cred,
-        } => rename(txn, ctx, from, to, *noreplace, cred.as_ref()),
+        } => rename(txn, ctx, from, to, *noreplace, Some(cred)),
         MetaRequest::RenameIn {
             from,
             to,
@@ -171,7 +171,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 ..Default::default()
             },
             *noreplace,
-            cred.as_ref(),
+            Some(cred),
         ),
         MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
         MetaRequest::AdoptEntry {
@@ -208,7 +208,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 tags: tags.clone(),
                 ..Default::default()
             };
-            rename_dir_in(txn, ctx, to, attr, &payloads, *replace, cred.as_ref())
+            rename_dir_in(txn, ctx, to, attr, &payloads, *replace, Some(cred))
         }
         MetaRequest::RenameDirOut { from, id } => rename_dir_out(txn, ctx, from, *id),
         MetaRequest::CommitFile {
@@ -249,7 +249,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             *legal_hold,
             *bypass_governance,
         ),
-        MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, cred.as_ref()),
+        MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, Some(cred)),
         set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
         MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
         MetaRequest::PutTags {
@@ -315,13 +315,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             cred,
             expect,
             token,
-        } => link_source(txn, ctx, path, cred.as_ref(), *expect, *token),
+        } => link_source(txn, ctx, path, Some(cred), *expect, *token),
         MetaRequest::LinkTarget {
             path,
             attr,
             cred,
             token,
-        } => link_target(txn, ctx, path, attr, cred.as_ref(), *token),
+        } => link_target(txn, ctx, path, attr, Some(cred), *token),
         MetaRequest::ForgetLink { token } => {
             txn.delete(ctx.keys.link_stored(*token));
             Ok(MetaResponse::Done)

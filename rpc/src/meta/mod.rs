@@ -214,7 +214,7 @@ pub enum MetaRequest {
         mode: u32,
         uid: u32,
         gid: u32,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// POSIX create of an empty regular file (or, with `symlink`, a symbolic link to that
     /// target; with `special`, a FIFO, socket or device node: mknod). An existing file is
@@ -229,7 +229,7 @@ pub enum MetaRequest {
         exclusive: bool,
         symlink: Option<String>,
         special: Option<FileKind>,
-        cred: Option<Cred>,
+        cred: Cred,
         defer: bool,
     },
     /// Rename a file within one group (both names owned by the group this is sent to): one
@@ -238,7 +238,7 @@ pub enum MetaRequest {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// Cross-group file rename, step 1 at the target's owner (the coordinator blocked the
     /// source path and logged the move): create (or replace) `to` as inode `attr`, its id and
@@ -254,7 +254,7 @@ pub enum MetaRequest {
         data: Option<Bytes>,
         tags: Vec<(String, String)>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// Cross-group file rename, step 2 at the source's owner: remove `from` if it still names
     /// inode `id`, keeping its chunks (they moved with the inode). Not held back by the block
@@ -298,12 +298,12 @@ pub enum MetaRequest {
     /// name of a file with others).
     Unlink {
         path: Vec<String>,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// POSIX rmdir.
     Rmdir {
         path: Vec<String>,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// chmod, chown, utimens and truncate (only to size 0: other sizes are a `CommitFile`).
     SetAttr {
@@ -314,7 +314,11 @@ pub enum MetaRequest {
         size: Option<u64>,
         atime: Option<SetTime>,
         mtime: Option<SetTime>,
-        cred: Option<Cred>,
+        cred: Cred,
+        /// ftruncate(2) to 0 through a handle the kernel found open for writing: `cred`'s
+        /// permissions are not checked again (a file created with mode 0 may be truncated
+        /// through the handle that created it). Only with a size of 0 and no other change.
+        through_handle: bool,
     },
     /// Change the Object Lock of one version of the object at `path` (the current one without
     /// `version_id`): set its retention and/or its legal hold. A retention in force is only
@@ -396,7 +400,7 @@ pub enum MetaRequest {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// Directory rename, step 1 at the new name's owner (the coordinator checked the source,
     /// froze it and invalidated its dentry everywhere): put directory `attr` (its id kept) with
@@ -409,7 +413,7 @@ pub enum MetaRequest {
         data: Option<Bytes>,
         tags: Vec<(String, String)>,
         replace: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// Directory rename, step 2 at the old name's owner: remove `from` if it still names
     /// directory `id` (its payloads too, unless the directory's record now lives in this group
@@ -461,7 +465,7 @@ pub enum MetaRequest {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     },
     /// Link step 1 at the owner of `path` (the existing name): one more name for file
     /// `expect` (`NotFound` if the name names another), counted once per `token` (a replay
@@ -472,7 +476,7 @@ pub enum MetaRequest {
     /// Shared`). Directories: EPERM.
     LinkSource {
         path: Vec<String>,
-        cred: Option<Cred>,
+        cred: Cred,
         expect: Option<InodeId>,
         token: u128,
     },
@@ -483,7 +487,7 @@ pub enum MetaRequest {
     LinkTarget {
         path: Vec<String>,
         attr: Box<Attr>,
-        cred: Option<Cred>,
+        cred: Cred,
         token: u128,
     },
     /// Link step 4 at the owner of the new name: the link of `token` is settled; forget that
@@ -669,6 +673,29 @@ impl MetaRequest {
                 "a page of {limit} entries is over the limit of {MAX_PAGE}"
             )));
         }
+        if let MetaRequest::SetAttr {
+            through_handle: true,
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            ..
+        } = self
+        {
+            let only_to_zero = *size == Some(0)
+                && mode.is_none()
+                && uid.is_none()
+                && gid.is_none()
+                && atime.is_none()
+                && mtime.is_none();
+            if !only_to_zero {
+                return Err(crate::MetaError::Invalid(
+                    "a change through a handle may only truncate to 0".into(),
+                ));
+            }
+        }
         let extra: &[String] = match self {
             MetaRequest::CoordinatedRename { from, .. }
             | MetaRequest::CoordinatedLink { from, .. } => from,
@@ -698,19 +725,18 @@ impl MetaRequest {
         )
     }
 
-    /// Whether a client credential may send this request: namespace operations and the reads
-    /// a client needs. Everything else (raft state, the protocols' control requests, GC,
-    /// migrations, the coordinator's records) needs a node credential ([`crate::auth`]).
+    /// Whether a client credential may send this request: the POSIX namespace operations,
+    /// each carrying the caller's identity (`cred`) which the MNode checks, the operations on
+    /// what such a check let the caller open (a directory's pages, a file's new bytes), and
+    /// the reads a client needs to route. Everything else needs a node credential
+    /// ([`crate::auth`]): raft state, the protocols' control requests, GC, migrations, the
+    /// coordinator's records, and the S3-shaped requests, which carry no identity because the
+    /// gateway of a node authorized them.
     pub fn client_allowed(&self) -> bool {
         matches!(
             self,
-            MetaRequest::Lookup { .. }
-                | MetaRequest::Access { .. }
+            MetaRequest::Access { .. }
                 | MetaRequest::Scan { .. }
-                | MetaRequest::ListUploads { .. }
-                | MetaRequest::ScanVersions { .. }
-                | MetaRequest::LookupVersion { .. }
-                | MetaRequest::GetUpload { .. }
                 | MetaRequest::Counters
                 | MetaRequest::SyncToDisk
                 | MetaRequest::Committed { .. }
@@ -720,22 +746,10 @@ impl MetaRequest {
                 | MetaRequest::CommitFile { .. }
                 | MetaRequest::Rename { .. }
                 | MetaRequest::Mkdir { .. }
-                | MetaRequest::MkdirImplicit { .. }
-                | MetaRequest::PutObject { .. }
-                | MetaRequest::PutDirMarker { .. }
-                | MetaRequest::CreateBucket { .. }
-                | MetaRequest::DeleteBucket { .. }
-                | MetaRequest::DeleteObject { .. }
                 | MetaRequest::Unlink { .. }
                 | MetaRequest::Rmdir { .. }
                 | MetaRequest::SetAttr { .. }
-                | MetaRequest::PutTags { .. }
-                | MetaRequest::SetObjectLock { .. }
                 | MetaRequest::SetUserMeta { .. }
-                | MetaRequest::CreateUpload { .. }
-                | MetaRequest::PutPart { .. }
-                | MetaRequest::CompleteUpload { .. }
-                | MetaRequest::AbortUpload { .. }
                 | MetaRequest::CoordinatedRename { .. }
                 | MetaRequest::CoordinatedLink { .. }
         )
@@ -756,7 +770,7 @@ impl MetaRequest {
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
-    pub fn chmod(path: Vec<String>, mode: u32, cred: Option<Cred>) -> Self {
+    pub fn chmod(path: Vec<String>, mode: u32, cred: Cred) -> Self {
         MetaRequest::SetAttr {
             path,
             mode: Some(mode),
@@ -766,6 +780,7 @@ impl MetaRequest {
             atime: None,
             mtime: None,
             cred,
+            through_handle: false,
         }
     }
 

@@ -327,7 +327,7 @@ impl CoordinatorService for RemoteCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         let call = RenameCall {
             from,
@@ -350,7 +350,7 @@ impl CoordinatorService for RemoteCoordinator {
         from: Vec<String>,
         to: Vec<String>,
         expect: Option<crate::InodeId>,
-        cred: Option<Cred>,
+        cred: Cred,
     ) -> Result<Attr, MetaError> {
         let call = LinkCall {
             from,

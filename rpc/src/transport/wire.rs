@@ -50,7 +50,7 @@ pub(super) struct RenameCall {
     pub from: Vec<String>,
     pub to: Vec<String>,
     pub noreplace: bool,
-    pub cred: Option<Cred>,
+    pub cred: Cred,
 }
 
 /// `Link`: the coordinator's link protocol.
@@ -59,7 +59,7 @@ pub(super) struct LinkCall {
     pub from: Vec<String>,
     pub to: Vec<String>,
     pub expect: Option<crate::InodeId>,
-    pub cred: Option<Cred>,
+    pub cred: Cred,
 }
 
 /// `SetDirAttr`: the coordinator's chmod/chown of a directory.

@@ -180,18 +180,18 @@ impl Bench {
             },
             "unlink" => MetaRequest::Unlink {
                 path: file.clone(),
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
             "mkdir" => MetaRequest::Mkdir {
                 path: sub.clone(),
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
             "rmdir" => MetaRequest::Rmdir {
                 path: sub.clone(),
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             },
             "readdir" => return self.readdir(dir).await,
             other => return Err(MetaError::Invalid(format!("unknown op {other}"))),
@@ -313,7 +313,7 @@ impl Bench {
                     mode: 0o755,
                     uid: 0,
                     gid: 0,
-                    cred: None,
+                    cred: saker_rpc::Cred::ROOT,
                 };
                 self.cluster.call(&dir, req).await?;
                 let mut tasks = Vec::new();
@@ -459,7 +459,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                 mode: 0o755,
                 uid: 0,
                 gid: 0,
-                cred: None,
+                cred: saker_rpc::Cred::ROOT,
             };
             match cluster.call(&dir[..depth], req).await {
                 Ok(_) | Err(MetaError::Exists) => {}
@@ -498,7 +498,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                     &path,
                     MetaRequest::Unlink {
                         path: path.clone(),
-                        cred: None,
+                        cred: saker_rpc::Cred::ROOT,
                     },
                 )
                 .await?;
