@@ -778,9 +778,13 @@ async fn an_unsigned_post_upload_needs_a_grant() {
     assert_eq!(get_bytes(&root, &b, "drop/y").await, b"posted");
 }
 
+/// Object ACLs are kept with the object: a public-read upload serves anonymous reads (and
+/// nothing else), PutObjectAcl changes it, GetObjectAcl shows it, a grant to one key lets that
+/// key read, a copy is private unless its request says otherwise, and the bucket's public
+/// access block and ownership apply.
 #[tokio::test]
-async fn object_acl_headers_are_checked_and_objects_stay_private() {
-    use aws_sdk_s3::types::{ObjectCannedAcl, PublicAccessBlockConfiguration};
+async fn object_acls_are_kept_and_grant_what_s3_object_acls_grant() {
+    use aws_sdk_s3::types::{ObjectCannedAcl, ObjectOwnership, PublicAccessBlockConfiguration};
     let srv = Server::default_start();
     let root = srv.client();
     let b = new_bucket(&root, "objacl").await;
@@ -789,39 +793,146 @@ async fn object_acl_headers_are_checked_and_objects_stay_private() {
             .bucket(&b)
             .key(key)
             .acl(acl)
-            .body(body(b"x"))
+            .body(body(key.as_bytes()))
             .send()
     };
-    // private is what every object has; bucket-owner-full-control is the same here.
+    let anon_get = |key: &str| {
+        let url = format!("{}/{b}/{key}", srv.endpoint);
+        async move { anonymous(reqwest::Method::GET, &url).await }
+    };
     put_acl("a", ObjectCannedAcl::Private).await.unwrap();
-    put_acl("b", ObjectCannedAcl::BucketOwnerFullControl)
-        .await
-        .unwrap();
-    // Object ACLs are not kept: a public one on an upload is checked, then ignored (the
-    // object stays private, as MinIO does); PutObjectAcl of one is NotImplemented.
     put_acl("p", ObjectCannedAcl::PublicRead).await.unwrap();
-    let (status, _) = anonymous(reqwest::Method::GET, &format!("{}/{b}/p", srv.endpoint)).await;
-    assert_eq!(status, 403, "the object stayed private");
-    assert_fails(
-        root.put_object_acl()
-            .bucket(&b)
-            .key("p")
-            .acl(ObjectCannedAcl::PublicRead)
-            .send()
-            .await,
-        501,
-        "NotImplemented",
-    );
-    root.put_public_access_block()
-        .bucket(&b)
-        .public_access_block_configuration(
-            PublicAccessBlockConfiguration::builder()
-                .block_public_acls(true)
-                .build(),
+    assert_eq!(anon_get("p").await, (200, "p".to_string()));
+    assert_eq!(anon_get("a").await.0, 403, "a private object stays private");
+    // Read, not write: an anonymous PUT over it is refused and changes nothing.
+    let url = format!("{}/{b}/p", srv.endpoint);
+    assert_eq!(anonymous(reqwest::Method::PUT, &url).await.0, 403);
+    assert_eq!(get_bytes(&root, &b, "p").await, b"p");
+    let grants = |key: &'static str| {
+        let root = &root;
+        let b = &b;
+        async move {
+            let got = root
+                .get_object_acl()
+                .bucket(b)
+                .key(key)
+                .send()
+                .await
+                .unwrap();
+            let mut g: Vec<String> = got
+                .grants()
+                .iter()
+                .map(|g| {
+                    let who = g.grantee().unwrap();
+                    let who = who.uri().or(who.id()).unwrap_or("?").to_string();
+                    format!("{who}:{}", g.permission().unwrap().as_str())
+                })
+                .collect();
+            g.sort();
+            (got.owner().and_then(|o| o.id()).map(str::to_string), g)
+        }
+    };
+    let all_users = "http://acs.amazonaws.com/groups/global/AllUsers";
+    assert_eq!(
+        grants("p").await,
+        (
+            Some(ROOT_AK.to_string()),
+            vec![
+                format!("{all_users}:READ"),
+                format!("{ROOT_AK}:FULL_CONTROL")
+            ]
         )
+    );
+    assert_eq!(grants("a").await.1, vec![format!("{ROOT_AK}:FULL_CONTROL")]);
+    // PutObjectAcl: private again, and the anonymous read is refused at once.
+    root.put_object_acl()
+        .bucket(&b)
+        .key("p")
+        .acl(ObjectCannedAcl::Private)
         .send()
         .await
         .unwrap();
+    assert_eq!(anon_get("p").await.0, 403);
+    // A grant to one key (with a policy that allows nothing) lets it read that object only.
+    let doc = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:ListAllMyBuckets","Resource":"*"}]}"#;
+    let file = srv.data_dir().join("nothing.json");
+    std::fs::write(&file, doc).unwrap();
+    create_key(
+        &srv,
+        "AKGRANTEE",
+        "grantee-secret-1",
+        &["--policy", file.to_str().unwrap()],
+    );
+    let grantee = srv.client_with("AKGRANTEE", "grantee-secret-1");
+    assert_fails(
+        grantee.get_object().bucket(&b).key("a").send().await,
+        403,
+        "AccessDenied",
+    );
+    root.put_object_acl()
+        .bucket(&b)
+        .key("a")
+        .grant_read("id=AKGRANTEE")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_bytes(&grantee, &b, "a").await, b"a");
+    assert_fails(
+        grantee.get_object().bucket(&b).key("p").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        grantee.get_object_acl().bucket(&b).key("a").send().await,
+        403,
+        "AccessDenied",
+    );
+    // A grantee that does not exist is refused.
+    assert_fails(
+        root.put_object_acl()
+            .bucket(&b)
+            .key("a")
+            .grant_read("id=NOSUCHKEY")
+            .send()
+            .await,
+        400,
+        "InvalidArgument",
+    );
+    // A copy gets the ACL its request names, not its source's.
+    put_acl("src", ObjectCannedAcl::PublicRead).await.unwrap();
+    root.copy_object()
+        .bucket(&b)
+        .key("copy")
+        .copy_source(format!("{b}/src"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon_get("copy").await.0, 403);
+    root.copy_object()
+        .bucket(&b)
+        .key("copy2")
+        .copy_source(format!("{b}/src"))
+        .acl(ObjectCannedAcl::PublicRead)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon_get("copy2").await, (200, "src".to_string()));
+    // ignore_public_acls disregards them; block_public_acls refuses new ones.
+    let block = |ignore: bool, refuse: bool| {
+        root.put_public_access_block()
+            .bucket(&b)
+            .public_access_block_configuration(
+                PublicAccessBlockConfiguration::builder()
+                    .ignore_public_acls(ignore)
+                    .block_public_acls(refuse)
+                    .build(),
+            )
+            .send()
+    };
+    block(true, false).await.unwrap();
+    assert_eq!(anon_get("copy2").await.0, 403);
+    block(false, true).await.unwrap();
+    assert_eq!(anon_get("copy2").await.0, 200);
     assert_fails(
         put_acl("c", ObjectCannedAcl::PublicRead).await,
         403,
@@ -837,12 +948,33 @@ async fn object_acl_headers_are_checked_and_objects_stay_private() {
         403,
         "AccessDenied",
     );
+    block(false, false).await.unwrap();
+    // BucketOwnerEnforced turns ACLs off: kept ones no longer grant, new ones are refused.
+    root.put_bucket_ownership_controls()
+        .bucket(&b)
+        .ownership_controls(
+            aws_sdk_s3::types::OwnershipControls::builder()
+                .rules(
+                    aws_sdk_s3::types::OwnershipControlsRule::builder()
+                        .object_ownership(ObjectOwnership::BucketOwnerEnforced)
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anon_get("copy2").await.0, 403);
+    assert_fails(
+        put_acl("d", ObjectCannedAcl::PublicRead).await,
+        400,
+        "AccessControlListNotSupported",
+    );
     let mut listed = list_all(&root, &b, None).await;
     listed.sort();
-    assert_eq!(
-        listed,
-        vec!["a".to_string(), "b".to_string(), "p".to_string()]
-    );
+    assert_eq!(listed, ["a", "copy", "copy2", "p", "src"]);
 }
 
 /// As S3 does: a requester refused a GET or HEAD learns that a key is missing (404) only if

@@ -300,6 +300,7 @@ impl NamespaceCoordinator {
             tags: true,
             link: false,
             lock: false,
+            acl: false,
         };
         let view = self.checked(from, 0, None, want).await?;
         if view.attr.id != attr.id {
@@ -385,6 +386,7 @@ impl NamespaceCoordinator {
             tags: true,
             link: true,
             lock: false,
+            acl: false,
         };
         let view = self.checked(from, 0, None, want).await?;
         if view.attr.is_dir() {

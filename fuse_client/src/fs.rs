@@ -666,6 +666,7 @@ impl SakerFs {
             tags: false,
             link: false,
             lock: false,
+            acl: false,
         };
         let view = self.block(self.access_view(&path, 0, caller, want))?;
         if view.attr.kind != FileKind::Symlink {
@@ -748,6 +749,7 @@ impl SakerFs {
             tags: false,
             link: false,
             lock: false,
+            acl: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -900,6 +902,7 @@ impl SakerFs {
             tags: false,
             link: false,
             lock: false,
+            acl: false,
         };
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
@@ -1037,6 +1040,7 @@ impl SakerFs {
                 tags: false,
                 link: false,
                 lock: false,
+                acl: false,
             };
             self.block(self.access_view(&path, 0, caller, want))?.data
         };

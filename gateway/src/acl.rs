@@ -33,7 +33,8 @@ macro_rules! acl_request {
 pub(crate) use acl_request;
 
 /// Checks the ACL headers of an upload input (PutObject, CopyObject, CreateMultipartUpload:
-/// a canned `acl` and four `grant_*` fields) with [`check_object_acl`].
+/// a canned `acl` and four `grant_*` fields) with [`check_object_acl`]; answers the ACL asked
+/// for.
 macro_rules! check_upload_acl {
     ($gw:expr, $i:expr) => {
         $crate::acl::check_object_acl(
@@ -46,7 +47,6 @@ macro_rules! check_upload_acl {
                 $i.grant_read_acp.as_ref(),
                 $i.grant_write_acp.as_ref(),
             ),
-            $crate::acl::ObjectAclFrom::Upload,
         )
     };
 }
@@ -248,40 +248,34 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
     (owner, grants)
 }
 
-/// Where an object ACL is asked for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum ObjectAclFrom {
-    /// The ACL headers of PutObject, CopyObject or CreateMultipartUpload.
-    Upload,
-    /// PutObjectAcl.
-    AclApi,
-}
-
-/// An object ACL a request asks for in `bucket`: grantees must exist, and the bucket's
-/// Object Ownership and Public Access Block apply as to a bucket ACL. Object ACLs are not
-/// kept: the object stays private. On an upload the checked ACL is then ignored, as MinIO
-/// ignores it (clients that send `x-amz-acl: public-read` with every upload keep working);
-/// PutObjectAcl of anything but the private ACL is NotImplemented.
+/// An object ACL a request asks for in `bucket` (`None`: it names none): grantees must
+/// exist, and the bucket's Object Ownership and Public Access Block apply as to a bucket ACL.
 pub async fn check_object_acl(
     gw: &Gateway,
     bucket: &str,
     req: &AclRequest<'_>,
-    from: ObjectAclFrom,
-) -> S3Result<()> {
+) -> S3Result<Option<Acl>> {
     if !req.is_given() {
-        return Ok(());
+        return Ok(None);
     }
     let owner = crate::bucket::bucket_owner(gw);
     let Some(acl) = requested(gw, req, &owner)? else {
-        return Ok(());
+        return Ok(None);
     };
     let s = crate::bucket_access::settings(gw, bucket).await?;
     check_settable(&acl, ownership(s.ownership), s.public_access_block.as_ref())?;
-    if !acl.is_private() && from == ObjectAclFrom::AclApi {
-        return Err(S3Error::with_message(
-            S3ErrorCode::NotImplemented,
-            "object ACLs other than private are not supported (bucket ACLs and policies are)",
-        ));
-    }
-    Ok(())
+    Ok(Some(acl))
+}
+
+/// An object ACL as the MNode keeps it (`None` for the private one, the default).
+pub fn stored(acl: Option<&Acl>) -> Option<String> {
+    acl.filter(|a| !a.is_private())
+        .map(|a| serde_json::to_string(a).expect("an ACL encodes"))
+}
+
+/// The ACL of an object from what the MNode keeps (`None`: the private one).
+pub fn of_object(gw: &Gateway, stored: Option<&str>) -> Acl {
+    stored
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_else(|| Acl::private(&crate::bucket::bucket_owner(gw)))
 }

@@ -105,6 +105,9 @@ pub struct Context<'a> {
     /// The tags of the object the request names, where a policy reads
     /// `s3:ExistingObjectTag/<key>` (looked up by [`Access::authorize`]).
     pub existing_tags: Option<&'a [(String, String)]>,
+    /// The ACL of the object the request names, where policies alone would refuse an action
+    /// an object ACL can grant (looked up by [`Access::authorize`]).
+    pub object_acl: Option<&'a saker_policy::Acl>,
 }
 
 impl Access {
@@ -193,15 +196,16 @@ impl Access {
             req = req.with_time(now);
         }
         fill_context(&mut req, cx, &wanted);
-        // Only bucket ACLs are kept (object ACLs are the owner's alone).
-        let bucket_acl = matches!(
-            saker_policy::acl_permission(action),
-            Some((saker_policy::AclTarget::Bucket, _))
-        );
+        // The ACL the action's permission is read from: the bucket's or the object's.
+        let acl = match saker_policy::acl_permission(action) {
+            Some((saker_policy::AclTarget::Bucket, _)) => settings.and_then(|s| s.acl.as_ref()),
+            Some((saker_policy::AclTarget::Object, _)) => cx.object_acl,
+            None => None,
+        };
         let sources = Sources {
             identity: who.identity.as_deref(),
             bucket_policy,
-            acl: settings.and_then(|s| s.acl.as_ref()).filter(|_| bucket_acl),
+            acl,
             ownership: crate::acl::ownership(settings.and_then(|s| s.ownership)),
             public_access_block: settings
                 .and_then(|s| s.public_access_block)
@@ -215,6 +219,24 @@ impl Access {
     async fn missing(&self, bucket: &str, key: &str) -> bool {
         let found = crate::get::lookup_object(&self.gw, bucket, key, saker_rpc::Want::ATTR).await;
         matches!(found, Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey)
+    }
+
+    /// The ACL kept with the object at `key` of `bucket` (`None`: a missing object, or the
+    /// private ACL).
+    async fn object_acl(&self, bucket: &str, key: &str) -> S3Result<Option<saker_policy::Acl>> {
+        let want = saker_rpc::Want {
+            acl: true,
+            ..saker_rpc::Want::ATTR
+        };
+        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
+            Ok(view) => Ok(view
+                .acl
+                .as_deref()
+                .map(|a| crate::acl::of_object(&self.gw, Some(a)))),
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(None),
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchBucket => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The tags of the object at `key` of `bucket` (none for a missing object).
@@ -305,6 +327,7 @@ impl Access {
                 context = &with_tags;
             }
         }
+        let mut object_acl = None;
         for check in checks {
             let resource = match (check.target, bucket, object) {
                 (Target::Service, _, _) => Resource::Service,
@@ -319,7 +342,32 @@ impl Access {
                     return self.refuse(&who, bucket).await;
                 }
             };
-            let d = Self::decide(&who, check.action, resource, settings.as_deref(), context);
+            let mut d = Self::decide(
+                &who,
+                check.action,
+                resource.clone(),
+                settings.as_deref(),
+                context,
+            );
+            let object_acl_grants = matches!(
+                saker_policy::acl_permission(check.action),
+                Some((saker_policy::AclTarget::Object, _))
+            );
+            if let (false, true, Some(b), Some(k)) =
+                (d.is_allowed(), object_acl_grants, bucket, object)
+            {
+                // Only a refusal looks the object's ACL up: it can only allow.
+                if object_acl.is_none() {
+                    object_acl = Some(self.object_acl(b, k).await?);
+                }
+                if let Some(Some(acl)) = &object_acl {
+                    let cx = Context {
+                        object_acl: Some(acl),
+                        ..*context
+                    };
+                    d = Self::decide(&who, check.action, resource, settings.as_deref(), &cx);
+                }
+            }
             if !d.is_allowed() {
                 if let (Some(b), Some(k), "GetObject" | "HeadObject") = (bucket, object, op) {
                     // S3 tells a requester who may list the bucket that a key is missing.
@@ -589,6 +637,7 @@ pub fn parts<T>(req: &S3Request<T>) -> (Option<&str>, Context<'_>) {
         query: req.uri.query(),
         headers: &req.headers,
         existing_tags: None,
+        object_acl: None,
     };
     (req.credentials.as_ref().map(|c| c.access_key.as_str()), cx)
 }
@@ -605,6 +654,7 @@ impl S3Access for Access {
             query: cx.uri().query(),
             headers: cx.headers(),
             existing_tags: None,
+            object_acl: None,
         };
         let ak = cx.credentials().map(|c| c.access_key.as_str());
         let admitted = self.gw.limits.admit(ak)?;
@@ -718,6 +768,7 @@ mod tests {
             query: Some("prefix=home%2Fbob%2F"),
             headers: &headers,
             existing_tags: None,
+            object_acl: None,
         };
         let mut req = Request::new(
             Principal::key("AK"),
@@ -750,6 +801,7 @@ mod tests {
             query: Some("prefix=a"),
             headers: &headers,
             existing_tags: None,
+            object_acl: None,
         };
         let p = Policy::parse_bucket(
             r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"*","Resource":"*",

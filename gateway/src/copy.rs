@@ -119,7 +119,7 @@ pub async fn copy_object(
     let dst_cond = crate::get::header_write_cond(&req.headers)?;
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
-    crate::acl::check_upload_acl!(gw, input).await?;
+    let acl = crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
@@ -134,6 +134,7 @@ pub async fn copy_object(
         tags: true,
         link: false,
         lock: false,
+        acl: false,
     };
     let src_cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
@@ -210,6 +211,7 @@ pub async fn copy_object(
         uid,
         gid,
         lock: lock.filter(|_| !dst.dir_marker),
+        acl: crate::acl::stored(acl.as_ref()),
     };
     let versioning = crate::versions::of_key(&settings, &dst);
     let attr = match gw

@@ -356,6 +356,7 @@ async fn read_view(
         tags: true,
         link: false,
         lock: false,
+        acl: false,
     };
     // One look at this gateway's copy of the bucket's settings (no metadata request).
     let s = crate::bucket_access::copy_of(gw, bucket).await?;

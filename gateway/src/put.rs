@@ -103,7 +103,7 @@ pub async fn put_object(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
-    crate::acl::check_upload_acl!(gw, input).await?;
+    let acl = crate::acl::check_upload_acl!(gw, input).await?;
     crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
@@ -153,6 +153,7 @@ pub async fn put_object(
         gid,
         // Directory markers keep no versions, and so no locks.
         lock: lock.filter(|_| !kp.dir_marker),
+        acl: crate::acl::stored(acl.as_ref()),
     };
     let attr = match gw
         .cluster

@@ -144,6 +144,7 @@ pub async fn get(
             tags: true,
             link: false,
             lock: false,
+            acl: false,
         },
     )
     .await?;
@@ -175,10 +176,13 @@ pub async fn get_object_acl(
     gw: &Gateway,
     req: S3Request<GetObjectAclInput>,
 ) -> S3Result<S3Response<GetObjectAclOutput>> {
-    lookup_object(gw, &req.input.bucket, &req.input.key, Want::ATTR).await?;
-    let (owner, grants) = crate::acl::to_dto(&saker_policy::Acl::private(
-        &crate::bucket::bucket_owner(gw),
-    ));
+    let want = Want {
+        acl: true,
+        ..Want::ATTR
+    };
+    let view = lookup_object(gw, &req.input.bucket, &req.input.key, want).await?;
+    let acl = crate::acl::of_object(gw, view.acl.as_deref());
+    let (owner, grants) = crate::acl::to_dto(&acl);
     Ok(S3Response::new(GetObjectAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -193,6 +197,18 @@ pub async fn put_object_acl(
     let i = &req.input;
     lookup_object(gw, &i.bucket, &i.key, Want::ATTR).await?;
     let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    crate::acl::check_object_acl(gw, &i.bucket, &asked, crate::acl::ObjectAclFrom::AclApi).await?;
+    let Some(acl) = crate::acl::check_object_acl(gw, &i.bucket, &asked).await? else {
+        return Err(S3Error::with_message(
+            S3ErrorCode::MissingSecurityHeader,
+            "PutObjectAcl needs a canned ACL, grant headers or an AccessControlPolicy",
+        ));
+    };
+    let kp = write_key(&i.bucket, &i.key)?;
+    let r = MetaRequest::PutAcl {
+        path: kp.path.clone(),
+        dir_marker: kp.dir_marker,
+        acl: crate::acl::stored(Some(&acl)),
+    };
+    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))
 }

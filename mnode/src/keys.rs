@@ -92,13 +92,16 @@ pub enum PayloadKind {
     Tags = 2,
     /// The version's Object Lock ([`saker_rpc::ObjectLock`]).
     Lock = 3,
+    /// The object's ACL (the gateway's encoding, opaque here).
+    Acl = 4,
 }
 
-pub const PAYLOAD_KINDS: [PayloadKind; 4] = [
+pub const PAYLOAD_KINDS: [PayloadKind; 5] = [
     PayloadKind::Data,
     PayloadKind::Meta,
     PayloadKind::Tags,
     PayloadKind::Lock,
+    PayloadKind::Acl,
 ];
 
 /// Key builder bound to one group.

@@ -120,6 +120,7 @@ fn lookup<V: View + ?Sized>(
             data: None,
             tags: None,
             lock: None,
+            acl: None,
         })));
     }
     let chain = resolve_parents(v, r, path).map_err(|e| match e {
@@ -209,6 +210,12 @@ fn view<V: View + ?Sized>(
     } else {
         None
     };
+    let acl = match want.acl {
+        true => read_payload(v, keys, attr.id, PayloadKind::Acl)?
+            .map(|b| decode(&b).map_err(internal))
+            .transpose()?,
+        false => None,
+    };
     Ok(MetaResponse::Object(Box::new(ObjectView {
         attr,
         version_id,
@@ -216,6 +223,7 @@ fn view<V: View + ?Sized>(
         data,
         tags,
         lock,
+        acl,
     })))
 }
 

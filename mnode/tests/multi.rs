@@ -585,6 +585,7 @@ impl Cluster {
             tags: false,
             link: false,
             lock: false,
+            acl: false,
         };
         let req = MetaRequest::Lookup {
             path: p(path),

@@ -79,6 +79,7 @@ impl MetaService for FakeGroup {
                     tags: Some(obj.tags),
                     version_id: None,
                     lock: None,
+                    acl: obj.acl,
                 }))),
             },
             MetaRequest::DeleteBucket { name } => Err(MetaError::NotOwner {

@@ -118,6 +118,10 @@ impl Mnode {
                 None => Vec::new(),
             };
             let lock = crate::ops::retention::lock_of(&view, &self.keys, attr.id)?;
+            let acl = match payload(PayloadKind::Acl)? {
+                Some(b) => Some(decode(&b).map_err(|e| MetaError::Internal(e.to_string()))?),
+                None => None,
+            };
             let id = attr.id;
             let adopt = MetaRequest::AdoptEntry {
                 pid,
@@ -127,6 +131,7 @@ impl Mnode {
                 data,
                 tags,
                 lock: (!lock.is_empty()).then_some(lock),
+                acl,
             };
             self.peer(owner)?.call(untagged(), adopt).await?;
             let drop = MetaRequest::DropEntry {

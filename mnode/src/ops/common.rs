@@ -115,6 +115,10 @@ pub(super) fn write_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId, obj: &
         txn.put(keys.payload(id, PayloadKind::Tags), encode(&obj.tags));
     }
     super::retention::put_lock(txn, keys, id, obj.lock.as_ref());
+    match &obj.acl {
+        Some(acl) => txn.put(keys.payload(id, PayloadKind::Acl), encode(acl)),
+        None => txn.delete(keys.payload(id, PayloadKind::Acl)),
+    }
 }
 
 pub(super) fn missing_as_not_found(e: MetaError) -> MetaError {

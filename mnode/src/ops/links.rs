@@ -229,6 +229,7 @@ pub(super) fn shared_op(
         | MetaRequest::CommitFile { .. }
         | MetaRequest::SetUserMeta { .. }
         | MetaRequest::PutTags { .. }
+        | MetaRequest::PutAcl { .. }
         | MetaRequest::Create { .. }
         | MetaRequest::LinkSource { .. } => {}
         other => {

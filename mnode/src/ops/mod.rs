@@ -28,7 +28,7 @@ use attrs::{set_attr_request, set_user_meta};
 use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
 use files::{commit_file, create, unlink, NewFile};
 use links::{link_source, link_target, settle_link, shared_op};
-use objects::{delete_object, delete_version, put_dir_marker, put_object, put_tags};
+use objects::{delete_object, delete_version, put_acl, put_dir_marker, put_object, put_tags};
 use renames::{
     adopt_entry, drop_entry, rename, rename_dir_in, rename_dir_out, rename_in, rename_out,
 };
@@ -182,12 +182,14 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             data,
             tags,
             lock,
+            acl,
         } => {
             let payloads = NewObject {
                 meta: meta.clone(),
                 inline: data.clone(),
                 tags: tags.clone(),
                 lock: *lock,
+                acl: acl.clone(),
                 ..Default::default()
             };
             adopt_entry(txn, ctx, *pid, name, attr, &payloads)
@@ -257,6 +259,11 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             dir_marker,
             tags,
         } => put_tags(txn, ctx, path, *dir_marker, tags.as_ref()),
+        MetaRequest::PutAcl {
+            path,
+            dir_marker,
+            acl,
+        } => put_acl(txn, ctx, path, *dir_marker, acl.as_ref()),
         MetaRequest::SetUserMeta {
             path,
             name,

@@ -360,6 +360,23 @@ fn find_object<V: crate::tree::View + ?Sized>(
     }
 }
 
+pub(super) fn put_acl(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+    acl: Option<&String>,
+) -> OpResult {
+    check_path(path, 2)?;
+    let loc = find_object(txn, ctx.ns, path, dir_marker)?;
+    let key = ctx.keys.payload(loc.attr.id, PayloadKind::Acl);
+    match acl {
+        Some(a) => txn.put(key, encode(a)),
+        None => txn.delete(key),
+    }
+    Ok(MetaResponse::Done)
+}
+
 pub(super) fn put_tags(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,

@@ -216,6 +216,8 @@ pub(super) fn complete_upload(
         uid: info.uid,
         gid: info.gid,
         lock: info.lock,
+        // ACLs given at CreateMultipartUpload are not kept (the gateway checks them).
+        acl: None,
     };
     let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {

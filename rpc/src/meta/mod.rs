@@ -336,6 +336,13 @@ pub enum MetaRequest {
         dir_marker: bool,
         tags: Option<Vec<(String, String)>>,
     },
+    /// Replace (or, with `None`, delete) the ACL of a file or a directory marker (opaque here:
+    /// the gateway's encoding).
+    PutAcl {
+        path: Vec<String>,
+        dir_marker: bool,
+        acl: Option<String>,
+    },
     CreateUpload {
         path: Vec<String>,
         upload_id: String,
@@ -433,6 +440,8 @@ pub enum MetaRequest {
         tags: Vec<(String, String)>,
         /// Its Object Lock, which moves with it.
         lock: Option<ObjectLock>,
+        /// Its ACL, which moves with it.
+        acl: Option<String>,
     },
     /// Migration, at the old owner once the new one adopted it: remove the entry `(pid, name)`
     /// if it names `id`, keeping its chunks (the inode lives on elsewhere).
@@ -649,6 +658,7 @@ impl MetaRequest {
                 | MetaRequest::Mkdir { .. }
                 | MetaRequest::CreateBucket { .. }
                 | MetaRequest::PutTags { .. }
+                | MetaRequest::PutAcl { .. }
                 | MetaRequest::SetObjectLock { .. }
                 | MetaRequest::SetUserMeta { .. }
                 | MetaRequest::CreateUpload { .. }
@@ -821,6 +831,7 @@ impl MetaRequest {
             | MetaRequest::Rmdir { path, .. }
             | MetaRequest::SetAttr { path, .. }
             | MetaRequest::PutTags { path, .. }
+            | MetaRequest::PutAcl { path, .. }
             | MetaRequest::SetObjectLock { path, .. }
             | MetaRequest::SetUserMeta { path, .. }
             | MetaRequest::CoordinatedRename { to: path, .. }
@@ -913,6 +924,7 @@ impl MetaRequest {
             MetaRequest::Rmdir { .. } => "rmdir",
             MetaRequest::SetAttr { .. } => "setattr",
             MetaRequest::PutTags { .. } => "put_tags",
+            MetaRequest::PutAcl { .. } => "put_acl",
             MetaRequest::SetObjectLock { .. } => "set_object_lock",
             MetaRequest::SetUserMeta { .. } => "set_user_meta",
             MetaRequest::ApplyDirAttr { .. } => "apply_dir_attr",

@@ -66,6 +66,8 @@ pub struct Want {
     pub link: bool,
     /// The version's Object Lock (buckets with Object Lock enabled).
     pub lock: bool,
+    /// The object's ACL.
+    pub acl: bool,
 }
 
 impl Want {
@@ -75,6 +77,7 @@ impl Want {
         tags: false,
         link: false,
         lock: false,
+        acl: false,
     };
     pub const OBJECT: Want = Want {
         meta: true,
@@ -82,6 +85,7 @@ impl Want {
         tags: false,
         link: false,
         lock: false,
+        acl: false,
     };
     pub const HEAD: Want = Want {
         meta: true,
@@ -89,6 +93,7 @@ impl Want {
         tags: false,
         link: false,
         lock: false,
+        acl: false,
     };
 
     /// These payloads and, if `on`, the Object Lock.
@@ -112,6 +117,8 @@ pub struct NewObject {
     pub gid: u32,
     /// The Object Lock of the new version (`None`: none).
     pub lock: Option<ObjectLock>,
+    /// Its ACL, in the gateway's encoding (`None`: private to the bucket's owner).
+    pub acl: Option<String>,
 }
 
 /// One uploaded part of a multipart upload.
@@ -152,6 +159,8 @@ pub struct ObjectView {
     pub tags: Option<Vec<(String, String)>>,
     /// The version's Object Lock (filled with `Want::lock`; empty if it has none).
     pub lock: Option<ObjectLock>,
+    /// The object's ACL (filled with `Want::acl`; `None` if it has none).
+    pub acl: Option<String>,
 }
 
 /// A change of a directory's attributes made by an op that ran on another group: commutative

@@ -166,6 +166,7 @@ mod tests {
                 tags: None,
                 version_id: None,
                 lock: None,
+                acl: Some("{}".into()),
             },
         ))));
         round_trip::<Result<MetaResponse, MetaError>>(Err(MetaError::MissingParent { depth: 2 }));

@@ -328,6 +328,7 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
                     tags: false,
                     link: false,
                     lock: false,
+                    acl: false,
                 };
                 let view = reader.lookup(&shape.file(i), want).await?;
                 let size = view.attr.size;
