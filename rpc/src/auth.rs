@@ -25,6 +25,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use crate::tls::ClusterTls;
+
 /// The request header carrying the token.
 pub const AUTH_HEADER: &str = "saker-auth";
 /// How far a token's time may be from the receiver's clock, in seconds.
@@ -57,6 +59,9 @@ pub struct Credential {
     /// The token keys, derived once (every RPC makes or checks a token).
     #[serde(skip)]
     keys: OnceLock<Keys>,
+    /// The cluster's CA when its RPC runs over TLS ([`crate::tls`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ClusterTls>,
 }
 
 /// The keys tokens are made with: the node key (a node credential's only) and the client key.
@@ -68,7 +73,8 @@ struct Keys {
 
 impl PartialEq for Credential {
     fn eq(&self, other: &Self) -> bool {
-        (self.version, self.kind, &self.secret) == (other.version, other.kind, &other.secret)
+        (self.version, self.kind, &self.secret, &self.tls)
+            == (other.version, other.kind, &other.secret, &other.tls)
     }
 }
 
@@ -79,6 +85,7 @@ impl std::fmt::Debug for Credential {
         f.debug_struct("Credential")
             .field("kind", &self.kind)
             .field("secret", &"<redacted>")
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
@@ -111,12 +118,21 @@ impl Credential {
         Self::new(Kind::Node, hex::encode(secret))
     }
 
+    /// A new cluster's node credential whose RPC runs over TLS, with a new CA.
+    pub fn generate_with_tls() -> Result<Self, crate::tls::TlsError> {
+        Ok(Self {
+            tls: Some(ClusterTls::generate()?),
+            ..Self::generate()
+        })
+    }
+
     fn new(kind: Kind, secret: String) -> Self {
         Self {
             version: VERSION,
             kind,
             secret,
             keys: OnceLock::new(),
+            tls: None,
         }
     }
 
@@ -138,7 +154,10 @@ impl Credential {
 
     /// The client credential of this node credential's cluster (itself if it is one).
     pub fn client(&self) -> Self {
-        Self::new(Kind::Client, hex::encode(&self.keys().client))
+        Self {
+            tls: self.tls.as_ref().map(ClusterTls::for_client),
+            ..Self::new(Kind::Client, hex::encode(&self.keys().client))
+        }
     }
 
     /// The key tokens of `kind` are made with, if this credential has it.

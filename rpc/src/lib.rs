@@ -13,6 +13,7 @@ pub mod meta;
 mod metrics;
 mod replicas;
 pub mod service;
+pub mod tls;
 pub mod trace_context;
 pub mod transport;
 

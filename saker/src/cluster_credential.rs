@@ -56,7 +56,13 @@ pub fn install_client(flag: Option<&Path>) -> anyhow::Result<()> {
 #[derive(clap::Subcommand)]
 pub enum CredentialCommand {
     /// Make a new cluster's node credential in FILE (offline; every node's config names it).
-    Create { file: PathBuf },
+    Create {
+        file: PathBuf,
+        /// The cluster's RPC runs over TLS: the credential holds a new cluster CA, from which
+        /// every node makes its certificate at start, and which every caller trusts.
+        #[arg(long)]
+        tls: bool,
+    },
     /// Write the running cluster's credential to FILE: the client credential with --client
     /// (namespace operations only: for `saker mount --cluster` and benchmarks on another
     /// host), else the node credential (for a new node).
@@ -74,8 +80,12 @@ where
     Fut: std::future::Future<Output = anyhow::Result<String>>,
 {
     match command {
-        CredentialCommand::Create { file } => {
-            Credential::generate().save(&file)?;
+        CredentialCommand::Create { file, tls } => {
+            let credential = match tls {
+                true => Credential::generate_with_tls()?,
+                false => Credential::generate(),
+            };
+            credential.save(&file)?;
             println!("created the cluster credential {}", file.display());
         }
         CredentialCommand::Export { file, client } => {

@@ -68,7 +68,20 @@ impl Nodes {
                 admin: "127.0.0.1:0".into(),
             })
             .collect();
-        Self::start_with(listen, Vec::new(), extra_args)
+        Self::start_with(listen, Vec::new(), extra_args, false)
+    }
+
+    /// Three nodes on loopback whose cluster credential has a CA: the RPC runs over TLS.
+    pub fn start_over_tls(extra_args: &[&str]) -> Nodes {
+        let listen = free_ports(3)
+            .into_iter()
+            .map(|p| Listen {
+                rpc: format!("127.0.0.1:{p}"),
+                s3: "127.0.0.1:0".into(),
+                admin: "127.0.0.1:0".into(),
+            })
+            .collect();
+        Self::start_with(listen, Vec::new(), extra_args, true)
     }
 
     /// Three nodes, node i in network namespace i of `netns` at its address there (fixed
@@ -86,16 +99,21 @@ impl Nodes {
             })
             .collect();
         let prefixes = (0..3).map(|i| netns.exec_prefix(i)).collect();
-        Self::start_with(listen, prefixes, extra_args)
+        Self::start_with(listen, prefixes, extra_args, false)
     }
 
-    fn start_with(listen: Vec<Listen>, netns: Vec<Vec<String>>, extra_args: &[&str]) -> Nodes {
+    fn start_with(
+        listen: Vec<Listen>,
+        netns: Vec<Vec<String>>,
+        extra_args: &[&str],
+        tls: bool,
+    ) -> Nodes {
         let dir = tempfile::Builder::new()
             .prefix("saker-replicated-")
             .tempdir()
             .unwrap();
         let credential = dir.path().join("cluster-credential.json");
-        create_credential(&credential);
+        create_credential_with(&credential, if tls { &["--tls"] } else { &[] });
         install_credential(&credential);
         let nodes_list = listen
             .iter()

@@ -403,14 +403,21 @@ fn failed_reply(e: MetaError) -> MetaReply {
     }
 }
 
+/// An endpoint for `addr`: over TLS when this process's credential says the cluster's RPC
+/// runs over it ([`crate::tls`]).
 fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    Ok(Endpoint::from_shared(uri)
-        .map_err(|e| MetaError::Invalid(format!("bad RPC address '{addr}': {e}")))?
+    let tls = crate::auth::installed().and_then(|c| c.tls.clone());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let host = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let bad =
+        |e: &dyn std::fmt::Display| MetaError::Invalid(format!("bad RPC address '{addr}': {e}"));
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{host}")).map_err(|e| bad(&e))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls.client_config())
+            .map_err(|e| bad(&e))?;
+    }
+    Ok(endpoint
         .tcp_nodelay(true)
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEPALIVE)

@@ -206,10 +206,16 @@ impl RpcServer {
                 "an RPC server needs this process's node credential (saker_rpc::auth::install)",
             ));
         };
+        let auth = credential.clone();
         let service = tonic::service::interceptor::InterceptedService::new(service, move |r| {
-            authenticate(&credential, check_version(r)?)
+            authenticate(&auth, check_version(r)?)
         });
-        Server::builder()
+        let mut server = Server::builder();
+        if let Some(tls) = &credential.tls {
+            let config = tls.server_config().map_err(std::io::Error::other)?;
+            server = server.tls_config(config).map_err(std::io::Error::other)?;
+        }
+        server
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
             // Calls in flight per connection: a caller past it waits for one to finish.
