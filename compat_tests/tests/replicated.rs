@@ -539,3 +539,29 @@ async fn lifecycle_passes_follow_the_coordinator() {
         ["keep/0", "keep/1"]
     );
 }
+
+/// Every node's admin API serves what the coordinator answers, wherever the coordinator is
+/// active: a node hands the signed request to the node leading group 1 over RPC. The token
+/// that marks a handed-on request cannot be guessed from outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_nodes_admin_api_reaches_the_coordinator() {
+    let nodes = Nodes::start(&[]);
+    nodes.wait_voters(&[]).await;
+    let home = nodes.leader(1).await;
+    let other = (home + 1) % 3;
+    nodes.admin(other, &["exception", "set", "Makefile", "pathwalk"]);
+    for i in 0..3 {
+        let listed = nodes.admin(i, &["exception", "list"]);
+        assert!(listed.contains("Makefile"), "node {}: {listed}", i + 1);
+    }
+    nodes.admin(other, &["balance"]);
+    // Unsigned, with a made-up forwarding token: refused, not run.
+    let url = format!("{}/admin/exceptions", nodes.nodes[other].admin);
+    let r = reqwest::Client::new()
+        .get(&url)
+        .header("saker-admin-forwarded", "0".repeat(64))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+}

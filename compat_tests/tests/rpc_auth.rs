@@ -177,6 +177,13 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
         )
         .await;
     out.push(("raft".into(), refused(&r), false));
+    let call = saker_rpc::AdminCall {
+        method: "GET".into(),
+        path: "/admin/exceptions".into(),
+        body: Vec::new(),
+    };
+    let r = ch.admin(&call).await;
+    out.push(("admin".into(), refused(&r), false));
     for req in chunk_requests() {
         let what = format!("chunk {req:?}").chars().take(40).collect();
         let client_ok = req.client_allowed();

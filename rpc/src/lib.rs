@@ -28,7 +28,9 @@ pub use meta::{
 };
 pub use meta::{version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION};
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
-pub use service::{CoordinatorService, MetaService, RaftService};
+pub use service::{
+    AdminCall, AdminReply, AdminService, CoordinatorService, MetaService, RaftService,
+};
 pub use transport::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
     RpcChannel, RpcServer, ServedGroups,

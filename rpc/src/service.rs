@@ -63,6 +63,29 @@ pub trait CoordinatorService: Send + Sync + 'static {
     ) -> Result<Attr, MetaError>;
 }
 
+/// An admin API request that another node took and authorized (signed with the root key),
+/// handed to the node where what it asks for runs (the active coordinator's): its HTTP method,
+/// path (with the query) and body.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AdminCall {
+    pub method: String,
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+/// The answer to an [`AdminCall`]: the HTTP status and body this node's admin API gave.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AdminReply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// A node's admin API, as other nodes reach it over RPC (node credentials only).
+#[async_trait]
+pub trait AdminService: Send + Sync + 'static {
+    async fn admin(&self, call: AdminCall) -> AdminReply;
+}
+
 /// The raft traffic of a process's MNode replicas: an opaque openraft message for one group
 /// (encoded and decoded by the MNode crate), answered with an opaque reply. `Err` is a
 /// message the replica could not take (undecodable, no such group here), as text.

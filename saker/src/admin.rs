@@ -168,6 +168,8 @@ pub struct AdminState {
     pub nodes: Option<Arc<crate::nodes::Nodes>>,
     /// This process's S3 gateway (lifecycle passes run through it).
     pub gateway: Option<saker_gateway::Gateway>,
+    /// Requests for the coordinator handed between nodes ([`crate::admin_forward`]).
+    pub forward: crate::admin_forward::Shared,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
@@ -223,7 +225,8 @@ async fn list_exceptions(State(st): State<AdminState>, headers: HeaderMap) -> Re
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return no_coordinator();
+        let path = "/admin/exceptions";
+        return crate::admin_forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
     };
     axum::Json(table_info(&ns.exceptions())).into_response()
 }
@@ -239,7 +242,8 @@ async fn set_exception(
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return no_coordinator();
+        return crate::admin_forward::to_coordinator(&st, &Method::PUT, &path, &headers, &body)
+            .await;
     };
     let route = match std::str::from_utf8(&body).map(str::trim).map(parse_route) {
         Ok(Ok(r)) => r,
@@ -260,7 +264,9 @@ async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Byt
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return no_coordinator();
+        let path = "/admin/balance";
+        return crate::admin_forward::to_coordinator(&st, &Method::POST, path, &headers, &body)
+            .await;
     };
     let req: BalanceRequest = match json_body(&body) {
         Ok(r) => r,
@@ -594,6 +600,10 @@ pub(crate) fn authorized(
     headers: &HeaderMap,
     body: &[u8],
 ) -> bool {
+    // Another node checked the signature and handed the request here.
+    if state.forward.forwarded(headers) {
+        return true;
+    }
     let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
     let (Some(ak), Some(date), Some(nonce), Some(sig), Some(host)) = (
         h(HEADER_KEY),

@@ -109,7 +109,7 @@ pub async fn coordinator_backup(State(st): State<AdminState>, headers: HeaderMap
         return crate::admin::deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return crate::admin::no_coordinator();
+        return crate::admin_forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
     };
     match ns.records().await {
         Ok(records) => axum::Json(records).into_response(),

@@ -175,9 +175,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     )];
+    let forward = crate::admin_forward::Shared::default();
     if let Some(addr) = cfg.rpc_bind() {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
-        // the chunkstore (if it runs here) and the cluster map.
+        // the chunkstore (if it runs here), the cluster map and admin requests other nodes
+        // hand here.
         let mut rpc = match &hosting {
             Some(h) => RpcServer::new(h.served(), served_coordinator, map.clone())
                 .with_raft(h.raft_peers())
@@ -187,6 +189,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         if let Some(chunks) = &local_chunks {
             rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
         }
+        rpc = rpc.with_admin(forward.clone());
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -305,6 +308,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
             gateway: Some(gateway.clone()),
+            forward: forward.clone(),
         }));
         // Lifecycle passes run once per cluster, like garbage collection.
         tokio::spawn(crate::server::lifecycle_loop(
@@ -316,6 +320,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if let Some(addr) = cfg.admin_addr {
         let app =
             admin_app.unwrap_or_else(|| admin::health_router(local_chunks.clone(), sets.clone()));
+        forward.serve(app.clone());
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;

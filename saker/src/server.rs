@@ -331,6 +331,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         namespace: Active::fixed(namespace.clone()),
         groups: Arc::new(sets),
         gateway: Some(gateway.clone()),
+        forward: Default::default(),
     });
     tokio::spawn(crate::listen::serve_router(admin_listener, tls, admin_app));
     tokio::spawn(async move {

@@ -106,6 +106,13 @@ impl RpcChannel {
         self.reply(reply)
     }
 
+    /// Hands an admin request this process authorized to the node behind this endpoint
+    /// ([`crate::AdminService`]; a node credential's).
+    pub async fn admin(&self, call: &crate::AdminCall) -> Result<crate::AdminReply, MetaError> {
+        let reply = self.client.clone().admin(frame(call)).await;
+        self.reply(reply)
+    }
+
     /// One call to the chunkstore behind this endpoint; a transport failure is `Unavailable`.
     /// Unary, not on the pipe: chunk data is large, and one stream's flow-control window would
     /// hold every other message on the pipe behind it.

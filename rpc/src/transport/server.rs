@@ -27,7 +27,7 @@ use crate::auth::Kind;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
-use crate::service::{CoordinatorService, MetaService, RaftService};
+use crate::service::{AdminCall, AdminService, CoordinatorService, MetaService, RaftService};
 use crate::{metrics, trace_context};
 
 /// HTTP/2 pings on idle connections, so a dead peer is noticed.
@@ -76,6 +76,7 @@ struct Handler {
     map: ClusterMap,
     chunks: Option<Arc<dyn ChunkService>>,
     raft: Option<Arc<dyn RaftService>>,
+    admin: Option<Arc<dyn AdminService>>,
     /// Set when the server begins to shut down: open pipes end, so that the connections
     /// they keep busy can finish.
     closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -146,6 +147,7 @@ impl RpcServer {
                 map,
                 chunks: None,
                 raft: None,
+                admin: None,
                 closing: Arc::new(tokio::sync::watch::channel(false).0),
             }),
         }
@@ -166,6 +168,15 @@ impl RpcServer {
     pub fn with_node(self, node: Arc<dyn MetaService>) -> Self {
         let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
         handler.meta.node = Some(node);
+        Self {
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Also takes admin requests other nodes authorized and hand on ([`AdminService`]).
+    pub fn with_admin(self, admin: Arc<dyn AdminService>) -> Self {
+        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
+        handler.admin = Some(admin);
         Self {
             handler: Arc::new(handler),
         }
@@ -425,6 +436,20 @@ impl Saker for Handler {
         )
         .await?;
         Ok(frame(encode(&result)))
+    }
+
+    async fn admin(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        node_only(&request, "admin requests")?;
+        let call: AdminCall = decode(&request.into_inner().body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let Some(admin) = self.admin.clone() else {
+            return Err(Status::unimplemented("no admin API at this address"));
+        };
+        // On its own task: a caller that goes away does not cut a change short.
+        let reply = tokio::spawn(async move { admin.admin(call).await })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(frame(encode(&reply)))
     }
 
     async fn cluster_map(&self, _request: Request<Frame>) -> Result<Response<Frame>, Status> {
