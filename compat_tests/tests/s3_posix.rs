@@ -136,6 +136,36 @@ async fn keys_with_a_uid_are_held_to_the_file_modes() {
         .send()
         .await
         .unwrap();
+    // The keys of a multi-object delete, one by one; a copy's source is read.
+    let delete = aws_sdk_s3::types::Delete::builder()
+        .objects(
+            aws_sdk_s3::types::ObjectIdentifier::builder()
+                .key("home/shared")
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let out = bob
+        .delete_objects()
+        .bucket("posixb")
+        .delete(delete)
+        .send()
+        .await
+        .unwrap();
+    let refused: Vec<_> = out.errors().iter().filter_map(|e| e.code()).collect();
+    assert_eq!(refused, ["AccessDenied"]);
+    assert!(home.join("shared").exists(), "a refused key stays");
+    bob.create_bucket().bucket("bobs").send().await.unwrap();
+    let copy = |src: &str| {
+        bob.copy_object()
+            .bucket("bobs")
+            .key("copied")
+            .copy_source(format!("posixb/{src}"))
+            .send()
+    };
+    assert_status(copy("home/secret").await, 403);
+    copy("home/shared").await.unwrap();
     alice
         .delete_object()
         .bucket("posixb")

@@ -213,15 +213,17 @@ pub fn ownership(set: Option<ObjectOwnership>) -> ObjectOwnership {
     set.unwrap_or(ObjectOwnership::ObjectWriter)
 }
 
-/// `acl` as S3's owner and grants.
+/// `acl` as S3's owner and grants: group grants first, then the users' (the order RGW
+/// answers in, which clients such as ceph's s3-tests rely on).
 pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
     let owner = Owner {
         display_name: Some(acl.owner.clone()),
         id: Some(acl.owner.clone()),
     };
-    let grants = acl
-        .grants
-        .iter()
+    let mut ordered: Vec<&saker_policy::Grant> = acl.grants.iter().collect();
+    ordered.sort_by_key(|g| matches!(g.grantee, saker_policy::Grantee::CanonicalUser(_)));
+    let grants = ordered
+        .into_iter()
         .map(|g| {
             let grantee = match &g.grantee {
                 saker_policy::Grantee::CanonicalUser(id) => Grantee {

@@ -700,9 +700,20 @@ impl S3Access for Access {
         let (ak, cx) = parts(req);
         let anonymous = ak.is_none();
         let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
-        let denied = self
+        let mut denied = self
             .denied_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
             .await?;
+        // A key with a uid deletes only what the file modes let it.
+        let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
+        let by_modes =
+            crate::posix::denied_keys(&self.gw, ak, "DeleteObject", &req.input.bucket, keys)
+                .await?;
+        denied.extend(
+            by_modes
+                .into_iter()
+                .filter(|k| !denied.contains(k))
+                .collect::<Vec<_>>(),
+        );
         if denied.is_empty() {
             return Ok(());
         }
@@ -732,7 +743,17 @@ async fn copy_source_check(
                     std::iter::once(key.as_ref()),
                     cx,
                 )
-                .await
+                .await?;
+            let once = std::iter::once(key.as_ref());
+            let denied =
+                crate::posix::denied_keys(&access.gw, ak, "GetObject", bucket, once).await?;
+            match denied.is_empty() {
+                true => Ok(()),
+                false => Err(s3_error!(
+                    AccessDenied,
+                    "Access Denied: the copy source's file modes"
+                )),
+            }
         }
         _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
     }

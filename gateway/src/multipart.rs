@@ -584,10 +584,7 @@ pub async fn list_parts(
         is_truncated: Some(truncated),
         parts: Some(parts),
         owner: Some(crate::list::owner(gw)),
-        initiator: Some(Initiator {
-            display_name: Some("saker".into()),
-            id: Some("saker".into()),
-        }),
+        initiator: Some(initiator(gw)),
         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
         checksum_algorithm: upload_algorithm(&upload.upload_id)
             .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
@@ -656,10 +653,7 @@ pub async fn list_uploads(
             key: Some(u.key),
             upload_id: Some(u.upload_id),
             initiated: Some(timestamp(u.initiated_ns)),
-            initiator: Some(Initiator {
-                display_name: Some("saker".into()),
-                id: Some("saker".into()),
-            }),
+            initiator: Some(initiator(gw)),
             owner: Some(crate::list::owner(gw)),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
         });
@@ -691,4 +685,14 @@ pub async fn list_uploads(
         ),
         ..Default::default()
     }))
+}
+
+/// Who started an upload, as the listings show it: the bucket's owner (the key that started
+/// it is not recorded).
+fn initiator(gw: &Gateway) -> Initiator {
+    let owner = crate::list::owner(gw);
+    Initiator {
+        display_name: owner.display_name,
+        id: owner.id,
+    }
 }

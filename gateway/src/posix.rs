@@ -10,6 +10,8 @@
 //!   write permission on the file too.
 //! - Listing needs read and search permission on the directory the prefix names (the part up
 //!   to its last `/`); names in deeper directories a recursive listing shows are not checked.
+//! - A copy's source is read; each key of a multi-object delete is deleted (a key refused is
+//!   answered AccessDenied in the delete's errors, the others deleted).
 //! - Bucket operations are left to policies.
 //!
 //! The root key, keys with uid 0 and anonymous requests are not checked here.
@@ -128,6 +130,34 @@ pub async fn check(
         )),
         Err(e) => Err(crate::error::meta(e)),
     }
+}
+
+/// The keys of `bucket` among `keys` the holder of `access_key` may not `op` (s3s's name of
+/// a one-object operation) by the file modes: for the hooks that name objects in the body or
+/// headers (the keys of a multi-object delete, a copy's source).
+pub async fn denied_keys<'k>(
+    gw: &Gateway,
+    access_key: Option<&str>,
+    op: &str,
+    bucket: &str,
+    keys: impl Iterator<Item = &'k str>,
+) -> S3Result<Vec<String>> {
+    let mut denied = Vec::new();
+    if cred_of(gw, access_key).is_none() {
+        return Ok(denied);
+    }
+    for key in keys {
+        let path = S3Path::Object {
+            bucket: bucket.into(),
+            key: key.into(),
+        };
+        match check(gw, access_key, op, &path, None).await {
+            Ok(()) => {}
+            Err(e) if *e.code() == s3s::S3ErrorCode::AccessDenied => denied.push(key.to_string()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(denied)
 }
 
 /// Whether `cred` has `mask` on `path` (and search permission on the directories above).

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# What TLS on the cluster RPC costs: `saker bench s3` (PUT/GET) through node 1 of the 3-node
+# cluster of deploy/local-cluster (replication 3), with a plain credential and with one made
+# with `cluster-credential create --tls` (every raft message, Meta call and chunk over TLS),
+# alternating, RUNS rounds each; medians and the TLS/plain ratios.
+#
+# usage: rpc-tls-cost.sh OUT_DIR
+# knobs: RUNS (3), DURATION (8s), SIZES (4KiB,64KiB).
+# needs: a release build of saker (cargo build --release), python3, curl.
+set -euo pipefail
+OUT=${1:?usage: rpc-tls-cost.sh OUT_DIR}
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}
+[ -x "$SAKER" ] || { echo "no saker binary at $SAKER (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
+export SAKER_BIN="$SAKER"
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-8s}
+SIZES=${SIZES:-4KiB,64KiB}
+export SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+run="$repo/deploy/local-cluster/run.sh"
+trap '"$run" stop "$OUT/cluster" >/dev/null 2>&1 || true' EXIT
+
+for r in $(seq 1 "$RUNS"); do
+  for mode in plain tls; do
+    echo "round $r: $mode"
+    rm -rf "$OUT/cluster"
+    tls=0
+    [ "$mode" = tls ] && tls=1
+    SAKER_RPC_TLS=$tls "$run" start "$OUT/cluster" >/dev/null
+    "$SAKER" bench s3 --endpoint 127.0.0.1:9900 --access-key "$SAKER_ACCESS_KEY" \
+      --secret-key "$SAKER_SECRET_KEY" --sizes "$SIZES" --concurrency 16 \
+      --duration "$DURATION" --json "$OUT/$mode-$r.json" >/dev/null
+    "$run" stop "$OUT/cluster" >/dev/null
+  done
+done
+
+python3 - "$OUT" "$RUNS" <<'PY'
+import json, os, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+med = lambda xs: sorted(xs)[len(xs) // 2]
+def lines(mode):
+    got = {}
+    for r in range(1, runs + 1):
+        for res in json.load(open(os.path.join(out, f"{mode}-{r}.json")))["results"]:
+            name = f'{res["phase"]} {res["size"]} c{res["concurrency"]}'
+            got.setdefault(name, []).append(res["ops_per_sec"])
+            if res.get("errors"):
+                got.setdefault(name + " errors", []).append(res["errors"])
+    return got
+plain, tls = lines("plain"), lines("tls")
+summary = {k: {"plain_runs": plain[k], "tls_runs": tls.get(k), "plain": med(plain[k]),
+               "tls": med(tls[k]) if tls.get(k) else None,
+               "ratio": round(med(tls[k]) / med(plain[k]), 3) if tls.get(k) else None}
+           for k in plain if not k.endswith("errors")}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print(json.dumps(summary, indent=1))
+PY
