@@ -27,6 +27,18 @@ pub struct Node {
     pub admin: String,
 }
 
+/// Three nodes' listeners on loopback: free RPC ports, S3 and admin on any port.
+fn loopback() -> Vec<Listen> {
+    free_ports(3)
+        .into_iter()
+        .map(|p| Listen {
+            rpc: format!("127.0.0.1:{p}"),
+            s3: "127.0.0.1:0".into(),
+            admin: "127.0.0.1:0".into(),
+        })
+        .collect()
+}
+
 /// Three nodes, by index 0..3 (node ids 1..=3).
 pub struct Nodes {
     pub dir: tempfile::TempDir,
@@ -60,28 +72,12 @@ struct Listen {
 impl Nodes {
     /// Three nodes on loopback (free ports; the S3 and admin listeners on any port).
     pub fn start(extra_args: &[&str]) -> Nodes {
-        let listen = free_ports(3)
-            .into_iter()
-            .map(|p| Listen {
-                rpc: format!("127.0.0.1:{p}"),
-                s3: "127.0.0.1:0".into(),
-                admin: "127.0.0.1:0".into(),
-            })
-            .collect();
-        Self::start_with(listen, Vec::new(), extra_args, false)
+        Self::start_with(loopback(), Vec::new(), extra_args, false)
     }
 
     /// Three nodes on loopback whose cluster credential has a CA: the RPC runs over TLS.
     pub fn start_over_tls(extra_args: &[&str]) -> Nodes {
-        let listen = free_ports(3)
-            .into_iter()
-            .map(|p| Listen {
-                rpc: format!("127.0.0.1:{p}"),
-                s3: "127.0.0.1:0".into(),
-                admin: "127.0.0.1:0".into(),
-            })
-            .collect();
-        Self::start_with(listen, Vec::new(), extra_args, true)
+        Self::start_with(loopback(), Vec::new(), extra_args, true)
     }
 
     /// Three nodes, node i in network namespace i of `netns` at its address there (fixed
