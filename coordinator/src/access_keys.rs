@@ -361,6 +361,11 @@ impl AccessKeyStore {
         self.keys.read().get(access_key).cloned()
     }
 
+    /// `f` of the key `access_key`, without copying it (for checks on every request).
+    pub fn with<T>(&self, access_key: &str, f: impl FnOnce(&AccessKey) -> T) -> Option<T> {
+        self.keys.read().get(access_key).map(f)
+    }
+
     pub fn root(&self) -> AccessKey {
         self.keys
             .read()

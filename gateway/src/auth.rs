@@ -127,26 +127,26 @@ impl Access {
             });
         };
         // SigV4 already found the key; it may have been deleted since.
-        let key = self
+        let (root, policy) = self
             .gw
             .keys
-            .get(ak)
+            .with(ak, |k| (k.root, k.policy.clone()))
             .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
-        if key.root {
+        if root {
             return Ok(Requester {
                 principal: Principal::root(ak),
                 identity: None,
                 unrestricted: true,
             });
         }
-        let identity = match &key.policy {
+        let identity = match &policy {
             None => full_access(),
             Some(text) => self.identity_policy(ak, text),
         };
         Ok(Requester {
             principal: Principal::key(ak),
             identity: Some(identity),
-            unrestricted: key.policy.is_none(),
+            unrestricted: policy.is_none(),
         })
     }
 

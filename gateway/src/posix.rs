@@ -68,12 +68,15 @@ fn need(op: &str) -> Option<Need> {
 /// The identity a key's requests are checked as: `None` for the root key, a key with uid 0,
 /// and anonymous requests.
 pub fn cred_of(gw: &Gateway, access_key: Option<&str>) -> Option<Cred> {
-    let key = gw.keys.get(access_key?)?;
-    (!key.root && key.uid != 0).then(|| Cred {
-        uid: key.uid,
-        gid: key.gid,
-        groups: Vec::new(),
-    })
+    gw.keys
+        .with(access_key?, |key| {
+            (!key.root && key.uid != 0).then(|| Cred {
+                uid: key.uid,
+                gid: key.gid,
+                groups: Vec::new(),
+            })
+        })
+        .flatten()
 }
 
 /// Checks operation `op` (s3s's name) on `path` for the holder of `access_key`; `query` is

@@ -89,8 +89,7 @@ pub fn declared_from_headers(req_headers: &http::HeaderMap) -> (Option<String>, 
 /// The uid/gid an authenticated request acts as.
 pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u32) {
     creds
-        .and_then(|c| gw.keys.get(&c.access_key))
-        .map(|k| (k.uid, k.gid))
+        .and_then(|c| gw.keys.with(&c.access_key, |k| (k.uid, k.gid)))
         .unwrap_or((0, 0))
 }
 
