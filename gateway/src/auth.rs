@@ -214,26 +214,41 @@ impl Access {
         evaluate(&req, &sources)
     }
 
-    /// Whether no object is stored under `key` of `bucket`, as a GET would find (what
-    /// cannot be looked up counts as present: the request is then refused as any other).
-    async fn missing(&self, bucket: &str, key: &str) -> bool {
-        let found = crate::get::lookup_object(&self.gw, bucket, key, saker_rpc::Want::ATTR).await;
-        matches!(found, Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey)
+    /// The object at `key` of `bucket` as a GET would find it, with the payloads `want`
+    /// asks for (`None`: no object is stored there).
+    async fn object(
+        &self,
+        bucket: &str,
+        key: &str,
+        want: saker_rpc::Want,
+    ) -> S3Result<Option<saker_rpc::ObjectView>> {
+        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
+            Ok(view) => Ok(Some(view)),
+            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
-    /// The ACL kept with the object at `key` of `bucket` (`None`: a missing object, or the
-    /// private ACL).
+    /// Whether no object is stored under `key` of `bucket` (what cannot be looked up counts
+    /// as present: the request is then refused as any other).
+    async fn missing(&self, bucket: &str, key: &str) -> bool {
+        matches!(
+            self.object(bucket, key, saker_rpc::Want::ATTR).await,
+            Ok(None)
+        )
+    }
+
+    /// The ACL kept with the object at `key` of `bucket` (`None`: a missing object or
+    /// bucket, or the private ACL).
     async fn object_acl(&self, bucket: &str, key: &str) -> S3Result<Option<saker_policy::Acl>> {
         let want = saker_rpc::Want {
             acl: true,
             ..saker_rpc::Want::ATTR
         };
-        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
+        match self.object(bucket, key, want).await {
             Ok(view) => Ok(view
-                .acl
-                .as_deref()
-                .map(|a| crate::acl::of_object(&self.gw, Some(a)))),
-            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(None),
+                .and_then(|v| v.acl)
+                .map(|a| crate::acl::of_object(&self.gw, Some(&a)))),
             Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchBucket => Ok(None),
             Err(e) => Err(e),
         }
@@ -245,11 +260,8 @@ impl Access {
             tags: true,
             ..saker_rpc::Want::ATTR
         };
-        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
-            Ok(view) => Ok(view.tags.unwrap_or_default()),
-            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(Vec::new()),
-            Err(e) => Err(e),
-        }
+        let view = self.object(bucket, key, want).await?;
+        Ok(view.and_then(|v| v.tags).unwrap_or_default())
     }
 
     /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous
@@ -703,17 +715,14 @@ impl S3Access for Access {
         let mut denied = self
             .denied_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
             .await?;
-        // A key with a uid deletes only what the file modes let it.
+        // A key with a uid deletes only what the file modes let it (the keys the policies
+        // left it).
         let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
+        let left = keys.filter(|k| !denied.iter().any(|d| d == k));
         let by_modes =
-            crate::posix::denied_keys(&self.gw, ak, "DeleteObject", &req.input.bucket, keys)
+            crate::posix::denied_keys(&self.gw, ak, "DeleteObject", &req.input.bucket, left)
                 .await?;
-        denied.extend(
-            by_modes
-                .into_iter()
-                .filter(|k| !denied.contains(k))
-                .collect::<Vec<_>>(),
-        );
+        denied.extend(by_modes);
         if denied.is_empty() {
             return Ok(());
         }
@@ -744,16 +753,11 @@ async fn copy_source_check(
                     cx,
                 )
                 .await?;
-            let once = std::iter::once(key.as_ref());
-            let denied =
-                crate::posix::denied_keys(&access.gw, ak, "GetObject", bucket, once).await?;
-            match denied.is_empty() {
-                true => Ok(()),
-                false => Err(s3_error!(
-                    AccessDenied,
-                    "Access Denied: the copy source's file modes"
-                )),
-            }
+            let source = S3Path::Object {
+                bucket: bucket.clone(),
+                key: key.clone(),
+            };
+            crate::posix::check(&access.gw, ak, "GetObject", &source, None).await
         }
         _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
     }

@@ -694,13 +694,8 @@ impl MetaRequest {
             ..
         } = self
         {
-            let only_to_zero = *size == Some(0)
-                && mode.is_none()
-                && uid.is_none()
-                && gid.is_none()
-                && atime.is_none()
-                && mtime.is_none();
-            if !only_to_zero {
+            if (mode, uid, gid, size, atime, mtime) != (&None, &None, &None, &Some(0), &None, &None)
+            {
                 return Err(crate::MetaError::Invalid(
                     "a change through a handle may only truncate to 0".into(),
                 ));
