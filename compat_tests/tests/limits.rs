@@ -2,7 +2,8 @@
 //! at a time, and an idle keep-alive connection, are cut after `--header-timeout`; past
 //! `--max-connections` a connection waits until another closes; one key's flood past
 //! `--key-max-inflight` gets 503 SlowDown while another key is served, and so does a key past
-//! `--key-max-rate`.
+//! `--key-max-rate`. An early error answered to a client that waits for `100 Continue` closes
+//! the connection instead of reading a body that is not coming.
 
 mod common;
 
@@ -250,4 +251,24 @@ async fn a_key_past_its_rate_gets_slow_down() {
     // The root key has its own budget; what passed is stored.
     let listed = list_all(&root, "rated", None).await;
     assert_eq!(listed.len(), ok as usize);
+}
+
+#[test]
+fn an_early_answer_to_an_expect_continue_request_closes_the_connection() {
+    let srv = Server::default_start();
+    let mut conn = TcpStream::connect(s3_addr(&srv)).unwrap();
+    // The client holds its body back until told to continue; the answer comes first.
+    let request = "PUT /no-such-bucket/k HTTP/1.1\r\nHost: s3\r\nContent-Length: 3\r\n\
+                   Expect: 100-continue\r\n\r\n";
+    conn.write_all(request.as_bytes()).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    conn.read_to_end(&mut got)
+        .expect("the server answers and closes the connection");
+    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 404"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+    // Not told to continue after its answer (the next request would be read as the body).
+    assert!(!text.contains("100 continue"), "{text}");
 }

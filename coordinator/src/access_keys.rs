@@ -53,6 +53,11 @@ pub struct AccessKey {
     /// everything in the namespace (keys made before policies existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The key is an account of its own: it owns the buckets it creates, and reaches other
+    /// accounts' buckets only where their policies or ACLs grant it. Other keys belong to the
+    /// root key's account.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub account: bool,
 }
 
 impl fmt::Debug for AccessKey {
@@ -64,6 +69,7 @@ impl fmt::Debug for AccessKey {
             .field("gid", &self.gid)
             .field("root", &self.root)
             .field("policy", &self.policy.is_some())
+            .field("account", &self.account)
             .finish()
     }
 }
@@ -300,6 +306,7 @@ impl AccessKeyStore {
                         gid: 0,
                         root: true,
                         policy: None,
+                        account: false,
                     },
                 );
             }
@@ -314,6 +321,7 @@ impl AccessKeyStore {
                         gid: 0,
                         root: true,
                         policy: None,
+                        account: false,
                     },
                 );
             }
@@ -364,6 +372,27 @@ impl AccessKeyStore {
     /// `f` of the key `access_key`, without copying it (for checks on every request).
     pub fn with<T>(&self, access_key: &str, f: impl FnOnce(&AccessKey) -> T) -> Option<T> {
         self.keys.read().get(access_key).map(f)
+    }
+
+    /// The account `access_key` belongs to (its owner id in ACLs and listings): the key
+    /// itself for an account key, the root key for every other key (`None`: no such key).
+    pub fn account_of(&self, access_key: &str) -> Option<String> {
+        let keys = self.keys.read();
+        let key = keys.get(access_key)?;
+        if key.account {
+            return Some(key.access_key.clone());
+        }
+        keys.values().find(|k| k.root).map(|k| k.access_key.clone())
+    }
+
+    /// The root key's access key: the id of the account every non-account key belongs to.
+    pub fn root_account(&self) -> String {
+        self.keys
+            .read()
+            .values()
+            .find(|k| k.root)
+            .map(|k| k.access_key.clone())
+            .expect("the store always has a root key")
     }
 
     pub fn root(&self) -> AccessKey {
@@ -493,6 +522,7 @@ mod tests {
             gid: 1000,
             root: false,
             policy: None,
+            account: false,
         };
         s.create(k.clone()).await.unwrap();
         assert!(matches!(
@@ -548,6 +578,7 @@ mod tests {
             gid: 7,
             root: false,
             policy: None,
+            account: false,
         };
         a.create(k.clone()).await.unwrap();
         assert_eq!(b.get("user2"), None, "b has not refreshed yet");

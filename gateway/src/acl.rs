@@ -6,8 +6,9 @@
 //! Bucket ACLs are stored with the bucket's settings and grant what S3's ACLs grant (bucket
 //! READ lists, WRITE writes and deletes objects, READ_ACP/WRITE_ACP the ACL itself), unless
 //! the bucket's Object Ownership is `BucketOwnerEnforced`. An unset Object Ownership leaves
-//! ACLs enabled, as RGW and S3 before 2023 do. Object ACLs other than `private` are not kept
-//! yet ([`check_object_acl`]).
+//! ACLs enabled, as RGW and S3 before 2023 do. Object ACLs are kept with the object by the
+//! MNode, except the private ACL of the bucket's owner ([`stored`]); an object's owner is its
+//! ACL's ([`crate::owner`]).
 
 use s3s::dto::{AccessControlPolicy, Grant, Grantee, Owner, Permission as DtoPermission, Type};
 use s3s::{S3Error, S3ErrorCode, S3Result};
@@ -32,12 +33,12 @@ macro_rules! acl_request {
 }
 pub(crate) use acl_request;
 
-/// Checks the ACL headers of an upload input (PutObject, CopyObject, CreateMultipartUpload:
-/// a canned `acl` and four `grant_*` fields) with [`check_object_acl`]; answers the ACL asked
-/// for.
-macro_rules! check_upload_acl {
-    ($gw:expr, $i:expr) => {
-        $crate::acl::check_object_acl(
+/// The ACL an upload input (PutObject, CopyObject, CreateMultipartUpload: a canned `acl`
+/// and four `grant_*` fields) by access key `$writer` gives its object, checked and as the
+/// MNode keeps it ([`for_upload`]).
+macro_rules! upload_acl {
+    ($gw:expr, $i:expr, $writer:expr) => {
+        $crate::acl::for_upload(
             $gw,
             &$i.bucket,
             &$crate::acl::AclRequest::object_headers(
@@ -47,10 +48,11 @@ macro_rules! check_upload_acl {
                 $i.grant_read_acp.as_ref(),
                 $i.grant_write_acp.as_ref(),
             ),
+            $writer,
         )
     };
 }
-pub(crate) use check_upload_acl;
+pub(crate) use upload_acl;
 
 /// The ACL parts of a PutBucketAcl, PutObjectAcl, CreateBucket or PutObject request.
 pub struct AclRequest<'a> {
@@ -127,9 +129,15 @@ fn grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<saker_policy::Gran
     }
 }
 
-/// The ACL a request asks for, owned by `owner` (`None` when it names none). Grantees that
-/// do not exist are refused, as S3 refuses them; so is a canned ACL with explicit grants.
-pub fn requested(gw: &Gateway, req: &AclRequest<'_>, owner: &str) -> S3Result<Option<Acl>> {
+/// The ACL a request asks for, owned by `owner`, of a resource in a bucket of
+/// `bucket_owner` (`None` when it names none). Grantees that do not exist are refused, as S3
+/// refuses them; so is a canned ACL with explicit grants.
+pub fn requested(
+    gw: &Gateway,
+    req: &AclRequest<'_>,
+    owner: &str,
+    bucket_owner: &str,
+) -> S3Result<Option<Acl>> {
     let mut grants = Vec::new();
     for (permission, header) in req.headers() {
         let Some(h) = header else { continue };
@@ -174,7 +182,7 @@ pub fn requested(gw: &Gateway, req: &AclRequest<'_>, owner: &str) -> S3Result<Op
             let canned: CannedAcl = name
                 .parse()
                 .map_err(|_| invalid(format!("{name:?} is not a canned ACL")))?;
-            Ok(Some(Acl::from_canned(canned, owner, owner)))
+            Ok(Some(Acl::from_canned(canned, owner, bucket_owner)))
         }
         None if req.is_given() => Ok(Some(Acl {
             owner: owner.to_string(),
@@ -184,19 +192,28 @@ pub fn requested(gw: &Gateway, req: &AclRequest<'_>, owner: &str) -> S3Result<Op
     }
 }
 
-/// Whether a bucket may take `acl`: `BucketOwnerEnforced` takes only the private ACL
-/// (AccessControlListNotSupported), `block_public_acls` no public one (AccessDenied).
+/// Whether a resource of a bucket of `bucket_owner` may take `acl`, asked for as `req`:
+/// `BucketOwnerEnforced` takes only `bucket-owner-full-control` or grants to the owners
+/// (AccessControlListNotSupported), `block_public_acls` no public ACL (AccessDenied).
 pub fn check_settable(
+    req: &AclRequest<'_>,
     acl: &Acl,
     ownership: ObjectOwnership,
     block: Option<&PublicAccessBlock>,
+    bucket_owner: &str,
 ) -> S3Result<()> {
-    ownership.check_acl(acl, &acl.owner).map_err(|_| {
+    let disabled = || {
         S3Error::with_message(
             S3ErrorCode::AccessControlListNotSupported,
             "The bucket does not allow ACLs",
         )
-    })?;
+    };
+    if let Some(name) = req.canned {
+        ownership.check_canned_acl(name).map_err(|_| disabled())?;
+    }
+    ownership
+        .check_acl(acl, bucket_owner)
+        .map_err(|_| disabled())?;
     if let Some(b) = block {
         b.check_acl(acl).map_err(|_| {
             S3Error::with_message(
@@ -216,10 +233,7 @@ pub fn ownership(set: Option<ObjectOwnership>) -> ObjectOwnership {
 /// `acl` as S3's owner and grants: group grants first, then the users' (the order RGW
 /// answers in, which clients such as ceph's s3-tests rely on).
 pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
-    let owner = Owner {
-        display_name: Some(acl.owner.clone()),
-        id: Some(acl.owner.clone()),
-    };
+    let owner = crate::owner::dto(&acl.owner);
     let mut ordered: Vec<&saker_policy::Grant> = acl.grants.iter().collect();
     ordered.sort_by_key(|g| matches!(g.grantee, saker_policy::Grantee::CanonicalUser(_)));
     let grants = ordered
@@ -250,34 +264,48 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
     (owner, grants)
 }
 
-/// An object ACL a request asks for in `bucket` (`None`: it names none): grantees must
-/// exist, and the bucket's Object Ownership and Public Access Block apply as to a bucket ACL.
-pub async fn check_object_acl(
+/// The ACL an upload by access key `writer` (`None`: anonymous) asking for `req` gives its
+/// object in `bucket`, as the MNode keeps it ([`stored`]): owned by the writer or the
+/// bucket's owner ([`crate::owner::of_new_object`]); grantees must exist, and the bucket's
+/// Object Ownership and Public Access Block apply as to a bucket ACL.
+pub async fn for_upload(
     gw: &Gateway,
     bucket: &str,
     req: &AclRequest<'_>,
-) -> S3Result<Option<Acl>> {
-    if !req.is_given() {
-        return Ok(None);
-    }
-    let owner = crate::bucket::bucket_owner(gw);
-    let Some(acl) = requested(gw, req, &owner)? else {
-        return Ok(None);
-    };
+    writer: Option<&str>,
+) -> S3Result<Option<String>> {
     let s = crate::bucket_access::settings(gw, bucket).await?;
-    check_settable(&acl, ownership(s.ownership), s.public_access_block.as_ref())?;
-    Ok(Some(acl))
+    let bucket_owner = crate::owner::of_bucket(gw, &s);
+    let ownership = ownership(s.ownership);
+    let writer = crate::owner::account(gw, writer);
+    let owner =
+        crate::owner::of_new_object(ownership, &bucket_owner, writer.as_deref(), req.canned);
+    let acl = match requested(gw, req, &owner, &bucket_owner)? {
+        Some(acl) => {
+            check_settable(
+                req,
+                &acl,
+                ownership,
+                s.public_access_block.as_ref(),
+                &bucket_owner,
+            )?;
+            acl
+        }
+        None => Acl::private(&owner),
+    };
+    Ok(stored(&acl, &bucket_owner))
 }
 
-/// An object ACL as the MNode keeps it (`None` for the private one, the default).
-pub fn stored(acl: Option<&Acl>) -> Option<String> {
-    acl.filter(|a| !a.is_private())
-        .map(|a| serde_json::to_string(a).expect("an ACL encodes"))
+/// An object ACL as the MNode keeps it: `None` for the private ACL of the bucket's owner
+/// (the default), else the ACL's encoding.
+pub fn stored(acl: &Acl, bucket_owner: &str) -> Option<String> {
+    (!(acl.is_private() && acl.owner == bucket_owner))
+        .then(|| serde_json::to_string(acl).expect("an ACL encodes"))
 }
 
-/// The ACL of an object from what the MNode keeps (`None`: the private one).
-pub fn of_object(gw: &Gateway, stored: Option<&str>) -> Acl {
+/// The ACL of an object in a bucket of `bucket_owner`, from what the MNode keeps.
+pub fn of_object(stored: Option<&str>, bucket_owner: &str) -> Acl {
     stored
         .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_else(|| Acl::private(&crate::bucket::bucket_owner(gw)))
+        .unwrap_or_else(|| Acl::private(bucket_owner))
 }

@@ -25,11 +25,15 @@ pub async fn create_bucket(
         .as_ref()
         .map(|o| crate::bucket_access::parse_ownership(o.as_str()))
         .transpose()?;
+    let creator =
+        crate::owner::account(gw, req.credentials.as_ref().map(|c| c.access_key.as_str()))
+            .ok_or_else(|| s3s::s3_error!(AccessDenied, "a bucket is created by an access key"))?;
     let asked = crate::acl::acl_request!(i, None);
-    let acl = crate::acl::requested(gw, &asked, &bucket_owner(gw))?;
+    let acl = crate::acl::requested(gw, &asked, &creator, &creator)?;
     if let Some(acl) = &acl {
         // Refused before the bucket is made, as S3 does.
-        crate::acl::check_settable(acl, crate::acl::ownership(ownership), None)?;
+        let ownership = crate::acl::ownership(ownership);
+        crate::acl::check_settable(&asked, acl, ownership, None, &creator)?;
     }
     let path = vec![name.clone()];
     match gw
@@ -48,6 +52,15 @@ pub async fn create_bucket(
             // A deleted bucket's settings are cleared with it; should that have failed, a
             // bucket of the same name must not inherit them.
             gw.settings.clear(&name).await.map_err(settings_error)?;
+            if creator != gw.keys.root_account() {
+                // Between the create and this record the bucket looks like the root
+                // account's: its creator is refused as another account for that moment.
+                let value = Some(creator.clone().into_bytes());
+                gw.settings
+                    .put(&name, crate::settings::Setting::Owner, value)
+                    .await
+                    .map_err(settings_error)?;
+            }
             if let Some(o) = ownership {
                 let value = Some(o.to_string().into_bytes());
                 gw.settings
@@ -57,7 +70,7 @@ pub async fn create_bucket(
             }
             if let Some(acl) = &acl {
                 let s = gw.settings.get(&name).await.map_err(settings_error)?;
-                set_bucket_acl(gw, &name, acl, &s).await?;
+                set_bucket_acl(gw, &name, &asked, acl, &s).await?;
             }
             if object_lock {
                 crate::lock::enable_at_create(gw, &name).await?;
@@ -66,10 +79,23 @@ pub async fn create_bucket(
                 location: Some(format!("/{name}")),
             }))
         }
-        // A single-tenant namespace: the bucket is the caller's; us-east-1 answers 200 then.
-        Err(MetaError::Exists) => Ok(S3Response::new(CreateBucketOutput {
-            location: Some(format!("/{name}")),
-        })),
+        // Its owner creating it again with the ACL it has gets 200, as us-east-1 answers;
+        // anything else is another's bucket or a change the create cannot make.
+        Err(MetaError::Exists) => {
+            let s = gw.settings.get(&name).await.map_err(settings_error)?;
+            let owner = crate::owner::of_bucket(gw, &s);
+            let has = s
+                .acl
+                .clone()
+                .unwrap_or_else(|| saker_policy::Acl::private(&owner));
+            let wants = acl.unwrap_or_else(|| saker_policy::Acl::private(&creator));
+            if owner != creator || has != wants {
+                return Err(S3Error::new(S3ErrorCode::BucketAlreadyExists));
+            }
+            Ok(S3Response::new(CreateBucketOutput {
+                location: Some(format!("/{name}")),
+            }))
+        }
         Err(e) => Err(error::meta(e)),
     }
 }
@@ -139,6 +165,25 @@ pub async fn list_buckets(
     req: S3Request<ListBucketsInput>,
 ) -> S3Result<S3Response<ListBucketsOutput>> {
     let prefix = req.input.prefix.clone().unwrap_or_default();
+    let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
+    let account = crate::owner::account(gw, ak).ok_or_else(|| s3s::s3_error!(AccessDenied))?;
+    // The root key lists every bucket; another key, its account's.
+    let every = ak.is_some_and(|ak| gw.keys.with(ak, |k| k.root) == Some(true));
+    let settings = if every {
+        Vec::new()
+    } else {
+        gw.settings.all().await.map_err(settings_error)?
+    };
+    let root = gw.keys.root_account();
+    let owned = |name: &str| {
+        every || {
+            let owner = settings
+                .iter()
+                .find(|(b, _)| b == name)
+                .and_then(|(_, s)| s.owner.as_deref());
+            owner.unwrap_or(root.as_str()) == account.as_str()
+        }
+    };
     let mut buckets = Vec::new();
     let groups: Vec<_> = gw.cluster.groups().map(|(g, _)| *g).collect();
     for g in groups {
@@ -157,7 +202,7 @@ pub async fn list_buckets(
             for e in entries {
                 after = e.name.clone().into_bytes();
                 after.push(b'/');
-                if e.attr.kind == FileKind::Dir && e.name.starts_with(&prefix) {
+                if e.attr.kind == FileKind::Dir && e.name.starts_with(&prefix) && owned(&e.name) {
                     buckets.push(Bucket {
                         name: Some(e.name),
                         creation_date: Some(timestamp(e.attr.ctime_ns.min(e.attr.s3_mtime_ns))),
@@ -184,15 +229,10 @@ pub async fn list_buckets(
     }
     Ok(S3Response::new(ListBucketsOutput {
         buckets: Some(buckets),
-        owner: Some(crate::list::owner(gw)),
+        owner: Some(crate::owner::dto(&account)),
         prefix: req.input.prefix,
         continuation_token,
     }))
-}
-
-/// The bucket's owner: the root key (saker's namespace is single-tenant).
-pub fn bucket_owner(gw: &Gateway) -> String {
-    gw.keys.root().access_key
 }
 
 pub async fn get_bucket_acl(
@@ -202,7 +242,7 @@ pub async fn get_bucket_acl(
     let s = crate::bucket_access::settings(gw, &req.input.bucket).await?;
     let acl = match &s.acl {
         Some(acl) => acl.clone(),
-        None => saker_policy::Acl::private(&bucket_owner(gw)),
+        None => saker_policy::Acl::private(&crate::owner::of_bucket(gw, &s)),
     };
     let (owner, grants) = crate::acl::to_dto(&acl);
     Ok(S3Response::new(GetBucketAclOutput {
@@ -218,13 +258,14 @@ pub async fn put_bucket_acl(
     let i = &req.input;
     let s = crate::bucket_access::settings(gw, &i.bucket).await?;
     let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    let Some(acl) = crate::acl::requested(gw, &asked, &bucket_owner(gw))? else {
+    let owner = crate::owner::of_bucket(gw, &s);
+    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &owner)? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "an ACL, grant headers or an AccessControlPolicy body is needed",
         ));
     };
-    set_bucket_acl(gw, &i.bucket, &acl, &s).await?;
+    set_bucket_acl(gw, &i.bucket, &asked, &acl, &s).await?;
     Ok(S3Response::new(PutBucketAclOutput {}))
 }
 
@@ -233,11 +274,13 @@ pub async fn put_bucket_acl(
 async fn set_bucket_acl(
     gw: &Gateway,
     bucket: &str,
+    asked: &crate::acl::AclRequest<'_>,
     acl: &saker_policy::Acl,
     s: &crate::settings::Bucket,
 ) -> S3Result<()> {
     let ownership = crate::acl::ownership(s.ownership);
-    crate::acl::check_settable(acl, ownership, s.public_access_block.as_ref())?;
+    let block = s.public_access_block.as_ref();
+    crate::acl::check_settable(asked, acl, ownership, block, &acl.owner)?;
     let value = (!acl.is_private()).then(|| serde_json::to_vec(acl).expect("ACLs serialize"));
     gw.settings
         .put(bucket, crate::settings::Setting::Acl, value)

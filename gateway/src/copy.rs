@@ -119,7 +119,8 @@ pub async fn copy_object(
     let dst_cond = crate::get::header_write_cond(&req.headers)?;
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
-    let acl = crate::acl::check_upload_acl!(gw, input).await?;
+    let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
+    let acl = crate::acl::upload_acl!(gw, input, writer).await?;
     crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
@@ -211,7 +212,7 @@ pub async fn copy_object(
         uid,
         gid,
         lock: lock.filter(|_| !dst.dir_marker),
-        acl: crate::acl::stored(acl.as_ref()),
+        acl,
     };
     let versioning = crate::versions::of_key(&settings, &dst);
     let attr = match gw

@@ -24,6 +24,7 @@ mod list;
 mod lock;
 pub mod metrics;
 mod multipart;
+mod owner;
 mod posix;
 mod put;
 mod route;

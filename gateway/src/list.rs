@@ -9,15 +9,6 @@ use crate::error;
 use crate::keys::timestamp;
 use crate::Gateway;
 
-/// The owner shown for buckets and objects: a single-tenant namespace is owned by the root key.
-pub fn owner(gw: &Gateway) -> Owner {
-    let id = gw.keys.root().access_key;
-    Owner {
-        display_name: Some(id.clone()),
-        id: Some(id),
-    }
-}
-
 pub(crate) fn url_encoding(e: Option<&EncodingType>) -> S3Result<bool> {
     match e {
         None => Ok(false),
@@ -129,13 +120,16 @@ pub(crate) fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
     d.filter(|d| !d.is_empty()).map(|d| enc(&d, url))
 }
 
-fn objects(
-    gw: &Gateway,
-    contents: Vec<(String, Attr)>,
-    url: bool,
-    with_owner: bool,
-) -> Vec<Object> {
-    let owner = owner(gw);
+/// The owner listings show for the objects of `bucket`.
+async fn owner_of(gw: &Gateway, bucket: &str) -> S3Result<Owner> {
+    Ok(crate::owner::dto(
+        &crate::owner::of_bucket_named(gw, bucket).await?,
+    ))
+}
+
+/// The objects of a listing page; with their owner, `owner` (listings show the bucket's
+/// owner: an object's own is in its ACL).
+fn objects(contents: Vec<(String, Attr)>, url: bool, owner: Option<Owner>) -> Vec<Object> {
     contents
         .into_iter()
         .map(|(key, a)| Object {
@@ -146,7 +140,7 @@ fn objects(
             storage_class: Some(ObjectStorageClass::from_static(
                 ObjectStorageClass::STANDARD,
             )),
-            owner: with_owner.then(|| owner.clone()),
+            owner: owner.clone(),
             ..Default::default()
         })
         .collect()
@@ -185,6 +179,10 @@ pub async fn list_objects_v2(
         &after,
     )
     .await?;
+    let owner = match input.fetch_owner {
+        Some(true) => Some(owner_of(gw, &input.bucket).await?),
+        _ => None,
+    };
     let key_count = (p.contents.len() + p.prefixes.len()) as i32;
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(input.bucket),
@@ -194,12 +192,7 @@ pub async fn list_objects_v2(
         continuation_token: input.continuation_token,
         is_truncated: Some(p.truncated),
         next_continuation_token: if p.truncated { p.last } else { None },
-        contents: Some(objects(
-            gw,
-            p.contents,
-            url,
-            input.fetch_owner.unwrap_or(false),
-        )),
+        contents: Some(objects(p.contents, url, owner)),
         common_prefixes: Some(prefixes(p.prefixes, url)),
         delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,
@@ -229,6 +222,7 @@ pub async fn list_objects(
         &after,
     )
     .await?;
+    let owner = owner_of(gw, &input.bucket).await?;
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
         prefix: Some(prefix.clone()),
@@ -240,7 +234,7 @@ pub async fn list_objects(
         } else {
             None
         },
-        contents: Some(objects(gw, p.contents, url, true)),
+        contents: Some(objects(p.contents, url, Some(owner))),
         common_prefixes: Some(prefixes(p.prefixes, url)),
         delimiter: echo_delimiter(input.delimiter.clone(), url),
         encoding_type: input.encoding_type,

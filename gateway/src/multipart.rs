@@ -125,7 +125,8 @@ pub async fn create(
         ));
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
-    crate::acl::check_upload_acl!(gw, input).await?;
+    let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
+    let acl = crate::acl::upload_acl!(gw, input, writer).await?;
     crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
@@ -158,6 +159,7 @@ pub async fn create(
         uid,
         gid,
         lock,
+        acl,
     };
     gw.cluster.call(&kp.path, req).await.map_err(error::meta)?;
     Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -554,6 +556,10 @@ pub async fn list_parts(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
+    let (owner, initiator) = initiator(
+        &upload,
+        &crate::owner::of_bucket_named(gw, &input.bucket).await?,
+    );
     let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
     let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
     let after: Vec<_> = upload.parts.iter().filter(|(n, _)| *n > marker).collect();
@@ -583,8 +589,8 @@ pub async fn list_parts(
         next_part_number_marker: next,
         is_truncated: Some(truncated),
         parts: Some(parts),
-        owner: Some(crate::list::owner(gw)),
-        initiator: Some(initiator(gw)),
+        owner: Some(owner),
+        initiator: Some(initiator),
         storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
         checksum_algorithm: upload_algorithm(&upload.upload_id)
             .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
@@ -599,6 +605,7 @@ pub async fn list_uploads(
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let input = req.input;
     crate::bucket::bucket_exists(gw, &input.bucket).await?;
+    let of_bucket = crate::owner::of_bucket_named(gw, &input.bucket).await?;
     let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
     let prefix = input.prefix.clone().unwrap_or_default();
     let key_marker = input.key_marker.clone().unwrap_or_default();
@@ -646,6 +653,7 @@ pub async fn list_uploads(
             break;
         }
         last = Some((u.key.clone(), u.upload_id.clone()));
+        let (owner, initiator) = initiator(&u, &of_bucket);
         uploads.push(MultipartUpload {
             checksum_algorithm: upload_algorithm(&u.upload_id)
                 .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
@@ -653,8 +661,8 @@ pub async fn list_uploads(
             key: Some(u.key),
             upload_id: Some(u.upload_id),
             initiated: Some(timestamp(u.initiated_ns)),
-            initiator: Some(initiator(gw)),
-            owner: Some(crate::list::owner(gw)),
+            initiator: Some(initiator),
+            owner: Some(owner),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
         });
     }
@@ -687,12 +695,13 @@ pub async fn list_uploads(
     }))
 }
 
-/// Who started an upload, as the listings show it: the bucket's owner (the key that started
-/// it is not recorded).
-fn initiator(gw: &Gateway) -> Initiator {
-    let owner = crate::list::owner(gw);
-    Initiator {
-        display_name: owner.display_name,
-        id: owner.id,
-    }
+/// Who started upload `u` in a bucket of `bucket_owner`, as the listings show it (as owner
+/// and as initiator): the owner of the ACL its object gets.
+fn initiator(u: &UploadInfo, bucket_owner: &str) -> (Owner, Initiator) {
+    let id = crate::acl::of_object(u.acl.as_deref(), bucket_owner).owner;
+    let initiator = Initiator {
+        display_name: Some(id.clone()),
+        id: Some(id.clone()),
+    };
+    (crate::owner::dto(&id), initiator)
 }

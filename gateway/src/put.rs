@@ -102,7 +102,8 @@ pub async fn put_object(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
-    let acl = crate::acl::check_upload_acl!(gw, input).await?;
+    let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
+    let acl = crate::acl::upload_acl!(gw, input, writer).await?;
     crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let lock = crate::lock::for_write(
@@ -152,7 +153,7 @@ pub async fn put_object(
         gid,
         // Directory markers keep no versions, and so no locks.
         lock: lock.filter(|_| !kp.dir_marker),
-        acl: crate::acl::stored(acl.as_ref()),
+        acl,
     };
     let attr = match gw
         .cluster

@@ -1,4 +1,4 @@
-//! Per-bucket settings: the bucket policy, the bucket ACL, Object Ownership, the Public Access
+//! Per-bucket settings: the bucket's owner (an account; unset: the root key's), the bucket policy, the bucket ACL, Object Ownership, the Public Access
 //! Block, the bucket's tags, its CORS rules, whether it keeps object versions, its Object
 //! Lock configuration and its lifecycle rules.
 //!
@@ -27,6 +27,7 @@ const PREFIX: &str = "buckets/";
 /// One setting of a bucket: its record name under `buckets/<bucket>/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Setting {
+    Owner,
     Policy,
     Acl,
     Ownership,
@@ -39,7 +40,8 @@ pub enum Setting {
 }
 
 impl Setting {
-    const ALL: [Setting; 9] = [
+    const ALL: [Setting; 10] = [
+        Setting::Owner,
         Setting::Policy,
         Setting::Acl,
         Setting::Ownership,
@@ -53,6 +55,7 @@ impl Setting {
 
     fn name(self) -> &'static str {
         match self {
+            Setting::Owner => "owner",
             Setting::Policy => "policy",
             Setting::Acl => "acl",
             Setting::Ownership => "ownership",
@@ -74,6 +77,8 @@ impl Setting {
 /// `BucketOwnerEnforced`, no public access block).
 #[derive(Clone, Debug, Default)]
 pub struct Bucket {
+    /// The account that created the bucket, when it is not the root key's.
+    pub owner: Option<String>,
     /// The policy as it was put, and parsed.
     pub policy: Option<(String, Policy)>,
     pub acl: Option<Acl>,
@@ -95,6 +100,7 @@ impl Bucket {
     fn set(&mut self, setting: Setting, value: &[u8]) -> Result<(), String> {
         let text = std::str::from_utf8(value).map_err(|e| e.to_string())?;
         match setting {
+            Setting::Owner => self.owner = Some(text.to_string()),
             Setting::Policy => {
                 let p = Policy::parse_bucket(text).map_err(|e| e.to_string())?;
                 self.policy = Some((text.to_string(), p));
@@ -132,6 +138,7 @@ impl Bucket {
 
     fn unset(&mut self, setting: Setting) {
         match setting {
+            Setting::Owner => self.owner = None,
             Setting::Policy => self.policy = None,
             Setting::Acl => self.acl = None,
             Setting::Ownership => self.ownership = None,
@@ -145,7 +152,8 @@ impl Bucket {
     }
 
     fn is_empty(&self) -> bool {
-        self.policy.is_none()
+        self.owner.is_none()
+            && self.policy.is_none()
             && self.acl.is_none()
             && self.ownership.is_none()
             && self.public_access_block.is_none()

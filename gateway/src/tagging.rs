@@ -181,7 +181,8 @@ pub async fn get_object_acl(
         ..Want::ATTR
     };
     let view = lookup_object(gw, &req.input.bucket, &req.input.key, want).await?;
-    let acl = crate::acl::of_object(gw, view.acl.as_deref());
+    let bucket_owner = crate::owner::of_bucket_named(gw, &req.input.bucket).await?;
+    let acl = crate::acl::of_object(view.acl.as_deref(), &bucket_owner);
     let (owner, grants) = crate::acl::to_dto(&acl);
     Ok(S3Response::new(GetObjectAclOutput {
         grants: Some(grants),
@@ -195,19 +196,30 @@ pub async fn put_object_acl(
     req: S3Request<PutObjectAclInput>,
 ) -> S3Result<S3Response<PutObjectAclOutput>> {
     let i = &req.input;
-    lookup_object(gw, &i.bucket, &i.key, Want::ATTR).await?;
+    let want = Want {
+        acl: true,
+        ..Want::ATTR
+    };
+    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
+    let s = crate::bucket_access::settings(gw, &i.bucket).await?;
+    let bucket_owner = crate::owner::of_bucket(gw, &s);
+    // The object keeps its owner; only the grants change.
+    let owner = crate::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;
     let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    let Some(acl) = crate::acl::check_object_acl(gw, &i.bucket, &asked).await? else {
+    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &bucket_owner)? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "PutObjectAcl needs a canned ACL, grant headers or an AccessControlPolicy",
         ));
     };
+    let ownership = crate::acl::ownership(s.ownership);
+    let block = s.public_access_block.as_ref();
+    crate::acl::check_settable(&asked, &acl, ownership, block, &bucket_owner)?;
     let kp = write_key(&i.bucket, &i.key)?;
     let r = MetaRequest::PutAcl {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
-        acl: crate::acl::stored(Some(&acl)),
+        acl: crate::acl::stored(&acl, &bucket_owner),
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))

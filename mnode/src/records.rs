@@ -33,11 +33,19 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 /// Version marker of the records whose struct changed since [`RECORD_V1`] (multipart uploads,
 /// which gained their Object Lock); every other record is still written as version 1.
 pub const RECORD_V2: u8 = 2;
+/// Version marker of the records whose struct changed since [`RECORD_V2`] (multipart uploads,
+/// which gained their ACL).
+pub const RECORD_V3: u8 = 3;
 
-pub fn encode_v2<T: Serialize>(value: &T) -> Vec<u8> {
+/// `value` encoded under version marker `version`.
+pub fn encode_as<T: Serialize>(value: &T, version: u8) -> Vec<u8> {
     let mut out = encode(value);
-    out[0] = RECORD_V2;
+    out[0] = version;
     out
+}
+
+pub fn encode_v3<T: Serialize>(value: &T) -> Vec<u8> {
+    encode_as(value, RECORD_V3)
 }
 
 /// Decodes a record that has a version 2: version 1 bytes decode as `Old` and migrate.
@@ -51,6 +59,22 @@ pub fn decode_v2<T: DeserializeOwned, Old: DeserializeOwned + Into<T>>(
         Some((&RECORD_V1, _)) => decode::<Old>(bytes).map(Into::into),
         Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
         None => Err(StoreError::Corrupt("empty record".into())),
+    }
+}
+
+/// Decodes a record that has a version 3: older bytes decode as `Old2` (a version 1 record
+/// migrating through `Old1`) and migrate.
+pub fn decode_v3<T, Old2, Old1>(bytes: &[u8]) -> Result<T, StoreError>
+where
+    T: DeserializeOwned,
+    Old2: DeserializeOwned + Into<T>,
+    Old1: DeserializeOwned + Into<Old2>,
+{
+    match bytes.split_first() {
+        Some((&RECORD_V3, body)) => {
+            postcard::from_bytes(body).map_err(|e| StoreError::Corrupt(e.to_string()))
+        }
+        _ => decode_v2::<Old2, Old1>(bytes).map(Into::into),
     }
 }
 
@@ -121,11 +145,41 @@ mod tests {
         }
         let old = encode(&(7u32,));
         assert_eq!(decode_v2::<New, Old>(&old).unwrap(), New(7, None));
-        let new = encode_v2(&New(8, Some(1)));
+        let new = encode_as(&New(8, Some(1)), RECORD_V2);
         assert_eq!(new[0], RECORD_V2);
         assert_eq!(decode_v2::<New, Old>(&new).unwrap(), New(8, Some(1)));
         let mut bad = new.clone();
         bad[0] = 3;
         assert!(decode_v2::<New, Old>(&bad).is_err());
+    }
+
+    #[test]
+    fn version_3_records_read_both_older_versions() {
+        #[derive(Serialize, Deserialize, Debug, PartialEq)]
+        struct V3(u32, Option<u8>, Option<String>);
+        #[derive(Serialize, Deserialize)]
+        struct V2(u32, Option<u8>);
+        #[derive(Deserialize)]
+        struct V1(u32);
+        impl From<V1> for V2 {
+            fn from(o: V1) -> V2 {
+                V2(o.0, None)
+            }
+        }
+        impl From<V2> for V3 {
+            fn from(o: V2) -> V3 {
+                V3(o.0, o.1, None)
+            }
+        }
+        let decode = |b: &[u8]| decode_v3::<V3, V2, V1>(b);
+        assert_eq!(decode(&encode(&(7u32,))).unwrap(), V3(7, None, None));
+        let v2 = encode_as(&V2(8, Some(1)), RECORD_V2);
+        assert_eq!(decode(&v2).unwrap(), V3(8, Some(1), None));
+        let v3 = encode_v3(&V3(9, None, Some("acl".into())));
+        assert_eq!(v3[0], RECORD_V3);
+        assert_eq!(decode(&v3).unwrap(), V3(9, None, Some("acl".into())));
+        let mut bad = v3.clone();
+        bad[0] = 4;
+        assert!(decode(&bad).is_err());
     }
 }

@@ -237,11 +237,10 @@ impl Acl {
         self.grants.iter().any(Grant::is_public)
     }
 
-    /// Whether only the owner is granted anything (the `private` ACL, or less).
+    /// Whether this is the `private` ACL: the owner's full control and nothing else (an
+    /// ACL without grants is not: it takes even the owner's access).
     pub fn is_private(&self) -> bool {
-        self.grants
-            .iter()
-            .all(|g| g.grantee == Grantee::CanonicalUser(self.owner.clone()))
+        *self == Acl::private(&self.owner)
     }
 
     /// Whether the ACL gives `principal` `permission` (see [`acl_allows`]).
@@ -338,13 +337,13 @@ impl ObjectOwnership {
 
     /// Whether a request may set canned ACL `name` (PutObject, CopyObject,
     /// CreateMultipartUpload, PutObjectAcl, PutBucketAcl, CreateBucket): with ACLs disabled
-    /// only `private` and `bucket-owner-full-control` are accepted, anything else is
+    /// only `bucket-owner-full-control` is accepted (as S3 and RGW do), anything else is
     /// [`Error::AclNotSupported`] (S3's `AccessControlListNotSupported`). An unknown name is
     /// [`Error::UnknownCannedAcl`].
     pub fn check_canned_acl(self, name: &str) -> Result<(), Error> {
         let canned: CannedAcl = name.parse()?;
         match canned {
-            CannedAcl::Private | CannedAcl::BucketOwnerFullControl => Ok(()),
+            CannedAcl::BucketOwnerFullControl => Ok(()),
             _ if self.acls_enabled() => Ok(()),
             _ => Err(Error::AclNotSupported),
         }
@@ -498,8 +497,9 @@ mod tests {
         assert!("bucketownerenforced".parse::<ObjectOwnership>().is_err());
         assert_eq!(ObjectOwnership::default(), BucketOwnerEnforced);
         let cases = [
-            (BucketOwnerEnforced, "private", Ok(())),
+            (BucketOwnerEnforced, "private", Err(Error::AclNotSupported)),
             (BucketOwnerEnforced, "bucket-owner-full-control", Ok(())),
+            (BucketOwnerPreferred, "private", Ok(())),
             (
                 BucketOwnerEnforced,
                 "public-read",

@@ -6,6 +6,10 @@
 //! 3. Otherwise an applicable `Allow` statement in either policy, or an ACL grant, allows.
 //! 4. Otherwise the request is implicitly denied.
 //!
+//! A request of another account than the bucket owner's ([`Sources::cross_account`]) needs
+//! both: its identity policy must allow it, and so must the bucket policy or an ACL grant, as
+//! AWS evaluates cross-account access.
+//!
 //! An anonymous request has no identity policy (one passed is ignored); only bucket policy
 //! statements naming `"*"` and ACL grants to AllUsers can allow it (an `Allow` with
 //! `NotPrincipal` does not: a deliberate, safer departure from AWS). The Public Access Block
@@ -51,6 +55,9 @@ pub struct Sources<'a> {
     pub ownership: ObjectOwnership,
     /// The bucket's Public Access Block (the default blocks nothing).
     pub public_access_block: PublicAccessBlock,
+    /// The requester belongs to another account than the bucket's owner: the identity policy
+    /// alone does not allow (see the module documentation).
+    pub cross_account: bool,
 }
 
 /// Decides `req` (see the module documentation).
@@ -63,9 +70,11 @@ pub fn evaluate(req: &Request, sources: &Sources<'_>) -> Decision {
     let restricted = anonymous
         && sources.public_access_block.restrict_public_buckets
         && sources.bucket_policy.is_some_and(Policy::is_public);
-    let mut allowed = false;
+    // Allowed by the identity policy, and by the bucket policy.
+    let mut allowed = [false, false];
     let arn = req.resource.arn();
-    for (policy, may_allow) in [(identity, true), (sources.bucket_policy, !restricted)] {
+    let policies = [(identity, true), (sources.bucket_policy, !restricted)];
+    for (i, (policy, may_allow)) in policies.into_iter().enumerate() {
         let Some(policy) = policy else { continue };
         let vars = policy.variables_enabled();
         for s in policy.statements() {
@@ -74,11 +83,18 @@ pub fn evaluate(req: &Request, sources: &Sources<'_>) -> Decision {
             }
             match s.effect {
                 Effect::Deny => return Decision::ExplicitDeny,
-                Effect::Allow => allowed |= may_allow,
+                Effect::Allow => allowed[i] |= may_allow,
             }
         }
     }
-    if allowed || acl_allows_request(req, sources) {
+    let [by_identity, by_bucket] = allowed;
+    let by_resource = || by_bucket || acl_allows_request(req, sources);
+    let allow = if sources.cross_account && !anonymous {
+        by_identity && by_resource()
+    } else {
+        by_identity || by_resource()
+    };
+    if allow {
         Decision::Allow
     } else {
         Decision::ImplicitDeny
@@ -428,5 +444,45 @@ mod tests {
         for (i, (r, want)) in cases.into_iter().enumerate() {
             assert_eq!(evaluate(&r, &src), want, "case {i}");
         }
+    }
+
+    #[test]
+    fn cross_account_needs_both_the_identity_and_the_resource() {
+        // A key of another account, with full access of its own, in a bucket that grants
+        // public read by ACL and nothing by policy.
+        let acl = Acl::from_canned(crate::CannedAcl::PublicRead, "owner", "owner");
+        let full = full_access();
+        let readonly = canned_identity("readonly", None).unwrap();
+        let src = |identity, cross| Sources {
+            identity: Some(identity),
+            acl: Some(&acl),
+            ownership: ObjectOwnership::ObjectWriter,
+            cross_account: cross,
+            ..Default::default()
+        };
+        let list = |p| Request::new(p, "s3:ListBucket", Resource::Bucket("B".into()));
+        let put = |p| Request::new(p, "s3:PutObject", Resource::object("B", "k"));
+        let alt = || Principal::key("alt");
+        let cases = [
+            // Same account: the identity policy suffices.
+            (put(alt()), src(&full, false), Allow),
+            // Another account: the ACL grants READ, not WRITE.
+            (list(alt()), src(&full, true), Allow),
+            (put(alt()), src(&full, true), ImplicitDeny),
+            // The ACL grants, the key's own policy does not: still refused.
+            (list(alt()), src(&readonly, true), Allow),
+            (put(alt()), src(&readonly, true), ImplicitDeny),
+            // An anonymous request has no identity to ask.
+            (list(Principal::Anonymous), src(&full, true), Allow),
+        ];
+        for (i, (r, s, want)) in cases.into_iter().enumerate() {
+            assert_eq!(evaluate(&r, &s), want, "case {i}");
+        }
+        let writeonly = canned_identity("writeonly", None).unwrap();
+        assert_eq!(
+            evaluate(&list(alt()), &src(&writeonly, true)),
+            ImplicitDeny,
+            "the ACL allows, the identity policy does not"
+        );
     }
 }

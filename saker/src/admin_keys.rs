@@ -33,6 +33,11 @@ pub enum KeyCommand {
         /// Limits a ready-made `--policy` to one bucket.
         #[arg(long, requires = "policy")]
         bucket: Option<String>,
+        /// Make the key an account of its own: it owns the buckets it creates and reaches
+        /// other accounts' buckets only through their bucket policies and ACLs. Without it
+        /// the key belongs to the root key's account.
+        #[arg(long)]
+        account: bool,
     },
     /// List access keys (secrets are not shown).
     List,
@@ -80,6 +85,8 @@ struct CreateKey {
     gid: u32,
     #[serde(default)]
     policy: Option<String>,
+    #[serde(default)]
+    account: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -90,6 +97,8 @@ struct KeyInfo {
     root: bool,
     #[serde(default)]
     policy: Option<String>,
+    #[serde(default)]
+    account: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -142,6 +151,7 @@ pub async fn list(State(st): State<AdminState>, headers: HeaderMap) -> Response 
             gid: k.gid,
             root: k.root,
             policy: k.policy,
+            account: k.account,
         })
         .collect();
     axum::Json(keys).into_response()
@@ -166,6 +176,7 @@ pub async fn create(State(st): State<AdminState>, headers: HeaderMap, body: Byte
         gid: req.gid,
         root: false,
         policy,
+        account: req.account,
     };
     match st.keys.create(key).await {
         Ok(()) => (StatusCode::CREATED, "created\n").into_response(),
@@ -252,6 +263,7 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
             gid,
             policy,
             bucket,
+            account,
         } => {
             let policy = policy
                 .map(|p| policy_document(&p, bucket.as_deref()))
@@ -265,6 +277,7 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
                 uid,
                 gid,
                 policy,
+                account,
             })?;
             send(endpoint, Method::POST, "/admin/keys", body).await?;
             println!("created access key {access_key}");
@@ -281,7 +294,11 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
                 } else {
                     format!("policy={}", policy_label(k.policy.as_deref()))
                 };
-                println!("{}\tuid={}\tgid={}\t{policy}", k.access_key, k.uid, k.gid);
+                let account = if k.account { "\taccount" } else { "" };
+                println!(
+                    "{}\tuid={}\tgid={}\t{policy}{account}",
+                    k.access_key, k.uid, k.gid
+                );
             }
         }
         KeyCommand::Delete { access_key } => {

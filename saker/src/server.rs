@@ -664,11 +664,18 @@ pub(crate) async fn serve_s3(
                     Some(resp) => resp,
                     None => {
                         let cross = front.cors.cross_origin(&req);
-                        let req = req.map(crate::drain::Drained::new);
+                        let expects = crate::drain::expects_continue(req.headers());
+                        let req = req.map(|b| crate::drain::Drained::new(b, !expects));
                         let mut svc = front.s3.clone();
                         let mut resp = tower::Service::call(&mut svc, req).await?;
                         if let Some(x) = cross {
                             front.cors.decorate(x, resp.headers_mut()).await;
+                        }
+                        if crate::drain::must_close(expects, resp.status()) {
+                            resp.headers_mut().insert(
+                                http::header::CONNECTION,
+                                http::HeaderValue::from_static("close"),
+                            );
                         }
                         resp
                     }

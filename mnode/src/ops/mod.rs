@@ -279,7 +279,11 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             uid,
             gid,
             lock,
-        } => create_upload(txn, ctx, path, upload_id, meta, tags, *uid, *gid, *lock),
+            acl,
+        } => {
+            let owner = (*uid, *gid, acl.clone());
+            create_upload(txn, ctx, path, upload_id, meta, tags, owner, *lock)
+        }
         MetaRequest::PutPart {
             path,
             upload_id,

@@ -11,7 +11,7 @@ use super::common::{check_path, release_chunks};
 use super::objects::put_object;
 use super::{Ctx, OpResult};
 use crate::keys::Keys;
-use crate::records::{decode, decode_v2, encode, encode_v2};
+use crate::records::{decode, decode_v3, encode, encode_v3};
 use crate::store::prefix_end;
 use crate::store::StoreError;
 use crate::tree::{internal, resolve_parents};
@@ -34,9 +34,9 @@ struct UploadV1 {
     parts: Vec<(u32, PartRecord)>,
 }
 
-impl From<UploadV1> for UploadInfo {
+impl From<UploadV1> for UploadV2 {
     fn from(o: UploadV1) -> Self {
-        UploadInfo {
+        UploadV2 {
             key: o.key,
             upload_id: o.upload_id,
             initiated_ns: o.initiated_ns,
@@ -50,9 +50,40 @@ impl From<UploadV1> for UploadInfo {
     }
 }
 
-/// Decodes a stored upload record (either version).
+/// An upload record as version 2 wrote it (before uploads kept an ACL).
+#[derive(Deserialize)]
+struct UploadV2 {
+    key: String,
+    upload_id: String,
+    initiated_ns: i64,
+    meta: ObjectMeta,
+    tags: Vec<(String, String)>,
+    uid: u32,
+    gid: u32,
+    parts: Vec<(u32, PartRecord)>,
+    lock: Option<ObjectLock>,
+}
+
+impl From<UploadV2> for UploadInfo {
+    fn from(o: UploadV2) -> Self {
+        UploadInfo {
+            key: o.key,
+            upload_id: o.upload_id,
+            initiated_ns: o.initiated_ns,
+            meta: o.meta,
+            tags: o.tags,
+            uid: o.uid,
+            gid: o.gid,
+            parts: o.parts,
+            lock: o.lock,
+            acl: None,
+        }
+    }
+}
+
+/// Decodes a stored upload record (any version).
 pub(crate) fn decode_upload(bytes: &[u8]) -> Result<UploadInfo, StoreError> {
-    decode_v2::<UploadInfo, UploadV1>(bytes)
+    decode_v3::<UploadInfo, UploadV2, UploadV1>(bytes)
 }
 
 fn load_upload(
@@ -76,8 +107,7 @@ pub(super) fn create_upload(
     upload_id: &str,
     meta: &ObjectMeta,
     tags: &[(String, String)],
-    uid: u32,
-    gid: u32,
+    (uid, gid, acl): (u32, u32, Option<String>),
     lock: Option<ObjectLock>,
 ) -> OpResult {
     check_path(path, 2)?;
@@ -95,8 +125,9 @@ pub(super) fn create_upload(
         gid,
         parts: Vec::new(),
         lock,
+        acl,
     };
-    txn.put(upload_key(ctx.keys, path, upload_id), encode_v2(&info));
+    txn.put(upload_key(ctx.keys, path, upload_id), encode_v3(&info));
     Ok(MetaResponse::Done)
 }
 
@@ -216,8 +247,7 @@ pub(super) fn complete_upload(
         uid: info.uid,
         gid: info.gid,
         lock: info.lock,
-        // ACLs given at CreateMultipartUpload are not kept (the gateway checks them).
-        acl: None,
+        acl: info.acl.clone(),
     };
     let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {

@@ -352,6 +352,8 @@ pub enum MetaRequest {
         gid: u32,
         /// The Object Lock the completed object gets.
         lock: Option<ObjectLock>,
+        /// The ACL the completed object gets (opaque here, as in [`MetaRequest::PutAcl`]).
+        acl: Option<String>,
     },
     /// Store a part; a part with the same number is replaced and its chunks released.
     PutPart {

@@ -145,6 +145,9 @@ pub struct UploadInfo {
     pub parts: Vec<(u32, PartRecord)>,
     /// The Object Lock the completed object gets.
     pub lock: Option<ObjectLock>,
+    /// The ACL the completed object gets; its owner is the upload's initiator (`None`: the
+    /// bucket owner's private ACL).
+    pub acl: Option<String>,
 }
 
 /// Everything a GET/HEAD needs, in one reply.

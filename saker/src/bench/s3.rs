@@ -2,9 +2,11 @@
 //! several object sizes and concurrencies; ops/s, MiB/s and p50/p99 latency per phase.
 
 use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_rustls::rustls;
 
 use self::parking_lot_free::Pool;
 use anyhow::{bail, Context};
@@ -22,9 +24,13 @@ use crate::{parse_duration, parse_size};
 
 #[derive(Args, Debug)]
 pub struct S3BenchArgs {
-    /// S3 endpoint, HOST:PORT or http://HOST:PORT.
+    /// S3 endpoint, HOST:PORT, http://HOST:PORT or https://HOST:PORT.
     #[arg(long)]
     endpoint: String,
+    /// The CA certificate (PEM) that signed an https endpoint's certificate (the only one
+    /// trusted).
+    #[arg(long, env = "SAKER_CA_CERT")]
+    ca_cert: Option<PathBuf>,
     #[arg(long, env = "AWS_ACCESS_KEY_ID")]
     access_key: String,
     #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
@@ -79,10 +85,11 @@ struct Report<'a> {
     results: &'a [PhaseResult],
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 struct Target {
     client: HttpClient,
+    scheme: &'static str,
     host: String,
     signer: Signer,
     bucket: String,
@@ -119,7 +126,7 @@ impl Target {
         );
         let mut req = http::Request::builder()
             .method(method)
-            .uri(format!("http://{}{}", self.host, path));
+            .uri(format!("{}://{}{}", self.scheme, self.host, path));
         for (k, v) in headers {
             req = req.header(k, v);
         }
@@ -149,7 +156,7 @@ impl Target {
         );
         let mut req = http::Request::builder()
             .method("PUT")
-            .uri(format!("http://{}{}", self.host, path));
+            .uri(format!("{}://{}{}", self.scheme, self.host, path));
         for (k, v) in headers {
             req = req.header(k, v);
         }
@@ -335,19 +342,55 @@ async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
     }
 }
 
+/// The TLS client setup for an https endpoint: it trusts `ca` only (none: nothing, and
+/// only http endpoints work).
+fn tls_config(ca: Option<&std::path::Path>) -> anyhow::Result<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(path) = ca {
+        for cert in CertificateDer::pem_file_iter(path)
+            .with_context(|| format!("cannot read the CA certificate {}", path.display()))?
+        {
+            let cert = cert.with_context(|| format!("bad PEM in {}", path.display()))?;
+            roots
+                .add(cert)
+                .context("the CA certificate is not usable")?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
+    let https = args.endpoint.starts_with("https://");
+    if https && args.ca_cert.is_none() {
+        bail!("an https endpoint needs --ca-cert, the CA that signed its certificate");
+    }
     let host = args
         .endpoint
         .trim_start_matches("http://")
+        .trim_start_matches("https://")
         .trim_end_matches('/')
         .to_string();
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
+    connector.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(args.ca_cert.as_deref())?)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
     let client = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(256)
         .build(connector);
     let target = Arc::new(Target {
         client,
+        scheme: if https { "https" } else { "http" },
         host,
         signer: Signer {
             access_key: args.access_key.clone(),

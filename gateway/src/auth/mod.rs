@@ -11,11 +11,17 @@
 //! - An anonymous request may do only what a bucket policy grants to `"*"` or the bucket's
 //!   ACL grants AllUsers; otherwise it is AccessDenied, or NoSuchBucket for a bucket that
 //!   does not exist (as S3 answers).
+//! - A key of another account than the bucket's owner ([`crate::owner`]) needs both its own
+//!   permission (its policy, or none: all) and the bucket's: its policy or an ACL grant. The
+//!   root key is never another account.
+//! - `x-amz-expected-bucket-owner` naming another account than the bucket's is AccessDenied.
 //!
 //! Condition keys set: `aws:SourceIp`, `aws:SecureTransport`, `aws:CurrentTime`,
 //! `aws:EpochTime`, `aws:username`/`aws:userid`/`aws:PrincipalType`, `s3:prefix`,
 //! `s3:delimiter`, `s3:max-keys`, `s3:x-amz-acl`, `s3:x-amz-server-side-encryption`,
-//! `s3:x-amz-content-sha256`, `s3:RequestObjectTag/<key>`, `s3:signatureversion`,
+//! `s3:x-amz-content-sha256`, `s3:x-amz-grant-*`, `s3:x-amz-copy-source`,
+//! `s3:x-amz-metadata-directive`, `aws:Referer`, `aws:UserAgent`,
+//! `s3:RequestObjectTag/<key>`, `s3:signatureversion`,
 //! `s3:authType`, and `s3:ExistingObjectTag/<key>` (the object's tags, looked up only where a
 //! policy reads them).
 
@@ -35,8 +41,14 @@ use saker_policy::{
     evaluate, s3_action, Decision, Policy, Principal, Request, Resource, Sources, Target,
 };
 
+mod context;
+
+pub(crate) use context::query_pairs;
+use context::{fill_context, Wanted};
+pub use context::{parts, peer_of, Context};
+
 use crate::settings::Bucket;
-use crate::{Gateway, Peer};
+use crate::Gateway;
 
 pub struct KeyAuth {
     keys: Arc<AccessKeyStore>,
@@ -73,6 +85,8 @@ type Parsed = (String, Arc<Policy>);
 /// without one).
 struct Requester {
     principal: Principal,
+    /// The requester's account (`None`: anonymous).
+    account: Option<String>,
     identity: Option<Arc<Policy>>,
     /// A key without a policy of its own.
     unrestricted: bool,
@@ -89,25 +103,13 @@ impl Requester {
                 root: true,
             } => Requester {
                 principal: Principal::key(access_key),
+                account: self.account,
                 identity: Some(full_access()),
                 unrestricted: true,
             },
             _ => self,
         }
     }
-}
-
-/// The condition keys of one request that do not depend on the action.
-pub struct Context<'a> {
-    pub peer: Option<Peer>,
-    pub query: Option<&'a str>,
-    pub headers: &'a http::HeaderMap,
-    /// The tags of the object the request names, where a policy reads
-    /// `s3:ExistingObjectTag/<key>` (looked up by [`Access::authorize`]).
-    pub existing_tags: Option<&'a [(String, String)]>,
-    /// The ACL of the object the request names, where policies alone would refuse an action
-    /// an object ACL can grant (looked up by [`Access::authorize`]).
-    pub object_acl: Option<&'a saker_policy::Acl>,
 }
 
 impl Access {
@@ -122,6 +124,7 @@ impl Access {
         let Some(ak) = access_key else {
             return Ok(Requester {
                 principal: Principal::Anonymous,
+                account: None,
                 identity: None,
                 unrestricted: false,
             });
@@ -132,9 +135,11 @@ impl Access {
             .keys
             .with(ak, |k| (k.root, k.policy.clone()))
             .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
+        let account = crate::owner::account(&self.gw, Some(ak));
         if root {
             return Ok(Requester {
                 principal: Principal::root(ak),
+                account,
                 identity: None,
                 unrestricted: true,
             });
@@ -145,6 +150,7 @@ impl Access {
         };
         Ok(Requester {
             principal: Principal::key(ak),
+            account,
             identity: Some(identity),
             unrestricted: policy.is_none(),
         })
@@ -178,12 +184,23 @@ impl Access {
             .map_err(crate::bucket::settings_error)
     }
 
-    /// Decides one check of `op` on `resource`.
+    /// Whether `who` is of another account than the owner of the bucket of settings `s`.
+    fn cross_account(&self, who: &Requester, s: &Bucket) -> bool {
+        !who.principal.is_root()
+            && match (&who.account, &s.owner) {
+                (None, _) => true,
+                (Some(a), Some(owner)) => a != owner,
+                (Some(a), None) => *a != self.gw.keys.root_account(),
+            }
+    }
+
+    /// Decides one check of `op` on `resource`, for a requester of another account than the
+    /// bucket owner's if `cross`.
     fn decide(
         who: &Requester,
         action: &str,
         resource: Resource,
-        settings: Option<&Bucket>,
+        (settings, cross): (Option<&Bucket>, bool),
         cx: &Context<'_>,
     ) -> Decision {
         let bucket_policy = settings.and_then(|s| s.policy.as_ref().map(|(_, p)| p));
@@ -210,6 +227,7 @@ impl Access {
             public_access_block: settings
                 .and_then(|s| s.public_access_block)
                 .unwrap_or_default(),
+            cross_account: cross,
         };
         evaluate(&req, &sources)
     }
@@ -238,9 +256,14 @@ impl Access {
         )
     }
 
-    /// The ACL kept with the object at `key` of `bucket` (`None`: a missing object or
-    /// bucket, or the private ACL).
-    async fn object_acl(&self, bucket: &str, key: &str) -> S3Result<Option<saker_policy::Acl>> {
+    /// The ACL kept with the object at `key` of `bucket`, whose owner is `bucket_owner`
+    /// (`None`: a missing object or bucket, or the bucket owner's private ACL).
+    async fn object_acl(
+        &self,
+        bucket: &str,
+        key: &str,
+        bucket_owner: &str,
+    ) -> S3Result<Option<saker_policy::Acl>> {
         let want = saker_rpc::Want {
             acl: true,
             ..saker_rpc::Want::ATTR
@@ -248,7 +271,7 @@ impl Access {
         match self.object(bucket, key, want).await {
             Ok(view) => Ok(view
                 .and_then(|v| v.acl)
-                .map(|a| crate::acl::of_object(&self.gw, Some(&a)))),
+                .map(|a| crate::acl::of_object(Some(&a), bucket_owner))),
             Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchBucket => Ok(None),
             Err(e) => Err(e),
         }
@@ -305,10 +328,19 @@ impl Access {
             Some(b) => Some(self.settings(b).await?),
             None => None,
         };
+        if let Some(s) = &settings {
+            expected_owner(&self.gw, context.headers, s)?;
+        }
         let bucket_policy = settings.as_ref().is_some_and(|s| s.policy.is_some());
-        // The common case costs no evaluation: the root key, or a key without a policy, and
-        // no bucket policy that could deny them.
-        if who.unrestricted && !bucket_policy {
+        // A bucket is created by an account of its own (an existing one is answered by
+        // CreateBucket itself).
+        let cross = op != "CreateBucket"
+            && settings
+                .as_deref()
+                .is_some_and(|s| self.cross_account(&who, s));
+        // The common case costs no evaluation: the root key, or a key without a policy in its
+        // own account's bucket, and no bucket policy that could deny them.
+        if who.unrestricted && !bucket_policy && !cross {
             return Ok(());
         }
         if who.principal.is_root() {
@@ -354,13 +386,8 @@ impl Access {
                     return self.refuse(&who, bucket).await;
                 }
             };
-            let mut d = Self::decide(
-                &who,
-                check.action,
-                resource.clone(),
-                settings.as_deref(),
-                context,
-            );
+            let of_bucket = (settings.as_deref(), cross);
+            let mut d = Self::decide(&who, check.action, resource.clone(), of_bucket, context);
             let object_acl_grants = matches!(
                 saker_policy::acl_permission(check.action),
                 Some((saker_policy::AclTarget::Object, _))
@@ -370,22 +397,36 @@ impl Access {
             {
                 // Only a refusal looks the object's ACL up: it can only allow.
                 if object_acl.is_none() {
-                    object_acl = Some(self.object_acl(b, k).await?);
+                    let s = settings
+                        .as_deref()
+                        .expect("an object's bucket has settings");
+                    let owner = crate::owner::of_bucket(&self.gw, s);
+                    object_acl = Some(self.object_acl(b, k, &owner).await?);
                 }
                 if let Some(Some(acl)) = &object_acl {
                     let cx = Context {
                         object_acl: Some(acl),
                         ..*context
                     };
-                    d = Self::decide(&who, check.action, resource, settings.as_deref(), &cx);
+                    d = Self::decide(&who, check.action, resource, of_bucket, &cx);
                 }
             }
             if !d.is_allowed() {
                 if let (Some(b), Some(k), "GetObject" | "HeadObject") = (bucket, object, op) {
                     // S3 tells a requester who may list the bucket that a key is missing.
+                    // As a listing of the key as a prefix would be decided.
                     let list = Resource::Bucket(b.to_string());
+                    let prefix = percent_encoding::utf8_percent_encode(
+                        k,
+                        percent_encoding::NON_ALPHANUMERIC,
+                    );
+                    let query = format!("prefix={prefix}");
+                    let as_listing = Context {
+                        query: Some(&query),
+                        ..*context
+                    };
                     let may_list =
-                        Self::decide(&who, "s3:ListBucket", list, settings.as_deref(), context);
+                        Self::decide(&who, "s3:ListBucket", list, of_bucket, &as_listing);
                     if may_list.is_allowed() && self.missing(b, k).await {
                         return Err(s3_error!(NoSuchKey, "The specified key does not exist."));
                     }
@@ -452,24 +493,40 @@ impl Access {
     ) -> S3Result<Vec<String>> {
         let who = self.requester(access_key)?;
         let settings = self.settings(bucket).await?;
-        if who.unrestricted && settings.policy.is_none() {
+        let cross = self.cross_account(&who, &settings);
+        if who.unrestricted && settings.policy.is_none() && !cross {
             return Ok(Vec::new());
         }
         let who = who.bound_by_bucket_policy();
-        let allowed = |key: &str| {
-            Self::decide(
-                &who,
-                action,
-                Resource::object(bucket, key),
-                Some(&settings),
-                cx,
-            )
-            .is_allowed()
+        let decide = |key: &str, cx: &Context<'_>| {
+            let resource = Resource::object(bucket, key);
+            Self::decide(&who, action, resource, (Some(&settings), cross), cx).is_allowed()
         };
-        Ok(objects
-            .filter(|key| !allowed(key))
+        let mut denied: Vec<String> = objects
+            .filter(|key| !decide(key, cx))
             .map(str::to_string)
-            .collect())
+            .collect();
+        let object_acl_grants = matches!(
+            saker_policy::acl_permission(action),
+            Some((saker_policy::AclTarget::Object, _))
+        );
+        if object_acl_grants && !denied.is_empty() {
+            // What the policies refuse, the object's own ACL may grant (a copy source).
+            let owner = crate::owner::of_bucket(&self.gw, &settings);
+            let mut left = Vec::new();
+            for key in denied {
+                let acl = self.object_acl(bucket, &key, &owner).await?;
+                let with_acl = Context {
+                    object_acl: acl.as_ref(),
+                    ..*cx
+                };
+                if acl.is_none() || !decide(&key, &with_acl) {
+                    left.push(key);
+                }
+            }
+            denied = left;
+        }
+        Ok(denied)
     }
 }
 
@@ -494,6 +551,18 @@ pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()
         crate::bucket::bucket_exists(gw, b).await?;
     }
     Err(s3_error!(AccessDenied, "Anonymous access is forbidden"))
+}
+
+/// Refuses a request whose `x-amz-expected-bucket-owner` names another account than the
+/// owner of the bucket of settings `s`.
+fn expected_owner(gw: &Gateway, headers: &http::HeaderMap, s: &Bucket) -> S3Result<()> {
+    let Some(expected) = headers.get("x-amz-expected-bucket-owner") else {
+        return Ok(());
+    };
+    if expected.as_bytes() == crate::owner::of_bucket(gw, s).as_bytes() {
+        return Ok(());
+    }
+    Err(s3_error!(AccessDenied, "the bucket has another owner"))
 }
 
 /// Operations the root key may run whatever a bucket policy denies.
@@ -521,141 +590,6 @@ fn deny_all() -> Arc<Policy> {
         )
     })
     .clone()
-}
-
-/// The condition keys the policies of one decision read: only those are filled in (most
-/// requests need two or none; building all of them was a tenth of a small GET's cost).
-struct Wanted<'a> {
-    policies: [Option<&'a Policy>; 2],
-    /// A policy substitutes variables, which may read any key.
-    all: bool,
-}
-
-impl<'a> Wanted<'a> {
-    fn new(policies: [Option<&'a Policy>; 2]) -> Self {
-        let all = policies.iter().flatten().any(|p| p.uses_variables());
-        Wanted { policies, all }
-    }
-
-    /// Whether condition key `key` (lowercase) is read.
-    fn has(&self, key: &str) -> bool {
-        self.all
-            || self
-                .policies
-                .iter()
-                .flatten()
-                .any(|p| p.condition_keys().any(|k| k == key))
-    }
-
-    fn any(&self, keys: &[&str]) -> bool {
-        keys.iter().any(|k| self.has(k))
-    }
-
-    /// Whether a key starting with `prefix` (lowercase) is read.
-    fn has_prefix(&self, prefix: &str) -> bool {
-        self.all
-            || self
-                .policies
-                .iter()
-                .flatten()
-                .any(|p| p.condition_keys().any(|k| k.starts_with(prefix)))
-    }
-}
-
-fn fill_context(req: &mut Request, cx: &Context<'_>, wanted: &Wanted<'_>) {
-    if let Some(peer) = cx.peer {
-        if wanted.has("aws:sourceip") {
-            req.set("aws:SourceIp", [peer.addr.ip().to_string()]);
-        }
-        if wanted.has("aws:securetransport") {
-            req.set("aws:SecureTransport", [peer.secure.to_string()]);
-        }
-    }
-    let header = |n: &str| cx.headers.get(n).and_then(|v| v.to_str().ok());
-    for (key, h) in [
-        ("s3:x-amz-acl", "x-amz-acl"),
-        (
-            "s3:x-amz-server-side-encryption",
-            "x-amz-server-side-encryption",
-        ),
-        ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
-    ] {
-        if wanted.has(key) {
-            if let Some(v) = header(h) {
-                req.set(key, [v]);
-            }
-        }
-    }
-    if let Some(tags) = cx.existing_tags {
-        for (k, v) in tags {
-            req.set(&format!("s3:ExistingObjectTag/{k}"), [v.as_str()]);
-        }
-    }
-    if wanted.has_prefix("s3:requestobjecttag/") {
-        if let Some(tags) = header("x-amz-tagging") {
-            for (k, v) in query_pairs(tags) {
-                req.set(&format!("s3:RequestObjectTag/{k}"), [v]);
-            }
-        }
-    }
-    let from_query = ["s3:prefix", "s3:delimiter", "s3:max-keys", "s3:authtype"];
-    if !wanted.any(&from_query) && !wanted.has("s3:signatureversion") {
-        return;
-    }
-    let mut presigned = false;
-    for (k, v) in cx.query.map(query_pairs).into_iter().flatten() {
-        match k.as_str() {
-            "prefix" => {
-                req.set("s3:prefix", [v]);
-            }
-            "delimiter" => {
-                req.set("s3:delimiter", [v]);
-            }
-            "max-keys" => {
-                req.set("s3:max-keys", [v]);
-            }
-            "X-Amz-Signature" => presigned = true,
-            _ => {}
-        }
-    }
-    req.set("s3:signatureversion", ["AWS4-HMAC-SHA256"]);
-    req.set(
-        "s3:authType",
-        [if presigned {
-            "REST-QUERY-STRING"
-        } else {
-            "REST-HEADER"
-        }],
-    );
-}
-
-/// `a=b&c=d` (percent-decoded, `+` as a space).
-pub(crate) fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(&s.replace('+', " "))
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    q.split('&').filter(|p| !p.is_empty()).map(move |p| {
-        let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        (decode(k), decode(v))
-    })
-}
-
-/// The access key (`None`: anonymous) and condition context of a request.
-pub fn parts<T>(req: &S3Request<T>) -> (Option<&str>, Context<'_>) {
-    let cx = Context {
-        peer: peer_of(&req.extensions),
-        query: req.uri.query(),
-        headers: &req.headers,
-        existing_tags: None,
-        object_acl: None,
-    };
-    (req.credentials.as_ref().map(|c| c.access_key.as_str()), cx)
-}
-
-pub fn peer_of(ext: &http::Extensions) -> Option<Peer> {
-    ext.get::<Peer>().copied()
 }
 
 #[async_trait::async_trait]
@@ -760,83 +694,5 @@ async fn copy_source_check(
             crate::posix::check(&access.gw, ak, "GetObject", &source, None).await
         }
         _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_pairs_decode() {
-        let got: Vec<_> =
-            query_pairs("prefix=logs%2F2026&delimiter=%2F&list-type=2&x=a+b").collect();
-        assert_eq!(
-            got,
-            vec![
-                ("prefix".into(), "logs/2026".into()),
-                ("delimiter".into(), "/".into()),
-                ("list-type".into(), "2".into()),
-                ("x".into(), "a b".into()),
-            ]
-        );
-    }
-
-    #[test]
-    fn context_keys_reach_the_conditions() {
-        let headers = http::HeaderMap::new();
-        let cx = Context {
-            peer: Some(Peer {
-                addr: "10.1.2.3:5555".parse().unwrap(),
-                secure: true,
-            }),
-            query: Some("prefix=home%2Fbob%2F"),
-            headers: &headers,
-            existing_tags: None,
-            object_acl: None,
-        };
-        let mut req = Request::new(
-            Principal::key("AK"),
-            "s3:ListBucket",
-            Resource::Bucket("b".into()),
-        );
-        let everything = Policy::parse_identity(
-            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*",
-                "Resource":"arn:aws:s3:::${aws:username}"}]}"#,
-        )
-        .unwrap();
-        fill_context(&mut req, &cx, &Wanted::new([Some(&everything), None]));
-        assert_eq!(req.get("aws:SourceIp"), Some(&["10.1.2.3".to_string()][..]));
-        assert_eq!(
-            req.get("aws:securetransport"),
-            Some(&["true".to_string()][..])
-        );
-        assert_eq!(req.get("s3:prefix"), Some(&["home/bob/".to_string()][..]));
-        assert_eq!(req.get("aws:username"), Some(&["AK".to_string()][..]));
-    }
-
-    #[test]
-    fn only_the_keys_a_policy_reads_are_filled() {
-        let headers = http::HeaderMap::new();
-        let cx = Context {
-            peer: Some(Peer {
-                addr: "10.1.2.3:5555".parse().unwrap(),
-                secure: false,
-            }),
-            query: Some("prefix=a"),
-            headers: &headers,
-            existing_tags: None,
-            object_acl: None,
-        };
-        let p = Policy::parse_bucket(
-            r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"*","Resource":"*",
-                "Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}"#,
-        )
-        .unwrap();
-        let mut req = Request::new(Principal::key("AK"), "s3:ListBucket", Resource::Service);
-        fill_context(&mut req, &cx, &Wanted::new([None, Some(&p)]));
-        assert_eq!(req.get("aws:SourceIp"), Some(&["10.1.2.3".to_string()][..]));
-        assert_eq!(req.get("s3:prefix"), None);
-        assert_eq!(req.get("aws:SecureTransport"), None);
     }
 }
