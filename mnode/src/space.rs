@@ -4,6 +4,12 @@
 //! log, so a full disk never fails an append or a state-machine apply (either would stop the
 //! group). Deletes still pass, and writes are taken again as soon as space is back, without
 //! a restart.
+//!
+//! A follower whose disk fills before its leader's cannot refuse requests: its leader sends
+//! it entries. Below half the reserve ([`set_critical`]) its replicas refuse raft appends and
+//! snapshots instead (the leader retries them, as for an unreachable peer), so the follower
+//! lags rather than failing an append; it catches up once space is back. Half the reserve
+//! leaves room for the deletes that free space, which every replica still takes above it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -31,6 +37,24 @@ pub fn set_low(why: Option<String>) {
             w.clear();
         }
     }
+}
+
+static CRITICAL: AtomicBool = AtomicBool::new(false);
+
+/// Space is below half the reserve (`true`): this process's replicas take no raft entries.
+pub fn set_critical(critical: bool) {
+    if CRITICAL.swap(critical, Ordering::AcqRel) != critical {
+        if critical {
+            tracing::warn!("raft appends refused until space is freed (below half the reserve)");
+        } else {
+            tracing::info!("space freed: raft appends taken again");
+        }
+    }
+}
+
+/// Whether raft appends are refused here (see [`set_critical`]).
+pub fn critical() -> bool {
+    CRITICAL.load(Ordering::Acquire)
 }
 
 /// Why writes are refused, while they are.

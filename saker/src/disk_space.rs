@@ -74,8 +74,9 @@ pub fn watch(dir: &Path) {
 const RESERVE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Keeps `reserve` bytes free on the file system of the metadata store in `dir`: while less
-/// is free, the MNodes of this process refuse writes that add data ([`saker_mnode::space`]),
-/// checked every half second (0: never). Must run inside the tokio runtime.
+/// is free, the MNodes of this process refuse writes that add data, and below half of it
+/// their replicas take no raft entries ([`saker_mnode::space`]), checked every half second
+/// (0: never). Must run inside the tokio runtime.
 pub fn keep_reserve(dir: &Path, reserve: u64) {
     if reserve == 0 {
         return;
@@ -86,12 +87,16 @@ pub fn keep_reserve(dir: &Path, reserve: u64) {
         loop {
             tick.tick().await;
             match space(&dir) {
-                Ok((free, _)) if free < reserve => saker_mnode::space::set_low(Some(format!(
-                    "metadata store {}: disk full ({free} bytes free, below the \
-                         {reserve}-byte reserve, --meta-reserve)",
-                    dir.display()
-                ))),
-                Ok(_) => saker_mnode::space::set_low(None),
+                Ok((free, _)) => {
+                    saker_mnode::space::set_critical(free < reserve / 2);
+                    saker_mnode::space::set_low((free < reserve).then(|| {
+                        format!(
+                            "metadata store {}: disk full ({free} bytes free, below the \
+                             {reserve}-byte reserve, --meta-reserve)",
+                            dir.display()
+                        )
+                    }))
+                }
                 Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "statvfs failed"),
             }
         }

@@ -266,7 +266,15 @@ impl RaftService for RaftPeers {
                 "group {group}'s replica here is raft node {id}, not {target}"
             ));
         }
+        // A disk about to fill takes no entries (heartbeats still pass): see `crate::space`.
+        let full = || format!("the disk of group {group}'s replica here is full");
         let answer = match msg {
+            Message::Append(rpc) if !rpc.entries.is_empty() && crate::space::critical() => {
+                Answer::Append(Err(full()))
+            }
+            Message::Snapshot(_) if crate::space::critical() => {
+                Answer::Snapshot(Err(SnapshotFailure::Other(full())))
+            }
             Message::Append(rpc) => {
                 Answer::Append(raft.append_entries(rpc).await.map_err(|e| e.to_string()))
             }
