@@ -565,6 +565,24 @@ fn expected_owner(gw: &Gateway, headers: &http::HeaderMap, s: &Bucket) -> S3Resu
     Err(s3_error!(AccessDenied, "the bucket has another owner"))
 }
 
+/// The longest a presigned URL may be valid for: seven days, as in S3.
+const PRESIGN_MAX_SECS: u64 = 7 * 24 * 3600;
+
+/// Refuses a presigned URL made to be valid longer than [`PRESIGN_MAX_SECS`].
+fn presign_lifetime(query: Option<&str>) -> S3Result<()> {
+    let expires = query
+        .into_iter()
+        .flat_map(query_pairs)
+        .find(|(k, _)| k == "X-Amz-Expires");
+    match expires.map(|(_, v)| v.parse::<u64>()) {
+        Some(Ok(secs)) if secs > PRESIGN_MAX_SECS => Err(s3_error!(
+            AccessDenied,
+            "X-Amz-Expires must be at most {PRESIGN_MAX_SECS} seconds (seven days)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Operations the root key may run whatever a bucket policy denies.
 const POLICY_ADMIN: [&str; 3] = ["GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"];
 
@@ -603,6 +621,7 @@ impl S3Access for Access {
             object_acl: None,
         };
         let ak = cx.credentials().map(|c| c.access_key.as_str());
+        presign_lifetime(context.query)?;
         let admitted = self.gw.limits.admit(ak)?;
         let op = cx.s3_op().name();
         self.authorize(ak, op, cx.s3_path(), &context).await?;
@@ -694,5 +713,25 @@ async fn copy_source_check(
             crate::posix::check(&access.gw, ak, "GetObject", &source, None).await
         }
         _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presigned_urls_live_seven_days_at_most() {
+        let ok = [
+            None,
+            Some("list-type=2"),
+            Some("X-Amz-Expires=600&X-Amz-Signature=ab"),
+            Some("X-Amz-Expires=604800"),
+        ];
+        for q in ok {
+            assert!(presign_lifetime(q).is_ok(), "{q:?}");
+        }
+        let refused = presign_lifetime(Some("X-Amz-Date=x&X-Amz-Expires=609901")).unwrap_err();
+        assert_eq!(*refused.code(), s3s::S3ErrorCode::AccessDenied);
     }
 }
