@@ -71,6 +71,19 @@ impl ChunkRequest {
         )
     }
 
+    /// How long the call may take before its caller gives up on it (a store that took the
+    /// connection but hangs, say on a dying disk): `base` for small requests, plus a second
+    /// per [`DEADLINE_RATE`] bytes moved, and a minute for a listing of every chunk.
+    pub fn deadline(&self, base: std::time::Duration) -> std::time::Duration {
+        let moved = match self {
+            ChunkRequest::Put { data, .. } => data.len() as u64,
+            ChunkRequest::Get { len, .. } => (*len).min(DEADLINE_MAX_CHUNK),
+            ChunkRequest::ListOlderThan { .. } => return base.max(LIST_DEADLINE),
+            ChunkRequest::Delete { .. } | ChunkRequest::SyncToDisk => 0,
+        };
+        base + std::time::Duration::from_secs_f64(moved as f64 / DEADLINE_RATE as f64)
+    }
+
     /// The request's name in metrics and spans.
     pub fn op_name(&self) -> &'static str {
         match self {
@@ -82,6 +95,15 @@ impl ChunkRequest {
         }
     }
 }
+
+/// How long a chunk call may take beyond its transfer ([`ChunkRequest::deadline`]).
+pub const CHUNK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+/// The slowest transfer a chunk call is given time for, in bytes per second.
+pub const DEADLINE_RATE: u64 = 1 << 20;
+/// The most a read moves (a read of a whole chunk asks for `u64::MAX`).
+const DEADLINE_MAX_CHUNK: u64 = 64 << 20;
+/// How long listing every chunk of a store may take.
+const LIST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The server side of a remote chunkstore.
 #[async_trait]

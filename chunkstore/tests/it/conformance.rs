@@ -83,6 +83,50 @@ async fn an_endpoint_without_a_chunkstore_is_unavailable() {
     }
 }
 
+/// A store that took the connection but never answers (a dying disk): each call gives up at
+/// its deadline, as `Unavailable`, instead of holding its caller for ever.
+#[tokio::test]
+async fn a_store_that_hangs_is_given_up_at_the_calls_deadline() {
+    struct Hung;
+    #[async_trait::async_trait]
+    impl saker_rpc::ChunkService for Hung {
+        async fn call(
+            &self,
+            _: saker_rpc::ChunkRequest,
+        ) -> Result<saker_rpc::ChunkReply, saker_rpc::ChunkWireError> {
+            std::future::pending().await
+        }
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    saker_rpc::auth::ensure_installed();
+    let server =
+        RpcServer::new(BTreeMap::new(), Arc::new(NoCoordinator), map()).with_chunks(Arc::new(Hung));
+    tokio::spawn(server.serve(listener));
+    let base = std::time::Duration::from_millis(300);
+    let channel = RpcChannel::connect(&addr).await.unwrap();
+    let remote = RemoteChunkStore::new(channel.with_chunk_deadline(base));
+    let started = std::time::Instant::now();
+    // (Whichever side's timer fires first: the server cancels the call at the deadline too.)
+    match remote.sync_to_disk().await {
+        Err(ChunkError::Unavailable(why)) => {
+            assert!(why.contains("imeout") || why.contains("within"), "{why}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    let waited = started.elapsed();
+    assert!(waited >= base, "gave up after {waited:?}");
+    // A put's deadline grows with its data: 1 MiB gets a second more.
+    let started = std::time::Instant::now();
+    let put = remote.put(ChunkId::random(), Bytes::from(vec![7u8; 1 << 20]));
+    assert!(matches!(put.await, Err(ChunkError::Unavailable(_))));
+    let waited = started.elapsed();
+    assert!(
+        waited >= base + std::time::Duration::from_secs(1),
+        "{waited:?}"
+    );
+}
+
 async fn serve(store: Arc<dyn ChunkStore>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

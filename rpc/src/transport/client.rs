@@ -33,8 +33,8 @@ use crate::service::{CoordinatorService, MetaService};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// HTTP/2 pings, also on idle connections, so a dead server is noticed: a ping goes out once
 /// nothing was read for `KEEPALIVE`, and the connection is dropped (its calls fail as
-/// `Unavailable`, the next call dials again) unless answered within `KEEPALIVE_TIMEOUT`. Calls
-/// have no deadline of their own, so this bounds how long a peer that went silent without
+/// `Unavailable`, the next call dials again) unless answered within `KEEPALIVE_TIMEOUT`. Meta
+/// calls have no deadline of their own (chunk calls do), so this bounds how long a peer that went silent without
 /// closing its connections (a network partition, not a crash) holds every call sent to it: a
 /// client keeps calling the group leader it knew, and before it gives up on it no other
 /// replica is asked.
@@ -50,6 +50,8 @@ pub struct RpcChannel {
     /// The stream that carries raft messages and Meta calls to this endpoint
     /// ([`super::pipe`]).
     pipe: Arc<Pipe>,
+    /// The base of every chunk call's deadline ([`ChunkRequest::deadline`]).
+    chunk_deadline: Duration,
 }
 
 impl RpcChannel {
@@ -76,7 +78,15 @@ impl RpcChannel {
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
             pipe: Arc::default(),
+            chunk_deadline: crate::chunk::CHUNK_DEADLINE,
         }
+    }
+
+    /// The same channel with chunk calls given `base` beyond their transfer
+    /// ([`ChunkRequest::deadline`]; [`crate::chunk::CHUNK_DEADLINE`] by default).
+    pub fn with_chunk_deadline(mut self, base: Duration) -> Self {
+        self.chunk_deadline = base;
+        self
     }
 
     /// The address this channel was made for.
@@ -116,8 +126,23 @@ impl RpcChannel {
     /// One call to the chunkstore behind this endpoint; a transport failure is `Unavailable`.
     /// Unary, not on the pipe: chunk data is large, and one stream's flow-control window would
     /// hold every other message on the pipe behind it.
+    /// A call that outlives its deadline ([`ChunkRequest::deadline`]) is `Unavailable` too.
     pub async fn chunk(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkWireError> {
-        let reply = self.client.clone().chunk(frame(&req)).await;
+        let deadline = req.deadline(self.chunk_deadline);
+        let mut request = frame(&req);
+        // The server stops working on it then too.
+        request.set_timeout(deadline);
+        let mut client = self.client.clone();
+        let reply = tokio::time::timeout(deadline, client.chunk(request))
+            .await
+            .map_err(|_| {
+                ChunkWireError::Unavailable(format!(
+                    "{} did not answer a chunk {} within {:.1} s",
+                    self.addr,
+                    req.op_name(),
+                    deadline.as_secs_f64()
+                ))
+            })?;
         let body = reply
             .map_err(|s| chunk_error(status_error(&self.addr, &s)))?
             .into_inner()
