@@ -333,6 +333,8 @@ impl ChunkStore for ReplicatedChunkStore {
     /// and copies each chunk a replica lacks from a member that has it.
     async fn repair(&self, referenced: &HashSet<u128>) -> Result<RepairReport, ChunkError> {
         let mut report = RepairReport::default();
+        let progress = &crate::progress::REPAIR;
+        let _running = progress.begin(referenced.len() as u64);
         // Chunks still short of a replica when the pass ends (the gauge).
         let mut left_short = 0;
         let future = SystemTime::now() + Duration::from_secs(24 * 3600);
@@ -353,6 +355,7 @@ impl ChunkStore for ReplicatedChunkStore {
         for &raw in referenced {
             let id = ChunkId(raw);
             report.scanned += 1;
+            progress.scanned();
             let order = self.placement(id);
             let missing: Vec<usize> = order[..self.replicas]
                 .iter()
@@ -363,6 +366,7 @@ impl ChunkStore for ReplicatedChunkStore {
                 continue;
             }
             report.under_replicated += 1;
+            progress.found();
             let Some(from) = order
                 .iter()
                 .copied()
@@ -379,6 +383,8 @@ impl ChunkStore for ReplicatedChunkStore {
                     Some(bytes) => {
                         report.repaired += 1;
                         report.bytes += bytes;
+                        progress.repaired();
+                        progress.moved(bytes);
                     }
                     None => {
                         report.failed += 1;
@@ -404,8 +410,11 @@ impl ChunkStore for ReplicatedChunkStore {
     ) -> Result<ScrubReport, ChunkError> {
         let mut report = ScrubReport::default();
         let mut pace = Pace::new(rate);
+        let progress = &crate::progress::SCRUB;
+        let _running = progress.begin(referenced.len() as u64);
         for &raw in referenced {
             let id = ChunkId(raw);
+            progress.scanned();
             let order = self.placement(id);
             let mut good = None;
             let mut bad = Vec::new();
@@ -414,6 +423,7 @@ impl ChunkStore for ReplicatedChunkStore {
                     Ok(data) => {
                         report.verified += 1;
                         report.bytes += data.len() as u64;
+                        progress.moved(data.len() as u64);
                         pace.wait(data.len() as u64).await;
                         good.get_or_insert(i);
                     }
@@ -430,6 +440,9 @@ impl ChunkStore for ReplicatedChunkStore {
                     }
                 }
             }
+            if !bad.is_empty() {
+                progress.found();
+            }
             let Some(from) = good else {
                 if !bad.is_empty() {
                     tracing::error!(chunk = %id, "no replica of a referenced chunk reads back intact");
@@ -439,6 +452,7 @@ impl ChunkStore for ReplicatedChunkStore {
             for (to, corrupt) in bad {
                 if self.restore(from, to, id, corrupt).await.is_some() {
                     report.repaired += 1;
+                    progress.repaired();
                 }
             }
         }

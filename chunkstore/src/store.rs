@@ -62,15 +62,25 @@ pub trait ChunkStore: Send + Sync + 'static {
     ) -> Result<ScrubReport, ChunkError> {
         let mut report = ScrubReport::default();
         let mut pace = Pace::new(rate);
+        let progress = &crate::progress::SCRUB;
+        let _running = progress.begin(referenced.len() as u64);
         for &id in referenced {
+            progress.scanned();
             match self.get(ChunkId(id), 0, u64::MAX).await {
                 Ok(data) => {
                     report.verified += 1;
                     report.bytes += data.len() as u64;
+                    progress.moved(data.len() as u64);
                     pace.wait(data.len() as u64).await;
                 }
-                Err(ChunkError::Corrupt { .. }) => report.corrupt += 1,
-                Err(ChunkError::NotFound(_)) => report.missing += 1,
+                Err(ChunkError::Corrupt { .. }) => {
+                    report.corrupt += 1;
+                    progress.found();
+                }
+                Err(ChunkError::NotFound(_)) => {
+                    report.missing += 1;
+                    progress.found();
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -418,6 +418,17 @@ async fn large_objects_survive_a_node_loss_and_a_wiped_chunkstore_is_repaired() 
     assert_eq!(report["scanned"], chunks.len() as u64, "{report}");
     assert_eq!(report["repaired"], chunks.len() as u64, "{report}");
     assert_eq!(report["lost"], 0, "{report}");
+    // The pass shows in every node's status (it ran where the coordinator is) and in the
+    // coordinator node's /metrics.
+    let n = chunks.len();
+    let status = nodes.admin(2, &["status"]);
+    let line = format!("chunk repair (last): {n}/{n} chunks scanned, {n} short, {n} copies made");
+    assert!(status.contains(&line), "{status}");
+    let coordinator = nodes.leader(1).await;
+    let made = nodes
+        .metric(coordinator, "saker_chunk_pass_repaired{pass=\"repair\"}")
+        .await;
+    assert_eq!(made, n as f64);
     let node2 =
         saker_chunkstore::RemoteChunkStore::new(RpcChannel::connect(&nodes.rpc[1]).await.unwrap());
     for id in &chunks {

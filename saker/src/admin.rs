@@ -199,7 +199,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/exceptions", get(list_exceptions))
         .route("/admin/exceptions/{name}", put(set_exception))
         .route("/admin/balance", post(run_balance))
-        .route("/admin/repair", post(run_repair))
+        .route("/admin/repair", post(crate::admin_chunks::run_repair))
+        .route("/admin/chunk-passes", get(crate::admin_chunks::passes))
         .route("/admin/nodes/add", post(add_node))
         .route(
             "/admin/backup/groups/{group}",
@@ -210,7 +211,7 @@ pub fn router(state: AdminState) -> Router {
             get(crate::backup::coordinator_backup),
         )
         .route("/admin/nodes/remove", post(remove_node))
-        .route("/admin/scrub", post(run_scrub))
+        .route("/admin/scrub", post(crate::admin_chunks::run_scrub))
         .route(
             "/admin/lifecycle",
             get(lifecycle_status).post(run_lifecycle_all),
@@ -296,16 +297,6 @@ async fn export_credential(
     }
 }
 
-async fn run_scrub(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    if !authorized(&st, &Method::POST, "/admin/scrub", &headers, &body) {
-        return deny();
-    }
-    match saker_client::scrub_chunks(&st.cluster, 0).await {
-        Ok(report) => axum::Json(report).into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
-}
-
 async fn run_lifecycle_all(
     State(st): State<AdminState>,
     headers: HeaderMap,
@@ -372,16 +363,6 @@ async fn lifecycle_status(State(st): State<AdminState>, headers: HeaderMap) -> R
         "cursor": cursor,
     }))
     .into_response()
-}
-
-async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    if !authorized(&st, &Method::POST, "/admin/repair", &headers, &body) {
-        return deny();
-    }
-    match saker_client::repair_chunks(&st.cluster).await {
-        Ok(report) => axum::Json(report).into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
 }
 
 async fn add_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -496,6 +477,7 @@ async fn metrics(State(st): State<AdminState>) -> String {
 /// Prometheus text: everything registered, plus the chunkstore's counters.
 fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
     let mut out = saker_gateway::metrics::render();
+    out.push_str(&crate::admin_chunks::metrics());
     let Some(chunks) = chunks else {
         return out;
     };
@@ -744,6 +726,11 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                 let groups: Vec<status::GroupStatus> =
                     serde_json::from_str(&text).context("unexpected reply")?;
                 print!("{}", status::render(&groups));
+                let path = "/admin/chunk-passes";
+                let text = send(endpoint, Method::GET, path, Vec::new()).await?;
+                let passes: crate::admin_chunks::Passes =
+                    serde_json::from_str(&text).context("unexpected reply")?;
+                print!("{}", passes.render());
             }
             return Ok(());
         }
