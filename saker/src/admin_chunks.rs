@@ -90,12 +90,15 @@ pub async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: 
     }
 }
 
+/// One gauge of [`metrics`]: its name's tail, help, and value.
+type Series = (&'static str, &'static str, fn(&PassView) -> f64);
+
 /// The passes of this process as Prometheus gauges, `saker_chunk_pass_*{pass="repair"}`.
 pub fn metrics() -> String {
     let mut out = String::new();
     let passes = Passes::here();
     let views = [("repair", passes.repair), ("scrub", passes.scrub)];
-    let series: [(&str, &str, fn(&PassView) -> f64); 6] = [
+    let series: [Series; 6] = [
         ("running", "1 while a pass runs", |v| {
             f64::from(u8::from(v.running))
         }),
