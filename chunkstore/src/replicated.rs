@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::join_all;
+use futures::StreamExt;
 use tracing::Instrument;
 
 use crate::error::ChunkError;
@@ -34,6 +35,21 @@ pub struct Member {
     pub store: Arc<dyn ChunkStore>,
     /// In this process: read first.
     pub local: bool,
+}
+
+/// Chunks a repair pass copies at once.
+const REPAIR_PARALLEL: usize = 8;
+
+/// What a repair pass did for one chunk.
+#[derive(Default)]
+struct Repaired {
+    /// A replica lacked it.
+    short: bool,
+    /// No reachable member has it.
+    lost: bool,
+    copied: u64,
+    bytes: u64,
+    failed: u64,
 }
 
 #[derive(Default)]
@@ -150,6 +166,43 @@ impl ReplicatedChunkStore {
 
     /// Rewrites member `to`'s copy of `id` from member `from`'s (a repair pass or a scrub),
     /// counting it; the bytes copied, or `None` (logged) if it could not be.
+    /// Copies chunk `id` to those of its replicas that lack it (`held`: what each member
+    /// holds, `None` for one that could not be listed), from a member that has it.
+    async fn repair_one(&self, id: ChunkId, held: &[Option<HashSet<u128>>]) -> Repaired {
+        let progress = &crate::progress::REPAIR;
+        progress.scanned();
+        let mut done = Repaired::default();
+        let order = self.placement(id);
+        let has = |i: usize, yes: bool| held[i].as_ref().is_some_and(|h| h.contains(&id.0) == yes);
+        let missing: Vec<usize> = order[..self.replicas]
+            .iter()
+            .copied()
+            .filter(|&i| has(i, false))
+            .collect();
+        if missing.is_empty() {
+            return done;
+        }
+        done.short = true;
+        progress.found();
+        let Some(from) = order.iter().copied().find(|&i| has(i, true)) else {
+            done.lost = true;
+            tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
+            return done;
+        };
+        for to in missing {
+            match self.restore(from, to, id, false).await {
+                Some(bytes) => {
+                    done.copied += 1;
+                    done.bytes += bytes;
+                    progress.repaired();
+                    progress.moved(bytes);
+                }
+                None => done.failed += 1,
+            }
+        }
+        done
+    }
+
     async fn restore(&self, from: usize, to: usize, id: ChunkId, corrupt: bool) -> Option<u64> {
         let (src, dst) = (&self.members[from].store, &self.members[to].store);
         match Self::copy(src, dst, id, corrupt).await {
@@ -352,47 +405,19 @@ impl ChunkStore for ReplicatedChunkStore {
                 }
             })
             .collect();
-        for &raw in referenced {
-            let id = ChunkId(raw);
+        // A few chunks at a time: each copy waits on two stores' disks and the network.
+        let held = &held;
+        let mut outcomes = futures::stream::iter(referenced.iter().copied())
+            .map(|raw| self.repair_one(ChunkId(raw), held))
+            .buffer_unordered(REPAIR_PARALLEL);
+        while let Some(o) = outcomes.next().await {
             report.scanned += 1;
-            progress.scanned();
-            let order = self.placement(id);
-            let missing: Vec<usize> = order[..self.replicas]
-                .iter()
-                .copied()
-                .filter(|&i| held[i].as_ref().is_some_and(|h| !h.contains(&raw)))
-                .collect();
-            if missing.is_empty() {
-                continue;
-            }
-            report.under_replicated += 1;
-            progress.found();
-            let Some(from) = order
-                .iter()
-                .copied()
-                .find(|&i| held[i].as_ref().is_some_and(|h| h.contains(&raw)))
-            else {
-                report.lost += 1;
-                left_short += 1;
-                tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
-                continue;
-            };
-            let mut short = false;
-            for to in missing {
-                match self.restore(from, to, id, false).await {
-                    Some(bytes) => {
-                        report.repaired += 1;
-                        report.bytes += bytes;
-                        progress.repaired();
-                        progress.moved(bytes);
-                    }
-                    None => {
-                        report.failed += 1;
-                        short = true;
-                    }
-                }
-            }
-            left_short += u64::from(short);
+            report.under_replicated += u64::from(o.short);
+            report.lost += u64::from(o.lost);
+            report.repaired += o.copied;
+            report.bytes += o.bytes;
+            report.failed += o.failed;
+            left_short += u64::from(o.lost || o.failed > 0);
         }
         self.counters
             .under_replicated

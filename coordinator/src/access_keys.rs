@@ -379,7 +379,7 @@ impl AccessKeyStore {
     pub fn account_of(&self, access_key: &str) -> Option<String> {
         let keys = self.keys.read();
         let key = keys.get(access_key)?;
-        if key.account {
+        if key.account || key.root {
             return Some(key.access_key.clone());
         }
         keys.values().find(|k| k.root).map(|k| k.access_key.clone())
@@ -508,6 +508,32 @@ mod tests {
             1,
             "one root key only"
         );
+    }
+
+    #[tokio::test]
+    async fn a_key_belongs_to_its_own_account_or_the_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = ("rootak".to_string(), "rootsecret1".to_string());
+        let s = AccessKeyStore::open(&dir.path().join("keys.json"), Some(root)).unwrap();
+        let key = |ak: &str, account| AccessKey {
+            access_key: ak.into(),
+            secret_key: "password1".into(),
+            uid: 0,
+            gid: 0,
+            root: false,
+            policy: None,
+            account,
+        };
+        s.create(key("team", true)).await.unwrap();
+        s.create(key("member", false)).await.unwrap();
+        assert_eq!(s.account_of("team").as_deref(), Some("team"));
+        assert_eq!(s.account_of("member").as_deref(), Some("rootak"));
+        assert_eq!(s.account_of("rootak").as_deref(), Some("rootak"));
+        assert_eq!(s.account_of("nobody"), None);
+        assert_eq!(s.root_account(), "rootak");
+        // The flag survives a reopen.
+        let again = AccessKeyStore::open(&dir.path().join("keys.json"), None).unwrap();
+        assert_eq!(again.account_of("team").as_deref(), Some("team"));
     }
 
     #[tokio::test]
