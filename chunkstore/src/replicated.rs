@@ -164,8 +164,6 @@ impl ReplicatedChunkStore {
         }
     }
 
-    /// Rewrites member `to`'s copy of `id` from member `from`'s (a repair pass or a scrub),
-    /// counting it; the bytes copied, or `None` (logged) if it could not be.
     /// Copies chunk `id` to those of its replicas that lack it (`held`: what each member
     /// holds, `None` for one that could not be listed), from a member that has it.
     async fn repair_one(&self, id: ChunkId, held: &[Option<HashSet<u128>>]) -> Repaired {
@@ -203,6 +201,8 @@ impl ReplicatedChunkStore {
         done
     }
 
+    /// Rewrites member `to`'s copy of `id` from member `from`'s (a repair pass or a scrub),
+    /// counting it; the bytes copied, or `None` (logged) if it could not be.
     async fn restore(&self, from: usize, to: usize, id: ChunkId, corrupt: bool) -> Option<u64> {
         let (src, dst) = (&self.members[from].store, &self.members[to].store);
         match Self::copy(src, dst, id, corrupt).await {

@@ -14,7 +14,7 @@ use std::fmt;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
@@ -85,6 +85,9 @@ const FILE_VERSION: u32 = 1;
 pub struct AccessKeyStore {
     path: PathBuf,
     keys: RwLock<BTreeMap<String, AccessKey>>,
+    /// The root key's access key, fixed once the store is open (for lookups on every
+    /// request, without a scan of the keys).
+    root_ak: OnceLock<String>,
     /// The replicated state the keys are records of, in a replicated cluster.
     shared: Option<Shared>,
 }
@@ -158,6 +161,7 @@ impl AccessKeyStore {
         let store = Self {
             path: path.to_path_buf(),
             keys: RwLock::new(Self::load(path)?),
+            root_ak: OnceLock::new(),
             shared: None,
         };
         store.set_root(root)?;
@@ -177,6 +181,7 @@ impl AccessKeyStore {
         let store = Self {
             path: path.to_path_buf(),
             keys: RwLock::new(keys),
+            root_ak: OnceLock::new(),
             shared: Some(Shared {
                 state,
                 refreshed: tokio::sync::Mutex::new(None),
@@ -290,6 +295,7 @@ impl AccessKeyStore {
         Ok(keys)
     }
 
+    /// Sets the root key (once, at open: it stays for the store's life).
     fn set_root(&self, root: Option<(String, String)>) -> Result<(), KeyError> {
         let has_root = self.keys.read().values().any(|k| k.root);
         match root {
@@ -327,6 +333,13 @@ impl AccessKeyStore {
             }
             None => {}
         }
+        let root = self
+            .keys
+            .read()
+            .values()
+            .find(|k| k.root)
+            .map(|k| k.access_key.clone());
+        let _ = self.root_ak.set(root.expect("a root key was just made"));
         self.persist()
     }
 
@@ -379,28 +392,22 @@ impl AccessKeyStore {
     pub fn account_of(&self, access_key: &str) -> Option<String> {
         let keys = self.keys.read();
         let key = keys.get(access_key)?;
-        if key.account || key.root {
+        if key.account {
             return Some(key.access_key.clone());
         }
-        keys.values().find(|k| k.root).map(|k| k.access_key.clone())
+        Some(self.root_account())
     }
 
     /// The root key's access key: the id of the account every non-account key belongs to.
     pub fn root_account(&self) -> String {
-        self.keys
-            .read()
-            .values()
-            .find(|k| k.root)
-            .map(|k| k.access_key.clone())
+        self.root_ak
+            .get()
             .expect("the store always has a root key")
+            .clone()
     }
 
     pub fn root(&self) -> AccessKey {
-        self.keys
-            .read()
-            .values()
-            .find(|k| k.root)
-            .cloned()
+        self.get(&self.root_account())
             .expect("the store always has a root key")
     }
 

@@ -34,13 +34,13 @@ macro_rules! acl_request {
 pub(crate) use acl_request;
 
 /// The ACL an upload input (PutObject, CopyObject, CreateMultipartUpload: a canned `acl`
-/// and four `grant_*` fields) by access key `$writer` gives its object, checked and as the
-/// MNode keeps it ([`for_upload`]).
+/// and four `grant_*` fields) by access key `$writer` gives its object in a bucket of
+/// settings `$settings`, checked and as the MNode keeps it ([`for_upload`]).
 macro_rules! upload_acl {
-    ($gw:expr, $i:expr, $writer:expr) => {
+    ($gw:expr, $settings:expr, $i:expr, $writer:expr) => {
         $crate::acl::for_upload(
             $gw,
-            &$i.bucket,
+            $settings,
             &$crate::acl::AclRequest::object_headers(
                 $i.acl.as_ref(),
                 $i.grant_full_control.as_ref(),
@@ -265,17 +265,17 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
 }
 
 /// The ACL an upload by access key `writer` (`None`: anonymous) asking for `req` gives its
-/// object in `bucket`, as the MNode keeps it ([`stored`]): owned by the writer or the
-/// bucket's owner ([`crate::owner::of_new_object`]); grantees must exist, and the bucket's
-/// Object Ownership and Public Access Block apply as to a bucket ACL.
-pub async fn for_upload(
+/// object in a bucket of settings `s`, as the MNode keeps it ([`stored`]): owned by the
+/// writer or the bucket's owner ([`crate::owner::of_new_object`]); grantees must exist, and
+/// the bucket's Object Ownership and Public Access Block apply as to a bucket ACL. (The
+/// upload's own request answers NoSuchBucket: no lookup here.)
+pub fn for_upload(
     gw: &Gateway,
-    bucket: &str,
+    s: &crate::settings::Bucket,
     req: &AclRequest<'_>,
     writer: Option<&str>,
 ) -> S3Result<Option<String>> {
-    let s = crate::bucket_access::settings(gw, bucket).await?;
-    let bucket_owner = crate::owner::of_bucket(gw, &s);
+    let bucket_owner = crate::owner::of_bucket(gw, s);
     let ownership = ownership(s.ownership);
     let writer = crate::owner::account(gw, writer);
     let owner =

@@ -174,15 +174,13 @@ pub async fn list_buckets(
     } else {
         gw.settings.all().await.map_err(settings_error)?
     };
+    let owners: std::collections::HashMap<&str, &str> = settings
+        .iter()
+        .filter_map(|(b, s)| Some((b.as_str(), s.owner.as_deref()?)))
+        .collect();
     let root = gw.keys.root_account();
     let owned = |name: &str| {
-        every || {
-            let owner = settings
-                .iter()
-                .find(|(b, _)| b == name)
-                .and_then(|(_, s)| s.owner.as_deref());
-            owner.unwrap_or(root.as_str()) == account.as_str()
-        }
+        every || owners.get(name).copied().unwrap_or(root.as_str()) == account.as_str()
     };
     let mut buckets = Vec::new();
     let groups: Vec<_> = gw.cluster.groups().map(|(g, _)| *g).collect();

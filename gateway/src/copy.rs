@@ -120,9 +120,9 @@ pub async fn copy_object(
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let acl = crate::acl::upload_acl!(gw, input, writer).await?;
-    crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
+    let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
+    crate::write_headers::check_write_headers!(input)?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),

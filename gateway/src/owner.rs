@@ -21,9 +21,10 @@ pub fn of_bucket(gw: &Gateway, s: &Bucket) -> String {
     s.owner.clone().unwrap_or_else(|| gw.keys.root_account())
 }
 
-/// The account that owns `bucket`.
+/// The account that owns `bucket`, from this gateway's copy of its settings (callers have
+/// looked the bucket up already, or their own request answers NoSuchBucket).
 pub async fn of_bucket_named(gw: &Gateway, bucket: &str) -> S3Result<String> {
-    let s = crate::bucket_access::settings(gw, bucket).await?;
+    let s = crate::bucket_access::copy_of(gw, bucket).await?;
     Ok(of_bucket(gw, &s))
 }
 

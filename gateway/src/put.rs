@@ -103,9 +103,9 @@ pub async fn put_object(
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let acl = crate::acl::upload_acl!(gw, input, writer).await?;
-    crate::write_headers::check_write_headers!(input)?;
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
+    let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
+    crate::write_headers::check_write_headers!(input)?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),

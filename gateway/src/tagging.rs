@@ -201,7 +201,8 @@ pub async fn put_object_acl(
         ..Want::ATTR
     };
     let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
-    let s = crate::bucket_access::settings(gw, &i.bucket).await?;
+    // The object was found: its bucket exists.
+    let s = crate::bucket_access::copy_of(gw, &i.bucket).await?;
     let bucket_owner = crate::owner::of_bucket(gw, &s);
     // The object keeps its owner; only the grants change.
     let owner = crate::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;

@@ -85,11 +85,19 @@ type Parsed = (String, Arc<Policy>);
 /// without one).
 struct Requester {
     principal: Principal,
-    /// The requester's account (`None`: anonymous).
-    account: Option<String>,
+    account: Account,
     identity: Option<Arc<Policy>>,
     /// A key without a policy of its own.
     unrestricted: bool,
+}
+
+/// Which account a requester is of ([`crate::owner`]), told without a scan of the keys.
+enum Account {
+    Anonymous,
+    /// The root key's: the root key and every key made without `--account`.
+    Root,
+    /// An account key's own.
+    Own(String),
 }
 
 impl Requester {
@@ -124,18 +132,22 @@ impl Access {
         let Some(ak) = access_key else {
             return Ok(Requester {
                 principal: Principal::Anonymous,
-                account: None,
+                account: Account::Anonymous,
                 identity: None,
                 unrestricted: false,
             });
         };
         // SigV4 already found the key; it may have been deleted since.
-        let (root, policy) = self
+        let (root, policy, own) = self
             .gw
             .keys
-            .with(ak, |k| (k.root, k.policy.clone()))
+            .with(ak, |k| (k.root, k.policy.clone(), k.account))
             .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
-        let account = crate::owner::account(&self.gw, Some(ak));
+        let account = if own {
+            Account::Own(ak.to_string())
+        } else {
+            Account::Root
+        };
         if root {
             return Ok(Requester {
                 principal: Principal::root(ak),
@@ -185,12 +197,14 @@ impl Access {
     }
 
     /// Whether `who` is of another account than the owner of the bucket of settings `s`.
-    fn cross_account(&self, who: &Requester, s: &Bucket) -> bool {
+    fn cross_account(who: &Requester, s: &Bucket) -> bool {
+        // An owner is recorded only for a bucket another account than the root's created.
         !who.principal.is_root()
             && match (&who.account, &s.owner) {
-                (None, _) => true,
-                (Some(a), Some(owner)) => a != owner,
-                (Some(a), None) => *a != self.gw.keys.root_account(),
+                (Account::Anonymous, _) => true,
+                (Account::Root, owner) => owner.is_some(),
+                (Account::Own(a), Some(owner)) => a != owner,
+                (Account::Own(_), None) => true,
             }
     }
 
@@ -337,7 +351,7 @@ impl Access {
         let cross = op != "CreateBucket"
             && settings
                 .as_deref()
-                .is_some_and(|s| self.cross_account(&who, s));
+                .is_some_and(|s| Self::cross_account(&who, s));
         // The common case costs no evaluation: the root key, or a key without a policy in its
         // own account's bucket, and no bucket policy that could deny them.
         if who.unrestricted && !bucket_policy && !cross {
@@ -493,7 +507,7 @@ impl Access {
     ) -> S3Result<Vec<String>> {
         let who = self.requester(access_key)?;
         let settings = self.settings(bucket).await?;
-        let cross = self.cross_account(&who, &settings);
+        let cross = Self::cross_account(&who, &settings);
         if who.unrestricted && settings.policy.is_none() && !cross {
             return Ok(Vec::new());
         }
