@@ -37,24 +37,4 @@ for r in $(seq 1 "$RUNS"); do
   done
 done
 
-python3 - "$OUT" "$RUNS" <<'PY'
-import json, os, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-med = lambda xs: sorted(xs)[len(xs) // 2]
-def lines(mode):
-    got = {}
-    for r in range(1, runs + 1):
-        for res in json.load(open(os.path.join(out, f"{mode}-{r}.json")))["results"]:
-            name = f'{res["phase"]} {res["size"]} c{res["concurrency"]}'
-            got.setdefault(name, []).append(res["ops_per_sec"])
-            if res.get("errors"):
-                got.setdefault(name + " errors", []).append(res["errors"])
-    return got
-plain, tls = lines("plain"), lines("tls")
-summary = {k: {"plain_runs": plain[k], "tls_runs": tls.get(k), "plain": med(plain[k]),
-               "tls": med(tls[k]) if tls.get(k) else None,
-               "ratio": round(med(tls[k]) / med(plain[k]), 3) if tls.get(k) else None}
-           for k in plain if not k.endswith("errors")}
-json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
-print(json.dumps(summary, indent=1))
-PY
+python3 "$here/compare-modes.py" "$OUT" "$RUNS" plain tls summary.json

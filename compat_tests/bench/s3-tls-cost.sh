@@ -57,22 +57,4 @@ for r in $(seq 1 "$RUNS"); do
   done
 done
 
-python3 - "$OUT" "$RUNS" <<'PY'
-import json, os, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-med = lambda xs: sorted(xs)[len(xs) // 2]
-def lines(mode):
-    got, errors = {}, 0
-    for r in range(1, runs + 1):
-        for res in json.load(open(os.path.join(out, f"{mode}-{r}.json")))["results"]:
-            got.setdefault(f'{res["phase"]} {res["size"]} c{res["concurrency"]}', []).append(res["ops_per_sec"])
-            errors += res.get("errors", 0)
-    return got, errors
-(http, http_err), (https, https_err) = lines("http"), lines("https")
-summary = {k: {"http_runs": http[k], "https_runs": https[k], "http": med(http[k]),
-               "https": med(https[k]), "ratio": round(med(https[k]) / med(http[k]), 3)}
-           for k in http}
-summary["errors"] = {"http": http_err, "https": https_err}
-json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
-print(json.dumps(summary, indent=1))
-PY
+python3 "$here/compare-modes.py" "$OUT" "$RUNS" http https summary.json

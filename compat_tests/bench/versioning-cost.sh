@@ -44,21 +44,4 @@ for r in $(seq 1 "$RUNS"); do
   bench bench-plain "$OUT/plain-$r.json"
 done
 
-python3 - "$OUT" "$RUNS" <<'PY'
-import json, os, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-med = lambda xs: sorted(xs)[len(xs) // 2]
-result = {}
-for phase in ("put", "get"):
-    row = {}
-    for which in ("plain", "versioned"):
-        docs = [json.load(open(os.path.join(out, f"{which}-{r}.json"))) for r in range(1, runs + 1)]
-        rs = [x for d in docs for x in d["results"] if x["phase"] == phase]
-        row[which] = {"ops_per_s": round(med([x["ops_per_sec"] for x in rs])),
-                      "p50_ms": med([x["p50_ms"] for x in rs]),
-                      "errors": sum(x["errors"] for x in rs)}
-    row["versioned_over_plain"] = round(row["versioned"]["ops_per_s"] / row["plain"]["ops_per_s"], 3)
-    result[f"{phase} 4096 c16"] = row
-json.dump(result, open(os.path.join(out, "versioning-cost.json"), "w"), indent=1)
-print(json.dumps(result, indent=1))
-PY
+python3 "$here/compare-modes.py" "$OUT" "$RUNS" plain versioned versioning-cost.json
