@@ -46,6 +46,8 @@ pub struct Cluster {
     pub(crate) config: ClusterConfig,
     client_id: u128,
     seq: AtomicU64,
+    /// Reads of versions that live in a remote tier (none: such reads fail).
+    pub(crate) tiers: std::sync::RwLock<Option<Arc<dyn crate::TierReader>>>,
 }
 
 impl Cluster {
@@ -68,7 +70,13 @@ impl Cluster {
             config,
             client_id,
             seq: AtomicU64::new(0),
+            tiers: std::sync::RwLock::new(None),
         }
+    }
+
+    /// Reads of tiered versions go to `reader` from now on.
+    pub fn set_tier_reader(&self, reader: Arc<dyn crate::TierReader>) {
+        *self.tiers.write().unwrap_or_else(|e| e.into_inner()) = Some(reader);
     }
 
     /// Connects to the cluster behind the RPC endpoint `addr` (`host:port`): fetches its

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use saker_chunkstore::{ChunkId, ChunkStore};
-use saker_rpc::{ChunkRef, Layout};
+use saker_rpc::{ChunkRef, Layout, TierRef};
 use tracing::Instrument;
 
 use crate::cluster::Cluster;
@@ -133,6 +133,11 @@ impl Stream for ChannelStream {
     }
 }
 
+/// The bytes a task sends into `rx`'s channel, as a [`DataStream`].
+pub fn channel_stream(rx: tokio::sync::mpsc::Receiver<Result<Bytes, ClientError>>) -> DataStream {
+    Box::pin(ChannelStream(rx))
+}
+
 /// `range` of a file's inline bytes (clamped to their end).
 fn inline_range(inline: Option<Bytes>, range: ReadRange) -> Bytes {
     let data = inline.unwrap_or_default();
@@ -177,6 +182,17 @@ impl Cluster {
                 return Ok(inline_range(inline, range).to_vec());
             }
             Layout::Chunks(chunks) => chunks,
+            Layout::Tiered(t) => match local_copy(t) {
+                Some(chunks) => chunks,
+                None => {
+                    let mut stream = self.tier_read(t, range);
+                    let mut out = Vec::new();
+                    while let Some(piece) = stream.next().await {
+                        out.extend_from_slice(&piece?);
+                    }
+                    return Ok(out);
+                }
+            },
             Layout::Shared { .. } => return Err(reference_read()),
         };
         let mut out = Vec::with_capacity(range.end.saturating_sub(range.start) as usize);
@@ -202,8 +218,9 @@ impl Cluster {
             Layout::Inline => Box::pin(futures::stream::once(futures::future::ready(Ok(
                 inline_range(inline, range),
             )))),
-            Layout::Chunks(chunks) => {
-                let pieces = pieces(chunks, range);
+            Layout::Tiered(t) if local_copy(t).is_none() => self.tier_read(t, range),
+            Layout::Chunks(_) | Layout::Tiered(_) => {
+                let pieces = pieces(layout.chunks(), range);
                 // A reader task fetches ahead while the consumer sends (two pieces in flight).
                 let store = self.chunks.clone();
                 let (tx, rx) = tokio::sync::mpsc::channel(2);
@@ -227,6 +244,36 @@ impl Cluster {
             )))),
         }
     }
+}
+
+impl Cluster {
+    /// `range` of a tiered version, from its tier.
+    fn tier_read(&self, t: &TierRef, range: ReadRange) -> DataStream {
+        let reader = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
+        match reader {
+            Some(r) => r.read(t, range),
+            None => Box::pin(futures::stream::once(futures::future::ready(Err(
+                ClientError::Tier(format!("no tier reader here for tier {}", t.tier)),
+            )))),
+        }
+    }
+}
+
+/// Reads of versions whose bytes live in a remote tier (the binary's, which knows the
+/// tiers' endpoints and keys).
+pub trait TierReader: Send + Sync + 'static {
+    /// Streams `range` of the tiered version `t`.
+    fn read(&self, t: &TierRef, range: ReadRange) -> DataStream;
+}
+
+/// The chunks of a tiered version's restored copy, while it lasts.
+fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
+    let r = t.restored.as_ref()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or_default();
+    (r.until_ns > now).then_some(&r.chunks[..])
 }
 
 /// A read through a hard link's reference: the MNodes answer the shared inode instead, so

@@ -10,6 +10,9 @@ pub enum ClientError {
     Chunk(#[from] saker_chunkstore::ChunkError),
     #[error("gave up after {0} attempts to create missing parent directories")]
     TooManyRetries(usize),
+    /// A remote tier failed or is not configured here.
+    #[error("remote tier: {0}")]
+    Tier(String),
     #[error("unexpected reply from metadata node: {0}")]
     Protocol(String),
 }

@@ -13,7 +13,7 @@ mod list;
 pub mod metrics;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
-pub use data::{ChunkWriter, DataStream, ReadRange, Written};
+pub use data::{channel_stream, ChunkWriter, DataStream, ReadRange, TierReader, Written};
 pub use error::ClientError;
 pub use gc::{collect_garbage, repair_chunks, scrub_chunks, GcReport};
 pub use list::{ListItem, Lister};

@@ -48,7 +48,10 @@ impl FuseError {
                 Errno::ENOSPC
             }
             FuseError::Client(
-                ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_),
+                ClientError::Chunk(_)
+                | ClientError::TooManyRetries(_)
+                | ClientError::Protocol(_)
+                | ClientError::Tier(_),
             ) => Errno::EIO,
             FuseError::Io(e) => e.raw_os_error().map(Errno::from_i32).unwrap_or(Errno::EIO),
             FuseError::NameTooLong => Errno::ENAMETOOLONG,

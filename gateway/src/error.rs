@@ -103,6 +103,14 @@ pub fn client(e: ClientError) -> S3Error {
                     .to_string(),
             )
         }
+        // The archive tier holding the object's bytes is unreachable: transient.
+        ClientError::Tier(m) => {
+            tracing::warn!(error = %m, "remote tier read failed");
+            S3Error::with_message(
+                S3ErrorCode::ServiceUnavailable,
+                "the archive tier holding the object's data is unreachable; try again".to_string(),
+            )
+        }
         e @ (ClientError::Chunk(_) | ClientError::TooManyRetries(_) | ClientError::Protocol(_)) => {
             tracing::error!(error = %e, "internal error");
             S3Error::new(S3ErrorCode::InternalError)

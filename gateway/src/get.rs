@@ -325,6 +325,8 @@ macro_rules! object_output {
             checksum_sha1: s.sums.sha1,
             checksum_sha256: s.sums.sha256,
             checksum_type: s.checksum_type,
+            storage_class: crate::tiering::storage_class(a),
+            restore: crate::tiering::restore_header(a),
             ..Default::default()
         }
     }};

@@ -6,6 +6,7 @@
 //! place, [`error`].
 
 mod acl;
+pub mod archive;
 mod attributes;
 mod auth;
 mod body;
@@ -31,6 +32,7 @@ mod route;
 mod service;
 pub mod settings;
 mod tagging;
+mod tiering;
 mod versions;
 mod write_headers;
 
@@ -61,6 +63,8 @@ pub struct Gateway {
     pub(crate) lifecycle: Arc<lifecycle::Lifecycle>,
     /// The coordinator's replicated records (bucket settings, the lifecycle cursor).
     pub(crate) state: Arc<dyn saker_coordinator::StateStore>,
+    /// The remote archive tiers (reads of tiered objects go through them too).
+    pub(crate) tiers: Arc<saker_tier::Tiers>,
 }
 
 /// The S3 listener's handlers: see [`Gateway::into_front`].
@@ -85,6 +89,8 @@ impl Gateway {
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::spawn(settings.clone().follow());
         }
+        let tiers = saker_tier::Tiers::new(state.clone(), saker_tier::cache::Cache::none());
+        cluster.set_tier_reader(tiers.clone());
         Self {
             cluster,
             keys,
@@ -92,7 +98,22 @@ impl Gateway {
             limits: Arc::default(),
             lifecycle: Arc::default(),
             state,
+            tiers,
         }
+    }
+
+    /// Tiered objects read through a local cache (`--tier-cache-size`) of at most `bytes`
+    /// in `dir`.
+    pub fn with_tier_cache(mut self, dir: std::path::PathBuf, bytes: u64) -> std::io::Result<Self> {
+        let cache = saker_tier::cache::Cache::new(dir, bytes)?;
+        self.tiers = saker_tier::Tiers::new(self.state.clone(), cache);
+        self.cluster.set_tier_reader(self.tiers.clone());
+        Ok(self)
+    }
+
+    /// The remote tiers this gateway moves objects to and reads them from.
+    pub fn tiers(&self) -> &Arc<saker_tier::Tiers> {
+        &self.tiers
     }
 
     /// Lifecycle rules count days of `day` ([`lifecycle`]; 24 hours by default, shorter

@@ -137,8 +137,8 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, owner: Option<Owner>) -> Ve
             e_tag: Some(ETag::Strong(a.etag.clone())),
             last_modified: Some(timestamp(a.s3_mtime_ns)),
             size: Some(a.size as i64),
-            storage_class: Some(ObjectStorageClass::from_static(
-                ObjectStorageClass::STANDARD,
+            storage_class: Some(ObjectStorageClass::from(
+                crate::tiering::class_name(&a).to_string(),
             )),
             owner: owner.clone(),
             ..Default::default()

@@ -180,6 +180,12 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         run("GetObject", get::get_object(self, req)).await
     }
+    async fn restore_object(
+        &self,
+        req: S3Request<RestoreObjectInput>,
+    ) -> S3Result<S3Response<RestoreObjectOutput>> {
+        run("RestoreObject", crate::tiering::restore_object(self, req)).await
+    }
     async fn head_object(
         &self,
         req: S3Request<HeadObjectInput>,

@@ -467,8 +467,8 @@ pub async fn list_object_versions(
                 e_tag: Some(ETag::Strong(attr.etag.clone())),
                 last_modified: Some(timestamp(attr.s3_mtime_ns)),
                 size: Some(attr.size as i64),
-                storage_class: Some(ObjectVersionStorageClass::from_static(
-                    ObjectVersionStorageClass::STANDARD,
+                storage_class: Some(ObjectVersionStorageClass::from(
+                    crate::tiering::class_name(&attr).to_string(),
                 )),
                 owner: Some(owner.clone()),
                 ..Default::default()

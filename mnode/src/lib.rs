@@ -22,6 +22,7 @@ pub mod perm;
 pub mod raft;
 pub mod read;
 pub mod records;
+mod refs;
 pub mod space;
 pub mod store;
 mod tickets;

@@ -16,7 +16,7 @@ use crate::tree::{
     target, Child, Resolver, View,
 };
 
-type OpResult = Result<MetaResponse, MetaError>;
+pub(crate) type OpResult = Result<MetaResponse, MetaError>;
 
 pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) -> OpResult {
     let keys = r.keys;
@@ -63,8 +63,12 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             id_marker,
             limit,
         } => scan_versions(v, keys, bucket, prefix, key_marker, *id_marker, *limit),
-        MetaRequest::GcDue { now_ns, limit } => gc_due(v, keys, *now_ns, *limit),
-        MetaRequest::ChunkRefs => chunk_refs(v, keys),
+        MetaRequest::GcDue { now_ns, limit } => crate::refs::gc_due(v, keys, *now_ns, *limit),
+        MetaRequest::TierGcDue { now_ns, limit } => {
+            crate::refs::tier_gc_due(v, keys, *now_ns, *limit)
+        }
+        MetaRequest::ChunkRefs => crate::refs::chunk_refs(v, keys),
+        MetaRequest::TierRefs { tier } => crate::refs::tier_refs(v, keys, tier),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(
             v.get(&keys.link_token(*id, *token))
                 .map_err(internal)?
@@ -456,47 +460,4 @@ fn get_upload<V: View + ?Sized>(v: &V, keys: &Keys, path: &[String], upload_id: 
     let mut info = crate::ops::decode_upload(&bytes).map_err(internal)?;
     info.parts = upload_parts(v, keys, upload_id)?;
     Ok(MetaResponse::Upload(Box::new(info)))
-}
-
-fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpResult {
-    let start = keys.table(crate::keys::GC);
-    let end = keys.gc(now_ns.saturating_add(1), 0);
-    let mut out = Vec::new();
-    for (k, _) in v.scan(&start, &end, limit as usize).map_err(internal)? {
-        if let Some(chunk) = Keys::gc_chunk(&k) {
-            out.push((k, chunk));
-        }
-    }
-    Ok(MetaResponse::Gc(out))
-}
-
-fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
-    let mut ids = Vec::new();
-    use crate::keys::{INODE, PART, SHARED, VERSIONS};
-    for tag in [INODE, SHARED, PART, VERSIONS] {
-        for_each_value(v, &keys.table(tag), &keys.table_end(tag), |val| {
-            let layout = match tag {
-                PART => {
-                    decode::<saker_rpc::PartRecord>(val)
-                        .map_err(internal)?
-                        .layout
-                }
-                // Noncurrent versions keep their chunks until they are deleted.
-                VERSIONS => match decode::<versions::Stored>(val).map_err(internal)?.kind {
-                    VersionKind::Object(attr) => attr.layout,
-                    VersionKind::Current | VersionKind::DeleteMarker => return Ok(true),
-                },
-                _ => decode::<Attr>(val).map_err(internal)?.layout,
-            };
-            ids.extend(layout.chunks().iter().map(|c| c.id));
-            Ok(true)
-        })?;
-    }
-    // Chunks queued for deletion are still referenced until collected.
-    let start = keys.table(crate::keys::GC);
-    let end = keys.table_end(crate::keys::GC);
-    for (k, _) in v.scan(&start, &end, usize::MAX).map_err(internal)? {
-        ids.extend(Keys::gc_chunk(&k));
-    }
-    Ok(MetaResponse::ChunkIds(ids))
 }

@@ -48,14 +48,64 @@ pub enum Layout {
     /// in the shared table of group `home`, under the inode id. The other fields of a
     /// reference are a copy taken when the name was made, not kept up to date.
     Shared { home: u32 },
+    /// The bytes live in a remote archive tier ([`TierRef`]), with a local copy while a
+    /// restore lasts.
+    Tiered(Box<TierRef>),
+}
+
+/// Where a transitioned version's bytes are: object `key` of tier `tier` (a name of the
+/// cluster's tier definitions), `size` bytes whose CRC32C is `crc32c`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierRef {
+    pub tier: String,
+    pub key: String,
+    pub size: u64,
+    pub crc32c: u32,
+    /// A local copy brought back by RestoreObject, kept until `until_ns`.
+    pub restored: Option<Restored>,
+}
+
+/// Checks a tier's name: `[A-Z0-9_-]{1,64}`, as it is also the StorageClass S3 shows, and
+/// not `STANDARD`.
+pub fn check_tier_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && name != "STANDARD";
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "tier name {name:?}: 1-64 of A-Z, 0-9, _ and -, and not STANDARD"
+        ))
+    }
+}
+
+/// A restored copy of a tiered version: its chunks and when the copy lapses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Restored {
+    pub chunks: Vec<ChunkRef>,
+    pub until_ns: i64,
 }
 
 impl Layout {
-    /// The chunks this record owns (none for a hard link's reference).
+    /// The chunks this record owns (none for a hard link's reference; a tiered version's
+    /// restored copy).
     pub fn chunks(&self) -> &[ChunkRef] {
         match self {
             Layout::Inline | Layout::Shared { .. } => &[],
             Layout::Chunks(c) => c,
+            Layout::Tiered(t) => t.restored.as_ref().map_or(&[], |r| &r.chunks),
+        }
+    }
+
+    /// The remote copy, when the bytes live in a tier.
+    pub fn tiered(&self) -> Option<&TierRef> {
+        match self {
+            Layout::Tiered(t) => Some(t),
+            _ => None,
         }
     }
 

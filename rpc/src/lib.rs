@@ -17,7 +17,10 @@ pub mod tls;
 pub mod trace_context;
 pub mod transport;
 
-pub use attr::{Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo};
+pub use attr::{
+    check_tier_name, Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo,
+    Restored, TierRef,
+};
 pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;

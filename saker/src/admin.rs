@@ -45,6 +45,11 @@ pub enum AdminCommand {
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
     Scrub,
+    /// Remote archive tiers: add, list, remove.
+    Tier {
+        #[command(subcommand)]
+        command: crate::admin_tiers::TierCommand,
+    },
     /// Lifecycle rules: run a pass now, or show the last one.
     Lifecycle {
         #[command(subcommand)]
@@ -218,6 +223,15 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/lifecycle/{bucket}", post(run_lifecycle_bucket))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
+        .route(
+            "/admin/tiers",
+            get(crate::admin_tiers::list).post(crate::admin_tiers::add),
+        )
+        .route("/admin/tiers/{name}", delete(crate::admin_tiers::remove))
+        .route(
+            "/admin/archive",
+            get(crate::admin_tiers::archive_jobs).post(crate::admin_tiers::start_archive),
+        )
         .with_state(state)
 }
 
@@ -718,6 +732,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
     let command = match cmd {
         AdminCommand::Key { command } => command,
         AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
+        AdminCommand::Tier { command } => return crate::admin_tiers::run(endpoint, command).await,
         AdminCommand::Status { json } => {
             let text = send(endpoint, Method::GET, "/admin/status", Vec::new()).await?;
             if json {

@@ -7,6 +7,7 @@ mod admin_auth;
 mod admin_chunks;
 mod admin_forward;
 mod admin_keys;
+mod admin_tiers;
 mod backup;
 mod bench;
 mod cluster_credential;
@@ -16,6 +17,7 @@ mod drain;
 mod hosting;
 mod limits;
 mod listen;
+mod loops;
 mod mount;
 mod nodes;
 mod process_config;
@@ -71,6 +73,9 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Move everything under BUCKET/PREFIX to a remote tier now (a job on the server), with
+    /// a progress bar; exits 0 once every object moved and its remote copy verified.
+    Archive(admin_tiers::ArchiveArgs),
     /// Benchmarks against a running endpoint (results as JSON with --json).
     Bench {
         #[command(subcommand)]
@@ -151,6 +156,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             admin::run_client(&admin_endpoint, command).await
         }
         Command::Bench { command } => bench::run(command).await,
+        Command::Archive(args) => {
+            anyhow::ensure!(
+                admin_tiers::archive(args).await?,
+                "the archive is incomplete: some objects did not move or verify (see the \
+                 server's log); run the same command again"
+            );
+            Ok(())
+        }
     }
 }
 

@@ -250,7 +250,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         ));
         let gateway = Gateway::new(cluster.clone(), keys.clone())
             .with_key_limits(args.limits.keys())
-            .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate);
+            .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
+            .with_tier_cache(cfg.data_dir.join("tier-cache"), args.tier_cache_size)
+            .context("cannot make the tier cache")?;
         let s3 = gateway
             .clone()
             .into_front(args.domain())
@@ -281,6 +283,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         // replicated cluster (every node has a gateway), in the one gateway process otherwise.
         tokio::spawn(gc_loop(
             cluster.clone(),
+            gateway.tiers().clone(),
             scrub_age,
             interval,
             active.clone().filter(|_| replicated),

@@ -16,7 +16,7 @@ use anyhow::Context;
 use crate::access_log::AccessLog;
 use clap::Args;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
-use saker_client::{collect_garbage, Cluster, ClusterConfig};
+use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
 use saker_mnode::{
@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::coordinator_host::Active;
+pub(crate) use crate::loops::*;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
 
@@ -133,6 +134,10 @@ pub struct ServerArgs {
     /// tests, as Ceph's lc_debug_interval shortens them).
     #[arg(long, default_value_t = 86_400)]
     pub lifecycle_day_secs: u64,
+    /// The local cache of objects read through from remote tiers (`tier-cache/` in the data
+    /// directory, emptied at start; 0: none).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    pub tier_cache_size: u64,
     /// How often a lifecycle pass applies the buckets' rules (more often when half a
     /// lifecycle day is shorter; 0s: only on `saker admin lifecycle run`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
@@ -281,7 +286,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let gateway = Gateway::new(cluster.clone(), keys.clone())
         .with_key_limits(args.limits.keys())
-        .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate);
+        .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
+        .with_tier_cache(args.data_dir.join("tier-cache"), args.tier_cache_size)
+        .context("cannot make the tier cache")?;
     let s3 = gateway
         .clone()
         .into_front(args.domain.as_deref())
@@ -341,6 +348,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     });
     tokio::spawn(gc_loop(
         cluster.clone(),
+        gateway.tiers().clone(),
         args.scrub_age,
         args.gc_interval,
         None,
@@ -689,179 +697,6 @@ pub(crate) async fn serve_s3(
     })
     .await
 }
-
-/// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
-/// scrub (a walk of every chunk and, when some are older than `scrub_age`, of every group's
-/// chunk references) runs on the first pass and then once every `scrub_age / 4`, not every
-/// pass: its cost grows with the namespace, and the chunks it finds can wait. With
-/// `only_active`, only while that coordinator is active here (once per replicated cluster).
-pub(crate) async fn gc_loop(
-    cluster: Arc<Cluster>,
-    scrub_age: Duration,
-    interval: Duration,
-    only_active: Option<Active>,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_scrub: Option<tokio::time::Instant> = None;
-    loop {
-        tick.tick().await;
-        if !active_here(only_active.as_ref()) {
-            continue;
-        }
-        let scrub = last_scrub.is_none_or(|t| t.elapsed() >= scrub_age / 4);
-        let started = tokio::time::Instant::now();
-        let result = collect_garbage(&cluster, scrub_age, scrub).await;
-        if scrub && result.is_ok() {
-            last_scrub = Some(started);
-        }
-        match result {
-            Ok(r) if r.released + r.leaked > 0 => {
-                tracing::info!(
-                    released = r.released,
-                    leaked = r.leaked,
-                    "garbage collected"
-                )
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "garbage collection failed"),
-        }
-    }
-}
-
-/// Whether a once-per-cluster task runs here now: always without `only_active`, else while
-/// that coordinator is active here.
-fn active_here(only_active: Option<&Active>) -> bool {
-    only_active.is_none_or(|a| a.get().is_some())
-}
-
-/// Runs `pass` every `every` (never when it is zero), with `only_active` only while that
-/// coordinator is active here.
-async fn periodically<F, Fut>(every: Duration, only_active: Option<Active>, mut pass: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    if every.is_zero() {
-        return;
-    }
-    loop {
-        tokio::time::sleep(every).await;
-        if active_here(only_active.as_ref()) {
-            pass().await;
-        }
-    }
-}
-
-/// Runs a chunk scrub (every copy read whole, CRC-checked, bad ones rewritten) every `every`
-/// at `rate_mib` MiB/s.
-pub(crate) async fn scrub_loop(
-    cluster: Arc<Cluster>,
-    every: Duration,
-    rate_mib: u64,
-    only_active: Option<Active>,
-) {
-    periodically(every, only_active, || async {
-        match saker_client::scrub_chunks(&cluster, rate_mib << 20).await {
-            Ok(r) if r.corrupt + r.missing > 0 => tracing::warn!(
-                verified = r.verified,
-                corrupt = r.corrupt,
-                missing = r.missing,
-                repaired = r.repaired,
-                "chunk scrub found bad copies"
-            ),
-            Ok(r) => tracing::info!(verified = r.verified, bytes = r.bytes, "chunk scrub"),
-            Err(e) => tracing::warn!(error = %e, "chunk scrub failed"),
-        }
-    })
-    .await
-}
-
-/// Runs a lifecycle pass every `every` (never when it is zero), with `only_active` only
-/// while that coordinator is active here.
-pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_active: Option<Active>) {
-    periodically(every, only_active, || async {
-        match gateway.lifecycle_pass(None).await {
-            Ok(s)
-                if s.expired + s.noncurrent_expired + s.markers_removed + s.uploads_aborted > 0 =>
-            {
-                tracing::info!(
-                    expired = s.expired,
-                    noncurrent = s.noncurrent_expired,
-                    markers = s.markers_removed,
-                    uploads = s.uploads_aborted,
-                    errors = s.errors,
-                    "lifecycle pass"
-                )
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "lifecycle pass failed"),
-        }
-    })
-    .await
-}
-
-/// Runs a chunk repair pass (every referenced chunk to all its replicas) every `every`.
-pub(crate) async fn repair_loop(
-    cluster: Arc<Cluster>,
-    every: Duration,
-    only_active: Option<Active>,
-) {
-    periodically(every, only_active, || async {
-        match saker_client::repair_chunks(&cluster).await {
-            Ok(r) if r.under_replicated > 0 => tracing::info!(
-                scanned = r.scanned,
-                under_replicated = r.under_replicated,
-                repaired = r.repaired,
-                failed = r.failed,
-                lost = r.lost,
-                "chunk repair pass"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "chunk repair pass failed"),
-        }
-    })
-    .await
-}
-
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler cannot fail");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-}
-
-/// Periodic balancing rounds (none when `every` is zero).
-pub(crate) async fn balance_loop(
-    namespace: Arc<NamespaceCoordinator>,
-    every: Duration,
-    epsilon: f64,
-) {
-    periodically(every, None, || async {
-        let round = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES, BALANCE_MIN_INODES);
-        if let Err(e) = round.await {
-            tracing::warn!(error = %e, "balancing round failed");
-        }
-    })
-    .await
-}
-
-/// New exception entries one balancing round may add.
-pub(crate) const BALANCE_MAX_ENTRIES: usize = 16;
-
-/// Periodic rounds leave namespaces smaller than this alone: a few thousand inodes spread by a
-/// 256-vnode ring are uneven by chance, and no name is worth a migration
-/// (`saker admin balance` still balances them on request).
-pub(crate) const BALANCE_MIN_INODES: u64 = 100_000;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -120,6 +120,19 @@ pub async fn put_configuration(
         ));
     };
     let rules = rules::parse(c)?;
+    for t in rules.iter().filter_map(|r| r.transition.as_ref()) {
+        match saker_tier::config::get(&gw.state, &t.tier).await {
+            Ok(_) => {}
+            Err(saker_tier::TierError::NoSuchTier(_)) => {
+                return Err(s3_error!(
+                    InvalidStorageClass,
+                    "The storage class {} names no tier here (saker admin tier list)",
+                    t.tier
+                ))
+            }
+            Err(e) => return Err(error::internal(e)),
+        }
+    }
     let value = serde_json::to_vec(&rules).map_err(error::internal)?;
     store(gw, &i.bucket, Setting::Lifecycle, Some(value)).await?;
     Ok(S3Response::new(

@@ -22,6 +22,19 @@ pub struct Rule {
     pub noncurrent: Option<Noncurrent>,
     /// Abort multipart uploads this many days after they began.
     pub abort_upload_days: Option<i32>,
+    /// Move current objects to a remote tier (absent in rules stored before tiers).
+    #[serde(default)]
+    pub transition: Option<Transition>,
+}
+
+/// A `Transition`: current objects move to tier `tier` (its name is the StorageClass) this
+/// many days after their creation, or from a date.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub days: Option<i32>,
+    /// Seconds since the epoch, midnight UTC.
+    pub date: Option<i64>,
+    pub tier: String,
 }
 
 /// Which objects a rule applies to: all of what is set.
@@ -74,15 +87,26 @@ impl Filter {
     }
 }
 
+/// When something `days` after `mtime_ns` (or from `date`, in seconds) is due.
+fn due_at(days: Option<i32>, date: Option<i64>, mtime_ns: i64, day_ns: i64) -> Option<i64> {
+    match (days, date) {
+        (Some(d), _) => Some(mtime_ns.saturating_add(i64::from(d).saturating_mul(day_ns))),
+        (None, Some(secs)) => Some(secs.saturating_mul(1_000_000_000)),
+        (None, None) => None,
+    }
+}
+
 impl Rule {
     /// When an object of this rule written at `mtime_ns` expires, `day_ns` being a day.
     pub fn expires_at(&self, mtime_ns: i64, day_ns: i64) -> Option<i64> {
         let e = self.expiration.as_ref()?;
-        match (e.days, e.date) {
-            (Some(d), _) => Some(mtime_ns.saturating_add(i64::from(d).saturating_mul(day_ns))),
-            (None, Some(secs)) => Some(secs.saturating_mul(1_000_000_000)),
-            (None, None) => None,
-        }
+        due_at(e.days, e.date, mtime_ns, day_ns)
+    }
+
+    /// When an object of this rule written at `mtime_ns` moves to a tier, and which.
+    pub fn transitions_at(&self, mtime_ns: i64, day_ns: i64) -> Option<(i64, &str)> {
+        let t = self.transition.as_ref()?;
+        due_at(t.days, t.date, mtime_ns, day_ns).map(|at| (at, t.tier.as_str()))
     }
 }
 
@@ -140,15 +164,20 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
         ExpirationStatus::DISABLED => false,
         _ => return Err(malformed("Status must be Enabled or Disabled")),
     };
-    if r.transitions.as_ref().is_some_and(|t| !t.is_empty())
-        || r.noncurrent_version_transitions
-            .as_ref()
-            .is_some_and(|t| !t.is_empty())
+    if r.noncurrent_version_transitions
+        .as_ref()
+        .is_some_and(|t| !t.is_empty())
     {
-        return Err(invalid(
-            "no storage class is a transition target here (no remote tier is configured)",
+        return Err(s3_error!(
+            NotImplemented,
+            "NoncurrentVersionTransition is not supported yet; Transition is"
         ));
     }
+    let transition = match r.transitions.as_deref() {
+        None | Some([]) => None,
+        Some([t]) => Some(parse_transition(t)?),
+        Some(_) => return Err(invalid("A rule has at most one Transition here")),
+    };
     let (filter, legacy_prefix) = match (&r.prefix, &r.filter) {
         (Some(_), Some(_)) => {
             return Err(malformed(
@@ -221,7 +250,11 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
             days(a.days_after_initiation, "DaysAfterInitiation")?
         }
     };
-    if expiration.is_none() && noncurrent.is_none() && abort_upload_days.is_none() {
+    if expiration.is_none()
+        && noncurrent.is_none()
+        && abort_upload_days.is_none()
+        && transition.is_none()
+    {
         return Err(malformed("A rule needs at least one action"));
     }
     Ok(Rule {
@@ -232,6 +265,29 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
         expiration,
         noncurrent,
         abort_upload_days,
+        transition,
+    })
+}
+
+/// A Transition: a StorageClass naming a tier (checked against the tiers by the caller), and
+/// Days (0 or more) or a Date.
+fn parse_transition(t: &s3s::dto::Transition) -> S3Result<Transition> {
+    let Some(class) = &t.storage_class else {
+        return Err(malformed("A Transition needs a StorageClass"));
+    };
+    let date = t.date.as_ref().map(midnight_secs).transpose()?;
+    if t.days.is_some() == date.is_some() {
+        return Err(malformed("A Transition has one of Days or Date"));
+    }
+    if t.days.is_some_and(|d| d < 0) {
+        return Err(invalid(
+            "'Days' for Transition action must be a non-negative integer",
+        ));
+    }
+    Ok(Transition {
+        days: t.days,
+        date,
+        tier: class.as_str().to_string(),
     })
 }
 
@@ -337,7 +393,15 @@ fn rule_dto(r: &Rule) -> LifecycleRule {
         noncurrent_version_transitions: None,
         prefix,
         status: ExpirationStatus::from_static(status),
-        transitions: None,
+        transitions: r.transition.as_ref().map(|t| {
+            vec![s3s::dto::Transition {
+                date: t
+                    .date
+                    .map(|s| crate::keys::timestamp(s.saturating_mul(1_000_000_000))),
+                days: t.days,
+                storage_class: Some(TransitionStorageClass::from(t.tier.clone())),
+            }]
+        }),
     }
 }
 

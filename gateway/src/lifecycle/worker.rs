@@ -30,6 +30,13 @@ pub struct Summary {
     /// Delete markers removed (the only version left of their key).
     pub markers_removed: u64,
     pub uploads_aborted: u64,
+    /// Current objects moved to a remote tier.
+    pub transitioned: u64,
+    /// Restored copies of tiered objects dropped, their days over.
+    pub restores_dropped: u64,
+    /// Tier moves not made: the version changed meanwhile, already lived there, or cannot
+    /// move (a file with hard links).
+    pub skipped: u64,
     /// Actions that failed (they are tried again by the next pass).
     pub errors: u64,
     pub elapsed_ms: u64,
@@ -55,6 +62,14 @@ struct Pending {
     field: Field,
 }
 
+/// A tier change decided and not made yet: a move to `tier`, or (`None`) the drop of a
+/// restored copy whose days are over.
+struct PendingMove {
+    path: Vec<String>,
+    attr: saker_rpc::Attr,
+    tier: Option<String>,
+}
+
 /// A pass's walk: paced at `per_sec` items (objects, versions, uploads looked at) a second,
 /// so foreground requests keep the machine (0: unpaced); its deletes sent in batches; and its
 /// place saved every [`SAVE_EVERY`] items when it is a pass over every bucket (after the
@@ -66,6 +81,7 @@ pub(super) struct Walk {
     unsaved: u64,
     state: Option<Arc<dyn StateStore>>,
     pending: Vec<Pending>,
+    moves: Vec<PendingMove>,
 }
 
 impl Walk {
@@ -77,6 +93,7 @@ impl Walk {
             unsaved: 0,
             state,
             pending: Vec::new(),
+            moves: Vec::new(),
         }
     }
 
@@ -125,8 +142,69 @@ impl Walk {
         }
     }
 
-    /// Sends the deletes decided so far.
+    /// Moves the object at `path` (as found: `attr`) to `tier`, or drops its restored copy
+    /// (`None`), soon.
+    async fn tier_change(
+        &mut self,
+        gw: &Gateway,
+        sum: &mut Summary,
+        path: Vec<String>,
+        attr: saker_rpc::Attr,
+        tier: Option<String>,
+    ) {
+        self.moves.push(PendingMove { path, attr, tier });
+        if self.moves.len() >= BATCH {
+            self.flush(gw, sum).await;
+        }
+    }
+
+    /// Makes the tier changes decided so far.
+    async fn flush_moves(&mut self, gw: &Gateway, sum: &mut Summary) {
+        let tiers = gw.tiers.clone();
+        let sent = std::mem::take(&mut self.moves).into_iter().map(|m| {
+            let tiers = tiers.clone();
+            async move {
+                let cluster = &gw.cluster;
+                match &m.tier {
+                    Some(t) => {
+                        let r = saker_tier::transition::transition(
+                            cluster, &tiers, t, &m.path, &m.attr,
+                        )
+                        .await;
+                        match r {
+                            Ok(saker_tier::transition::Moved::Moved(_)) => {
+                                (Ok(()), Some(transitioned as Field))
+                            }
+                            Ok(_) => (Ok(()), None),
+                            Err(e) => (Err(e.to_string()), None),
+                        }
+                    }
+                    None => {
+                        let r =
+                            saker_tier::transition::drop_restored(cluster, &m.path, &m.attr).await;
+                        (
+                            r.map_err(|e| e.to_string()),
+                            Some(restores_dropped as Field),
+                        )
+                    }
+                }
+            }
+        });
+        let results: Vec<_> = futures::stream::iter(sent)
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for (r, field) in results {
+            match field {
+                Some(f) => count(sum, r, f),
+                None => count(sum, r, |s| &mut s.skipped),
+            }
+        }
+    }
+
+    /// Sends the deletes and tier changes decided so far.
     async fn flush(&mut self, gw: &Gateway, sum: &mut Summary) {
+        self.flush_moves(gw, sum).await;
         let sent = std::mem::take(&mut self.pending)
             .into_iter()
             .map(|p| async move {
@@ -240,6 +318,14 @@ async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)>
         .unwrap_or_default()
 }
 
+fn transitioned(s: &mut Summary) -> &mut u64 {
+    &mut s.transitioned
+}
+
+fn restores_dropped(s: &mut Summary) -> &mut u64 {
+    &mut s.restores_dropped
+}
+
 fn count(sum: &mut Summary, r: Result<(), String>, done: Field) {
     match r {
         Ok(()) => *done(sum) += 1,
@@ -250,7 +336,7 @@ fn count(sum: &mut Summary, r: Result<(), String>, done: Field) {
     }
 }
 
-/// Expiration of current objects.
+/// Expiration of current objects, their moves to tiers, and the end of restored copies.
 async fn current(
     gw: &Gateway,
     b: &Bucket<'_>,
@@ -259,7 +345,8 @@ async fn current(
     walk: &mut Walk,
 ) -> Result<(), String> {
     let (bucket, rules) = (b.name, b.rules);
-    if !rules.iter().any(|r| r.expires_at(0, 1).is_some()) {
+    let acts = |r: &Rule| r.expires_at(0, 1).is_some() || r.transition.is_some();
+    if !rules.iter().any(acts) {
         return Ok(());
     }
     let Some(after) = b.start(Phase::Current, 0) else {
@@ -289,9 +376,29 @@ async fn current(
                 && r.expires_at(attr.s3_mtime_ns, at.day_ns)
                     .is_some_and(|t| t <= at.now_ns)
         });
+        let tiered = attr.layout.tiered();
+        let move_to = rules
+            .iter()
+            .filter(|r| r.filter.matches(&facts))
+            .filter_map(|r| r.transitions_at(attr.s3_mtime_ns, at.day_ns))
+            .filter(|(t, _)| *t <= at.now_ns)
+            .map(|(_, tier)| tier)
+            .next();
+        let lapsed = tiered
+            .and_then(|t| t.restored.as_ref())
+            .is_some_and(|r| r.until_ns <= at.now_ns);
         if due {
             walk.delete(gw, sum, bucket, &key, None, |s| &mut s.expired)
                 .await;
+        } else if let (Some(tier), None) = (move_to, tiered) {
+            if let Ok(kp) = crate::keys::map_key(bucket, &key) {
+                walk.tier_change(gw, sum, kp.path, attr.clone(), Some(tier.to_string()))
+                    .await;
+            }
+        } else if lapsed {
+            if let Ok(kp) = crate::keys::map_key(bucket, &key) {
+                walk.tier_change(gw, sum, kp.path, attr.clone(), None).await;
+            }
         }
         walk.step(gw, sum, 1, || b.at(Phase::Current, 0, &key))
             .await;

@@ -6,7 +6,7 @@ use saker_rpc::{
     ObjectMeta, SetTime, XattrMode,
 };
 
-use super::common::{check_path, missing_as_not_found, put_attr, release_chunks};
+use super::common::{check_path, missing_as_not_found, put_attr, release};
 use super::{retention, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::perm;
@@ -114,7 +114,7 @@ fn set_attr(
         }
         retention::may_remove(txn, ctx, attr.id, false)?;
         if attr.size != 0 || !attr.layout.chunks().is_empty() {
-            release_chunks(txn, ctx, attr.layout.chunks());
+            release(txn, ctx, &attr.layout);
             attr.layout = Layout::Inline;
             attr.size = 0;
             attr.parts.clear();

@@ -1,7 +1,9 @@
 //! Record-level helpers the op families share: path checks, attribute and payload records,
 //! chunk release, parent-directory updates and new inodes' attributes.
 
-use saker_rpc::{Attr, ChunkRef, DirChange, FileKind, InodeId, Layout, MetaError, NewObject};
+use saker_rpc::{
+    Attr, ChunkRef, DirChange, FileKind, InodeId, Layout, MetaError, NewObject, TierRef,
+};
 
 use super::Ctx;
 use crate::keys::{Keys, PayloadKind, PAYLOAD_KINDS};
@@ -25,6 +27,29 @@ pub(super) fn release_chunks(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chunks: &[ChunkRe
     for c in chunks {
         txn.put(ctx.keys.gc(ctx.now_ns + ctx.gc_grace_ns, c.id), Vec::new());
     }
+}
+
+/// Queues what a record stored with `layout` owns for deletion after the grace period: its
+/// chunks, and its remote copy when it lives in a tier (a GC entry whose value names it).
+pub(super) fn release(txn: &mut Txn<'_>, ctx: &Ctx<'_>, layout: &Layout) {
+    release_chunks(txn, ctx, layout.chunks());
+    if let Some(t) = layout.tiered() {
+        let due = ctx.now_ns + ctx.gc_grace_ns;
+        txn.put(ctx.keys.gc(due, tier_gc_id(t)), encode(t));
+    }
+}
+
+/// The GC queue id of a remote copy: a hash of where it is (the queue keys chunks by id).
+pub(crate) fn tier_gc_id(t: &TierRef) -> u128 {
+    let mut h = [0u8; 16];
+    let a = crc32c::crc32c(t.tier.as_bytes());
+    let b = crc32c::crc32c(t.key.as_bytes());
+    let c = crc32c::crc32c_append(a, t.key.as_bytes());
+    h[..4].copy_from_slice(&a.to_be_bytes());
+    h[4..8].copy_from_slice(&b.to_be_bytes());
+    h[8..12].copy_from_slice(&c.to_be_bytes());
+    h[12..].copy_from_slice(&(t.key.len() as u32).to_be_bytes());
+    u128::from_be_bytes(h)
 }
 
 pub(super) fn delete_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId) {

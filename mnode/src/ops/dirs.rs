@@ -5,7 +5,7 @@ use saker_rpc::{Attr, Cred, DirChange, FileKind, InodeId, MetaError, MetaRespons
 
 use super::common::{
     change_attr, check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, put_dir,
-    release_chunks, touch_parent,
+    release, touch_parent,
 };
 use super::links::apply_link_change;
 use super::uploads::drop_upload_parts;
@@ -110,7 +110,7 @@ fn remove_dir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut Vec<Located>) {
     txn.delete(dir.key.expect("a local directory"));
     txn.delete(ctx.keys.dir_index(dir.attr.id));
     delete_payloads(txn, ctx.keys, dir.attr.id);
-    release_chunks(txn, ctx, dir.attr.layout.chunks());
+    release(txn, ctx, &dir.attr.layout);
     touch_parent(txn, ctx, chain, -1, -1);
 }
 

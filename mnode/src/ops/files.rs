@@ -6,8 +6,7 @@ use saker_rpc::{access, Cred, FileKind, InodeId, Layout, MetaError, MetaResponse
 
 use super::attrs::EMPTY_ETAG;
 use super::common::{
-    check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, release_chunks,
-    touch_parent,
+    check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, release, touch_parent,
 };
 use super::links::{touch_shared, victim};
 use super::{retention, Ctx, OpResult};
@@ -28,7 +27,7 @@ pub(super) fn remove_file(
         Some(home) => touch_shared(txn, ctx, home, loc.attr.id, -1)?,
         None => {
             delete_payloads(txn, ctx.keys, loc.attr.id);
-            release_chunks(txn, ctx, loc.attr.layout.chunks());
+            release(txn, ctx, &loc.attr.layout);
         }
     }
     touch_parent(txn, ctx, chain, -1, 0);
@@ -161,7 +160,7 @@ pub(super) fn commit_file(
     };
     retention::may_remove(txn, ctx, id, false)?;
     let mut attr = loc.attr;
-    release_chunks(txn, ctx, attr.layout.chunks());
+    release(txn, ctx, &attr.layout);
     attr.size = size;
     attr.etag = etag.to_string();
     attr.layout = layout.clone();

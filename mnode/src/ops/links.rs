@@ -12,7 +12,7 @@ use saker_namespace::GroupId;
 use saker_rpc::{Attr, Cred, DirChange, InodeId, Layout, MetaError, MetaRequest, MetaResponse};
 
 use super::common::{
-    check_path, delete_payloads, missing_as_not_found, put_attr, release_chunks, touch_parent,
+    check_path, delete_payloads, missing_as_not_found, put_attr, release, touch_parent,
 };
 use super::{apply_write, Ctx, OpResult};
 use crate::perm;
@@ -98,7 +98,7 @@ pub(super) fn apply_link_change(
     if nlink <= 0 {
         txn.delete(key);
         delete_payloads(txn, ctx.keys, attr.id);
-        release_chunks(txn, ctx, attr.layout.chunks());
+        release(txn, ctx, &attr.layout);
         return Ok(());
     }
     attr.nlink = nlink as u32;

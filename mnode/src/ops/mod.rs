@@ -15,6 +15,7 @@ mod links;
 mod objects;
 mod renames;
 pub(crate) mod retention;
+mod tiers;
 mod uploads;
 pub(crate) mod versions;
 
@@ -74,11 +75,17 @@ type OpResult = Result<MetaResponse, MetaError>;
 pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpResult) {
     match (req, result) {
         (MetaRequest::PutObject { obj, .. }, Err(MetaError::PreconditionFailed)) => {
-            common::release_chunks(txn, ctx, obj.layout.chunks());
+            common::release(txn, ctx, &obj.layout);
         }
         // A write into a locked file (the mount's close or fsync) brought chunks too.
         (MetaRequest::CommitFile { layout, .. }, Err(MetaError::ObjectLocked)) => {
-            common::release_chunks(txn, ctx, layout.chunks());
+            common::release(txn, ctx, layout);
+        }
+        // A restore's copy that did not land.
+        (MetaRequest::SetTier { to, .. }, Err(_)) => {
+            if let Some(r) = &to.restored {
+                common::release_chunks(txn, ctx, &r.chunks);
+            }
         }
         _ => {}
     }
@@ -313,11 +320,21 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
         MetaRequest::GcDone { keys } => {
+            let queue = ctx.keys.table(crate::keys::GC);
+            if let Some(k) = keys.iter().find(|k| !k.starts_with(&queue)) {
+                return Err(MetaError::Invalid(format!("{k:?} is not a GC queue key")));
+            }
             for k in keys {
                 txn.delete(k.clone());
             }
             Ok(MetaResponse::Done)
         }
+        MetaRequest::SetTier {
+            path,
+            inode,
+            mtime_ns,
+            to,
+        } => tiers::set_tier(txn, ctx, path, *inode, *mtime_ns, to),
         MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),

@@ -6,8 +6,7 @@ use saker_rpc::{
 };
 
 use super::common::{
-    check_path, delete_payloads, new_attr, put_attr, put_dir, release_chunks, touch_parent,
-    write_payloads,
+    check_path, delete_payloads, new_attr, put_attr, put_dir, release, touch_parent, write_payloads,
 };
 use super::dirs::reapable;
 use super::files::remove_file;
@@ -72,7 +71,7 @@ pub(super) fn put_object(
                 (key, attr, false)
             } else if versioning == Versioning::Off {
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
-                release_chunks(txn, ctx, loc.attr.layout.chunks());
+                release(txn, ctx, &loc.attr.layout);
                 (key, loc.attr, false)
             } else {
                 replace_version(txn, ctx, path, &loc.attr, versioning)?;
@@ -120,7 +119,7 @@ fn replace_version(
     if versioning == Versioning::Suspended && null {
         retention::may_remove(txn, ctx, old.id, false)?;
         delete_payloads(txn, ctx.keys, old.id);
-        release_chunks(txn, ctx, old.layout.chunks());
+        release(txn, ctx, &old.layout);
         return Ok(());
     }
     versions::archive(txn, ctx, bucket, &key, old)
@@ -156,7 +155,7 @@ pub(super) fn put_dir_marker(
             (ctx.keys.inode(pid, name, true), attr, true)
         }
     };
-    release_chunks(txn, ctx, attr.layout.chunks());
+    release(txn, ctx, &attr.layout);
     attr.implicit = false;
     attr.etag = obj.etag.clone();
     attr.size = obj.size;
@@ -234,7 +233,7 @@ pub(super) fn delete_object(
             attr.implicit = true;
             attr.etag.clear();
             attr.size = 0;
-            release_chunks(txn, ctx, marker.chunks());
+            release(txn, ctx, &marker);
             put_attr(txn, &loc.key.expect("a local directory"), &attr);
             delete_payloads(txn, ctx.keys, attr.id);
             ctx.reap = Some(path.to_vec());
@@ -342,7 +341,7 @@ pub(super) fn delete_version(
 }
 
 /// Finds the file (or explicit directory marker) an S3 key names.
-fn find_object<V: crate::tree::View + ?Sized>(
+pub(super) fn find_object<V: crate::tree::View + ?Sized>(
     v: &V,
     ns: &Resolver<'_>,
     path: &[String],

@@ -7,7 +7,7 @@ use saker_rpc::{Attr, Cred, FileKind, InodeId, MetaError, MetaResponse, NewObjec
 
 use super::common::{
     check_path, delete_name_payloads, delete_payloads, missing_as_not_found, put_attr, put_dir,
-    release_chunks, touch_parent, write_payloads,
+    release, touch_parent, write_payloads,
 };
 use super::files::remove_file;
 use super::links::{touch_shared, victim};
@@ -261,7 +261,7 @@ pub(super) fn rename_dir_in(
             txn.delete(loc.key.expect("a local directory"));
             txn.delete(ctx.keys.dir_index(loc.attr.id));
             delete_payloads(txn, ctx.keys, loc.attr.id);
-            release_chunks(txn, ctx, loc.attr.layout.chunks());
+            release(txn, ctx, &loc.attr.layout);
             entries = 0;
         }
         // Something else took the name since the coordinator looked.

@@ -7,7 +7,7 @@ use saker_rpc::{
 };
 use serde::Deserialize;
 
-use super::common::{check_path, release_chunks};
+use super::common::{check_path, release};
 use super::objects::put_object;
 use super::{Ctx, OpResult};
 use crate::keys::Keys;
@@ -144,7 +144,7 @@ pub(super) fn put_part(
     let key = ctx.keys.part(upload_id, part_number);
     if let Some(old) = txn.get(&key).map_err(internal)? {
         let old: PartRecord = decode(&old).map_err(internal)?;
-        release_chunks(txn, ctx, old.layout.chunks());
+        release(txn, ctx, &old.layout);
     }
     let mut part = part.clone();
     part.mtime_ns = ctx.now_ns;
@@ -177,7 +177,7 @@ pub(super) fn drop_upload_parts(
     upload_id: &str,
 ) -> Result<(), MetaError> {
     for (num, part) in upload_parts(txn, ctx.keys, upload_id)? {
-        release_chunks(txn, ctx, part.layout.chunks());
+        release(txn, ctx, &part.layout);
         txn.delete(ctx.keys.part(upload_id, num));
     }
     Ok(())
@@ -252,7 +252,7 @@ pub(super) fn complete_upload(
     let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {
         if !used.contains(&num) {
-            release_chunks(txn, ctx, part.layout.chunks());
+            release(txn, ctx, &part.layout);
         }
         txn.delete(ctx.keys.part(upload_id, num));
     }

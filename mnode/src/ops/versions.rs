@@ -16,7 +16,7 @@ use saker_rpc::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::common::{delete_payloads, release_chunks};
+use super::common::{delete_payloads, release};
 use super::Ctx;
 use crate::keys::Keys;
 use crate::records::{decode, encode};
@@ -122,7 +122,7 @@ fn forget(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, key: &str, id: InodeId
     txn.delete(ctx.keys.version(bucket, key, id));
     if let VersionKind::Object(attr) = &s.kind {
         delete_payloads(txn, ctx.keys, attr.id);
-        release_chunks(txn, ctx, attr.layout.chunks());
+        release(txn, ctx, &attr.layout);
     }
 }
 

@@ -11,12 +11,14 @@ use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta};
 use crate::InodeId;
 pub use saker_namespace::Dentry;
 
+mod classify;
 mod cond;
 mod lock;
 mod response;
 mod types;
 mod versions;
 
+pub use classify::MAX_PAGE;
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use lock::{LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
@@ -80,6 +82,16 @@ pub enum MetaRequest {
     },
     /// Every chunk id referenced by an inode or an upload (for the leak scrub).
     ChunkRefs,
+    /// Remote tier objects whose grace period has ended: (queue key, where).
+    TierGcDue {
+        now_ns: i64,
+        limit: u32,
+    },
+    /// The remote keys of tier `tier` that a version or the GC queue references (for the
+    /// tier scrub).
+    TierRefs {
+        tier: String,
+    },
     /// POSIX access check by `cred`: search permission on every directory of the path, and
     /// `mask` (see [`access`]) on the target; answers like `Lookup`.
     Access {
@@ -378,6 +390,16 @@ pub enum MetaRequest {
         path: Vec<String>,
         upload_id: String,
     },
+    /// The object at `path` now lives in a remote tier (`to`), or, with a restore, has a
+    /// local copy again: compare-and-set on the version (its inode id and S3 mtime), so a
+    /// version overwritten since it was read is left alone (`PreconditionFailed`). Moving to
+    /// a tier releases the local bytes; `to` equal to the current layout is a no-op.
+    SetTier {
+        path: Vec<String>,
+        inode: InodeId,
+        mtime_ns: i64,
+        to: Box<crate::attr::TierRef>,
+    },
     /// Remove collected chunks from the GC queue.
     GcDone {
         keys: Vec<Vec<u8>>,
@@ -591,389 +613,4 @@ pub enum XattrMode {
     Create,
     /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
     Replace,
-}
-
-/// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
-/// is built in memory, so a peer may not ask for a whole directory at once. (Clients ask for
-/// at most about 5,000.)
-pub const MAX_PAGE: u32 = 10_000;
-
-impl MetaRequest {
-    /// Whether this request changes state (and so goes through the executor and raft).
-    pub fn is_write(&self) -> bool {
-        if let MetaRequest::Shared { op, .. } = self {
-            return op.is_write();
-        }
-        !matches!(
-            self,
-            MetaRequest::Lookup { .. }
-                | MetaRequest::Access { .. }
-                | MetaRequest::Scan { .. }
-                | MetaRequest::ListUploads { .. }
-                | MetaRequest::ScanVersions { .. }
-                | MetaRequest::LookupVersion { .. }
-                | MetaRequest::GetUpload { .. }
-                | MetaRequest::Backup { .. }
-                | MetaRequest::GcDue { .. }
-                | MetaRequest::ChunkRefs
-                | MetaRequest::LookupDentry { .. }
-                | MetaRequest::DirUsage { .. }
-                | MetaRequest::Counters
-                | MetaRequest::SyncToDisk
-                | MetaRequest::PushChanges
-                | MetaRequest::MarkDirty { .. }
-                | MetaRequest::PendingDirs { .. }
-                | MetaRequest::Freeze { .. }
-                | MetaRequest::Unfreeze { .. }
-                | MetaRequest::Invalidate { .. }
-                | MetaRequest::BlockPath { .. }
-                | MetaRequest::UnblockPath { .. }
-                | MetaRequest::BlockName { .. }
-                | MetaRequest::UnblockName { .. }
-                | MetaRequest::SetExceptions { .. }
-                | MetaRequest::Exceptions
-                | MetaRequest::ThawAll
-                | MetaRequest::MigrateName { .. }
-                | MetaRequest::NameStats { .. }
-                | MetaRequest::Committed { .. }
-                | MetaRequest::SharedAttrs { .. }
-                | MetaRequest::LinkPending { .. }
-                | MetaRequest::RaftStatus
-                | MetaRequest::CoordScan { .. }
-        )
-    }
-
-    /// Whether this request adds data to the namespace (an entry, an object, metadata, an
-    /// upload or part): what a node short of disk space refuses ([`MetaError::NoSpace`]).
-    /// Deletes, renames and the protocols' own requests (which finish what was acknowledged)
-    /// still pass.
-    ///
-    /// [`MetaError::NoSpace`]: crate::MetaError::NoSpace
-    pub fn adds_data(&self) -> bool {
-        matches!(
-            self,
-            MetaRequest::Create { .. }
-                | MetaRequest::CommitFile { .. }
-                | MetaRequest::PutObject { .. }
-                | MetaRequest::PutDirMarker { .. }
-                | MetaRequest::MkdirImplicit { .. }
-                | MetaRequest::Mkdir { .. }
-                | MetaRequest::CreateBucket { .. }
-                | MetaRequest::PutTags { .. }
-                | MetaRequest::PutAcl { .. }
-                | MetaRequest::SetObjectLock { .. }
-                | MetaRequest::SetUserMeta { .. }
-                | MetaRequest::CreateUpload { .. }
-                | MetaRequest::PutPart { .. }
-                | MetaRequest::CompleteUpload { .. }
-        )
-    }
-
-    /// Checks what this request carries before it is served (defence in depth: requests
-    /// come from the network): every path component as the gateway checks it, and page sizes
-    /// up to [`MAX_PAGE`]. `Invalid` names the first bad one.
-    pub fn validate(&self) -> Result<(), crate::MetaError> {
-        let limit = match self {
-            MetaRequest::Scan { limit, .. }
-            | MetaRequest::ListUploads { limit, .. }
-            | MetaRequest::ScanVersions { limit, .. }
-            | MetaRequest::GcDue { limit, .. } => *limit,
-            _ => 0,
-        };
-        if limit > MAX_PAGE {
-            return Err(crate::MetaError::Invalid(format!(
-                "a page of {limit} entries is over the limit of {MAX_PAGE}"
-            )));
-        }
-        if let MetaRequest::SetAttr {
-            through_handle: true,
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-            ..
-        } = self
-        {
-            if (mode, uid, gid, size, atime, mtime) != (&None, &None, &None, &Some(0), &None, &None)
-            {
-                return Err(crate::MetaError::Invalid(
-                    "a change through a handle may only truncate to 0".into(),
-                ));
-            }
-        }
-        let extra: &[String] = match self {
-            MetaRequest::CoordinatedRename { from, .. }
-            | MetaRequest::CoordinatedLink { from, .. } => from,
-            _ => &[],
-        };
-        let paths = self
-            .path()
-            .into_iter()
-            .chain(self.written_paths())
-            .chain(std::iter::once(extra));
-        for path in paths {
-            for c in path {
-                saker_namespace::Name::check(c).map_err(|e| {
-                    crate::MetaError::Invalid(format!("bad path component {:?}: {e}", c))
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether this request is for the node rather than one of its groups' replicas (the
-    /// RPC server hands it to the node's handler, [`crate::RpcServer::with_node`]).
-    pub fn is_node_call(&self) -> bool {
-        matches!(
-            self,
-            MetaRequest::HostReplica { .. } | MetaRequest::DropReplica { .. }
-        )
-    }
-
-    /// Whether a client credential may send this request: the POSIX namespace operations,
-    /// each carrying the caller's identity (`cred`) which the MNode checks, the operations on
-    /// what such a check let the caller open (a directory's pages, a file's new bytes), and
-    /// the reads a client needs to route. Everything else needs a node credential
-    /// ([`crate::auth`]): raft state, the protocols' control requests, GC, migrations, the
-    /// coordinator's records, and the S3-shaped requests, which carry no identity because the
-    /// gateway of a node authorized them.
-    pub fn client_allowed(&self) -> bool {
-        matches!(
-            self,
-            MetaRequest::Access { .. }
-                | MetaRequest::Scan { .. }
-                | MetaRequest::Counters
-                | MetaRequest::SyncToDisk
-                | MetaRequest::Committed { .. }
-                | MetaRequest::Exceptions
-                | MetaRequest::RaftStatus
-                | MetaRequest::Create { .. }
-                | MetaRequest::CommitFile { .. }
-                | MetaRequest::Rename { .. }
-                | MetaRequest::Mkdir { .. }
-                | MetaRequest::Unlink { .. }
-                | MetaRequest::Rmdir { .. }
-                | MetaRequest::SetAttr { .. }
-                | MetaRequest::SetUserMeta { .. }
-                | MetaRequest::CoordinatedRename { .. }
-                | MetaRequest::CoordinatedLink { .. }
-        )
-    }
-
-    /// Whether doing this request twice is the same as doing it once, so a resend after a
-    /// lost answer is safe without a tag.
-    pub fn is_idempotent(&self) -> bool {
-        !self.is_write()
-            || matches!(
-                self,
-                MetaRequest::JoinGroup { .. }
-                    | MetaRequest::LeaveGroup { .. }
-                    | MetaRequest::HostReplica { .. }
-                    | MetaRequest::DropReplica { .. }
-                    | MetaRequest::CoordPut { .. }
-            )
-    }
-
-    /// A `SetAttr` that changes only the mode (chmod).
-    pub fn chmod(path: Vec<String>, mode: u32, cred: Cred) -> Self {
-        MetaRequest::SetAttr {
-            path,
-            mode: Some(mode),
-            uid: None,
-            gid: None,
-            size: None,
-            atime: None,
-            mtime: None,
-            cred,
-            through_handle: false,
-        }
-    }
-
-    /// The paths whose entries this write changes, for the per-path blocks of file moves.
-    pub fn written_paths(&self) -> Vec<&[String]> {
-        match self {
-            MetaRequest::Rename { from, to, .. } => vec![from, to],
-            // The move's own step, and requests that are not writes to a name.
-            MetaRequest::RenameOut { .. }
-            | MetaRequest::RenameDirOut { .. }
-            | MetaRequest::BlockPath { .. }
-            | MetaRequest::UnblockPath { .. }
-            | MetaRequest::Shared { .. }
-            | MetaRequest::Freeze { .. } => Vec::new(),
-            r if r.is_write() => r.path().into_iter().collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// The full path this request names, if it names one.
-    pub fn path(&self) -> Option<&[String]> {
-        match self {
-            MetaRequest::Lookup { path, .. }
-            | MetaRequest::LookupVersion { path, .. }
-            | MetaRequest::Access { path, .. }
-            | MetaRequest::Create { path, .. }
-            | MetaRequest::CommitFile { path, .. }
-            | MetaRequest::Rename { to: path, .. }
-            | MetaRequest::RenameIn { to: path, .. }
-            | MetaRequest::RenameOut { from: path, .. }
-            | MetaRequest::GetUpload { path, .. }
-            | MetaRequest::PutObject { path, .. }
-            | MetaRequest::PutDirMarker { path, .. }
-            | MetaRequest::MkdirImplicit { path, .. }
-            | MetaRequest::Mkdir { path, .. }
-            | MetaRequest::DeleteObject { path, .. }
-            | MetaRequest::Unlink { path, .. }
-            | MetaRequest::Rmdir { path, .. }
-            | MetaRequest::SetAttr { path, .. }
-            | MetaRequest::PutTags { path, .. }
-            | MetaRequest::PutAcl { path, .. }
-            | MetaRequest::SetObjectLock { path, .. }
-            | MetaRequest::SetUserMeta { path, .. }
-            | MetaRequest::CoordinatedRename { to: path, .. }
-            | MetaRequest::RenameDirIn { to: path, .. }
-            | MetaRequest::RenameDirOut { from: path, .. }
-            | MetaRequest::CreateUpload { path, .. }
-            | MetaRequest::PutPart { path, .. }
-            | MetaRequest::CompleteUpload { path, .. }
-            | MetaRequest::AbortUpload { path, .. }
-            | MetaRequest::LinkSource { path, .. }
-            | MetaRequest::LinkTarget { path, .. }
-            | MetaRequest::CoordinatedLink { to: path, .. }
-            | MetaRequest::Freeze { path }
-            | MetaRequest::BlockPath { path }
-            | MetaRequest::UnblockPath { path }
-            | MetaRequest::RemoveDir { path, .. } => Some(path),
-            MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
-                Some(std::slice::from_ref(name))
-            }
-            MetaRequest::ApplyDirAttr { set, .. } | MetaRequest::Shared { op: set, .. } => {
-                set.path()
-            }
-            MetaRequest::Scan { .. }
-            | MetaRequest::ListUploads { .. }
-            | MetaRequest::ScanVersions { .. }
-            | MetaRequest::GcDue { .. }
-            | MetaRequest::ChunkRefs
-            | MetaRequest::LookupDentry { .. }
-            | MetaRequest::DirUsage { .. }
-            | MetaRequest::Counters
-            | MetaRequest::SyncToDisk
-            | MetaRequest::PushChanges
-            | MetaRequest::MarkDirty { .. }
-            | MetaRequest::PendingDirs { .. }
-            | MetaRequest::Unfreeze { .. }
-            | MetaRequest::Invalidate { .. }
-            | MetaRequest::GcDone { .. }
-            | MetaRequest::BlockName { .. }
-            | MetaRequest::UnblockName { .. }
-            | MetaRequest::SetExceptions { .. }
-            | MetaRequest::Exceptions
-            | MetaRequest::CoordPut { .. }
-            | MetaRequest::CoordScan { .. }
-            | MetaRequest::ThawAll
-            | MetaRequest::MigrateName { .. }
-            | MetaRequest::NameStats { .. }
-            | MetaRequest::Committed { .. }
-            | MetaRequest::AdoptEntry { .. }
-            | MetaRequest::DropEntry { .. }
-            | MetaRequest::ApplyChanges { .. }
-            | MetaRequest::SettleLink { .. }
-            | MetaRequest::ForgetLink { .. }
-            | MetaRequest::LinkPending { .. }
-            | MetaRequest::SharedAttrs { .. }
-            | MetaRequest::RaftStatus
-            | MetaRequest::JoinGroup { .. }
-            | MetaRequest::LeaveGroup { .. }
-            | MetaRequest::HostReplica { .. }
-            | MetaRequest::DropReplica { .. }
-            | MetaRequest::Backup { .. }
-            | MetaRequest::PurgeDirs { .. } => None,
-        }
-    }
-
-    /// Short operation name for metrics and traces.
-    pub fn op_name(&self) -> &'static str {
-        match self {
-            MetaRequest::Lookup { .. } => "lookup",
-            MetaRequest::Access { .. } => "access",
-            MetaRequest::Create { .. } => "create",
-            MetaRequest::CommitFile { .. } => "commit_file",
-            MetaRequest::Rename { .. } => "rename",
-            MetaRequest::RenameIn { .. } => "rename_in",
-            MetaRequest::RenameOut { .. } => "rename_out",
-            MetaRequest::Scan { .. } => "scan",
-            MetaRequest::ListUploads { .. } => "list_uploads",
-            MetaRequest::ScanVersions { .. } => "scan_versions",
-            MetaRequest::LookupVersion { .. } => "lookup_version",
-            MetaRequest::GetUpload { .. } => "get_upload",
-            MetaRequest::GcDue { .. } => "gc_due",
-            MetaRequest::ChunkRefs => "chunk_refs",
-            MetaRequest::PutObject { .. } => "put_object",
-            MetaRequest::PutDirMarker { .. } => "put_dir_marker",
-            MetaRequest::MkdirImplicit { .. } => "mkdir_implicit",
-            MetaRequest::Mkdir { .. } => "mkdir",
-            MetaRequest::CreateBucket { .. } => "create_bucket",
-            MetaRequest::DeleteBucket { .. } => "delete_bucket",
-            MetaRequest::DeleteObject { .. } => "delete_object",
-            MetaRequest::Unlink { .. } => "unlink",
-            MetaRequest::Rmdir { .. } => "rmdir",
-            MetaRequest::SetAttr { .. } => "setattr",
-            MetaRequest::PutTags { .. } => "put_tags",
-            MetaRequest::PutAcl { .. } => "put_acl",
-            MetaRequest::SetObjectLock { .. } => "set_object_lock",
-            MetaRequest::SetUserMeta { .. } => "set_user_meta",
-            MetaRequest::ApplyDirAttr { .. } => "apply_dir_attr",
-            MetaRequest::CoordinatedRename { .. } => "coordinated_rename",
-            MetaRequest::RenameDirIn { .. } => "rename_dir_in",
-            MetaRequest::RenameDirOut { .. } => "rename_dir_out",
-            MetaRequest::CreateUpload { .. } => "create_upload",
-            MetaRequest::PutPart { .. } => "put_part",
-            MetaRequest::CompleteUpload { .. } => "complete_upload",
-            MetaRequest::AbortUpload { .. } => "abort_upload",
-            MetaRequest::GcDone { .. } => "gc_done",
-            MetaRequest::LookupDentry { .. } => "lookup_dentry",
-            MetaRequest::DirUsage { .. } => "dir_usage",
-            MetaRequest::Counters => "counters",
-            MetaRequest::SyncToDisk => "sync_to_disk",
-            MetaRequest::PushChanges => "push_changes",
-            MetaRequest::MarkDirty { .. } => "mark_dirty",
-            MetaRequest::PendingDirs { .. } => "pending_dirs",
-            MetaRequest::Freeze { .. } => "freeze",
-            MetaRequest::Unfreeze { .. } => "unfreeze",
-            MetaRequest::Invalidate { .. } => "invalidate",
-            MetaRequest::BlockPath { .. } => "block_path",
-            MetaRequest::BlockName { .. } => "block_name",
-            MetaRequest::UnblockName { .. } => "unblock_name",
-            MetaRequest::SetExceptions { .. } => "set_exceptions",
-            MetaRequest::Exceptions => "exceptions",
-            MetaRequest::ThawAll => "thaw_all",
-            MetaRequest::MigrateName { .. } => "migrate_name",
-            MetaRequest::NameStats { .. } => "name_stats",
-            MetaRequest::Committed { .. } => "committed",
-            MetaRequest::AdoptEntry { .. } => "adopt_entry",
-            MetaRequest::DropEntry { .. } => "drop_entry",
-            MetaRequest::UnblockPath { .. } => "unblock_path",
-            MetaRequest::ApplyChanges { .. } => "apply_changes",
-            MetaRequest::RemoveDir { .. } => "remove_dir",
-            MetaRequest::PurgeDirs { .. } => "purge_dirs",
-            MetaRequest::LinkSource { .. } => "link_source",
-            MetaRequest::LinkTarget { .. } => "link_target",
-            MetaRequest::SettleLink { .. } => "settle_link",
-            MetaRequest::ForgetLink { .. } => "forget_link",
-            MetaRequest::LinkPending { .. } => "link_pending",
-            MetaRequest::CoordinatedLink { .. } => "coordinated_link",
-            MetaRequest::SharedAttrs { .. } => "shared_attrs",
-            MetaRequest::Shared { op, .. } => op.op_name(),
-            MetaRequest::RaftStatus => "raft_status",
-            MetaRequest::JoinGroup { .. } => "join_group",
-            MetaRequest::LeaveGroup { .. } => "leave_group",
-            MetaRequest::HostReplica { .. } => "host_replica",
-            MetaRequest::DropReplica { .. } => "drop_replica",
-            MetaRequest::Backup { .. } => "backup",
-            MetaRequest::CoordPut { .. } => "coord_put",
-            MetaRequest::CoordScan { .. } => "coord_scan",
-        }
-    }
 }

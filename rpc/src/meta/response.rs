@@ -24,6 +24,8 @@ pub enum MetaResponse {
         delete_marker: bool,
     },
     Gc(Vec<(Vec<u8>, u128)>),
+    TierGc(Vec<(Vec<u8>, crate::attr::TierRef)>),
+    TierKeys(Vec<String>),
     ChunkIds(Vec<u128>),
     Dentry(Dentry),
     Usage(DirUsage),

@@ -1,0 +1,405 @@
+//! Remote archive tiers end to end: a second `saker server` on loopback is the tier. A
+//! lifecycle Transition moves objects (inline, chunked, multipart-sized) there: their bytes
+//! leave the local chunkstore, and GET, ranged GET, HEAD (StorageClass), listings and the
+//! mount read them back; RestoreObject brings a local copy back; deletes and overwrites
+//! remove the remote copy after the grace period; a tier with objects cannot be removed.
+//! `saker archive` moves a prefix, survives a kill -9 of the server mid-way, resumes and
+//! verifies; the tier scrub deletes a remote orphan.
+
+mod common;
+
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, ExpirationStatus, GlacierJobParameters, LifecycleRule,
+    LifecycleRuleFilter, RestoreRequest, Tier, Transition, TransitionStorageClass,
+};
+use aws_sdk_s3::Client;
+use common::fuse::Mounted;
+use common::*;
+
+/// Defines tier `name` on `hot`: bucket `bucket` of `cold`, under `lake/`.
+fn add_tier(
+    hot: &Server,
+    cold: &Server,
+    name: &str,
+    bucket: &str,
+    secret: &str,
+) -> std::process::Output {
+    hot.admin_cmd(&[
+        "tier",
+        "add",
+        name,
+        "--endpoint",
+        &cold.endpoint,
+        "--bucket",
+        bucket,
+        "--prefix",
+        "lake/",
+        "--access-key",
+        ROOT_AK,
+        "--secret-key",
+        secret,
+    ])
+}
+
+/// Keys and sizes in the tier's bucket.
+async fn remote_keys(cold: &Client, bucket: &str) -> Vec<(String, i64)> {
+    let r = cold.list_objects_v2().bucket(bucket).send().await.unwrap();
+    r.contents()
+        .iter()
+        .map(|o| (o.key().unwrap().to_string(), o.size().unwrap()))
+        .collect()
+}
+
+/// (key, storage class) of every object of `b`.
+async fn classes(c: &Client, b: &str) -> Vec<(String, String)> {
+    let r = c.list_objects_v2().bucket(b).send().await.unwrap();
+    r.contents()
+        .iter()
+        .map(|o| {
+            let class = o.storage_class().map(|s| s.as_str().to_string());
+            (o.key().unwrap().to_string(), class.unwrap_or_default())
+        })
+        .collect()
+}
+
+async fn transition_rule(c: &Client, b: &str, class: &str) -> Result<(), String> {
+    let rule = LifecycleRule::builder()
+        .id("to-cold")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
+        .transitions(
+            Transition::builder()
+                .days(1)
+                .storage_class(TransitionStorageClass::from(class))
+                .build(),
+        )
+        .build()
+        .unwrap();
+    c.put_bucket_lifecycle_configuration()
+        .bucket(b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("{:?}", e.into_service_error()))
+}
+
+async fn range(c: &Client, b: &str, k: &str, r: &str) -> Vec<u8> {
+    let o = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .range(r)
+        .send()
+        .await
+        .unwrap();
+    o.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
+    let cold = Server::default_start();
+    let cc = cold.client();
+    create_bucket(&cc, "archive").await;
+    let opts = Opts::fast_gc()
+        .arg("--lifecycle-day-secs", "1")
+        .arg("--tier-cache-size", "1MiB");
+    let mounted = tokio::task::spawn_blocking(move || Mounted::start(opts))
+        .await
+        .unwrap();
+    let hot = &mounted.srv;
+    let c = hot.client();
+
+    // A tier whose key is wrong is refused at once; a good one is listed without its secret.
+    let bad = add_tier(hot, &cold, "COLD", "archive", "wrong-secret");
+    assert!(!bad.status.success(), "a tier with a bad key was added");
+    ok_stdout(add_tier(hot, &cold, "COLD", "archive", ROOT_SK), "tier add");
+    let listed = ok_stdout(hot.admin_cmd(&["tier", "list"]), "tier list");
+    assert!(listed.starts_with("COLD\t"), "{listed}");
+    assert!(!listed.contains(ROOT_SK), "the secret is shown: {listed}");
+
+    let b = new_bucket(&c, "hot").await;
+    let inline = random_bytes(10 * 1024);
+    let mid = random_bytes(200 * 1024);
+    let big = random_bytes(20 << 20);
+    let kept = random_bytes(100 * 1024);
+    put(&c, &b, "logs/inline", &inline).await;
+    put(&c, &b, "logs/mid", &mid).await;
+    put(&c, &b, "logs/big", &big).await;
+    put(&c, &b, "keep/x", &kept).await;
+    let chunks_before = hot.stored_chunks();
+    assert_eq!(chunks_before, 5, "mid 1 + big 3 + kept 1");
+
+    // A Transition must name a tier.
+    let e = transition_rule(&c, &b, "GLACIER").await.unwrap_err();
+    assert!(e.contains("InvalidStorageClass"), "{e}");
+    transition_rule(&c, &b, "COLD").await.unwrap();
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let t = &got.rules()[0].transitions()[0];
+    assert_eq!(
+        (t.days(), t.storage_class().map(|s| s.as_str())),
+        (Some(1), Some("COLD"))
+    );
+
+    // The background passes move logs/ (a day is a second here); keep/ stays.
+    let want = vec![
+        ("keep/x".to_string(), "STANDARD".to_string()),
+        ("logs/big".to_string(), "COLD".to_string()),
+        ("logs/inline".to_string(), "COLD".to_string()),
+        ("logs/mid".to_string(), "COLD".to_string()),
+    ];
+    let moved = poll_until(std::time::Duration::from_secs(60), || async {
+        classes(&c, &b).await == want
+    })
+    .await;
+    assert!(
+        moved,
+        "classes: {:?}\n{}",
+        classes(&c, &b).await,
+        hot.stderr_tail()
+    );
+    let mut remote = remote_keys(&cc, "archive").await;
+    remote.sort_by_key(|(_, n)| *n);
+    let sizes: Vec<i64> = remote.iter().map(|(_, n)| *n).collect();
+    assert_eq!(sizes, [10 * 1024, 200 * 1024, 20 << 20]);
+    assert!(
+        remote.iter().all(|(k, _)| k.starts_with("lake/")),
+        "{remote:?}"
+    );
+
+    // The local bytes go after the grace period: only keep/x's chunk stays.
+    let freed = poll_until(std::time::Duration::from_secs(30), || async {
+        hot.stored_chunks() == 1
+    })
+    .await;
+    assert!(freed, "{} chunks stored", hot.stored_chunks());
+
+    // Reads go through: whole, ranged (cached small objects, streamed big ones), HEAD.
+    assert_eq!(get_bytes(&c, &b, "logs/inline").await, inline);
+    assert_eq!(get_bytes(&c, &b, "logs/mid").await, mid);
+    assert_eq!(get_bytes(&c, &b, "logs/mid").await, mid, "from the cache");
+    assert_eq!(get_bytes(&c, &b, "logs/big").await, big);
+    let at = 9 << 20;
+    assert_eq!(
+        range(&c, &b, "logs/big", &format!("bytes={at}-{}", at + 99)).await,
+        big[at..at + 100]
+    );
+    assert_eq!(
+        range(&c, &b, "logs/mid", "bytes=100-199").await,
+        mid[100..200]
+    );
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("logs/mid")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.storage_class().map(|s| s.as_str()), Some("COLD"));
+    assert_eq!(head.content_length(), Some(200 * 1024));
+    let kept_head = c
+        .head_object()
+        .bucket(&b)
+        .key("keep/x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept_head.storage_class(), None);
+
+    // Through the mount too.
+    let file = mounted.root.join(&b).join("logs/mid");
+    let through_mount = tokio::task::spawn_blocking(move || std::fs::read(file).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(through_mount, mid);
+
+    // RestoreObject: 202 for a new copy (its chunk is local again), 200 after; x-amz-restore.
+    let restore = |days: i32| {
+        c.restore_object()
+            .bucket(&b)
+            .key("logs/mid")
+            .restore_request(
+                RestoreRequest::builder()
+                    .days(days)
+                    .glacier_job_parameters(
+                        GlacierJobParameters::builder()
+                            .tier(Tier::Standard)
+                            .build()
+                            .unwrap(),
+                    )
+                    .build(),
+            )
+            .send()
+    };
+    restore(30).await.unwrap();
+    assert_eq!(hot.stored_chunks(), 2, "the restored copy's chunk");
+    restore(40).await.unwrap();
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("logs/mid")
+        .send()
+        .await
+        .unwrap();
+    let shown = head.restore().unwrap_or_default().to_string();
+    assert!(shown.contains("ongoing-request=\"false\""), "{shown}");
+    assert_eq!(get_bytes(&c, &b, "logs/mid").await, mid);
+    let e = c
+        .restore_object()
+        .bucket(&b)
+        .key("keep/x")
+        .restore_request(RestoreRequest::builder().days(1).build())
+        .send()
+        .await;
+    assert_eq!(failure(e).code.as_deref(), Some("InvalidObjectState"));
+
+    // A tier that objects live in stays.
+    let refused = hot.admin_cmd(&["tier", "remove", "COLD"]);
+    assert!(!refused.status.success(), "a tier in use was removed");
+
+    // Deleting and overwriting remove the remote copies (after the grace period).
+    c.delete_object()
+        .bucket(&b)
+        .key("logs/mid")
+        .send()
+        .await
+        .unwrap();
+    put(&c, &b, "logs/inline", b"new").await;
+    let gone = poll_until(std::time::Duration::from_secs(30), || async {
+        remote_keys(&cc, "archive").await.len() == 1
+    })
+    .await;
+    assert!(gone, "remote: {:?}", remote_keys(&cc, "archive").await);
+    assert_eq!(get_bytes(&c, &b, "logs/inline").await, b"new");
+    assert_eq!(get_bytes(&c, &b, "logs/big").await, big);
+}
+
+/// The `saker archive` command against `hot`.
+fn archive_cmd(hot: &Server, target: &str, extra: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(saker_bin());
+    cmd.args([
+        "archive",
+        target,
+        "--tier",
+        "COLD",
+        "--admin-endpoint",
+        &hot.admin,
+    ])
+    .args(extra)
+    .env("SAKER_ACCESS_KEY", ROOT_AK)
+    .env("SAKER_SECRET_KEY", ROOT_SK)
+    .stdin(std::process::Stdio::null());
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn archive_moves_a_prefix_resumes_after_a_kill_and_verifies() {
+    let cold = Server::default_start();
+    let cc = cold.client();
+    create_bucket(&cc, "archive").await;
+    let mut hot = Server::start(Opts::fast_gc());
+    ok_stdout(
+        add_tier(&hot, &cold, "COLD", "archive", ROOT_SK),
+        "tier add",
+    );
+    let c = hot.client();
+    let b = new_bucket(&c, "arc").await;
+    let mut data = Vec::new();
+    for i in 0..60 {
+        let bytes = random_bytes(64 * 1024 + i);
+        put(&c, &b, &format!("data/{i:03}"), &bytes).await;
+        data.push(bytes);
+    }
+    put(&c, &b, "other/x", b"stays").await;
+
+    let dry = archive_cmd(&hot, &format!("{b}/data/"), &["--dry-run"])
+        .output()
+        .unwrap();
+    let dry = ok_stdout(dry, "archive --dry-run");
+    assert_eq!(dry.lines().count(), 61, "{dry}");
+    assert!(dry.ends_with("would move 60 objects, 3.8 MiB\n"), "{dry}");
+    assert!(
+        remote_keys(&cc, "archive").await.is_empty(),
+        "a dry run moved something"
+    );
+
+    // kill -9 of the server once some objects moved.
+    let mut first = archive_cmd(&hot, &format!("{b}/data/"), &[])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = poll_until(std::time::Duration::from_secs(60), || async {
+        remote_keys(&cc, "archive").await.len() >= 10
+    })
+    .await;
+    assert!(started, "the archive moved nothing");
+    hot.kill();
+    let status = first.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the archive succeeded without its server"
+    );
+
+    // A rerun resumes, moves the rest and verifies every remote copy.
+    hot.restart();
+    let c = hot.client();
+    let out = ok_stdout(
+        archive_cmd(&hot, &format!("{b}/data/"), &[])
+            .output()
+            .unwrap(),
+        "archive",
+    );
+    let job: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(job["state"], "done", "{job}");
+    assert_eq!(job["report"]["verified"], 60, "{job}");
+    assert_eq!(job["report"]["mismatched"], 0, "{job}");
+    let moved =
+        job["report"]["moved"].as_u64().unwrap() + job["report"]["already"].as_u64().unwrap();
+    assert_eq!(moved, 60, "{job}");
+    // What the first run committed before the kill counts as already there.
+    assert!(job["report"]["already"].as_u64().unwrap() >= 1, "{job}");
+    for (i, bytes) in data.iter().enumerate() {
+        assert_eq!(
+            &get_bytes(&c, &b, &format!("data/{i:03}")).await,
+            bytes,
+            "data/{i:03}"
+        );
+    }
+    let cls = classes(&c, &b).await;
+    assert!(
+        cls.iter()
+            .filter(|(k, _)| k.starts_with("data/"))
+            .all(|(_, s)| s == "COLD"),
+        "{cls:?}"
+    );
+    assert_eq!(
+        cls.last().unwrap(),
+        &("other/x".to_string(), "STANDARD".to_string())
+    );
+
+    // The tier scrub deletes a remote orphan of this cluster (older than --scrub-age).
+    let some = remote_keys(&cc, "archive").await[0].0.clone();
+    let cluster_prefix = some.rsplitn(3, '/').nth(2).unwrap().to_string();
+    let orphan = format!("{cluster_prefix}/999999/1");
+    put(&cc, "archive", &orphan, b"orphan").await;
+    let scrubbed = poll_until(std::time::Duration::from_secs(30), || async {
+        !remote_keys(&cc, "archive")
+            .await
+            .iter()
+            .any(|(k, _)| *k == orphan)
+    })
+    .await;
+    assert!(scrubbed, "the orphan stays");
+    assert_eq!(remote_keys(&cc, "archive").await.len(), 60);
+}

@@ -1,0 +1,116 @@
+//! What the records reference outside the MNode, for the collectors: chunks and remote tier
+//! copies queued for deletion once their grace period ends (the GC queue; a chunk's entry is
+//! empty, a remote copy's holds its [`TierRef`]), and every chunk or remote key a record
+//! still references (for the scrubs, which delete only what nothing references).
+
+use saker_rpc::{Attr, Layout, MetaResponse, TierRef, VersionKind};
+
+use crate::keys::{Keys, GC, INODE, PART, SHARED, VERSIONS};
+use crate::ops::versions;
+use crate::read::OpResult;
+use crate::records::decode;
+use crate::tree::{for_each_entry, for_each_value, internal, View};
+
+/// Chunks whose grace period ended, at most `limit`.
+pub(crate) fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u32) -> OpResult {
+    let mut out = Vec::new();
+    due(v, keys, now_ns, |k, val| {
+        if val.is_empty() {
+            out.extend(Keys::gc_chunk(k).map(|c| (k.to_vec(), c)));
+        }
+        Ok(out.len() < limit as usize)
+    })?;
+    Ok(MetaResponse::Gc(out))
+}
+
+/// Remote copies whose grace period ended, at most `limit`.
+pub(crate) fn tier_gc_due<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    now_ns: i64,
+    limit: u32,
+) -> OpResult {
+    let mut out = Vec::new();
+    due(v, keys, now_ns, |k, val| {
+        if !val.is_empty() {
+            out.push((k.to_vec(), decode::<TierRef>(val).map_err(internal)?));
+        }
+        Ok(out.len() < limit as usize)
+    })?;
+    Ok(MetaResponse::TierGc(out))
+}
+
+/// Calls `f` on the GC queue's entries due by `now_ns`, in order, while it answers true.
+fn due<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    now_ns: i64,
+    f: impl FnMut(&[u8], &[u8]) -> Result<bool, saker_rpc::MetaError>,
+) -> Result<(), saker_rpc::MetaError> {
+    let start = keys.table(GC);
+    let end = keys.gc(now_ns.saturating_add(1), 0);
+    for_each_entry(v, &start, &end, f)
+}
+
+/// Calls `f` on the layout of every record that owns bytes: inodes, hard links' shared
+/// inodes, upload parts and noncurrent versions.
+fn for_each_layout<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    mut f: impl FnMut(&Layout),
+) -> Result<(), saker_rpc::MetaError> {
+    for tag in [INODE, SHARED, PART, VERSIONS] {
+        for_each_value(v, &keys.table(tag), &keys.table_end(tag), |val| {
+            let layout = match tag {
+                PART => {
+                    decode::<saker_rpc::PartRecord>(val)
+                        .map_err(internal)?
+                        .layout
+                }
+                // Noncurrent versions keep their bytes until they are deleted.
+                VERSIONS => match decode::<versions::Stored>(val).map_err(internal)?.kind {
+                    VersionKind::Object(attr) => attr.layout,
+                    VersionKind::Current | VersionKind::DeleteMarker => return Ok(true),
+                },
+                _ => decode::<Attr>(val).map_err(internal)?.layout,
+            };
+            f(&layout);
+            Ok(true)
+        })?;
+    }
+    Ok(())
+}
+
+/// Every chunk a record or the GC queue references.
+pub(crate) fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
+    let mut ids = Vec::new();
+    for_each_layout(v, keys, |l| ids.extend(l.chunks().iter().map(|c| c.id)))?;
+    // Chunks queued for deletion are still referenced until collected.
+    for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |k, val| {
+        if val.is_empty() {
+            ids.extend(Keys::gc_chunk(k));
+        }
+        Ok(true)
+    })?;
+    Ok(MetaResponse::ChunkIds(ids))
+}
+
+/// Every key of tier `tier` a record or the GC queue references.
+pub(crate) fn tier_refs<V: View + ?Sized>(v: &V, keys: &Keys, tier: &str) -> OpResult {
+    let mut out = Vec::new();
+    for_each_layout(v, keys, |l| {
+        if let Some(t) = l.tiered().filter(|t| t.tier == tier) {
+            out.push(t.key.clone());
+        }
+    })?;
+    for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |_, val| {
+        if !val.is_empty() {
+            let t = decode::<TierRef>(val).map_err(internal)?;
+            if t.tier == tier {
+                out.push(t.key);
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(MetaResponse::TierKeys(out))
+}

@@ -1,0 +1,152 @@
+//! The tiers this process knows: their S3 clients (made from the definitions in the
+//! coordinator's state at first use) and the read-through of tiered versions, with the local
+//! cache.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use saker_client::{channel_stream, ClientError, DataStream, ReadRange, TierReader};
+use saker_coordinator::StateStore;
+use saker_rpc::TierRef;
+use tokio::sync::mpsc;
+
+use crate::cache::Cache;
+use crate::{config, Remote, TierError};
+
+/// Tier clients by name, the cluster id and the read cache.
+pub struct Tiers {
+    me: std::sync::Weak<Tiers>,
+    state: Arc<dyn StateStore>,
+    remotes: RwLock<HashMap<String, Remote>>,
+    cache: Cache,
+}
+
+impl Tiers {
+    pub fn new(state: Arc<dyn StateStore>, cache: Cache) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            state,
+            remotes: RwLock::default(),
+            cache,
+        })
+    }
+
+    pub fn state(&self) -> &Arc<dyn StateStore> {
+        &self.state
+    }
+
+    /// The client of tier `name`.
+    pub async fn remote(&self, name: &str) -> Result<Remote, TierError> {
+        if let Some(r) = self.remotes.read().get(name) {
+            return Ok(r.clone());
+        }
+        let cfg = config::get(&self.state, name).await?;
+        let r = Remote::new(&cfg);
+        self.remotes.write().insert(name.to_string(), r.clone());
+        Ok(r)
+    }
+
+    /// Forgets the client of tier `name` (after its definition changed or went).
+    pub fn forget(&self, name: &str) {
+        self.remotes.write().remove(name);
+    }
+
+    /// The bytes of `t` in the local cache.
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.bytes()
+    }
+
+    /// Sends `range` of `t` into `tx`: from the cache, else the whole object fetched,
+    /// checked and kept (when small enough to keep), else streamed from the tier (checked
+    /// against the version's CRC32C when the range is the whole object).
+    async fn send(
+        &self,
+        t: &TierRef,
+        range: ReadRange,
+        tx: &mpsc::Sender<Result<Bytes, ClientError>>,
+    ) -> Result<(), TierError> {
+        let end = range.end.min(t.size);
+        let start = range.start.min(end);
+        if let Some(pieces) = self.cache.read(&t.tier, &t.key, start, end) {
+            crate::metrics::READS.with_label_values(&["hit"]).inc();
+            for p in pieces {
+                if tx.send(Ok(p)).await.is_err() {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        crate::metrics::READS.with_label_values(&["miss"]).inc();
+        let remote = self.remote(&t.tier).await?;
+        let corrupt = || TierError::Corrupt {
+            tier: t.tier.clone(),
+            key: t.key.clone(),
+        };
+        if t.size <= self.cache.max_object() {
+            let mut body = remote.get(&t.key, None).await?;
+            let mut all = Vec::with_capacity(t.size as usize);
+            while let Some(b) = body.next().await {
+                all.extend_from_slice(&b.map_err(|e| remote_err(t, e))?);
+            }
+            if all.len() as u64 != t.size || crc32c::crc32c(&all) != t.crc32c {
+                return Err(corrupt());
+            }
+            self.cache.insert(&t.tier, &t.key, &all)?;
+            let _ = tx
+                .send(Ok(Bytes::from(all).slice(start as usize..end as usize)))
+                .await;
+            return Ok(());
+        }
+        if start == end {
+            return Ok(());
+        }
+        let whole = start == 0 && end == t.size;
+        let mut body = remote.get(&t.key, Some((start, end))).await?;
+        let (mut crc, mut got) = (0u32, 0u64);
+        while let Some(b) = body.next().await {
+            let b = b.map_err(|e| remote_err(t, e))?;
+            got += b.len() as u64;
+            if whole {
+                crc = crc32c::crc32c_append(crc, &b);
+            }
+            // The last piece is checked before it is sent: a client never gets bad bytes
+            // as a complete body.
+            if whole && got == t.size && crc != t.crc32c {
+                return Err(corrupt());
+            }
+            if tx.send(Ok(b)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if got != end - start {
+            return Err(remote_err(t, format!("{got} bytes of {}", end - start)));
+        }
+        Ok(())
+    }
+}
+
+fn remote_err(t: &TierRef, e: impl std::fmt::Display) -> TierError {
+    TierError::Remote {
+        tier: t.tier.clone(),
+        msg: format!("{}: {e}", t.key),
+    }
+}
+
+impl TierReader for Tiers {
+    fn read(&self, t: &TierRef, range: ReadRange) -> DataStream {
+        let (tx, rx) = mpsc::channel(2);
+        let (t, me) = (
+            t.clone(),
+            self.me.upgrade().expect("a reader is used through its Arc"),
+        );
+        tokio::spawn(async move {
+            if let Err(e) = me.send(&t, range, &tx).await {
+                tracing::warn!(tier = %t.tier, key = %t.key, error = %e, "tier read failed");
+                let _ = tx.send(Err(ClientError::Tier(e.to_string()))).await;
+            }
+        });
+        channel_stream(rx)
+    }
+}
