@@ -65,24 +65,40 @@ admin_port="$(free_port)"
 while [ "$admin_port" = "$s3_port" ]; do admin_port="$(free_port)"; done
 admin="http://127.0.0.1:$admin_port"
 
-# --- server -----------------------------------------------------------------------------------
+# --- servers ----------------------------------------------------------------------------------
+# The server under test, and a second one that is its archive tier (the storage classes
+# LUKEWARM and FROZEN of the lifecycle_transition tests).
 data="$(mktemp -d /tmp/saker-s3tests-data.XXXXXX)"
+tier_data="$(mktemp -d /tmp/saker-s3tests-tier.XXXXXX)"
 saker_pid=""
-cleanup() {
-    if [ -n "$saker_pid" ] && kill -0 "$saker_pid" 2>/dev/null; then
-        kill "$saker_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$saker_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$saker_pid" 2>/dev/null || true
-        wait "$saker_pid" 2>/dev/null || true
+tier_pid=""
+stop() { # pid
+    if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
+        kill "$1" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$1" 2>/dev/null || true
+        wait "$1" 2>/dev/null || true
     fi
+}
+cleanup() {
+    stop "$saker_pid"
+    stop "$tier_pid"
     if [ "${KEEP_DATA:-0}" = 1 ]; then
-        echo "run.sh: server data kept in $data"
+        echo "run.sh: server data kept in $data (tier: $tier_data)"
     else
-        rm -rf "$data"
+        rm -rf "$data" "$tier_data"
     fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+tier_port="$(free_port)"
+tier_admin_port="$(free_port)"
+SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
+    "$saker" server --data-dir "$tier_data" \
+    --s3-addr "127.0.0.1:$tier_port" --admin-addr "127.0.0.1:$tier_admin_port" --rpc-addr 127.0.0.1:0 \
+    >"$out/saker-tier.log" 2>&1 &
+tier_pid=$!
 
 echo "run.sh: $saker on 127.0.0.1:$s3_port (admin $admin), data $data, report $out"
 SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
@@ -97,6 +113,20 @@ for _ in $(seq 300); do
     sleep 0.1
 done
 curl -sf "$admin/health" >/dev/null || { tail -20 "$out/saker.log" >&2; die "saker not healthy after 30s"; }
+
+for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$tier_admin_port/health" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+for class in LUKEWARM FROZEN; do
+    bucket="$(echo "$class" | tr 'A-Z' 'a-z')"
+    curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$main_ak:$main_sk" -X PUT \
+        "http://127.0.0.1:$tier_port/$bucket" >/dev/null || die "cannot create the tier bucket $bucket"
+    SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" SAKER_TIER_SECRET_KEY="$main_sk" \
+        "$saker" admin tier add "$class" --endpoint "http://127.0.0.1:$tier_port" --bucket "$bucket" \
+        --access-key "$main_ak" --admin-endpoint "$admin" >/dev/null \
+        || die "cannot add the tier $class"
+done
 
 for pair in "$alt_ak:$alt_sk" "$tenant_ak:$tenant_sk"; do
     SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \

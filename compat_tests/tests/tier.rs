@@ -403,3 +403,158 @@ async fn archive_moves_a_prefix_resumes_after_a_kill_and_verifies() {
     assert!(scrubbed, "the orphan stays");
     assert_eq!(remote_keys(&cc, "archive").await.len(), 60);
 }
+
+/// (version id, storage class, latest) of every version of `key`.
+async fn version_classes(c: &Client, b: &str) -> Vec<(String, String, bool)> {
+    let r = c.list_object_versions().bucket(b).send().await.unwrap();
+    r.versions()
+        .iter()
+        .map(|v| {
+            let class = v.storage_class().map(|s| s.as_str().to_string());
+            (
+                v.version_id().unwrap().to_string(),
+                class.unwrap_or_default(),
+                v.is_latest().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_move_between_tiers_and_noncurrent_ones_move_too() {
+    use aws_sdk_s3::types::{
+        BucketVersioningStatus, NoncurrentVersionTransition, VersioningConfiguration,
+    };
+    let cold = Server::default_start();
+    let cc = cold.client();
+    create_bucket(&cc, "warm").await;
+    create_bucket(&cc, "frozen").await;
+    let hot = Server::start(Opts::fast_gc().arg("--lifecycle-day-secs", "1"));
+    ok_stdout(add_tier(&hot, &cold, "WARM", "warm", ROOT_SK), "tier add");
+    ok_stdout(
+        add_tier(&hot, &cold, "FROZEN", "frozen", ROOT_SK),
+        "tier add",
+    );
+    let c = hot.client();
+    let b = new_bucket(&c, "ver").await;
+    c.put_bucket_versioning()
+        .bucket(&b)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = (0..3).map(|i| random_bytes(30_000 + i)).collect();
+    let mut ids = Vec::new();
+    for body in &bodies {
+        let r = c
+            .put_object()
+            .bucket(&b)
+            .key("k")
+            .body(body.clone().into())
+            .send()
+            .await
+            .unwrap();
+        ids.push(r.version_id().unwrap().to_string());
+    }
+    let tr = |days: i32, class: &str| {
+        Transition::builder()
+            .days(days)
+            .storage_class(TransitionStorageClass::from(class))
+            .build()
+    };
+    let rule = LifecycleRule::builder()
+        .id("tiers")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .transitions(tr(1, "WARM"))
+        .transitions(tr(3, "FROZEN"))
+        .noncurrent_version_transitions(
+            NoncurrentVersionTransition::builder()
+                .noncurrent_days(1)
+                .storage_class(TransitionStorageClass::from("WARM"))
+                .build(),
+        )
+        .build()
+        .unwrap();
+    c.put_bucket_lifecycle_configuration()
+        .bucket(&b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let got = c
+        .get_bucket_lifecycle_configuration()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.rules()[0].transitions().len(), 2);
+    assert_eq!(got.rules()[0].noncurrent_version_transitions().len(), 1);
+
+    // The current version goes to WARM, then on to FROZEN; the noncurrent ones to WARM.
+    let want = vec![
+        (ids[2].clone(), "FROZEN".to_string(), true),
+        (ids[1].clone(), "WARM".to_string(), false),
+        (ids[0].clone(), "WARM".to_string(), false),
+    ];
+    let moved = poll_until(std::time::Duration::from_secs(60), || async {
+        version_classes(&c, &b).await == want
+    })
+    .await;
+    assert!(
+        moved,
+        "{:?}\n{}",
+        version_classes(&c, &b).await,
+        hot.stderr_tail()
+    );
+    // The current version's WARM copy went when it moved on (after the grace period).
+    let settled = poll_until(std::time::Duration::from_secs(30), || async {
+        remote_keys(&cc, "warm").await.len() == 2 && remote_keys(&cc, "frozen").await.len() == 1
+    })
+    .await;
+    assert!(
+        settled,
+        "warm {:?} frozen {:?}",
+        remote_keys(&cc, "warm").await,
+        remote_keys(&cc, "frozen").await
+    );
+    for (id, body) in ids.iter().zip(&bodies) {
+        let o = c
+            .get_object()
+            .bucket(&b)
+            .key("k")
+            .version_id(id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            &o.body.collect().await.unwrap().into_bytes().to_vec(),
+            body,
+            "{id}"
+        );
+    }
+    assert_eq!(hot.stored_chunks(), 0, "every version's bytes left");
+
+    // Deleting a noncurrent version deletes its remote copy.
+    c.delete_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&ids[0])
+        .send()
+        .await
+        .unwrap();
+    let gone = poll_until(std::time::Duration::from_secs(30), || async {
+        remote_keys(&cc, "warm").await.len() == 1
+    })
+    .await;
+    assert!(gone, "warm {:?}", remote_keys(&cc, "warm").await);
+}

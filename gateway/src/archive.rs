@@ -38,6 +38,8 @@ pub struct Progress {
     /// objects not in the tier).
     pub verified: AtomicU64,
     pub mismatched: AtomicU64,
+    /// How long the walks that counted and moved took (ms; 0 until they ended).
+    pub move_ms: AtomicU64,
 }
 
 /// A snapshot of [`Progress`].
@@ -54,6 +56,7 @@ pub struct Report {
     pub errors: u64,
     pub verified: u64,
     pub mismatched: u64,
+    pub move_ms: u64,
 }
 
 impl Progress {
@@ -71,6 +74,7 @@ impl Progress {
             errors: g(&self.errors),
             verified: g(&self.verified),
             mismatched: g(&self.mismatched),
+            move_ms: g(&self.move_ms),
         }
     }
 }
@@ -144,6 +148,7 @@ impl Gateway {
         saker_tier::config::get(&self.state, tier)
             .await
             .map_err(|e| e.to_string())?;
+        let started = std::time::Instant::now();
         // A first walk counts (for the progress's ETA), the second moves.
         walk(self, bucket, prefix, |b| {
             add(&p.total_objects, b.len() as u64);
@@ -155,6 +160,8 @@ impl Gateway {
             self.archive_batch(b, bucket, tier, p.clone())
         })
         .await?;
+        let ms = started.elapsed().as_millis().max(1) as u64;
+        p.move_ms.store(ms, Ordering::Relaxed);
         self.archive_verify(bucket, prefix, tier, &p).await?;
         let r = p.report();
         Ok(r.errors == 0 && r.mismatched == 0)
@@ -171,7 +178,7 @@ impl Gateway {
             let p = p.clone();
             async move {
                 let r = match crate::keys::map_key(bucket, &key) {
-                    Ok(kp) => transition::transition(&self.cluster, &self.tiers, tier, &kp.path, &attr)
+                    Ok(kp) => transition::transition(&self.cluster, &self.tiers, tier, &kp.path, &attr, None)
                         .await
                         .map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),

@@ -26,23 +26,27 @@ pub enum Moved {
     Already,
     /// The version changed or went since it was chosen (nothing moved).
     Changed,
-    /// It cannot move (a file with hard links, or one in another tier).
+    /// It cannot move (a file with hard links).
     Skipped(&'static str),
 }
 
-/// Moves the object at `path` to tier `tier`, if it is still the version `seen` (the attrs
-/// a walk found).
+/// Moves the object at `path` (its noncurrent version `version`, if given) to tier `tier`,
+/// if it is still the version `seen` (the attrs a walk found). A version in another tier
+/// moves from there.
 pub async fn transition(
     cluster: &Cluster,
     tiers: &Tiers,
     tier: &str,
     path: &[String],
     seen: &Attr,
+    version: Option<&str>,
 ) -> Result<Moved, TierError> {
-    let view = match cluster.lookup(path, Want::OBJECT).await {
+    let view = match lookup(cluster, path, version).await {
         Ok(v) => v,
-        Err(MetaError::NotFound) => return Ok(Moved::Changed),
-        Err(e) => return Err(e.into()),
+        Err(TierError::Meta(MetaError::NotFound | MetaError::NoSuchVersion)) => {
+            return Ok(Moved::Changed)
+        }
+        Err(e) => return Err(e),
     };
     let attr = &view.attr;
     if attr.id != seen.id || attr.s3_mtime_ns != seen.s3_mtime_ns {
@@ -50,9 +54,8 @@ pub async fn transition(
     }
     match &attr.layout {
         Layout::Tiered(t) if t.tier == tier => return Ok(Moved::Already),
-        Layout::Tiered(_) => return Ok(Moved::Skipped("in another tier")),
         Layout::Shared { .. } => return Ok(Moved::Skipped("a file with hard links")),
-        Layout::Inline | Layout::Chunks(_) => {}
+        Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) => {}
     }
     let cfg = config::get(tiers.state(), tier).await?;
     let cid = config::cluster_id(tiers.state()).await?;
@@ -66,7 +69,7 @@ pub async fn transition(
         crc32c: crc,
         restored: None,
     };
-    match commit(cluster, path, attr, to.clone()).await {
+    match commit(cluster, path, attr, to.clone(), version.is_some()).await {
         Ok(()) => {
             metrics::TRANSITIONED.with_label_values(&["objects"]).inc();
             metrics::TRANSITIONED
@@ -83,17 +86,39 @@ pub async fn transition(
     }
 }
 
+/// The current object at `path`, or its noncurrent `version`, with its bytes.
+async fn lookup(
+    cluster: &Cluster,
+    path: &[String],
+    version: Option<&str>,
+) -> Result<saker_rpc::ObjectView, TierError> {
+    let Some(v) = version else {
+        return Ok(cluster.lookup(path, Want::OBJECT).await?);
+    };
+    let req = MetaRequest::LookupVersion {
+        path: path.to_vec(),
+        version_id: v.to_string(),
+        want: Want::OBJECT,
+    };
+    match cluster.call(path, req).await? {
+        saker_rpc::MetaResponse::Object(v) => Ok(*v),
+        other => Err(saker_client::ClientError::Protocol(format!("{other:?}")).into()),
+    }
+}
+
 async fn commit(
     cluster: &Cluster,
     path: &[String],
     attr: &Attr,
     to: TierRef,
+    noncurrent: bool,
 ) -> Result<(), TierError> {
     let req = MetaRequest::SetTier {
         path: path.to_vec(),
         inode: attr.id,
         mtime_ns: attr.s3_mtime_ns,
         to: Box::new(to),
+        noncurrent,
     };
     cluster.call(path, req).await?;
     Ok(())
@@ -199,7 +224,7 @@ pub async fn restore(
             chunks: r.chunks.clone(),
             until_ns: until_ns.max(r.until_ns),
         });
-        return commit(cluster, path, seen, to).await;
+        return commit(cluster, path, seen, to, false).await;
     }
     let mut stream = cluster.read_data(
         &seen.layout,
@@ -225,7 +250,7 @@ pub async fn restore(
         until_ns,
     });
     // On a refused commit the MNode queues the new chunks for GC itself.
-    commit(cluster, path, seen, to).await
+    commit(cluster, path, seen, to, false).await
 }
 
 /// Drops the restored copy of the tiered object at `path` (version `seen`), its lapse come.
@@ -239,5 +264,5 @@ pub async fn drop_restored(
     };
     let mut to = t.clone();
     to.restored = None;
-    commit(cluster, path, seen, to).await
+    commit(cluster, path, seen, to, false).await
 }

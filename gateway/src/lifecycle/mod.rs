@@ -120,14 +120,14 @@ pub async fn put_configuration(
         ));
     };
     let rules = rules::parse(c)?;
-    for t in rules.iter().filter_map(|r| r.transition.as_ref()) {
-        match saker_tier::config::get(&gw.state, &t.tier).await {
+    for tier in rules.iter().flat_map(Rule::tiers) {
+        match saker_tier::config::get(&gw.state, tier).await {
             Ok(_) => {}
             Err(saker_tier::TierError::NoSuchTier(_)) => {
                 return Err(s3_error!(
                     InvalidStorageClass,
                     "The storage class {} names no tier here (saker admin tier list)",
-                    t.tier
+                    tier
                 ))
             }
             Err(e) => return Err(error::internal(e)),

@@ -22,9 +22,12 @@ pub struct Rule {
     pub noncurrent: Option<Noncurrent>,
     /// Abort multipart uploads this many days after they began.
     pub abort_upload_days: Option<i32>,
-    /// Move current objects to a remote tier (absent in rules stored before tiers).
+    /// Move current objects to remote tiers (absent in rules stored before tiers).
     #[serde(default)]
-    pub transition: Option<Transition>,
+    pub transitions: Vec<Transition>,
+    /// Move noncurrent versions to remote tiers.
+    #[serde(default)]
+    pub noncurrent_transitions: Vec<NoncurrentTransition>,
 }
 
 /// A `Transition`: current objects move to tier `tier` (its name is the StorageClass) this
@@ -46,6 +49,15 @@ pub struct Filter {
     pub size_lt: Option<i64>,
     /// Whether the conditions came as an `And` (given back the same way).
     pub and: bool,
+}
+
+/// A `NoncurrentVersionTransition`: noncurrent versions move to tier `tier` this many days
+/// after they became noncurrent, beyond the newest `newer` ones.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoncurrentTransition {
+    pub days: i32,
+    pub newer: Option<i32>,
+    pub tier: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,10 +115,42 @@ impl Rule {
         due_at(e.days, e.date, mtime_ns, day_ns)
     }
 
-    /// When an object of this rule written at `mtime_ns` moves to a tier, and which.
-    pub fn transitions_at(&self, mtime_ns: i64, day_ns: i64) -> Option<(i64, &str)> {
-        let t = self.transition.as_ref()?;
-        due_at(t.days, t.date, mtime_ns, day_ns).map(|at| (at, t.tier.as_str()))
+    /// The tier an object of this rule written at `mtime_ns` belongs in at `now_ns` (the
+    /// latest of its transitions that is due), with when that transition fell due.
+    pub fn tier_at(&self, mtime_ns: i64, day_ns: i64, now_ns: i64) -> Option<(i64, &str)> {
+        self.transitions
+            .iter()
+            .filter_map(|t| {
+                due_at(t.days, t.date, mtime_ns, day_ns).map(|at| (at, t.tier.as_str()))
+            })
+            .filter(|(at, _)| *at <= now_ns)
+            .max_by_key(|(at, _)| *at)
+    }
+
+    /// The tier a noncurrent version of this rule belongs in at `now_ns`: noncurrent since
+    /// `since_ns`, `rank` newer noncurrent versions before it.
+    pub fn noncurrent_tier_at(
+        &self,
+        since_ns: i64,
+        rank: usize,
+        day_ns: i64,
+        now_ns: i64,
+    ) -> Option<(i64, &str)> {
+        self.noncurrent_transitions
+            .iter()
+            .filter(|t| t.newer.is_none_or(|keep| rank >= keep as usize))
+            .map(|t| {
+                let at = since_ns.saturating_add(i64::from(t.days).saturating_mul(day_ns));
+                (at, t.tier.as_str())
+            })
+            .filter(|(at, _)| *at <= now_ns)
+            .max_by_key(|(at, _)| *at)
+    }
+
+    /// The tiers this rule names.
+    pub fn tiers(&self) -> impl Iterator<Item = &str> {
+        let current = self.transitions.iter().map(|t| t.tier.as_str());
+        current.chain(self.noncurrent_transitions.iter().map(|t| t.tier.as_str()))
     }
 }
 
@@ -164,20 +208,18 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
         ExpirationStatus::DISABLED => false,
         _ => return Err(malformed("Status must be Enabled or Disabled")),
     };
-    if r.noncurrent_version_transitions
-        .as_ref()
-        .is_some_and(|t| !t.is_empty())
-    {
-        return Err(s3_error!(
-            NotImplemented,
-            "NoncurrentVersionTransition is not supported yet; Transition is"
-        ));
-    }
-    let transition = match r.transitions.as_deref() {
-        None | Some([]) => None,
-        Some([t]) => Some(parse_transition(t)?),
-        Some(_) => return Err(invalid("A rule has at most one Transition here")),
-    };
+    let transitions = r
+        .transitions
+        .iter()
+        .flatten()
+        .map(parse_transition)
+        .collect::<S3Result<Vec<_>>>()?;
+    let noncurrent_transitions = r
+        .noncurrent_version_transitions
+        .iter()
+        .flatten()
+        .map(parse_noncurrent_transition)
+        .collect::<S3Result<Vec<_>>>()?;
     let (filter, legacy_prefix) = match (&r.prefix, &r.filter) {
         (Some(_), Some(_)) => {
             return Err(malformed(
@@ -253,7 +295,8 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
     if expiration.is_none()
         && noncurrent.is_none()
         && abort_upload_days.is_none()
-        && transition.is_none()
+        && transitions.is_empty()
+        && noncurrent_transitions.is_empty()
     {
         return Err(malformed("A rule needs at least one action"));
     }
@@ -265,7 +308,37 @@ fn parse_rule(r: &LifecycleRule, index: usize) -> S3Result<Rule> {
         expiration,
         noncurrent,
         abort_upload_days,
-        transition,
+        transitions,
+        noncurrent_transitions,
+    })
+}
+
+/// A NoncurrentVersionTransition: a StorageClass naming a tier, NoncurrentDays (0 or more)
+/// and optionally NewerNoncurrentVersions.
+fn parse_noncurrent_transition(t: &NoncurrentVersionTransition) -> S3Result<NoncurrentTransition> {
+    let Some(class) = &t.storage_class else {
+        return Err(malformed(
+            "A NoncurrentVersionTransition needs a StorageClass",
+        ));
+    };
+    let days = match t.noncurrent_days {
+        Some(d) if d >= 0 => d,
+        Some(_) => return Err(invalid("'NoncurrentDays' must be a non-negative integer")),
+        None => {
+            return Err(malformed(
+                "A NoncurrentVersionTransition needs NoncurrentDays",
+            ))
+        }
+    };
+    if t.newer_noncurrent_versions.is_some_and(|n| n <= 0) {
+        return Err(invalid(
+            "NewerNoncurrentVersions must be a positive integer",
+        ));
+    }
+    Ok(NoncurrentTransition {
+        days,
+        newer: t.newer_noncurrent_versions,
+        tier: class.as_str().to_string(),
     })
 }
 
@@ -390,17 +463,29 @@ fn rule_dto(r: &Rule) -> LifecycleRule {
             newer_noncurrent_versions: n.newer,
             noncurrent_days: n.days,
         }),
-        noncurrent_version_transitions: None,
+        noncurrent_version_transitions: (!r.noncurrent_transitions.is_empty()).then(|| {
+            r.noncurrent_transitions
+                .iter()
+                .map(|t| NoncurrentVersionTransition {
+                    newer_noncurrent_versions: t.newer,
+                    noncurrent_days: Some(t.days),
+                    storage_class: Some(TransitionStorageClass::from(t.tier.clone())),
+                })
+                .collect()
+        }),
         prefix,
         status: ExpirationStatus::from_static(status),
-        transitions: r.transition.as_ref().map(|t| {
-            vec![s3s::dto::Transition {
-                date: t
-                    .date
-                    .map(|s| crate::keys::timestamp(s.saturating_mul(1_000_000_000))),
-                days: t.days,
-                storage_class: Some(TransitionStorageClass::from(t.tier.clone())),
-            }]
+        transitions: (!r.transitions.is_empty()).then(|| {
+            r.transitions
+                .iter()
+                .map(|t| s3s::dto::Transition {
+                    date: t
+                        .date
+                        .map(|s| crate::keys::timestamp(s.saturating_mul(1_000_000_000))),
+                    days: t.days,
+                    storage_class: Some(TransitionStorageClass::from(t.tier.clone())),
+                })
+                .collect()
         }),
     }
 }

@@ -62,11 +62,12 @@ struct Pending {
     field: Field,
 }
 
-/// A tier change decided and not made yet: a move to `tier`, or (`None`) the drop of a
-/// restored copy whose days are over.
+/// A tier change decided and not made yet: a move to `tier` (of the current object, or of
+/// noncurrent version `version`), or (`None`) the drop of a restored copy whose days are over.
 struct PendingMove {
     path: Vec<String>,
     attr: saker_rpc::Attr,
+    version: Option<String>,
     tier: Option<String>,
 }
 
@@ -150,9 +151,15 @@ impl Walk {
         sum: &mut Summary,
         path: Vec<String>,
         attr: saker_rpc::Attr,
+        version: Option<String>,
         tier: Option<String>,
     ) {
-        self.moves.push(PendingMove { path, attr, tier });
+        self.moves.push(PendingMove {
+            path,
+            attr,
+            version,
+            tier,
+        });
         if self.moves.len() >= BATCH {
             self.flush(gw, sum).await;
         }
@@ -167,8 +174,9 @@ impl Walk {
                 let cluster = &gw.cluster;
                 match &m.tier {
                     Some(t) => {
+                        let version = m.version.as_deref();
                         let r = saker_tier::transition::transition(
-                            cluster, &tiers, t, &m.path, &m.attr,
+                            cluster, &tiers, t, &m.path, &m.attr, version,
                         )
                         .await;
                         match r {
@@ -345,7 +353,7 @@ async fn current(
     walk: &mut Walk,
 ) -> Result<(), String> {
     let (bucket, rules) = (b.name, b.rules);
-    let acts = |r: &Rule| r.expires_at(0, 1).is_some() || r.transition.is_some();
+    let acts = |r: &Rule| r.expires_at(0, 1).is_some() || !r.transitions.is_empty();
     if !rules.iter().any(acts) {
         return Ok(());
     }
@@ -377,27 +385,30 @@ async fn current(
                     .is_some_and(|t| t <= at.now_ns)
         });
         let tiered = attr.layout.tiered();
+        // The latest transition due of any rule; nothing if the object is there already.
         let move_to = rules
             .iter()
             .filter(|r| r.filter.matches(&facts))
-            .filter_map(|r| r.transitions_at(attr.s3_mtime_ns, at.day_ns))
-            .filter(|(t, _)| *t <= at.now_ns)
+            .filter_map(|r| r.tier_at(attr.s3_mtime_ns, at.day_ns, at.now_ns))
+            .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
-            .next();
+            .filter(|tier| tiered.is_none_or(|t| t.tier != *tier));
         let lapsed = tiered
             .and_then(|t| t.restored.as_ref())
             .is_some_and(|r| r.until_ns <= at.now_ns);
         if due {
             walk.delete(gw, sum, bucket, &key, None, |s| &mut s.expired)
                 .await;
-        } else if let (Some(tier), None) = (move_to, tiered) {
+        } else if let Some(tier) = move_to {
             if let Ok(kp) = crate::keys::map_key(bucket, &key) {
-                walk.tier_change(gw, sum, kp.path, attr.clone(), Some(tier.to_string()))
+                let to = Some(tier.to_string());
+                walk.tier_change(gw, sum, kp.path, attr.clone(), None, to)
                     .await;
             }
         } else if lapsed {
             if let Ok(kp) = crate::keys::map_key(bucket, &key) {
-                walk.tier_change(gw, sum, kp.path, attr.clone(), None).await;
+                walk.tier_change(gw, sum, kp.path, attr.clone(), None, None)
+                    .await;
             }
         }
         walk.step(gw, sum, 1, || b.at(Phase::Current, 0, &key))
@@ -448,6 +459,8 @@ fn by_key(versions: Vec<VersionEntry>) -> Vec<(String, Vec<VersionEntry>)> {
 enum Act {
     Noncurrent(String),
     Marker(String),
+    /// A noncurrent version (id, as found) to move to a tier.
+    Move(String, saker_rpc::Attr, String),
 }
 
 /// Noncurrent version expiration and expired delete markers.
@@ -459,7 +472,9 @@ async fn versions(
     walk: &mut Walk,
 ) -> Result<(), String> {
     let (bucket, rules) = (b.name, b.rules);
-    let wants_noncurrent = rules.iter().any(|r| r.noncurrent.is_some());
+    let wants_noncurrent = rules
+        .iter()
+        .any(|r| r.noncurrent.is_some() || !r.noncurrent_transitions.is_empty());
     let wants_markers = rules.iter().any(|r| {
         r.expiration
             .as_ref()
@@ -491,6 +506,13 @@ async fn versions(
                     let (vid, field): (String, Field) = match act {
                         Act::Noncurrent(v) => (v, |s| &mut s.noncurrent_expired),
                         Act::Marker(v) => (v, |s| &mut s.markers_removed),
+                        Act::Move(v, attr, tier) => {
+                            if let Ok(kp) = crate::keys::map_key(bucket, &k) {
+                                walk.tier_change(gw, sum, kp.path, attr, Some(v), Some(tier))
+                                    .await;
+                            }
+                            continue;
+                        }
                     };
                     walk.delete(gw, sum, bucket, &k, Some(vid), field).await;
                 }
@@ -566,6 +588,18 @@ async fn plan(
         });
         if due {
             out.push(Act::Noncurrent(v.version_id.clone()));
+            continue;
+        }
+        let tier = rules
+            .iter()
+            .filter(|r| r.filter.matches(&facts))
+            .filter_map(|r| r.noncurrent_tier_at(since, rank, at.day_ns, at.now_ns))
+            .max_by_key(|(t, _)| *t)
+            .map(|(_, tier)| tier)
+            .filter(|tier| attr.layout.tiered().is_none_or(|t| t.tier != *tier));
+        if let Some(tier) = tier {
+            let (vid, attr) = (v.version_id.clone(), (**attr).clone());
+            out.push(Act::Move(vid, attr, tier.to_string()));
         }
     }
     out

@@ -1,17 +1,18 @@
 //! Remote archive tiers: a version's bytes moved to a tier (`SetTier`, compare-and-set on
-//! the version) and a restored local copy of them kept or dropped.
+//! the version, current or noncurrent) and a restored local copy of them kept or dropped.
 
-use saker_rpc::{InodeId, Layout, MetaError, MetaResponse, TierRef};
+use saker_rpc::{Attr, InodeId, Layout, MetaError, MetaResponse, TierRef, VersionKind};
 
-use super::common::{check_path, put_attr, release_chunks};
+use super::common::{check_path, put_attr, release, release_chunks};
 use super::objects::find_object;
+use super::versions::{object_key, Stored};
 use super::{Ctx, OpResult};
 use crate::keys::PayloadKind;
+use crate::records::{decode, encode};
 use crate::txn::Txn;
 
-/// Points the object at `path` to `to`, if it is still version (`inode`, `mtime_ns`). The
-/// local bytes it had are released (its chunks to the GC queue, its inline bytes deleted); a
-/// change of a tiered version's restored copy releases the copy it replaces.
+/// Points version (`inode`, `mtime_ns`) of the object at `path` (its current object, or a
+/// noncurrent version) to `to`, if it is still that version.
 pub(super) fn set_tier(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
@@ -19,13 +20,51 @@ pub(super) fn set_tier(
     inode: InodeId,
     mtime_ns: i64,
     to: &TierRef,
+    noncurrent: bool,
 ) -> OpResult {
     check_path(path, 2)?;
+    if noncurrent {
+        let (bucket, key) = object_key(path);
+        let k = ctx.keys.version(bucket, &key, inode);
+        let val = txn
+            .get(&k)
+            .map_err(|e| MetaError::Internal(e.to_string()))?
+            .ok_or(MetaError::PreconditionFailed)?;
+        let mut stored: Stored = decode(&val).map_err(|e| MetaError::Internal(e.to_string()))?;
+        let VersionKind::Object(attr) = &mut stored.kind else {
+            return Err(MetaError::PreconditionFailed);
+        };
+        if attr.s3_mtime_ns != mtime_ns {
+            return Err(MetaError::PreconditionFailed);
+        }
+        if retarget(txn, ctx, attr, to)? {
+            txn.put(k, encode(&stored));
+        }
+        return Ok(MetaResponse::Done);
+    }
     let loc = find_object(txn, ctx.ns, path, false)?;
     let mut attr = loc.attr;
     if attr.id != inode || attr.s3_mtime_ns != mtime_ns {
         return Err(MetaError::PreconditionFailed);
     }
+    if retarget(txn, ctx, &mut attr, to)? {
+        let key = loc
+            .key
+            .ok_or_else(|| MetaError::Internal("an object without a local record".into()))?;
+        put_attr(txn, &key, &attr);
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Points `attr` to `to`, releasing what it no longer needs: its local bytes (chunks to the
+/// GC queue, inline bytes deleted), the copy in a tier it leaves, or the restored copy a
+/// restore's change replaces. Answers whether `attr` changed.
+fn retarget(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    attr: &mut Attr,
+    to: &TierRef,
+) -> Result<bool, MetaError> {
     if to.size != attr.size {
         return Err(MetaError::Invalid(format!(
             "a tier copy of {} bytes for an object of {}",
@@ -38,14 +77,9 @@ pub(super) fn set_tier(
                 "a file with hard links is not moved to a tier".into(),
             ))
         }
-        Layout::Tiered(cur) if cur.tier != to.tier || cur.key != to.key => {
-            return Err(MetaError::Invalid(format!(
-                "the object already lives in tier {} at another key",
-                cur.tier
-            )))
-        }
-        Layout::Tiered(cur) if **cur == *to => return Ok(MetaResponse::Done),
-        Layout::Tiered(cur) => {
+        Layout::Tiered(cur) if **cur == *to => return Ok(false),
+        // The same copy, its restored one kept, changed or dropped.
+        Layout::Tiered(cur) if cur.tier == to.tier && cur.key == to.key => {
             let kept = to.restored.as_ref().map_or(&[][..], |r| &r.chunks[..]);
             let gone: Vec<_> = attr
                 .layout
@@ -54,16 +88,13 @@ pub(super) fn set_tier(
                 .filter(|c| !kept.contains(c))
                 .copied()
                 .collect();
-            debug_assert!(cur.restored.is_some() || gone.is_empty());
             release_chunks(txn, ctx, &gone);
         }
+        // Another copy (another tier): it goes with its restored copy.
+        Layout::Tiered(_) => release(txn, ctx, &attr.layout),
         Layout::Inline => txn.delete(ctx.keys.payload(attr.id, PayloadKind::Data)),
         Layout::Chunks(c) => release_chunks(txn, ctx, c),
     }
     attr.layout = Layout::Tiered(Box::new(to.clone()));
-    let key = loc
-        .key
-        .ok_or_else(|| MetaError::Internal("an object without a local record".into()))?;
-    put_attr(txn, &key, &attr);
-    Ok(MetaResponse::Done)
+    Ok(true)
 }

@@ -393,12 +393,16 @@ pub enum MetaRequest {
     /// The object at `path` now lives in a remote tier (`to`), or, with a restore, has a
     /// local copy again: compare-and-set on the version (its inode id and S3 mtime), so a
     /// version overwritten since it was read is left alone (`PreconditionFailed`). Moving to
-    /// a tier releases the local bytes; `to` equal to the current layout is a no-op.
+    /// a tier releases the local bytes (or the copy in the tier it leaves); `to` equal to the
+    /// current layout is a no-op.
     SetTier {
         path: Vec<String>,
         inode: InodeId,
         mtime_ns: i64,
         to: Box<crate::attr::TierRef>,
+        /// The version is the key's noncurrent version written as `inode`, not its current
+        /// object.
+        noncurrent: bool,
     },
     /// Remove collected chunks from the GC queue.
     GcDone {

@@ -61,6 +61,11 @@ pub struct S3BenchArgs {
     /// Leave the objects written in the bucket (no cleanup): to fill a bucket.
     #[arg(long)]
     keep: bool,
+    /// With --keep and a PUT phase, the keys written are added to this file; a later run
+    /// without a PUT phase reads the keys of its size from it (objects written by an earlier
+    /// run, e.g. moved to a tier since).
+    #[arg(long)]
+    keys: Option<PathBuf>,
 }
 
 #[derive(Serialize, Debug, Clone)]
@@ -414,6 +419,15 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
         let payload = Bytes::from(payload);
         for &conc in &args.concurrency {
             let pool = Arc::new(Pool::default());
+            let writes = args.phases.iter().any(|p| p == "put");
+            if let Some(f) = args.keys.as_ref().filter(|f| !writes && f.exists()) {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("cannot read {}", f.display()))?;
+                let mine = format!("{size}/");
+                for k in text.lines().filter(|k| k.starts_with(&mine)) {
+                    pool.push(k.to_string());
+                }
+            }
             for phase in &args.phases {
                 let r = run_phase(
                     target.clone(),
@@ -437,6 +451,18 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
                     r.errors
                 );
                 results.push(r);
+            }
+            if let Some(f) = args.keys.as_ref().filter(|_| args.keep && writes) {
+                let keys = pool.drain();
+                let mut text = keys.join("\n");
+                text.push('\n');
+                use std::io::Write;
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)
+                    .and_then(|mut file| file.write_all(text.as_bytes()))
+                    .with_context(|| format!("cannot write {}", f.display()))?;
             }
             if !args.keep {
                 let n = pool.len();
