@@ -14,7 +14,7 @@
 # Medians of RUNS rounds, side by side, into OUT_DIR/tier.json.
 #
 # usage: tier.sh OUT_DIR
-# knobs: RUNS (3), FILL (5s), FILL64 (2s), DURATION (5s), CACHE (0), RATE (--lifecycle-rate: 250),
+# knobs: RUNS (3), FILL (5s), FILL64 (2s), FILL_LC (1s), DURATION (5s), CACHE (0), RATE (--lifecycle-rate: 250),
 #        TIER_ENDPOINT/TIER_AK/TIER_SK (an outside tier; its bucket `archive` must exist)
 # needs: a release build of saker (cargo build --release), curl (--aws-sigv4), python3 with boto3.
 set -euo pipefail
@@ -26,10 +26,13 @@ SAKER=${SAKER_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/saker}
 RUNS=${RUNS:-3}
 FILL=${FILL:-5s}
 FILL64=${FILL64:-2s}
+FILL_LC=${FILL_LC:-1s}
 DURATION=${DURATION:-5s}
 CACHE=${CACHE:-0}
 RATE=${RATE:-250}
 AK=benchak SK=benchsecret123
+# SHA-256 of no bytes: the body hash S3 signatures carry for an empty request.
+EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 export SAKER_ACCESS_KEY=$AK SAKER_SECRET_KEY=$SK
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -43,7 +46,8 @@ if [ -z "${TIER_ENDPOINT:-}" ]; then
   pids+=($!)
   wait_health http://127.0.0.1:19911
   TIER_ENDPOINT=http://127.0.0.1:19910 TIER_AK=$AK TIER_SK=$SK
-  curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AK:$SK" -X PUT "$TIER_ENDPOINT/archive" >/dev/null
+  curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AK:$SK" -H "x-amz-content-sha256: $EMPTY_SHA256" \
+    -X PUT "$TIER_ENDPOINT/archive" >/dev/null
 fi
 # No passes but those run here; a one-second day; chunks freed one second after they go.
 "$SAKER" server --data-dir "$OUT/hot" --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 \
@@ -84,7 +88,7 @@ for r in $(seq 1 "$RUNS"); do
   bench "t64m-$r" 64MiB 2 get "$DURATION" "$OUT/tier64-$r.json" --keep --keys "$k64"
   # A lifecycle Transition pass and the foreground's p99 beside it.
   bench "fg-$r" 4KiB 16 put,get "$DURATION" "$OUT/idle-$r.json"
-  bench "lc-$r" 4KiB 16 put "$FILL" "$OUT/fill-lc-$r.json" --keep
+  bench "lc-$r" 4KiB 16 put "$FILL_LC" "$OUT/fill-lc-$r.json" --keep
   transition_rule "lc-$r"
   admin lifecycle run "lc-$r" >"$OUT/pass-$r.json" &
   pass_pid=$!

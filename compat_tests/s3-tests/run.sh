@@ -120,7 +120,9 @@ for _ in $(seq 300); do
 done
 for class in LUKEWARM FROZEN; do
     bucket="$(echo "$class" | tr 'A-Z' 'a-z')"
+    # (the SHA-256 of an empty body: S3 signatures carry the body's hash)
     curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$main_ak:$main_sk" -X PUT \
+        -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
         "http://127.0.0.1:$tier_port/$bucket" >/dev/null || die "cannot create the tier bucket $bucket"
     SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" SAKER_TIER_SECRET_KEY="$main_sk" \
         "$saker" admin tier add "$class" --endpoint "http://127.0.0.1:$tier_port" --bucket "$bucket" \

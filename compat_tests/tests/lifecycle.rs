@@ -8,7 +8,7 @@ mod common;
 use aws_sdk_s3::types::{
     AbortIncompleteMultipartUpload, BucketLifecycleConfiguration, BucketVersioningStatus,
     ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleAndOperator,
-    LifecycleRuleFilter, NoncurrentVersionExpiration, Tag, VersioningConfiguration,
+    LifecycleRuleFilter, NoncurrentVersionExpiration, Tag,
 };
 use aws_sdk_s3::Client;
 use common::*;
@@ -146,16 +146,7 @@ async fn rules_expire_objects_versions_markers_and_uploads() {
     // Noncurrent versions: all but the newest noncurrent one go; a delete marker that is
     // the last version of its key goes too.
     let v = new_bucket(&c, "lcver").await;
-    c.put_bucket_versioning()
-        .bucket(&v)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    set_versioning(&c, &v, BucketVersioningStatus::Enabled).await;
     let mut ids = Vec::new();
     for i in 0..4 {
         let r = c

@@ -6,18 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::BucketVersioningStatus;
 use aws_sdk_s3::Client;
 use common::*;
-
-async fn set_versioning(c: &Client, b: &str, status: BucketVersioningStatus) {
-    c.put_bucket_versioning()
-        .bucket(b)
-        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
-        .send()
-        .await
-        .expect("put bucket versioning");
-}
 
 async fn put_v(c: &Client, b: &str, k: &str, data: &[u8]) -> Option<String> {
     c.put_object()

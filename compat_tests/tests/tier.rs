@@ -422,9 +422,7 @@ async fn version_classes(c: &Client, b: &str) -> Vec<(String, String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn versions_move_between_tiers_and_noncurrent_ones_move_too() {
-    use aws_sdk_s3::types::{
-        BucketVersioningStatus, NoncurrentVersionTransition, VersioningConfiguration,
-    };
+    use aws_sdk_s3::types::{BucketVersioningStatus, NoncurrentVersionTransition};
     let cold = Server::default_start();
     let cc = cold.client();
     create_bucket(&cc, "warm").await;
@@ -437,16 +435,7 @@ async fn versions_move_between_tiers_and_noncurrent_ones_move_too() {
     );
     let c = hot.client();
     let b = new_bucket(&c, "ver").await;
-    c.put_bucket_versioning()
-        .bucket(&b)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
     let bodies: Vec<Vec<u8>> = (0..3).map(|i| random_bytes(30_000 + i)).collect();
     let mut ids = Vec::new();
     for body in &bodies {

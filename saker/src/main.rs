@@ -124,6 +124,9 @@ fn main() -> anyhow::Result<()> {
         default_hook(info);
         std::process::abort();
     }));
+    // ring is the TLS crypto of every listener and client here; aws-sdk-s3 (the tier client)
+    // brings aws-lc-rs too, and with two providers built in rustls no longer picks one.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

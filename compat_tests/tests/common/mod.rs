@@ -439,6 +439,23 @@ pub async fn create_bucket(c: &Client, name: &str) {
         .unwrap_or_else(|e| panic!("create bucket {name}: {e:?}"));
 }
 
+/// Turns a bucket's versioning on (Enabled) or off (Suspended).
+pub async fn set_versioning(
+    c: &Client,
+    b: &str,
+    status: aws_sdk_s3::types::BucketVersioningStatus,
+) {
+    let conf = aws_sdk_s3::types::VersioningConfiguration::builder()
+        .status(status)
+        .build();
+    c.put_bucket_versioning()
+        .bucket(b)
+        .versioning_configuration(conf)
+        .send()
+        .await
+        .expect("put bucket versioning");
+}
+
 /// Creates a bucket and returns its name.
 pub async fn new_bucket(c: &Client, tag: &str) -> String {
     let b = bucket_name(tag);
