@@ -4,7 +4,8 @@
 use std::time::{Duration, SystemTime};
 
 use aws_sdk_s3::config::{
-    timeout::TimeoutConfig, BehaviorVersion, Credentials, Region, StalledStreamProtectionConfig,
+    timeout::TimeoutConfig, BehaviorVersion, Credentials, Region, ResponseChecksumValidation,
+    StalledStreamProtectionConfig,
 };
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{ChecksumAlgorithm, CompletedMultipartUpload, CompletedPart};
@@ -53,6 +54,9 @@ impl Remote {
             .timeout_config(timeouts)
             // A read-through GET sends at the pace of the client that reads it.
             .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+            // Reads are checked against the CRC32C recorded at the move (the SDK cannot check
+            // a multipart object's part-level checksum, and warns on every such GET).
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .build();
         Self {
             tier: cfg.name.clone(),
