@@ -269,11 +269,7 @@ pub trait TierReader: Send + Sync + 'static {
 /// The chunks of a tiered version's restored copy, while it lasts.
 fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
     let r = t.restored.as_ref()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or_default();
-    (r.until_ns > now).then_some(&r.chunks[..])
+    (r.until_ns > crate::gc::now_ns()).then_some(&r.chunks[..])
 }
 
 /// A read through a hard link's reference: the MNodes answer the shared inode instead, so

@@ -19,7 +19,8 @@ pub struct GcReport {
     pub leaked: u64,
 }
 
-fn now_ns() -> i64 {
+/// Now, in ns since the Unix epoch (the clock GC deadlines and restore lapses are in).
+pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

@@ -145,9 +145,6 @@ impl Gateway {
         tier: &str,
         p: Arc<Progress>,
     ) -> Result<bool, String> {
-        saker_tier::config::get(&self.state, tier)
-            .await
-            .map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
         // A first walk counts (for the progress's ETA), the second moves.
         walk(self, bucket, prefix, |b| {

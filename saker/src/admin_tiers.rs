@@ -139,10 +139,10 @@ pub async fn add(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) 
 /// work before anything relies on them.
 async fn probe(gw: &Gateway, tier: &TierConfig) -> Result<(), TierError> {
     let remote = saker_tier::Remote::new(tier);
-    let cid = saker_tier::cluster_id(gw.tiers().state()).await?;
+    let cid = gw.tiers().cluster_id().await?;
     let key = format!(
         "{}probe-{}",
-        tier.cluster_prefix(&cid),
+        tier.cluster_prefix(cid),
         rand::random::<u64>()
     );
     let body = Bytes::from_static(b"saker tier probe");

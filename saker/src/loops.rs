@@ -135,13 +135,21 @@ pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_activ
     periodically(every, only_active, || async {
         match gateway.lifecycle_pass(None).await {
             Ok(s)
-                if s.expired + s.noncurrent_expired + s.markers_removed + s.uploads_aborted > 0 =>
+                if s.expired
+                    + s.noncurrent_expired
+                    + s.markers_removed
+                    + s.uploads_aborted
+                    + s.transitioned
+                    + s.restores_dropped
+                    > 0 =>
             {
                 tracing::info!(
                     expired = s.expired,
                     noncurrent = s.noncurrent_expired,
                     markers = s.markers_removed,
                     uploads = s.uploads_aborted,
+                    transitioned = s.transitioned,
+                    restores_dropped = s.restores_dropped,
                     errors = s.errors,
                     "lifecycle pass"
                 )
@@ -174,21 +182,6 @@ pub(crate) async fn repair_loop(
         }
     })
     .await
-}
-
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler cannot fail");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 /// Periodic balancing rounds (none when `every` is zero).

@@ -5,17 +5,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use saker_client::{ClientError, Cluster};
+use saker_client::{now_ns, ClientError, Cluster};
 use saker_rpc::{MetaRequest, MetaResponse};
 
 use crate::{config, metrics, TierError, Tiers};
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or_default()
-}
 
 fn unexpected(r: MetaResponse) -> TierError {
     ClientError::Protocol(format!("{r:?}")).into()
@@ -73,14 +66,14 @@ pub async fn referenced(cluster: &Cluster, tier: &str) -> Result<HashSet<String>
 /// than `grace` (younger ones may belong to a transition not committed yet); answers how
 /// many.
 pub async fn scrub(cluster: &Cluster, tiers: &Tiers, grace: Duration) -> Result<u64, TierError> {
-    let cid = config::cluster_id(tiers.state()).await?;
+    let cid = tiers.cluster_id().await?;
     let mut deleted = 0;
     for cfg in config::list(tiers.state()).await? {
         let remote = tiers.remote(&cfg.name).await?;
         // Keys listed before the references are read: a copy committed after this listing
         // is either younger than the cut-off or already in the references.
         let cutoff = SystemTime::now() - grace;
-        let prefix = cfg.cluster_prefix(&cid);
+        let prefix = cfg.cluster_prefix(cid);
         let mut candidates = Vec::new();
         let mut token = None;
         loop {

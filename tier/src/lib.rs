@@ -17,7 +17,7 @@ mod remote;
 mod tiers;
 pub mod transition;
 
-pub use config::{cluster_id, TierConfig};
+pub use config::TierConfig;
 pub use error::TierError;
 pub use remote::Remote;
 pub use tiers::Tiers;

@@ -17,6 +17,7 @@ use crate::{TierConfig, TierError};
 /// The S3 client of one tier.
 #[derive(Clone)]
 pub struct Remote {
+    config: std::sync::Arc<TierConfig>,
     tier: String,
     bucket: String,
     client: aws_sdk_s3::Client,
@@ -59,6 +60,7 @@ impl Remote {
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .build();
         Self {
+            config: std::sync::Arc::new(cfg.clone()),
             tier: cfg.name.clone(),
             bucket: cfg.bucket.clone(),
             client: aws_sdk_s3::Client::from_conf(conf),
@@ -256,5 +258,10 @@ impl Remote {
 
     pub fn tier(&self) -> &str {
         &self.tier
+    }
+
+    /// The definition this client was made from.
+    pub fn config(&self) -> &TierConfig {
+        &self.config
     }
 }

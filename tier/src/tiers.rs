@@ -20,6 +20,8 @@ pub struct Tiers {
     me: std::sync::Weak<Tiers>,
     state: Arc<dyn StateStore>,
     remotes: RwLock<HashMap<String, Remote>>,
+    /// Read from the state (made there) at first use; it never changes.
+    cluster: tokio::sync::OnceCell<String>,
     cache: Cache,
 }
 
@@ -29,6 +31,7 @@ impl Tiers {
             me: me.clone(),
             state,
             remotes: RwLock::default(),
+            cluster: tokio::sync::OnceCell::new(),
             cache,
         })
     }
@@ -37,7 +40,16 @@ impl Tiers {
         &self.state
     }
 
-    /// The client of tier `name`.
+    /// The cluster's id, under which its copies live in a tier's bucket.
+    pub async fn cluster_id(&self) -> Result<&str, TierError> {
+        let id = self
+            .cluster
+            .get_or_try_init(|| config::cluster_id(&self.state))
+            .await?;
+        Ok(id)
+    }
+
+    /// The client of tier `name` (with its definition).
     pub async fn remote(&self, name: &str) -> Result<Remote, TierError> {
         if let Some(r) = self.remotes.read().get(name) {
             return Ok(r.clone());
@@ -51,11 +63,6 @@ impl Tiers {
     /// Forgets the client of tier `name` (after its definition changed or went).
     pub fn forget(&self, name: &str) {
         self.remotes.write().remove(name);
-    }
-
-    /// The bytes of `t` in the local cache.
-    pub fn cached_bytes(&self) -> u64 {
-        self.cache.bytes()
     }
 
     /// Sends `range` of `t` into `tx`: from the cache, else the whole object fetched,

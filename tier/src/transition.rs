@@ -12,7 +12,7 @@ use futures::StreamExt;
 use saker_client::{ChunkWriter, Cluster, ReadRange};
 use saker_rpc::{Attr, Layout, MetaError, MetaRequest, Restored, TierRef, Want};
 
-use crate::{config, metrics, Remote, TierError, Tiers};
+use crate::{metrics, Remote, TierError, Tiers};
 
 /// Objects up to this size go up in one PUT; larger ones in parts of this size.
 pub const PART: u64 = 8 << 20;
@@ -57,10 +57,9 @@ pub async fn transition(
         Layout::Shared { .. } => return Ok(Moved::Skipped("a file with hard links")),
         Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) => {}
     }
-    let cfg = config::get(tiers.state(), tier).await?;
-    let cid = config::cluster_id(tiers.state()).await?;
-    let key = cfg.key_for(&cid, attr.id, attr.s3_mtime_ns);
     let remote = tiers.remote(tier).await?;
+    let cid = tiers.cluster_id().await?;
+    let key = remote.config().key_for(cid, attr.id, attr.s3_mtime_ns);
     let crc = upload(cluster, &remote, &key, attr, view.data.clone()).await?;
     let to = TierRef {
         tier: tier.to_string(),

@@ -181,46 +181,29 @@ impl Walk {
 
     /// Makes the tier changes decided so far.
     async fn flush_moves(&mut self, gw: &Gateway, sum: &mut Summary) {
-        let tiers = gw.tiers.clone();
-        let sent = std::mem::take(&mut self.moves).into_iter().map(|m| {
-            let tiers = tiers.clone();
-            async move {
-                let cluster = &gw.cluster;
-                match &m.tier {
-                    Some(t) => {
-                        let version = m.version.as_deref();
-                        let r = saker_tier::transition::transition(
-                            cluster, &tiers, t, &m.path, &m.attr, version,
-                        )
-                        .await;
-                        match r {
-                            Ok(saker_tier::transition::Moved::Moved(_)) => {
-                                (Ok(()), Some(transitioned as Field))
-                            }
-                            Ok(_) => (Ok(()), None),
-                            Err(e) => (Err(e.to_string()), None),
-                        }
-                    }
-                    None => {
-                        let r =
-                            saker_tier::transition::drop_restored(cluster, &m.path, &m.attr).await;
-                        (
-                            r.map_err(|e| e.to_string()),
-                            Some(restores_dropped as Field),
-                        )
-                    }
+        use saker_tier::transition::{drop_restored, transition, Moved};
+        let sent = std::mem::take(&mut self.moves)
+            .into_iter()
+            .map(|m| async move {
+                let (cluster, tiers) = (&gw.cluster, &gw.tiers);
+                let Some(tier) = &m.tier else {
+                    let r = drop_restored(cluster, &m.path, &m.attr).await;
+                    let field: Field = |s| &mut s.restores_dropped;
+                    return (r.map_err(|e| e.to_string()), field);
+                };
+                let version = m.version.as_deref();
+                match transition(cluster, tiers, tier, &m.path, &m.attr, version).await {
+                    Ok(Moved::Moved(_)) => (Ok(()), |s: &mut Summary| &mut s.transitioned),
+                    Ok(_) => (Ok(()), |s: &mut Summary| &mut s.skipped),
+                    Err(e) => (Err(e.to_string()), |s: &mut Summary| &mut s.skipped),
                 }
-            }
-        });
-        let results: Vec<_> = futures::stream::iter(sent)
+            });
+        let results: Vec<(Result<(), String>, Field)> = futures::stream::iter(sent)
             .buffer_unordered(MOVE_CONCURRENCY)
             .collect()
             .await;
         for (r, field) in results {
-            match field {
-                Some(f) => count(sum, r, f),
-                None => count(sum, r, |s| &mut s.skipped),
-            }
+            count(sum, r, field);
         }
     }
 
@@ -338,14 +321,6 @@ async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)>
         .ok()
         .and_then(|v| v.tags)
         .unwrap_or_default()
-}
-
-fn transitioned(s: &mut Summary) -> &mut u64 {
-    &mut s.transitioned
-}
-
-fn restores_dropped(s: &mut Summary) -> &mut u64 {
-    &mut s.restores_dropped
 }
 
 fn count(sum: &mut Summary, r: Result<(), String>, done: Field) {

@@ -40,7 +40,7 @@ pub(super) fn release(txn: &mut Txn<'_>, ctx: &Ctx<'_>, layout: &Layout) {
 }
 
 /// The GC queue id of a remote copy: a hash of where it is (the queue keys chunks by id).
-pub(crate) fn tier_gc_id(t: &TierRef) -> u128 {
+fn tier_gc_id(t: &TierRef) -> u128 {
     let mut h = [0u8; 16];
     let a = crc32c::crc32c(t.tier.as_bytes());
     let b = crc32c::crc32c(t.key.as_bytes());

@@ -9,6 +9,7 @@ use super::versions::{object_key, Stored};
 use super::{Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::records::{decode, encode};
+use crate::tree::internal;
 use crate::txn::Txn;
 
 /// Points version (`inode`, `mtime_ns`) of the object at `path` (its current object, or a
@@ -28,9 +29,9 @@ pub(super) fn set_tier(
         let k = ctx.keys.version(bucket, &key, inode);
         let val = txn
             .get(&k)
-            .map_err(|e| MetaError::Internal(e.to_string()))?
+            .map_err(internal)?
             .ok_or(MetaError::PreconditionFailed)?;
-        let mut stored: Stored = decode(&val).map_err(|e| MetaError::Internal(e.to_string()))?;
+        let mut stored: Stored = decode(&val).map_err(internal)?;
         let VersionKind::Object(attr) = &mut stored.kind else {
             return Err(MetaError::PreconditionFailed);
         };
