@@ -4,8 +4,8 @@
 //! per-group key prefixes. Their raft logs and votes live there too, or, where the engine says
 //! so ([`MetaStore::raft_logs`]), in one [`LogJournal`] of segment files; either way one sync
 //! covers every group's appends. Engines:
-//! [`RedbStore`] (embedded B-tree, the default), [`FjallStore`] (embedded LSM) and
-//! [`MemStore`] (tests). Every engine passes [`conformance`].
+//! [`RedbStore`] (embedded B-tree, the default), [`FjallStore`] (embedded LSM),
+//! [`TikvStore`] (a TiKV cluster, past one machine's disks) and [`MemStore`] (tests). Every engine passes [`conformance`].
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ mod group_sync;
 mod log_journal;
 mod mem;
 mod redb_engine;
+mod tikv_engine;
 
 pub mod conformance;
 
@@ -24,6 +25,7 @@ pub(crate) use fjall_engine::LEGACY_RAFT_LOG_KEYSPACE;
 pub use log_journal::LogJournal;
 pub use mem::MemStore;
 pub use redb_engine::RedbStore;
+pub use tikv_engine::{FenceError, TikvStore};
 
 /// A store engine failure. Fatal for the group that hits it.
 #[derive(Clone, Debug, thiserror::Error)]

@@ -1,0 +1,379 @@
+//! The TiKV engine: the store's keys live in a TiKV cluster under a per-namespace prefix,
+//! through `tikv-client`'s transactional API, so several saker clusters can share one TiKV.
+//!
+//! The store trait is synchronous and `tikv-client` has no sync API: every call runs on a
+//! runtime of the store's own and the caller waits on a channel (never `block_on` inside
+//! tokio). A batch is one optimistic transaction; [`TikvStore::write_fenced`] also writes a
+//! fence key whose value must be what the caller expects, so that a batch of a process that
+//! lost its group (another took the lease and bumped the fence) fails at commit: under
+//! Percolator a read alone would not conflict. Reads are snapshot reads at a fresh timestamp
+//! and retry when they meet locks of a transaction still committing its secondaries.
+//! Every transaction is rolled back when it does not commit (`tikv-client` panics when an open
+//! one is dropped unless told otherwise; it is told to warn, and never gets to).
+
+use std::future::Future;
+use std::time::Duration;
+
+use tikv_client::{
+    BoundRange, CheckLevel, Config, Key, TimestampExt, Transaction, TransactionClient,
+    TransactionOptions,
+};
+
+use super::{prefix_end, Kv, KvPairs, MetaStore, StoreError, WriteBatch};
+
+/// Largest gRPC response the client accepts (a scan page of large records; the crate's
+/// default is 4 MiB).
+const MAX_RESPONSE: usize = 64 << 20;
+/// Attempts of a read or an unfenced write that meets locks, conflicts or region churn.
+const ATTEMPTS: u32 = 8;
+
+/// Why a fenced write was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    /// The fence key holds another value: another process owns what it guards.
+    #[error("fenced: the fence key moved on")]
+    Moved,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct TikvStore {
+    client: TransactionClient,
+    /// Prepended to every key: `saker/<keyspace>/`.
+    prefix: Vec<u8>,
+    rt: tokio::runtime::Runtime,
+}
+
+fn io(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io(format!("tikv: {e}"))
+}
+
+fn options() -> TransactionOptions {
+    TransactionOptions::new_optimistic().drop_check(CheckLevel::Warn)
+}
+
+/// Whether a failed call may succeed when tried again (locks still being resolved, a write
+/// conflict, a region moving).
+fn retryable(e: &tikv_client::Error) -> bool {
+    use tikv_client::Error as E;
+    match e {
+        E::ResolveLockError(_)
+        | E::RegionError(_)
+        | E::RegionForKeyNotFound { .. }
+        | E::RegionNotFoundInResponse { .. }
+        | E::LeaderNotFound { .. }
+        | E::KeyError(_)
+        | E::Grpc(_)
+        | E::GrpcAPI(_) => true,
+        E::MultipleKeyErrors(errs) | E::ExtractedErrors(errs) => errs.iter().all(retryable),
+        E::PessimisticLockError { inner, .. } => retryable(inner),
+        _ => false,
+    }
+}
+
+impl TikvStore {
+    /// Connects to the PD endpoints `pd` (`host:port`) and keeps keys under `keyspace`.
+    pub fn connect(pd: &[String], keyspace: &str) -> Result<Self, StoreError> {
+        if keyspace.is_empty() || keyspace.contains('/') {
+            return Err(StoreError::Io(format!(
+                "tikv keyspace {keyspace:?} must be non-empty and have no '/'"
+            )));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tikv-store")
+            .enable_all()
+            .build()
+            .map_err(io)?;
+        let config = Config::default()
+            .with_timeout(Duration::from_secs(5))
+            .with_grpc_max_decoding_message_size(MAX_RESPONSE);
+        let endpoints = pd.to_vec();
+        let client = on(&rt, async move {
+            TransactionClient::new_with_config(endpoints, config).await
+        })?
+        .map_err(io)?;
+        Ok(Self {
+            client,
+            prefix: format!("saker/{keyspace}/").into_bytes(),
+            rt,
+        })
+    }
+
+    fn key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.prefix.len() + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    fn unkey(&self, key: Key) -> Vec<u8> {
+        let k: Vec<u8> = key.into();
+        k[self.prefix.len().min(k.len())..].to_vec()
+    }
+
+    /// The prefixed range `[start, end)`; `end = None` up to the prefix's end.
+    fn range(&self, start: &[u8], end: Option<&[u8]>) -> BoundRange {
+        let lo = self.key(start);
+        let hi = match end {
+            Some(e) => self.key(e),
+            None => prefix_end(&self.prefix).expect("the prefix ends in '/'"),
+        };
+        (Key::from(lo)..Key::from(hi)).into()
+    }
+
+    /// Runs `f` with a snapshot at a fresh timestamp, again while it meets unresolved locks.
+    fn read<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
+        Fut: Future<Output = tikv_client::Result<T>> + Send,
+    {
+        let client = self.client.clone();
+        on(&self.rt, async move {
+            let mut attempt = 0;
+            loop {
+                let ts = client.current_timestamp().await.map_err(io)?;
+                match f(client.snapshot(ts, options())).await {
+                    Ok(v) => return Ok(v),
+                    Err(e) if attempt + 1 < ATTEMPTS && retryable(&e) => {
+                        attempt += 1;
+                        tracing::debug!(error = %e, attempt, "tikv read retried");
+                        tokio::time::sleep(backoff(attempt)).await;
+                    }
+                    Err(e) => return Err(io(e)),
+                }
+            }
+        })?
+    }
+
+    /// Applies `batch` in one transaction, and with `fence = Some((key, value))` only while
+    /// the fence key holds `value` (it is written again, so that a concurrent move of the
+    /// fence conflicts). Not retried: the caller decides.
+    pub fn write_fenced(
+        &self,
+        batch: &WriteBatch,
+        fence: Option<(&[u8], &[u8])>,
+    ) -> Result<(), FenceError> {
+        let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = batch
+            .ops
+            .iter()
+            .map(|(k, v)| (self.key(k), v.as_ref().map(|v| v.to_vec())))
+            .collect();
+        let fence = fence.map(|(k, v)| (self.key(k), v.to_vec()));
+        let client = self.client.clone();
+        on(&self.rt, async move {
+            let mut txn = client.begin_with_options(options()).await.map_err(io)?;
+            let done = fill_and_commit(&mut txn, ops, fence).await;
+            if done.is_err() {
+                // Nothing committed: take the locks back (an open transaction is never left).
+                if let Err(e) = txn.rollback().await {
+                    tracing::debug!(error = %e, "tikv rollback failed; locks expire");
+                }
+            }
+            done
+        })?
+    }
+
+    /// A fresh timestamp from PD (its physical part is PD's clock in milliseconds).
+    pub fn timestamp(&self) -> Result<u64, StoreError> {
+        let client = self.client.clone();
+        let ts = on(&self.rt, async move { client.current_timestamp().await })?.map_err(io)?;
+        Ok(ts.version())
+    }
+}
+
+async fn fill_and_commit(
+    txn: &mut Transaction,
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    fence: Option<(Vec<u8>, Vec<u8>)>,
+) -> Result<(), FenceError> {
+    if let Some((key, want)) = fence {
+        let have = txn.get(key.clone()).await.map_err(io)?;
+        if have.as_deref() != Some(want.as_slice()) {
+            return Err(FenceError::Moved);
+        }
+        txn.put(key, want).await.map_err(io)?;
+    }
+    for (k, v) in ops {
+        match v {
+            Some(v) => txn.put(k, v).await.map_err(io)?,
+            None => txn.delete(k).await.map_err(io)?,
+        }
+    }
+    match txn.commit().await {
+        Ok(_) => Ok(()),
+        // A write conflict on the fence key is the fence moving.
+        Err(e) if conflicted(&e) => Err(FenceError::Moved),
+        Err(e) => Err(io(e).into()),
+    }
+}
+
+/// Whether a commit failed on a write conflict (another transaction committed a key first).
+fn conflicted(e: &tikv_client::Error) -> bool {
+    use tikv_client::Error as E;
+    match e {
+        E::KeyError(k) => k.conflict.is_some(),
+        E::MultipleKeyErrors(errs) | E::ExtractedErrors(errs) => errs.iter().any(conflicted),
+        _ => false,
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((5u64 << attempt.min(7)).min(500))
+}
+
+/// Runs `fut` on `rt` and waits for it from this (synchronous) thread.
+fn on<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, StoreError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv()
+        .map_err(|_| StoreError::Io("tikv store runtime stopped".into()))
+}
+
+impl MetaStore for TikvStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = self.key(key);
+        self.read(move |mut snap| {
+            let key = key.clone();
+            async move { snap.get(key).await }
+        })
+    }
+
+    fn write(&self, batch: &WriteBatch, _durable: bool) -> Result<(), StoreError> {
+        // A committed TiKV transaction is durable (replicated by TiKV's raft).
+        let mut attempt = 0;
+        loop {
+            match self.write_fenced(batch, None) {
+                Ok(()) => return Ok(()),
+                Err(FenceError::Moved) if attempt + 1 < ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(backoff(attempt));
+                }
+                Err(FenceError::Moved) => {
+                    return Err(StoreError::Io("tikv: write conflicts persisted".into()))
+                }
+                Err(FenceError::Store(e)) => return Err(e),
+            }
+        }
+    }
+
+    fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize) -> Result<KvPairs, StoreError> {
+        if limit == 0 || end.is_some_and(|e| e <= start) {
+            return Ok(Vec::new());
+        }
+        let range = self.range(start, end);
+        let limit = limit.min(u32::MAX as usize) as u32;
+        let pairs = self.read(move |mut snap| {
+            let range = range.clone();
+            async move { Ok(snap.scan(range, limit).await?.collect::<Vec<_>>()) }
+        })?;
+        Ok(pairs.into_iter().map(|p| (self.unkey(p.0), p.1)).collect())
+    }
+
+    fn last_in(&self, start: &[u8], end: &[u8]) -> Result<Option<Kv>, StoreError> {
+        if end <= start {
+            return Ok(None);
+        }
+        let range = self.range(start, Some(end));
+        let last = self.read(move |mut snap| {
+            let range = range.clone();
+            async move { Ok(snap.scan_reverse(range, 1).await?.next()) }
+        })?;
+        Ok(last.map(|p| (self.unkey(p.0), p.1)))
+    }
+}
+
+impl Drop for TikvStore {
+    fn drop(&mut self) {
+        // The runtime may be dropped from inside another runtime (a test, the server).
+        let rt = std::mem::replace(
+            &mut self.rt,
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("an empty runtime"),
+        );
+        rt.shutdown_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim() -> (tokio::runtime::Runtime, saker_tikv_sim::Sim) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let sim = rt
+            .block_on(saker_tikv_sim::Sim::start(
+                "127.0.0.1:0".parse().unwrap(),
+                saker_tikv_sim::Faults {
+                    split_keys: 16,
+                    region_error_every: 11,
+                },
+            ))
+            .unwrap();
+        (rt, sim)
+    }
+
+    #[test]
+    fn conformance() {
+        let (_rt, sim) = sim();
+        let store = TikvStore::connect(&[sim.addr.to_string()], "conformance").unwrap();
+        super::super::conformance::run_all(&store);
+        assert!(sim.cluster.regions().len() > 1, "ran across region splits");
+    }
+
+    #[test]
+    fn keyspaces_do_not_see_each_other() {
+        let (_rt, sim) = sim();
+        let a = TikvStore::connect(&[sim.addr.to_string()], "a").unwrap();
+        let b = TikvStore::connect(&[sim.addr.to_string()], "b").unwrap();
+        let mut batch = WriteBatch::default();
+        batch.put(b"k".to_vec(), b"from a".to_vec());
+        a.write(&batch, true).unwrap();
+        assert_eq!(b.get(b"k").unwrap(), None);
+        assert_eq!(b.scan(b"", None, 10).unwrap(), vec![]);
+        assert_eq!(a.scan(b"", None, 10).unwrap().len(), 1);
+        assert!(TikvStore::connect(&[sim.addr.to_string()], "x/y").is_err());
+    }
+
+    #[test]
+    fn a_moved_fence_refuses_the_batch_whole() {
+        let (_rt, sim) = sim();
+        let s = TikvStore::connect(&[sim.addr.to_string()], "fence").unwrap();
+        let mut set = WriteBatch::default();
+        set.put(b"epoch".to_vec(), b"1".to_vec());
+        s.write(&set, true).unwrap();
+        let mut batch = WriteBatch::default();
+        batch.put(b"data".to_vec(), b"x".to_vec());
+        s.write_fenced(&batch, Some((b"epoch", b"1"))).unwrap();
+        assert_eq!(s.get(b"data").unwrap(), Some(b"x".to_vec()));
+        let mut bump = WriteBatch::default();
+        bump.put(b"epoch".to_vec(), b"2".to_vec());
+        s.write(&bump, true).unwrap();
+        let mut stale = WriteBatch::default();
+        stale.put(b"data".to_vec(), b"stale".to_vec());
+        assert!(matches!(
+            s.write_fenced(&stale, Some((b"epoch", b"1"))),
+            Err(FenceError::Moved)
+        ));
+        assert_eq!(
+            s.get(b"data").unwrap(),
+            Some(b"x".to_vec()),
+            "nothing of it landed"
+        );
+        assert!(
+            sim.cluster
+                .mvcc
+                .lock()
+                .scan_locks(b"", b"", u64::MAX, 0)
+                .is_empty(),
+            "no lock left behind"
+        );
+    }
+}
