@@ -4,9 +4,9 @@
 
 use saker_rpc::{MetaError, MetaResponse};
 
+use crate::engine::Engine;
 use crate::keys::{Keys, COORD};
 use crate::leadership::Leadership;
-use crate::raft::Raft;
 use crate::store::{prefix_end, MetaStore, WriteBatch};
 use crate::tree::{for_each_entry, StoreView};
 
@@ -23,7 +23,7 @@ fn key_of(keys: &Keys, key: &str) -> Vec<u8> {
 
 /// Sets (or, with `None`, drops) record `key`, if `term` is 0 or the term this replica leads.
 pub(crate) async fn put(
-    raft: &Raft,
+    engine: &Engine,
     keys: &Keys,
     leadership: &Leadership,
     term: u64,
@@ -48,7 +48,9 @@ pub(crate) async fn put(
         Some(v) => mutations.put(key_of(keys, key), v),
         None => mutations.delete(key_of(keys, key)),
     }
-    crate::raft::write_control(raft, mutations, || leadership.refusal()).await?;
+    engine
+        .write_control(mutations, || leadership.refusal())
+        .await?;
     Ok(MetaResponse::Done)
 }
 

@@ -20,12 +20,13 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tracing::Instrument;
 
 use crate::changes::ChangeLog;
+use crate::engine::Engine;
 use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, CHANGE_SEQ};
 use crate::leadership::Leadership;
 use crate::metrics;
 use crate::ops::{apply_write, Ctx};
-use crate::raft::{BatchEntry, Raft};
+use crate::raft::BatchEntry;
 use crate::records::{decode, encode, SmMeta};
 use crate::store::MetaStore;
 use crate::store::WriteBatch;
@@ -67,7 +68,7 @@ pub(crate) enum Reply {
 pub(crate) struct Executor {
     pub keys: Keys,
     pub store: Arc<dyn MetaStore>,
-    pub raft: Raft,
+    pub engine: Engine,
     pub next_id: Arc<AtomicU64>,
     pub gc_grace: Duration,
     pub max_batch: usize,
@@ -370,23 +371,12 @@ impl Executor {
         let commit = tracing::debug_span!(parent: &span, "raft.commit", group = self.keys.group);
         entry.trace = commit.in_scope(saker_rpc::trace_context::current);
         let started = std::time::Instant::now();
-        let rx = self
-            .raft
-            .client_write_ff(entry)
-            .instrument(commit.clone())
-            .await;
+        let committed = self.engine.propose(entry).instrument(commit.clone()).await;
         let inflight = inflight.clone();
         let change_log = self.changes.clone();
         let sync = self.parent_updates == ParentUpdates::Sync;
         tokio::spawn(async move {
-            let outcome = match rx {
-                Ok(rx) => match rx.instrument(commit).await {
-                    Ok(Ok(resp)) => Ok(resp.data.results),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                },
-                Err(e) => Err(e.to_string()),
-            };
+            let outcome = committed.instrument(commit).await;
             if outcome.is_ok() {
                 metrics::RAFT_COMMIT.observe(started.elapsed().as_secs_f64());
             }

@@ -163,4 +163,36 @@ impl Leadership {
         }
         Ok(())
     }
+
+    /// The TiKV engine's lease was won in `epoch` (by this process, at `addr`): like an
+    /// election, it is served once the rebuild is done ([`Leadership::lease_serve`]).
+    pub fn lease_won(&self, epoch: u64, addr: Option<String>) -> Change {
+        let mut s = self.seen.lock();
+        if s.retired {
+            return Change::None;
+        }
+        s.leader = addr;
+        s.replicated = false;
+        s.ready_term = 0;
+        self.serving.send_if_modified(|t| std::mem::take(t) != 0);
+        Change::Elected(epoch)
+    }
+
+    /// Serves in `epoch`, unless the lease was lost meanwhile (`held` is the epoch the lease
+    /// holds now).
+    pub fn lease_serve(&self, epoch: u64, held: u64) {
+        let mut s = self.seen.lock();
+        if !s.retired && held == epoch {
+            s.ready_term = epoch;
+            self.serving.send_replace(epoch);
+        }
+    }
+
+    /// The lease is another process's (at `holder`, if known), or lapsed: stops serving.
+    pub fn lease_lost(&self, holder: Option<String>) {
+        let mut s = self.seen.lock();
+        s.leader = holder;
+        s.ready_term = 0;
+        self.serving.send_if_modified(|t| std::mem::take(t) != 0);
+    }
 }

@@ -105,7 +105,9 @@ impl Hosting {
         cfg.group = group;
         cfg.voters = voters;
         let m = Mnode::start(self.store.clone(), cfg).await?;
-        self.raft.register(group, m.raft_handle());
+        if let Some(raft) = m.raft_handle() {
+            self.raft.register(group, raft);
+        }
         self.served.insert(group, m.clone());
         Ok(m)
     }

@@ -12,6 +12,7 @@ mod backup;
 mod bench;
 mod cluster_credential;
 mod coordinator_host;
+mod data_dir;
 mod disk_space;
 mod drain;
 mod hosting;

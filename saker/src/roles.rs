@@ -50,14 +50,16 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if cfg.has(Role::Mnode) {
         let n = map.groups.len() as u32;
         let one_group = cfg.group;
-        cluster_file(
+        let recorded = cluster_file(
             &cfg.data_dir,
             n,
             args.store(),
             one_group,
             &cfg.cluster.pathwalk,
+            args.tikv().1,
         )?;
-        let store = open_store(&cfg.data_dir, args.store(), args.durability())?;
+        let opened = open_store(&cfg.data_dir, &recorded, args.durability(), args.tikv().0)?;
+        let store = opened.store;
         let placement = cfg.cluster.placement();
         let (node_id, hosted) = if cfg.cluster.nodes.is_empty() {
             let hosted = placed.iter().map(|g| (*g, vec![])).collect();
@@ -80,7 +82,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             let state_dir = state_dir.filter(|_| cfg.cluster.nodes.is_empty());
             crate::backup::restore(dir, &store, &map.groups, &install, state_dir).await?;
         }
-        let mut template = args.mnode_config(0);
+        let mut template = args.mnode_config(0, opened.tikv.clone());
         template.router = router.clone();
         template.node_id = node_id;
         template.pool = Some(channels.clone());

@@ -19,15 +19,13 @@ use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
-use saker_mnode::{
-    FjallStore, LocalGroups, MetaStore, MnodeConfig, ParentUpdates, RedbStore, LOCAL_VNODES,
-    RING_VNODES,
-};
+use saker_mnode::{LocalGroups, MnodeConfig, ParentUpdates, TikvStore};
 use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::coordinator_host::Active;
+pub(crate) use crate::data_dir::{cluster_file, open_store, write_durably, StoreEngine};
 pub(crate) use crate::loops::*;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
@@ -90,6 +88,14 @@ pub struct ServerArgs {
     /// (compat_tests/bench/engines/README.md for the engine-level numbers).
     #[arg(long, value_enum, default_value = "fjall")]
     store: StoreEngine,
+    /// With `--store tikv`: PD endpoints of the TiKV cluster (`host:port`, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pd: Vec<String>,
+    /// With `--store tikv`: the keyspace (key prefix `saker/NAME/`) the namespace lives in,
+    /// so that several saker clusters share one TiKV; fixed when the data directory is
+    /// created.
+    #[arg(long)]
+    tikv_keyspace: Option<String>,
     /// When a write is acknowledged: `disk` (on disk first: a synchronous raft log write and a
     /// chunk volume fdatasync per group commit; survives a power loss) or `process` (written
     /// to the kernel first; on disk within 1 s or at the next fsync(2) through a mount:
@@ -221,9 +227,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.store,
         None,
         &args.pathwalk,
+        args.tikv_keyspace.as_deref(),
     )?;
     let mnodes = recorded.mnodes;
-    let store = open_store(&args.data_dir, args.store, args.durability)?;
+    let opened = open_store(&args.data_dir, &recorded, args.durability, &args.pd)?;
+    let store = opened.store;
     if let Some(dir) = &args.restore {
         let groups: Vec<u32> = (1..=mnodes).collect();
         crate::backup::restore(dir, &store, &groups, &groups, Some(&args.data_dir)).await?;
@@ -234,7 +242,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let local = LocalGroups::start_placed(
         store,
         mnodes,
-        args.mnode_config(1),
+        args.mnode_config(1, opened.tikv),
         recorded.vnodes,
         pathwalk_table(&args.pathwalk),
     )
@@ -420,8 +428,9 @@ impl ServerArgs {
             .transpose()
     }
 
-    pub(crate) fn mnode_config(&self, group: u32) -> MnodeConfig {
+    pub(crate) fn mnode_config(&self, group: u32, tikv: Option<Arc<TikvStore>>) -> MnodeConfig {
         let mut cfg = MnodeConfig::new(group);
+        cfg.tikv = tikv;
         cfg.gc_grace = self.gc_grace;
         cfg.pipeline_depth = self.pipeline_depth;
         cfg.snapshot_logs = self.raft_snapshot_logs;
@@ -445,6 +454,11 @@ impl ServerArgs {
 
     pub(crate) fn store(&self) -> StoreEngine {
         self.store
+    }
+
+    /// The PD endpoints and TiKV keyspace flags (`--store tikv`).
+    pub(crate) fn tikv(&self) -> (&[String], Option<&str>) {
+        (&self.pd, self.tikv_keyspace.as_deref())
     }
 
     pub(crate) fn durability(&self) -> saker_rpc::Durability {
@@ -481,24 +495,6 @@ pub(crate) fn pathwalk_table(names: &[String]) -> saker_namespace::ExceptionTabl
     t
 }
 
-/// Opens the metadata store of `data_dir`.
-pub(crate) fn open_store(
-    data_dir: &std::path::Path,
-    engine: StoreEngine,
-    durability: saker_rpc::Durability,
-) -> anyhow::Result<Arc<dyn MetaStore>> {
-    Ok(match engine {
-        StoreEngine::Redb => Arc::new(
-            RedbStore::open(&data_dir.join("meta.redb"))
-                .context("cannot open the metadata store")?,
-        ),
-        StoreEngine::Fjall => Arc::new(
-            FjallStore::open_with_durability(&data_dir.join("meta.fjall"), durability)
-                .context("cannot open the metadata store")?,
-        ),
-    })
-}
-
 /// The root access key from `SAKER_ACCESS_KEY` / `SAKER_SECRET_KEY`, if both are set and not
 /// empty.
 pub(crate) fn env_root_key() -> Option<(String, String)> {
@@ -509,134 +505,6 @@ pub(crate) fn env_root_key() -> Option<(String, String)> {
         (Ok(a), Ok(s)) if !a.is_empty() && !s.is_empty() => Some((a, s)),
         _ => None,
     }
-}
-
-/// The metadata store engine.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum StoreEngine {
-    /// B-tree (redb): faster reads, slower commits.
-    Redb,
-    /// LSM (fjall): 2-6x faster raft commits, slower scans.
-    Fjall,
-}
-
-fn legacy_engine() -> StoreEngine {
-    StoreEngine::Redb
-}
-
-/// What a data directory was created with: recorded at the first start; asking for another
-/// is an error (moving a namespace between group counts or engines is not supported yet).
-#[derive(serde::Serialize, serde::Deserialize)]
-pub(crate) struct ClusterFile {
-    version: u32,
-    pub mnodes: u32,
-    /// Absent in files written before the engine was recorded: those are redb.
-    #[serde(default = "legacy_engine")]
-    store: StoreEngine,
-    /// The one group an MNode process of a multi-process cluster hosts (absent: groups
-    /// `1..=mnodes`, all in this process).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    group: Option<u32>,
-    /// Names placed by hash(parent id, name) (path-walk exceptions), fixed at creation.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pathwalk: Vec<String>,
-    /// Virtual nodes per group on the ring; absent in files written before it was recorded.
-    #[serde(default = "legacy_vnodes")]
-    pub vnodes: u32,
-}
-
-fn legacy_vnodes() -> u32 {
-    LOCAL_VNODES
-}
-
-pub(crate) fn cluster_file(
-    data_dir: &std::path::Path,
-    mnodes: u32,
-    store: StoreEngine,
-    group: Option<u32>,
-    pathwalk: &[String],
-) -> anyhow::Result<ClusterFile> {
-    anyhow::ensure!((1..=256).contains(&mnodes), "--mnodes must be 1..=256");
-    for name in pathwalk {
-        saker_namespace::Name::new(name)
-            .map_err(|e| anyhow::anyhow!("path-walk name {name:?}: {e}"))?;
-    }
-    let path = data_dir.join("cluster.json");
-    let recorded = match std::fs::read(&path) {
-        Ok(bytes) => {
-            let f: ClusterFile = serde_json::from_slice(&bytes)
-                .with_context(|| format!("cannot parse {}", path.display()))?;
-            anyhow::ensure!(
-                f.version == 1,
-                "{}: unknown version {}",
-                path.display(),
-                f.version
-            );
-            f
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // A data directory from before anything was recorded: one group on redb.
-            let legacy = data_dir.join("meta.redb").exists();
-            let f = ClusterFile {
-                version: 1,
-                mnodes: if legacy { 1 } else { mnodes },
-                store: if legacy { StoreEngine::Redb } else { store },
-                group,
-                pathwalk: pathwalk.to_vec(),
-                vnodes: RING_VNODES,
-            };
-            write_durably(&path, &serde_json::to_vec_pretty(&f)?)?;
-            f
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
-    anyhow::ensure!(
-        recorded.group == group,
-        "{} holds {}, not {}",
-        data_dir.display(),
-        describe_group(recorded.group),
-        describe_group(group)
-    );
-    anyhow::ensure!(
-        recorded.pathwalk == pathwalk,
-        "{} places {:?} by path walk, not {:?}: path-walk names are fixed when the namespace is \
-         created",
-        data_dir.display(),
-        recorded.pathwalk,
-        pathwalk
-    );
-    anyhow::ensure!(
-        recorded.mnodes == mnodes && recorded.store == store,
-        "{} holds a namespace of {} MNode groups on {:?}; start it with --mnodes {} --store {}",
-        data_dir.display(),
-        recorded.mnodes,
-        recorded.store,
-        recorded.mnodes,
-        format!("{:?}", recorded.store).to_lowercase()
-    );
-    Ok(recorded)
-}
-
-fn describe_group(group: Option<u32>) -> String {
-    match group {
-        Some(g) => format!("MNode group {g} of a multi-process cluster"),
-        None => "the MNode groups of an all-in-one server".into(),
-    }
-}
-
-/// Replaces the file at `path` with `bytes`, atomically and durably: written to `PATH.tmp`,
-/// synced, renamed over `path`, and the directory synced.
-pub(crate) fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
 }
 
 /// How a generated root secret is shown at start: itself on a terminal; in a log (stdout
@@ -710,30 +578,4 @@ pub(crate) async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cluster_file_without_a_ring_size_is_an_old_namespace_on_64_vnodes() {
-        let old: ClusterFile =
-            serde_json::from_str(r#"{"version":1,"mnodes":4,"store":"fjall"}"#).unwrap();
-        assert_eq!(old.vnodes, LOCAL_VNODES);
-        let dir = tempfile_dir();
-        let new = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[]).unwrap();
-        assert_eq!(new.vnodes, RING_VNODES);
-        // Recorded: the next start reads the same.
-        let again = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[]).unwrap();
-        assert_eq!(again.vnodes, RING_VNODES);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn tempfile_dir() -> std::path::PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("saker-clusterfile-{:016x}", rand::random::<u64>()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 }

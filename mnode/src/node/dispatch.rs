@@ -150,7 +150,8 @@ impl MetaService for Mnode {
                     // Through raft, so every replica (and a later leader) routes by it.
                     let mut mutations = crate::store::WriteBatch::default();
                     mutations.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
-                    crate::raft::write_control(&self.raft, mutations, || self.leadership.refusal())
+                    self.engine
+                        .write_control(mutations, || self.leadership.refusal())
                         .await?;
                     if self.router.install(&table) {
                         tracing::info!(version = table.version(), "exception table installed");
@@ -163,19 +164,19 @@ impl MetaService for Mnode {
             )),
             MetaRequest::MigrateName { name, table } => self.migrate_name(&name, &table).await,
             MetaRequest::JoinGroup { id, addr } => {
-                crate::membership::admit(&self.raft, &self.membership, id, &addr)
+                crate::membership::admit(self.raft()?, &self.membership, id, &addr)
                     .await
                     .map(|()| MetaResponse::Done)
             }
             MetaRequest::Backup { id, offset, len } => self.backup(id, offset, len).await,
             MetaRequest::LeaveGroup { id } => {
-                crate::membership::leave(&self.raft, &self.membership, id)
+                crate::membership::leave(self.raft()?, &self.membership, id)
                     .await
                     .map(|()| MetaResponse::Done)
             }
             MetaRequest::CoordPut { term, key, value } => {
                 crate::coord_records::put(
-                    &self.raft,
+                    &self.engine,
                     &self.keys,
                     &self.leadership,
                     term,

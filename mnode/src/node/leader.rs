@@ -47,7 +47,7 @@ impl Mnode {
     /// (the coordinator re-establishes the ones it still needs), push cursors from the
     /// change-log itself, and the dirty set. The executor reloads its own state (inode ids,
     /// change-log seq) before its first batch of the term.
-    async fn on_elected(self: &Arc<Self>, term: u64) {
+    pub(crate) async fn on_elected(self: &Arc<Self>, term: u64) {
         match self.store.get(&self.keys.single(EXCEPTIONS)) {
             Ok(Some(b)) => match decode(&b) {
                 Ok(table) => {
@@ -93,7 +93,10 @@ impl Mnode {
             return Ok(()); // renewed while this read waited
         }
         let sent = Instant::now();
-        if self.raft.get_read_log_id().await.is_err() {
+        let Some(raft) = self.engine.raft() else {
+            return Err(refused);
+        };
+        if raft.get_read_log_id().await.is_err() {
             return Err(refused);
         }
         self.leadership.acked(sent);
@@ -121,7 +124,9 @@ pub(super) async fn watch_leadership(
         }
         if let Change::Elected(term) = n.leadership.update(&m) {
             n.on_elected(term).await;
-            n.leadership.serve(term, &n.raft.metrics().borrow());
+            if let Some(raft) = n.engine.raft() {
+                n.leadership.serve(term, &raft.metrics().borrow());
+            }
         }
         gauges.set(n.leadership.ready_term() != 0, &m);
         drop(n);

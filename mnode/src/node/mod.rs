@@ -27,14 +27,16 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::changes::{ChangeLog, Peers};
 use crate::dirty::DirtySet;
+use crate::engine::Engine;
 use crate::error::MnodeError;
 use crate::executor::{BatchCounts, Executor, ParentUpdates, Pending};
 use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, EXCEPTIONS};
 use crate::leadership::{Change, Leadership};
+use crate::lease::Lease;
 use crate::raft::{LogStore, Network, Raft, StateMachine};
 use crate::records::{decode, SmMeta};
-use crate::store::MetaStore;
+use crate::store::{MetaStore, TikvStore};
 use crate::tickets::Tickets;
 use leader::watch_leadership;
 use saker_namespace::SharedRouter;
@@ -73,6 +75,9 @@ pub struct MnodeConfig {
     /// Raft entries between two snapshots (the log before a snapshot is purged, less a tail;
     /// a replica further behind than the log reaches gets the snapshot).
     pub snapshot_logs: u64,
+    /// On the TiKV engine (the store is this one): no raft; the group is served under a
+    /// lease in TiKV by one of the processes that may serve it ([`crate::lease`]).
+    pub tikv: Option<Arc<TikvStore>>,
 }
 
 impl MnodeConfig {
@@ -91,6 +96,7 @@ impl MnodeConfig {
             pool: None,
             snapshot_dir: std::env::temp_dir(),
             snapshot_logs: 2000,
+            tikv: None,
         }
     }
 
@@ -123,8 +129,10 @@ impl MnodeConfig {
 
 pub struct Mnode {
     keys: Keys,
+    node_id: u64,
     store: Arc<dyn MetaStore>,
-    raft: Raft,
+    /// How batches commit: raft, or a lease in TiKV.
+    engine: Engine,
     queue: mpsc::UnboundedSender<Pending>,
     router: SharedRouter,
     replica: Arc<Mutex<DentryReplica>>,
@@ -176,42 +184,18 @@ impl Mnode {
             )));
         }
         let keys = Keys::new(cfg.group);
-        let sm = StateMachine::open(store.clone(), cfg.group, cfg.snapshot_dir.clone())?;
-        let log = LogStore::open(store.clone(), cfg.group)?;
-        let config = Arc::new(cfg.raft_config()?);
-        let replicated = cfg.replicated();
-        let network = Network::new(cfg.group, cfg.pool.clone());
-        let raft = Raft::new(cfg.node_id, config.clone(), network, log, sm)
-            .await
-            .map_err(MnodeError::raft)?;
-        let leadership = Arc::new(Leadership::new(
-            cfg.node_id,
-            Duration::from_millis(config.election_timeout_min),
-        ));
-        if !raft.is_initialized().await.map_err(MnodeError::raft)? {
-            // The replica placed first creates the group, as its only voter; the others join
-            // it (`membership`). A replica that lost its data (a wiped disk) must not create
-            // it again: it joins what its peers hold.
-            let first = cfg.voters.first().map_or(cfg.node_id, |(id, _)| *id);
-            if first == cfg.node_id && !exists_elsewhere(&cfg).await {
-                let me = BTreeMap::from([(cfg.node_id, openraft::BasicNode::new(&cfg.addr))]);
-                raft.initialize(me).await.map_err(MnodeError::raft)?;
+        let (engine, leadership) = match &cfg.tikv {
+            Some(tikv) => {
+                let lease = Lease::new(tikv.clone(), keys, cfg.node_id, cfg.addr.clone());
+                let leadership = Leadership::new(cfg.node_id, crate::lease::LEASE_FOR);
+                (Engine::Lease(Arc::new(lease)), Arc::new(leadership))
             }
-        }
-        if !cfg.replicated() {
-            // A single voter elects itself and replays its log before it is started.
-            let wait = raft.wait(Some(Duration::from_secs(30)));
-            wait.state(openraft::ServerState::Leader, "become leader")
-                .await
-                .map_err(MnodeError::raft)?;
-            wait.metrics(
-                |m| m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
-                "replay the log through the term's first entry",
-            )
-            .await
-            .map_err(MnodeError::raft)?;
-        }
-
+            None => {
+                let (raft, leadership) = start_raft(&store, &cfg).await?;
+                (Engine::Raft(raft), Arc::new(leadership))
+            }
+        };
+        let replicated = cfg.replicated() && cfg.tikv.is_none();
         let sm_meta = SmMeta::load(store.as_ref(), keys)?;
         let next_id = Arc::new(AtomicU64::new(first_free_id(cfg.group, &sm_meta)));
         let router = SharedRouter::new(cfg.router);
@@ -221,7 +205,12 @@ impl Mnode {
         }
         let replica = Arc::new(Mutex::new(DentryReplica::new()));
         let frozen = Arc::new(FrozenDirs::default());
-        let pipeline_depth = cfg.pipeline_depth.clamp(1, 64) as u32;
+        // On TiKV every batch locks the group's fence key: batches of one group commit one at a
+        // time (each still merges every request queued meanwhile).
+        let pipeline_depth = match cfg.tikv {
+            Some(_) => 1,
+            None => cfg.pipeline_depth.clamp(1, 64) as u32,
+        };
         let permits = Arc::new(Semaphore::new(pipeline_depth as usize));
         let peers = Arc::new(OnceLock::new());
         let changes = Arc::new(ChangeLog::new(keys, store.clone(), peers.clone()));
@@ -230,7 +219,7 @@ impl Mnode {
         let exec = Executor {
             keys,
             store: store.clone(),
-            raft: raft.clone(),
+            engine: engine.clone(),
             next_id,
             gc_grace: cfg.gc_grace,
             max_batch: cfg.max_batch,
@@ -248,8 +237,9 @@ impl Mnode {
         tokio::spawn(exec.run(rx));
         let node = Arc::new(Self {
             keys,
+            node_id: cfg.node_id,
             store,
-            raft,
+            engine,
             queue: tx,
             router,
             replica,
@@ -273,21 +263,33 @@ impl Mnode {
             backups: Default::default(),
             snapshot_dir: cfg.snapshot_dir.clone(),
         });
-        if replicated {
-            if let Some(pool) = &cfg.pool {
-                let addrs = cfg.voters.iter().map(|(_, a)| a.as_str());
-                let group = saker_rpc::ReplicaSet::over(cfg.group, addrs, pool, |_| None)
-                    .map_err(|e| MnodeError::Config(e.to_string()))?;
-                let (raft, id, addr) = (node.raft.clone(), cfg.node_id, cfg.addr.clone());
-                tokio::spawn(crate::membership::join(raft, group, id, addr));
+        match &node.engine {
+            Engine::Raft(raft) => {
+                if replicated {
+                    if let Some(pool) = &cfg.pool {
+                        let addrs = cfg.voters.iter().map(|(_, a)| a.as_str());
+                        let group = saker_rpc::ReplicaSet::over(cfg.group, addrs, pool, |_| None)
+                            .map_err(|e| MnodeError::Config(e.to_string()))?;
+                        let (raft, id, addr) = (raft.clone(), cfg.node_id, cfg.addr.clone());
+                        tokio::spawn(crate::membership::join(raft, group, id, addr));
+                    }
+                }
+                // A single voter serves at once (it replayed its log above); replicas once
+                // elected.
+                tokio::spawn(watch_leadership(Arc::downgrade(&node), raft.metrics()));
+                if !replicated {
+                    let m = raft.metrics().borrow().clone();
+                    if let Change::Elected(term) = node.leadership.update(&m) {
+                        node.leadership.serve(term, &m);
+                    }
+                }
             }
-        }
-        // A single voter serves at once (it replayed its log above); replicas once elected.
-        tokio::spawn(watch_leadership(Arc::downgrade(&node), node.raft.metrics()));
-        if !replicated {
-            let m = node.raft.metrics().borrow().clone();
-            if let Change::Elected(term) = node.leadership.update(&m) {
-                node.leadership.serve(term, &m);
+            Engine::Lease(lease) => {
+                tokio::spawn(crate::lease::drive(
+                    Arc::downgrade(&node),
+                    lease.clone(),
+                    node.leadership.clone(),
+                ));
             }
         }
         // The inode count for /metrics: a full scan, so once a minute, and only while the
@@ -320,9 +322,17 @@ impl Mnode {
         self.keys.group
     }
 
-    /// The group's raft instance on this node (for the transport's raft traffic).
-    pub fn raft_handle(&self) -> Raft {
-        self.raft.clone()
+    /// The group's raft instance on this node (for the transport's raft traffic); none on
+    /// the TiKV engine.
+    pub fn raft_handle(&self) -> Option<Raft> {
+        self.engine.raft().cloned()
+    }
+
+    /// The group's raft instance, or the answer to a raft-only request on the TiKV engine.
+    fn raft(&self) -> Result<&Raft, MetaError> {
+        self.engine.raft().ok_or_else(|| {
+            MetaError::Invalid("the group has no raft membership on the TiKV engine".into())
+        })
     }
 
     /// Pushes every change-log record this group still owes other groups.
@@ -332,7 +342,13 @@ impl Mnode {
 
     /// Stops raft; queued writes fail with `Unavailable`.
     pub async fn shutdown(&self) {
-        let _ = self.raft.shutdown().await;
+        match &self.engine {
+            Engine::Raft(raft) => {
+                let _ = raft.shutdown().await;
+            }
+            // The lease lapses; another process takes the group over.
+            Engine::Lease(_) => self.leadership.retire(),
+        }
     }
 
     /// Stops this replica for good, after the group removed it: it answers every request
@@ -375,6 +391,49 @@ impl Mnode {
 }
 
 /// The first inode id a group may hand out after the ids its applied state records.
+/// Starts the group's raft instance (the embedded engines): a single voter elects itself
+/// and replays its log before this returns; replicas join their peers.
+async fn start_raft(
+    store: &Arc<dyn MetaStore>,
+    cfg: &MnodeConfig,
+) -> Result<(Raft, Leadership), MnodeError> {
+    let sm = StateMachine::open(store.clone(), cfg.group, cfg.snapshot_dir.clone())?;
+    let log = LogStore::open(store.clone(), cfg.group)?;
+    let config = Arc::new(cfg.raft_config()?);
+    let network = Network::new(cfg.group, cfg.pool.clone());
+    let raft = Raft::new(cfg.node_id, config.clone(), network, log, sm)
+        .await
+        .map_err(MnodeError::raft)?;
+    let leadership = Leadership::new(
+        cfg.node_id,
+        Duration::from_millis(config.election_timeout_min),
+    );
+    if !raft.is_initialized().await.map_err(MnodeError::raft)? {
+        // The replica placed first creates the group, as its only voter; the others join
+        // it (`membership`). A replica that lost its data (a wiped disk) must not create
+        // it again: it joins what its peers hold.
+        let first = cfg.voters.first().map_or(cfg.node_id, |(id, _)| *id);
+        if first == cfg.node_id && !exists_elsewhere(cfg).await {
+            let me = BTreeMap::from([(cfg.node_id, openraft::BasicNode::new(&cfg.addr))]);
+            raft.initialize(me).await.map_err(MnodeError::raft)?;
+        }
+    }
+    if !cfg.replicated() {
+        // A single voter elects itself and replays its log before it is started.
+        let wait = raft.wait(Some(Duration::from_secs(30)));
+        wait.state(openraft::ServerState::Leader, "become leader")
+            .await
+            .map_err(MnodeError::raft)?;
+        wait.metrics(
+            |m| m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
+            "replay the log through the term's first entry",
+        )
+        .await
+        .map_err(MnodeError::raft)?;
+    }
+    Ok((raft, leadership))
+}
+
 pub(crate) fn first_free_id(group: u32, sm: &SmMeta) -> u64 {
     (sm.id_high_water + 1).max(((group as u64) << 48) + 1)
 }

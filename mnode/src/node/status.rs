@@ -12,7 +12,10 @@ use crate::tree::{for_each_value, StoreView};
 impl Mnode {
     /// This replica's raft state.
     pub fn raft_status(&self) -> saker_rpc::ReplicaStatus {
-        let m = self.raft.metrics().borrow().clone();
+        let Some(raft) = self.engine.raft() else {
+            return self.lease_status();
+        };
+        let m = raft.metrics().borrow().clone();
         let membership = m.membership_config.membership();
         let nodes = |ids: &mut dyn Iterator<Item = u64>| -> Vec<(u64, String)> {
             ids.map(|id| {
@@ -47,6 +50,20 @@ impl Mnode {
                 .flatten()
                 .map(|(id, l)| (*id, l.map_or(0, |l| l.index)))
                 .collect(),
+        }
+    }
+
+    /// The TiKV engine's stand-in for raft state: this process serves the group (as its
+    /// "leader") in the lease's epoch, or does not.
+    fn lease_status(&self) -> saker_rpc::ReplicaStatus {
+        let term = self.leadership.ready_term();
+        saker_rpc::ReplicaStatus {
+            node_id: self.node_id,
+            state: if term != 0 { "leader" } else { "follower" }.into(),
+            serving: term != 0,
+            term,
+            leader: (term != 0).then_some(self.node_id),
+            ..Default::default()
         }
     }
 

@@ -71,6 +71,14 @@ fn retryable(e: &tikv_client::Error) -> bool {
     }
 }
 
+impl std::fmt::Debug for TikvStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TikvStore")
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .finish_non_exhaustive()
+    }
+}
+
 impl TikvStore {
     /// Connects to the PD endpoints `pd` (`host:port`) and keeps keys under `keyspace`.
     pub fn connect(pd: &[String], keyspace: &str) -> Result<Self, StoreError> {
@@ -147,20 +155,21 @@ impl TikvStore {
         })?
     }
 
-    /// Applies `batch` in one transaction, and with `fence = Some((key, value))` only while
-    /// the fence key holds `value` (it is written again, so that a concurrent move of the
-    /// fence conflicts). Not retried: the caller decides.
+    /// Applies `batch` in one transaction and, with `fence = Some((key, expected))`, only
+    /// while the fence key holds `expected` (`None`: is absent). The fence key is locked in
+    /// the transaction (or written, if the batch writes it), so that a concurrent change of
+    /// it conflicts at commit: a read alone would not. Not retried: the caller decides.
     pub fn write_fenced(
         &self,
         batch: &WriteBatch,
-        fence: Option<(&[u8], &[u8])>,
+        fence: Option<(&[u8], Option<&[u8]>)>,
     ) -> Result<(), FenceError> {
         let ops: Vec<(Vec<u8>, Option<Vec<u8>>)> = batch
             .ops
             .iter()
             .map(|(k, v)| (self.key(k), v.as_ref().map(|v| v.to_vec())))
             .collect();
-        let fence = fence.map(|(k, v)| (self.key(k), v.to_vec()));
+        let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
         on(&self.rt, async move {
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
@@ -186,14 +195,14 @@ impl TikvStore {
 async fn fill_and_commit(
     txn: &mut Transaction,
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    fence: Option<(Vec<u8>, Vec<u8>)>,
+    fence: Option<(Vec<u8>, Option<Vec<u8>>)>,
 ) -> Result<(), FenceError> {
     if let Some((key, want)) = fence {
         let have = txn.get(key.clone()).await.map_err(io)?;
-        if have.as_deref() != Some(want.as_slice()) {
+        if have != want {
             return Err(FenceError::Moved);
         }
-        txn.put(key, want).await.map_err(io)?;
+        txn.lock_keys([key]).await.map_err(io)?;
     }
     for (k, v) in ops {
         match v {
@@ -351,7 +360,8 @@ mod tests {
         s.write(&set, true).unwrap();
         let mut batch = WriteBatch::default();
         batch.put(b"data".to_vec(), b"x".to_vec());
-        s.write_fenced(&batch, Some((b"epoch", b"1"))).unwrap();
+        s.write_fenced(&batch, Some((b"epoch", Some(b"1"))))
+            .unwrap();
         assert_eq!(s.get(b"data").unwrap(), Some(b"x".to_vec()));
         let mut bump = WriteBatch::default();
         bump.put(b"epoch".to_vec(), b"2".to_vec());
@@ -359,7 +369,7 @@ mod tests {
         let mut stale = WriteBatch::default();
         stale.put(b"data".to_vec(), b"stale".to_vec());
         assert!(matches!(
-            s.write_fenced(&stale, Some((b"epoch", b"1"))),
+            s.write_fenced(&stale, Some((b"epoch", Some(b"1")))),
             Err(FenceError::Moved)
         ));
         assert_eq!(

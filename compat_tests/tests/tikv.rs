@@ -1,0 +1,281 @@
+//! Metadata on TiKV (`saker server --store tikv`), against the in-repo test server
+//! (`saker-tikv-sim`: the real kvproto gRPC, Percolator in memory, splitting regions and
+//! injected region errors): S3 on it, a kill -9 that loses no acknowledged write, keyspaces
+//! that share one TiKV, and a takeover of every group by another process without a split
+//! brain.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+
+/// A running `saker-tikv-sim`.
+struct Sim {
+    child: Child,
+    /// `127.0.0.1:PORT` of PD (and TiKV).
+    pd: String,
+}
+
+impl Sim {
+    /// Starts one whose regions split every 64 keys and which answers every 13th KV request
+    /// with a region error (the client must retry through both).
+    fn start() -> Sim {
+        let bin =
+            saker_bin().with_file_name(format!("saker-tikv-sim{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.exists(),
+            "{} missing: cargo build --workspace --bins",
+            bin.display()
+        );
+        let mut child = Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--split-keys", "64"])
+            .args(["--region-error-every", "13"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn saker-tikv-sim");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the sim's address");
+        let pd = line
+            .trim()
+            .strip_prefix("pd ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Sim { child, pd }
+    }
+
+    fn opts(&self, keyspace: &str) -> Opts {
+        Opts::default()
+            .arg("--store", "tikv")
+            .arg("--pd", &self.pd)
+            .arg("--tikv-keyspace", keyspace)
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until the server serves S3 requests that touch every group (a restarted process
+/// takes its groups' leases over once the old holder's lapse).
+async fn serving(s: &Server, bucket: &str) {
+    let c = s.client_no_retry();
+    eventually("every group served", || {
+        let c = c.clone();
+        let bucket = bucket.to_string();
+        async move {
+            c.list_objects_v2()
+                .bucket(&bucket)
+                .send()
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            for i in 0..16 {
+                let r = c
+                    .head_object()
+                    .bucket(&bucket)
+                    .key(format!("probe/{i}"))
+                    .send()
+                    .await;
+                match r {
+                    Ok(_) => {}
+                    Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found()) => {}
+                    Err(e) => return Err(format!("{e:?}")),
+                }
+            }
+            Ok(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_on_tikv_keeps_every_acknowledged_write_through_kill_9() {
+    let sim = Sim::start();
+    let mut s = Server::start(sim.opts("crash"));
+    let c = s.client();
+    let bucket = new_bucket(&c, "tikv").await;
+    // Small (inline) and chunked objects, a listing, an overwrite and a delete.
+    let big = random_bytes(3 << 20);
+    put(&c, &bucket, "big/one", &big).await;
+    for i in 0..40 {
+        put(
+            &c,
+            &bucket,
+            &format!("dir/{i:03}"),
+            format!("v{i}").as_bytes(),
+        )
+        .await;
+    }
+    put(&c, &bucket, "dir/007", b"overwritten").await;
+    c.delete_object()
+        .bucket(&bucket)
+        .key("dir/008")
+        .send()
+        .await
+        .unwrap();
+    let listed = list_all(&c, &bucket, Some("dir/")).await;
+    assert_eq!(listed.len(), 39);
+    assert_eq!(get_bytes(&c, &bucket, "dir/007").await, b"overwritten");
+
+    // Writers run until the kill; what was acknowledged must be there after it.
+    let acked = Arc::new(Mutex::new(Vec::<(String, Vec<u8>)>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let (c, bucket, acked, stop) = (c.clone(), bucket.clone(), acked.clone(), stop.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("load/{w}/{i}");
+                let data = format!("{key} payload").into_bytes();
+                let r = c
+                    .put_object()
+                    .bucket(&bucket)
+                    .key(&key)
+                    .body(body(&data))
+                    .send()
+                    .await;
+                if r.is_ok() {
+                    acked.lock().unwrap().push((key, data));
+                }
+                i += 1;
+            }
+        }));
+    }
+    let enough = poll_until(Duration::from_secs(60), || {
+        let acked = acked.clone();
+        async move { acked.lock().unwrap().len() >= 60 }
+    })
+    .await;
+    assert!(enough, "writers made progress before the kill");
+    s.kill();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+
+    s.restart();
+    serving(&s, &bucket).await;
+    let c = s.client();
+    for (key, data) in &acked {
+        assert_eq!(&get_bytes(&c, &bucket, key).await, data, "{key} lost");
+    }
+    assert_eq!(get_bytes(&c, &bucket, "big/one").await, big);
+    assert_eq!(list_all(&c, &bucket, Some("dir/")).await.len(), 39);
+    assert!(
+        list_all(&c, &bucket, Some("load/")).await.len() >= acked.len(),
+        "every acknowledged load object is listed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyspaces_share_one_tikv_without_seeing_each_other() {
+    let sim = Sim::start();
+    let a = Server::start(sim.opts("lake-a"));
+    let b = Server::start(sim.opts("lake-b"));
+    let (ca, cb) = (a.client(), b.client());
+    create_bucket(&ca, "shared-name").await;
+    put(&ca, "shared-name", "k", b"from a").await;
+    // The same bucket name is free in the other namespace.
+    create_bucket(&cb, "shared-name").await;
+    assert!(list_all(&cb, "shared-name", None).await.is_empty());
+    put(&cb, "shared-name", "k", b"from b").await;
+    assert_eq!(get_bytes(&ca, "shared-name", "k").await, b"from a");
+    assert_eq!(get_bytes(&cb, "shared-name", "k").await, b"from b");
+    // The keyspace is fixed at creation.
+    let mut a = a;
+    a.kill();
+    let out = Command::new(saker_bin())
+        .arg("server")
+        .arg("--data-dir")
+        .arg(a.data_dir())
+        .args([
+            "--store",
+            "tikv",
+            "--pd",
+            &sim.pd,
+            "--tikv-keyspace",
+            "other",
+        ])
+        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args(["--rpc-addr", "127.0.0.1:0"])
+        .env("SAKER_ACCESS_KEY", ROOT_AK)
+        .env("SAKER_SECRET_KEY", ROOT_SK)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tikv-keyspace lake-a"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_takes_the_groups_over_without_a_split_brain() {
+    let sim = Sim::start();
+    let mut a = Server::start(sim.opts("takeover"));
+    let ca = a.client();
+    let bucket = new_bucket(&ca, "takeover").await;
+    for i in 0..20 {
+        put(&ca, &bucket, &format!("a/{i}"), b"written through a").await;
+    }
+    // A second process on the same namespace: a holds every group's lease, so b serves none.
+    let mut b = Server::start(sim.opts("takeover"));
+    let cb = b.client_no_retry();
+    let refused = cb
+        .put_object()
+        .bucket(&bucket)
+        .key("b/early")
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert!(
+        refused.is_err(),
+        "b must not write while a holds the groups"
+    );
+    assert_eq!(get_bytes(&ca, &bucket, "a/0").await, b"written through a");
+
+    // a dies: b takes every group over once the leases lapse, with everything a acknowledged.
+    a.kill();
+    serving(&b, &bucket).await;
+    let cb = b.client();
+    for i in 0..20 {
+        assert_eq!(
+            get_bytes(&cb, &bucket, &format!("a/{i}")).await,
+            b"written through a"
+        );
+    }
+    put(&cb, &bucket, "b/after", b"written through b").await;
+    assert_eq!(
+        list_all(&cb, &bucket, None).await.len(),
+        21,
+        "b's early write was refused, not half done"
+    );
+
+    // a comes back: b holds the groups now, so a serves none of them.
+    a.restart();
+    let ca = a.client_no_retry();
+    let refused = ca
+        .put_object()
+        .bucket(&bucket)
+        .key("a/late")
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert!(
+        refused.is_err(),
+        "a must not write while b holds the groups"
+    );
+    put(&cb, &bucket, "b/still", b"b still serves").await;
+    assert_eq!(get_bytes(&cb, &bucket, "b/still").await, b"b still serves");
+    b.kill();
+}

@@ -1,0 +1,252 @@
+//! What a data directory was created with (`cluster.json`: the number of MNode groups, the
+//! store engine and, on TiKV, the keyspace, fixed at the first start) and opening its
+//! metadata store.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use saker_mnode::{FjallStore, MetaStore, RedbStore, TikvStore, LOCAL_VNODES, RING_VNODES};
+
+/// An open metadata store; on the TiKV engine also the engine itself (the MNode groups'
+/// commit path needs it).
+pub(crate) struct OpenStore {
+    pub store: Arc<dyn MetaStore>,
+    pub tikv: Option<Arc<TikvStore>>,
+}
+
+/// Opens the metadata store of `data_dir` (on TiKV: the keyspace `cluster.json` records, at
+/// the PD endpoints `pd`).
+pub(crate) fn open_store(
+    data_dir: &std::path::Path,
+    recorded: &ClusterFile,
+    durability: saker_rpc::Durability,
+    pd: &[String],
+) -> anyhow::Result<OpenStore> {
+    let store: Arc<dyn MetaStore> = match recorded.store {
+        StoreEngine::Redb => Arc::new(
+            RedbStore::open(&data_dir.join("meta.redb"))
+                .context("cannot open the metadata store")?,
+        ),
+        StoreEngine::Fjall => Arc::new(
+            FjallStore::open_with_durability(&data_dir.join("meta.fjall"), durability)
+                .context("cannot open the metadata store")?,
+        ),
+        StoreEngine::Tikv => {
+            anyhow::ensure!(
+                !pd.is_empty(),
+                "{} keeps its metadata in TiKV: give the PD endpoints (--pd HOST:PORT[,...])",
+                data_dir.display()
+            );
+            let keyspace = recorded
+                .tikv_keyspace
+                .as_deref()
+                .unwrap_or(DEFAULT_KEYSPACE);
+            let tikv = Arc::new(
+                TikvStore::connect(pd, keyspace)
+                    .with_context(|| format!("cannot reach TiKV through PD at {pd:?}"))?,
+            );
+            return Ok(OpenStore {
+                store: tikv.clone(),
+                tikv: Some(tikv),
+            });
+        }
+    };
+    Ok(OpenStore { store, tikv: None })
+}
+
+/// The metadata store engine.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum StoreEngine {
+    /// B-tree (redb): faster reads, slower commits.
+    Redb,
+    /// LSM (fjall): 2-6x faster raft commits, slower scans.
+    Fjall,
+    /// A TiKV cluster (`--pd`), for namespaces past one machine's disks: TiKV replicates,
+    /// each MNode group is served under a lease in it.
+    Tikv,
+}
+
+/// The TiKV keyspace (key prefix `saker/NAME/`) when none is given.
+pub(crate) const DEFAULT_KEYSPACE: &str = "default";
+
+fn legacy_engine() -> StoreEngine {
+    StoreEngine::Redb
+}
+
+/// What a data directory was created with: recorded at the first start; asking for another
+/// is an error (moving a namespace between group counts or engines is not supported yet).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct ClusterFile {
+    version: u32,
+    pub mnodes: u32,
+    /// Absent in files written before the engine was recorded: those are redb.
+    #[serde(default = "legacy_engine")]
+    store: StoreEngine,
+    /// The one group an MNode process of a multi-process cluster hosts (absent: groups
+    /// `1..=mnodes`, all in this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group: Option<u32>,
+    /// Names placed by hash(parent id, name) (path-walk exceptions), fixed at creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pathwalk: Vec<String>,
+    /// Virtual nodes per group on the ring; absent in files written before it was recorded.
+    #[serde(default = "legacy_vnodes")]
+    pub vnodes: u32,
+    /// On TiKV: the keyspace the namespace lives in (so that clusters share one TiKV).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tikv_keyspace: Option<String>,
+}
+
+fn legacy_vnodes() -> u32 {
+    LOCAL_VNODES
+}
+
+pub(crate) fn cluster_file(
+    data_dir: &std::path::Path,
+    mnodes: u32,
+    store: StoreEngine,
+    group: Option<u32>,
+    pathwalk: &[String],
+    tikv_keyspace: Option<&str>,
+) -> anyhow::Result<ClusterFile> {
+    let tikv_keyspace =
+        (store == StoreEngine::Tikv).then(|| tikv_keyspace.unwrap_or(DEFAULT_KEYSPACE).to_string());
+    if let Some(k) = &tikv_keyspace {
+        anyhow::ensure!(
+            !k.is_empty()
+                && k.len() <= 64
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "--tikv-keyspace must be 1 to 64 of [A-Za-z0-9_-]"
+        );
+    }
+    anyhow::ensure!((1..=256).contains(&mnodes), "--mnodes must be 1..=256");
+    for name in pathwalk {
+        saker_namespace::Name::new(name)
+            .map_err(|e| anyhow::anyhow!("path-walk name {name:?}: {e}"))?;
+    }
+    let path = data_dir.join("cluster.json");
+    let recorded = match std::fs::read(&path) {
+        Ok(bytes) => {
+            let f: ClusterFile = serde_json::from_slice(&bytes)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
+            anyhow::ensure!(
+                f.version == 1,
+                "{}: unknown version {}",
+                path.display(),
+                f.version
+            );
+            f
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A data directory from before anything was recorded: one group on redb.
+            let legacy = data_dir.join("meta.redb").exists();
+            let f = ClusterFile {
+                version: 1,
+                mnodes: if legacy { 1 } else { mnodes },
+                store: if legacy { StoreEngine::Redb } else { store },
+                group,
+                pathwalk: pathwalk.to_vec(),
+                vnodes: RING_VNODES,
+                tikv_keyspace: tikv_keyspace.clone(),
+            };
+            write_durably(&path, &serde_json::to_vec_pretty(&f)?)?;
+            f
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    anyhow::ensure!(
+        recorded.group == group,
+        "{} holds {}, not {}",
+        data_dir.display(),
+        describe_group(recorded.group),
+        describe_group(group)
+    );
+    anyhow::ensure!(
+        recorded.pathwalk == pathwalk,
+        "{} places {:?} by path walk, not {:?}: path-walk names are fixed when the namespace is \
+         created",
+        data_dir.display(),
+        recorded.pathwalk,
+        pathwalk
+    );
+    anyhow::ensure!(
+        recorded.mnodes == mnodes && recorded.store == store,
+        "{} holds a namespace of {} MNode groups on {:?}; start it with --mnodes {} --store {}",
+        data_dir.display(),
+        recorded.mnodes,
+        recorded.store,
+        recorded.mnodes,
+        format!("{:?}", recorded.store).to_lowercase()
+    );
+    anyhow::ensure!(
+        recorded.tikv_keyspace == tikv_keyspace,
+        "{} holds a namespace in TiKV keyspace {:?}; start it with --tikv-keyspace {}",
+        data_dir.display(),
+        recorded.tikv_keyspace,
+        recorded.tikv_keyspace.as_deref().unwrap_or("")
+    );
+    Ok(recorded)
+}
+
+fn describe_group(group: Option<u32>) -> String {
+    match group {
+        Some(g) => format!("MNode group {g} of a multi-process cluster"),
+        None => "the MNode groups of an all-in-one server".into(),
+    }
+}
+
+/// Replaces the file at `path` with `bytes`, atomically and durably: written to `PATH.tmp`,
+/// synced, renamed over `path`, and the directory synced.
+pub(crate) fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_file_without_a_ring_size_is_an_old_namespace_on_64_vnodes() {
+        let old: ClusterFile =
+            serde_json::from_str(r#"{"version":1,"mnodes":4,"store":"fjall"}"#).unwrap();
+        assert_eq!(old.vnodes, LOCAL_VNODES);
+        let dir = tempfile_dir();
+        let new = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[], None).unwrap();
+        assert_eq!(new.vnodes, RING_VNODES);
+        // Recorded: the next start reads the same.
+        let again = cluster_file(&dir, 4, StoreEngine::Fjall, None, &[], None).unwrap();
+        assert_eq!(again.vnodes, RING_VNODES);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_tikv_keyspace_is_fixed_at_creation() {
+        let dir = tempfile_dir();
+        let f = cluster_file(&dir, 2, StoreEngine::Tikv, None, &[], Some("lake-1")).unwrap();
+        assert_eq!(f.tikv_keyspace.as_deref(), Some("lake-1"));
+        assert!(cluster_file(&dir, 2, StoreEngine::Tikv, None, &[], Some("other")).is_err());
+        assert!(cluster_file(&dir, 2, StoreEngine::Fjall, None, &[], None).is_err());
+        cluster_file(&dir, 2, StoreEngine::Tikv, None, &[], Some("lake-1")).unwrap();
+        let bad = tempfile_dir();
+        assert!(cluster_file(&bad, 2, StoreEngine::Tikv, None, &[], Some("a/b")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&bad).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("saker-clusterfile-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}
