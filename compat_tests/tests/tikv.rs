@@ -279,3 +279,68 @@ async fn another_process_takes_the_groups_over_without_a_split_brain() {
     assert_eq!(get_bytes(&cb, &bucket, "b/still").await, b"b still serves");
     b.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_namespace_spills_over_into_tikv() {
+    let sim = Sim::start();
+    let mut s = Server::start(Opts::default().arg("--mnodes", "3"));
+    let c = s.client();
+    let bucket = new_bucket(&c, "spill").await;
+    let big = random_bytes(2 << 20);
+    put(&c, &bucket, "big", &big).await;
+    for i in 0..50 {
+        put(
+            &c,
+            &bucket,
+            &format!("d{}/k{i:02}", i % 4),
+            format!("v{i}").as_bytes(),
+        )
+        .await;
+    }
+    c.delete_object()
+        .bucket(&bucket)
+        .key("d0/k00")
+        .send()
+        .await
+        .unwrap();
+    // Killed, not stopped: the migration replays what only the raft logs hold.
+    s.kill();
+
+    let migrate = |keyspace: &str| {
+        Command::new(saker_bin())
+            .args(["admin", "store", "migrate", "--to", "tikv", "--pd", &sim.pd])
+            .arg("--data-dir")
+            .arg(s.data_dir())
+            .args(["--tikv-keyspace", keyspace])
+            .output()
+            .unwrap()
+    };
+    let out = migrate("spilled");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.matches(", verified").count(), 3, "{stdout}");
+    // Once moved, the directory is on TiKV: a second migration is refused.
+    let again = migrate("other");
+    assert!(!again.status.success());
+
+    s.restart_with(
+        Opts::default()
+            .arg("--mnodes", "3")
+            .arg("--store", "tikv")
+            .arg("--pd", &sim.pd)
+            .arg("--tikv-keyspace", "spilled"),
+    );
+    serving(&s, &bucket).await;
+    let c = s.client();
+    assert_eq!(get_bytes(&c, &bucket, "big").await, big);
+    let keys = list_all(&c, &bucket, Some("d")).await;
+    assert_eq!(keys.len(), 49, "{keys:?}");
+    assert_eq!(get_bytes(&c, &bucket, "d1/k01").await, b"v1");
+    // And it keeps working: new writes land in TiKV.
+    put(&c, &bucket, "after/move", b"new").await;
+    assert_eq!(get_bytes(&c, &bucket, "after/move").await, b"new");
+}

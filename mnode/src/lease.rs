@@ -22,7 +22,7 @@ use crate::keys::{Keys, SM_META};
 use crate::leadership::{Change, Leadership};
 use crate::raft::BatchEntry;
 use crate::records::{decode, encode, SmMeta};
-use crate::store::{FenceError, MetaStore, StoreError, TikvStore, WriteBatch};
+use crate::store::{FenceError, StoreError, TikvStore, WriteBatch};
 
 /// The lease record's table tag.
 pub const LEASE: u8 = b'L';
@@ -149,7 +149,7 @@ impl Lease {
         let key = self.keys.single(LEASE);
         let started = Instant::now();
         let now_ms = self.store.timestamp()? >> PHYSICAL_SHIFT;
-        let old_bytes = self.store.get(&key)?;
+        let old_bytes = self.store.get_fresh(&key)?;
         let old: Option<Record> = old_bytes.as_deref().map(decode).transpose()?;
         let mine = self.epoch();
         let ours = old
@@ -195,6 +195,8 @@ impl Lease {
         if ours {
             return Ok((None, Some(self.addr.clone())));
         }
+        // Reads from now on see everything the previous holder committed.
+        self.store.advance_reads()?;
         *self.meta.lock() = SmMeta::load(self.store.as_ref(), self.keys)?;
         self.epoch.store(epoch, Ordering::SeqCst);
         Ok((Some(epoch), Some(self.addr.clone())))
@@ -207,7 +209,8 @@ impl Lease {
 }
 
 /// Keeps the lease of `node`'s group for as long as the node lives: serves while it holds
-/// it (after the rebuild a new hold needs), stops when it loses it.
+/// it (after the rebuild a new hold needs), stops when it loses it. The first round has run
+/// already ([`step`], at start).
 pub(crate) async fn drive(
     node: Weak<crate::Mnode>,
     lease: Arc<Lease>,
@@ -215,41 +218,47 @@ pub(crate) async fn drive(
 ) {
     let mut tick = tokio::time::interval(RENEW_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
     loop {
         tick.tick().await;
         let Some(n) = node.upgrade() else { return };
         if leadership.retired() {
             return;
         }
-        let l = lease.clone();
-        let round = tokio::task::spawn_blocking(move || l.round()).await;
-        match round {
-            Ok(Ok((won, holder))) => {
-                if let Some(epoch) = won {
-                    if let Change::Elected(epoch) = leadership.lease_won(epoch, holder.clone()) {
-                        n.on_elected(epoch).await;
-                        leadership.lease_serve(epoch, lease.epoch());
-                    }
-                } else if lease.epoch() == 0 {
-                    leadership.lease_lost(holder);
+        step(&n, &lease, &leadership).await;
+    }
+}
+
+/// One lease round for `n`'s group, and what it means for serving.
+pub(crate) async fn step(n: &Arc<crate::Mnode>, lease: &Arc<Lease>, leadership: &Leadership) {
+    let l = lease.clone();
+    match tokio::task::spawn_blocking(move || l.round()).await {
+        Ok(Ok((won, holder))) => {
+            if let Some(epoch) = won {
+                if let Change::Elected(epoch) = leadership.lease_won(epoch, holder) {
+                    n.on_elected(epoch).await;
+                    leadership.lease_serve(epoch, lease.epoch());
                 }
+            } else if lease.epoch() == 0 {
+                leadership.lease_lost(holder);
             }
-            Ok(Err(e)) => {
-                tracing::warn!(group = n.group(), error = %e, "lease round failed");
-                if lease.lapsed() && leadership.ready_term() != 0 {
-                    tracing::warn!(group = n.group(), "lease lapsed; not serving");
-                    lease.epoch.store(0, Ordering::SeqCst);
-                    leadership.lease_lost(None);
-                }
-            }
-            Err(e) => tracing::error!(group = n.group(), error = %e, "lease round panicked"),
         }
+        Ok(Err(e)) => {
+            tracing::warn!(group = n.group(), error = %e, "lease round failed");
+            if lease.lapsed() && leadership.ready_term() != 0 {
+                tracing::warn!(group = n.group(), "lease lapsed; not serving");
+                lease.epoch.store(0, Ordering::SeqCst);
+                leadership.lease_lost(None);
+            }
+        }
+        Err(e) => tracing::error!(group = n.group(), error = %e, "lease round panicked"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::MetaStore;
 
     fn sim() -> (tokio::runtime::Runtime, saker_tikv_sim::Sim, Arc<TikvStore>) {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -259,7 +268,11 @@ mod tests {
                 saker_tikv_sim::Faults::default(),
             ))
             .unwrap();
-        let store = Arc::new(TikvStore::connect(&[sim.addr.to_string()], "lease").unwrap());
+        let store = Arc::new(
+            TikvStore::connect(&[sim.addr.to_string()], "lease")
+                .unwrap()
+                .single_writer(),
+        );
         (rt, sim, store)
     }
 

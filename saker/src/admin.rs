@@ -66,6 +66,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: NodeCommand,
     },
+    /// Move the metadata store of a stopped server to another engine.
+    Store {
+        #[command(subcommand)]
+        command: crate::store_migrate::StoreCommand,
+    },
     /// Run one balancing round now and print what it did.
     Balance {
         #[arg(long, default_value_t = 0.01)]
@@ -733,6 +738,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
         AdminCommand::Key { command } => command,
         AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
         AdminCommand::Tier { command } => return crate::admin_tiers::run(endpoint, command).await,
+        AdminCommand::Store { command } => return crate::store_migrate::run(command).await,
         AdminCommand::Status { json } => {
             let text = send(endpoint, Method::GET, "/admin/status", Vec::new()).await?;
             if json {

@@ -43,7 +43,9 @@ pub(crate) fn open_store(
                 .unwrap_or(DEFAULT_KEYSPACE);
             let tikv = Arc::new(
                 TikvStore::connect(pd, keyspace)
-                    .with_context(|| format!("cannot reach TiKV through PD at {pd:?}"))?,
+                    .with_context(|| format!("cannot reach TiKV through PD at {pd:?}"))?
+                    // Each group's keys have one writer at a time: the lease holder.
+                    .single_writer(),
             );
             return Ok(OpenStore {
                 store: tikv.clone(),
@@ -98,6 +100,40 @@ pub(crate) struct ClusterFile {
     /// On TiKV: the keyspace the namespace lives in (so that clusters share one TiKV).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tikv_keyspace: Option<String>,
+}
+
+impl ClusterFile {
+    pub fn store(&self) -> StoreEngine {
+        self.store
+    }
+
+    pub fn group(&self) -> Option<u32> {
+        self.group
+    }
+
+    pub fn pathwalk(&self) -> &[String] {
+        &self.pathwalk
+    }
+}
+
+/// The `cluster.json` of an existing data directory.
+pub(crate) fn read_cluster_file(data_dir: &std::path::Path) -> anyhow::Result<ClusterFile> {
+    let path = data_dir.join("cluster.json");
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("cannot parse {}", path.display()))
+}
+
+/// Switches the data directory's namespace to TiKV keyspace `keyspace` (after a verified
+/// migration).
+pub(crate) fn record_tikv(data_dir: &std::path::Path, keyspace: &str) -> anyhow::Result<()> {
+    let mut f = read_cluster_file(data_dir)?;
+    f.store = StoreEngine::Tikv;
+    f.tikv_keyspace = Some(keyspace.to_string());
+    write_durably(
+        &data_dir.join("cluster.json"),
+        &serde_json::to_vec_pretty(&f)?,
+    )?;
+    Ok(())
 }
 
 fn legacy_vnodes() -> u32 {

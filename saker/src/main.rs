@@ -25,6 +25,7 @@ mod process_config;
 mod roles;
 mod server;
 mod status;
+mod store_migrate;
 mod telemetry;
 
 use std::net::SocketAddr;

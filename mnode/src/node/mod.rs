@@ -285,6 +285,9 @@ impl Mnode {
                 }
             }
             Engine::Lease(lease) => {
+                // The group serves at once if its lease is free (or ours from before and
+                // lapsed); a process that finds it held waits in the background.
+                crate::lease::step(&node, lease, &node.leadership).await;
                 tokio::spawn(crate::lease::drive(
                     Arc::downgrade(&node),
                     lease.clone(),

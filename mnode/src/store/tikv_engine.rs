@@ -6,13 +6,21 @@
 //! tokio). A batch is one optimistic transaction; [`TikvStore::write_fenced`] also writes a
 //! fence key whose value must be what the caller expects, so that a batch of a process that
 //! lost its group (another took the lease and bumped the fence) fails at commit: under
-//! Percolator a read alone would not conflict. Reads are snapshot reads at a fresh timestamp
-//! and retry when they meet locks of a transaction still committing its secondaries.
+//! Percolator a read alone would not conflict. Reads are snapshot reads, retried when they meet
+//! locks of a transaction still committing its secondaries, at a fresh PD timestamp; or, for a
+//! store whose every key has one writer at a time (the MNode groups under their leases:
+//! [`TikvStore::single_writer`]), at the newest of this process's commit timestamps and the
+//! timestamp taken when it last won a lease ([`TikvStore::advance_reads`]), which sees every
+//! write it must see without a PD round trip per read.
 //! Every transaction is rolled back when it does not commit (`tikv-client` panics when an open
 //! one is dropped unless told otherwise; it is told to warn, and never gets to).
 
 use std::future::Future;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use tikv_client::{
     BoundRange, CheckLevel, Config, Key, TimestampExt, Transaction, TransactionClient,
@@ -24,6 +32,8 @@ use super::{prefix_end, Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 /// Largest gRPC response the client accepts (a scan page of large records; the crate's
 /// default is 4 MiB).
 const MAX_RESPONSE: usize = 64 << 20;
+/// A pinned read timestamp older than this is taken afresh (TiKV's GC keeps 10 minutes).
+const PIN_FOR: Duration = Duration::from_secs(10);
 /// Attempts of a read or an unfenced write that meets locks, conflicts or region churn.
 const ATTEMPTS: u32 = 8;
 
@@ -41,7 +51,17 @@ pub struct TikvStore {
     client: TransactionClient,
     /// Prepended to every key: `saker/<keyspace>/`.
     prefix: Vec<u8>,
-    rt: tokio::runtime::Runtime,
+    /// Taken (and shut down in the background) on drop, which may happen inside a runtime.
+    rt: Option<tokio::runtime::Runtime>,
+    /// Single-writer mode: the timestamp reads use (0: take a fresh one each time) and when
+    /// it was last taken from PD.
+    pinned: Option<Arc<Pinned>>,
+}
+
+#[derive(Default)]
+struct Pinned {
+    ts: AtomicU64,
+    fetched: Mutex<Option<Instant>>,
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -104,8 +124,42 @@ impl TikvStore {
         Ok(Self {
             client,
             prefix: format!("saker/{keyspace}/").into_bytes(),
-            rt,
+            rt: Some(rt),
+            pinned: None,
         })
+    }
+
+    /// Reads at the newest timestamp this process committed at or pinned, not a fresh one:
+    /// only for a store whose every key has one writer at a time, this process, which calls
+    /// [`TikvStore::advance_reads`] whenever it becomes a key's writer.
+    pub fn single_writer(mut self) -> Self {
+        self.pinned = Some(Arc::default());
+        self
+    }
+
+    /// Moves reads past every write committed so far by anyone (after winning a lease).
+    pub fn advance_reads(&self) -> Result<(), StoreError> {
+        if let Some(p) = &self.pinned {
+            let ts = self.timestamp()?;
+            p.ts.fetch_max(ts, Ordering::SeqCst);
+            *p.fetched.lock() = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// `key` at a fresh timestamp, whatever the read mode (a lease record others write).
+    pub fn get_fresh(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = self.key(key);
+        self.read_at(None, move |mut snap| {
+            let key = key.clone();
+            async move { snap.get(key).await }
+        })
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives until the store is dropped")
     }
 
     fn key(&self, key: &[u8]) -> Vec<u8> {
@@ -130,18 +184,41 @@ impl TikvStore {
         (Key::from(lo)..Key::from(hi)).into()
     }
 
-    /// Runs `f` with a snapshot at a fresh timestamp, again while it meets unresolved locks.
+    /// Runs `f` with a snapshot at the read timestamp, again while it meets unresolved locks.
     fn read<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
         Fut: Future<Output = tikv_client::Result<T>> + Send,
     {
+        let pinned = match &self.pinned {
+            Some(p) if p.fetched.lock().is_some_and(|t| t.elapsed() < PIN_FOR) => {
+                Some(p.ts.load(Ordering::SeqCst))
+            }
+            Some(_) => {
+                self.advance_reads()?;
+                self.pinned.as_ref().map(|p| p.ts.load(Ordering::SeqCst))
+            }
+            None => None,
+        };
+        self.read_at(pinned, f)
+    }
+
+    /// [`TikvStore::read`] at `ts` (`None`: a fresh timestamp).
+    fn read_at<T, F, Fut>(&self, ts: Option<u64>, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
+        Fut: Future<Output = tikv_client::Result<T>> + Send,
+    {
         let client = self.client.clone();
-        on(&self.rt, async move {
+        on(self.rt(), async move {
             let mut attempt = 0;
             loop {
-                let ts = client.current_timestamp().await.map_err(io)?;
+                let ts = match ts {
+                    Some(v) => tikv_client::Timestamp::from_version(v),
+                    None => client.current_timestamp().await.map_err(io)?,
+                };
                 match f(client.snapshot(ts, options())).await {
                     Ok(v) => return Ok(v),
                     Err(e) if attempt + 1 < ATTEMPTS && retryable(&e) => {
@@ -171,32 +248,38 @@ impl TikvStore {
             .collect();
         let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
-        on(&self.rt, async move {
+        let pinned = self.pinned.clone();
+        on(self.rt(), async move {
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
             let done = fill_and_commit(&mut txn, ops, fence).await;
+            if let (Ok(Some(ts)), Some(p)) = (&done, pinned) {
+                // Later reads see this commit.
+                p.ts.fetch_max(ts.version(), Ordering::SeqCst);
+            }
             if done.is_err() {
                 // Nothing committed: take the locks back (an open transaction is never left).
                 if let Err(e) = txn.rollback().await {
                     tracing::debug!(error = %e, "tikv rollback failed; locks expire");
                 }
             }
-            done
+            done.map(|_| ())
         })?
     }
 
     /// A fresh timestamp from PD (its physical part is PD's clock in milliseconds).
     pub fn timestamp(&self) -> Result<u64, StoreError> {
         let client = self.client.clone();
-        let ts = on(&self.rt, async move { client.current_timestamp().await })?.map_err(io)?;
+        let ts = on(self.rt(), async move { client.current_timestamp().await })?.map_err(io)?;
         Ok(ts.version())
     }
 }
 
+/// The commit timestamp, if the transaction wrote anything.
 async fn fill_and_commit(
     txn: &mut Transaction,
     ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     fence: Option<(Vec<u8>, Option<Vec<u8>>)>,
-) -> Result<(), FenceError> {
+) -> Result<Option<tikv_client::Timestamp>, FenceError> {
     if let Some((key, want)) = fence {
         let have = txn.get(key.clone()).await.map_err(io)?;
         if have != want {
@@ -211,7 +294,7 @@ async fn fill_and_commit(
         }
     }
     match txn.commit().await {
-        Ok(_) => Ok(()),
+        Ok(ts) => Ok(ts),
         // A write conflict on the fence key is the fence moving.
         Err(e) if conflicted(&e) => Err(FenceError::Moved),
         Err(e) => Err(io(e).into()),
@@ -300,14 +383,10 @@ impl MetaStore for TikvStore {
 
 impl Drop for TikvStore {
     fn drop(&mut self) {
-        // The runtime may be dropped from inside another runtime (a test, the server).
-        let rt = std::mem::replace(
-            &mut self.rt,
-            tokio::runtime::Builder::new_current_thread()
-                .build()
-                .expect("an empty runtime"),
-        );
-        rt.shutdown_background();
+        // Not a blocking shutdown: the store may be dropped inside another runtime.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
     }
 }
 

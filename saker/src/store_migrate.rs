@@ -1,0 +1,209 @@
+//! `saker admin store migrate --to tikv`: moves an embedded namespace (redb or fjall) into a
+//! TiKV keyspace ("spilling over" when local disks are outgrown).
+//!
+//! Offline: the server is stopped (the embedded store's lock refuses a second opener). Every
+//! group is opened as the server opens it, so its raft log is replayed into its state first;
+//! then, group by group, every state-machine record is copied in transactions of a page each
+//! and verified: the record count and a CRC32C over every key and value, read back from TiKV,
+//! must equal the source's. Only when every group verified is `cluster.json` switched to the
+//! TiKV engine; the embedded files are left in place (delete them once the server runs on
+//! TiKV). Chunks stay where they are.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Subcommand;
+use saker_mnode::keys::{Keys, SM_TABLES};
+use saker_mnode::store::WriteBatch;
+use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, TikvStore};
+
+use crate::data_dir::{self, StoreEngine};
+
+/// Records per scan page and per copy transaction.
+const PAGE: usize = 512;
+
+#[derive(Subcommand)]
+pub enum StoreCommand {
+    /// Move the namespace of a stopped server's data directory into TiKV, verified per group;
+    /// then start the server with `--store tikv --pd …`.
+    Migrate {
+        /// The server's data directory.
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// The engine to move to (only `tikv`).
+        #[arg(long, value_enum)]
+        to: StoreEngine,
+        /// PD endpoints of the TiKV cluster (`host:port`, comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        pd: Vec<String>,
+        /// The keyspace to move into; it must be empty.
+        #[arg(long, default_value = data_dir::DEFAULT_KEYSPACE)]
+        tikv_keyspace: String,
+    },
+}
+
+/// What one group's copy counted, on one side.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Digest {
+    records: u64,
+    crc: u32,
+}
+
+impl Digest {
+    fn add(&mut self, key: &[u8], value: &[u8]) {
+        self.records += 1;
+        for part in [key, value] {
+            self.crc = crc32c::crc32c_append(self.crc, &(part.len() as u64).to_be_bytes());
+            self.crc = crc32c::crc32c_append(self.crc, part);
+        }
+    }
+}
+
+pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
+    let StoreCommand::Migrate {
+        data_dir,
+        to,
+        pd,
+        tikv_keyspace,
+    } = command;
+    anyhow::ensure!(to == StoreEngine::Tikv, "only --to tikv is supported");
+    let recorded = data_dir::read_cluster_file(&data_dir)?;
+    anyhow::ensure!(
+        recorded.store() != StoreEngine::Tikv,
+        "{} is on TiKV already",
+        data_dir.display()
+    );
+    anyhow::ensure!(
+        recorded.group().is_none(),
+        "{} is one group of a multi-process cluster; migrate an all-in-one server's directory",
+        data_dir.display()
+    );
+    let source = data_dir::open_store(&data_dir, &recorded, saker_rpc::Durability::Disk, &[])
+        .context("cannot open the embedded store (is the server still running?)")?
+        .store;
+    // Opening the groups replays every raft log into its state machine.
+    let groups = LocalGroups::start_placed(
+        source.clone(),
+        recorded.mnodes,
+        MnodeConfig::new(1),
+        recorded.vnodes,
+        crate::server::pathwalk_table(recorded.pathwalk()),
+    )
+    .await
+    .context("cannot open the MNode groups")?;
+    let target = {
+        let (pd, keyspace) = (pd.clone(), tikv_keyspace.clone());
+        tokio::task::spawn_blocking(move || TikvStore::connect(&pd, &keyspace)).await??
+    };
+    let target = Arc::new(target);
+    let empty = {
+        let t = target.clone();
+        tokio::task::spawn_blocking(move || t.scan(&[], None, 1)).await??
+    };
+    anyhow::ensure!(
+        empty.is_empty(),
+        "TiKV keyspace {tikv_keyspace:?} is not empty: pick another --tikv-keyspace"
+    );
+    for g in 1..=recorded.mnodes {
+        let (s, t) = (source.clone(), target.clone());
+        let (copied, read_back) = tokio::task::spawn_blocking(move || {
+            let copied = copy_group(s.as_ref(), t.as_ref(), Keys::new(g))?;
+            let read_back = digest_group(t.as_ref(), Keys::new(g))?;
+            anyhow::Ok((copied, read_back))
+        })
+        .await??;
+        anyhow::ensure!(
+            copied == read_back,
+            "group {g}: copied {copied:?} but TiKV holds {read_back:?}; cluster.json unchanged"
+        );
+        println!(
+            "group {g}: {} records, crc32c {:08x}, verified",
+            copied.records, copied.crc
+        );
+    }
+    for m in &groups.mnodes {
+        m.shutdown().await;
+    }
+    data_dir::record_tikv(&data_dir, &tikv_keyspace)?;
+    println!(
+        "{} now keeps its metadata in TiKV keyspace {tikv_keyspace:?}: start it with \
+         --store tikv --pd {} --tikv-keyspace {tikv_keyspace} (the embedded store files are \
+         left in place)",
+        data_dir.display(),
+        pd.join(",")
+    );
+    Ok(())
+}
+
+/// Copies every state-machine record of the group `keys` from `s` to `t`, a page per
+/// transaction; the digest of what was read.
+fn copy_group(s: &dyn MetaStore, t: &dyn MetaStore, keys: Keys) -> anyhow::Result<Digest> {
+    let mut digest = Digest::default();
+    for tag in SM_TABLES {
+        for_each_page(s, keys, tag, |page| {
+            let mut batch = WriteBatch::default();
+            for (k, v) in page {
+                digest.add(k, v);
+                batch.put(k.clone(), v.clone());
+            }
+            t.write(&batch, true)?;
+            Ok(())
+        })?;
+    }
+    Ok(digest)
+}
+
+fn digest_group(t: &dyn MetaStore, keys: Keys) -> anyhow::Result<Digest> {
+    let mut digest = Digest::default();
+    for tag in SM_TABLES {
+        for_each_page(t, keys, tag, |page| {
+            for (k, v) in page {
+                digest.add(k, v);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(digest)
+}
+
+fn for_each_page(
+    store: &dyn MetaStore,
+    keys: Keys,
+    tag: u8,
+    mut f: impl FnMut(&[(Vec<u8>, Vec<u8>)]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let end = keys.table_end(tag);
+    let mut start = keys.table(tag);
+    loop {
+        let page = store.scan(&start, Some(&end), PAGE)?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
+        };
+        start = last.clone();
+        start.push(0);
+        f(&page)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_sees_order_contents_and_boundaries() {
+        let d = |pairs: &[(&[u8], &[u8])]| {
+            let mut d = Digest::default();
+            for (k, v) in pairs {
+                d.add(k, v);
+            }
+            d
+        };
+        let a = d(&[(b"k1", b"v1"), (b"k2", b"v2")]);
+        assert_eq!(a, d(&[(b"k1", b"v1"), (b"k2", b"v2")]));
+        assert_ne!(a, d(&[(b"k2", b"v2"), (b"k1", b"v1")]), "order");
+        assert_ne!(a, d(&[(b"k1", b"v1"), (b"k2", b"v3")]), "a value");
+        assert_ne!(d(&[(b"ab", b"c")]), d(&[(b"a", b"bc")]), "where keys end");
+        assert_eq!(a.records, 2);
+    }
+}
