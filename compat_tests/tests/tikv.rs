@@ -2,7 +2,8 @@
 //! (`saker-tikv-sim`: the real kvproto gRPC, Percolator in memory, splitting regions and
 //! injected region errors): S3 on it, a kill -9 that loses no acknowledged write, keyspaces
 //! that share one TiKV, and a takeover of every group by another process without a split
-//! brain.
+//! brain, and a migration of an embedded namespace into TiKV. With `SAKER_TIKV_PD=HOST:PORT`
+//! the same tests run against a real TiKV cluster instead.
 
 mod common;
 
@@ -14,17 +15,27 @@ use std::time::Duration;
 
 use common::*;
 
-/// A running `saker-tikv-sim`.
+/// The TiKV the tests use: a `saker-tikv-sim` they start, or, with `SAKER_TIKV_PD=HOST:PORT`,
+/// a real cluster's PD (keyspaces then get a random suffix: a real TiKV keeps them).
 struct Sim {
-    child: Child,
+    child: Option<Child>,
     /// `127.0.0.1:PORT` of PD (and TiKV).
     pd: String,
+    suffix: String,
 }
 
 impl Sim {
     /// Starts one whose regions split every 64 keys and which answers every 13th KV request
     /// with a region error (the client must retry through both).
     fn start() -> Sim {
+        if let Ok(pd) = std::env::var("SAKER_TIKV_PD") {
+            let suffix = format!("-{:08x}", rand::random::<u32>());
+            return Sim {
+                child: None,
+                pd,
+                suffix,
+            };
+        }
         let bin =
             saker_bin().with_file_name(format!("saker-tikv-sim{}", std::env::consts::EXE_SUFFIX));
         assert!(
@@ -48,21 +59,32 @@ impl Sim {
             .strip_prefix("pd ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        Sim { child, pd }
+        Sim {
+            child: Some(child),
+            pd,
+            suffix: String::new(),
+        }
+    }
+
+    /// The keyspace `name` of this run.
+    fn keyspace(&self, name: &str) -> String {
+        format!("{name}{}", self.suffix)
     }
 
     fn opts(&self, keyspace: &str) -> Opts {
         Opts::default()
             .arg("--store", "tikv")
             .arg("--pd", &self.pd)
-            .arg("--tikv-keyspace", keyspace)
+            .arg("--tikv-keyspace", &self.keyspace(keyspace))
     }
 }
 
 impl Drop for Sim {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(c) = &mut self.child {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -200,14 +222,8 @@ async fn keyspaces_share_one_tikv_without_seeing_each_other() {
         .arg("server")
         .arg("--data-dir")
         .arg(a.data_dir())
-        .args([
-            "--store",
-            "tikv",
-            "--pd",
-            &sim.pd,
-            "--tikv-keyspace",
-            "other",
-        ])
+        .args(["--store", "tikv", "--pd", &sim.pd])
+        .args(["--tikv-keyspace", &sim.keyspace("other")])
         .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
         .args(["--rpc-addr", "127.0.0.1:0"])
         .env("SAKER_ACCESS_KEY", ROOT_AK)
@@ -216,7 +232,8 @@ async fn keyspaces_share_one_tikv_without_seeing_each_other() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--tikv-keyspace lake-a"), "{err}");
+    let wanted = format!("--tikv-keyspace {}", sim.keyspace("lake-a"));
+    assert!(err.contains(&wanted), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,7 +328,7 @@ async fn an_embedded_namespace_spills_over_into_tikv() {
             .args(["admin", "store", "migrate", "--to", "tikv", "--pd", &sim.pd])
             .arg("--data-dir")
             .arg(s.data_dir())
-            .args(["--tikv-keyspace", keyspace])
+            .args(["--tikv-keyspace", &sim.keyspace(keyspace)])
             .output()
             .unwrap()
     };
@@ -332,7 +349,7 @@ async fn an_embedded_namespace_spills_over_into_tikv() {
             .arg("--mnodes", "3")
             .arg("--store", "tikv")
             .arg("--pd", &sim.pd)
-            .arg("--tikv-keyspace", "spilled"),
+            .arg("--tikv-keyspace", &sim.keyspace("spilled")),
     );
     serving(&s, &bucket).await;
     let c = s.client();

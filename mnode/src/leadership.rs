@@ -165,14 +165,16 @@ impl Leadership {
     }
 
     /// The TiKV engine's lease was won in `epoch` (by this process, at `addr`): like an
-    /// election, it is served once the rebuild is done ([`Leadership::lease_serve`]).
+    /// election, it is served once the rebuild is done ([`Leadership::lease_serve`]); reads
+    /// while a renewal was [`Leadership::acked`] within the lease.
     pub fn lease_won(&self, epoch: u64, addr: Option<String>) -> Change {
         let mut s = self.seen.lock();
         if s.retired {
             return Change::None;
         }
         s.leader = addr;
-        s.replicated = false;
+        // Reads need a recent renewal, as a raft leader's need a recent quorum.
+        s.replicated = true;
         s.ready_term = 0;
         self.serving.send_if_modified(|t| std::mem::take(t) != 0);
         Change::Elected(epoch)

@@ -7,8 +7,10 @@
 //! (`F`) to the new epoch. Every batch transaction checks and writes the fence key with the
 //! holder's epoch, so once another process took the group over, a batch of the old holder
 //! conflicts or finds the fence moved, and fails: no split brain, whatever the old holder's
-//! clock or scheduling did. Reads go to TiKV at fresh timestamps, so the serving process
-//! never answers from stale state.
+//! clock or scheduling did. Reads are served only within half a lease of the last successful
+//! round (as a raft leader's reads within its lease): a holder that cannot renew stops
+//! answering before another can take the group over, so no read misses a write acknowledged
+//! by the next holder. A holder's own writes go one at a time (they all lock the fence key).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -57,6 +59,11 @@ pub(crate) struct Lease {
     meta: Mutex<SmMeta>,
     /// When this process's hold runs out unless renewed (local clock, with a margin).
     deadline: Mutex<Option<Instant>>,
+    /// Whether this process serves the group, as requests see it.
+    leadership: Arc<Leadership>,
+    /// Held while a write commits: a holder's writes all lock the fence key, so two at once
+    /// would conflict with each other.
+    writing: Mutex<()>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> MetaError {
@@ -64,7 +71,13 @@ fn unavailable(e: impl std::fmt::Display) -> MetaError {
 }
 
 impl Lease {
-    pub fn new(store: Arc<TikvStore>, keys: Keys, node_id: u64, addr: String) -> Self {
+    pub fn new(
+        store: Arc<TikvStore>,
+        keys: Keys,
+        node_id: u64,
+        addr: String,
+        leadership: Arc<Leadership>,
+    ) -> Self {
         Self {
             store,
             keys,
@@ -73,7 +86,15 @@ impl Lease {
             epoch: AtomicU64::new(0),
             meta: Mutex::new(SmMeta::default()),
             deadline: Mutex::new(None),
+            leadership,
+            writing: Mutex::new(()),
         }
+    }
+
+    /// Stops serving at once: the fence moved, another process holds the group.
+    fn deposed(&self) {
+        self.epoch.store(0, Ordering::SeqCst);
+        self.leadership.lease_lost(None);
     }
 
     /// The epoch this process serves the group in (0: none).
@@ -117,6 +138,7 @@ impl Lease {
     }
 
     fn write(&self, batch: &mut WriteBatch, high_water: u64) -> Result<(), MetaError> {
+        let _one = self.writing.lock();
         let (fence_key, epoch) = self.fence();
         if self.epoch() == 0 {
             return Err(MetaError::NotLeader { leader: None });
@@ -135,10 +157,19 @@ impl Lease {
                 Ok(())
             }
             Err(FenceError::Moved) => {
-                // Another process holds the group now: stop at once.
-                self.epoch.store(0, Ordering::SeqCst);
-                Err(MetaError::NotLeader { leader: None })
+                // A conflict: the fence moved (another process holds the group now: stop at
+                // once), or another writer touched a key of the batch (try again).
+                match self.store.get_fresh(&fence_key) {
+                    Ok(Some(now)) if now == epoch => Err(MetaError::Unavailable(
+                        "tikv: write conflict; try again".into(),
+                    )),
+                    _ => {
+                        self.deposed();
+                        Err(MetaError::NotLeader { leader: None })
+                    }
+                }
             }
+            Err(FenceError::Unknown(e)) => Err(unavailable(e)),
             Err(FenceError::Store(e)) => Err(unavailable(e)),
         }
     }
@@ -185,13 +216,16 @@ impl Lease {
         {
             Ok(()) => {}
             Err(FenceError::Moved) => {
-                self.epoch.store(0, Ordering::SeqCst);
+                self.deposed();
                 return Ok((None, None));
             }
+            Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
             Err(FenceError::Store(e)) => return Err(e),
         }
-        // The hold counts from before the round (the local clock), less a margin.
+        // The hold counts from before the round (the local clock), less a margin; reads are
+        // served within half of it.
         *self.deadline.lock() = Some(started + LEASE_FOR / 2);
+        self.leadership.acked(started);
         if ours {
             return Ok((None, Some(self.addr.clone())));
         }
@@ -296,8 +330,9 @@ mod tests {
     fn one_holder_at_a_time_and_the_old_one_is_fenced() {
         let (_rt, _sim, store) = sim();
         let keys = Keys::new(3);
-        let a = Lease::new(store.clone(), keys, 1, "a:1".into());
-        let b = Lease::new(store.clone(), keys, 2, "b:1".into());
+        let lead = || Arc::new(Leadership::new(1, LEASE_FOR));
+        let a = Lease::new(store.clone(), keys, 1, "a:1".into(), lead());
+        let b = Lease::new(store.clone(), keys, 2, "b:1".into(), lead());
         assert_eq!(
             a.round().unwrap(),
             (Some(1), Some("a:1".into())),

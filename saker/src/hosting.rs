@@ -211,11 +211,15 @@ impl Hosting {
         if let (Some(Links { host: Some(h), .. }), true) = (self.links.get(), self.is_home(group)) {
             h.leave_home();
         }
+        // On TiKV the group's records are the namespace's, not this replica's copy.
+        let own_copy = m.raft_handle().is_some();
         m.retire().await;
         self.save().map_err(internal)?;
-        Mnode::erase(self.store.clone(), group)
-            .await
-            .map_err(internal)?;
+        if own_copy {
+            Mnode::erase(self.store.clone(), group)
+                .await
+                .map_err(internal)?;
+        }
         tracing::info!(group, "gave up the replica of the group");
         Ok(())
     }

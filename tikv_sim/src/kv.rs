@@ -164,6 +164,20 @@ fn key_error(e: KeyError) -> kvrpcpb::KeyError {
             ),
             ..Default::default()
         },
+        KeyError::CommitTsExpired {
+            key,
+            start_ts,
+            commit_ts,
+            min_commit_ts,
+        } => kvrpcpb::KeyError {
+            commit_ts_expired: Some(kvrpcpb::CommitTsExpired {
+                start_ts,
+                attempted_commit_ts: commit_ts,
+                key,
+                min_commit_ts,
+            }),
+            ..Default::default()
+        },
         KeyError::TxnNotFound { primary, start_ts } => kvrpcpb::KeyError {
             txn_not_found: Some(kvrpcpb::TxnNotFound {
                 start_ts,

@@ -91,6 +91,13 @@ pub enum KeyError {
     TxnLockNotFound { key: Key, start_ts: u64 },
     /// A status check found nothing of the transaction.
     TxnNotFound { primary: Key, start_ts: u64 },
+    /// A commit below the lock's min commit ts (a reader pushed it): commit later.
+    CommitTsExpired {
+        key: Key,
+        start_ts: u64,
+        commit_ts: u64,
+        min_commit_ts: u64,
+    },
 }
 
 /// What a status check did.
@@ -316,10 +323,12 @@ impl Mvcc {
             match self.locks.get(key) {
                 Some(lock) if lock.start_ts == start_ts => {
                     if commit_ts < lock.min_commit_ts {
-                        return Err(KeyError::Abort(format!(
-                            "commit ts {commit_ts} below the lock's min commit ts {}",
-                            lock.min_commit_ts
-                        )));
+                        return Err(KeyError::CommitTsExpired {
+                            key: key.clone(),
+                            start_ts,
+                            commit_ts,
+                            min_commit_ts: lock.min_commit_ts,
+                        });
                     }
                 }
                 _ => match self.record_of(key, start_ts) {

@@ -186,9 +186,10 @@ impl Mnode {
         let keys = Keys::new(cfg.group);
         let (engine, leadership) = match &cfg.tikv {
             Some(tikv) => {
-                let lease = Lease::new(tikv.clone(), keys, cfg.node_id, cfg.addr.clone());
-                let leadership = Leadership::new(cfg.node_id, crate::lease::LEASE_FOR);
-                (Engine::Lease(Arc::new(lease)), Arc::new(leadership))
+                let leadership = Arc::new(Leadership::new(cfg.node_id, crate::lease::LEASE_FOR));
+                let (id, addr) = (cfg.node_id, cfg.addr.clone());
+                let lease = Lease::new(tikv.clone(), keys, id, addr, leadership.clone());
+                (Engine::Lease(Arc::new(lease)), leadership)
             }
             None => {
                 let (raft, leadership) = start_raft(&store, &cfg).await?;

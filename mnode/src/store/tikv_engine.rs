@@ -43,6 +43,10 @@ pub enum FenceError {
     /// The fence key holds another value: another process owns what it guards.
     #[error("fenced: the fence key moved on")]
     Moved,
+    /// The commit may or may not have happened (its answer was lost): nothing was rolled
+    /// back, and reads were moved past it.
+    #[error("tikv commit outcome unknown: {0}")]
+    Unknown(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -249,21 +253,34 @@ impl TikvStore {
         let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
         let pinned = self.pinned.clone();
-        on(self.rt(), async move {
+        let done = on(self.rt(), async move {
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
             let done = fill_and_commit(&mut txn, ops, fence).await;
-            if let (Ok(Some(ts)), Some(p)) = (&done, pinned) {
-                // Later reads see this commit.
-                p.ts.fetch_max(ts.version(), Ordering::SeqCst);
-            }
-            if done.is_err() {
-                // Nothing committed: take the locks back (an open transaction is never left).
-                if let Err(e) = txn.rollback().await {
-                    tracing::debug!(error = %e, "tikv rollback failed; locks expire");
+            match &done {
+                Ok(Some(ts)) => {
+                    if let Some(p) = pinned {
+                        // Later reads see this commit.
+                        p.ts.fetch_max(ts.version(), Ordering::SeqCst);
+                    }
+                }
+                Ok(None) | Err(FenceError::Unknown(_)) => {}
+                Err(_) => {
+                    // Refused before anything committed: take the locks back (an open
+                    // transaction is never left).
+                    if let Err(e) = txn.rollback().await {
+                        tracing::debug!(error = %e, "tikv rollback failed; locks expire");
+                    }
                 }
             }
             done.map(|_| ())
-        })?
+        })?;
+        if let Err(FenceError::Unknown(_)) = &done {
+            // It may have committed: never roll back a possibly committed primary (its
+            // secondaries in other regions would go, leaving half a batch); its locks resolve
+            // through the primary. Reads move past it, so nothing reads around it.
+            self.advance_reads()?;
+        }
+        done
     }
 
     /// A fresh timestamp from PD (its physical part is PD's clock in milliseconds).
@@ -295,9 +312,11 @@ async fn fill_and_commit(
     }
     match txn.commit().await {
         Ok(ts) => Ok(ts),
-        // A write conflict on the fence key is the fence moving.
+        // A write conflict (on the fence key, or a key another process wrote) is the fence
+        // moving; refused in the prewrite, so nothing committed.
         Err(e) if conflicted(&e) => Err(FenceError::Moved),
-        Err(e) => Err(io(e).into()),
+        Err(e) if refused(&e) => Err(io(e).into()),
+        Err(e) => Err(FenceError::Unknown(e.to_string())),
     }
 }
 
@@ -307,6 +326,17 @@ fn conflicted(e: &tikv_client::Error) -> bool {
     match e {
         E::KeyError(k) => k.conflict.is_some(),
         E::MultipleKeyErrors(errs) | E::ExtractedErrors(errs) => errs.iter().any(conflicted),
+        _ => false,
+    }
+}
+
+/// Whether a commit failed in its prewrite, answered by TiKV with key errors (locks, an
+/// existing key): nothing of it committed. Anything else may have committed the primary.
+fn refused(e: &tikv_client::Error) -> bool {
+    use tikv_client::Error as E;
+    match e {
+        E::KeyError(_) => true,
+        E::MultipleKeyErrors(errs) | E::ExtractedErrors(errs) => errs.iter().all(refused),
         _ => false,
     }
 }
@@ -324,8 +354,17 @@ fn on<T: Send + 'static>(
     rt.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv()
-        .map_err(|_| StoreError::Io("tikv store runtime stopped".into()))
+    let wait = || {
+        rx.recv()
+            .map_err(|_| StoreError::Io("tikv store runtime stopped".into()))
+    };
+    // On a worker of a multi-thread runtime, its other tasks move to other threads meanwhile.
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
 }
 
 impl MetaStore for TikvStore {
@@ -350,6 +389,7 @@ impl MetaStore for TikvStore {
                 Err(FenceError::Moved) => {
                     return Err(StoreError::Io("tikv: write conflicts persisted".into()))
                 }
+                Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
                 Err(FenceError::Store(e)) => return Err(e),
             }
         }

@@ -135,7 +135,7 @@ fn expired_locks_roll_back_and_live_ones_get_pushed() {
     assert!(
         matches!(
             m.commit(&[b"p".to_vec()], ts(100), ts(110)),
-            Err(KeyError::Abort(_))
+            Err(KeyError::CommitTsExpired { .. })
         ),
         "a commit below the pushed min commit ts is refused"
     );
