@@ -44,6 +44,7 @@ for i in $(seq 1 "$RUNS"); do
     "$SAKER" server --data-dir "$d" --s3-addr 127.0.0.1:19900 --admin-addr 127.0.0.1:19901 \
       --rpc-addr 127.0.0.1:19902 "${args[@]}" >"$OUT/server-$engine-$i.log" 2>&1 &
     pid=$!
+    pids+=($pid)
     wait_health http://127.0.0.1:19901
     echo "== run $i: $engine"
     SAKER_CLUSTER_CREDENTIAL=$d/cluster-credential.json "$SAKER" bench meta \

@@ -207,6 +207,11 @@ async fn keyspaces_share_one_tikv_without_seeing_each_other() {
     let a = Server::start(sim.opts("lake-a"));
     let b = Server::start(sim.opts("lake-b"));
     let (ca, cb) = (a.client(), b.client());
+    // Each serves all its groups, and says so.
+    for s in [&a, &b] {
+        let health = reqwest::get(format!("{}/health", s.admin)).await.unwrap();
+        assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
+    }
     create_bucket(&ca, "shared-name").await;
     put(&ca, "shared-name", "k", b"from a").await;
     // The same bucket name is free in the other namespace.
@@ -218,20 +223,17 @@ async fn keyspaces_share_one_tikv_without_seeing_each_other() {
     // The keyspace is fixed at creation.
     let mut a = a;
     a.kill();
-    let out = Command::new(saker_bin())
-        .arg("server")
-        .arg("--data-dir")
-        .arg(a.data_dir())
-        .args(["--store", "tikv", "--pd", &sim.pd])
-        .args(["--tikv-keyspace", &sim.keyspace("other")])
-        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-        .args(["--rpc-addr", "127.0.0.1:0"])
-        .env("SAKER_ACCESS_KEY", ROOT_AK)
-        .env("SAKER_SECRET_KEY", ROOT_SK)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let other = sim.keyspace("other");
+    let args = [
+        "--store",
+        "tikv",
+        "--pd",
+        &sim.pd,
+        "--tikv-keyspace",
+        &other,
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let err = server_refuses(a.data_dir(), &args);
     let wanted = format!("--tikv-keyspace {}", sim.keyspace("lake-a"));
     assert!(err.contains(&wanted), "{err}");
 }

@@ -189,19 +189,15 @@ fn a_certificate_without_its_key_is_refused_at_start() {
     make_certificates(certs.path());
     let data = tempfile::tempdir().unwrap();
     // The CA's key does not go with the server's certificate.
-    let out = Command::new(saker_bin())
-        .args(["server", "--data-dir"])
-        .arg(data.path())
-        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-        .args(["--rpc-addr", "127.0.0.1:0", "--tls-cert"])
-        .arg(certs.path().join("server.pem"))
-        .arg("--tls-key")
-        .arg(certs.path().join("ca.key"))
-        .env("SAKER_ACCESS_KEY", ROOT_AK)
-        .env("SAKER_SECRET_KEY", ROOT_SK)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (cert, key) = (certs.path().join("server.pem"), certs.path().join("ca.key"));
+    let err = server_refuses(
+        data.path(),
+        &[
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+    );
     assert!(err.contains("do not go together"), "{err}");
 }

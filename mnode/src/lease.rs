@@ -97,6 +97,11 @@ impl Lease {
         self.leadership.lease_lost(None);
     }
 
+    /// This process's RPC address.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// The epoch this process serves the group in (0: none).
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
@@ -236,6 +241,33 @@ impl Lease {
         Ok((Some(epoch), Some(self.addr.clone())))
     }
 
+    /// Gives a held lease up (a graceful shutdown), so another process, or this one
+    /// restarted, takes the group at once rather than after it lapses. Stops serving first.
+    pub fn release(&self) -> Result<(), StoreError> {
+        let _one = self.writing.lock();
+        let mine = self.epoch.swap(0, Ordering::SeqCst);
+        self.leadership.lease_lost(None);
+        if mine == 0 {
+            return Ok(());
+        }
+        let key = self.keys.single(LEASE);
+        let Some(old) = self.store.get_fresh(&key)? else {
+            return Ok(());
+        };
+        let mut record: Record = decode(&old)?;
+        if record.holder != self.node_id || record.epoch != mine {
+            return Ok(());
+        }
+        record.expires_ms = 0;
+        let mut batch = WriteBatch::default();
+        batch.put(key.clone(), encode(&record));
+        match self.store.write_fenced(&batch, Some((&key, Some(&old)))) {
+            Ok(()) | Err(FenceError::Moved) => Ok(()),
+            Err(FenceError::Unknown(e)) => Err(StoreError::Io(e)),
+            Err(FenceError::Store(e)) => Err(e),
+        }
+    }
+
     /// Whether the hold ran out locally (renewals failed for a while).
     fn lapsed(&self) -> bool {
         self.deadline.lock().is_none_or(|d| Instant::now() >= d)
@@ -371,5 +403,13 @@ mod tests {
             (None, Some("b:1".into())),
             "a learns the holder"
         );
+        // b shuts down gracefully: a takes the group at once, not after the lease lapses.
+        b.release().unwrap();
+        assert_eq!(b.epoch(), 0);
+        assert_eq!(a.round().unwrap(), (Some(3), Some("a:1".into())));
+        assert!(matches!(
+            b.write(&mut put(b"late-b"), 0),
+            Err(MetaError::NotLeader { .. })
+        ));
     }
 }

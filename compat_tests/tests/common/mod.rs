@@ -101,6 +101,23 @@ pub fn saker_bin() -> PathBuf {
     bin
 }
 
+/// Runs `saker server` on `data_dir` with `args`, which must make it refuse to start; its
+/// stderr.
+pub fn server_refuses(data_dir: &Path, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new(saker_bin())
+        .args(["server", "--data-dir"])
+        .arg(data_dir)
+        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args(["--rpc-addr", "127.0.0.1:0"])
+        .args(args)
+        .env("SAKER_ACCESS_KEY", ROOT_AK)
+        .env("SAKER_SECRET_KEY", ROOT_SK)
+        .output()
+        .expect("run the saker binary");
+    assert!(!out.status.success(), "the server started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn parse_addr(line: &str, label: &str) -> Option<String> {
     let rest = line.trim_start().strip_prefix(label)?.trim_start();
     let url = rest.split_whitespace().next()?;

@@ -350,8 +350,21 @@ impl Mnode {
             Engine::Raft(raft) => {
                 let _ = raft.shutdown().await;
             }
-            // The lease lapses; another process takes the group over.
-            Engine::Lease(_) => self.leadership.retire(),
+            // The lease is given up: another process (or this one restarted) takes the
+            // group over at once.
+            Engine::Lease(lease) => {
+                let l = lease.clone();
+                match tokio::task::spawn_blocking(move || l.release()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(group = self.group(), error = %e, "lease not released; it lapses")
+                    }
+                    Err(e) => {
+                        tracing::warn!(group = self.group(), error = %e, "lease release failed")
+                    }
+                }
+                self.leadership.retire();
+            }
         }
     }
 

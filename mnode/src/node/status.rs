@@ -57,12 +57,18 @@ impl Mnode {
     /// "leader") in the lease's epoch, or does not.
     fn lease_status(&self) -> saker_rpc::ReplicaStatus {
         let term = self.leadership.ready_term();
+        let addr = match &self.engine {
+            crate::engine::Engine::Lease(l) => l.addr().to_string(),
+            crate::engine::Engine::Raft(_) => String::new(),
+        };
         saker_rpc::ReplicaStatus {
             node_id: self.node_id,
             state: if term != 0 { "leader" } else { "follower" }.into(),
             serving: term != 0,
             term,
             leader: (term != 0).then_some(self.node_id),
+            // The serving process is the group's only member as far as status goes.
+            voters: vec![(self.node_id, addr)],
             ..Default::default()
         }
     }
