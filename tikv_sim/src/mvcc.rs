@@ -133,6 +133,26 @@ pub struct Mvcc {
     by_txn: HashMap<u64, Vec<Key>>,
 }
 
+/// The union of two sorted key streams, in their order (`first(a, b)`: `a` comes first).
+fn merge<'a>(
+    a: impl Iterator<Item = &'a Key>,
+    b: impl Iterator<Item = &'a Key>,
+    first: impl Fn(&Key, &Key) -> bool,
+) -> impl Iterator<Item = &'a Key> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
+        (None, None) => None,
+        (Some(_), None) => a.next(),
+        (None, Some(_)) => b.next(),
+        (Some(x), Some(y)) if x == y => {
+            b.next();
+            a.next()
+        }
+        (Some(x), Some(y)) if first(x, y) => a.next(),
+        _ => b.next(),
+    })
+}
+
 impl Mvcc {
     /// The committed value of `key` visible at `ts` (no lock check).
     fn read(&self, key: &[u8], ts: u64) -> Option<Vec<u8>> {
@@ -187,14 +207,15 @@ impl Mvcc {
             Bound::Excluded(end.to_vec())
         };
         let range = (Bound::Included(start.to_vec()), upper);
-        // Candidate keys: those with records or locks.
-        let mut keys: Vec<&Key> = self.writes.range(range.clone()).map(|(k, _)| k).collect();
-        keys.extend(self.locks.range(range).map(|(k, _)| k));
-        keys.sort();
-        keys.dedup();
-        if reverse {
-            keys.reverse();
-        }
+        // Candidate keys: those with records or locks, merged lazily (a page costs its length,
+        // not the range's).
+        let writes = self.writes.range(range.clone()).map(|(k, _)| k);
+        let locks = self.locks.range(range).map(|(k, _)| k);
+        let keys: Box<dyn Iterator<Item = &Key>> = if reverse {
+            Box::new(merge(writes.rev(), locks.rev(), |a, b| a > b))
+        } else {
+            Box::new(merge(writes, locks, |a, b| a < b))
+        };
         let mut out = Vec::new();
         for key in keys {
             if out.len() >= limit {

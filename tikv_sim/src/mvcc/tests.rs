@@ -176,3 +176,44 @@ fn scans_are_ordered_bounded_and_reversible() {
     assert!(m.scan(b"k", b"", 10, ts(5), false, &[]).is_empty());
     assert_eq!(m.middle_key(b"", b""), Some(vec![b'k', 5]));
 }
+
+#[test]
+fn scans_merge_locked_keys_in_place_both_ways() {
+    let mut m = Mvcc::default();
+    txn(&mut m, &[put(b"a", b"1"), put(b"c", b"3")], ts(10), ts(11));
+    // A lock on a key with no record yet, and one on a key that has one.
+    assert!(m
+        .prewrite(
+            &[put(b"b", b"2"), put(b"c", b"4")],
+            b"b",
+            ts(20),
+            3000,
+            2,
+            None
+        )
+        .is_empty());
+    let shape = |r: Vec<Result<(Key, Vec<u8>), KeyError>>| -> Vec<String> {
+        r.into_iter()
+            .map(|p| match p {
+                Ok((k, _)) => String::from_utf8(k).unwrap(),
+                Err(KeyError::Locked { key, .. }) => {
+                    format!("!{}", String::from_utf8(key).unwrap())
+                }
+                Err(e) => panic!("{e:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        shape(m.scan(b"", b"", 10, ts(30), false, &[])),
+        ["a", "!b", "!c"]
+    );
+    assert_eq!(
+        shape(m.scan(b"", b"", 10, ts(30), true, &[])),
+        ["!c", "!b", "a"]
+    );
+    assert_eq!(
+        shape(m.scan(b"", b"", 2, ts(15), true, &[])),
+        ["c", "a"],
+        "older snapshot"
+    );
+}
