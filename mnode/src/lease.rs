@@ -33,8 +33,6 @@ pub const FENCE: u8 = b'F';
 
 /// How long a lease lasts past its last renewal.
 pub const LEASE_FOR: Duration = Duration::from_secs(4);
-/// A TSO timestamp's logical bits (below its physical milliseconds).
-const PHYSICAL_SHIFT: u32 = 18;
 /// How often the holder renews it (and the others look whether it ran out).
 pub const RENEW_EVERY: Duration = Duration::from_millis(1000);
 
@@ -184,7 +182,8 @@ impl Lease {
     fn round(&self) -> Result<(Option<u64>, Option<String>), StoreError> {
         let key = self.keys.single(LEASE);
         let started = Instant::now();
-        let now_ms = self.store.timestamp()? >> PHYSICAL_SHIFT;
+        use tikv_client::TimestampExt;
+        let now_ms = tikv_client::Timestamp::from_version(self.store.timestamp()?).physical as u64;
         let old_bytes = self.store.get_fresh(&key)?;
         let old: Option<Record> = old_bytes.as_deref().map(decode).transpose()?;
         let mine = self.epoch();

@@ -5,7 +5,7 @@
 //! group is opened as the server opens it, so its raft log is replayed into its state first;
 //! then, group by group, every state-machine record is copied in transactions of a page each
 //! and verified: the record count and a CRC32C over every key and value, read back from TiKV,
-//! must equal the source's. Only when every group verified is `cluster.json` switched to the
+//! must equal the source's (the walk and checksum of a raft snapshot). Only when every group verified is `cluster.json` switched to the
 //! TiKV engine; the embedded files are left in place (delete them once the server runs on
 //! TiKV). Chunks stay where they are.
 
@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Subcommand;
-use saker_mnode::keys::{Keys, SM_TABLES};
+use saker_mnode::keys::Keys;
+use saker_mnode::raft::snapshot::{crc_pair, for_each_pair};
 use saker_mnode::store::WriteBatch;
 use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, TikvStore};
 
 use crate::data_dir::{self, StoreEngine};
 
-/// Records per scan page and per copy transaction.
+/// Records per copy transaction.
 const PAGE: usize = 512;
 
 #[derive(Subcommand)]
@@ -53,10 +54,7 @@ struct Digest {
 impl Digest {
     fn add(&mut self, key: &[u8], value: &[u8]) {
         self.records += 1;
-        for part in [key, value] {
-            self.crc = crc32c::crc32c_append(self.crc, &(part.len() as u64).to_be_bytes());
-            self.crc = crc32c::crc32c_append(self.crc, part);
-        }
+        self.crc = crc_pair(self.crc, key, value);
     }
 }
 
@@ -140,50 +138,29 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
 /// transaction; the digest of what was read.
 fn copy_group(s: &dyn MetaStore, t: &dyn MetaStore, keys: Keys) -> anyhow::Result<Digest> {
     let mut digest = Digest::default();
-    for tag in SM_TABLES {
-        for_each_page(s, keys, tag, |page| {
-            let mut batch = WriteBatch::default();
-            for (k, v) in page {
-                digest.add(k, v);
-                batch.put(k.clone(), v.clone());
-            }
-            t.write(&batch, true)?;
-            Ok(())
-        })?;
+    let mut batch = WriteBatch::default();
+    for_each_pair(s, keys, |k, v| {
+        digest.add(k, v);
+        batch.put(k.to_vec(), v.to_vec());
+        if batch.ops.len() == PAGE {
+            t.write(&std::mem::take(&mut batch), true)?;
+        }
+        Ok(())
+    })?;
+    if !batch.is_empty() {
+        t.write(&batch, true)?;
     }
     Ok(digest)
 }
 
+/// The digest of the group `keys`'s state-machine records in `t`.
 fn digest_group(t: &dyn MetaStore, keys: Keys) -> anyhow::Result<Digest> {
     let mut digest = Digest::default();
-    for tag in SM_TABLES {
-        for_each_page(t, keys, tag, |page| {
-            for (k, v) in page {
-                digest.add(k, v);
-            }
-            Ok(())
-        })?;
-    }
+    for_each_pair(t, keys, |k, v| {
+        digest.add(k, v);
+        Ok(())
+    })?;
     Ok(digest)
-}
-
-fn for_each_page(
-    store: &dyn MetaStore,
-    keys: Keys,
-    tag: u8,
-    mut f: impl FnMut(&[(Vec<u8>, Vec<u8>)]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let end = keys.table_end(tag);
-    let mut start = keys.table(tag);
-    loop {
-        let page = store.scan(&start, Some(&end), PAGE)?;
-        let Some((last, _)) = page.last() else {
-            return Ok(());
-        };
-        start = last.clone();
-        start.push(0);
-        f(&page)?;
-    }
 }
 
 #[cfg(test)]

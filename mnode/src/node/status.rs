@@ -12,8 +12,9 @@ use crate::tree::{for_each_value, StoreView};
 impl Mnode {
     /// This replica's raft state.
     pub fn raft_status(&self) -> saker_rpc::ReplicaStatus {
-        let Some(raft) = self.engine.raft() else {
-            return self.lease_status();
+        let raft = match &self.engine {
+            crate::engine::Engine::Raft(raft) => raft,
+            crate::engine::Engine::Lease(lease) => return self.lease_status(lease),
         };
         let m = raft.metrics().borrow().clone();
         let membership = m.membership_config.membership();
@@ -55,12 +56,8 @@ impl Mnode {
 
     /// The TiKV engine's stand-in for raft state: this process serves the group (as its
     /// "leader") in the lease's epoch, or does not.
-    fn lease_status(&self) -> saker_rpc::ReplicaStatus {
+    fn lease_status(&self, lease: &crate::lease::Lease) -> saker_rpc::ReplicaStatus {
         let term = self.leadership.ready_term();
-        let addr = match &self.engine {
-            crate::engine::Engine::Lease(l) => l.addr().to_string(),
-            crate::engine::Engine::Raft(_) => String::new(),
-        };
         saker_rpc::ReplicaStatus {
             node_id: self.node_id,
             state: if term != 0 { "leader" } else { "follower" }.into(),
@@ -68,7 +65,7 @@ impl Mnode {
             term,
             leader: (term != 0).then_some(self.node_id),
             // The serving process is the group's only member as far as status goes.
-            voters: vec![(self.node_id, addr)],
+            voters: vec![(self.node_id, lease.addr().to_string())],
             ..Default::default()
         }
     }

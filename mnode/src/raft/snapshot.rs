@@ -54,7 +54,7 @@ pub fn unnamed_file(dir: &Path, what: &str) -> io::Result<File> {
 
 /// Calls `f` with every (key, value) of the group's state-machine tables, in key order, a page
 /// at a time.
-fn for_each_pair(
+pub fn for_each_pair(
     store: &dyn MetaStore,
     keys: Keys,
     mut f: impl FnMut(&[u8], &[u8]) -> Result<(), SnapshotError>,
@@ -87,6 +87,15 @@ fn clear_tables(store: &dyn MetaStore, keys: Keys) -> Result<(), SnapshotError> 
     Ok(())
 }
 
+/// `crc` extended over one (key, value) pair as a snapshot frames it (each part's length, then
+/// its bytes).
+pub fn crc_pair(crc: u32, key: &[u8], value: &[u8]) -> u32 {
+    [key, value].iter().fold(crc, |crc, part| {
+        let crc = crc32c::crc32c_append(crc, &(part.len() as u32).to_le_bytes());
+        crc32c::crc32c_append(crc, part)
+    })
+}
+
 /// Writes the group's state-machine tables into `file` (from its start) and rewinds it.
 pub fn write(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64, SnapshotError> {
     let mut crc = 0u32;
@@ -95,11 +104,9 @@ pub fn write(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64, 
         let mut out = BufWriter::with_capacity(1 << 20, &mut *file);
         out.write_all(MAGIC)?;
         for_each_pair(store, keys, |k, v| {
+            crc = crc_pair(crc, k, v);
             for part in [k, v] {
-                let len = (part.len() as u32).to_le_bytes();
-                crc = crc32c::crc32c_append(crc, &len);
-                crc = crc32c::crc32c_append(crc, part);
-                out.write_all(&len)?;
+                out.write_all(&(part.len() as u32).to_le_bytes())?;
                 out.write_all(part)?;
             }
             pairs += 1;

@@ -153,8 +153,13 @@ impl TikvStore {
 
     /// `key` at a fresh timestamp, whatever the read mode (a lease record others write).
     pub fn get_fresh(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get_at(None, key)
+    }
+
+    /// `key` at `ts` (`None`: a fresh timestamp).
+    fn get_at(&self, ts: Option<u64>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = self.key(key);
-        self.read_at(None, move |mut snap| {
+        self.read_at(ts, move |mut snap| {
             let key = key.clone();
             async move { snap.get(key).await }
         })
@@ -188,27 +193,20 @@ impl TikvStore {
         (Key::from(lo)..Key::from(hi)).into()
     }
 
-    /// Runs `f` with a snapshot at the read timestamp, again while it meets unresolved locks.
-    fn read<T, F, Fut>(&self, f: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
-        Fut: Future<Output = tikv_client::Result<T>> + Send,
-    {
-        let pinned = match &self.pinned {
-            Some(p) if p.fetched.lock().is_some_and(|t| t.elapsed() < PIN_FOR) => {
-                Some(p.ts.load(Ordering::SeqCst))
-            }
-            Some(_) => {
-                self.advance_reads()?;
-                self.pinned.as_ref().map(|p| p.ts.load(Ordering::SeqCst))
-            }
-            None => None,
+    /// The timestamp reads use: the pinned one in single-writer mode (taken afresh once it is
+    /// [`PIN_FOR`] old), else `None` (a fresh one per read).
+    fn read_ts(&self) -> Result<Option<u64>, StoreError> {
+        let Some(p) = &self.pinned else {
+            return Ok(None);
         };
-        self.read_at(pinned, f)
+        if !p.fetched.lock().is_some_and(|t| t.elapsed() < PIN_FOR) {
+            self.advance_reads()?;
+        }
+        Ok(Some(p.ts.load(Ordering::SeqCst)))
     }
 
-    /// [`TikvStore::read`] at `ts` (`None`: a fresh timestamp).
+    /// Runs `f` with a snapshot at `ts` (`None`: a fresh timestamp), again while it meets
+    /// unresolved locks.
     fn read_at<T, F, Fut>(&self, ts: Option<u64>, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -369,11 +367,7 @@ fn on<T: Send + 'static>(
 
 impl MetaStore for TikvStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let key = self.key(key);
-        self.read(move |mut snap| {
-            let key = key.clone();
-            async move { snap.get(key).await }
-        })
+        self.get_at(self.read_ts()?, key)
     }
 
     fn write(&self, batch: &WriteBatch, _durable: bool) -> Result<(), StoreError> {
@@ -401,7 +395,7 @@ impl MetaStore for TikvStore {
         }
         let range = self.range(start, end);
         let limit = limit.min(u32::MAX as usize) as u32;
-        let pairs = self.read(move |mut snap| {
+        let pairs = self.read_at(self.read_ts()?, move |mut snap| {
             let range = range.clone();
             async move { Ok(snap.scan(range, limit).await?.collect::<Vec<_>>()) }
         })?;
@@ -413,7 +407,7 @@ impl MetaStore for TikvStore {
             return Ok(None);
         }
         let range = self.range(start, Some(end));
-        let last = self.read(move |mut snap| {
+        let last = self.read_at(self.read_ts()?, move |mut snap| {
             let range = range.clone();
             async move { Ok(snap.scan_reverse(range, 1).await?.next()) }
         })?;
