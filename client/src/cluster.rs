@@ -138,11 +138,22 @@ impl Cluster {
             .expect("a cluster has at least one group");
         match path.last() {
             None => first,
-            Some(name) => match self.router.get().route_name(name) {
-                Route::Group(g) => g,
-                // Path-walk names are resolved by any group, which forwards (multi-node work).
-                Route::PathWalk => first,
-            },
+            Some(name) => {
+                let router = self.router.get();
+                match router.route_name(name) {
+                    Route::Group(g) => g,
+                    // A path-walked name is resolved by any group, which forwards it to the
+                    // owner: the group is picked by the parent path, so the forwarding work
+                    // of a hot name is spread and each directory's walk stays warm in one
+                    // group's dentry replica.
+                    Route::PathWalk => {
+                        let parent = path[..path.len() - 1].join("/");
+                        router
+                            .ring()
+                            .owner(saker_namespace::name_hash(parent.as_bytes()))
+                    }
+                }
+            }
         }
     }
 

@@ -63,6 +63,8 @@ pub struct ChangeLog {
     written: std::sync::atomic::AtomicU64,
     pushed_seq: std::sync::atomic::AtomicU64,
     gauge: prometheus::IntGauge,
+    /// The group's cost accounting, once set (records pushed count there).
+    load: OnceLock<Arc<crate::load::LoadRecorder>>,
 }
 
 /// How long async mode lets change-log records gather before it pushes them: the push of
@@ -89,7 +91,13 @@ impl ChangeLog {
             written: Default::default(),
             pushed_seq: Default::default(),
             gauge: metrics::CHANGE_LOG.with_label_values(&[&keys.group.to_string()]),
+            load: OnceLock::new(),
         }
+    }
+
+    /// Counts the records this log pushes in `load`.
+    pub fn observe(&self, load: Arc<crate::load::LoadRecorder>) {
+        let _ = self.load.set(load);
     }
 
     /// A committed batch wrote records up to `seq`.
@@ -269,6 +277,10 @@ impl ChangeLog {
                 continue;
             };
             owners.push((owner, owner_last));
+            if let Some(load) = self.load.get() {
+                let n = records.len() as u64;
+                load.record(saker_rpc::CostKind::ChangePush, n, None, None, 0);
+            }
             let req = MetaRequest::ApplyChanges {
                 source: self.keys.group,
                 records,

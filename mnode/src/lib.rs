@@ -5,6 +5,7 @@
 //! plus per-op results) and are durable when they return. The state lives in a [`store`] engine
 //! under the key layout of [`keys`].
 
+pub mod capacity;
 mod changes;
 mod coord_records;
 mod dirty;
@@ -15,6 +16,7 @@ mod frozen;
 pub mod keys;
 mod leadership;
 mod lease;
+pub mod load;
 mod local;
 mod membership;
 mod metrics;

@@ -250,3 +250,22 @@ pub static SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// What each group's work cost, by kind ([`saker_rpc::CostKind`]): the balancer's input.
+pub static COST_EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "saker_mnode_cost_events_total",
+        "Work a group did, by group and kind (read, write, forward, remote_lookup, lookup_served, change_push, change_apply, dirty_mark)",
+        &["group", "kind"]
+    )
+    .expect("metric registers once")
+});
+
+/// Time requests waited for their group's `--group-ops-limit`.
+pub static OPS_LIMIT_WAIT: LazyLock<prometheus::Counter> = LazyLock::new(|| {
+    prometheus::register_counter!(
+        "saker_mnode_ops_limit_wait_seconds_total",
+        "Seconds requests waited for their group's ops limit (--group-ops-limit)"
+    )
+    .expect("metric registers once")
+});

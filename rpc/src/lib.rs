@@ -25,9 +25,10 @@ pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
-    access, check_cond, ClientTag, Cred, Dentry, DirChange, DirUsage, EtagCond, GroupCounters,
-    LockMode, MetaRequest, MetaResponse, NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond,
-    ReplicaStatus, Retention, SetTime, UploadInfo, Want, WriteCond, XattrMode, MAX_PAGE,
+    access, check_cond, ClientTag, CostKind, Costs, Cred, Dentry, DirChange, DirUsage, EtagCond,
+    GroupCounters, LoadWindow, LockMode, MetaRequest, MetaResponse, NewObject, ObjectLock,
+    ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention, SetTime, UploadInfo, Want,
+    WriteCond, XattrMode, MAX_PAGE,
 };
 pub use meta::{version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION};
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};

@@ -71,8 +71,12 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::store_migrate::StoreCommand,
     },
-    /// Run one balancing round now and print what it did.
+    /// Run one balancing round now and print what it did (`balance stats`: what the groups'
+    /// work cost).
+    #[command(args_conflicts_with_subcommands = true)]
     Balance {
+        #[command(subcommand)]
+        command: Option<crate::admin_balance::BalanceCommand>,
         #[arg(long, default_value_t = 0.01)]
         epsilon: f64,
         #[arg(long, default_value_t = 16)]
@@ -103,12 +107,6 @@ pub enum NodeCommand {
 struct NodeRequest {
     addr: Option<String>,
     id: Option<u64>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct BalanceRequest {
-    epsilon: f64,
-    max_entries: usize,
 }
 
 #[derive(Subcommand)]
@@ -183,7 +181,7 @@ pub struct AdminState {
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
-/// `/admin/exceptions`, `/admin/balance`.
+/// `/admin/exceptions`, `/admin/balance`, `/admin/balance/stats`.
 pub fn router(state: AdminState) -> Router {
     Router::new()
         .route(
@@ -208,7 +206,8 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/exceptions", get(list_exceptions))
         .route("/admin/exceptions/{name}", put(set_exception))
-        .route("/admin/balance", post(run_balance))
+        .route("/admin/balance", post(crate::admin_balance::run))
+        .route("/admin/balance/stats", get(crate::admin_balance::stats))
         .route("/admin/repair", post(crate::admin_chunks::run_repair))
         .route("/admin/chunk-passes", get(crate::admin_chunks::passes))
         .route("/admin/nodes/add", post(add_node))
@@ -275,28 +274,6 @@ async fn set_exception(
         Err(saker_rpc::MetaError::Invalid(m)) => {
             (StatusCode::BAD_REQUEST, format!("{m}\n")).into_response()
         }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
-}
-
-async fn run_balance(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    if !authorized(&st, &Method::POST, "/admin/balance", &headers, &body) {
-        return deny();
-    }
-    let Some(ns) = st.namespace.get() else {
-        let path = "/admin/balance";
-        return crate::admin_forward::to_coordinator(&st, &Method::POST, path, &headers, &body)
-            .await;
-    };
-    let req: BalanceRequest = match json_body(&body) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    if !(0.0..1.0).contains(&req.epsilon) {
-        return (StatusCode::BAD_REQUEST, "epsilon must be in [0, 1)\n").into_response();
-    }
-    match ns.balance_once(req.epsilon, req.max_entries, 0).await {
-        Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }
 }
@@ -808,17 +785,10 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return Ok(());
         }
         AdminCommand::Balance {
+            command,
             epsilon,
             max_entries,
-        } => {
-            let body = serde_json::to_vec(&BalanceRequest {
-                epsilon,
-                max_entries,
-            })?;
-            let text = send(endpoint, Method::POST, "/admin/balance", body).await?;
-            println!("{}", text.trim());
-            return Ok(());
-        }
+        } => return crate::admin_balance::command(endpoint, command, epsilon, max_entries).await,
     };
     crate::admin_keys::run(endpoint, command).await
 }

@@ -4,6 +4,7 @@
 mod access_log;
 mod admin;
 mod admin_auth;
+mod admin_balance;
 mod admin_chunks;
 mod admin_forward;
 mod admin_keys;

@@ -159,6 +159,15 @@ pub struct ServerArgs {
     pub balance_every: Duration,
     #[arg(long, default_value_t = 0.01)]
     pub balance_epsilon: f64,
+    /// Operations per second each MNode group may do (a token bucket per group): gives each
+    /// group a fixed capacity, as a metadata server of its own has, so that on one machine the
+    /// balancer's choices show (Origami's setting; benchmarks use it). Unlimited if unset.
+    #[arg(long)]
+    pub group_ops_limit: Option<u32>,
+    /// The window of each group's cost accounting (`saker admin balance stats`, `/metrics`):
+    /// the balancer predicts the next window from the past ones.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub load_window: Duration,
     /// Space kept free on the metadata store's file system: below it, writes that add data
     /// are answered 507 InsufficientStorage (ENOSPC through a mount) before they reach the
     /// raft log, deletes still pass, and writes resume once space is back (0: no reserve).
@@ -434,6 +443,8 @@ impl ServerArgs {
         cfg.gc_grace = self.gc_grace;
         cfg.pipeline_depth = self.pipeline_depth;
         cfg.snapshot_logs = self.raft_snapshot_logs;
+        cfg.ops_limit = self.group_ops_limit.filter(|&n| n > 0);
+        cfg.load_window = self.load_window;
         if !self.merge {
             cfg.max_batch = 1;
         }

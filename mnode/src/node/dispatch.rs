@@ -6,7 +6,12 @@ use saker_rpc::{
     access, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond, Want,
 };
 
+use std::time::Instant;
+
+use saker_rpc::CostKind;
+
 use super::Mnode;
+use crate::capacity;
 use crate::keys::EXCEPTIONS;
 use crate::metrics;
 
@@ -23,6 +28,9 @@ impl MetaService for Mnode {
         self.ready(!req.is_write()).await?;
         req.validate()?;
         crate::space::check(&req)?;
+        if let Some(limit) = self.ops_limit.as_ref().filter(|_| capacity::costs(&req)) {
+            limit.take().await;
+        }
         let result = match req {
             MetaRequest::Rmdir { path, cred } => {
                 // The caller's permission to remove the entry, checked by the owner.
@@ -108,7 +116,14 @@ impl MetaService for Mnode {
                 }
             },
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
-            req @ MetaRequest::LookupDentry { .. } => self.lookup_dentry(&req).await,
+            req @ MetaRequest::LookupDentry { .. } => {
+                let start = Instant::now();
+                let result = self.lookup_dentry(&req).await;
+                let micros = start.elapsed().as_micros() as u64;
+                self.load
+                    .record(CostKind::LookupServed, 1, None, None, micros);
+                result
+            }
             MetaRequest::Counters => self.counters().map(MetaResponse::Counters),
             MetaRequest::SyncToDisk => {
                 let store = self.store.clone();
@@ -120,6 +135,8 @@ impl MetaService for Mnode {
             }
             MetaRequest::PushChanges => self.push_changes().await.map(|()| MetaResponse::Done),
             MetaRequest::MarkDirty { source, dirs, seq } => {
+                let n = dirs.len() as u64;
+                self.load.record(CostKind::DirtyMark, n, None, None, 0);
                 let mut dirty = self.dirty.lock();
                 for d in dirs {
                     dirty.mark(d, source, seq);
@@ -189,10 +206,13 @@ impl MetaService for Mnode {
                 crate::coord_records::scan(self.store.as_ref(), &self.keys, &prefix)
             }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
+            MetaRequest::LoadStats { top } => Ok(MetaResponse::Load(self.load.last(top as usize))),
             MetaRequest::Committed { ticket } => {
                 self.tickets.wait(ticket).await.map(|()| MetaResponse::Done)
             }
             MetaRequest::ApplyChanges { source, records } => {
+                let n = records.len() as u64;
+                self.load.record(CostKind::ChangeApply, n, None, None, 0);
                 let upto = records.last().map(|(seq, _)| *seq);
                 let result = self
                     .serve(tag, MetaRequest::ApplyChanges { source, records })
@@ -216,7 +236,17 @@ impl MetaService for Mnode {
                 Ok(None) => {
                     let version = self.router.get().exceptions_version();
                     let retry = req.clone();
+                    let start = Instant::now();
                     let mut result = self.serve(tag, req).await;
+                    if let Some(path) = retry.path() {
+                        let kind = if retry.is_write() {
+                            CostKind::Write
+                        } else {
+                            CostKind::Read
+                        };
+                        let micros = start.elapsed().as_micros() as u64;
+                        self.load.record_path(kind, path, micros);
+                    }
                     // The name's inodes moved to another group while this request was on its
                     // way: follow them.
                     if matches!(

@@ -25,6 +25,7 @@ use saker_rpc::MetaService;
 use saker_rpc::{ChannelPool, ClientTag, CoordinatorService, MetaError};
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::capacity::OpsLimit;
 use crate::changes::{ChangeLog, Peers};
 use crate::dirty::DirtySet;
 use crate::engine::Engine;
@@ -34,6 +35,7 @@ use crate::frozen::FrozenDirs;
 use crate::keys::{Keys, EXCEPTIONS};
 use crate::leadership::{Change, Leadership};
 use crate::lease::Lease;
+use crate::load::LoadRecorder;
 use crate::raft::{LogStore, Network, Raft, StateMachine};
 use crate::records::{decode, SmMeta};
 use crate::store::{MetaStore, TikvStore};
@@ -78,6 +80,10 @@ pub struct MnodeConfig {
     /// On the TiKV engine (the store is this one): no raft; the group is served under a
     /// lease in TiKV by one of the processes that may serve it ([`crate::lease`]).
     pub tikv: Option<Arc<TikvStore>>,
+    /// Operations per second the group may do (`--group-ops-limit`; `None`: unlimited).
+    pub ops_limit: Option<u32>,
+    /// The window of the group's cost accounting ([`crate::load`]).
+    pub load_window: Duration,
 }
 
 impl MnodeConfig {
@@ -97,6 +103,8 @@ impl MnodeConfig {
             snapshot_dir: std::env::temp_dir(),
             snapshot_logs: 2000,
             tikv: None,
+            ops_limit: None,
+            load_window: crate::load::WINDOW,
         }
     }
 
@@ -162,6 +170,10 @@ pub struct Mnode {
     backups: backup::Backups,
     /// Where snapshot and backup files are made.
     snapshot_dir: PathBuf,
+    /// What the group's work costs, window by window.
+    load: Arc<LoadRecorder>,
+    /// The group's capacity, when limited.
+    ops_limit: Option<OpsLimit>,
 }
 
 fn untagged() -> ClientTag {
@@ -214,7 +226,9 @@ impl Mnode {
         };
         let permits = Arc::new(Semaphore::new(pipeline_depth as usize));
         let peers = Arc::new(OnceLock::new());
+        let load = Arc::new(LoadRecorder::new(cfg.group, cfg.load_window));
         let changes = Arc::new(ChangeLog::new(keys, store.clone(), peers.clone()));
+        changes.observe(load.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let batch_counts = Arc::new(BatchCounts::default());
         let exec = Executor {
@@ -263,6 +277,8 @@ impl Mnode {
             renewing: tokio::sync::Mutex::new(()),
             backups: Default::default(),
             snapshot_dir: cfg.snapshot_dir.clone(),
+            load,
+            ops_limit: cfg.ops_limit.map(OpsLimit::new),
         });
         match &node.engine {
             Engine::Raft(raft) => {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use saker_namespace::{Route, ROOT_ID};
 use saker_rpc::{
-    Attr, ClientTag, Entry, InodeId, MetaError, MetaRequest, MetaResponse, MetaService,
+    Attr, ClientTag, CostKind, Entry, InodeId, MetaError, MetaRequest, MetaResponse, MetaService,
 };
 
 use super::{untagged, Mnode, MAX_ATTEMPTS};
@@ -69,6 +69,10 @@ impl Mnode {
             let epoch = self.replica.lock().epoch();
             metrics::REMOTE_LOOKUPS.inc();
             self.remote_lookups.fetch_add(1, Ordering::Relaxed);
+            let dir = path[..=depth].join("/");
+            let last = path.last().map(String::as_str);
+            self.load
+                .record(CostKind::RemoteLookup, 1, last, Some(&dir), 0);
             let req = MetaRequest::LookupDentry {
                 pid,
                 name: name.clone(),
@@ -234,6 +238,9 @@ impl Mnode {
     ) -> Result<MetaResponse, MetaError> {
         metrics::MISDIRECTED.inc();
         self.forwards.fetch_add(1, Ordering::Relaxed);
+        if let Some(path) = req.path() {
+            self.load.record_path(CostKind::Forward, path, 0);
+        }
         self.peer(g)?.call(tag, req).await
     }
 }

@@ -48,6 +48,7 @@ impl MetaRequest {
                 | MetaRequest::ThawAll
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
+                | MetaRequest::LoadStats { .. }
                 | MetaRequest::Committed { .. }
                 | MetaRequest::SharedAttrs { .. }
                 | MetaRequest::LinkPending { .. }
@@ -311,6 +312,7 @@ impl MetaRequest {
             | MetaRequest::ThawAll
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
+            | MetaRequest::LoadStats { .. }
             | MetaRequest::Committed { .. }
             | MetaRequest::AdoptEntry { .. }
             | MetaRequest::DropEntry { .. }
@@ -390,6 +392,7 @@ impl MetaRequest {
             MetaRequest::ThawAll => "thaw_all",
             MetaRequest::MigrateName { .. } => "migrate_name",
             MetaRequest::NameStats { .. } => "name_stats",
+            MetaRequest::LoadStats { .. } => "load_stats",
             MetaRequest::Committed { .. } => "committed",
             MetaRequest::AdoptEntry { .. } => "adopt_entry",
             MetaRequest::DropEntry { .. } => "drop_entry",

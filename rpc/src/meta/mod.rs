@@ -13,6 +13,7 @@ pub use saker_namespace::Dentry;
 
 mod classify;
 mod cond;
+mod load;
 mod lock;
 mod response;
 mod types;
@@ -20,6 +21,7 @@ mod versions;
 
 pub use classify::MAX_PAGE;
 pub use cond::{check as check_cond, EtagCond, WriteCond};
+pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
@@ -605,6 +607,11 @@ pub enum MetaRequest {
         id: u64,
         offset: u64,
         len: u32,
+    },
+    /// At every group, for the balancer: what its work cost over its last closed window
+    /// ([`LoadWindow`]), with its `top` heaviest names and directories. Answers `Load`.
+    LoadStats {
+        top: u32,
     },
 }
 

@@ -63,6 +63,8 @@ pub enum MetaResponse {
         size: u64,
         data: Vec<u8>,
     },
+    /// What a group's work cost over its last closed window.
+    Load(super::LoadWindow),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

@@ -1,0 +1,101 @@
+//! The benefit-driven balancer's inputs on a real server: the groups' cost accounting
+//! (`saker admin balance stats`, `/metrics`) and the per-group capacity (`--group-ops-limit`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// A counter's value summed over every label set (0 if absent).
+fn sum_of(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_groups_account_for_their_work_and_keep_to_their_capacity() {
+    let srv = Server::start(
+        Opts::default()
+            .arg("--load-window", "1s")
+            .arg("--group-ops-limit", "100"),
+    );
+    let c = srv.client();
+    let bucket = new_bucket(&c, "balance").await;
+    let keys: Vec<String> = (0..10).map(|i| format!("train/d{i}/label.txt")).collect();
+    for k in &keys {
+        put(&c, &bucket, k, k.as_bytes()).await;
+    }
+    // Read the labels until a closed window shows them as the heaviest name, all on one
+    // group (the ring owner of `label.txt`), with the group's reads counted.
+    let seen = std::cell::RefCell::new(serde_json::Value::Null);
+    let found = poll_until(Duration::from_secs(60), || {
+        let (c, bucket, keys, srv, seen) = (&c, &bucket, &keys, &srv, &seen);
+        async move {
+            for k in keys {
+                assert_eq!(get_bytes(c, bucket, k).await, k.as_bytes());
+            }
+            let out = ok_stdout(srv.admin_cmd(&["balance", "stats"]), "balance stats");
+            let last: serde_json::Value = serde_json::from_str(&out).unwrap();
+            *seen.borrow_mut() = last.clone();
+            let names = last["names"].as_array().unwrap();
+            let Some(top) = names.first() else {
+                return false;
+            };
+            let groups = top["by_group"].as_object().unwrap();
+            top["key"] == "label.txt"
+                && top["costs"]["read"].as_u64().unwrap_or(0) >= 10
+                && groups.len() == 1
+                && last["groups"].as_array().unwrap().iter().any(|g| {
+                    groups.contains_key(&g["group"].to_string())
+                        && g["costs"]["read"].as_u64().unwrap_or(0) >= 10
+                        && g["ops_per_sec"].as_f64().unwrap() > 0.0
+                })
+        }
+    })
+    .await;
+    let last = seen.into_inner();
+    assert!(found, "no window showed label.txt as the hot name: {last}");
+    assert_eq!(last["groups"].as_array().unwrap().len(), 4, "{last}");
+    // The directories are counted too: one of the label's.
+    let dirs: Vec<&str> = last["dirs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert!(
+        dirs.iter()
+            .any(|d| d.starts_with(&format!("{bucket}/train/d"))),
+        "{last}"
+    );
+
+    // /metrics counts the same events, by group and kind.
+    let text = metrics_text(&srv.admin).await;
+    assert!(
+        sum_of(&text, "saker_mnode_cost_events_total", "kind=\"read\"") >= 10.0,
+        "{text}"
+    );
+    assert!(sum_of(&text, "saker_mnode_cost_events_total", "kind=\"write\"") >= 10.0);
+
+    // 200 reads of one name at 100 operations per second per group: the group makes them
+    // wait (a second at least), and every one is answered right.
+    let waited = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("saker_mnode_ops_limit_wait_seconds_total "))
+            .map(|v| v.parse::<f64>().unwrap())
+            .unwrap_or(0.0)
+    };
+    let before = waited(&text);
+    let reads = (0..200).map(|i| {
+        let (c, bucket, k) = (c.clone(), bucket.clone(), keys[i % keys.len()].clone());
+        tokio::spawn(async move { get_bytes(&c, &bucket, &k).await == k.as_bytes() })
+    });
+    for r in futures::future::join_all(reads).await {
+        assert!(r.unwrap(), "a read under the limit came back wrong");
+    }
+    let after = waited(&metrics_text(&srv.admin).await);
+    assert!(after - before >= 1.0, "waited {before} then {after}");
+}
