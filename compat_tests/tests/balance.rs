@@ -99,3 +99,73 @@ async fn the_groups_account_for_their_work_and_keep_to_their_capacity() {
     let after = waited(&metrics_text(&srv.admin).await);
     assert!(after - before >= 1.0, "waited {before} then {after}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_directory_name_is_refused_and_the_table_stays_as_it_was() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let bucket = new_bucket(&c, "dirname").await;
+    put(&c, &bucket, "hot/a.json", b"a").await;
+    put(&c, &bucket, "b/hot", b"a file named hot").await;
+    let refused = srv.admin_cmd(&["exception", "set", "hot", "pathwalk"]);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("directories named hot"), "{why}");
+    let table = ok_stdout(srv.admin_cmd(&["exception", "list"]), "exception list");
+    assert!(!table.contains("hot"), "{table}");
+    // Nothing moved: both still read back.
+    assert_eq!(get_bytes(&c, &bucket, "hot/a.json").await, b"a");
+    assert_eq!(get_bytes(&c, &bucket, "b/hot").await, b"a file named hot");
+}
+
+/// `saker bench rebalance` on a small hot-name job: under the benefit policy the hot name is
+/// spread while the job runs, and every operation succeeds. (How much faster is the
+/// benchmark's to say, not this test's.)
+#[test]
+fn the_benefit_policy_spreads_a_hot_name_during_a_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rebalance.json");
+    let run = std::process::Command::new(saker_bin())
+        .args([
+            "bench",
+            "rebalance",
+            "--workload",
+            "hotname",
+            "--policy",
+            "benefit",
+        ])
+        .args([
+            "--scale",
+            "0.1",
+            "--ops-limit",
+            "100",
+            "--threads",
+            "8",
+            "--json",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["errors"], 0, "{report}");
+    assert_eq!(report["ops"], 1600, "{report}");
+    let moved = report["exceptions"].as_array().unwrap();
+    assert!(
+        moved.iter().any(|e| e[0] == "label.txt"),
+        "label.txt was not moved: {report}"
+    );
+    assert!(
+        report["migrated_inodes"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    assert!(
+        report["balancer_plan_secs"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+}

@@ -185,6 +185,13 @@ impl NamespaceCoordinator {
         if !changed {
             return Ok(table);
         }
+        // Refused before anything changes if a directory has the name: every group looks (a
+        // move under the table in force moves nothing, and is refused the same way).
+        self.everywhere(|| MetaRequest::MigrateName {
+            name: name.to_string(),
+            table: self.exceptions.table(),
+        })
+        .await?;
         self.exceptions
             .save(Persisted {
                 table: table.clone(),
@@ -263,7 +270,7 @@ impl NamespaceCoordinator {
     }
 
     /// Every group's inode count and most frequent file names.
-    async fn stats(&self) -> Result<BTreeMap<GroupId, GroupStats>, MetaError> {
+    pub(crate) async fn stats(&self) -> Result<BTreeMap<GroupId, GroupStats>, MetaError> {
         let mut out = BTreeMap::new();
         for (g, svc) in &self.groups {
             match svc

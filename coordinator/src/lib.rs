@@ -10,6 +10,7 @@
 
 pub mod access_keys;
 pub mod balance;
+pub mod benefit;
 pub mod dir_attr;
 pub mod exceptions;
 pub mod journal;

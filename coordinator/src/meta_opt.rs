@@ -101,7 +101,7 @@ impl Default for Params {
     fn default() -> Self {
         Self {
             units: UnitCosts::default(),
-            delta: 0.1,
+            delta: 0.5,
             threshold: 0.02,
             max_moves: 8,
         }

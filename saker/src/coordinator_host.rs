@@ -51,10 +51,15 @@ impl Active {
 }
 
 /// Balancing of the groups, as `saker server` was told.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct Balance {
     pub every: Duration,
     pub epsilon: f64,
+    pub policy: crate::server::BalancePolicy,
+    /// The `even` policy leaves namespaces smaller than this alone.
+    pub min_inodes: u64,
+    /// The groups' cost window (the `benefit` policy plans once per window).
+    pub window: Duration,
 }
 
 pub struct CoordinatorHost {
@@ -160,7 +165,7 @@ impl CoordinatorHost {
         ns.resolve_pending().await;
         tokio::join!(
             ns.clone().run_resolver(),
-            crate::server::balance_loop(ns.clone(), self.balance.every, self.balance.epsilon),
+            crate::server::balance_loop(ns.clone(), self.balance),
         );
     }
 

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use saker_client::{collect_garbage, Cluster};
+use saker_coordinator::benefit::BenefitBalancer;
 use saker_coordinator::NamespaceCoordinator;
 use saker_gateway::Gateway;
 
 use crate::coordinator_host::Active;
+use crate::server::BalancePolicy;
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
 /// scrub (a walk of every chunk and, when some are older than `scrub_age`, of every group's
@@ -184,25 +186,89 @@ pub(crate) async fn repair_loop(
     .await
 }
 
-/// Periodic balancing rounds (none when `every` is zero).
+/// Periodic balancing rounds: `even` every `every` (none when it is zero), `benefit` once per
+/// cost window.
 pub(crate) async fn balance_loop(
     namespace: Arc<NamespaceCoordinator>,
-    every: Duration,
-    epsilon: f64,
+    settings: crate::coordinator_host::Balance,
 ) {
-    periodically(every, None, || async {
-        let round = namespace.balance_once(epsilon, BALANCE_MAX_ENTRIES, BALANCE_MIN_INODES);
-        if let Err(e) = round.await {
-            tracing::warn!(error = %e, "balancing round failed");
+    match settings.policy {
+        BalancePolicy::Even => {
+            periodically(settings.every, None, || async {
+                let start = std::time::Instant::now();
+                let round = namespace.balance_once(
+                    settings.epsilon,
+                    BALANCE_MAX_ENTRIES,
+                    settings.min_inodes,
+                );
+                if let Err(e) = round.await {
+                    tracing::warn!(error = %e, "balancing round failed");
+                }
+                BALANCE_ROUNDS
+                    .with_label_values(&["even"])
+                    .inc_by(start.elapsed().as_secs_f64());
+            })
+            .await
         }
-    })
-    .await
+        BalancePolicy::Benefit => {
+            let balancer = tokio::sync::Mutex::new(BenefitBalancer::new(Default::default()));
+            let secs = settings.window.as_secs_f64();
+            // Twice a window, so each new window is taken soon after it closes.
+            periodically(settings.window / 2, None, || async {
+                let start = std::time::Instant::now();
+                match namespace.balance_benefit_once(&balancer, secs).await {
+                    Ok(report) => {
+                        BALANCE_PLAN.inc_by(report.plan_micros as f64 / 1e6);
+                        if let Some(e) = report.evaluation {
+                            PREDICTION_ERROR
+                                .with_label_values(&["ewma"])
+                                .set(e.ewma_error);
+                            PREDICTION_ERROR
+                                .with_label_values(&["model"])
+                                .set(e.model_error);
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "benefit balancing round failed"),
+                }
+                BALANCE_ROUNDS
+                    .with_label_values(&["benefit"])
+                    .inc_by(start.elapsed().as_secs_f64());
+            })
+            .await
+        }
+    }
 }
+
+/// Time in balancing rounds, by policy (calls to the groups and moves included).
+static BALANCE_ROUNDS: std::sync::LazyLock<prometheus::CounterVec> =
+    std::sync::LazyLock::new(|| {
+        prometheus::register_counter_vec!(
+            "saker_balance_round_seconds_total",
+            "Seconds spent in balancing rounds, by policy (calls to the groups and moves included)",
+            &["policy"]
+        )
+        .expect("metric registers once")
+    });
+
+/// The benefit policy's own work: predicting and planning.
+static BALANCE_PLAN: std::sync::LazyLock<prometheus::Counter> = std::sync::LazyLock::new(|| {
+    prometheus::register_counter!(
+        "saker_balance_plan_seconds_total",
+        "Seconds the benefit policy spent predicting and planning"
+    )
+    .expect("metric registers once")
+});
+
+/// How the benefit policy's predictors did on the later part of the traces they keep.
+static PREDICTION_ERROR: std::sync::LazyLock<prometheus::GaugeVec> =
+    std::sync::LazyLock::new(|| {
+        prometheus::register_gauge_vec!(
+            "saker_balance_prediction_error",
+            "Mean absolute error over load of the benefit policy's predictors on held-out windows",
+            &["predictor"]
+        )
+        .expect("metric registers once")
+    });
 
 /// New exception entries one balancing round may add.
 pub(crate) const BALANCE_MAX_ENTRIES: usize = 16;
-
-/// Periodic rounds leave namespaces smaller than this alone: a few thousand inodes spread by a
-/// 256-vnode ring are uneven by chance, and no name is worth a migration
-/// (`saker admin balance` still balances them on request).
-pub(crate) const BALANCE_MIN_INODES: u64 = 100_000;

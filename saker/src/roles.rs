@@ -19,7 +19,7 @@ use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcS
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
-use crate::coordinator_host::{Active, Balance, CoordinatorHost, CoordinatorRoute};
+use crate::coordinator_host::{Active, CoordinatorHost, CoordinatorRoute};
 use crate::hosting::{Hosted, Hosting, LocalReplica};
 use crate::process_config::{ProcessConfig, Role};
 use crate::server::{
@@ -121,10 +121,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             groups.clone(),
             here.clone().unwrap_or_default(),
             channels.clone(),
-            Balance {
-                every: args.balance_every,
-                epsilon: args.balance_epsilon,
-            },
+            args.balance(),
         )?;
         active = Some(h.active());
         host = Some(h.clone());
@@ -148,8 +145,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         active = Some(Active::fixed(namespace.clone()));
         tokio::spawn(crate::server::balance_loop(
             namespace.clone(),
-            args.balance_every,
-            args.balance_epsilon,
+            args.balance(),
         ));
         (namespace.clone(), namespace)
     } else {

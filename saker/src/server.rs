@@ -30,6 +30,17 @@ pub(crate) use crate::loops::*;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
 
+/// How the balancer picks exception-table entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BalancePolicy {
+    /// FalconFS: redirect frequent file names while a group holds more than 1/groups +
+    /// epsilon of the inodes.
+    Even,
+    /// Origami: every cost window, the moves with the largest predicted cut of the job
+    /// completion time (the most loaded group's work), their own cost counted.
+    Benefit,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum ParentUpdatesArg {
     Sync,
@@ -159,6 +170,15 @@ pub struct ServerArgs {
     pub balance_every: Duration,
     #[arg(long, default_value_t = 0.01)]
     pub balance_epsilon: f64,
+    /// `even` balances inode counts (FalconFS); `benefit` moves names by their predicted
+    /// benefit to job completion time (Origami), once per --load-window.
+    #[arg(long, value_enum, default_value = "even")]
+    pub balance_policy: BalancePolicy,
+    /// The `even` policy's periodic rounds leave namespaces smaller than this alone: a few
+    /// thousand inodes spread by a 256-vnode ring are uneven by chance, and no name is worth a
+    /// migration (`saker admin balance` still balances them on request).
+    #[arg(long, default_value_t = 100_000)]
+    pub balance_min_inodes: u64,
     /// Operations per second each MNode group may do (a token bucket per group): gives each
     /// group a fixed capacity, as a metadata server of its own has, so that on one machine the
     /// balancer's choices show (Origami's setting; benchmarks use it). Unlimited if unset.
@@ -276,11 +296,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         tracing::warn!("logged renames are still unresolved; retrying in the background");
     }
     tokio::spawn(namespace.clone().run_resolver());
-    tokio::spawn(balance_loop(
-        namespace.clone(),
-        args.balance_every,
-        args.balance_epsilon,
-    ));
+    tokio::spawn(balance_loop(namespace.clone(), args.balance()));
     let map = ClusterMap {
         version: 1,
         groups: local.router.ring().groups().to_vec(),
@@ -435,6 +451,16 @@ impl ServerArgs {
             .as_deref()
             .map(|p| AccessLog::open(p).map(Arc::new))
             .transpose()
+    }
+
+    pub(crate) fn balance(&self) -> crate::coordinator_host::Balance {
+        crate::coordinator_host::Balance {
+            every: self.balance_every,
+            epsilon: self.balance_epsilon,
+            policy: self.balance_policy,
+            min_inodes: self.balance_min_inodes,
+            window: self.load_window,
+        }
     }
 
     pub(crate) fn mnode_config(&self, group: u32, tikv: Option<Arc<TikvStore>>) -> MnodeConfig {

@@ -123,7 +123,7 @@ struct Bench {
     bucket: String,
 }
 
-fn empty_object() -> NewObject {
+pub(super) fn empty_object() -> NewObject {
     NewObject {
         inline: Some(bytes::Bytes::new()),
         ..Default::default()

@@ -3,8 +3,10 @@
 mod balance;
 mod fs;
 mod meta;
+mod rebalance;
 mod s3;
 mod sigv4;
+mod trace;
 mod traverse;
 
 use clap::Subcommand;
@@ -25,6 +27,10 @@ pub enum BenchCommand {
     /// File-system ops (create, stat, write, read, readdir, unlink, copy) with plain file
     /// calls on any directory: a saker mount, another file system, a local disk.
     Fs(fs::FsBenchArgs),
+    /// Origami's experiment: an all-in-one server with a fixed capacity per MNode group and a
+    /// balancing policy (none, even, benefit) replays a generated metadata job (hotdir,
+    /// hotname, shift, uniform): job completion time, ops/s, migrations, work per group.
+    Rebalance(rebalance::RebalanceBenchArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -34,6 +40,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Traverse(args) => traverse::run(args).await,
         BenchCommand::Balance(args) => balance::run(args).await,
         BenchCommand::Fs(args) => fs::run(args).await,
+        BenchCommand::Rebalance(args) => rebalance::run(args).await,
     }
 }
 
