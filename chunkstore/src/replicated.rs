@@ -383,9 +383,15 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     /// Brings every chunk of `referenced` to all its replicas: lists what each member holds,
-    /// and copies each chunk a replica lacks from a member that has it.
-    async fn repair(&self, referenced: &HashSet<u128>) -> Result<RepairReport, ChunkError> {
+    /// and copies each chunk a replica lacks from a member that has it, at most `rate` bytes
+    /// per second (a few copies at a time; the next start waits while the pass is ahead).
+    async fn repair(
+        &self,
+        referenced: &HashSet<u128>,
+        rate: u64,
+    ) -> Result<RepairReport, ChunkError> {
         let mut report = RepairReport::default();
+        let mut pace = Pace::new(rate);
         let progress = &crate::progress::REPAIR;
         let _running = progress.begin(referenced.len() as u64);
         // Chunks still short of a replica when the pass ends (the gauge).
@@ -418,6 +424,7 @@ impl ChunkStore for ReplicatedChunkStore {
             report.bytes += o.bytes;
             report.failed += o.failed;
             left_short += u64::from(o.lost || o.failed > 0);
+            pace.wait(o.bytes).await;
         }
         self.counters
             .under_replicated

@@ -42,13 +42,14 @@ pub trait ChunkStore: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Brings every chunk of `referenced` (ids) to all the replicas it should have; a store
-    /// of one copy has nothing to do.
+    /// Brings every chunk of `referenced` (ids) to all the replicas it should have, copying
+    /// at most `rate` bytes per second (0: unpaced); a store of one copy has nothing to do.
     async fn repair(
         &self,
         referenced: &std::collections::HashSet<u128>,
+        rate: u64,
     ) -> Result<RepairReport, ChunkError> {
-        let _ = referenced;
+        let _ = (referenced, rate);
         Ok(RepairReport::default())
     }
 

@@ -104,8 +104,9 @@ pub async fn scrub_chunks(cluster: &Cluster, rate: u64) -> Result<ScrubReport, C
 }
 
 /// One repair pass: every referenced chunk is brought to all the replicas the cluster's
-/// chunkstores place it on (copied from one that has it).
-pub async fn repair_chunks(cluster: &Cluster) -> Result<RepairReport, ClientError> {
+/// chunkstores place it on (copied from one that has it), at most `rate` bytes per second
+/// (0: unpaced).
+pub async fn repair_chunks(cluster: &Cluster, rate: u64) -> Result<RepairReport, ClientError> {
     let referenced = referenced_chunks(cluster).await?;
-    Ok(cluster.chunks.repair(&referenced).await?)
+    Ok(cluster.chunks.repair(&referenced, rate).await?)
 }

@@ -51,7 +51,7 @@ pub struct LoadReport {
     pub groups: Vec<GroupLoad>,
     pub names: Vec<HotSpot>,
     pub dirs: Vec<HotSpot>,
-    /// The largest overcount of a listed name or directory in any group's list.
+    /// How far a listed name's or directory's count may be short, at worst.
     pub error: u64,
 }
 

@@ -1,9 +1,9 @@
 //! What a group's work costs, window by window (Origami §3.1), for the benefit-driven
 //! balancer: every request served, forwarded or looked up is counted by [`CostKind`] for the
 //! group, for its file name and for its directory. Names and directories are kept in
-//! bounded top-k lists (Space-Saving: a newcomer replaces the lightest entry and inherits its
-//! count as its possible error), so a window of a million distinct names costs as much memory
-//! as one of a hundred. The last closed window is what `LoadStats` answers.
+//! bounded heavy-hitter lists (the lighter half dropped whenever they fill), so a window of a
+//! million distinct names costs as much memory as one of a thousand, and a request a hash
+//! insert. The last closed window is what `LoadStats` answers.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -18,19 +18,22 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 /// with room for newcomers to climb.
 const TRACKED: usize = 512;
 
-/// One name's or directory's entry: its count (with what it may have inherited), the error
-/// it inherited, and the events seen since it entered.
+/// One name's or directory's entry: its count, and the events of each kind.
 #[derive(Clone, Copy, Default)]
 struct Tracked {
     weight: u64,
-    error: u64,
     costs: Costs,
 }
 
-/// Space-Saving heavy hitters over keys.
+/// Heavy hitters over keys, in bounded memory: up to twice `cap` keys are counted; when
+/// that many are, the lighter half is dropped (the heaviest `cap` stay), and `error`
+/// remembers the heaviest count dropped, which bounds how far a listed key's count may be
+/// short (one dropped and seen again starts over). A key inserted costs a hash insert; the
+/// pruning's sort is paid once per `cap` new keys.
 struct TopK {
     cap: usize,
     map: HashMap<String, Tracked>,
+    error: u64,
 }
 
 impl TopK {
@@ -38,6 +41,7 @@ impl TopK {
         Self {
             cap,
             map: HashMap::new(),
+            error: 0,
         }
     }
 
@@ -47,35 +51,30 @@ impl TopK {
             t.costs.0[kind.index()] += n;
             return;
         }
-        let mut entry = Tracked {
+        if self.map.len() >= self.cap * 2 {
+            let mut weights: Vec<u64> = self.map.values().map(|t| t.weight).collect();
+            let (_, &mut kept_min, _) =
+                weights.select_nth_unstable_by(self.cap - 1, |a, b| b.cmp(a));
+            // Keys tied at the cut all go, so at most `cap` stay.
+            self.map.retain(|_, t| t.weight > kept_min);
+            self.error = self.error.max(kept_min);
+        }
+        let entry = Tracked {
             weight: n,
-            error: 0,
             costs: Costs::of(kind, n),
         };
-        if self.map.len() >= self.cap {
-            let lightest = self
-                .map
-                .iter()
-                .min_by_key(|(_, t)| t.weight)
-                .map(|(k, t)| (k.clone(), t.weight));
-            if let Some((k, w)) = lightest {
-                self.map.remove(&k);
-                entry.weight += w;
-                entry.error = w;
-            }
-        }
         self.map.insert(key.to_string(), entry);
     }
 
-    /// The `top` heaviest, heaviest first (ties by key), and the largest error among them.
+    /// The `top` heaviest, heaviest first (ties by key), and how far their counts may be
+    /// short.
     fn heaviest(&self, top: usize) -> (Vec<(String, Costs)>, u64) {
         let mut all: Vec<(&String, &Tracked)> = self.map.iter().collect();
         all.sort_by(|a, b| b.1.weight.cmp(&a.1.weight).then_with(|| a.0.cmp(b.0)));
         all.truncate(top);
-        let error = all.iter().map(|(_, t)| t.error).max().unwrap_or(0);
         (
             all.into_iter().map(|(k, t)| (k.clone(), t.costs)).collect(),
-            error,
+            self.error,
         )
     }
 }
@@ -207,7 +206,6 @@ mod tests {
 
     #[test]
     fn heavy_names_survive_a_flood_of_distinct_ones() {
-        // Space-Saving keeps every key above total/capacity (11,200 / 100 here).
         let mut top = TopK::new(100);
         for i in 0..10_000 {
             top.add(&format!("file-{i}"), CostKind::Write, 1);
@@ -221,11 +219,11 @@ mod tests {
         let (heaviest, error) = top.heaviest(2);
         assert_eq!(heaviest[0].0, "label.txt");
         assert_eq!(heaviest[1].0, "meta.json");
-        // Its own events are exact once it is tracked for good; the weight may be over by
-        // at most the error.
-        assert!(heaviest[0].1.get(CostKind::Read) <= 1000);
-        assert!(heaviest[0].1.get(CostKind::Read) + error >= 1000);
-        assert_eq!(top.map.len(), 100);
+        // Never dropped, so counted exactly; the dropped ones were seen once each.
+        assert_eq!(heaviest[0].1.get(CostKind::Read), 1000);
+        assert_eq!(heaviest[1].1.get(CostKind::Write), 200);
+        assert_eq!(error, 1);
+        assert!(top.map.len() <= 200);
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: 
     if let Some(r) = elsewhere(&st, &Method::POST, path, &headers, &body).await {
         return r;
     }
-    match saker_client::repair_chunks(&st.cluster).await {
+    match saker_client::repair_chunks(&st.cluster, 0).await {
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
     }

@@ -163,14 +163,16 @@ pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_activ
     .await
 }
 
-/// Runs a chunk repair pass (every referenced chunk to all its replicas) every `every`.
+/// Runs a chunk repair pass (every referenced chunk to all its replicas) every `every`, at
+/// `rate_mib` MiB/s.
 pub(crate) async fn repair_loop(
     cluster: Arc<Cluster>,
     every: Duration,
+    rate_mib: u64,
     only_active: Option<Active>,
 ) {
     periodically(every, only_active, || async {
-        match saker_client::repair_chunks(&cluster).await {
+        match saker_client::repair_chunks(&cluster, rate_mib << 20).await {
             Ok(r) if r.under_replicated > 0 => tracing::info!(
                 scanned = r.scanned,
                 under_replicated = r.under_replicated,

@@ -290,6 +290,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             tokio::spawn(crate::server::repair_loop(
                 cluster.clone(),
                 args.repair_every,
+                args.repair_rate,
                 active.clone(),
             ));
         }

@@ -140,6 +140,11 @@ pub struct ServerArgs {
     /// replicated cluster; 0s: only on `saker admin repair`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub repair_every: Duration,
+    /// The periodic repair's pace, in MiB/s copied (0: unlimited): re-replicating a lost
+    /// disk's chunks leaves the disks and network room for foreground requests
+    /// (`saker admin repair` runs unpaced).
+    #[arg(long, default_value_t = 64)]
+    pub repair_rate: u64,
     /// How often a scrub reads every copy of every chunk whole, checking its CRC32C, and
     /// rewrites a bad copy from a good one (0s: only on `saker admin scrub`).
     #[arg(long, default_value = "24h", value_parser = parse_duration)]

@@ -176,7 +176,7 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
     // (not of the unreferenced one).
     flaky[2].wipe();
     let referenced: HashSet<u128> = ids[..19].iter().map(|c| c.0).collect();
-    let report = store.repair(&referenced).await.unwrap();
+    let report = store.repair(&referenced, 0).await.unwrap();
     assert_eq!(report.scanned, 19);
     assert_eq!(report.under_replicated, 19);
     assert_eq!(report.repaired, 19);
@@ -189,8 +189,35 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
     }
     assert!(!flaky[2].holds(ids[19]).await);
     assert_eq!(store.stats().under_replicated, 0, "nothing left short");
-    let again = store.repair(&referenced).await.unwrap();
+    let again = store.repair(&referenced, 0).await.unwrap();
     assert_eq!((again.under_replicated, again.repaired), (0, 0));
+}
+
+/// A paced repair keeps to its rate: 19 chunks of 5,000 bytes at 100,000 bytes per second
+/// cannot take less than 0.95 s (however fast the machine), and the pass still copies
+/// everything.
+#[tokio::test]
+async fn a_paced_repair_keeps_to_its_rate() {
+    let (flaky, store) = cluster(3, 3);
+    let mut ids = Vec::new();
+    for seed in 0..19u64 {
+        let id = ChunkId::random();
+        store
+            .put(id, conformance::pattern(seed, 5000))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    flaky[1].wipe();
+    let referenced: HashSet<u128> = ids.iter().map(|c| c.0).collect();
+    let start = std::time::Instant::now();
+    let report = store.repair(&referenced, 100_000).await.unwrap();
+    let took = start.elapsed();
+    assert_eq!((report.repaired, report.bytes), (19, 95_000));
+    assert!(took >= std::time::Duration::from_millis(950), "{took:?}");
+    for id in &ids {
+        assert!(flaky[1].holds(*id).await);
+    }
 }
 
 /// A chunk file damaged on one store's disk is found by a scrub and rewritten from another

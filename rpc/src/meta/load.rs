@@ -103,12 +103,12 @@ pub struct LoadWindow {
     /// Microseconds spent serving requests, by kind (what a unit of each kind costs, on
     /// average, is `micros / group`).
     pub micros: Costs,
-    /// The heaviest file names (by events), each with what it cost here; counts of a name
-    /// that entered the list late are at most `error` too high.
+    /// The heaviest file names (by events), each with what it cost here; the count of a name
+    /// that was dropped from the bounded list and came back may be up to `error` short.
     pub names: Vec<(String, Costs)>,
     /// The heaviest directories (by their path, bucket first), the same way.
     pub dirs: Vec<(String, Costs)>,
-    /// The largest overestimate of a listed name's or directory's count (0 when every name
-    /// and directory of the window fit in the lists).
+    /// How far a listed name's or directory's count may be short (0 when every name and
+    /// directory of the window fit in the lists).
     pub error: u64,
 }

@@ -114,24 +114,24 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+/// The value after `label` on a line the server prints at start (its bound addresses).
+fn printed(line: &str, label: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix(label)?.trim();
+    let addr = rest.split_whitespace().next()?;
+    Some(addr.trim_start_matches("http://").to_string())
 }
 
 async fn start_server(args: &RebalanceBenchArgs) -> anyhow::Result<Server> {
     let dir = std::env::temp_dir().join(format!("saker-rebalance-{:08x}", rand::random::<u32>()));
     std::fs::create_dir_all(&dir)?;
-    let (s3, admin, rpc) = (free_port()?, free_port()?, free_port()?);
     let window = format!("{}ms", args.window.as_millis());
     let mut cmd = Command::new(std::env::current_exe()?);
+    // Ports of the system's choosing, read back from what the server prints.
     cmd.arg("server")
         .arg("--data-dir")
         .arg(&dir)
-        .args(["--s3-addr", &format!("127.0.0.1:{s3}")])
-        .args(["--admin-addr", &format!("127.0.0.1:{admin}")])
-        .args(["--rpc-addr", &format!("127.0.0.1:{rpc}")])
+        .args(["--s3-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args(["--rpc-addr", "127.0.0.1:0"])
         .args(["--mnodes", &args.groups.to_string()])
         .args(["--group-ops-limit", &args.ops_limit.to_string()])
         .args(["--load-window", &window])
@@ -142,27 +142,55 @@ async fn start_server(args: &RebalanceBenchArgs) -> anyhow::Result<Server> {
         Policy::Benefit => cmd.args(["--balance-policy", "benefit"]),
     };
     let log = std::fs::File::create(dir.join("server.log"))?;
-    let child = cmd
+    let mut child = cmd
         .env("SAKER_ACCESS_KEY", "rebalance-bench")
         .env("SAKER_SECRET_KEY", "rebalance-bench-secret")
-        .stdout(Stdio::null())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
         .context("cannot start saker server")?;
-    let server = Server {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        // Read to the end (the server keeps writing after its addresses).
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut server = Server {
         child,
         dir,
         keep: args.keep,
-        admin: format!("http://127.0.0.1:{admin}"),
-        rpc: format!("127.0.0.1:{rpc}"),
+        admin: String::new(),
+        rpc: String::new(),
     };
     let deadline = Instant::now() + Duration::from_secs(60);
+    while server.admin.is_empty() || server.rpc.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = rx.recv_timeout(left) else {
+            bail!(
+                "the server did not print its addresses (log: {})",
+                server.dir.join("server.log").display()
+            );
+        };
+        if let Some(a) = printed(&line, "admin:") {
+            server.admin = format!("http://{a}");
+        }
+        if let Some(a) = printed(&line, "RPC (library clients):") {
+            server.rpc = a;
+        }
+    }
     loop {
         let up = reqwest::get(format!("{}/health", server.admin)).await;
         if up.is_ok_and(|r| r.status().is_success()) {
             return Ok(server);
         }
-        if Instant::now() > deadline {
+        if Instant::now() > deadline || server.child.try_wait()?.is_some() {
             bail!(
                 "the server did not become healthy (log: {})",
                 server.dir.join("server.log").display()
