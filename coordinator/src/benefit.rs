@@ -86,11 +86,13 @@ impl BenefitBalancer {
         }
     }
 
-    /// Takes the groups' windows once every group has closed a new one; whether it did.
+    /// Takes the groups' windows once every group has closed a new one; whether it did. A
+    /// group's windows are numbered by the replica that serves it, so after a restart or a
+    /// new leader the numbers start over: any number other than the last one seen is new.
     pub fn ingest(&mut self, windows: &BTreeMap<GroupId, LoadWindow>) -> bool {
         let fresh = windows
             .iter()
-            .all(|(g, w)| w.seq > 0 && self.seen.get(g).is_none_or(|s| w.seq > *s));
+            .all(|(g, w)| w.seq > 0 && self.seen.get(g) != Some(&w.seq));
         if windows.is_empty() || !fresh {
             return false;
         }
@@ -338,6 +340,13 @@ mod tests {
             assert!(!bal.ingest(&windows));
         }
         assert_eq!(bal.windows, 6);
+        // The groups restarted: their windows are numbered from 1 again, and still taken.
+        let restarted = BTreeMap::from([
+            (hot_home, window(1, 1000, &[("hot", 600)])),
+            (other, window(1, 200, &[])),
+        ]);
+        assert!(bal.ingest(&restarted));
+        assert_eq!(bal.windows, 7);
         let plan = bal.plan(&router, &|_| Some(10), 10.0);
         assert_eq!(plan.decisions.len(), 1, "{plan:?}");
         assert_eq!(plan.decisions[0].name, "hot");

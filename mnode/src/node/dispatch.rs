@@ -1,14 +1,13 @@
 //! The group's [`MetaService`]: every request enters through `call`, which answers it here
 //! (coordinator controls, group-wide requests), forwards it to the owning group, or serves it.
 
-use async_trait::async_trait;
-use saker_rpc::{
-    access, ClientTag, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond, Want,
-};
-
 use std::time::Instant;
 
-use saker_rpc::CostKind;
+use async_trait::async_trait;
+use saker_rpc::{
+    access, ClientTag, CostKind, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond,
+    Want,
+};
 
 use super::Mnode;
 use crate::capacity;
