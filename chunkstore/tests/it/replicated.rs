@@ -132,11 +132,15 @@ async fn a_write_needs_a_majority_and_a_read_any_copy() {
     }
 }
 
-#[tokio::test]
-async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
-    let (flaky, store) = cluster(3, 3);
+/// Puts `n` chunks of 5,000 bytes (`pattern(seed)`), and waits until every replica has each
+/// (a put returns at a majority; the last copy lands in the background).
+async fn put_everywhere(
+    flaky: &[Arc<Flaky>],
+    store: &ReplicatedChunkStore,
+    n: u64,
+) -> Vec<ChunkId> {
     let mut ids = Vec::new();
-    for seed in 0..20 {
+    for seed in 0..n {
         let id = ChunkId::random();
         store
             .put(id, conformance::pattern(seed, 5000))
@@ -144,9 +148,8 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
             .unwrap();
         ids.push(id);
     }
-    // Every put reached every replica eventually (the last one in the background).
     for &id in &ids {
-        for f in &flaky {
+        for f in flaky {
             for _ in 0..1000 {
                 if f.holds(id).await {
                     break;
@@ -156,6 +159,13 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
             assert!(f.holds(id).await);
         }
     }
+    ids
+}
+
+#[tokio::test]
+async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
+    let (flaky, store) = cluster(3, 3);
+    let ids = put_everywhere(&flaky, &store, 20).await;
 
     // Node 1's copy of one chunk is lost: a read is served elsewhere and puts it back.
     flaky[0].store().delete(ids[0]).await.unwrap();
@@ -199,15 +209,7 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
 #[tokio::test]
 async fn a_paced_repair_keeps_to_its_rate() {
     let (flaky, store) = cluster(3, 3);
-    let mut ids = Vec::new();
-    for seed in 0..19u64 {
-        let id = ChunkId::random();
-        store
-            .put(id, conformance::pattern(seed, 5000))
-            .await
-            .unwrap();
-        ids.push(id);
-    }
+    let ids = put_everywhere(&flaky, &store, 19).await;
     flaky[1].wipe();
     let referenced: HashSet<u128> = ids.iter().map(|c| c.0).collect();
     let start = std::time::Instant::now();
