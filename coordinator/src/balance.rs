@@ -170,9 +170,7 @@ pub fn shrink(
     let limit = total * bound(n.max(1), epsilon);
     let mut removable = Vec::new();
     for (name, _) in table.iter() {
-        let home = router
-            .ring()
-            .owner(saker_namespace::name_hash(name.as_bytes()));
+        let home = router.home(name);
         let mut after = load.clone();
         let mut all = 0.0;
         for (g, s) in stats {
@@ -349,7 +347,7 @@ mod tests {
     #[test]
     fn entries_no_longer_needed_are_shrunk() {
         let router = Router::new(Ring::new(&[1, 2, 3, 4], 64), ExceptionTable::new());
-        let home = router.ring().owner(saker_namespace::name_hash(b"old"));
+        let home = router.home("old");
         let mut table = ExceptionTable::new();
         table.set("old", Exception::PathWalk);
         table.set("hot", Exception::PathWalk);

@@ -14,6 +14,7 @@ use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{CostKind, LoadWindow, MetaError};
 use serde::{Deserialize, Serialize};
 
+use crate::exceptions::route_text;
 use crate::meta_opt::{meta_opt, Candidate, Params, Placement, Plan};
 use crate::predict::{evaluate, Evaluation, Ewma, Linear};
 use crate::rmdir::NamespaceCoordinator;
@@ -194,9 +195,7 @@ impl BenefitBalancer {
                     Route::Group(g) => Placement::Group(g),
                     Route::PathWalk => Placement::Spread,
                 };
-                let home = router
-                    .ring()
-                    .owner(saker_namespace::name_hash(name.as_bytes()));
+                let home = router.home(name);
                 Some(Candidate {
                     name: name.clone(),
                     placement,
@@ -277,15 +276,8 @@ impl NamespaceCoordinator {
             "benefit plan"
         );
         for d in plan.decisions {
-            let home = router
-                .ring()
-                .owner(saker_namespace::name_hash(d.name.as_bytes()));
-            let exception = d.exception(home);
-            let route = match exception {
-                None => "ring".to_string(),
-                Some(saker_namespace::Exception::PathWalk) => "pathwalk".into(),
-                Some(saker_namespace::Exception::Override(g)) => format!("group:{g}"),
-            };
+            let exception = d.exception();
+            let route = exception.as_ref().map_or("ring".into(), route_text);
             match self.set_exception(&d.name, exception).await {
                 Ok(_) => report.moves.push((d.name, route, d.benefit)),
                 Err(MetaError::Invalid(why)) => {
@@ -324,7 +316,7 @@ mod tests {
     #[test]
     fn a_name_that_stays_hot_is_moved_and_a_stale_window_is_not_taken_twice() {
         let router = Router::new(Ring::new(&[1, 2], 64), ExceptionTable::new());
-        let hot_home = router.ring().owner(saker_namespace::name_hash(b"hot"));
+        let hot_home = router.home("hot");
         let other = if hot_home == 1 { 2 } else { 1 };
         let mut bal = BenefitBalancer::new(Params {
             delta: 1.0,
@@ -357,7 +349,7 @@ mod tests {
     #[test]
     fn a_name_that_cooled_is_not_moved() {
         let router = Router::new(Ring::new(&[1, 2], 64), ExceptionTable::new());
-        let home = router.ring().owner(saker_namespace::name_hash(b"was-hot"));
+        let home = router.home("was-hot");
         let other = if home == 1 { 2 } else { 1 };
         let mut bal = BenefitBalancer::default();
         for seq in 1..=10 {

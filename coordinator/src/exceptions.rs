@@ -65,7 +65,8 @@ fn max_share(stats: &BTreeMap<GroupId, GroupStats>) -> f64 {
     }
 }
 
-fn route_text(e: &Exception) -> String {
+/// How reports name a route: `pathwalk` or `group:N`.
+pub(crate) fn route_text(e: &Exception) -> String {
     match e {
         Exception::PathWalk => "pathwalk".into(),
         Exception::Override(g) => format!("group:{g}"),

@@ -112,6 +112,8 @@ impl Default for Params {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     pub name: String,
+    /// Its name's ring owner.
+    pub home: GroupId,
     pub from: Placement,
     pub to: Placement,
     /// Its JCT reduction (its own cost counted).
@@ -123,10 +125,10 @@ pub struct Decision {
 impl Decision {
     /// The table entry the move needs: none back on the ring owner, else an override or a
     /// path walk.
-    pub fn exception(&self, home: GroupId) -> Option<Exception> {
+    pub fn exception(&self) -> Option<Exception> {
         match self.to {
             Placement::Spread => Some(Exception::PathWalk),
-            Placement::Group(g) if g == home => None,
+            Placement::Group(g) if g == self.home => None,
             Placement::Group(g) => Some(Exception::Override(g)),
         }
     }
@@ -272,6 +274,7 @@ pub fn meta_opt(rct: &BTreeMap<GroupId, f64>, candidates: &[Candidate], params: 
         }
         plan.decisions.push(Decision {
             name: candidates[i].name.clone(),
+            home: candidates[i].home,
             from: placements[i],
             to,
             benefit,
@@ -327,7 +330,7 @@ mod tests {
         assert_eq!(plan.decisions[0].to, Placement::Group(2));
         assert!((plan.decisions[0].jct_after - 810.0).abs() < 1e-9);
         assert!(plan.jct_after() < plan.jct_before());
-        assert_eq!(plan.decisions[0].exception(1), Some(Exception::Override(2)));
+        assert_eq!(plan.decisions[0].exception(), Some(Exception::Override(2)));
         assert_eq!(plan.decisions.len(), 1, "{plan:?}");
     }
 
@@ -381,7 +384,7 @@ mod tests {
         let plan = meta_opt(&rct, &c, &Params::default());
         assert_eq!(plan.decisions.len(), 1, "{plan:?}");
         assert_eq!(plan.decisions[0].to, Placement::Spread);
-        assert_eq!(plan.decisions[0].exception(3), Some(Exception::PathWalk));
+        assert_eq!(plan.decisions[0].exception(), Some(Exception::PathWalk));
         // 975 each, plus the move: 75 inodes leave group 3, 25 arrive at each other group.
         let want = loads(&[(1, 1000.0), (2, 1000.0), (3, 1050.0), (4, 1000.0)]);
         for (g, v) in &plan.after {
@@ -422,7 +425,7 @@ mod tests {
         // Groups 1 and 2 each shed 50 and send 10 inodes: 510.
         assert!((d.benefit - 40.0).abs() < 1e-9, "{d:?}");
         // Back on its ring owner it needs no entry.
-        assert_eq!(d.exception(3), None);
+        assert_eq!(d.exception(), None);
     }
 
     #[test]

@@ -42,8 +42,13 @@ impl Router {
         match self.exceptions.get(name) {
             Some(Exception::Override(g)) => Route::Group(*g),
             Some(Exception::PathWalk) => Route::PathWalk,
-            None => Route::Group(self.ring.owner(name_hash(name.as_bytes()))),
+            None => Route::Group(self.home(name)),
         }
+    }
+
+    /// The ring owner of a name: where it lives without an exception-table entry.
+    pub fn home(&self, name: &str) -> GroupId {
+        self.ring.owner(name_hash(name.as_bytes()))
     }
 
     /// Routes a path by its last component.

@@ -13,9 +13,16 @@ fn ts(ms: u64) -> u64 {
 }
 
 /// Prewrites and commits `muts` with the first key as primary.
-fn txn(m: &mut Mvcc, muts: &[Mutation], start: u64, commit: u64) {
+/// Prewrites `muts` (the first key primary) and asserts it took every lock.
+fn lock(m: &mut Mvcc, muts: &[Mutation], start: u64, txn_size: u64) {
     let primary = muts[0].key.clone();
-    assert!(m.prewrite(muts, &primary, start, 3000, 1, None).is_empty());
+    assert!(m
+        .prewrite(muts, &primary, start, 3000, txn_size, None)
+        .is_empty());
+}
+
+fn txn(m: &mut Mvcc, muts: &[Mutation], start: u64, commit: u64) {
+    lock(m, muts, start, 1);
     let keys: Vec<Key> = muts.iter().map(|x| x.key.clone()).collect();
     m.commit(&keys, start, commit).unwrap();
 }
@@ -41,16 +48,7 @@ fn snapshot_reads_see_commits_before_them() {
 #[test]
 fn a_lock_blocks_readers_after_it_until_resolved() {
     let mut m = Mvcc::default();
-    assert!(m
-        .prewrite(
-            &[put(b"p", b"1"), put(b"s", b"1")],
-            b"p",
-            ts(10),
-            3000,
-            2,
-            None
-        )
-        .is_empty());
+    lock(&mut m, &[put(b"p", b"1"), put(b"s", b"1")], ts(10), 2);
     assert!(matches!(
         m.get(b"s", ts(20), &[]),
         Err(KeyError::Locked { .. })
@@ -182,16 +180,7 @@ fn scans_merge_locked_keys_in_place_both_ways() {
     let mut m = Mvcc::default();
     txn(&mut m, &[put(b"a", b"1"), put(b"c", b"3")], ts(10), ts(11));
     // A lock on a key with no record yet, and one on a key that has one.
-    assert!(m
-        .prewrite(
-            &[put(b"b", b"2"), put(b"c", b"4")],
-            b"b",
-            ts(20),
-            3000,
-            2,
-            None
-        )
-        .is_empty());
+    lock(&mut m, &[put(b"b", b"2"), put(b"c", b"4")], ts(20), 2);
     let shape = |r: Vec<Result<(Key, Vec<u8>), KeyError>>| -> Vec<String> {
         r.into_iter()
             .map(|p| match p {
