@@ -81,6 +81,7 @@ fn meta_requests() -> Vec<MetaRequest> {
         MetaRequest::Unlink {
             path: path("b/k"),
             cred: user(),
+            versioning: saker_rpc::Versioning::Off,
         },
         MetaRequest::RaftStatus,
         MetaRequest::Exceptions,

@@ -30,6 +30,9 @@ pub struct OpenFile {
     pub dirty: bool,
     /// Open handles.
     pub handles: usize,
+    /// The S3 mtime of the bytes these handles committed last: in a bucket that keeps
+    /// versions, the next commit replaces them in place instead of making another version.
+    pub committed: Option<i64>,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an
@@ -205,7 +208,13 @@ impl OpenFile {
             buf: None,
             dirty: false,
             handles: 0,
+            committed: None,
         }
+    }
+
+    /// Empties the content without reading it (a truncate to 0).
+    pub fn empty(&mut self, dir: &std::path::Path) {
+        self.buf = Some(Buffer::empty(dir));
     }
 
     /// The size the kernel should see.

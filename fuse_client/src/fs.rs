@@ -11,8 +11,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
-    access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime, Want,
-    XattrMode,
+    access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
+    Versioning, Want, XattrMode,
 };
 
 use crate::config::MountConfig;
@@ -40,6 +40,7 @@ fn create_request(
     mode: u32,
     node: NewNode,
     defer: bool,
+    versioning: Versioning,
 ) -> MetaRequest {
     let (exclusive, symlink, special) = match node {
         NewNode::File { exclusive } => (exclusive, None, None),
@@ -56,6 +57,7 @@ fn create_request(
         special,
         cred: caller.cred.clone(),
         defer,
+        versioning,
     }
 }
 
@@ -84,6 +86,8 @@ pub struct SakerFs {
     created: Mutex<HashMap<u64, Created>>,
     /// When each directory last had a create answered (which creates queue on its lock).
     recent: Mutex<RecentCreates>,
+    /// The buckets' versioning ([`crate::versioning`]).
+    pub(crate) versioning: Mutex<crate::versioning::Settings>,
 }
 
 /// The caller of a kernel request: uid and gid from the request, supplementary groups from
@@ -290,6 +294,7 @@ impl SakerFs {
             split_create,
             created: Mutex::new(HashMap::new()),
             recent: Mutex::new(RecentCreates::default()),
+            versioning: Mutex::default(),
         }
     }
 
@@ -428,10 +433,13 @@ impl SakerFs {
                 created.remove(&ino);
             }
         }
-        if let Some(n) = size.filter(|&n| n > 0) {
+        // In a bucket that keeps versions a truncate to 0 is a write too: it keeps the bytes
+        // it drops as a version, as a commit does.
+        let versioned = size == Some(0) && self.versioning(&path)? != Versioning::Off;
+        if let Some(n) = size.filter(|&n| n > 0 || versioned) {
             self.truncate_to(caller, ino, &path, n, has_handle)?;
         }
-        let zero = size == Some(0);
+        let zero = size == Some(0) && !versioned;
         if mode.is_none()
             && uid.is_none()
             && gid.is_none()
@@ -479,8 +487,8 @@ impl SakerFs {
         Ok(attr)
     }
 
-    /// Truncate (or extend with zeros) to a non-zero size: through the local buffer, committed
-    /// at once.
+    /// Truncate (or extend with zeros): through the local buffer, committed at once (every
+    /// size but 0 outside buckets that keep versions, which a `SetAttr` truncates).
     fn truncate_to(
         &self,
         caller: &Caller,
@@ -506,8 +514,12 @@ impl SakerFs {
             }
         };
         let mut f = file.lock();
-        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
-        f.buf.as_mut().expect("materialized").truncate(size)?;
+        if size == 0 {
+            f.empty(&self.cfg.buffer_dir);
+        } else {
+            self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+            f.buf.as_mut().expect("materialized").truncate(size)?;
+        }
         f.dirty = true;
         self.commit_locked(ino, &mut f)
     }
@@ -537,6 +549,7 @@ impl SakerFs {
         let req = MetaRequest::Unlink {
             path: path.clone(),
             cred: caller.cred.clone(),
+            versioning: self.versioning(&path)?,
         };
         if let MetaResponse::Attr(removed) = self.block(self.call(&path, req))? {
             let name = path.last().expect("child path");
@@ -553,6 +566,10 @@ impl SakerFs {
         self.settle_ino(ino)?;
         let from = self.path(ino)?;
         let to = self.new_node_path(newparent, newname)?;
+        if self.versioning(&from)? != Versioning::Off || self.versioning(&to)? != Versioning::Off {
+            // One file's versions would belong to two keys.
+            return Err(FuseError::Meta(MetaError::NotPermitted));
+        }
         let req = MetaRequest::CoordinatedLink {
             from,
             to: to.clone(),
@@ -586,7 +603,7 @@ impl SakerFs {
         node: NewNode,
     ) -> Result<Attr> {
         let path = self.new_node_path(parent, name)?;
-        let req = create_request(caller, &path, mode, node, false);
+        let req = create_request(caller, &path, mode, node, false, self.versioning(&path)?);
         let attr = self.block(self.call_attr(&path, req))?;
         self.inodes
             .lock()
@@ -934,7 +951,8 @@ impl SakerFs {
         let defer = queued && matches!(probed, Some(Syscall::Open { .. }));
         // Always exclusive, so that a file found instead is known to be someone else's.
         let file = NewNode::File { exclusive: true };
-        let req = create_request(caller, &path, mode, file.clone(), defer);
+        let versioning = self.versioning(&path)?;
+        let req = create_request(caller, &path, mode, file.clone(), defer, versioning);
         let tag = self.cluster.new_tag();
         let answer = self.block(self.cluster.call_tagged(&path, tag, req));
         let (attr, ticket) = match answer.map_err(FuseError::from) {
@@ -944,7 +962,7 @@ impl SakerFs {
                 ticket,
             }) => match *resp {
                 MetaResponse::Attr(a) => {
-                    let create = create_request(caller, &path, mode, file, false);
+                    let create = create_request(caller, &path, mode, file, false, versioning);
                     let t = Ticket {
                         group,
                         ticket,
@@ -1175,6 +1193,7 @@ impl SakerFs {
         }
         let path = self.path(ino)?;
         let id = f.attr.id;
+        let versioning = self.versioning(&path)?;
         self.block(async {
             let (stored, guard) = f.store(&self.cluster).await?;
             let req = MetaRequest::CommitFile {
@@ -1184,9 +1203,12 @@ impl SakerFs {
                 etag: stored.etag,
                 layout: stored.layout,
                 inline: stored.inline.clone(),
+                versioning,
+                replaces: f.committed,
             };
             match self.call_attr(&path, req).await {
                 Ok(attr) => {
+                    f.committed = Some(attr.s3_mtime_ns);
                     f.attr = attr;
                     f.inline = stored.inline;
                     f.dirty = false;

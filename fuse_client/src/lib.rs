@@ -53,6 +53,7 @@ mod fs;
 pub mod inodes;
 mod kernel;
 mod metrics;
+mod versioning;
 
 use std::path::Path;
 use std::sync::Arc;

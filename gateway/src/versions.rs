@@ -101,7 +101,7 @@ pub async fn lookup(
 async fn latest_marker(gw: &Gateway, bucket: &str, key: &str) -> Option<s3s::S3Error> {
     let kp = map_key(bucket, key).ok().filter(|kp| !kp.dir_marker)?;
     // The key's versions are in the group that owns its name, first in its key range.
-    let r = scan_request(bucket, key, "", None, 1);
+    let r = scan_request(bucket, key, "", None, 1, false);
     let Ok(MetaResponse::Versions(v)) = gw.cluster.call(&kp.path, r).await else {
         return None;
     };
@@ -204,7 +204,7 @@ pub async fn any(gw: &Gateway, bucket: &str) -> S3Result<bool> {
     for (g, _) in gw.cluster.groups() {
         let (mut key, mut id) = (String::new(), None);
         loop {
-            let r = scan_request(bucket, "", &key, id, PAGE);
+            let r = scan_request(bucket, "", &key, id, PAGE, false);
             let page = match gw.cluster.call_group(*g, r).await.map_err(error::meta)? {
                 MetaResponse::Versions(v) => v,
                 other => return Err(error::internal(format!("ScanVersions answered {other:?}"))),
@@ -229,6 +229,7 @@ fn scan_request(
     key_marker: &str,
     id_marker: Option<u64>,
     limit: u32,
+    with_current: bool,
 ) -> MetaRequest {
     MetaRequest::ScanVersions {
         bucket: bucket.to_string(),
@@ -236,6 +237,7 @@ fn scan_request(
         key_marker: key_marker.to_string(),
         id_marker,
         limit,
+        with_current,
     }
 }
 
@@ -401,10 +403,12 @@ pub async fn list_object_versions(
                 (Some(_), None) => (key_marker.as_str(), Some(u64::MAX)),
                 (None, _) => (key_marker.as_str(), None),
             };
-            let r = scan_request(&input.bucket, &prefix, marker, id, (max + 1) as u32);
+            // With the current objects' version ids, wherever their records sort.
+            let r = scan_request(&input.bucket, &prefix, marker, id, (max + 1) as u32, true);
             match gw.cluster.call_group(*g, r).await.map_err(error::meta)? {
                 MetaResponse::Versions(v) => {
                     if v.len() > max {
+                        // (A current record beyond the page comes first, not last.)
                         let last = v.last().expect("non-empty");
                         limit_to(version_pos(&last.key, last.id));
                     }
@@ -487,6 +491,9 @@ pub async fn list_object_versions(
             }),
         }
     }
+    // A source with more than it sent: what it holds past its last entry comes on the next
+    // page, even when that entry (a current record) made no line of its own.
+    let truncated = truncated || (horizon.is_some() && last.is_some());
     let (next_key, next_version) = match (truncated, last) {
         (true, Some((k, v))) => (
             Some(crate::list::enc(&k, url)),

@@ -72,3 +72,19 @@ pub(crate) fn scan(
     })?;
     Ok(MetaResponse::Records(out))
 }
+
+/// The versioning record of `bucket` (`buckets/<bucket>/versioning`, the gateway's bucket
+/// setting), for a mount: `Records` with it, or with nothing.
+pub(crate) fn bucket_versioning(
+    store: &dyn MetaStore,
+    keys: &Keys,
+    bucket: &str,
+) -> Result<MetaResponse, MetaError> {
+    let name = format!("buckets/{bucket}/versioning");
+    match scan(store, keys, &name)? {
+        MetaResponse::Records(r) => Ok(MetaResponse::Records(
+            r.into_iter().filter(|(k, _)| *k == name).collect(),
+        )),
+        other => Ok(other),
+    }
+}

@@ -62,7 +62,21 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             key_marker,
             id_marker,
             limit,
-        } => scan_versions(v, keys, bucket, prefix, key_marker, *id_marker, *limit),
+            with_current,
+        } => {
+            let page = scan_versions(v, keys, bucket, prefix, key_marker, *id_marker, *limit)?;
+            match page {
+                MetaResponse::Versions(mut out)
+                    if *with_current && out.len() >= *limit as usize =>
+                {
+                    if let Some(c) = current_beyond(v, keys, bucket, out.last().expect("full"))? {
+                        out.insert(0, c);
+                    }
+                    Ok(MetaResponse::Versions(out))
+                }
+                other => Ok(other),
+            }
+        }
         MetaRequest::GcDue { now_ns, limit } => crate::refs::gc_due(v, keys, *now_ns, *limit),
         MetaRequest::TierGcDue { now_ns, limit } => {
             crate::refs::tier_gc_due(v, keys, *now_ns, *limit)
@@ -324,6 +338,41 @@ fn scan_versions<V: View + ?Sized>(
         }
     }
     Ok(MetaResponse::Versions(out))
+}
+
+/// The current record of `last`'s key further on than `last` (none if the page had it
+/// already or the key has none): the rest of one key's versions is read.
+fn current_beyond<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+    last: &VersionEntry,
+) -> Result<Option<VersionEntry>, MetaError> {
+    if matches!(last.kind, VersionKind::Current) {
+        return Ok(None);
+    }
+    let mut from = keys.version(bucket, &last.key, last.id);
+    from.push(0);
+    let end = prefix_end(&keys.versions_of_key(bucket, &last.key)).expect("prefix end");
+    let base = keys.versions_of(bucket).len();
+    let mut found = None;
+    crate::tree::for_each_entry(v, &from, &end, |k, val| {
+        let s: versions::Stored = decode(val).map_err(internal)?;
+        if !matches!(s.kind, VersionKind::Current) {
+            return Ok(true);
+        }
+        let (key, id) = Keys::version_parts(k, base)
+            .ok_or_else(|| MetaError::Internal("bad version key".into()))?;
+        found = Some(VersionEntry {
+            key,
+            id,
+            version_id: s.version_id,
+            kind: s.kind,
+            mtime_ns: s.mtime_ns,
+        });
+        Ok(false)
+    })?;
+    Ok(found)
 }
 
 /// A directory entry this group owns, for another group's replica.

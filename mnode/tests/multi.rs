@@ -176,6 +176,7 @@ async fn parent_attributes_follow_creates_and_deletes(mode: ParentUpdates) {
             MetaRequest::Unlink {
                 path: path.clone(),
                 cred: saker_rpc::Cred::ROOT,
+                versioning: saker_rpc::Versioning::Off,
             },
         )
         .await
@@ -241,6 +242,7 @@ async fn rmdir_races_create_below_on_another_group() {
                     MetaRequest::Unlink {
                         path: path.clone(),
                         cred: saker_rpc::Cred::ROOT,
+                        versioning: saker_rpc::Versioning::Off,
                     },
                 )
                 .await

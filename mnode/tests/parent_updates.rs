@@ -101,6 +101,7 @@ impl Groups {
             MetaRequest::Unlink {
                 path: p(path),
                 cred: saker_rpc::Cred::ROOT,
+                versioning: saker_rpc::Versioning::Off,
             },
         )
         .await

@@ -196,6 +196,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         MetaRequest::Unlink {
             path: inner,
             cred: saker_rpc::Cred::ROOT,
+            versioning: saker_rpc::Versioning::Off,
         },
     )
     .await
@@ -221,6 +222,7 @@ async fn a_path_walked_name_spreads_over_the_groups_and_is_found_from_any() {
         MetaRequest::Unlink {
             path: p("b/d0/train"),
             cred: saker_rpc::Cred::ROOT,
+            versioning: saker_rpc::Versioning::Off,
         },
     )
     .await

@@ -421,6 +421,7 @@ async fn version_page(
         key_marker: key.to_string(),
         id_marker: id,
         limit: PAGE,
+        with_current: false,
     };
     match gw.cluster.call_group(group, r).await {
         Ok(MetaResponse::Versions(v)) => {

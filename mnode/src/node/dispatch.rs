@@ -204,6 +204,9 @@ impl MetaService for Mnode {
             MetaRequest::CoordScan { prefix } => {
                 crate::coord_records::scan(self.store.as_ref(), &self.keys, &prefix)
             }
+            MetaRequest::BucketVersioning { bucket } => {
+                crate::coord_records::bucket_versioning(self.store.as_ref(), &self.keys, &bucket)
+            }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::LoadStats { top } => Ok(MetaResponse::Load(self.load.last(top as usize))),
             MetaRequest::Committed { ticket } => {

@@ -2,18 +2,22 @@
 //! unlink.
 
 use bytes::Bytes;
-use saker_rpc::{access, Cred, FileKind, InodeId, Layout, MetaError, MetaResponse};
+use saker_rpc::{
+    access, Attr, Cred, FileKind, InodeId, Layout, MetaError, MetaResponse, ObjectMeta, Versioning,
+    NULL_VERSION,
+};
 
 use super::attrs::EMPTY_ETAG;
 use super::common::{
     check_path, delete_payloads, missing_as_not_found, new_attr, put_attr, release, touch_parent,
 };
 use super::links::{touch_shared, victim};
-use super::{retention, Ctx, OpResult};
+use super::objects::{delete_marker, replace_version};
+use super::{retention, versions, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::perm;
-use crate::records::encode_bytes;
-use crate::tree::{child, resolve_parents, target, Child, Located};
+use crate::records::{decode, encode, encode_bytes};
+use crate::tree::{child, internal, resolve_parents, target, Child, Located};
 use crate::txn::Txn;
 
 pub(super) fn remove_file(
@@ -39,6 +43,7 @@ pub(super) fn unlink(
     ctx: &mut Ctx<'_>,
     path: &[String],
     cred: Option<&Cred>,
+    versioning: Versioning,
 ) -> OpResult {
     check_path(path, 2)?;
     let mut chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
@@ -48,11 +53,20 @@ pub(super) fn unlink(
         Child::Other(loc) => {
             let parent = &chain.last().expect("root").attr;
             perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
-            if loc.attr.layout.shared_home().is_none() {
+            let linked = loc.attr.layout.shared_home().is_some();
+            if !linked {
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
             }
             let removed = loc.attr.clone();
-            remove_file(txn, ctx, &mut chain, loc)?;
+            if versioning != Versioning::Off && !linked && loc.attr.kind == FileKind::File {
+                // As an S3 delete: the file stays as a noncurrent version behind a marker.
+                replace_version(txn, ctx, path, &loc.attr, versioning)?;
+                txn.delete(loc.key.expect("child has a key"));
+                touch_parent(txn, ctx, &mut chain, -1, 0);
+                delete_marker(txn, ctx, path, versioning)?;
+            } else {
+                remove_file(txn, ctx, &mut chain, loc)?;
+            }
             Ok(MetaResponse::Attr(removed))
         }
         Child::Dir(_) => Err(MetaError::IsDir),
@@ -68,6 +82,7 @@ pub(super) struct NewFile<'a> {
     pub(super) exclusive: bool,
     pub(super) symlink: Option<&'a str>,
     pub(super) special: Option<FileKind>,
+    pub(super) versioning: Versioning,
 }
 
 pub(super) fn create(
@@ -136,42 +151,114 @@ pub(super) fn create(
         ctx.keys.payload(attr.id, PayloadKind::Data),
         encode_bytes(data),
     );
+    if kind == FileKind::File {
+        // A new file of a bucket that keeps versions is a version of its own (or the `null`
+        // one, which replaces any other while versioning is suspended).
+        let (bucket, key) = versions::object_key(path);
+        match spec.versioning {
+            Versioning::Enabled => versions::mark_current(txn, ctx, bucket, &key, attr.id),
+            Versioning::Suspended => versions::drop_null(txn, ctx, bucket, &key)?,
+            Versioning::Off => {}
+        }
+    }
     touch_parent(txn, ctx, &mut chain, 1, 0);
     Ok(MetaResponse::Attr(attr))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a `CommitFile` brings.
+pub(super) struct Committed<'a> {
+    pub(super) id: InodeId,
+    pub(super) size: u64,
+    pub(super) etag: &'a str,
+    pub(super) layout: &'a Layout,
+    pub(super) inline: Option<&'a Bytes>,
+    pub(super) versioning: Versioning,
+    /// The S3 mtime of the bytes this open committed last.
+    pub(super) replaces: Option<i64>,
+}
+
 pub(super) fn commit_file(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],
-    id: InodeId,
-    size: u64,
-    etag: &str,
-    layout: &Layout,
-    inline: Option<&Bytes>,
+    c: Committed<'_>,
 ) -> OpResult {
     check_path(path, 2)?;
     let chain = resolve_parents(txn, ctx.ns, path).map_err(missing_as_not_found)?;
     let pid = chain.last().expect("root").attr.id;
     let loc = match target(txn, ctx.ns, pid, path.last().expect("len"))? {
-        Child::Other(loc) if loc.attr.id == id && loc.attr.kind == FileKind::File => loc,
+        Child::Other(loc) if loc.attr.id == c.id && loc.attr.kind == FileKind::File => loc,
         _ => return Err(MetaError::NotFound),
     };
-    retention::may_remove(txn, ctx, id, false)?;
+    retention::may_remove(txn, ctx, c.id, false)?;
     let mut attr = loc.attr;
-    release(txn, ctx, &attr.layout);
-    attr.size = size;
-    attr.etag = etag.to_string();
-    attr.layout = layout.clone();
+    let new_version = c.versioning != Versioning::Off
+        && attr.size > 0
+        && c.replaces != Some(attr.s3_mtime_ns)
+        && attr.layout.shared_home().is_none();
+    if !(new_version && version_before_write(txn, ctx, path, &attr, c.versioning)?) {
+        release(txn, ctx, &attr.layout);
+    }
+    attr.size = c.size;
+    attr.etag = c.etag.to_string();
+    attr.layout = c.layout.clone();
     attr.parts.clear();
     attr.mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     attr.s3_mtime_ns = ctx.now_ns;
     put_attr(txn, &loc.key.expect("child key"), &attr);
-    match inline {
-        Some(data) => txn.put(ctx.keys.payload(id, PayloadKind::Data), encode_bytes(data)),
-        None => txn.delete(ctx.keys.payload(id, PayloadKind::Data)),
+    match c.inline {
+        Some(data) => txn.put(
+            ctx.keys.payload(c.id, PayloadKind::Data),
+            encode_bytes(data),
+        ),
+        None => txn.delete(ctx.keys.payload(c.id, PayloadKind::Data)),
     }
+    drop_checksums(txn, ctx, c.id)?;
     Ok(MetaResponse::Attr(attr))
+}
+
+/// The S3 checksums an upload stored for file `id` are for bytes a commit replaced: they
+/// go (the rest of its S3 metadata stays).
+fn drop_checksums(txn: &mut Txn<'_>, ctx: &Ctx<'_>, id: InodeId) -> Result<(), MetaError> {
+    let key = ctx.keys.payload(id, PayloadKind::Meta);
+    let Some(v) = txn.get(&key).map_err(internal)? else {
+        return Ok(());
+    };
+    let mut meta: ObjectMeta = decode(&v).map_err(internal)?;
+    if meta.checksums.is_empty() && meta.checksum_type.is_none() {
+        return Ok(());
+    }
+    meta.checksums = Default::default();
+    meta.checksum_type = None;
+    txn.put(key, encode(&meta));
+    Ok(())
+}
+
+/// Before a mount's write replaces the bytes of `attr`, the current object at `path`, in a
+/// bucket that keeps versions: they stay as a noncurrent version, and the write makes a
+/// version of its own, or the `null` one while versioning is suspended (replacing a `null`
+/// current object's bytes in place). Answers whether the bytes stayed (not to be released).
+fn version_before_write(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    path: &[String],
+    attr: &Attr,
+    versioning: Versioning,
+) -> Result<bool, MetaError> {
+    let (bucket, key) = versions::object_key(path);
+    if versioning == Versioning::Suspended {
+        if versions::current_id(txn, ctx.keys, bucket, &key, attr)? == NULL_VERSION {
+            return Ok(false);
+        }
+        versions::drop_null(txn, ctx, bucket, &key)?;
+    }
+    versions::archive(txn, ctx, bucket, &key, attr, true)?;
+    if versioning == Versioning::Enabled {
+        let number = ctx.alloc_id();
+        versions::mark_current_as(txn, ctx, bucket, &key, attr.id, number);
+    } else {
+        txn.delete(ctx.keys.version(bucket, &key, attr.id));
+    }
+    Ok(true)
 }

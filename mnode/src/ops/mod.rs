@@ -27,7 +27,7 @@ use crate::tree::Resolver;
 use crate::txn::Txn;
 use attrs::{set_attr_request, set_user_meta};
 use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
-use files::{commit_file, create, unlink, NewFile};
+use files::{commit_file, create, unlink, Committed, NewFile};
 use links::{link_source, link_target, settle_link, shared_op};
 use objects::{delete_object, delete_version, put_acl, put_dir_marker, put_object, put_tags};
 use renames::{
@@ -136,6 +136,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             special,
             cred,
             defer: _,
+            versioning,
         } => create(
             txn,
             ctx,
@@ -147,6 +148,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 exclusive: *exclusive,
                 symlink: symlink.as_deref(),
                 special: *special,
+                versioning: *versioning,
             },
             Some(cred),
         ),
@@ -227,7 +229,22 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             etag,
             layout,
             inline,
-        } => commit_file(txn, ctx, path, *id, *size, etag, layout, inline.as_ref()),
+            versioning,
+            replaces,
+        } => commit_file(
+            txn,
+            ctx,
+            path,
+            Committed {
+                id: *id,
+                size: *size,
+                etag,
+                layout,
+                inline: inline.as_ref(),
+                versioning: *versioning,
+                replaces: *replaces,
+            },
+        ),
         MetaRequest::DeleteObject {
             path,
             version_id: Some(vid),
@@ -258,7 +275,11 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             *legal_hold,
             *bypass_governance,
         ),
-        MetaRequest::Unlink { path, cred } => unlink(txn, ctx, path, Some(cred)),
+        MetaRequest::Unlink {
+            path,
+            cred,
+            versioning,
+        } => unlink(txn, ctx, path, Some(cred), *versioning),
         set @ MetaRequest::SetAttr { .. } => set_attr_request(txn, ctx, set, None),
         MetaRequest::ApplyDirAttr { dir, set } => set_attr_request(txn, ctx, set, Some(*dir)),
         MetaRequest::PutTags {

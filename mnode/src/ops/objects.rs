@@ -107,7 +107,7 @@ pub(super) fn put_object(
 /// bucket that keeps versions: it stays as a noncurrent version, except a `null` one while
 /// versioning is suspended, which goes for good. (A noncurrent `null` version is the
 /// caller's to drop, [`versions::drop_null`].)
-fn replace_version(
+pub(super) fn replace_version(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],
@@ -122,7 +122,7 @@ fn replace_version(
         release(txn, ctx, &old.layout);
         return Ok(());
     }
-    versions::archive(txn, ctx, bucket, &key, old)
+    versions::archive(txn, ctx, bucket, &key, old, false)
 }
 
 /// The ETag of the object a key names now, for conditional writes (`None`: no object).
@@ -245,7 +245,7 @@ pub(super) fn delete_object(
 
 /// The end of a delete without a version id: in a bucket that keeps versions, a delete
 /// marker (the `null` one, replacing any other `null` version, while suspended).
-fn delete_marker(
+pub(super) fn delete_marker(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],

@@ -6,10 +6,14 @@
 //! has no inode; the key's directories may come and go), newest first, in the group that owns
 //! the key's name: a write moves the replaced object there in the batch that replaces it.
 //!
-//! A version's id is its inode id ([`saker_rpc::version_id`]); the current object has a
-//! record of kind `Current` unless it is the `null` version (written while the bucket did not
-//! keep versions, or kept them suspended). A noncurrent object keeps its payloads under its
-//! inode id and its chunks until the version is deleted.
+//! A version's id names a number ([`saker_rpc::version_id`]): an S3 write's is the new
+//! object's inode id. The current object has a record of kind `Current`, at its inode id,
+//! unless it is the `null` version (written while the bucket did not keep versions, or kept
+//! them suspended). A mount's write replaces the bytes of an inode that stays (the kernel
+//! knows the file by it), so the version it makes gets a number of its own, newer than every
+//! other ([`mark_current_as`]). A noncurrent version is keyed by its number where it can be
+//! (the order of version listings and their markers), and keeps its payloads under that key's
+//! id and its chunks until the version is deleted.
 
 use saker_rpc::{
     version_id, version_inode, Attr, FileKind, InodeId, MetaError, VersionKind, NULL_VERSION,
@@ -18,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{delete_payloads, release};
 use super::Ctx;
-use crate::keys::Keys;
+use crate::keys::{Keys, PAYLOAD_KINDS};
 use crate::records::{decode, encode};
 use crate::store::prefix_end;
 use crate::tree::View;
@@ -91,8 +95,21 @@ pub(crate) fn current_id<V: View + ?Sized>(
 /// Records the current object `attr` of `key` as a version of its own (a write while the
 /// bucket keeps versions).
 pub(crate) fn mark_current(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, key: &str, id: InodeId) {
+    mark_current_as(txn, ctx, bucket, key, id, id);
+}
+
+/// Records the current object, inode `id`, of `key` as version `number` (a mount's write,
+/// which keeps the inode).
+pub(crate) fn mark_current_as(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    bucket: &str,
+    key: &str,
+    id: InodeId,
+    number: InodeId,
+) {
     let s = Stored {
-        version_id: version_id(id),
+        version_id: version_id(number),
         kind: VersionKind::Current,
         mtime_ns: ctx.now_ns,
     };
@@ -100,20 +117,59 @@ pub(crate) fn mark_current(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, key: 
 }
 
 /// Keeps the current object `attr` of `key`, about to be replaced or deleted, as a
-/// noncurrent version (its payloads and chunks stay).
+/// noncurrent version (its payloads and chunks stay). `stays`: the inode stays at the key
+/// with new bytes (a mount's write), so the version needs a key of its own and a copy of the
+/// inode's payloads; otherwise the inode goes.
 pub(crate) fn archive(
     txn: &mut Txn<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     bucket: &str,
     key: &str,
     attr: &Attr,
+    stays: bool,
 ) -> Result<(), MetaError> {
+    let vid = current_id(txn, ctx.keys, bucket, key, attr)?;
+    let at = match version_inode(&vid) {
+        // A version a mount's write made: keyed by its own number.
+        Some(n) if n != attr.id => n,
+        // The inode stays, and its record is where the current object's is.
+        _ if stays => ctx.alloc_id(),
+        _ => attr.id,
+    };
+    let mut kept = attr.clone();
+    if at != attr.id {
+        move_payloads(txn, ctx.keys, attr.id, at, stays)?;
+        kept.id = at;
+        if !stays {
+            txn.delete(ctx.keys.version(bucket, key, attr.id));
+        }
+    }
     let s = Stored {
-        version_id: current_id(txn, ctx.keys, bucket, key, attr)?,
-        kind: VersionKind::Object(Box::new(attr.clone())),
+        version_id: vid,
+        kind: VersionKind::Object(Box::new(kept)),
         mtime_ns: attr.s3_mtime_ns,
     };
-    txn.put(ctx.keys.version(bucket, key, attr.id), encode(&s));
+    txn.put(ctx.keys.version(bucket, key, at), encode(&s));
+    Ok(())
+}
+
+/// Copies inode `from`'s payloads to `to` (and deletes them from `from` unless `keep`).
+fn move_payloads(
+    txn: &mut Txn<'_>,
+    keys: &Keys,
+    from: InodeId,
+    to: InodeId,
+    keep: bool,
+) -> Result<(), MetaError> {
+    for kind in PAYLOAD_KINDS {
+        let k = keys.payload(from, kind);
+        if let Some(v) = txn.get(&k).map_err(internal)? {
+            txn.put(keys.payload(to, kind), v);
+            if !keep {
+                txn.delete(k);
+            }
+        }
+    }
     Ok(())
 }
 

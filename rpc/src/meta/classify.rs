@@ -54,6 +54,7 @@ impl MetaRequest {
                 | MetaRequest::LinkPending { .. }
                 | MetaRequest::RaftStatus
                 | MetaRequest::CoordScan { .. }
+                | MetaRequest::BucketVersioning { .. }
         )
     }
 
@@ -137,6 +138,10 @@ impl MetaRequest {
                 return Err(crate::MetaError::Invalid("bad tier key length".into()));
             }
         }
+        if let MetaRequest::BucketVersioning { bucket } = self {
+            saker_namespace::validate_bucket_name(bucket)
+                .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
+        }
         let extra: &[String] = match self {
             MetaRequest::CoordinatedRename { from, .. }
             | MetaRequest::CoordinatedLink { from, .. } => from,
@@ -193,6 +198,7 @@ impl MetaRequest {
                 | MetaRequest::SetUserMeta { .. }
                 | MetaRequest::CoordinatedRename { .. }
                 | MetaRequest::CoordinatedLink { .. }
+                | MetaRequest::BucketVersioning { .. }
         )
     }
 
@@ -309,6 +315,7 @@ impl MetaRequest {
             | MetaRequest::Exceptions
             | MetaRequest::CoordPut { .. }
             | MetaRequest::CoordScan { .. }
+            | MetaRequest::BucketVersioning { .. }
             | MetaRequest::ThawAll
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -416,6 +423,7 @@ impl MetaRequest {
             MetaRequest::Backup { .. } => "backup",
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
+            MetaRequest::BucketVersioning { .. } => "bucket_versioning",
         }
     }
 }

@@ -65,6 +65,10 @@ pub enum MetaRequest {
         /// Within `key_marker`, only versions older than this inode id.
         id_marker: Option<InodeId>,
         limit: u32,
+        /// When the page ends within a key's versions before that key's current record
+        /// (which a mount's write leaves at the file's inode id, older than the versions it
+        /// made): that record too, first in the page, beyond `limit`.
+        with_current: bool,
     },
     /// One version of the object at `path` (GET/HEAD with a version id).
     LookupVersion {
@@ -245,6 +249,9 @@ pub enum MetaRequest {
         special: Option<FileKind>,
         cred: Cred,
         defer: bool,
+        /// How the bucket keeps versions (the mount's copy of the setting): a new file of a
+        /// bucket that keeps them is a version of its own.
+        versioning: Versioning,
     },
     /// Rename a file within one group (both names owned by the group this is sent to): one
     /// atomic step. A replaced target's chunks are released. Answers the moved inode.
@@ -278,7 +285,10 @@ pub enum MetaRequest {
         id: InodeId,
     },
     /// Replace the bytes of the file `id` at `path` (a FUSE close or fsync): `NotFound` if
-    /// `path` no longer names `id`. Attributes and S3 metadata stay.
+    /// `path` no longer names `id`. Attributes and S3 metadata stay. In a bucket that keeps
+    /// versions the bytes replaced stay as a noncurrent version, unless they are the ones
+    /// this open committed last (`replaces`: their S3 mtime) or there are none (an empty
+    /// file, as create and truncate leave it).
     CommitFile {
         path: Vec<String>,
         id: InodeId,
@@ -286,6 +296,8 @@ pub enum MetaRequest {
         etag: String,
         layout: Layout,
         inline: Option<Bytes>,
+        versioning: Versioning,
+        replaces: Option<i64>,
     },
     CreateBucket {
         name: String,
@@ -313,6 +325,9 @@ pub enum MetaRequest {
     Unlink {
         path: Vec<String>,
         cred: Cred,
+        /// In a bucket that keeps versions the file stays as a noncurrent version behind a
+        /// delete marker.
+        versioning: Versioning,
     },
     /// POSIX rmdir.
     Rmdir {
@@ -612,6 +627,12 @@ pub enum MetaRequest {
     /// ([`LoadWindow`]), with its `top` heaviest names and directories. Answers `Load`.
     LoadStats {
         top: u32,
+    },
+    /// At group 1: how `bucket` keeps versions, for a mount (which may not read the
+    /// coordinator's other records). Answers `Records` with the bucket's versioning record,
+    /// if it has one.
+    BucketVersioning {
+        bucket: String,
     },
 }
 

@@ -181,6 +181,7 @@ impl Bench {
             "unlink" => MetaRequest::Unlink {
                 path: file.clone(),
                 cred: saker_rpc::Cred::ROOT,
+                versioning: saker_rpc::Versioning::Off,
             },
             "mkdir" => MetaRequest::Mkdir {
                 path: sub.clone(),
@@ -499,6 +500,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
                     MetaRequest::Unlink {
                         path: path.clone(),
                         cred: saker_rpc::Cred::ROOT,
+                        versioning: saker_rpc::Versioning::Off,
                     },
                 )
                 .await?;
