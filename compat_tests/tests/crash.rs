@@ -592,6 +592,7 @@ async fn rename_cut_by_a_crash(dir: bool, failpoint: &str) {
         to: at(&to),
         noreplace: false,
         cred: saker_rpc::Cred::ROOT,
+        versioning: Default::default(),
     };
     let cut = lib.call(&at(&to), req).await;
     assert!(

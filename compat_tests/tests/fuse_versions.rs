@@ -183,3 +183,58 @@ async fn suspended_buckets_rewrite_the_null_version_through_the_mount() {
     assert_eq!(get_v(&c, &b, "f", "null").await, b"null two");
     assert_eq!(get_v(&c, &b, "f", &kept).await, b"kept");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn renames_make_a_version_at_the_new_name_and_a_marker_at_the_old() {
+    let mounted = tokio::task::spawn_blocking(|| Mounted::start(Opts::default()))
+        .await
+        .unwrap();
+    let c = mounted.srv.client();
+    let b = new_bucket(&c, "fusemv").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    mounted.srv.use_credential();
+    let lib = saker_client::Cluster::connect_all(&mounted.srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let at = |name: &str| vec![b.clone(), name.to_string()];
+    // One rename within a group, one between groups (the coordinator's).
+    let near = (0..)
+        .map(|i| format!("near{i}"))
+        .find(|n| lib.owner(&at(n)) == lib.owner(&at("a")))
+        .unwrap();
+    let far = name_owned_elsewhere(&lib, &b, "b", "far", "");
+    for (from, to) in [("a".to_string(), near), ("b".to_string(), far)] {
+        let replaced = put_v(&c, &b, &to, b"replaced").await.unwrap();
+        let first = put_v(&c, &b, &from, b"first").await.unwrap();
+        put_v(&c, &b, &from, b"second").await.unwrap();
+        let dir = mounted.root.join(&b);
+        let (f, t) = (from.clone(), to.clone());
+        tokio::task::spawn_blocking(move || std::fs::rename(dir.join(f), dir.join(t)).unwrap())
+            .await
+            .unwrap();
+        let new = versions_of(&c, &b, &to).await;
+        assert_eq!(new.len(), 2, "{to}: {new:?}");
+        assert!(new[0].1 && !new[0].2 && new[0].0 != replaced, "{new:?}");
+        assert_eq!(new[1].0, replaced);
+        assert_eq!(get_bytes(&c, &b, &to).await, b"second");
+        assert_eq!(get_v(&c, &b, &to, &new[0].0).await, b"second");
+        assert_eq!(get_v(&c, &b, &to, &replaced).await, b"replaced");
+        let old = versions_of(&c, &b, &from).await;
+        assert_eq!(old.len(), 2, "{from}: {old:?}");
+        assert!(old[0].1 && old[0].2, "a delete marker at {from}: {old:?}");
+        assert_eq!(old[1].0, first);
+        assert_status(c.get_object().bucket(&b).key(&from).send().await, 404);
+        assert_eq!(get_v(&c, &b, &from, &first).await, b"first");
+    }
+    // A directory's files would change keys without versions: EXDEV (mv copies instead).
+    let dir = mounted.root.join(&b);
+    let moved = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir(dir.join("d")).unwrap();
+        std::fs::write(dir.join("d/x"), b"x").unwrap();
+        errno(std::fs::rename(dir.join("d"), dir.join("e")))
+    })
+    .await
+    .unwrap();
+    assert_eq!(moved, libc::EXDEV);
+    assert_eq!(get_bytes(&c, &b, "d/x").await, b"x");
+}

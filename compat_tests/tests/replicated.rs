@@ -221,6 +221,7 @@ async fn coordinated_rename(rpc: &str, from: &[&str], to: &[&str]) -> Result<(),
         to: to.clone(),
         noreplace: false,
         cred: saker_rpc::Cred::ROOT,
+        versioning: Default::default(),
     };
     lib.call(&to, req)
         .await

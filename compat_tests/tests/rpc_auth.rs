@@ -158,6 +158,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             vec!["b".into(), "y".into()],
             false,
             saker_rpc::Cred::ROOT,
+            Default::default(),
         )
         .await;
     out.push(("coordinator rename".into(), refused(&r), false));

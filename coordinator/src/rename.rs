@@ -33,7 +33,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::join_all;
 use saker_rpc::{
-    access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta, Want,
+    access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta,
+    RenameVersioning, Want,
 };
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,18 @@ pub struct RenameIntent {
     /// A file rename must not replace an existing target.
     pub noreplace: bool,
     pub cred: Cred,
+    /// How the file's old and new buckets keep versions (none in intents logged before).
+    #[serde(default)]
+    pub versioning: RenameVersioning,
+}
+
+/// How a file moves: whether it may replace a file at its new name, for whom, and how the
+/// two buckets keep versions.
+#[derive(Clone, Copy)]
+struct FileMove<'a> {
+    noreplace: bool,
+    cred: &'a Cred,
+    versioning: RenameVersioning,
 }
 
 /// The access mask the caller needs on a directory it moves: remove it from its parent, and
@@ -167,6 +180,7 @@ impl NamespaceCoordinator {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     ) -> Result<Attr, MetaError> {
         if from.len() < 2 || to.len() < 2 {
             return Err(MetaError::Invalid("buckets are not renamed".into()));
@@ -185,9 +199,17 @@ impl NamespaceCoordinator {
             return Ok(source.attr);
         }
         if !source.attr.is_dir() {
-            return self
-                .move_file(&from, &to, noreplace, &cred, &source.attr)
-                .await;
+            let file = FileMove {
+                noreplace,
+                cred: &cred,
+                versioning,
+            };
+            return self.move_file(&from, &to, file, &source.attr).await;
+        }
+        if versioning != RenameVersioning::default() {
+            // The files below would change keys without versions of their own: EXDEV, and
+            // mv(1) copies and deletes them, which keeps versions.
+            return Err(MetaError::CrossGroup);
         }
         let mask = source_mask(&from, &to);
         if mask != access::DELETE {
@@ -316,6 +338,8 @@ impl NamespaceCoordinator {
             replace,
             noreplace: false,
             cred: cred.clone(),
+            // Directories keep no versions.
+            versioning: RenameVersioning::default(),
         };
         self.log_and_move(intent).await
     }
@@ -325,10 +349,10 @@ impl NamespaceCoordinator {
         &self,
         from: &[String],
         to: &[String],
-        noreplace: bool,
-        cred: &Cred,
+        file: FileMove<'_>,
         source: &Attr,
     ) -> Result<Attr, MetaError> {
+        let FileMove { noreplace, cred, .. } = file;
         let to_parent = &to[..to.len() - 1];
         self.checked(
             to_parent,
@@ -356,7 +380,7 @@ impl NamespaceCoordinator {
             },
         )
         .await?;
-        let result = self.move_blocked_file(from, to, noreplace, cred).await;
+        let result = self.move_blocked_file(from, to, file).await;
         if self.journal.moving(from) {
             // Logged but not finished: the path stays blocked until the resolver finishes
             // the move (a write there now could release the chunks the new name holds).
@@ -375,8 +399,7 @@ impl NamespaceCoordinator {
         &self,
         from: &[String],
         to: &[String],
-        noreplace: bool,
-        cred: &Cred,
+        file: FileMove<'_>,
     ) -> Result<Attr, MetaError> {
         // The name's own entry: a hard link's reference moves as it is (its payloads stay
         // with the shared inode).
@@ -400,8 +423,9 @@ impl NamespaceCoordinator {
             data: view.data,
             tags: view.tags.unwrap_or_default(),
             replace: None,
-            noreplace,
-            cred: cred.clone(),
+            noreplace: file.noreplace,
+            cred: file.cred.clone(),
+            versioning: file.versioning,
         };
         self.log_and_move(intent).await
     }
@@ -449,6 +473,7 @@ impl NamespaceCoordinator {
                 tags: intent.tags.clone(),
                 noreplace: intent.noreplace,
                 cred: intent.cred.clone(),
+                versioning: intent.versioning,
             }
         };
         let moved = match self.call_owner(&intent.to, put).await? {
@@ -469,6 +494,7 @@ impl NamespaceCoordinator {
             MetaRequest::RenameOut {
                 from: intent.from.clone(),
                 id: intent.attr.id,
+                versioning: intent.versioning.from,
             }
         };
         self.call_owner(&intent.from, out).await?;
@@ -580,6 +606,7 @@ mod tests {
             replace: Some(7),
             noreplace: false,
             cred: saker_rpc::Cred::ROOT,
+            versioning: RenameVersioning::default(),
         }
     }
 

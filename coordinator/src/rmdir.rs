@@ -23,7 +23,7 @@ use parking_lot::RwLock;
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
     Attr, ClientTag, CoordinatorService, Cred, DirUsage, InodeId, MetaError, MetaRequest,
-    MetaResponse, MetaService, RemoveCond,
+    MetaResponse, MetaService, RemoveCond, RenameVersioning,
 };
 use tracing::Instrument;
 
@@ -329,11 +329,13 @@ impl CoordinatorService for NamespaceCoordinator {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     ) -> Result<Attr, MetaError> {
         let span = tracing::debug_span!("coordinator.rename");
         async {
             self.until_ready().await?;
-            self.rename_protocol(from, to, noreplace, cred).await
+            self.rename_protocol(from, to, noreplace, cred, versioning)
+                .await
         }
         .instrument(span)
         .await

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
     access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
-    Versioning, Want, XattrMode,
+    RenameVersioning, Versioning, Want, XattrMode,
 };
 
 use crate::config::MountConfig;
@@ -643,11 +643,16 @@ impl SakerFs {
             return Err(FuseError::CrossDevice);
         }
         let cred = caller.cred.clone();
+        let versioning = RenameVersioning {
+            from: self.versioning(&from)?,
+            to: self.versioning(&to)?,
+        };
         let coordinated = MetaRequest::CoordinatedRename {
             from: from.clone(),
             to: to.clone(),
             noreplace,
             cred: cred.clone(),
+            versioning,
         };
         let attr = if self.cluster.owner(&from) == self.cluster.owner(&to) {
             let req = MetaRequest::Rename {
@@ -655,6 +660,7 @@ impl SakerFs {
                 to: to.clone(),
                 noreplace,
                 cred,
+                versioning,
             };
             match self.block(self.call_attr(&to, req)) {
                 // A directory: the MNode says its dentry needs the coordinator.

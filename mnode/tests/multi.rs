@@ -437,6 +437,7 @@ impl Cluster {
             to: p(to),
             noreplace,
             cred: saker_rpc::Cred::ROOT,
+            versioning: Default::default(),
         };
         // Any group hands it to the coordinator.
         match self.node(1).call(tag(), req).await? {

@@ -30,7 +30,9 @@ pub use meta::{
     ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention, SetTime, UploadInfo, Want,
     WriteCond, XattrMode, MAX_PAGE,
 };
-pub use meta::{version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION};
+pub use meta::{
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning, NULL_VERSION,
+};
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{
     AdminCall, AdminReply, AdminService, CoordinatorService, MetaService, RaftService,

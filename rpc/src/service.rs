@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::attr::Attr;
 use crate::error::MetaError;
-use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
+use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond, RenameVersioning};
 use crate::InodeId;
 
 /// A metadata node (or a handle to a remote one).
@@ -41,6 +41,7 @@ pub trait CoordinatorService: Send + Sync + 'static {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     ) -> Result<Attr, MetaError>;
 
     /// chmod/chown of a directory (`set` is a `MetaRequest::SetAttr` naming one): with the

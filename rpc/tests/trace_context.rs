@@ -58,6 +58,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: bool,
         _: Cred,
+        _: saker_rpc::RenameVersioning,
     ) -> Result<Attr, MetaError> {
         Err(MetaError::Invalid("no coordinator".into()))
     }

@@ -140,6 +140,7 @@ impl CoordinatorService for FakeCoordinator {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        _: saker_rpc::RenameVersioning,
     ) -> Result<Attr, MetaError> {
         self.renames
             .lock()
@@ -386,12 +387,19 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             path(&["b", "y", "z"]),
             false,
             cred.clone(),
+            Default::default(),
         )
         .await
         .unwrap();
     assert_eq!((moved.id, moved.kind), (3, saker_rpc::FileKind::Dir));
     assert_eq!(
-        c.rename(path(&["b", "x"]), path(&["b", "w"]), true, Cred::ROOT)
+        c.rename(
+            path(&["b", "x"]),
+            path(&["b", "w"]),
+            true,
+            Cred::ROOT,
+            Default::default()
+        )
             .await,
         Err(MetaError::Exists)
     );

@@ -26,7 +26,7 @@ use saker_mnode::Mnode;
 use saker_namespace::Router;
 use saker_rpc::{
     Attr, ChannelPool, CoordinatorService, Cred, InodeId, MetaError, MetaRequest, MetaService,
-    RemoveCond, FAILOVER_WAIT,
+    RemoveCond, RenameVersioning, FAILOVER_WAIT,
 };
 use std::sync::RwLock;
 
@@ -286,10 +286,11 @@ impl CoordinatorService for CoordinatorRoute {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     ) -> Result<Attr, MetaError> {
         self.route(|c| {
             let (from, to, cred) = (from.clone(), to.clone(), cred.clone());
-            async move { c.rename(from, to, noreplace, cred).await }
+            async move { c.rename(from, to, noreplace, cred, versioning).await }
         })
         .await
     }

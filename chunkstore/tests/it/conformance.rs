@@ -162,6 +162,7 @@ impl CoordinatorService for NoCoordinator {
         _: Vec<String>,
         _: bool,
         _: saker_rpc::Cred,
+        _: saker_rpc::RenameVersioning,
     ) -> Result<saker_rpc::Attr, MetaError> {
         Err(MetaError::NotPermitted)
     }

@@ -50,9 +50,10 @@ impl MetaService for Mnode {
                 to,
                 noreplace,
                 cred,
+                versioning,
             } => self
                 .coordinator()?
-                .rename(from, to, noreplace, cred)
+                .rename(from, to, noreplace, cred, versioning)
                 .await
                 .map(MetaResponse::Attr),
             MetaRequest::CoordinatedLink {

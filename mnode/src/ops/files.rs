@@ -38,6 +38,28 @@ pub(super) fn remove_file(
     Ok(())
 }
 
+/// Removes the file `loc` at `path` (whose parents are `chain`) from the namespace: for good,
+/// or, in a bucket that keeps versions, kept as a noncurrent version (answers whether it was;
+/// a hard link's name is not: its file has others).
+pub(super) fn remove_name(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    chain: &mut [Located],
+    path: &[String],
+    loc: Located,
+    versioning: Versioning,
+) -> Result<bool, MetaError> {
+    let linked = loc.attr.layout.shared_home().is_some();
+    if versioning == Versioning::Off || linked || loc.attr.kind != FileKind::File {
+        remove_file(txn, ctx, chain, loc)?;
+        return Ok(false);
+    }
+    replace_version(txn, ctx, path, &loc.attr, versioning)?;
+    txn.delete(loc.key.expect("child has a key"));
+    touch_parent(txn, ctx, chain, -1, 0);
+    Ok(true)
+}
+
 pub(super) fn unlink(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
@@ -58,14 +80,9 @@ pub(super) fn unlink(
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
             }
             let removed = loc.attr.clone();
-            if versioning != Versioning::Off && !linked && loc.attr.kind == FileKind::File {
+            if remove_name(txn, ctx, &mut chain, path, loc, versioning)? {
                 // As an S3 delete: the file stays as a noncurrent version behind a marker.
-                replace_version(txn, ctx, path, &loc.attr, versioning)?;
-                txn.delete(loc.key.expect("child has a key"));
-                touch_parent(txn, ctx, &mut chain, -1, 0);
                 delete_marker(txn, ctx, path, versioning)?;
-            } else {
-                remove_file(txn, ctx, &mut chain, loc)?;
             }
             Ok(MetaResponse::Attr(removed))
         }

@@ -157,7 +157,8 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             to,
             noreplace,
             cred,
-        } => rename(txn, ctx, from, to, *noreplace, Some(cred)),
+            versioning,
+        } => rename(txn, ctx, from, to, *noreplace, Some(cred), *versioning),
         MetaRequest::RenameIn {
             from,
             to,
@@ -167,6 +168,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             tags,
             noreplace,
             cred,
+            versioning,
         } => rename_in(
             txn,
             ctx,
@@ -181,8 +183,13 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             },
             *noreplace,
             Some(cred),
+            *versioning,
         ),
-        MetaRequest::RenameOut { from, id } => rename_out(txn, ctx, from, *id),
+        MetaRequest::RenameOut {
+            from,
+            id,
+            versioning,
+        } => rename_out(txn, ctx, from, *id, *versioning),
         MetaRequest::AdoptEntry {
             pid,
             name,

@@ -3,45 +3,104 @@
 
 #[cfg(doc)]
 use saker_rpc::MetaRequest;
-use saker_rpc::{Attr, Cred, FileKind, InodeId, MetaError, MetaResponse, NewObject};
+use saker_rpc::{
+    Attr, Cred, FileKind, InodeId, MetaError, MetaResponse, NewObject, RenameVersioning,
+    Versioning,
+};
 
 use super::common::{
     check_path, delete_name_payloads, delete_payloads, missing_as_not_found, put_attr, put_dir,
     release, touch_parent, write_payloads,
 };
-use super::files::remove_file;
+use super::files::remove_name;
 use super::links::{touch_shared, victim};
-use super::{retention, Ctx, OpResult};
+use super::objects::delete_marker;
+use super::{retention, versions, Ctx, OpResult};
 use crate::perm;
 use crate::tree::{child, has_children, internal, resolve_parents, Child, Located};
 use crate::txn::Txn;
+
+/// A rename's new name.
+struct Target<'a> {
+    path: &'a [String],
+    /// The inode that moves there.
+    moving: InodeId,
+    noreplace: bool,
+    /// How its bucket keeps versions (a file replaced there stays as a version).
+    versioning: Versioning,
+}
 
 /// What stands at a rename target: nothing, or a file the caller may replace (removed here).
 fn clear_target(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     chain: &mut [Located],
-    name: &str,
-    moving: InodeId,
-    noreplace: bool,
+    t: &Target<'_>,
     cred: Option<&Cred>,
 ) -> Result<bool, MetaError> {
     let pid = chain.last().expect("root").attr.id;
-    match child(txn, ctx.keys, pid, name)? {
+    match child(txn, ctx.keys, pid, t.path.last().expect("len"))? {
         Child::None => Ok(false),
         Child::Dir(_) => Err(MetaError::IsDir),
-        Child::Other(loc) if loc.attr.id == moving => Ok(true),
-        Child::Other(_) if noreplace => Err(MetaError::Exists),
+        Child::Other(loc) if loc.attr.id == t.moving => Ok(true),
+        Child::Other(_) if t.noreplace => Err(MetaError::Exists),
         Child::Other(loc) => {
             let parent = &chain.last().expect("root").attr;
             perm::may_delete(parent, &victim(txn, ctx, parent, &loc, cred)?, cred)?;
             if loc.attr.layout.shared_home().is_none() {
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
             }
-            remove_file(txn, ctx, chain, loc)?;
+            remove_name(txn, ctx, chain, t.path, loc, t.versioning)?;
             Ok(false)
         }
     }
+}
+
+/// A file `attr` (not a hard link's name) left `from` in a bucket that keeps versions: its
+/// version record there goes, and a delete marker takes its place (rename(2) through the
+/// mount is a new version at the new name and a delete marker at the old).
+fn moved_away(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    from: &[String],
+    attr: &Attr,
+    versioning: Versioning,
+) -> Result<(), MetaError> {
+    if versioning == Versioning::Off || !versioned_file(attr) {
+        return Ok(());
+    }
+    let (bucket, key) = versions::object_key(from);
+    txn.delete(ctx.keys.version(bucket, &key, attr.id));
+    delete_marker(txn, ctx, from, versioning)?;
+    Ok(())
+}
+
+/// The file `attr` arrived at `to`: a version of its own there, or the `null` one.
+fn moved_in(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    to: &[String],
+    attr: &Attr,
+    versioning: Versioning,
+) -> Result<(), MetaError> {
+    if !versioned_file(attr) {
+        return Ok(());
+    }
+    let (bucket, key) = versions::object_key(to);
+    match versioning {
+        Versioning::Enabled => {
+            let number = ctx.alloc_id();
+            versions::mark_current_as(txn, ctx, bucket, &key, attr.id, number);
+        }
+        Versioning::Suspended => versions::drop_null(txn, ctx, bucket, &key)?,
+        Versioning::Off => {}
+    }
+    Ok(())
+}
+
+/// Whether `attr` is an object that keeps versions: a regular file, not a hard link's name.
+fn versioned_file(attr: &Attr) -> bool {
+    attr.kind == FileKind::File && attr.layout.shared_home().is_none()
 }
 
 pub(super) fn rename(
@@ -51,6 +110,7 @@ pub(super) fn rename(
     to: &[String],
     noreplace: bool,
     cred: Option<&Cred>,
+    versioning: RenameVersioning,
 ) -> OpResult {
     check_path(from, 2)?;
     check_path(to, 2)?;
@@ -87,7 +147,13 @@ pub(super) fn rename(
     };
     perm::may_create(&chain.last().expect("root").attr, cred)?;
     let to_name = to.last().expect("len");
-    if clear_target(txn, ctx, chain, to_name, loc.attr.id, noreplace, cred)? {
+    let target = Target {
+        path: to,
+        moving: loc.attr.id,
+        noreplace,
+        versioning: versioning.to,
+    };
+    if clear_target(txn, ctx, chain, &target, cred)? {
         // Two hard links of one file: rename(2) does nothing.
         return Ok(MetaResponse::Attr(loc.attr));
     }
@@ -99,6 +165,8 @@ pub(super) fn rename(
     }
     txn.delete(loc.key.expect("child key"));
     put_attr(txn, &ctx.keys.inode(to_pid, to_name, false), &attr);
+    moved_away(txn, ctx, from, &attr, versioning.from)?;
+    moved_in(txn, ctx, to, &attr, versioning.to)?;
     if same_dir {
         touch_parent(txn, ctx, &mut from_chain, 0, 0);
     } else {
@@ -118,6 +186,7 @@ pub(super) fn rename_in(
     payloads: &NewObject,
     noreplace: bool,
     cred: Option<&Cred>,
+    versioning: RenameVersioning,
 ) -> OpResult {
     check_path(from, 2)?;
     check_path(to, 2)?;
@@ -128,7 +197,13 @@ pub(super) fn rename_in(
     perm::search(&chain, cred)?;
     perm::may_create(&chain.last().expect("root").attr, cred)?;
     let name = to.last().expect("len");
-    if clear_target(txn, ctx, &mut chain, name, attr.id, noreplace, cred)? {
+    let target = Target {
+        path: to,
+        moving: attr.id,
+        noreplace,
+        versioning: versioning.to,
+    };
+    if clear_target(txn, ctx, &mut chain, &target, cred)? {
         return Ok(MetaResponse::Attr(attr.clone()));
     }
     // The old name in this group too (a path-walked name, or a caller that did not know):
@@ -139,6 +214,7 @@ pub(super) fn rename_in(
         if let Child::Other(loc) = child(txn, ctx.keys, from_pid, from.last().expect("len"))? {
             if loc.attr.id == attr.id {
                 txn.delete(loc.key.expect("child has a key"));
+                moved_away(txn, ctx, from, attr, versioning.from)?;
                 if from_pid == chain.last().expect("root").attr.id {
                     entries = 0;
                 } else {
@@ -156,6 +232,7 @@ pub(super) fn rename_in(
         Some(home) => touch_shared(txn, ctx, home, attr.id, 0)?,
         None => write_payloads(txn, ctx.keys, attr.id, payloads),
     }
+    moved_in(txn, ctx, to, &attr, versioning.to)?;
     touch_parent(txn, ctx, &mut chain, entries, 0);
     Ok(MetaResponse::Attr(attr))
 }
@@ -165,6 +242,7 @@ pub(super) fn rename_out(
     ctx: &mut Ctx<'_>,
     from: &[String],
     id: InodeId,
+    versioning: Versioning,
 ) -> OpResult {
     check_path(from, 2)?;
     let mut chain = match resolve_parents(txn, ctx.ns, from) {
@@ -180,6 +258,7 @@ pub(super) fn rename_out(
             // The chunks moved with the inode: only the name and payloads go.
             txn.delete(loc.key.expect("child has a key"));
             delete_name_payloads(txn, ctx.keys, &loc.attr);
+            moved_away(txn, ctx, from, &loc.attr, versioning)?;
             touch_parent(txn, ctx, &mut chain, -1, 0);
         }
     }

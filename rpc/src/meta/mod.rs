@@ -26,7 +26,8 @@ pub use lock::{LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
 pub use versions::{
-    version_id, version_inode, VersionEntry, VersionKind, Versioning, NULL_VERSION,
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 
 /// A metadata operation.
@@ -254,12 +255,14 @@ pub enum MetaRequest {
         versioning: Versioning,
     },
     /// Rename a file within one group (both names owned by the group this is sent to): one
-    /// atomic step. A replaced target's chunks are released. Answers the moved inode.
+    /// atomic step. A replaced target's chunks are released (kept as a version where the
+    /// bucket keeps them). Answers the moved inode.
     Rename {
         from: Vec<String>,
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     },
     /// Cross-group file rename, step 1 at the target's owner (the coordinator blocked the
     /// source path and logged the move): create (or replace) `to` as inode `attr`, its id and
@@ -276,6 +279,7 @@ pub enum MetaRequest {
         tags: Vec<(String, String)>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     },
     /// Cross-group file rename, step 2 at the source's owner: remove `from` if it still names
     /// inode `id`, keeping its chunks (they moved with the inode). Not held back by the block
@@ -283,6 +287,8 @@ pub enum MetaRequest {
     RenameOut {
         from: Vec<String>,
         id: InodeId,
+        /// How `from`'s bucket keeps versions: a delete marker takes the file's place.
+        versioning: Versioning,
     },
     /// Replace the bytes of the file `id` at `path` (a FUSE close or fsync): `NotFound` if
     /// `path` no longer names `id`. Attributes and S3 metadata stay. In a bucket that keeps
@@ -453,6 +459,7 @@ pub enum MetaRequest {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     },
     /// Directory rename, step 1 at the new name's owner (the coordinator checked the source,
     /// froze it and invalidated its dentry everywhere): put directory `attr` (its id kept) with

@@ -22,6 +22,14 @@ pub enum Versioning {
     Suspended,
 }
 
+/// How the buckets of a mount's rename keep versions: the old name's (where the file leaves
+/// a delete marker) and the new name's (where it is a new version).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenameVersioning {
+    pub from: Versioning,
+    pub to: Versioning,
+}
+
 /// The version id of the `null` version.
 pub const NULL_VERSION: &str = "null";
 

@@ -25,7 +25,7 @@ use crate::attr::Attr;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkWireError};
 use crate::cluster_map::ClusterMap;
 use crate::error::MetaError;
-use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond};
+use crate::meta::{ClientTag, Cred, MetaRequest, MetaResponse, RemoveCond, RenameVersioning};
 use crate::replicas::ReplicaSet;
 use crate::service::{CoordinatorService, MetaService};
 
@@ -360,12 +360,14 @@ impl CoordinatorService for RemoteCoordinator {
         to: Vec<String>,
         noreplace: bool,
         cred: Cred,
+        versioning: RenameVersioning,
     ) -> Result<Attr, MetaError> {
         let call = RenameCall {
             from,
             to,
             noreplace,
             cred,
+            versioning,
         };
         let reply = self.channel.client.clone().rename(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?

@@ -51,6 +51,7 @@ pub(super) struct RenameCall {
     pub to: Vec<String>,
     pub noreplace: bool,
     pub cred: Cred,
+    pub versioning: crate::meta::RenameVersioning,
 }
 
 /// `Link`: the coordinator's link protocol.
