@@ -237,4 +237,27 @@ async fn renames_make_a_version_at_the_new_name_and_a_marker_at_the_old() {
     .unwrap();
     assert_eq!(moved, libc::EXDEV);
     assert_eq!(get_bytes(&c, &b, "d/x").await, b"x");
+
+    // Versions below a directory keep it: rmdir is ENOTEMPTY until they are deleted.
+    let dir = mounted.root.join(&b);
+    let kept = tokio::task::spawn_blocking(move || {
+        std::fs::remove_file(dir.join("d/x")).unwrap();
+        errno(std::fs::remove_dir(dir.join("d")))
+    })
+    .await
+    .unwrap();
+    assert_eq!(kept, libc::ENOTEMPTY);
+    for (v, ..) in versions_of(&c, &b, "d/x").await {
+        c.delete_object()
+            .bucket(&b)
+            .key("d/x")
+            .version_id(v)
+            .send()
+            .await
+            .unwrap();
+    }
+    let dir = mounted.root.join(&b);
+    tokio::task::spawn_blocking(move || std::fs::remove_dir(dir.join("d")).unwrap())
+        .await
+        .unwrap();
 }

@@ -352,7 +352,9 @@ impl NamespaceCoordinator {
         file: FileMove<'_>,
         source: &Attr,
     ) -> Result<Attr, MetaError> {
-        let FileMove { noreplace, cred, .. } = file;
+        let FileMove {
+            noreplace, cred, ..
+        } = file;
         let to_parent = &to[..to.len() - 1];
         self.checked(
             to_parent,

@@ -23,7 +23,7 @@ use parking_lot::RwLock;
 use saker_namespace::{GroupId, Route, Router};
 use saker_rpc::{
     Attr, ClientTag, CoordinatorService, Cred, DirUsage, InodeId, MetaError, MetaRequest,
-    MetaResponse, MetaService, RemoveCond, RenameVersioning,
+    MetaResponse, MetaService, RemoveCond, RenameVersioning, VersionKind,
 };
 use tracing::Instrument;
 
@@ -217,6 +217,38 @@ impl NamespaceCoordinator {
         Ok(out)
     }
 
+    /// Whether any group holds a version (not a current object's record) of a key below the
+    /// directory `path` of a bucket.
+    async fn versions_below(&self, path: &[String]) -> Result<bool, MetaError> {
+        const PAGE: u32 = 64;
+        if path.len() < 2 {
+            return Ok(false);
+        }
+        let req = || MetaRequest::ScanVersions {
+            bucket: path[0].clone(),
+            prefix: format!("{}/", path[1..].join("/")),
+            key_marker: String::new(),
+            id_marker: None,
+            limit: PAGE,
+            with_current: false,
+        };
+        let calls = self.groups.values().map(|g| g.call(tag(), req()));
+        for r in join_all(calls).await {
+            match r? {
+                // A page of current records only may hide a version behind it.
+                MetaResponse::Versions(v) => {
+                    if v.len() == PAGE as usize
+                        || v.iter().any(|e| !matches!(e.kind, VersionKind::Current))
+                    {
+                        return Ok(true);
+                    }
+                }
+                other => return Err(MetaError::Internal(format!("versions answered {other:?}"))),
+            }
+        }
+        Ok(false)
+    }
+
     async fn remove_one(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
         let _held = self.locks.lock(&[path]).await;
         self.remove_locked(path, cond).await
@@ -275,6 +307,11 @@ impl NamespaceCoordinator {
         match cond {
             RemoveCond::Empty | RemoveCond::ImplicitEmpty => {
                 if objects || !frontier.is_empty() {
+                    return Err(MetaError::NotEmpty);
+                }
+                // rmdir(2): noncurrent versions and delete markers of keys below keep a
+                // directory of a bucket that keeps versions, as its files would.
+                if cond == RemoveCond::Empty && self.versions_below(path).await? {
                     return Err(MetaError::NotEmpty);
                 }
             }

@@ -11,8 +11,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use saker_client::{Cluster, ReadRange};
 use saker_rpc::{
-    access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView, SetTime,
-    RenameVersioning, Versioning, Want, XattrMode,
+    access, Attr, Cred, FileKind, MetaError, MetaRequest, MetaResponse, ObjectView,
+    RenameVersioning, SetTime, Versioning, Want, XattrMode,
 };
 
 use crate::config::MountConfig;

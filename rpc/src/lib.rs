@@ -31,7 +31,8 @@ pub use meta::{
     WriteCond, XattrMode, MAX_PAGE,
 };
 pub use meta::{
-    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning, NULL_VERSION,
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

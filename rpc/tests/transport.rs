@@ -400,7 +400,7 @@ async fn the_coordinator_is_reached_through_the_same_address() {
             Cred::ROOT,
             Default::default()
         )
-            .await,
+        .await,
         Err(MetaError::Exists)
     );
     assert_eq!(

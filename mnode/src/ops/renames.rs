@@ -4,8 +4,7 @@
 #[cfg(doc)]
 use saker_rpc::MetaRequest;
 use saker_rpc::{
-    Attr, Cred, FileKind, InodeId, MetaError, MetaResponse, NewObject, RenameVersioning,
-    Versioning,
+    Attr, Cred, FileKind, InodeId, MetaError, MetaResponse, NewObject, RenameVersioning, Versioning,
 };
 
 use super::common::{

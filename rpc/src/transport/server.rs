@@ -390,7 +390,13 @@ impl Saker for Handler {
             span,
             async move {
                 coordinator
-                    .rename(call.from, call.to, call.noreplace, call.cred, call.versioning)
+                    .rename(
+                        call.from,
+                        call.to,
+                        call.noreplace,
+                        call.cred,
+                        call.versioning,
+                    )
                     .await
             },
         )
