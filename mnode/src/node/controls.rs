@@ -94,6 +94,12 @@ impl Mnode {
                 "directories named {name} exist; only file names are redirected"
             )));
         }
+        if self.has_versions_named(name)? {
+            // Their version records would stay behind, out of reach of the name's new owner.
+            return Err(MetaError::Invalid(format!(
+                "keys named {name} keep versions; only names without are redirected"
+            )));
+        }
         let view = StoreView(self.store.as_ref());
         let mut moved = 0;
         for (pid, attr) in found {
@@ -146,14 +152,47 @@ impl Mnode {
         Ok(MetaResponse::Moved(moved))
     }
 
+    /// Whether this group's version table holds a version of a key whose last component is
+    /// `name` (in any bucket).
+    fn has_versions_named(&self, name: &str) -> Result<bool, MetaError> {
+        let mut found = false;
+        self.each_record(crate::keys::VERSIONS, |rest, _| {
+            // bucket \0 key \0 !id
+            let key = rest
+                .iter()
+                .position(|&b| b == 0)
+                .and_then(|i| rest.get(i + 1..rest.len().checked_sub(9)?));
+            if let Some(key) = key {
+                let last = key.rsplit(|&b| b == b'/').next().unwrap_or(key);
+                found |= last == name.as_bytes();
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
     /// Calls `f(pid, entry name (a directory's ends in '/'), record)` for every entry of this
     /// group's inode table, in pages.
     fn each_entry(
         &self,
         mut f: impl FnMut(u64, &[u8], &[u8]) -> Result<(), crate::store::StoreError>,
     ) -> Result<(), MetaError> {
+        self.each_record(crate::keys::INODE, |rest, value| {
+            let (pid, entry) = rest.split_at(8);
+            let pid = u64::from_be_bytes(pid.try_into().expect("8 bytes"));
+            f(pid, entry, value)
+        })
+    }
+
+    /// Calls `f(key after the table's prefix, record)` for every record of this group's
+    /// `table`, in pages.
+    fn each_record(
+        &self,
+        table: u8,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<(), crate::store::StoreError>,
+    ) -> Result<(), MetaError> {
         const PAGE: usize = 4096;
-        let prefix = self.keys.table(crate::keys::INODE);
+        let prefix = self.keys.table(table);
         let end = crate::store::prefix_end(&prefix).expect("a table prefix has an end");
         let mut start = prefix.clone();
         loop {
@@ -168,9 +207,7 @@ impl Mnode {
             start.push(0);
             let full = page.len() == PAGE;
             for (key, value) in &page {
-                let (pid, entry) = key[prefix.len()..].split_at(8);
-                let pid = u64::from_be_bytes(pid.try_into().expect("8 bytes"));
-                f(pid, entry, value).map_err(|e| MetaError::Internal(e.to_string()))?;
+                f(&key[prefix.len()..], value).map_err(|e| MetaError::Internal(e.to_string()))?;
             }
             if !full {
                 return Ok(());
