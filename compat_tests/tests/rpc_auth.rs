@@ -61,6 +61,7 @@ fn meta_requests() -> Vec<MetaRequest> {
             bypass_governance: false,
         },
         MetaRequest::PutTags {
+            version_id: None,
             path: path("b/k"),
             dir_marker: false,
             tags: None,

@@ -366,3 +366,93 @@ async fn object_attributes_of_a_version() {
         assert_eq!(r.version_id(), Some(vid.as_str()));
     }
 }
+
+/// Tags and ACLs are each version's own: set, read and removed by version id, without
+/// touching the current object's.
+#[tokio::test]
+async fn tags_and_acls_belong_to_each_version() {
+    use aws_sdk_s3::types::{ObjectCannedAcl, Tag, Tagging};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "vertags").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let old = put_v(&c, &b, "k", b"old").await.unwrap();
+    let new = put_v(&c, &b, "k", b"new").await.unwrap();
+    let tagging = |v: &str| {
+        Tagging::builder()
+            .tag_set(Tag::builder().key("v").value(v).build().unwrap())
+            .build()
+            .unwrap()
+    };
+    let tags_of = |v: Option<&str>| {
+        let req = c
+            .get_object_tagging()
+            .bucket(&b)
+            .key("k")
+            .set_version_id(v.map(str::to_string));
+        async move {
+            let got = req.send().await.unwrap();
+            got.tag_set()
+                .iter()
+                .map(|t| format!("{}={}", t.key(), t.value()))
+                .collect::<Vec<_>>()
+        }
+    };
+    c.put_object_tagging()
+        .bucket(&b)
+        .key("k")
+        .version_id(&old)
+        .tagging(tagging("old"))
+        .send()
+        .await
+        .unwrap();
+    c.put_object_tagging()
+        .bucket(&b)
+        .key("k")
+        .tagging(tagging("current"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(tags_of(Some(&old)).await, ["v=old"]);
+    assert_eq!(tags_of(Some(&new)).await, ["v=current"]);
+    assert_eq!(tags_of(None).await, ["v=current"]);
+    c.delete_object_tagging()
+        .bucket(&b)
+        .key("k")
+        .version_id(&old)
+        .send()
+        .await
+        .unwrap();
+    assert!(tags_of(Some(&old)).await.is_empty());
+    assert_eq!(tags_of(None).await, ["v=current"]);
+    let missing = c
+        .get_object_tagging()
+        .bucket(&b)
+        .key("k")
+        .version_id("00000000000000ff")
+        .send()
+        .await;
+    assert_fails(missing, 404, "NoSuchVersion");
+
+    // An ACL by version id.
+    c.put_object_acl()
+        .bucket(&b)
+        .key("k")
+        .version_id(&old)
+        .acl(ObjectCannedAcl::PublicRead)
+        .send()
+        .await
+        .unwrap();
+    let public = |v: &str| {
+        let req = c.get_object_acl().bucket(&b).key("k").version_id(v);
+        async move {
+            req.send().await.unwrap().grants().iter().any(|g| {
+                g.grantee()
+                    .and_then(|w| w.uri())
+                    .is_some_and(|u| u.ends_with("AllUsers"))
+            })
+        }
+    };
+    assert!(public(&old).await);
+    assert!(!public(&new).await);
+}

@@ -7,9 +7,9 @@ use saker_rpc::{MetaRequest, Want};
 use crate::bucket::bucket_exists;
 use crate::bucket_access::{settings, store};
 use crate::error;
-use crate::get::lookup_object;
 use crate::keys::write_key;
 use crate::settings::Setting;
+use crate::versions;
 use crate::Gateway;
 
 /// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
@@ -118,15 +118,19 @@ pub async fn put(
     let input = req.input;
     let tags = pairs(input.tagging);
     validate_tags(&tags)?;
-    lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
+    let version = input.version_id.as_deref();
+    versions::lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
     let r = MetaRequest::PutTags {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
         tags: Some(tags),
+        version_id: input.version_id.clone(),
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
-    Ok(S3Response::new(PutObjectTaggingOutput::default()))
+    Ok(S3Response::new(PutObjectTaggingOutput {
+        version_id: input.version_id,
+    }))
 }
 
 pub async fn get(
@@ -134,10 +138,11 @@ pub async fn get(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let input = req.input;
-    let view = lookup_object(
+    let view = versions::lookup(
         gw,
         &input.bucket,
         &input.key,
+        input.version_id.as_deref(),
         Want {
             meta: false,
             data: false,
@@ -152,7 +157,7 @@ pub async fn get(
     tags.sort();
     Ok(S3Response::new(GetObjectTaggingOutput {
         tag_set: tag_set(tags),
-        version_id: None,
+        version_id: input.version_id,
     }))
 }
 
@@ -161,15 +166,19 @@ pub async fn delete(
     req: S3Request<DeleteObjectTaggingInput>,
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
-    lookup_object(gw, &input.bucket, &input.key, Want::ATTR).await?;
+    let version = input.version_id.as_deref();
+    versions::lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
     let r = MetaRequest::PutTags {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
         tags: None,
+        version_id: input.version_id.clone(),
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
-    Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
+    Ok(S3Response::new(DeleteObjectTaggingOutput {
+        version_id: input.version_id,
+    }))
 }
 
 pub async fn get_object_acl(
@@ -180,7 +189,8 @@ pub async fn get_object_acl(
         acl: true,
         ..Want::ATTR
     };
-    let view = lookup_object(gw, &req.input.bucket, &req.input.key, want).await?;
+    let i = &req.input;
+    let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     let bucket_owner = crate::owner::of_bucket_named(gw, &req.input.bucket).await?;
     let acl = crate::acl::of_object(view.acl.as_deref(), &bucket_owner);
     let (owner, grants) = crate::acl::to_dto(&acl);
@@ -200,7 +210,7 @@ pub async fn put_object_acl(
         acl: true,
         ..Want::ATTR
     };
-    let view = lookup_object(gw, &i.bucket, &i.key, want).await?;
+    let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     // The object was found: its bucket exists.
     let s = crate::bucket_access::copy_of(gw, &i.bucket).await?;
     let bucket_owner = crate::owner::of_bucket(gw, &s);
@@ -221,6 +231,7 @@ pub async fn put_object_acl(
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
         acl: crate::acl::stored(&acl, &bucket_owner),
+        version_id: i.version_id.clone(),
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
     Ok(S3Response::new(PutObjectAclOutput::default()))

@@ -1,8 +1,8 @@
 //! S3 object ops: putting and deleting an object or a directory marker, and object tags.
 
 use saker_rpc::{
-    check_cond, Attr, FileKind, MetaError, MetaResponse, NewObject, VersionKind, Versioning,
-    WriteCond, NULL_VERSION,
+    check_cond, Attr, FileKind, InodeId, MetaError, MetaResponse, NewObject, VersionKind,
+    Versioning, WriteCond, NULL_VERSION,
 };
 
 use super::common::{
@@ -359,16 +359,34 @@ pub(super) fn find_object<V: crate::tree::View + ?Sized>(
     }
 }
 
+/// The inode whose payloads are those of the object at `path` (a file or directory marker)
+/// or of its version `version_id`.
+fn payloads_of(
+    txn: &Txn<'_>,
+    ctx: &Ctx<'_>,
+    path: &[String],
+    dir_marker: bool,
+    version_id: Option<&str>,
+) -> Result<InodeId, MetaError> {
+    match version_id {
+        // A directory marker keeps no versions: its only one is `null`.
+        Some(v) if dir_marker && v != NULL_VERSION => Err(MetaError::NoSuchVersion),
+        Some(v) if !dir_marker => retention::version_inode(txn, ctx, path, Some(v)),
+        _ => Ok(find_object(txn, ctx.ns, path, dir_marker)?.attr.id),
+    }
+}
+
 pub(super) fn put_acl(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
     path: &[String],
     dir_marker: bool,
+    version_id: Option<&str>,
     acl: Option<&String>,
 ) -> OpResult {
     check_path(path, 2)?;
-    let loc = find_object(txn, ctx.ns, path, dir_marker)?;
-    let key = ctx.keys.payload(loc.attr.id, PayloadKind::Acl);
+    let id = payloads_of(txn, ctx, path, dir_marker, version_id)?;
+    let key = ctx.keys.payload(id, PayloadKind::Acl);
     match acl {
         Some(a) => txn.put(key, encode(a)),
         None => txn.delete(key),
@@ -381,11 +399,12 @@ pub(super) fn put_tags(
     ctx: &mut Ctx<'_>,
     path: &[String],
     dir_marker: bool,
+    version_id: Option<&str>,
     tags: Option<&Vec<(String, String)>>,
 ) -> OpResult {
     check_path(path, 2)?;
-    let loc = find_object(txn, ctx.ns, path, dir_marker)?;
-    let key = ctx.keys.payload(loc.attr.id, PayloadKind::Tags);
+    let id = payloads_of(txn, ctx, path, dir_marker, version_id)?;
+    let key = ctx.keys.payload(id, PayloadKind::Tags);
     match tags {
         Some(t) if !t.is_empty() => txn.put(key, encode(t)),
         _ => txn.delete(key),

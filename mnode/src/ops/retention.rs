@@ -70,7 +70,7 @@ pub(super) fn set_object_lock(
 
 /// The inode of the object version `version_id` (the current object without one) of the
 /// key at `path`: `NotFound`/`NoSuchVersion` if there is none, `DeleteMarker` for a marker.
-fn version_inode(
+pub(super) fn version_inode(
     txn: &Txn<'_>,
     ctx: &Ctx<'_>,
     path: &[String],

@@ -370,6 +370,8 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
         tags: Option<Vec<(String, String)>>,
+        /// Of this version (the current object without one).
+        version_id: Option<String>,
     },
     /// Replace (or, with `None`, delete) the ACL of a file or a directory marker (opaque here:
     /// the gateway's encoding).
@@ -377,6 +379,8 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
         acl: Option<String>,
+        /// Of this version (the current object without one).
+        version_id: Option<String>,
     },
     CreateUpload {
         path: Vec<String>,
