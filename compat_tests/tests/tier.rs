@@ -547,3 +547,74 @@ async fn versions_move_between_tiers_and_noncurrent_ones_move_too() {
     .await;
     assert!(gone, "warm {:?}", remote_keys(&cc, "warm").await);
 }
+
+/// PutObject and CopyObject with a tier's name as `x-amz-storage-class` store the object in
+/// that tier before they answer (a copy onto itself moves it there, or back with STANDARD);
+/// a class that names no tier is refused and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_with_a_tier_class_land_in_the_tier() {
+    use aws_sdk_s3::types::StorageClass;
+    let cold = Server::default_start();
+    let cc = cold.client();
+    create_bucket(&cc, "archive").await;
+    let hot = Server::start(Opts::default());
+    let c = hot.client();
+    ok_stdout(
+        add_tier(&hot, &cold, "COLD", "archive", ROOT_SK),
+        "tier add",
+    );
+    let b = new_bucket(&c, "direct").await;
+    let data = random_bytes(300 * 1024);
+    c.put_object()
+        .bucket(&b)
+        .key("put")
+        .storage_class(StorageClass::from("COLD"))
+        .body(body(&data))
+        .send()
+        .await
+        .unwrap();
+    put(&c, &b, "copied", &data).await;
+    let copy = |class: &str| {
+        c.copy_object()
+            .bucket(&b)
+            .key("copied")
+            .copy_source(format!("{b}/copied"))
+            .storage_class(StorageClass::from(class))
+            .send()
+    };
+    copy("COLD").await.unwrap();
+    assert_eq!(
+        classes(&c, &b).await,
+        [
+            ("copied".to_string(), "COLD".to_string()),
+            ("put".to_string(), "COLD".to_string())
+        ]
+    );
+    assert_eq!(remote_keys(&cc, "archive").await.len(), 2);
+    assert_eq!(get_bytes(&c, &b, "put").await, data);
+    assert_eq!(get_bytes(&c, &b, "copied").await, data);
+    let head = c.head_object().bucket(&b).key("put").send().await.unwrap();
+    assert_eq!(head.storage_class().map(|s| s.as_str()), Some("COLD"));
+    // Back to STANDARD by a copy onto itself.
+    copy("STANDARD").await.unwrap();
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("copied")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.storage_class(), None);
+    assert_eq!(get_bytes(&c, &b, "copied").await, data);
+    // No tier of that name: refused, nothing stored.
+    let r = c
+        .put_object()
+        .bucket(&b)
+        .key("nowhere")
+        .storage_class(StorageClass::from("WARM"))
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidStorageClass");
+    assert_status(c.head_object().bucket(&b).key("nowhere").send().await, 404);
+}

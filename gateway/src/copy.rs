@@ -122,7 +122,13 @@ pub async fn copy_object(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    crate::write_headers::check_write_headers!(input)?;
+    crate::write_headers::check(
+        None,
+        input.server_side_encryption.as_ref(),
+        input.sse_customer_algorithm.as_ref(),
+    )?;
+    let tier =
+        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker).await?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -229,6 +235,9 @@ pub async fn copy_object(
             return Err(error::client(e));
         }
     };
+    if let Some(tier) = &tier {
+        crate::tiering::move_written(gw, tier, &dst.path, &attr).await?;
+    }
     let src_versioning = crate::versions::of_bucket(gw, &src_bucket).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {

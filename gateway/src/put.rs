@@ -105,7 +105,13 @@ pub async fn put_object(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    crate::write_headers::check_write_headers!(input)?;
+    crate::write_headers::check(
+        None,
+        input.server_side_encryption.as_ref(),
+        input.sse_customer_algorithm.as_ref(),
+    )?;
+    let tier =
+        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker).await?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -170,6 +176,9 @@ pub async fn put_object(
             return Err(error::client(e));
         }
     };
+    if let Some(tier) = &tier {
+        crate::tiering::move_written(gw, tier, &kp.path, &attr).await?;
+    }
     let expiration = match kp.dir_marker {
         false => crate::lifecycle::expiration_header(&settings, &input.key, &attr, &tags),
         true => None,

@@ -23,6 +23,57 @@ pub fn storage_class(attr: &Attr) -> Option<StorageClass> {
         .map(|t| StorageClass::from(t.tier.clone()))
 }
 
+/// The tier a PutObject's or CopyObject's `x-amz-storage-class` names (`None`: STANDARD, or
+/// no header): the written object moves there before the answer ([`move_written`]). A class
+/// that names no tier is `InvalidStorageClass`, as is a tier for a directory marker.
+pub async fn requested_tier(
+    gw: &Gateway,
+    class: Option<&StorageClass>,
+    dir_marker: bool,
+) -> S3Result<Option<String>> {
+    let Some(name) = class
+        .map(|c| c.as_str())
+        .filter(|c| *c != StorageClass::STANDARD)
+    else {
+        return Ok(None);
+    };
+    let refused = |why: &str| {
+        Err(s3_error!(
+            InvalidStorageClass,
+            "The storage class {} {}",
+            name,
+            why
+        ))
+    };
+    if dir_marker {
+        return refused("is not for keys ending in '/' (they stay STANDARD)");
+    }
+    match saker_tier::config::get(&gw.state, name).await {
+        Ok(_) => Ok(Some(name.to_string())),
+        Err(saker_tier::TierError::NoSuchTier(_)) => {
+            refused("names no tier here (saker admin tier list)")
+        }
+        Err(e) => Err(error::internal(e)),
+    }
+}
+
+/// Moves the object just written at `path` (`attr`) to `tier`, as a lifecycle transition
+/// would. A move that fails leaves the object stored and STANDARD, and the write answers 503
+/// (a retry writes it again and moves it).
+pub async fn move_written(gw: &Gateway, tier: &str, path: &[String], attr: &Attr) -> S3Result<()> {
+    use saker_tier::transition::transition;
+    match transition(&gw.cluster, &gw.tiers, tier, path, attr, None).await {
+        // (`Changed`: a newer write took the key meanwhile, and stands.)
+        Ok(_) => Ok(()),
+        Err(e) => Err(s3_error!(
+            ServiceUnavailable,
+            "The object was stored but could not move to tier {}: {}",
+            tier,
+            e
+        )),
+    }
+}
+
 /// `x-amz-restore` of an object with a restored copy that lasts.
 pub fn restore_header(attr: &Attr) -> Option<String> {
     let r = attr.layout.tiered()?.restored.as_ref()?;

@@ -1,6 +1,7 @@
-//! Write headers saker must not silently ignore: the storage class (every object is stored as
-//! `STANDARD`, so that is the one accepted) and server-side encryption (not implemented:
-//! refused, never stored in the clear while the client believes it encrypted).
+//! Write headers saker must not silently ignore: the storage class (an upload is stored as
+//! `STANDARD`, so that is the one it accepts; PutObject and CopyObject also take a remote
+//! tier's name, [`crate::tiering::requested_tier`]) and server-side encryption (not
+//! implemented: refused, never stored in the clear while the client believes it encrypted).
 
 use s3s::dto::{SSECustomerAlgorithm, ServerSideEncryption, StorageClass};
 use s3s::{s3_error, S3Result};
