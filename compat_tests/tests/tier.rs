@@ -533,6 +533,43 @@ async fn versions_move_between_tiers_and_noncurrent_ones_move_too() {
     }
     assert_eq!(hot.stored_chunks(), 0, "every version's bytes left");
 
+    // A noncurrent version is restored by its id: a local copy, shown by HEAD, read from.
+    c.restore_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&ids[1])
+        .restore_request(RestoreRequest::builder().days(1).build())
+        .send()
+        .await
+        .unwrap();
+    assert!(hot.stored_chunks() > 0, "the restored copy is local");
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&ids[1])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        head.restore()
+            .is_some_and(|r| r.contains("ongoing-request=\"false\"")),
+        "{:?}",
+        head.restore()
+    );
+    let o = c
+        .get_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&ids[1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        o.body.collect().await.unwrap().into_bytes().to_vec(),
+        bodies[1]
+    );
+
     // Deleting a noncurrent version deletes its remote copy.
     c.delete_object()
         .bucket(&b)

@@ -114,18 +114,13 @@ pub async fn restore_object(
             "Restore is not allowed for the object's current storage class"
         ));
     };
-    if view.version_id.is_some() && i.version_id.is_some() {
-        // A noncurrent version never lives in a tier here; the current one is reached by
-        // its path.
-        let current =
-            crate::versions::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR).await?;
-        if current.attr.id != view.attr.id {
-            return Err(s3_error!(
-                InvalidObjectState,
-                "The version is not the current one"
-            ));
-        }
-    }
+    // A version asked for by id may be a noncurrent one (NoncurrentVersionTransition).
+    let noncurrent = match i.version_id {
+        None => false,
+        Some(_) => crate::versions::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR)
+            .await
+            .map_or(true, |current| current.attr.id != view.attr.id),
+    };
     let already = t
         .restored
         .as_ref()
@@ -133,7 +128,7 @@ pub async fn restore_object(
     let day = i64::try_from(gw.lifecycle_day().as_nanos()).unwrap_or(i64::MAX);
     let until = crate::keys::now_ns().saturating_add(i64::from(days).saturating_mul(day));
     let path = crate::keys::write_key(&i.bucket, &i.key)?.path;
-    saker_tier::transition::restore(&gw.cluster, &path, &view.attr, until)
+    saker_tier::transition::restore(&gw.cluster, &path, &view.attr, until, noncurrent)
         .await
         .map_err(|e| match e {
             saker_tier::TierError::Meta(saker_rpc::MetaError::PreconditionFailed) => s3_error!(

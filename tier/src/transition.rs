@@ -204,13 +204,15 @@ pub async fn verify(tiers: &Tiers, t: &TierRef) -> Result<bool, TierError> {
     Ok(size == t.size && crc == t.crc32c)
 }
 
-/// Brings a local copy of the tiered object at `path` (version `seen`) back until
-/// `until_ns` (RestoreObject); a copy already there gets the later of the two expiries.
+/// Brings a local copy of the tiered object at `path` (version `seen`, a noncurrent one if
+/// `noncurrent`) back until `until_ns` (RestoreObject); a copy already there gets the later
+/// of the two expiries.
 pub async fn restore(
     cluster: &Cluster,
     path: &[String],
     seen: &Attr,
     until_ns: i64,
+    noncurrent: bool,
 ) -> Result<(), TierError> {
     let Some(t) = seen.layout.tiered() else {
         return Err(TierError::Invalid(
@@ -223,7 +225,7 @@ pub async fn restore(
             chunks: r.chunks.clone(),
             until_ns: until_ns.max(r.until_ns),
         });
-        return commit(cluster, path, seen, to, false).await;
+        return commit(cluster, path, seen, to, noncurrent).await;
     }
     let mut stream = cluster.read_data(
         &seen.layout,
@@ -249,19 +251,21 @@ pub async fn restore(
         until_ns,
     });
     // On a refused commit the MNode queues the new chunks for GC itself.
-    commit(cluster, path, seen, to, false).await
+    commit(cluster, path, seen, to, noncurrent).await
 }
 
-/// Drops the restored copy of the tiered object at `path` (version `seen`), its lapse come.
+/// Drops the restored copy of the tiered object at `path` (version `seen`, a noncurrent one
+/// if `noncurrent`), its lapse come.
 pub async fn drop_restored(
     cluster: &Cluster,
     path: &[String],
     seen: &Attr,
+    noncurrent: bool,
 ) -> Result<(), TierError> {
     let Some(t) = seen.layout.tiered() else {
         return Ok(());
     };
     let mut to = t.clone();
     to.restored = None;
-    commit(cluster, path, seen, to, false).await
+    commit(cluster, path, seen, to, noncurrent).await
 }

@@ -187,7 +187,8 @@ impl Walk {
             .map(|m| async move {
                 let (cluster, tiers) = (&gw.cluster, &gw.tiers);
                 let Some(tier) = &m.tier else {
-                    let r = drop_restored(cluster, &m.path, &m.attr).await;
+                    let noncurrent = m.version.is_some();
+                    let r = drop_restored(cluster, &m.path, &m.attr, noncurrent).await;
                     let field: Field = |s| &mut s.restores_dropped;
                     return (r.map_err(|e| e.to_string()), field);
                 };
@@ -449,8 +450,9 @@ fn by_key(versions: Vec<VersionEntry>) -> Vec<(String, Vec<VersionEntry>)> {
 enum Act {
     Noncurrent(String),
     Marker(String),
-    /// A noncurrent version (id, as found) to move to a tier.
-    Move(String, saker_rpc::Attr, String),
+    /// A noncurrent version (id, as found) to move to a tier, or (`None`) whose restored
+    /// copy lapsed.
+    Move(String, saker_rpc::Attr, Option<String>),
 }
 
 /// Noncurrent version expiration and expired delete markers.
@@ -498,7 +500,7 @@ async fn versions(
                         Act::Marker(v) => (v, |s| &mut s.markers_removed),
                         Act::Move(v, attr, tier) => {
                             if let Ok(kp) = crate::keys::map_key(bucket, &k) {
-                                walk.tier_change(gw, sum, kp.path, attr, Some(v), Some(tier))
+                                walk.tier_change(gw, sum, kp.path, attr, Some(v), tier)
                                     .await;
                             }
                             continue;
@@ -587,9 +589,14 @@ async fn plan(
             .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
             .filter(|tier| attr.layout.tiered().is_none_or(|t| t.tier != *tier));
-        if let Some(tier) = tier {
+        let lapsed = attr
+            .layout
+            .tiered()
+            .and_then(|t| t.restored.as_ref())
+            .is_some_and(|r| r.until_ns <= at.now_ns);
+        if tier.is_some() || lapsed {
             let (vid, attr) = (v.version_id.clone(), (**attr).clone());
-            out.push(Act::Move(vid, attr, tier.to_string()));
+            out.push(Act::Move(vid, attr, tier.map(str::to_string)));
         }
     }
     out
