@@ -26,8 +26,17 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn file_data_reads_back_at_any_offset() {
+    data_reads_back(false);
+}
+
+#[test]
+fn file_data_reads_back_at_any_offset_in_a_bucket_that_keeps_versions() {
+    data_reads_back(true);
+}
+
+fn data_reads_back(versioned: bool) {
     let m = Mounted::start(Opts::default());
-    let b = m.bucket("data");
+    let b = m.bucket_keeping_versions("data", versioned);
 
     // Random-offset writes leave a sparse hole that reads as zeros.
     let p = b.join("sparse.bin");
@@ -925,9 +934,18 @@ fn directories_rename_with_their_contents_and_s3_sees_the_new_keys() {
 
 #[test]
 fn posix_corner_cases_of_open_files() {
+    corner_cases(false);
+}
+
+#[test]
+fn posix_corner_cases_of_open_files_in_a_bucket_that_keeps_versions() {
+    corner_cases(true);
+}
+
+fn corner_cases(versioned: bool) {
     require_tool("perl");
     let m = Mounted::start(Opts::default());
-    let b = m.bucket("corners");
+    let b = m.bucket_keeping_versions("corners", versioned);
     std::fs::set_permissions(&b, PermissionsExt::from_mode(0o777)).unwrap();
 
     // fstat of an open file after its name is gone: nlink 0, the file's own attributes.

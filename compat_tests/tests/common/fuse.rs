@@ -123,6 +123,21 @@ impl Mounted {
         std::fs::create_dir(&p).unwrap();
         p
     }
+
+    /// A new bucket, made through the mount; with `versioned`, keeping versions (set through
+    /// S3 before the mount writes to it).
+    pub fn bucket_keeping_versions(&self, name: &str, versioned: bool) -> PathBuf {
+        let p = self.bucket(name);
+        if versioned {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let status = aws_sdk_s3::types::BucketVersioningStatus::Enabled;
+            rt.block_on(super::set_versioning(&self.srv.client(), name, status));
+        }
+        p
+    }
 }
 
 impl Drop for Mounted {
