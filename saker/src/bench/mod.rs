@@ -1,6 +1,7 @@
 //! `saker bench …`: load generators that write their results as JSON.
 
 mod balance;
+mod empty;
 mod fs;
 mod meta;
 mod rebalance;

@@ -1,5 +1,6 @@
 //! `saker bench s3`: PUT, GET and mixed (45% GET, 30% HEAD, 15% PUT, 10% DELETE) load at
-//! several object sizes and concurrencies; ops/s, MiB/s and p50/p99 latency per phase.
+//! several object sizes and concurrencies, and `empty` (list and DeleteObjects what was
+//! written, [`super::empty`]); ops/s, MiB/s and p50/p99 latency per phase.
 
 use std::path::PathBuf;
 
@@ -92,7 +93,7 @@ struct Report<'a> {
 
 type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-struct Target {
+pub(super) struct Target {
     client: HttpClient,
     scheme: &'static str,
     host: String,
@@ -148,6 +149,35 @@ impl Target {
             }
         }
         Ok((status, n))
+    }
+
+    /// Sends one signed request for the bucket (`query`: canonical, sorted and encoded) with
+    /// `extra` headers; answers the status and the body.
+    pub(super) async fn call(
+        &self,
+        method: &str,
+        query: &str,
+        extra: &[(&str, String)],
+        body: Bytes,
+    ) -> anyhow::Result<(u16, Bytes)> {
+        let path = format!("/{}", uri_encode(&self.bucket, false));
+        let now = time::OffsetDateTime::now_utc();
+        let headers = self.signer.sign(method, &self.host, &path, query, now);
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}://{}{path}?{query}", self.scheme, self.host));
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        for (k, v) in extra {
+            req = req.header(*k, v);
+        }
+        let req = req
+            .header("content-length", body.len())
+            .body(Full::new(body))?;
+        let resp = self.client.request(req).await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.into_body().collect().await?.to_bytes()))
     }
 
     async fn create_bucket(&self) -> anyhow::Result<()> {
@@ -429,16 +459,27 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
                 }
             }
             for phase in &args.phases {
-                let r = run_phase(
-                    target.clone(),
-                    phase,
-                    size,
-                    conc,
-                    args.duration,
-                    pool.clone(),
-                    payload.clone(),
-                )
-                .await;
+                let r = match phase.as_str() {
+                    // Emptying what the phases before wrote: the recursive listing and
+                    // DeleteObjects of 1,000 keys at a time, as `aws s3 rm --recursive` and
+                    // `rclone purge` do.
+                    "empty" => {
+                        pool.drain();
+                        super::empty::run(&target, size, conc).await
+                    }
+                    _ => {
+                        run_phase(
+                            target.clone(),
+                            phase,
+                            size,
+                            conc,
+                            args.duration,
+                            pool.clone(),
+                            payload.clone(),
+                        )
+                        .await
+                    }
+                };
                 println!(
                     "{:<6} {:>8} {:>5} {:>10.0} {:>9.1} {:>9.2} {:>9.2} {:>7}",
                     r.phase,
