@@ -122,13 +122,7 @@ pub async fn copy_object(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    crate::write_headers::check(
-        None,
-        input.server_side_encryption.as_ref(),
-        input.sse_customer_algorithm.as_ref(),
-    )?;
-    let tier =
-        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker).await?;
+    let tier = crate::write_headers::tier_of_write!(gw, input, dst.dir_marker)?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),

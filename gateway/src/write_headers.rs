@@ -42,6 +42,25 @@ macro_rules! check_write_headers {
 }
 pub(crate) use check_write_headers;
 
+/// [`check`] of a PutObject's or CopyObject's input, which may also name a remote tier as its
+/// storage class: answers that tier ([`crate::tiering::requested_tier`]).
+macro_rules! tier_of_write {
+    ($gw:expr, $input:expr, $dir_marker:expr) => {
+        match $crate::write_headers::check(
+            None,
+            $input.server_side_encryption.as_ref(),
+            $input.sse_customer_algorithm.as_ref(),
+        ) {
+            Ok(()) => {
+                $crate::tiering::requested_tier($gw, $input.storage_class.as_ref(), $dir_marker)
+                    .await
+            }
+            Err(e) => Err(e),
+        }
+    };
+}
+pub(crate) use tier_of_write;
+
 #[cfg(test)]
 mod tests {
     use super::*;

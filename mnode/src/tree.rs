@@ -368,6 +368,26 @@ pub fn has_children<V: View + ?Sized>(v: &V, keys: &Keys, id: InodeId) -> Result
     Ok(!v.scan(&start, &end, 1).map_err(internal)?.is_empty())
 }
 
+/// Whether directory `id` still has an entry in this group, just after its entry at `gone`
+/// (a key of [`Keys::children`]`(id)`) went: entries after it are looked for first, so that a
+/// directory emptied in key order (a bulk delete) does not read past the tombstones of all
+/// the entries it lost before each one (an LSM store keeps them until compaction), only once.
+pub fn has_children_besides<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    id: InodeId,
+    gone: &[u8],
+) -> Result<bool, MetaError> {
+    let start = keys.children(id);
+    let end = crate::store::prefix_end(&start).expect("inode prefix has an end");
+    let mut after = gone.to_vec();
+    after.push(0);
+    if !v.scan(&after, &end, 1).map_err(internal)?.is_empty() {
+        return Ok(true);
+    }
+    Ok(!v.scan(&start, gone, 1).map_err(internal)?.is_empty())
+}
+
 /// Calls `f` on every value in `[start, end)`, reading in pages; `f` answers whether to go on.
 pub fn for_each_value<V: View + ?Sized>(
     v: &V,

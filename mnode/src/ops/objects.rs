@@ -14,7 +14,9 @@ use super::links::touch_shared;
 use super::{retention, versions, Ctx, OpResult};
 use crate::keys::PayloadKind;
 use crate::records::encode;
-use crate::tree::{child, has_children, resolve_parents, target, Child, Located, Resolver, Retry};
+use crate::tree::{
+    child, has_children_besides, resolve_parents, target, Child, Located, Resolver, Retry,
+};
 use crate::txn::Txn;
 
 pub(super) fn put_object(
@@ -219,9 +221,10 @@ pub(super) fn delete_object(
             if loc.attr.layout.shared_home().is_none() {
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
             }
+            let gone = loc.key.clone().expect("child has a key");
             remove_file(txn, ctx, &mut chain, loc)?;
             let parent = path[..path.len() - 1].to_vec();
-            if reapable(&parent) && !has_children(txn, ctx.keys, pid)? {
+            if reapable(&parent) && !has_children_besides(txn, ctx.keys, pid, &gone)? {
                 ctx.reap = Some(parent);
             }
         }

@@ -10,7 +10,7 @@ use base64::Engine;
 use bytes::Bytes;
 use md5::{Digest, Md5};
 
-use super::s3::{PhaseResult, Target};
+use super::s3::{PhaseResult, Recorder, Target};
 use super::sigv4::uri_encode;
 
 /// The text of every `<tag>…</tag>` in `xml`, unescaped.
@@ -85,15 +85,14 @@ async fn delete(target: &Target, keys: &[String]) -> anyhow::Result<u64> {
 pub async fn run(target: &Target, size: u64, concurrency: usize) -> PhaseResult {
     let prefix = format!("{size}/");
     let start = Instant::now();
-    let (mut ops, mut errors) = (0u64, 0u64);
-    let mut lat_us = Vec::new();
+    let mut rec = Recorder::default();
     let mut token: Option<String> = None;
     loop {
         let (keys, next) = match list(target, &prefix, token.as_deref()).await {
             Ok(page) => page,
             Err(e) => {
                 tracing::warn!(error = %e, "list failed");
-                errors += 1;
+                rec.errors += 1;
                 break;
             }
         };
@@ -101,35 +100,30 @@ pub async fn run(target: &Target, size: u64, concurrency: usize) -> PhaseResult 
             let t0 = Instant::now();
             match delete(target, &keys).await {
                 Ok(failed) => {
-                    ops += keys.len() as u64 - failed;
-                    errors += failed;
+                    rec.ops += keys.len() as u64 - failed;
+                    rec.errors += failed;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "DeleteObjects failed");
-                    errors += keys.len() as u64;
+                    rec.errors += keys.len() as u64;
                 }
             }
-            lat_us.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            let us = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
+            rec.lat_us.push(us);
         }
         match next {
             Some(t) => token = Some(t),
             None => break,
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    lat_us.sort_unstable();
-    PhaseResult {
-        phase: "empty".into(),
+    rec.bytes = rec.ops * size;
+    PhaseResult::of(
+        "empty",
         size,
         concurrency,
-        seconds: secs,
-        ops,
-        errors,
-        ops_per_sec: ops as f64 / secs,
-        mib_per_sec: (ops * size) as f64 / secs / (1024.0 * 1024.0),
-        p50_ms: super::percentile_ms(&lat_us, 0.50),
-        p99_ms: super::percentile_ms(&lat_us, 0.99),
-    }
+        start.elapsed().as_secs_f64(),
+        rec,
+    )
 }
 
 #[cfg(test)]

@@ -242,11 +242,38 @@ mod parking_lot_free {
     }
 }
 
-struct Recorder {
-    lat_us: Vec<u32>,
-    ops: u64,
-    errors: u64,
-    bytes: u64,
+/// What a phase's workers counted: each request's latency, ops, errors and bytes.
+#[derive(Default)]
+pub(super) struct Recorder {
+    pub lat_us: Vec<u32>,
+    pub ops: u64,
+    pub errors: u64,
+    pub bytes: u64,
+}
+
+impl PhaseResult {
+    /// A phase's result from what was recorded over `seconds`.
+    pub(super) fn of(
+        phase: &str,
+        size: u64,
+        concurrency: usize,
+        seconds: f64,
+        mut rec: Recorder,
+    ) -> Self {
+        rec.lat_us.sort_unstable();
+        PhaseResult {
+            phase: phase.to_string(),
+            size,
+            concurrency,
+            seconds,
+            ops: rec.ops,
+            errors: rec.errors,
+            ops_per_sec: rec.ops as f64 / seconds,
+            mib_per_sec: rec.bytes as f64 / seconds / (1024.0 * 1024.0),
+            p50_ms: super::percentile_ms(&rec.lat_us, 0.50),
+            p99_ms: super::percentile_ms(&rec.lat_us, 0.99),
+        }
+    }
 }
 
 async fn run_phase(
@@ -271,12 +298,7 @@ async fn run_phase(
         );
         let phase = phase.to_string();
         tasks.push(tokio::spawn(async move {
-            let mut rec = Recorder {
-                lat_us: Vec::new(),
-                ops: 0,
-                errors: 0,
-                bytes: 0,
-            };
+            let mut rec = Recorder::default();
             let mut rng = rand::rngs::StdRng::from_entropy();
             while Instant::now() < deadline {
                 let r: usize = rng.gen();
@@ -332,30 +354,16 @@ async fn run_phase(
             rec
         }));
     }
-    let mut all = Vec::new();
-    let (mut ops, mut errors, mut bytes) = (0, 0, 0);
+    let mut all = Recorder::default();
     for t in tasks {
         if let Ok(rec) = t.await {
-            all.extend(rec.lat_us);
-            ops += rec.ops;
-            errors += rec.errors;
-            bytes += rec.bytes;
+            all.lat_us.extend(rec.lat_us);
+            all.ops += rec.ops;
+            all.errors += rec.errors;
+            all.bytes += rec.bytes;
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    all.sort_unstable();
-    PhaseResult {
-        phase: phase.to_string(),
-        size,
-        concurrency,
-        seconds: secs,
-        ops,
-        errors,
-        ops_per_sec: ops as f64 / secs,
-        mib_per_sec: bytes as f64 / secs / (1024.0 * 1024.0),
-        p50_ms: super::percentile_ms(&all, 0.50),
-        p99_ms: super::percentile_ms(&all, 0.99),
-    }
+    PhaseResult::of(phase, size, concurrency, start.elapsed().as_secs_f64(), all)
 }
 
 async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
