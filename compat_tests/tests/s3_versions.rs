@@ -455,4 +455,12 @@ async fn tags_and_acls_belong_to_each_version() {
     };
     assert!(public(&old).await);
     assert!(!public(&new).await);
+    // And it is that version's ACL that grants a read of it.
+    let anonymous = |query: String| {
+        let url = format!("{}/{b}/k{query}", srv.endpoint);
+        async move { reqwest::get(url).await.unwrap().status().as_u16() }
+    };
+    assert_eq!(anonymous(format!("?versionId={old}")).await, 200);
+    assert_eq!(anonymous(format!("?versionId={new}")).await, 403);
+    assert_eq!(anonymous(String::new()).await, 403);
 }

@@ -270,23 +270,41 @@ impl Access {
         )
     }
 
-    /// The ACL kept with the object at `key` of `bucket`, whose owner is `bucket_owner`
-    /// (`None`: a missing object or bucket, or the bucket owner's private ACL).
+    /// The ACL kept with the object at `key` of `bucket`, or with its version `version`,
+    /// whose owner is `bucket_owner` (`None`: a missing object, version or bucket, or the
+    /// bucket owner's private ACL).
     async fn object_acl(
         &self,
         bucket: &str,
         key: &str,
+        version: Option<&str>,
         bucket_owner: &str,
     ) -> S3Result<Option<saker_policy::Acl>> {
         let want = saker_rpc::Want {
             acl: true,
             ..saker_rpc::Want::ATTR
         };
-        match self.object(bucket, key, want).await {
+        let found = match version {
+            None => self.object(bucket, key, want).await,
+            Some(v) => crate::versions::lookup(&self.gw, bucket, key, Some(v), want)
+                .await
+                .map(Some),
+        };
+        match found {
             Ok(view) => Ok(view
                 .and_then(|v| v.acl)
                 .map(|a| crate::acl::of_object(Some(&a), bucket_owner))),
-            Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchBucket => Ok(None),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    s3s::S3ErrorCode::NoSuchBucket
+                        | s3s::S3ErrorCode::NoSuchKey
+                        | s3s::S3ErrorCode::NoSuchVersion
+                        | s3s::S3ErrorCode::MethodNotAllowed
+                ) =>
+            {
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     }
@@ -415,7 +433,9 @@ impl Access {
                         .as_deref()
                         .expect("an object's bucket has settings");
                     let owner = crate::owner::of_bucket(&self.gw, s);
-                    object_acl = Some(self.object_acl(b, k, &owner).await?);
+                    // A request for a version is granted by that version's ACL.
+                    let version = version_of(context.query);
+                    object_acl = Some(self.object_acl(b, k, version.as_deref(), &owner).await?);
                 }
                 if let Some(Some(acl)) = &object_acl {
                     let cx = Context {
@@ -529,7 +549,7 @@ impl Access {
             let owner = crate::owner::of_bucket(&self.gw, &settings);
             let mut left = Vec::new();
             for key in denied {
-                let acl = self.object_acl(bucket, &key, &owner).await?;
+                let acl = self.object_acl(bucket, &key, None, &owner).await?;
                 let with_acl = Context {
                     object_acl: acl.as_ref(),
                     ..*cx
@@ -622,6 +642,18 @@ fn deny_all() -> Arc<Policy> {
         )
     })
     .clone()
+}
+
+/// The `versionId` a request's query names.
+fn version_of(query: Option<&str>) -> Option<String> {
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("versionId="))
+        .map(|v| {
+            percent_encoding::percent_decode_str(v)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
 }
 
 #[async_trait::async_trait]
