@@ -26,15 +26,10 @@ pub struct Settings {
 
 /// The setting as the gateway stores it.
 fn parse(value: &[u8]) -> Result<Versioning> {
-    match value {
-        b"Enabled" => Ok(Versioning::Enabled),
-        b"Suspended" => Ok(Versioning::Suspended),
-        other => Err(MetaError::Internal(format!(
-            "versioning status {:?}",
-            String::from_utf8_lossy(other)
-        ))
-        .into()),
-    }
+    Versioning::from_setting(value).ok_or_else(|| {
+        let text = String::from_utf8_lossy(value);
+        MetaError::Internal(format!("versioning status {text:?}")).into()
+    })
 }
 
 impl SakerFs {

@@ -118,11 +118,8 @@ impl Bucket {
                 self.cors = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
             }
             Setting::Versioning => {
-                self.versioning = match text {
-                    "Enabled" => saker_rpc::Versioning::Enabled,
-                    "Suspended" => saker_rpc::Versioning::Suspended,
-                    other => return Err(format!("versioning status {other:?}")),
-                }
+                self.versioning = saker_rpc::Versioning::from_setting(text.as_bytes())
+                    .ok_or_else(|| format!("versioning status {text:?}"))?
             }
             Setting::ObjectLock => {
                 self.object_lock = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)

@@ -319,19 +319,11 @@ fn scan_versions<V: View + ?Sized>(
         from = last.clone();
         from.push(0);
         for (k, val) in &batch {
-            let (key, id) = Keys::version_parts(k, base.len())
-                .ok_or_else(|| MetaError::Internal("bad version key".into()))?;
-            if !key.starts_with(prefix) {
+            let entry = version_entry(k, val, base.len())?;
+            if !entry.key.starts_with(prefix) {
                 break 'outer;
             }
-            let s: versions::Stored = decode(val).map_err(internal)?;
-            out.push(VersionEntry {
-                key,
-                id,
-                version_id: s.version_id,
-                kind: s.kind,
-                mtime_ns: s.mtime_ns,
-            });
+            out.push(entry);
             if out.len() >= limit as usize {
                 break 'outer;
             }
@@ -357,22 +349,28 @@ fn current_beyond<V: View + ?Sized>(
     let base = keys.versions_of(bucket).len();
     let mut found = None;
     crate::tree::for_each_entry(v, &from, &end, |k, val| {
-        let s: versions::Stored = decode(val).map_err(internal)?;
-        if !matches!(s.kind, VersionKind::Current) {
-            return Ok(true);
+        let entry = version_entry(k, val, base)?;
+        let current = matches!(entry.kind, VersionKind::Current);
+        if current {
+            found = Some(entry);
         }
-        let (key, id) = Keys::version_parts(k, base)
-            .ok_or_else(|| MetaError::Internal("bad version key".into()))?;
-        found = Some(VersionEntry {
-            key,
-            id,
-            version_id: s.version_id,
-            kind: s.kind,
-            mtime_ns: s.mtime_ns,
-        });
-        Ok(false)
+        Ok(!current)
     })?;
     Ok(found)
+}
+
+/// A version record (key and value) as listings show it, its bucket's prefix `base` long.
+fn version_entry(k: &[u8], val: &[u8], base: usize) -> Result<VersionEntry, MetaError> {
+    let (key, id) = Keys::version_parts(k, base)
+        .ok_or_else(|| MetaError::Internal("bad version key".into()))?;
+    let s: versions::Stored = decode(val).map_err(internal)?;
+    Ok(VersionEntry {
+        key,
+        id,
+        version_id: s.version_id,
+        kind: s.kind,
+        mtime_ns: s.mtime_ns,
+    })
 }
 
 /// A directory entry this group owns, for another group's replica.

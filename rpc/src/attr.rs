@@ -65,6 +65,13 @@ pub struct TierRef {
     pub restored: Option<Restored>,
 }
 
+impl TierRef {
+    /// Whether its restored copy, if it has one, lapsed by `now_ns`.
+    pub fn restore_lapsed(&self, now_ns: i64) -> bool {
+        self.restored.as_ref().is_some_and(|r| r.until_ns <= now_ns)
+    }
+}
+
 /// Checks a tier's name: `[A-Z0-9_-]{1,64}`, as it is also the StorageClass S3 shows, and
 /// not `STANDARD`.
 pub fn check_tier_name(name: &str) -> Result<(), String> {

@@ -383,9 +383,7 @@ async fn current(
             .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
             .filter(|tier| tiered.is_none_or(|t| t.tier != *tier));
-        let lapsed = tiered
-            .and_then(|t| t.restored.as_ref())
-            .is_some_and(|r| r.until_ns <= at.now_ns);
+        let lapsed = tiered.is_some_and(|t| t.restore_lapsed(at.now_ns));
         if due {
             walk.delete(gw, sum, bucket, &key, None, |s| &mut s.expired)
                 .await;
@@ -589,11 +587,7 @@ async fn plan(
             .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
             .filter(|tier| attr.layout.tiered().is_none_or(|t| t.tier != *tier));
-        let lapsed = attr
-            .layout
-            .tiered()
-            .and_then(|t| t.restored.as_ref())
-            .is_some_and(|r| r.until_ns <= at.now_ns);
+        let lapsed = (attr.layout.tiered()).is_some_and(|t| t.restore_lapsed(at.now_ns));
         if tier.is_some() || lapsed {
             let (vid, attr) = (v.version_id.clone(), (**attr).clone());
             out.push(Act::Move(vid, attr, tier.map(str::to_string)));

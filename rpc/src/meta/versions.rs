@@ -22,6 +22,18 @@ pub enum Versioning {
     Suspended,
 }
 
+impl Versioning {
+    /// The setting as a bucket's record keeps it (`Enabled`, `Suspended`; `None` for anything
+    /// else: `Off` has no record).
+    pub fn from_setting(text: &[u8]) -> Option<Versioning> {
+        match text {
+            b"Enabled" => Some(Versioning::Enabled),
+            b"Suspended" => Some(Versioning::Suspended),
+            _ => None,
+        }
+    }
+}
+
 /// How the buckets of a mount's rename keep versions: the old name's (where the file leaves
 /// a delete marker) and the new name's (where it is a new version).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
