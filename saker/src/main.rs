@@ -21,6 +21,7 @@ mod limits;
 mod listen;
 mod loops;
 mod mount;
+mod mount_guard;
 mod nodes;
 mod process_config;
 mod roles;
@@ -64,6 +65,9 @@ enum Command {
     Server(Box<server::ServerArgs>),
     /// Mount a running cluster's namespace as a FUSE file system (until SIGINT/SIGTERM).
     Mount(mount::MountArgs),
+    /// Detaches a mount once its serving process is gone (started by the mount itself).
+    #[command(hide = true)]
+    MountGuard(mount_guard::GuardArgs),
     /// Administer a running server.
     Admin {
         /// Admin endpoint of the server.
@@ -131,6 +135,9 @@ fn main() -> anyhow::Result<()> {
     // brings aws-lc-rs too, and with two providers built in rustls no longer picks one.
     let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    if let Command::MountGuard(args) = &cli.command {
+        return mount_guard::run(args);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -151,6 +158,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Server(args) => server::run(*args).await,
         Command::Mount(args) => mount::run(args).await,
+        Command::MountGuard(args) => mount_guard::run(&args),
         Command::Admin {
             admin_endpoint,
             ca_cert,

@@ -2,8 +2,9 @@
 //! system, and the in-process mount of `saker server --mount`.
 //!
 //! The mount needs only the cluster's RPC address: metadata goes to the MNodes and file data
-//! to the chunkstores the cluster map names. A killed `saker mount` is unmounted by
-//! `fusermount3` (auto_unmount), so no hung mount point stays behind.
+//! to the chunkstores the cluster map names. A killed `saker mount` is unmounted by its guard
+//! process (`crate::mount_guard`) and by `fusermount3` (auto_unmount), so no hung mount point
+//! stays behind.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -108,7 +109,7 @@ pub async fn run(args: MountArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
     // The cluster's durability is not known here: creates are taken to wait for a sync.
-    let session = spawn(
+    let (session, _guard) = spawn(
         Arc::new(cluster),
         &args.mountpoint,
         &args.fuse,
@@ -130,20 +131,23 @@ pub async fn run(args: MountArgs) -> anyhow::Result<()> {
 }
 
 /// Mounts `cluster`, whose writes are as durable as `durability` says, at `mountpoint` in this
-/// process (the runtime must be a multi-thread one).
+/// process (the runtime must be a multi-thread one), with the guard that detaches it should
+/// this process die. Keep both until the mount is detached.
 pub fn spawn(
     cluster: Arc<Cluster>,
     mountpoint: &Path,
     fuse: &FuseArgs,
     durability: Durability,
-) -> anyhow::Result<fuser::BackgroundSession> {
-    saker_fuse::spawn_mount(
+) -> anyhow::Result<(fuser::BackgroundSession, crate::mount_guard::Guard)> {
+    let session = saker_fuse::spawn_mount(
         cluster,
         tokio::runtime::Handle::current(),
         mountpoint,
         fuse.config(durability),
     )
-    .with_context(|| format!("cannot mount on {}", mountpoint.display()))
+    .with_context(|| format!("cannot mount on {}", mountpoint.display()))?;
+    let guard = crate::mount_guard::start(mountpoint)?;
+    Ok((session, guard))
 }
 
 /// Detaches the mount so the session loop ends (root: umount2; others: fusermount3 -u).

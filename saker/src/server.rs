@@ -432,9 +432,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    if let (Some(session), Some(path)) = (fuse, &args.mount) {
+    if let (Some((session, guard)), Some(path)) = (fuse, &args.mount) {
         crate::mount::unmount(path);
         drop(session);
+        drop(guard);
     }
     local.shutdown().await;
     Ok(())
