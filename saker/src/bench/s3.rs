@@ -76,7 +76,11 @@ pub struct PhaseResult {
     pub concurrency: usize,
     pub seconds: f64,
     pub ops: u64,
+    /// Failed requests (never counted in `ops`): error statuses, 404s included, transport
+    /// errors and `bad_bodies`.
     pub errors: u64,
+    /// GETs whose body (HEADs whose length) was not what the run wrote.
+    pub bad_bodies: u64,
     pub ops_per_sec: f64,
     pub mib_per_sec: f64,
     pub p50_ms: f64,
@@ -110,8 +114,15 @@ enum Op {
 }
 
 impl Target {
-    /// Sends one request; returns the status and the number of body bytes received.
-    async fn send(&self, op: Op, key: &str, body: Bytes) -> anyhow::Result<(u16, u64)> {
+    /// Sends one request; returns the status, the number of body bytes received and whether
+    /// a successful GET's body (or HEAD's length) is `written`, the bytes every PUT sends.
+    async fn send(
+        &self,
+        op: Op,
+        key: &str,
+        body: Bytes,
+        written: &Bytes,
+    ) -> anyhow::Result<(u16, u64, bool)> {
         let method = match op {
             Op::Put => "PUT",
             Op::Get => "GET",
@@ -141,14 +152,29 @@ impl Target {
             .body(Full::new(body))?;
         let resp = self.client.request(req).await?;
         let status = resp.status().as_u16();
+        let ok = (200..300).contains(&status);
+        let mut same = match op {
+            Op::Head if ok => {
+                let length = resp.headers().get(http::header::CONTENT_LENGTH);
+                length.and_then(|v| v.to_str().ok()) == Some(&written.len().to_string())
+            }
+            _ => true,
+        };
         let mut body = resp.into_body();
         let mut n = 0u64;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame?.into_data() {
+                if op == Op::Get && ok {
+                    let at = n as usize;
+                    same &= written.get(at..at + data.len()) == Some(&data[..]);
+                }
                 n += data.len() as u64;
             }
         }
-        Ok((status, n))
+        if op == Op::Get && ok {
+            same &= n == written.len() as u64;
+        }
+        Ok((status, n, same))
     }
 
     /// Sends one signed request for the bucket (`query`: canonical, sorted and encoded) with
@@ -248,6 +274,8 @@ pub(super) struct Recorder {
     pub lat_us: Vec<u32>,
     pub ops: u64,
     pub errors: u64,
+    /// Of the errors: GET bodies (or HEAD lengths) other than what was written.
+    pub bad_bodies: u64,
     pub bytes: u64,
 }
 
@@ -268,6 +296,7 @@ impl PhaseResult {
             seconds,
             ops: rec.ops,
             errors: rec.errors,
+            bad_bodies: rec.bad_bodies,
             ops_per_sec: rec.ops as f64 / seconds,
             mib_per_sec: rec.bytes as f64 / seconds / (1024.0 * 1024.0),
             p50_ms: super::percentile_ms(&rec.lat_us, 0.50),
@@ -300,6 +329,9 @@ async fn run_phase(
         tasks.push(tokio::spawn(async move {
             let mut rec = Recorder::default();
             let mut rng = rand::rngs::StdRng::from_entropy();
+            // The mixed phase deletes only what it wrote itself: readers pick from the pool
+            // the PUT phase filled, so every 404 is an error, never a race with a delete.
+            let mut mine = Vec::new();
             while Instant::now() < deadline {
                 let r: usize = rng.gen();
                 let roll = rng.gen_range(0..100);
@@ -308,12 +340,15 @@ async fn run_phase(
                     "get" => (Op::Get, pool.pick(r)),
                     _ if roll < 45 => (Op::Get, pool.pick(r)),
                     _ if roll < 75 => (Op::Head, pool.pick(r)),
-                    _ if roll < 90 => (Op::Put, None),
-                    _ => (Op::Delete, pool.take(r)),
+                    _ if roll < 90 || mine.is_empty() => (Op::Put, None),
+                    _ => (Op::Delete, Some(mine.swap_remove(r % mine.len()))),
                 };
                 let key = match (op, key) {
+                    // Named by phase too: the mixed phase's PUTs never overwrite (and its
+                    // DELETEs never remove) what the readers pick.
                     (Op::Put, _) => {
-                        format!("{size}/{w}-{}", counter.fetch_add(1, Ordering::Relaxed))
+                        let n = counter.fetch_add(1, Ordering::Relaxed);
+                        format!("{size}/{phase}/{w}-{n}")
                     }
                     (_, Some(k)) => k,
                     (_, None) => break, // nothing to read
@@ -324,23 +359,26 @@ async fn run_phase(
                     Bytes::new()
                 };
                 let t0 = Instant::now();
-                let res = target.send(op, &key, body).await;
+                let res = target.send(op, &key, body, &payload).await;
                 let us = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 match res {
-                    Ok((status, n))
-                        if (200..300).contains(&status) || (status == 404 && phase == "mixed") =>
-                    {
+                    Ok((status, n, true)) if (200..300).contains(&status) => {
                         rec.ops += 1;
                         rec.lat_us.push(us);
                         rec.bytes += if op == Op::Put { size } else { n };
-                        if op == Op::Put {
-                            pool.push(key);
+                        match op {
+                            Op::Put if phase == "mixed" => mine.push(key),
+                            Op::Put => pool.push(key),
+                            _ => {}
                         }
                     }
-                    Ok((status, _)) => {
+                    Ok((status, n, same)) => {
                         rec.errors += 1;
+                        if !same {
+                            rec.bad_bodies += 1;
+                        }
                         if rec.errors <= 3 {
-                            tracing::warn!(status, ?op, "request failed");
+                            tracing::warn!(status, ?op, key, n, same, "request failed");
                         }
                     }
                     Err(e) => {
@@ -351,6 +389,10 @@ async fn run_phase(
                     }
                 }
             }
+            // What the mixed phase wrote and kept is cleaned up with the rest.
+            for k in mine {
+                pool.push(k);
+            }
             rec
         }));
     }
@@ -360,6 +402,7 @@ async fn run_phase(
             all.lat_us.extend(rec.lat_us);
             all.ops += rec.ops;
             all.errors += rec.errors;
+            all.bad_bodies += rec.bad_bodies;
             all.bytes += rec.bytes;
         }
     }
@@ -376,7 +419,9 @@ async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
         let (target, keys) = (target.clone(), keys.clone());
         tasks.push(tokio::spawn(async move {
             while let Some(k) = keys.take(0) {
-                let _ = target.send(Op::Delete, &k, Bytes::new()).await;
+                let _ = target
+                    .send(Op::Delete, &k, Bytes::new(), &Bytes::new())
+                    .await;
             }
         }));
     }
@@ -452,8 +497,10 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
         "phase", "size", "conc", "ops/s", "MiB/s", "p50 ms", "p99 ms", "errors"
     );
     for &size in &args.sizes {
+        // Seeded by the size: a later run reading an earlier run's objects (--keys) knows
+        // their bytes, and checks every GET against them.
         let mut payload = vec![0u8; size as usize];
-        rand::thread_rng().fill(&mut payload[..]);
+        rand::rngs::StdRng::seed_from_u64(size).fill(&mut payload[..]);
         let payload = Bytes::from(payload);
         for &conc in &args.concurrency {
             let pool = Arc::new(Pool::default());

