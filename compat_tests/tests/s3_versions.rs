@@ -464,3 +464,70 @@ async fn tags_and_acls_belong_to_each_version() {
     assert_eq!(anonymous(format!("?versionId={new}")).await, 403);
     assert_eq!(anonymous(String::new()).await, 403);
 }
+
+/// A request naming a version is checked as S3 checks it: the action's version form
+/// (`s3:GetObjectVersion`), that version's tags for `s3:ExistingObjectTag`, and for a copy,
+/// `s3:GetObjectVersion` on the source version.
+#[tokio::test]
+async fn a_request_for_a_version_needs_the_version_actions() {
+    use aws_sdk_s3::types::{Tag, Tagging};
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = new_bucket(&c, "veract").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let old = put_v(&c, &b, "k", b"old").await.unwrap();
+    let new = put_v(&c, &b, "k", b"new").await.unwrap();
+    for (v, tag) in [(&old, "old"), (&new, "current")] {
+        let tags = Tagging::builder()
+            .tag_set(Tag::builder().key("v").value(tag).build().unwrap())
+            .build()
+            .unwrap();
+        let req = c.put_object_tagging().bucket(&b).key("k").version_id(v);
+        req.tagging(tags).send().await.unwrap();
+    }
+    let allow = |actions: &str, condition: &str| {
+        let policy = format!(
+            r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Principal":"*",
+              "Action":{actions},"Resource":"arn:aws:s3:::{b}/*"{condition}}}]}}"#
+        );
+        c.put_bucket_policy().bucket(&b).policy(policy).send()
+    };
+    let http = reqwest::Client::new();
+    let get = |version: Option<&str>| {
+        let query = version
+            .map(|v| format!("?versionId={v}"))
+            .unwrap_or_default();
+        let req = http.get(format!("{}/{b}/k{query}", srv.endpoint));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    let copy = |version: &str| {
+        let req = http
+            .put(format!("{}/{b}/copied", srv.endpoint))
+            .header("x-amz-copy-source", format!("/{b}/k?versionId={version}"));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+
+    // s3:GetObject alone reads the current object, not a version by its id.
+    allow(r#""s3:GetObject""#, "").await.unwrap();
+    assert_eq!(get(None).await, 200);
+    assert_eq!(get(Some(&old)).await, 403);
+    // s3:GetObjectVersion alone reads versions by id only.
+    allow(r#""s3:GetObjectVersion""#, "").await.unwrap();
+    assert_eq!(get(None).await, 403);
+    assert_eq!(get(Some(&old)).await, 200);
+    // s3:ExistingObjectTag is the tag of the version asked for.
+    let tagged_old = r#","Condition":{"StringEquals":{"s3:ExistingObjectTag/v":"old"}}"#;
+    allow(r#""s3:GetObjectVersion""#, tagged_old).await.unwrap();
+    assert_eq!(get(Some(&old)).await, 200);
+    assert_eq!(get(Some(&new)).await, 403);
+    // A copy of a version reads it: s3:GetObjectVersion on the source.
+    allow(r#"["s3:GetObject","s3:PutObject"]"#, "")
+        .await
+        .unwrap();
+    assert_eq!(copy(&old).await, 403);
+    allow(r#"["s3:GetObjectVersion","s3:PutObject"]"#, "")
+        .await
+        .unwrap();
+    assert_eq!(copy(&old).await, 200);
+    assert_eq!(get_bytes(&c, &b, "copied").await, b"old");
+}

@@ -284,16 +284,43 @@ impl Access {
             acl: true,
             ..saker_rpc::Want::ATTR
         };
+        let view = self.object_or_version(bucket, key, version, want).await?;
+        Ok(view
+            .and_then(|v| v.acl)
+            .map(|a| crate::acl::of_object(Some(&a), bucket_owner)))
+    }
+
+    /// The tags of the object at `key` of `bucket`, or of its `version` (none for a missing
+    /// object or version).
+    async fn existing_tags(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+    ) -> S3Result<Vec<(String, String)>> {
+        let want = saker_rpc::Want {
+            tags: true,
+            ..saker_rpc::Want::ATTR
+        };
+        let view = self.object_or_version(bucket, key, version, want).await?;
+        Ok(view.and_then(|v| v.tags).unwrap_or_default())
+    }
+
+    /// The object at `key` of `bucket`, or its `version`; `None` where there is none (nothing
+    /// to read a grant or a tag from).
+    async fn object_or_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        want: saker_rpc::Want,
+    ) -> S3Result<Option<saker_rpc::ObjectView>> {
         let found = match version {
-            None => self.object(bucket, key, want).await,
-            Some(v) => crate::versions::lookup(&self.gw, bucket, key, Some(v), want)
-                .await
-                .map(Some),
+            None => crate::get::lookup_object(&self.gw, bucket, key, want).await,
+            Some(v) => crate::versions::lookup(&self.gw, bucket, key, Some(v), want).await,
         };
         match found {
-            Ok(view) => Ok(view
-                .and_then(|v| v.acl)
-                .map(|a| crate::acl::of_object(Some(&a), bucket_owner))),
+            Ok(view) => Ok(Some(view)),
             Err(e)
                 if matches!(
                     e.code(),
@@ -307,16 +334,6 @@ impl Access {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// The tags of the object at `key` of `bucket` (none for a missing object).
-    async fn existing_tags(&self, bucket: &str, key: &str) -> S3Result<Vec<(String, String)>> {
-        let want = saker_rpc::Want {
-            tags: true,
-            ..saker_rpc::Want::ATTR
-        };
-        let view = self.object(bucket, key, want).await?;
-        Ok(view.and_then(|v| v.tags).unwrap_or_default())
     }
 
     /// The answer to a denied request: AccessDenied, or NoSuchBucket for an anonymous
@@ -388,6 +405,9 @@ impl Access {
             tracing::debug!(op, "an operation no policy can allow");
             return self.refuse(&who, bucket).await;
         };
+        // A request for a version is checked as S3 does: its action's version form
+        // (`s3:GetObjectVersion`…), that version's tags and that version's ACL.
+        let version = version_of(context.query);
         let tags;
         let with_tags;
         let mut context = context;
@@ -395,7 +415,7 @@ impl Access {
             let bucket_policy = settings.as_ref().and_then(|s| s.policy.as_ref());
             let wanted = Wanted::new([who.identity.as_deref(), bucket_policy.map(|(_, p)| p)]);
             if wanted.has_prefix("s3:existingobjecttag/") {
-                tags = self.existing_tags(b, k).await?;
+                tags = self.existing_tags(b, k, version.as_deref()).await?;
                 with_tags = Context {
                     existing_tags: Some(&tags),
                     ..*context
@@ -418,10 +438,14 @@ impl Access {
                     return self.refuse(&who, bucket).await;
                 }
             };
+            let action = match (check.target, &version) {
+                (Target::Object, Some(_)) => saker_policy::versioned_action(check.action),
+                _ => check.action,
+            };
             let of_bucket = (settings.as_deref(), cross);
-            let mut d = Self::decide(&who, check.action, resource.clone(), of_bucket, context);
+            let mut d = Self::decide(&who, action, resource.clone(), of_bucket, context);
             let object_acl_grants = matches!(
-                saker_policy::acl_permission(check.action),
+                saker_policy::acl_permission(action),
                 Some((saker_policy::AclTarget::Object, _))
             );
             if let (false, true, Some(b), Some(k)) =
@@ -433,8 +457,6 @@ impl Access {
                         .as_deref()
                         .expect("an object's bucket has settings");
                     let owner = crate::owner::of_bucket(&self.gw, s);
-                    // A request for a version is granted by that version's ACL.
-                    let version = version_of(context.query);
                     object_acl = Some(self.object_acl(b, k, version.as_deref(), &owner).await?);
                 }
                 if let Some(Some(acl)) = &object_acl {
@@ -442,7 +464,7 @@ impl Access {
                         object_acl: Some(acl),
                         ..*context
                     };
-                    d = Self::decide(&who, check.action, resource, of_bucket, &cx);
+                    d = Self::decide(&who, action, resource, of_bucket, &cx);
                 }
             }
             if !d.is_allowed() {
@@ -489,7 +511,7 @@ impl Access {
                 access_key,
                 "s3:BypassGovernanceRetention",
                 bucket,
-                std::iter::once(key),
+                std::iter::once((key, None)),
                 cx,
             )
             .await?;
@@ -501,9 +523,9 @@ impl Access {
     async fn check_objects<'k>(
         &self,
         access_key: Option<&str>,
-        action: &str,
+        action: &'static str,
         bucket: &str,
-        objects: impl Iterator<Item = &'k str>,
+        objects: impl Iterator<Item = Named<'k>>,
         cx: &Context<'_>,
     ) -> S3Result<()> {
         let denied = self
@@ -516,13 +538,14 @@ impl Access {
         self.refuse(&who, Some(bucket)).await
     }
 
-    /// The keys of `objects` in `bucket` the requester may not `action`.
+    /// The keys of `objects` in `bucket` the requester may not `action` (an object named
+    /// with a version: the action's version form, on that version).
     async fn denied_objects<'k>(
         &self,
         access_key: Option<&str>,
-        action: &str,
+        action: &'static str,
         bucket: &str,
-        objects: impl Iterator<Item = &'k str>,
+        objects: impl Iterator<Item = Named<'k>>,
         cx: &Context<'_>,
     ) -> S3Result<Vec<String>> {
         let who = self.requester(access_key)?;
@@ -532,33 +555,36 @@ impl Access {
             return Ok(Vec::new());
         }
         let who = who.bound_by_bucket_policy();
-        let decide = |key: &str, cx: &Context<'_>| {
-            let resource = Resource::object(bucket, key);
-            Self::decide(&who, action, resource, (Some(&settings), cross), cx).is_allowed()
+        let action_on = |version: Option<&str>| match version {
+            Some(_) => saker_policy::versioned_action(action),
+            None => action,
         };
-        let mut denied: Vec<String> = objects
-            .filter(|key| !decide(key, cx))
-            .map(str::to_string)
-            .collect();
-        let object_acl_grants = matches!(
-            saker_policy::acl_permission(action),
-            Some((saker_policy::AclTarget::Object, _))
-        );
-        if object_acl_grants && !denied.is_empty() {
-            // What the policies refuse, the object's own ACL may grant (a copy source).
-            let owner = crate::owner::of_bucket(&self.gw, &settings);
-            let mut left = Vec::new();
-            for key in denied {
-                let acl = self.object_acl(bucket, &key, None, &owner).await?;
-                let with_acl = Context {
-                    object_acl: acl.as_ref(),
-                    ..*cx
-                };
-                if acl.is_none() || !decide(&key, &with_acl) {
-                    left.push(key);
-                }
+        let decide = |(key, version): Named<'_>, cx: &Context<'_>| {
+            let resource = Resource::object(bucket, key);
+            let of_bucket = (Some(&*settings), cross);
+            Self::decide(&who, action_on(version), resource, of_bucket, cx).is_allowed()
+        };
+        let refused: Vec<Named<'k>> = objects.filter(|o| !decide(*o, cx)).collect();
+        let mut denied = Vec::new();
+        let owner = crate::owner::of_bucket(&self.gw, &settings);
+        for (key, version) in refused {
+            let object_acl_grants = matches!(
+                saker_policy::acl_permission(action_on(version)),
+                Some((saker_policy::AclTarget::Object, _))
+            );
+            // What the policies refuse, the object's (or version's) own ACL may grant (a
+            // copy source).
+            let acl = match object_acl_grants {
+                true => self.object_acl(bucket, key, version, &owner).await?,
+                false => None,
+            };
+            let with_acl = Context {
+                object_acl: acl.as_ref(),
+                ..*cx
+            };
+            if acl.is_none() || !decide((key, version), &with_acl) {
+                denied.push(key.to_string());
             }
-            denied = left;
         }
         Ok(denied)
     }
@@ -644,6 +670,9 @@ fn deny_all() -> Arc<Policy> {
     .clone()
 }
 
+/// An object a hook checks: its key, and the version the request names.
+type Named<'k> = (&'k str, Option<&'k str>);
+
 /// The `versionId` a request's query names.
 fn version_of(query: Option<&str>) -> Option<String> {
     query?
@@ -699,7 +728,7 @@ impl S3Access for Access {
     /// A browser-form upload names its key in the form: `s3:PutObject` on it.
     async fn post_object(&self, req: &mut S3Request<PostObjectInput>) -> S3Result<()> {
         let (ak, cx) = parts(req);
-        let key = std::iter::once(req.input.key.as_str());
+        let key = std::iter::once((req.input.key.as_str(), None));
         self.check_objects(ak, "s3:PutObject", &req.input.bucket, key, &cx)
             .await
     }
@@ -710,7 +739,8 @@ impl S3Access for Access {
     async fn delete_objects(&self, req: &mut S3Request<DeleteObjectsInput>) -> S3Result<()> {
         let (ak, cx) = parts(req);
         let anonymous = ak.is_none();
-        let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
+        let keys = req.input.delete.objects.iter();
+        let keys = keys.map(|o| (o.key.as_str(), o.version_id.as_deref()));
         let mut denied = self
             .denied_objects(ak, "s3:DeleteObject", &req.input.bucket, keys, &cx)
             .await?;
@@ -742,15 +772,14 @@ async fn copy_source_check(
     cx: &Context<'_>,
 ) -> S3Result<()> {
     match src {
-        CopySource::Bucket { bucket, key, .. } => {
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } => {
+            let source = std::iter::once((key.as_ref(), version_id.as_deref()));
             access
-                .check_objects(
-                    ak,
-                    "s3:GetObject",
-                    bucket,
-                    std::iter::once(key.as_ref()),
-                    cx,
-                )
+                .check_objects(ak, "s3:GetObject", bucket, source, cx)
                 .await?;
             let source = S3Path::Object {
                 bucket: bucket.clone(),
