@@ -6,9 +6,12 @@
 //! `build_snapshot` only makes the applied state durable (which lets raft purge the log); the
 //! snapshot a follower gets is written when it is asked for ([`super::snapshot`]): on the
 //! state machine's task, between two applies, so it is one consistent state with the log id
-//! it names.
+//! it names. The state machine counts the bytes it applied since the last snapshot
+//! ([`StateMachine::applied_bytes`]), so a group whose entries are large snapshots (and purges
+//! the log it holds in memory) before its entry count says so.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot};
@@ -27,6 +30,8 @@ pub struct StateMachine {
     meta: SmMeta,
     /// Where snapshot files are made (unnamed: nothing is left behind).
     snapshot_dir: PathBuf,
+    /// Bytes of mutations applied since the last snapshot was built.
+    applied_bytes: Arc<AtomicU64>,
 }
 
 impl StateMachine {
@@ -42,7 +47,13 @@ impl StateMachine {
             keys,
             meta,
             snapshot_dir,
+            applied_bytes: Arc::default(),
         })
+    }
+
+    /// The bytes of mutations applied since the last snapshot was built (keys and values).
+    pub fn applied_bytes(&self) -> Arc<AtomicU64> {
+        self.applied_bytes.clone()
     }
 
     /// Highest inode id handed out by this group so far.
@@ -75,6 +86,7 @@ pub struct SnapshotBuilder {
     meta: SnapshotMeta<u64, openraft::BasicNode>,
     sm_meta: SmMeta,
     snapshot_dir: PathBuf,
+    applied_bytes: Arc<AtomicU64>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -88,6 +100,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .await
             .map_err(storage_err)?
             .map_err(storage_err)?;
+        self.applied_bytes.store(0, Ordering::Relaxed);
         let file = unnamed_file(&self.snapshot_dir, "snapshot").map_err(storage_err)?;
         Ok(Snapshot {
             meta: self.meta.clone(),
@@ -124,11 +137,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let _in = span.enter();
         let mut batch = WriteBatch::default();
         let mut out = Vec::new();
+        let mut bytes = 0;
         for entry in entries {
             self.meta.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => out.push(BatchOutcome::default()),
                 EntryPayload::Normal(data) => {
+                    let ops = &data.mutations.ops;
+                    bytes += ops
+                        .iter()
+                        .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
+                        .sum::<usize>();
                     batch.ops.extend(data.mutations.ops);
                     self.meta.id_high_water = self.meta.id_high_water.max(data.id_high_water);
                     out.push(BatchOutcome {
@@ -142,6 +161,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
         }
         span.record("entries", out.len());
+        self.applied_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         batch.put(self.keys.single(SM_META), encode(&self.meta));
         self.store.write(&batch, false).map_err(storage_err)?;
         Ok(out)
@@ -154,6 +175,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: self.snapshot_meta(),
             sm_meta: self.meta.clone(),
             snapshot_dir: self.snapshot_dir.clone(),
+            applied_bytes: self.applied_bytes.clone(),
         }
     }
 
