@@ -19,6 +19,7 @@ pub mod error;
 pub mod format;
 pub mod id;
 pub mod mem;
+pub mod members;
 pub mod progress;
 pub mod remote;
 pub mod replicated;

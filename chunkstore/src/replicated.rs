@@ -1,8 +1,8 @@
 //! [`ReplicatedChunkStore`]: every chunk on `replicas` of a cluster's chunkstores.
 //!
-//! Placement is rendezvous hashing of the chunk id over the members' names (their RPC
-//! addresses), so any process computes a chunk's replicas from its id alone, and adding a
-//! member moves only the chunks it now ranks first for. A `put` goes to the chunk's replicas at
+//! Placement is rendezvous hashing of the chunk id over the members' names ([`crate::members`]);
+//! the member list can change while the store serves ([`ReplicatedChunkStore::set_members`]).
+//! A `put` goes to the chunk's replicas at
 //! once and returns when a majority of them has it durably (the rest finish in the background;
 //! a replica that failed is counted as a degraded write and filled in by [`ChunkStore::repair`]).
 //! A `get` reads from this process's replica first, then the others in placement order, then
@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -25,17 +25,10 @@ use tracing::Instrument;
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
+pub use crate::members::Member;
+use crate::members::View;
 use crate::stats::ChunkStats;
 use crate::store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};
-
-/// One chunkstore of the cluster.
-pub struct Member {
-    /// Its name in placement (its RPC address): the same in every process.
-    pub name: String,
-    pub store: Arc<dyn ChunkStore>,
-    /// In this process: read first.
-    pub local: bool,
-}
 
 /// Chunks a repair pass copies at once.
 const REPAIR_PARALLEL: usize = 8;
@@ -50,6 +43,8 @@ struct Repaired {
     copied: u64,
     bytes: u64,
     failed: u64,
+    /// Copies dropped from members beyond its placement.
+    dropped: u64,
 }
 
 #[derive(Default)]
@@ -61,35 +56,63 @@ struct Counters {
 }
 
 pub struct ReplicatedChunkStore {
-    members: Vec<Member>,
-    replicas: usize,
-    quorum: usize,
+    view: RwLock<Arc<View>>,
+    /// Copies per chunk asked for (a view allows at most its placing members).
+    asked: usize,
+    /// This process's own store and its name, if it runs one (a member once it is listed).
+    local: Option<(String, Arc<dyn ChunkStore>)>,
+    /// Reaches members that join later.
+    pool: Option<saker_rpc::ChannelPool>,
     counters: Arc<Counters>,
 }
 
-/// A stable 64-bit score of (member, chunk): FNV-1a, then a splitmix64 finish.
-fn score(name: &str, id: ChunkId) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes().chain(id.0.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// Members for `list` (address, placing): the store already `known` under a name, this
+/// process's own (`local`), or one reached through `pool`.
+fn members_for(
+    list: &[(String, bool)],
+    known: &[Member],
+    local: Option<&(String, Arc<dyn ChunkStore>)>,
+    pool: Option<&saker_rpc::ChannelPool>,
+) -> Result<Vec<Member>, ChunkError> {
+    let mut members = Vec::with_capacity(list.len());
+    for (name, placing) in list {
+        let here = local.filter(|(a, _)| a == name);
+        let store = if let Some((_, s)) = here {
+            s.clone()
+        } else if let Some(m) = known.iter().find(|m| &m.name == name) {
+            m.store.clone()
+        } else {
+            let pool = pool.ok_or_else(|| {
+                ChunkError::Unavailable(format!("no way to reach chunkstore {name}"))
+            })?;
+            let channel = pool
+                .get(name)
+                .map_err(|e| ChunkError::Unavailable(e.to_string()))?;
+            Arc::new(crate::RemoteChunkStore::new(channel)) as Arc<dyn ChunkStore>
+        };
+        members.push(Member {
+            name: name.clone(),
+            store,
+            local: here.is_some(),
+            placing: *placing,
+        });
     }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+    Ok(members)
 }
 
 impl ReplicatedChunkStore {
-    /// Chunks on `replicas` (at least 1, at most every member) of `members` (at least one).
+    /// Chunks on `replicas` (at least 1, at most every placing member) of `members` (at
+    /// least one placing).
     pub fn new(members: Vec<Member>, replicas: usize) -> Self {
-        assert!(!members.is_empty(), "a cluster has a chunkstore");
-        let replicas = replicas.clamp(1, members.len());
+        let local = members
+            .iter()
+            .find(|m| m.local)
+            .map(|m| (m.name.clone(), m.store.clone()));
         Self {
-            members,
-            replicas,
-            quorum: replicas / 2 + 1,
+            view: RwLock::new(Arc::new(View::new(members, replicas))),
+            asked: replicas,
+            local,
+            pool: None,
             counters: Arc::default(),
         }
     }
@@ -102,48 +125,75 @@ impl ReplicatedChunkStore {
         pool: &saker_rpc::ChannelPool,
         local: Option<(&str, Arc<dyn ChunkStore>)>,
     ) -> Result<Self, ChunkError> {
-        let mut members = Vec::new();
-        for addr in addrs {
-            let here = local.as_ref().filter(|(a, _)| a == addr);
-            let store: Arc<dyn ChunkStore> = match here {
-                Some((_, s)) => s.clone(),
-                None => Arc::new(crate::RemoteChunkStore::new(
-                    pool.get(addr)
-                        .map_err(|e| ChunkError::Unavailable(e.to_string()))?,
-                )),
-            };
-            members.push(Member {
-                name: addr.to_string(),
-                store,
-                local: here.is_some(),
-            });
-        }
-        if members.is_empty() {
+        let local = local.map(|(a, s)| (a.to_string(), s));
+        let list: Vec<(String, bool)> = addrs.iter().map(|a| (a.to_string(), true)).collect();
+        if list.is_empty() {
             return Err(ChunkError::Unavailable(
                 "no chunkstore in the cluster map".into(),
             ));
         }
-        Ok(Self::new(members, replicas as usize))
+        let members = members_for(&list, &[], local.as_ref(), Some(pool))?;
+        Ok(Self {
+            view: RwLock::new(Arc::new(View::new(members, replicas as usize))),
+            asked: replicas as usize,
+            local,
+            pool: Some(pool.clone()),
+            counters: Arc::default(),
+        })
+    }
+
+    fn view(&self) -> Arc<View> {
+        self.view.read().expect("chunkstore members lock").clone()
+    }
+
+    /// The members (name, placing), in the order they were given.
+    pub fn members(&self) -> Vec<(String, bool)> {
+        let view = self.view();
+        view.members
+            .iter()
+            .map(|m| (m.name.clone(), m.placing))
+            .collect()
+    }
+
+    /// Replaces the members with `list` (address, placing; at least one placing), reusing the
+    /// stores of members already known. Operations running keep the list they started with;
+    /// the next ones use this one.
+    pub fn set_members(&self, list: &[(String, bool)]) -> Result<(), ChunkError> {
+        let current = self.view();
+        if current
+            .members
+            .iter()
+            .map(|m| (m.name.as_str(), m.placing))
+            .eq(list.iter().map(|(n, p)| (n.as_str(), *p)))
+        {
+            return Ok(());
+        }
+        let members = members_for(
+            list,
+            &current.members,
+            self.local.as_ref(),
+            self.pool.as_ref(),
+        )?;
+        self.replace_members(members)?;
+        tracing::info!(members = ?list, "chunkstore members changed");
+        Ok(())
+    }
+
+    /// Replaces the members with `members` (at least one placing).
+    pub fn replace_members(&self, members: Vec<Member>) -> Result<(), ChunkError> {
+        if !members.iter().any(|m| m.placing) {
+            return Err(ChunkError::Unavailable(
+                "a chunkstore list needs a member that takes chunks".into(),
+            ));
+        }
+        *self.view.write().expect("chunkstore members lock") =
+            Arc::new(View::new(members, self.asked));
+        Ok(())
     }
 
     /// Member indexes by rank for `id`: the first `replicas` hold it.
     pub fn placement(&self, id: ChunkId) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.members.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(score(&self.members[i].name, id)));
-        order
-    }
-
-    /// The order a read tries the members in, from the chunk's `placement`: this process's
-    /// replica, the other replicas, then everyone else.
-    fn read_order(&self, placement: &[usize]) -> Vec<usize> {
-        let mut order = placement.to_vec();
-        if let Some(pos) = order[..self.replicas]
-            .iter()
-            .position(|&i| self.members[i].local)
-        {
-            order[..=pos].rotate_right(1);
-        }
-        order
+        self.view().placement(id)
     }
 
     /// Copies chunk `id` from `from` to `to` (dropping a corrupt copy there first).
@@ -165,37 +215,59 @@ impl ReplicatedChunkStore {
     }
 
     /// Copies chunk `id` to those of its replicas that lack it (`held`: what each member
-    /// holds, `None` for one that could not be listed), from a member that has it.
-    async fn repair_one(&self, id: ChunkId, held: &[Option<HashSet<u128>>]) -> Repaired {
+    /// holds, `None` for one that could not be listed), from a member that has it; once every
+    /// replica has it, drops the copies of members beyond its placement.
+    async fn repair_one(
+        &self,
+        view: &View,
+        id: ChunkId,
+        held: &[Option<HashSet<u128>>],
+    ) -> Repaired {
         let progress = &crate::progress::REPAIR;
         progress.scanned();
         let mut done = Repaired::default();
-        let order = self.placement(id);
+        let order = view.placement(id);
         let has = |i: usize, yes: bool| held[i].as_ref().is_some_and(|h| h.contains(&id.0) == yes);
-        let missing: Vec<usize> = order[..self.replicas]
+        let missing: Vec<usize> = order[..view.replicas]
             .iter()
             .copied()
             .filter(|&i| has(i, false))
             .collect();
-        if missing.is_empty() {
-            return done;
-        }
-        done.short = true;
-        progress.found();
-        let Some(from) = order.iter().copied().find(|&i| has(i, true)) else {
-            done.lost = true;
-            tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
-            return done;
-        };
-        for to in missing {
-            match self.restore(from, to, id, false).await {
-                Some(bytes) => {
-                    done.copied += 1;
-                    done.bytes += bytes;
-                    progress.repaired();
-                    progress.moved(bytes);
+        if !missing.is_empty() {
+            done.short = true;
+            progress.found();
+            let Some(from) = order.iter().copied().find(|&i| has(i, true)) else {
+                done.lost = true;
+                tracing::error!(chunk = %id, "a referenced chunk has no copy on any reachable chunkstore");
+                return done;
+            };
+            for to in missing {
+                match self.restore(view, from, to, id, false).await {
+                    Some(bytes) => {
+                        done.copied += 1;
+                        done.bytes += bytes;
+                        progress.repaired();
+                        progress.moved(bytes);
+                    }
+                    None => done.failed += 1,
                 }
-                None => done.failed += 1,
+            }
+        }
+        // Every replica known to hold it: a copy elsewhere (placed before a member joined, or
+        // on one that leaves) is not needed.
+        let all_held = order[..view.replicas].iter().all(|&i| held[i].is_some());
+        if done.failed == 0 && all_held {
+            for &i in &order[view.replicas..] {
+                if !has(i, true) {
+                    continue;
+                }
+                let m = &view.members[i];
+                match m.store.delete(id).await {
+                    Ok(()) => done.dropped += 1,
+                    Err(e) => {
+                        tracing::warn!(chunk = %id, store = %m.name, error = %e, "a copy beyond the placement was not dropped")
+                    }
+                }
             }
         }
         done
@@ -203,15 +275,22 @@ impl ReplicatedChunkStore {
 
     /// Rewrites member `to`'s copy of `id` from member `from`'s (a repair pass or a scrub),
     /// counting it; the bytes copied, or `None` (logged) if it could not be.
-    async fn restore(&self, from: usize, to: usize, id: ChunkId, corrupt: bool) -> Option<u64> {
-        let (src, dst) = (&self.members[from].store, &self.members[to].store);
+    async fn restore(
+        &self,
+        view: &View,
+        from: usize,
+        to: usize,
+        id: ChunkId,
+        corrupt: bool,
+    ) -> Option<u64> {
+        let (src, dst) = (&view.members[from].store, &view.members[to].store);
         match Self::copy(src, dst, id, corrupt).await {
             Ok(bytes) => {
                 self.counters.repaired.fetch_add(1, Ordering::Relaxed);
                 Some(bytes)
             }
             Err(e) => {
-                tracing::warn!(chunk = %id, store = %self.members[to].name, error = %e, "a chunk replica could not be rewritten");
+                tracing::warn!(chunk = %id, store = %view.members[to].name, error = %e, "a chunk replica could not be rewritten");
                 None
             }
         }
@@ -221,11 +300,12 @@ impl ReplicatedChunkStore {
 #[async_trait]
 impl ChunkStore for ReplicatedChunkStore {
     async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
-        let order = self.placement(id);
-        let (tx, mut rx) = tokio::sync::mpsc::channel(self.replicas);
-        for &i in &order[..self.replicas] {
-            let store = self.members[i].store.clone();
-            let name = self.members[i].name.clone();
+        let view = self.view();
+        let order = view.placement(id);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(view.replicas);
+        for &i in &order[..view.replicas] {
+            let store = view.members[i].store.clone();
+            let name = view.members[i].name.clone();
             let (tx, data, counters) = (tx.clone(), data.clone(), self.counters.clone());
             // Each copy runs to its end even once the caller has its quorum.
             tokio::spawn(async move {
@@ -243,7 +323,7 @@ impl ChunkStore for ReplicatedChunkStore {
             match result {
                 Ok(i) => {
                     acked += 1;
-                    if acked >= self.quorum {
+                    if acked >= view.quorum {
                         return Ok(i);
                     }
                 }
@@ -266,7 +346,7 @@ impl ChunkStore for ReplicatedChunkStore {
             .unwrap_or_default();
         let why = format!(
             "chunk {id} written to {acked} of {} replicas, a majority is {}: {why}",
-            self.replicas, self.quorum
+            view.replicas, view.quorum
         );
         // A full disk is the caller's to hear of (507, ENOSPC), not a transient failure.
         Err(if full {
@@ -277,19 +357,20 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
-        let order = self.placement(id);
-        let replicas = &order[..self.replicas];
+        let view = self.view();
+        let order = view.placement(id);
+        let replicas = &order[..view.replicas];
         let mut bad: Vec<(usize, bool)> = Vec::new();
         let mut failure: Option<ChunkError> = None;
-        for i in self.read_order(&order) {
-            match self.members[i].store.get(id, offset, len).await {
+        for i in view.read_order(&order) {
+            match view.members[i].store.get(id, offset, len).await {
                 Ok(bytes) => {
                     if !bad.is_empty() {
                         // Read repair, off the reader's path.
-                        let from = self.members[i].store.clone();
+                        let from = view.members[i].store.clone();
                         let targets: Vec<_> = bad
                             .iter()
-                            .map(|&(j, corrupt)| (self.members[j].store.clone(), corrupt))
+                            .map(|&(j, corrupt)| (view.members[j].store.clone(), corrupt))
                             .collect();
                         let counters = self.counters.clone();
                         tokio::spawn(async move {
@@ -313,7 +394,7 @@ impl ChunkStore for ReplicatedChunkStore {
                         bad.push((i, corrupt));
                     }
                     if corrupt {
-                        tracing::warn!(chunk = %id, store = %self.members[i].name, error = %e, "a corrupt chunk replica");
+                        tracing::warn!(chunk = %id, store = %view.members[i].name, error = %e, "a corrupt chunk replica");
                     }
                     // The most telling failure: corrupt over unreachable over not found.
                     let rank = |e: &ChunkError| match e {
@@ -331,15 +412,16 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
-        let order = self.placement(id);
-        let calls = self.members.iter().map(|m| m.store.delete(id));
+        let view = self.view();
+        let order = view.placement(id);
+        let calls = view.members.iter().map(|m| m.store.delete(id));
         let results = join_all(calls).await;
         // Every replica must confirm; another member's copy (an older placement) may not.
-        for &i in &order[..self.replicas] {
+        for &i in &order[..view.replicas] {
             if let Err(e) = &results[i] {
                 return Err(ChunkError::Unavailable(format!(
                     "chunk {id} not deleted at {}: {e}",
-                    self.members[i].name
+                    view.members[i].name
                 )));
             }
         }
@@ -347,7 +429,8 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     async fn list_older_than(&self, older_than: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
-        let calls = self
+        let view = self.view();
+        let calls = view
             .members
             .iter()
             .map(|m| m.store.list_older_than(older_than));
@@ -370,10 +453,11 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     async fn sync_to_disk(&self) -> Result<(), ChunkError> {
-        let calls = self.members.iter().map(|m| m.store.sync_to_disk());
+        let view = self.view();
+        let calls = view.members.iter().map(|m| m.store.sync_to_disk());
         let results = join_all(calls).await;
         let ok = results.iter().filter(|r| r.is_ok()).count();
-        if ok >= self.quorum {
+        if ok >= view.quorum {
             return Ok(());
         }
         Err(results
@@ -390,6 +474,7 @@ impl ChunkStore for ReplicatedChunkStore {
         referenced: &HashSet<u128>,
         rate: u64,
     ) -> Result<RepairReport, ChunkError> {
+        let view = self.view();
         let mut report = RepairReport::default();
         let mut pace = Pace::new(rate);
         let progress = &crate::progress::REPAIR;
@@ -397,7 +482,7 @@ impl ChunkStore for ReplicatedChunkStore {
         // Chunks still short of a replica when the pass ends (the gauge).
         let mut left_short = 0;
         let future = SystemTime::now() + Duration::from_secs(24 * 3600);
-        let calls = self.members.iter().map(|m| m.store.list_older_than(future));
+        let calls = view.members.iter().map(|m| m.store.list_older_than(future));
         let held: Vec<Option<HashSet<u128>>> = join_all(calls)
             .await
             .into_iter()
@@ -405,7 +490,7 @@ impl ChunkStore for ReplicatedChunkStore {
             .map(|(i, r)| match r {
                 Ok(ids) => Some(ids.into_iter().map(|c| c.0).collect()),
                 Err(e) => {
-                    tracing::warn!(store = %self.members[i].name, error = %e, "repair cannot list a chunkstore");
+                    tracing::warn!(store = %view.members[i].name, error = %e, "repair cannot list a chunkstore");
                     report.unreachable += 1;
                     None
                 }
@@ -414,7 +499,7 @@ impl ChunkStore for ReplicatedChunkStore {
         // A few chunks at a time: each copy waits on two stores' disks and the network.
         let held = &held;
         let mut outcomes = futures::stream::iter(referenced.iter().copied())
-            .map(|raw| self.repair_one(ChunkId(raw), held))
+            .map(|raw| self.repair_one(&view, ChunkId(raw), held))
             .buffer_unordered(REPAIR_PARALLEL);
         while let Some(o) = outcomes.next().await {
             report.scanned += 1;
@@ -423,6 +508,7 @@ impl ChunkStore for ReplicatedChunkStore {
             report.repaired += o.copied;
             report.bytes += o.bytes;
             report.failed += o.failed;
+            report.dropped += o.dropped;
             left_short += u64::from(o.lost || o.failed > 0);
             pace.wait(o.bytes).await;
         }
@@ -440,6 +526,7 @@ impl ChunkStore for ReplicatedChunkStore {
         referenced: &HashSet<u128>,
         rate: u64,
     ) -> Result<ScrubReport, ChunkError> {
+        let view = self.view();
         let mut report = ScrubReport::default();
         let mut pace = Pace::new(rate);
         let progress = &crate::progress::SCRUB;
@@ -447,11 +534,11 @@ impl ChunkStore for ReplicatedChunkStore {
         for &raw in referenced {
             let id = ChunkId(raw);
             progress.scanned();
-            let order = self.placement(id);
+            let order = view.placement(id);
             let mut good = None;
             let mut bad = Vec::new();
-            for &i in &order[..self.replicas] {
-                match self.members[i].store.get(id, 0, u64::MAX).await {
+            for &i in &order[..view.replicas] {
+                match view.members[i].store.get(id, 0, u64::MAX).await {
                     Ok(data) => {
                         report.verified += 1;
                         report.bytes += data.len() as u64;
@@ -468,7 +555,7 @@ impl ChunkStore for ReplicatedChunkStore {
                         bad.push((i, false));
                     }
                     Err(e) => {
-                        tracing::debug!(chunk = %id, store = %self.members[i].name, error = %e, "scrub skips an unreachable replica");
+                        tracing::debug!(chunk = %id, store = %view.members[i].name, error = %e, "scrub skips an unreachable replica");
                     }
                 }
             }
@@ -482,7 +569,7 @@ impl ChunkStore for ReplicatedChunkStore {
                 continue;
             };
             for (to, corrupt) in bad {
-                if self.restore(from, to, id, corrupt).await.is_some() {
+                if self.restore(&view, from, to, id, corrupt).await.is_some() {
                     report.repaired += 1;
                     progress.repaired();
                 }
@@ -492,15 +579,17 @@ impl ChunkStore for ReplicatedChunkStore {
     }
 
     fn full(&self) -> Option<String> {
-        self.members
+        let view = self.view();
+        view.members
             .iter()
             .filter(|m| m.local)
             .find_map(|m| m.store.full())
     }
 
     fn stats(&self) -> ChunkStats {
+        let view = self.view();
         let mut total = ChunkStats::default();
-        for m in &self.members {
+        for m in &view.members {
             total.add(&m.store.stats());
         }
         total.degraded_writes = self.counters.degraded_writes.load(Ordering::Relaxed);

@@ -155,4 +155,8 @@ pub struct RepairReport {
     pub lost: u64,
     /// Stores that could not be listed (their chunks were not checked).
     pub unreachable: u64,
+    /// Copies dropped from stores beyond a chunk's placement once all its replicas had it
+    /// (after a store joined, or from one being drained).
+    #[serde(default)]
+    pub dropped: u64,
 }

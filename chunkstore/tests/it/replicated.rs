@@ -73,6 +73,7 @@ fn cluster(n: usize, replicas: usize) -> (Vec<Arc<Flaky>>, ReplicatedChunkStore)
             name: format!("127.0.0.1:{}", 9902 + 10 * i),
             store: f.clone() as Arc<dyn ChunkStore>,
             local: i == 0,
+            placing: true,
         })
         .collect();
     (flaky, ReplicatedChunkStore::new(members, replicas))
@@ -203,6 +204,107 @@ async fn a_read_repairs_a_missing_copy_and_a_pass_rebuilds_a_wiped_store() {
     assert_eq!((again.under_replicated, again.repaired), (0, 0));
 }
 
+/// A member joins: a repair pass copies it its share of the chunks and drops the copies it
+/// replaces. A member leaves: marked as leaving it takes no new chunk, a pass copies its
+/// chunks away and drops its copies, and once it is gone every chunk still reads back.
+#[tokio::test]
+async fn members_join_and_leave_through_repair_passes() {
+    let (flaky, store) = cluster(3, 3);
+    let ids = put_everywhere(&flaky, &store, 60).await;
+    let referenced: HashSet<u128> = ids.iter().map(|c| c.0).collect();
+    let joined = Arc::new(Flaky::default());
+    let all: Vec<Arc<Flaky>> = flaky.iter().cloned().chain([joined.clone()]).collect();
+    let members = |leaving: Option<usize>, gone: Option<usize>| -> Vec<Member> {
+        all.iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != gone)
+            .map(|(i, f)| Member {
+                name: format!("127.0.0.1:{}", 9902 + 10 * i),
+                store: f.clone() as Arc<dyn ChunkStore>,
+                local: i == 0,
+                placing: Some(i) != leaving,
+            })
+            .collect()
+    };
+    async fn copies(all: &[Arc<Flaky>], id: ChunkId) -> Vec<usize> {
+        let mut on = Vec::new();
+        for (i, f) in all.iter().enumerate() {
+            if f.holds(id).await {
+                on.push(i);
+            }
+        }
+        on
+    }
+
+    store.replace_members(members(None, None)).unwrap();
+    let report = store.repair(&referenced, 0).await.unwrap();
+    assert_eq!((report.failed, report.lost), (0, 0), "{report:?}");
+    assert_eq!(report.repaired, report.dropped, "{report:?}");
+    let mut on_new = 0;
+    for &id in &ids {
+        let on = copies(&all, id).await;
+        assert_eq!(on.len(), 3, "{id}: {on:?}");
+        let placed: Vec<usize> = store.placement(id)[..3].to_vec();
+        assert!(
+            on.iter().all(|i| placed.contains(i)),
+            "{id}: {on:?} {placed:?}"
+        );
+        on_new += usize::from(on.contains(&3));
+    }
+    // Its share of 60 chunks on 3 of 4 members is 45; rendezvous hashing spreads it.
+    assert!(
+        (30..=56).contains(&on_new),
+        "{on_new} chunks moved to the new member"
+    );
+    assert_eq!(report.repaired, on_new as u64);
+
+    // Member 0 leaves: new chunks avoid it, a pass empties it.
+    store.replace_members(members(Some(0), None)).unwrap();
+    let fresh = ChunkId::random();
+    store
+        .put(fresh, conformance::pattern(99, 5000))
+        .await
+        .unwrap();
+    assert!(
+        !flaky[0].holds(fresh).await,
+        "a leaving member took a new chunk"
+    );
+    let report = store.repair(&referenced, 0).await.unwrap();
+    assert_eq!((report.failed, report.lost), (0, 0), "{report:?}");
+    for &id in &ids {
+        assert_eq!(copies(&all, id).await, vec![1, 2, 3], "{id}");
+    }
+    assert!(flaky[0]
+        .store()
+        .list_older_than(SystemTime::now() + std::time::Duration::from_secs(60))
+        .await
+        .unwrap()
+        .is_empty());
+    store.replace_members(members(None, Some(0))).unwrap();
+    flaky[0].down.store(true, Ordering::Relaxed);
+    for (seed, id) in ids.iter().enumerate() {
+        let data = store.get(*id, 0, u64::MAX).await.unwrap();
+        assert_eq!(data, conformance::pattern(seed as u64, 5000));
+    }
+    let again = store.repair(&referenced, 0).await.unwrap();
+    assert_eq!(
+        (again.under_replicated, again.dropped, again.unreachable),
+        (0, 0, 0),
+        "{again:?}"
+    );
+    assert!(store
+        .replace_members(
+            members(Some(1), Some(0))
+                .into_iter()
+                .map(|m| Member {
+                    placing: false,
+                    ..m
+                })
+                .collect()
+        )
+        .is_err());
+}
+
 /// A paced repair keeps to its rate: 19 chunks of 5,000 bytes at 100,000 bytes per second
 /// cannot take less than 0.95 s (however fast the machine), and the pass still copies
 /// everything.
@@ -239,6 +341,7 @@ async fn a_scrub_finds_a_damaged_copy_on_disk_and_rewrites_it() {
             name: format!("store-{i}"),
             store: d.clone() as Arc<dyn ChunkStore>,
             local: i == 0,
+            placing: true,
         })
         .collect();
     let store = ReplicatedChunkStore::new(members, 3);
