@@ -191,6 +191,11 @@ impl ReplicatedChunkStore {
         Ok(())
     }
 
+    /// Copies per chunk asked for (fewer while fewer members take chunks).
+    pub fn replicas_asked(&self) -> usize {
+        self.asked
+    }
+
     /// Member indexes by rank for `id`: the first `replicas` hold it.
     pub fn placement(&self, id: ChunkId) -> Vec<usize> {
         self.view().placement(id)

@@ -84,7 +84,7 @@ pub async fn collect_garbage(
 }
 
 /// Every chunk id some inode, part, noncurrent version or GC entry of any group references.
-async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientError> {
+pub async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientError> {
     let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
     let mut referenced = HashSet::new();
     for g in groups {

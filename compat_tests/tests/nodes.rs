@@ -1,11 +1,13 @@
 //! Growing and shrinking a replicated cluster under write load: a fourth node joins and takes
-//! its share of the group replicas (`saker admin node add`), then every replica of node 1
-//! moves away (`saker admin node remove 1`) and node 1 is stopped. No acknowledged write is
-//! lost, writes go on throughout, and the moved replicas survive a restart of their node.
+//! its share of the group replicas and of the chunks (`saker admin node add`), then every
+//! replica of node 1 moves away and its chunks are copied off it (`saker admin node remove
+//! 1`), and node 1 is stopped and its disk lost. No acknowledged write is lost, writes go on
+//! throughout, every chunk keeps its three copies, and the moved replicas survive a restart of
+//! their node.
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use common::cluster::*;
@@ -43,6 +45,21 @@ async fn voters(nodes: &Nodes) -> Vec<Vec<(u64, String)>> {
     all
 }
 
+/// Which of the chunkstores at `rpc` (by index) hold each of `chunks`.
+async fn copies(rpc: &[String], chunks: &[u128]) -> BTreeMap<u128, BTreeSet<usize>> {
+    let mut held = Vec::new();
+    for addr in rpc {
+        held.push(chunks_held(addr).await);
+    }
+    chunks
+        .iter()
+        .map(|id| {
+            let on = (0..rpc.len()).filter(|&i| held[i].contains(id)).collect();
+            (*id, on)
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
     let mut nodes = Nodes::start(&[]);
@@ -53,6 +70,15 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
         setup.create_bucket().bucket(bucket).send()
     })
     .await;
+    // Large objects: a chunk each, on all three nodes' chunkstores.
+    let mut large = BTreeMap::new();
+    for i in 0..16 {
+        let data = random_bytes(100_000 + i * 7919);
+        put(&setup, bucket, &format!("large-{i}"), &data).await;
+        large.insert(format!("large-{i}"), data);
+    }
+    let chunks = referenced_chunks(&nodes.rpc[0]).await;
+    assert_eq!(chunks.len(), large.len(), "one chunk per large object");
     let acks: Progress = Arc::new(Mutex::new((0, String::new())));
     let writer = Writer::start(nodes.client(1, false), bucket, acks.clone());
     writes_resume(&nodes, &acks, 0, 20).await;
@@ -60,7 +86,8 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
     // Node 4 joins: 9 replicas over 4 nodes, so it takes 2, from nodes that had 3.
     nodes.start_fourth();
     let node4 = nodes.rpc[3].clone();
-    let added = moves(&nodes.admin(1, &["node", "add", &node4]));
+    let report = nodes.admin(1, &["node", "add", &node4]);
+    let added = moves(&report);
     assert_eq!(added.len(), 2, "moves {added:?}");
     assert!(added.iter().all(|(_, _, to)| *to == node4), "{added:?}");
     let groups = voters(&nodes).await;
@@ -72,6 +99,29 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
         .filter(|v| v.iter().any(|(_, a)| *a == node4))
         .count();
     assert_eq!(on4, 2, "node 4 votes in two groups: {groups:?}");
+    // Its chunkstore joined, and a rebalance moved it its share of the chunks: each chunk
+    // on 3 of the 4, node 4's copies made and as many dropped elsewhere.
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let members = &report["chunks"]["members"];
+    assert_eq!(members.as_array().map(Vec::len), Some(4), "{report}");
+    let pass = &report["chunks"]["passes"][0];
+    assert_eq!(
+        (pass["failed"].as_u64(), pass["lost"].as_u64()),
+        (Some(0), Some(0)),
+        "{report}"
+    );
+    assert_eq!(pass["repaired"], pass["dropped"], "{report}");
+    let held = copies(&nodes.rpc, &chunks).await;
+    let on4 = held.values().filter(|on| on.contains(&3)).count();
+    assert!(
+        on4 >= 4,
+        "node 4 took {on4} of {} chunks: {held:?}",
+        chunks.len()
+    );
+    assert_eq!(pass["repaired"], on4 as u64, "{report}");
+    for (id, on) in &held {
+        assert_eq!(on.len(), 3, "chunk {id:032x} on {on:?}");
+    }
     let since = acks.lock().unwrap().0;
     writes_resume(&nodes, &acks, since, 20).await;
 
@@ -80,7 +130,8 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
         .iter()
         .filter(|v| v.iter().any(|(id, _)| *id == 1))
         .count();
-    let removed = moves(&nodes.admin(1, &["node", "remove", "1"]));
+    let report = nodes.admin(1, &["node", "remove", "1"]);
+    let removed = moves(&report);
     assert_eq!(removed.len(), hosted1, "moves {removed:?}");
     assert!(removed.iter().all(|(_, from, _)| *from == 1), "{removed:?}");
     let groups = voters(&nodes).await;
@@ -100,9 +151,36 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
             "node 1 still reports a replica of group {g}: {s:?}"
         );
     }
+    // Its chunks were copied away before it left: it holds none of them, and each is on all
+    // three of nodes 2, 3 and 4.
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let members: Vec<&str> = report["chunks"]["members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"))
+        .iter()
+        .map(|m| m["addr"].as_str().unwrap())
+        .collect();
+    assert_eq!(members.len(), 3, "{report}");
+    assert!(!members.contains(&nodes.rpc[0].as_str()), "{report}");
+    for (id, on) in copies(&nodes.rpc, &chunks).await {
+        assert_eq!(on, BTreeSet::from([1, 2, 3]), "chunk {id:032x}");
+    }
+    // Then its disk is lost: nothing was only there.
     nodes.kill(0);
+    nodes.wipe(0);
     let since = acks.lock().unwrap().0;
     writes_resume(&nodes, &acks, since, 20).await;
+    for i in [1, 3] {
+        let c = nodes.client(i, true);
+        for (key, data) in &large {
+            assert_eq!(
+                &get_bytes(&c, bucket, key).await,
+                data,
+                "{key} through node {}",
+                i + 1
+            );
+        }
+    }
 
     // Node 4 restarts with the replicas it took.
     nodes.kill(3);

@@ -360,22 +360,6 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
     c.delete_bucket().bucket("after").send().await.unwrap();
 }
 
-/// Every chunk id the groups reference (through a library client of the cluster behind `rpc`).
-async fn referenced_chunks(rpc: &str) -> Vec<u128> {
-    let lib = saker_client::Cluster::connect_all(rpc, Default::default())
-        .await
-        .unwrap();
-    let groups: Vec<u32> = lib.groups().map(|(g, _)| *g).collect();
-    let mut ids = Vec::new();
-    for g in groups {
-        match lib.call_group(g, MetaRequest::ChunkRefs).await.unwrap() {
-            saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),
-            other => panic!("ChunkRefs answered {other:?}"),
-        }
-    }
-    ids
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn large_objects_survive_a_node_loss_and_a_wiped_chunkstore_is_repaired() {
     let mut nodes = Nodes::start(&["--repair-every", "0s"]);

@@ -103,6 +103,10 @@ fn meta_requests() -> Vec<MetaRequest> {
         MetaRequest::CoordScan {
             prefix: "keys/".into(),
         },
+        // The one record a client may read: the chunkstores it places file data on.
+        MetaRequest::CoordScan {
+            prefix: saker_rpc::CHUNKSTORES_RECORD.into(),
+        },
         MetaRequest::CoordPut {
             term: 0,
             key: "keys/intruder".into(),

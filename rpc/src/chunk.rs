@@ -9,6 +9,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+/// What an RPC endpoint that runs no chunkstore answers a chunk request with.
+pub const NO_CHUNKSTORE: &str = "no chunkstore is served at this address";
+
 /// One operation on a remote chunkstore. Chunk ids are the 128-bit random ids of `ChunkRef`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChunkRequest {

@@ -21,14 +21,14 @@ pub use attr::{
     check_tier_name, Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo,
     Restored, TierRef,
 };
-pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
+pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError, NO_CHUNKSTORE};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{
     access, check_cond, ClientTag, CostKind, Costs, Cred, Dentry, DirChange, DirUsage, EtagCond,
     GroupCounters, LoadWindow, LockMode, MetaRequest, MetaResponse, NewObject, ObjectLock,
     ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention, SetTime, UploadInfo, Want,
-    WriteCond, XattrMode, MAX_PAGE,
+    WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
 };
 pub use meta::{
     version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,

@@ -98,9 +98,10 @@ pub enum NodeCommand {
     /// Give the node at RPC_ADDR (started with a `node` number beyond [cluster] nodes) its
     /// share of the group replicas, moved from the busiest nodes.
     Add { rpc_addr: String },
-    /// Move every replica of node ID (its number, or one raft id as `saker admin status`
-    /// shows it) to the other nodes. The node can be stopped afterwards.
-    Remove { id: u64 },
+    /// Move every replica of NODE (its number, one raft id as `saker admin status` shows it,
+    /// or its RPC address) to the other nodes, and every chunk off its chunkstore. The node
+    /// can be stopped afterwards.
+    Remove { node: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -381,7 +382,7 @@ async fn change_nodes(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use crate::nodes::NodeError;
+    use crate::nodes::{NodeError, Target};
     let path = match change {
         NodeChange::Add => "/admin/nodes/add",
         NodeChange::Remove => "/admin/nodes/remove",
@@ -402,11 +403,12 @@ async fn change_nodes(
     };
     let result = match (change, req.addr, req.id) {
         (NodeChange::Add, Some(addr), None) => nodes.add(&addr).await,
-        (NodeChange::Remove, None, Some(id)) => nodes.remove(id).await,
+        (NodeChange::Remove, None, Some(id)) => nodes.remove(Target::Id(id)).await,
+        (NodeChange::Remove, Some(addr), None) => nodes.remove(Target::Addr(addr)).await,
         _ => {
             let want = match change {
                 NodeChange::Add => "addr",
-                NodeChange::Remove => "id",
+                NodeChange::Remove => "id or addr",
             };
             return (
                 StatusCode::BAD_REQUEST,
@@ -772,11 +774,17 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                         id: None,
                     },
                 ),
-                NodeCommand::Remove { id } => (
+                NodeCommand::Remove { node } => (
                     "/admin/nodes/remove",
-                    NodeRequest {
-                        addr: None,
-                        id: Some(id),
+                    match node.parse::<u64>() {
+                        Ok(id) => NodeRequest {
+                            addr: None,
+                            id: Some(id),
+                        },
+                        Err(_) => NodeRequest {
+                            addr: Some(node),
+                            id: None,
+                        },
                     },
                 ),
             };

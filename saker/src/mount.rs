@@ -105,7 +105,7 @@ pub async fn run(args: MountArgs) -> anyhow::Result<()> {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
     };
-    let cluster = Cluster::connect_all(&args.cluster, config)
+    let cluster = connect(&args.cluster, config)
         .await
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;
     // The cluster's durability is not known here: creates are taken to wait for a sync.
@@ -169,4 +169,19 @@ pub fn unmount(mountpoint: &Path) {
         Ok(s) if s.success() => {}
         other => tracing::warn!(?other, "could not unmount"),
     }
+}
+
+/// The cluster behind `addr`, its file data placed on the chunkstores the cluster map names
+/// and then on those the cluster records as nodes come and go ([`crate::chunk_members`]).
+async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
+    let channel = saker_rpc::RpcChannel::connect(addr).await?;
+    let map = channel.cluster_map().await?;
+    let pool = saker_rpc::ChannelPool::with(channel);
+    let chunks = Arc::new(saker_client::chunk_stores(&map, addr, &pool)?);
+    let cluster = Cluster::connect(addr, chunks.clone(), config).await?;
+    if let Some((_, home)) = cluster.groups().next() {
+        let state = Arc::new(saker_coordinator::GroupState::new(home.clone(), 0));
+        tokio::spawn(crate::chunk_members::follow(state, chunks));
+    }
+    Ok(cluster)
 }

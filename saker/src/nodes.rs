@@ -43,6 +43,16 @@ pub struct Report {
     /// Steps that did not complete but leave the cluster sound (a removed replica whose node
     /// was down to drop it, say).
     pub warnings: Vec<String>,
+    /// What the change did to the chunkstores (none if the node runs none).
+    #[serde(default)]
+    pub chunks: Option<crate::node_chunks::ChunkReport>,
+}
+
+/// The node `node remove` takes away: a node number or raft id, or its RPC address.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Id(u64),
+    Addr(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +68,8 @@ pub struct Nodes {
     groups: Groups,
     pool: ChannelPool,
     lock: tokio::sync::Mutex<()>,
+    /// Moves chunks too, where this process has the cluster's chunk store.
+    chunks: Option<crate::node_chunks::ChunkMoves>,
 }
 
 /// Every group's leader view, by group.
@@ -73,7 +85,14 @@ impl Nodes {
             groups,
             pool,
             lock: tokio::sync::Mutex::new(()),
+            chunks: None,
         }
+    }
+
+    /// Node changes also move chunks, through `chunks`.
+    pub fn with_chunks(mut self, chunks: crate::node_chunks::ChunkMoves) -> Self {
+        self.chunks = Some(chunks);
+        self
     }
 
     /// Moves replicas to the node at `addr` until it holds its share of them.
@@ -103,26 +122,46 @@ impl Nodes {
             *load.get_mut(&from).expect("counted") -= 1;
             *load.get_mut(addr).expect("counted") += 1;
         }
+        if let Some(chunks) = &self.chunks {
+            report.chunks = chunks.add(addr).await?;
+            if report.chunks.is_none() {
+                report.warnings.push(format!(
+                    "the node at {addr} runs no chunkstore: chunks stay where they are"
+                ));
+            }
+        }
         Ok(report)
     }
 
-    /// Moves every replica of node `id` (a raft id, or a node number: every incarnation of
-    /// it) to the least loaded other nodes.
-    pub async fn remove(&self, id: u64) -> Result<Report, NodeError> {
+    /// Moves every replica of node `target` (a raft id, or a node number: every incarnation
+    /// of it; or its address) to the least loaded other nodes, and drains its chunkstore.
+    pub async fn remove(&self, target: Target) -> Result<Report, NodeError> {
         let _one = self.lock.lock().await;
         let mut views = self.views().await?;
         let mut report = Report::default();
         let mut load = load(&views);
-        let is_it = |raft_id: u64| raft_id == id || crate::roles::position_of(raft_id) == id;
+        let is_it = |raft_id: u64, addr: &str| match &target {
+            Target::Id(id) => raft_id == *id || crate::roles::position_of(raft_id) == *id,
+            Target::Addr(a) => a == addr,
+        };
         let theirs: Vec<(u32, u64, String)> = views
             .iter()
             .flat_map(|(g, v)| v.voters.iter().map(move |(i, a)| (*g, *i, a.clone())))
-            .filter(|(_, i, _)| is_it(*i))
+            .filter(|(_, i, a)| is_it(*i, a))
             .collect();
-        if theirs.is_empty() {
+        let mut addrs: Vec<String> = theirs.iter().map(|(_, _, a)| a.clone()).collect();
+        if let Target::Addr(a) = &target {
+            addrs.push(a.clone());
+        }
+        addrs.sort();
+        addrs.dedup();
+        if addrs.is_empty() {
             return Err(NodeError::Refused(format!(
-                "no group has a replica of node {id}"
+                "no group has a replica of node {target:?}: name it by its RPC address"
             )));
+        }
+        if let Some(chunks) = &self.chunks {
+            chunks.check_remove(&addrs).await?;
         }
         for (g, from_id, from) in theirs {
             let voters = &views[&g].voters;
@@ -141,6 +180,13 @@ impl Nodes {
                 .await?;
             *load.get_mut(&from).expect("counted") -= 1;
             *load.get_mut(&to).expect("counted") += 1;
+        }
+        if let Some(chunks) = &self.chunks {
+            for addr in &addrs {
+                if let Some(r) = chunks.remove(addr).await? {
+                    report.chunks = Some(r);
+                }
+            }
         }
         Ok(report)
     }

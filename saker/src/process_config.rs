@@ -46,7 +46,9 @@
 //! fixed when the MNodes' data directories are created. `nodes` places the groups when the
 //! cluster is created; a node numbered beyond it starts empty and is given replicas by
 //! `saker admin node add`, and `saker admin node remove` moves a node's replicas away (the
-//! replicas a node hosts are kept in its data directory, `groups.json`).
+//! replicas a node hosts are kept in its data directory, `groups.json`). `chunkstores` is the
+//! list the cluster starts with; node changes keep it as a record from then on
+//! ([`crate::chunk_members`]), so an added node's chunkstore need not be listed.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -280,7 +282,9 @@ impl ProcessConfig {
                  leader)"
             ),
         }
-        if self.has(Role::Chunkstore) {
+        // A node added later takes chunks once `saker admin node add` records it.
+        let added = self.node.is_some_and(|n| n as usize > c.nodes.len());
+        if self.has(Role::Chunkstore) && !added {
             ensure!(
                 here.is_some_and(|a| c.chunkstores.contains(a)),
                 "rpc_addr must be listed in [cluster] chunkstores in a chunkstore's process"

@@ -206,12 +206,18 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .clone()
             .zip(here.as_deref())
             .map(|(c, addr)| (addr, c));
-        let chunks: Arc<dyn ChunkStore> = Arc::new(ReplicatedChunkStore::over(
+        let placed = Arc::new(ReplicatedChunkStore::over(
             &map.endpoints.chunkstores(""),
             map.endpoints.chunk_replicas,
             &channels,
             local,
         )?);
+        let chunks: Arc<dyn ChunkStore> = placed.clone();
+        // Which chunkstores take chunks follows the record node changes keep.
+        let chunk_state = host.as_ref().map(|h| h.shared_state());
+        if let Some(state) = &chunk_state {
+            tokio::spawn(crate::chunk_members::follow(state.clone(), placed.clone()));
+        }
         let key_file = cfg.data_dir.join("access-keys.json");
         if replicated {
             // The root key of a replicated cluster is the one it was created with.
@@ -305,8 +311,19 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             chunks,
             cluster: cluster.clone(),
             nonces: Default::default(),
-            nodes: replicated
-                .then(|| Arc::new(crate::nodes::Nodes::new(sets.clone(), (*channels).clone()))),
+            nodes: replicated.then(|| {
+                let nodes = crate::nodes::Nodes::new(sets.clone(), (*channels).clone());
+                Arc::new(match &chunk_state {
+                    Some(state) => nodes.with_chunks(crate::node_chunks::ChunkMoves::new(
+                        cluster.clone(),
+                        placed.clone(),
+                        state.clone(),
+                        (*channels).clone(),
+                        args.repair_rate << 20,
+                    )),
+                    None => nodes,
+                })
+            }),
             namespace: active.clone().unwrap_or_default(),
             groups: sets.clone(),
             gateway: Some(gateway.clone()),

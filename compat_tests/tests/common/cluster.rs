@@ -149,8 +149,8 @@ impl Nodes {
         n
     }
 
-    /// Starts node 4, beyond `[cluster] nodes`: an empty node (no chunkstore) for
-    /// `saker admin node add`.
+    /// Starts node 4, beyond `[cluster] nodes`: an empty node (its chunkstore listed nowhere
+    /// yet) for `saker admin node add`.
     pub fn start_fourth(&mut self) {
         assert_eq!(self.nodes.len(), 3, "three nodes run");
         assert!(self.netns.is_empty(), "a fourth node runs on loopback only");
@@ -162,8 +162,7 @@ impl Nodes {
                 &format!("rpc_addr = \"{}\"", self.rpc[0]),
                 &format!("rpc_addr = \"{addr}\""),
             )
-            .replace("node1", "node4")
-            .replace(", \"chunkstore\"]", "]");
+            .replace("node1", "node4");
         std::fs::write(self.config(3), text).unwrap();
         self.rpc.push(addr);
         let node = self.spawn(3);
@@ -476,4 +475,32 @@ pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<Stri
             i + 1
         );
     }
+}
+
+/// Every chunk id the groups reference (through a library client of the cluster behind `rpc`).
+pub async fn referenced_chunks(rpc: &str) -> Vec<u128> {
+    let lib = saker_client::Cluster::connect_all(rpc, Default::default())
+        .await
+        .unwrap();
+    let groups: Vec<u32> = lib.groups().map(|(g, _)| *g).collect();
+    let mut ids = Vec::new();
+    for g in groups {
+        match lib.call_group(g, MetaRequest::ChunkRefs).await.unwrap() {
+            saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),
+            other => panic!("ChunkRefs answered {other:?}"),
+        }
+    }
+    ids
+}
+
+/// The chunk ids the chunkstore at `rpc` holds.
+pub async fn chunks_held(rpc: &str) -> std::collections::HashSet<u128> {
+    let store = saker_chunkstore::RemoteChunkStore::new(RpcChannel::connect(rpc).await.unwrap());
+    let later = std::time::SystemTime::now() + Duration::from_secs(3600);
+    saker_chunkstore::ChunkStore::list_older_than(&store, later)
+        .await
+        .unwrap_or_else(|e| panic!("chunks at {rpc}: {e}"))
+        .into_iter()
+        .map(|c| c.0)
+        .collect()
 }

@@ -9,6 +9,10 @@ use crate::attr::Layout;
 /// at most about 5,000.)
 pub const MAX_PAGE: u32 = 10_000;
 
+/// The prefix of the coordinator's record of the chunkstores, the one record a client may
+/// read.
+pub const CHUNKSTORES_RECORD: &str = "chunkstores/";
+
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
@@ -177,8 +181,12 @@ impl MetaRequest {
     /// the reads a client needs to route. Everything else needs a node credential
     /// ([`crate::auth`]): raft state, the protocols' control requests, GC, migrations, the
     /// coordinator's records, and the S3-shaped requests, which carry no identity because the
-    /// gateway of a node authorized them.
+    /// gateway of a node authorized them. Of the coordinator's records, a client may read the
+    /// chunkstore list ([`CHUNKSTORES_RECORD`]), which it needs to place file data.
     pub fn client_allowed(&self) -> bool {
+        if let MetaRequest::CoordScan { prefix } = self {
+            return prefix.starts_with(CHUNKSTORES_RECORD);
+        }
         matches!(
             self,
             MetaRequest::Access { .. }

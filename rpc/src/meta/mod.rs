@@ -19,7 +19,7 @@ mod response;
 mod types;
 mod versions;
 
-pub use classify::MAX_PAGE;
+pub use classify::{CHUNKSTORES_RECORD, MAX_PAGE};
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{LockMode, ObjectLock, Retention};

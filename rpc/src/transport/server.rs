@@ -535,7 +535,7 @@ async fn chunk_call(
     }
     let Some(chunks) = chunks else {
         return Ok(Err(ChunkWireError::Unavailable(
-            "no chunkstore is served at this address".into(),
+            crate::chunk::NO_CHUNKSTORE.into(),
         )));
     };
     let op = req.op_name();
