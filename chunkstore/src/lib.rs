@@ -33,6 +33,6 @@ pub use format::BLOCK_SIZE;
 pub use id::ChunkId;
 pub use mem::MemChunkStore;
 pub use remote::{ChunkServer, RemoteChunkStore};
-pub use replicated::{Member, ReplicatedChunkStore};
+pub use replicated::{Member, RepairLog, ReplicatedChunkStore};
 pub use stats::ChunkStats;
 pub use store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};

@@ -22,6 +22,8 @@ pub struct Pass {
 pub static REPAIR: Pass = Pass::new();
 /// The scrub passes (every copy read whole and CRC-checked).
 pub static SCRUB: Pass = Pass::new();
+/// Counts no one shows (the passes over noted chunks, which are small and frequent).
+pub(crate) static UNCOUNTED: Pass = Pass::new();
 
 fn now_ms() -> u64 {
     SystemTime::now()

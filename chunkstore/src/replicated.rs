@@ -30,6 +30,26 @@ use crate::members::View;
 use crate::stats::ChunkStats;
 use crate::store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};
 
+/// How long a put that has its quorum waits for its other copies, so that one that failed is
+/// noted ([`RepairLog`]) before the write is acknowledged.
+const SHORT_GRACE: Duration = Duration::from_millis(200);
+
+/// Where a write records a chunk it left short of replicas (durably, before it is
+/// acknowledged), so that a repair pass finds it without listing every store.
+#[async_trait]
+pub trait RepairLog: Send + Sync {
+    async fn note(&self, id: ChunkId) -> Result<(), ChunkError>;
+}
+
+/// Notes `id` as short in `log` (if there is one); a failure is logged: the periodic full pass
+/// still finds the chunk.
+async fn note_short(log: Option<&dyn RepairLog>, id: ChunkId) {
+    let Some(log) = log else { return };
+    if let Err(e) = log.note(id).await {
+        tracing::warn!(chunk = %id, error = %e, "a chunk short of replicas was not noted for repair");
+    }
+}
+
 /// Chunks a repair pass copies at once.
 const REPAIR_PARALLEL: usize = 8;
 
@@ -63,6 +83,8 @@ pub struct ReplicatedChunkStore {
     local: Option<(String, Arc<dyn ChunkStore>)>,
     /// Reaches members that join later.
     pool: Option<saker_rpc::ChannelPool>,
+    /// Where chunks short of replicas are noted.
+    repair_log: RwLock<Option<Arc<dyn RepairLog>>>,
     counters: Arc<Counters>,
 }
 
@@ -113,6 +135,7 @@ impl ReplicatedChunkStore {
             asked: replicas,
             local,
             pool: None,
+            repair_log: RwLock::default(),
             counters: Arc::default(),
         }
     }
@@ -138,6 +161,7 @@ impl ReplicatedChunkStore {
             asked: replicas as usize,
             local,
             pool: Some(pool.clone()),
+            repair_log: RwLock::default(),
             counters: Arc::default(),
         })
     }
@@ -191,6 +215,11 @@ impl ReplicatedChunkStore {
         Ok(())
     }
 
+    /// Writes note the chunks they leave short of replicas in `log`.
+    pub fn set_repair_log(&self, log: Arc<dyn RepairLog>) {
+        *self.repair_log.write().expect("repair log lock") = Some(log);
+    }
+
     /// Copies per chunk asked for (fewer while fewer members take chunks).
     pub fn replicas_asked(&self) -> usize {
         self.asked
@@ -227,8 +256,9 @@ impl ReplicatedChunkStore {
         view: &View,
         id: ChunkId,
         held: &[Option<HashSet<u128>>],
+        progress: Option<&crate::progress::Pass>,
     ) -> Repaired {
-        let progress = &crate::progress::REPAIR;
+        let progress = progress.unwrap_or(&crate::progress::UNCOUNTED);
         progress.scanned();
         let mut done = Repaired::default();
         let order = view.placement(id);
@@ -307,33 +337,80 @@ impl ChunkStore for ReplicatedChunkStore {
     async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         let view = self.view();
         let order = view.placement(id);
+        let log = self.repair_log.read().expect("repair log lock").clone();
         let (tx, mut rx) = tokio::sync::mpsc::channel(view.replicas);
+        // Whether this put has returned: a copy that fails later notes its chunk itself.
+        let returned = Arc::new(std::sync::Mutex::new(false));
         for &i in &order[..view.replicas] {
             let store = view.members[i].store.clone();
             let name = view.members[i].name.clone();
             let (tx, data, counters) = (tx.clone(), data.clone(), self.counters.clone());
+            let (returned, log) = (returned.clone(), log.clone());
             // Each copy runs to its end even once the caller has its quorum.
             tokio::spawn(async move {
                 let result = store.put(id, data).await;
+                let failed = matches!(&result, Err(e) if !matches!(e, ChunkError::AlreadyExists(_)));
                 if let Err(e) = &result {
                     counters.degraded_writes.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(chunk = %id, store = %name, error = %e, "a chunk replica was not written");
                 }
-                let _ = tx.send(result).await;
+                let late = {
+                    let returned = returned.lock().expect("put state lock");
+                    if !*returned {
+                        let _ = tx.try_send(result);
+                    }
+                    *returned
+                };
+                if late && failed {
+                    note_short(log.as_deref(), id).await;
+                }
             }.in_current_span());
         }
         drop(tx);
         let (mut acked, mut errors) = (0, Vec::new());
-        while let Some(result) = rx.recv().await {
+        let mut info = None;
+        let mut quorum_at = None;
+        loop {
+            let next = match quorum_at {
+                None => rx.recv().await,
+                // A quorum has it: the others are given a moment, so that a failed copy is
+                // noted before the write is acknowledged; one slower than that notes itself.
+                Some(at) => tokio::time::timeout_at(at + SHORT_GRACE, rx.recv())
+                    .await
+                    .unwrap_or(None),
+            };
+            let Some(result) = next else { break };
             match result {
                 Ok(i) => {
                     acked += 1;
-                    if acked >= view.quorum {
-                        return Ok(i);
-                    }
+                    info.get_or_insert(i);
                 }
                 Err(e) => errors.push(e),
             }
+            if acked >= view.quorum && quorum_at.is_none() {
+                quorum_at = Some(tokio::time::Instant::now());
+            }
+            if acked + errors.len() == view.replicas {
+                break;
+            }
+        }
+        {
+            *returned.lock().expect("put state lock") = true;
+            while let Ok(result) = rx.try_recv() {
+                match result {
+                    Ok(_) => acked += 1,
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        if let Some(info) = info.filter(|_| acked >= view.quorum) {
+            if errors
+                .iter()
+                .any(|e| !matches!(e, ChunkError::AlreadyExists(_)))
+            {
+                note_short(log.as_deref(), id).await;
+            }
+            return Ok(info);
         }
         // Fewer than a majority have it: the write failed (the copies made are leaks the
         // scrub collects). An id put before is AlreadyExists everywhere.
@@ -504,7 +581,7 @@ impl ChunkStore for ReplicatedChunkStore {
         // A few chunks at a time: each copy waits on two stores' disks and the network.
         let held = &held;
         let mut outcomes = futures::stream::iter(referenced.iter().copied())
-            .map(|raw| self.repair_one(&view, ChunkId(raw), held))
+            .map(|raw| self.repair_one(&view, ChunkId(raw), held, Some(&crate::progress::REPAIR)))
             .buffer_unordered(REPAIR_PARALLEL);
         while let Some(o) = outcomes.next().await {
             report.scanned += 1;
@@ -521,6 +598,50 @@ impl ChunkStore for ReplicatedChunkStore {
             .under_replicated
             .store(left_short, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Brings each of `ids` (chunks noted short) to all its replicas, asking each member
+    /// whether it has the chunk rather than listing every store, at most `rate` bytes per
+    /// second; answers the pass's report and the ids that need no more repair (all replicas
+    /// have them, or no member does: collected since).
+    async fn repair_noted(&self, ids: &[ChunkId], rate: u64) -> (RepairReport, Vec<ChunkId>) {
+        let view = self.view();
+        let mut report = RepairReport::default();
+        let mut pace = Pace::new(rate);
+        let mut settled = Vec::new();
+        for &id in ids {
+            let probes = view.members.iter().map(|m| m.store.get(id, 0, 1));
+            let held: Vec<Option<HashSet<u128>>> = join_all(probes)
+                .await
+                .into_iter()
+                .map(|r| match r {
+                    Ok(_) => Some(HashSet::from([id.0])),
+                    Err(ChunkError::NotFound(_)) => Some(HashSet::new()),
+                    Err(_) => None,
+                })
+                .collect();
+            report.scanned += 1;
+            let every = held.iter().all(Option::is_some);
+            report.unreachable += held.iter().filter(|h| h.is_none()).count() as u64;
+            if !held.iter().flatten().any(|h| !h.is_empty()) {
+                // No member has it: deleted since it was written (or on a member down).
+                if every {
+                    settled.push(id);
+                }
+                continue;
+            }
+            let o = self.repair_one(&view, id, &held, None).await;
+            report.under_replicated += u64::from(o.short);
+            report.repaired += o.copied;
+            report.bytes += o.bytes;
+            report.failed += o.failed;
+            report.dropped += o.dropped;
+            if o.failed == 0 && every {
+                settled.push(id);
+            }
+            pace.wait(o.bytes).await;
+        }
+        (report, settled)
     }
 
     /// Reads every replica of every chunk of `referenced` whole (checking its CRC32C), at most

@@ -53,6 +53,14 @@ pub trait ChunkStore: Send + Sync + 'static {
         Ok(RepairReport::default())
     }
 
+    /// Brings each of `ids` (chunks a write noted as short of replicas) to all its replicas,
+    /// at most `rate` bytes per second; answers the report and the ids that need no more
+    /// repair. A store of one copy has nothing to do.
+    async fn repair_noted(&self, ids: &[ChunkId], rate: u64) -> (RepairReport, Vec<ChunkId>) {
+        let _ = rate;
+        (RepairReport::default(), ids.to_vec())
+    }
+
     /// Reads every chunk of `referenced` whole (which checks every block's CRC32C), at most
     /// `rate` bytes per second, reporting the corrupt and missing ones; a store with other
     /// copies rewrites them from a good one.

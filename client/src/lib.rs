@@ -11,9 +11,11 @@ mod error;
 mod gc;
 mod list;
 pub mod metrics;
+mod repair;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, ChunkWriter, DataStream, ReadRange, TierReader, Written};
 pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
 pub use list::{ListItem, Lister};
+pub use repair::{repair_noted_chunks, GroupsRepairLog};

@@ -58,9 +58,11 @@ pub const EXCEPTIONS: u8 = b'e';
 pub const COORD: u8 = b'o';
 /// Object versions of buckets that keep them, by bucket and key, newest first.
 pub const VERSIONS: u8 = b'w';
+/// Chunks a write left short of their replicas, by chunk id, until a repair pass fixed them.
+pub const REPAIR: u8 = b'r';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 17] = [
+pub const SM_TABLES: [u8; 18] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -78,6 +80,7 @@ pub const SM_TABLES: [u8; 17] = [
     EXCEPTIONS,
     COORD,
     VERSIONS,
+    REPAIR,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -241,6 +244,13 @@ impl Keys {
         k
     }
 
+    /// The repair record of chunk `chunk`.
+    pub fn repair(&self, chunk: u128) -> Vec<u8> {
+        let mut k = self.table(REPAIR);
+        k.extend_from_slice(&chunk.to_be_bytes());
+        k
+    }
+
     /// The shared inode `id` of hard links whose home is this group.
     pub fn shared(&self, id: InodeId) -> Vec<u8> {
         let mut k = self.table(SHARED);
@@ -287,6 +297,12 @@ impl Keys {
         let mut k = self.table(APPLIED);
         k.extend_from_slice(&source.to_be_bytes());
         k
+    }
+
+    pub fn repair_chunk(key: &[u8]) -> Option<u128> {
+        key.get(5..21)
+            .and_then(|b| b.try_into().ok())
+            .map(u128::from_be_bytes)
     }
 
     pub fn gc_chunk(key: &[u8]) -> Option<u128> {

@@ -82,6 +82,7 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             crate::refs::tier_gc_due(v, keys, *now_ns, *limit)
         }
         MetaRequest::ChunkRefs => crate::refs::chunk_refs(v, keys),
+        MetaRequest::RepairDue { limit } => crate::refs::repair_due(v, keys, *limit),
         MetaRequest::TierRefs { tier } => crate::refs::tier_refs(v, keys, tier),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(
             v.get(&keys.link_token(*id, *token))

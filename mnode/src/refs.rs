@@ -5,7 +5,7 @@
 
 use saker_rpc::{Attr, Layout, MetaResponse, TierRef, VersionKind};
 
-use crate::keys::{Keys, GC, INODE, PART, SHARED, VERSIONS};
+use crate::keys::{Keys, GC, INODE, PART, REPAIR, SHARED, VERSIONS};
 use crate::ops::versions;
 use crate::read::OpResult;
 use crate::records::decode;
@@ -18,6 +18,16 @@ pub(crate) fn gc_due<V: View + ?Sized>(v: &V, keys: &Keys, now_ns: i64, limit: u
         if val.is_empty() {
             out.extend(Keys::gc_chunk(k).map(|c| (k.to_vec(), c)));
         }
+        Ok(out.len() < limit as usize)
+    })?;
+    Ok(MetaResponse::Gc(out))
+}
+
+/// Chunks a write left short of replicas, at most `limit`, in id order.
+pub(crate) fn repair_due<V: View + ?Sized>(v: &V, keys: &Keys, limit: u32) -> OpResult {
+    let mut out = Vec::new();
+    for_each_entry(v, &keys.table(REPAIR), &keys.table_end(REPAIR), |k, _| {
+        out.extend(Keys::repair_chunk(k).map(|c| (k.to_vec(), c)));
         Ok(out.len() < limit as usize)
     })?;
     Ok(MetaResponse::Gc(out))

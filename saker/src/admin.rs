@@ -56,8 +56,11 @@ pub enum AdminCommand {
         command: LifecycleCommand,
     },
     /// Run one chunk repair pass now (every referenced chunk to all its replicas) and print
-    /// what it found and did.
-    Repair,
+    /// what it found and did; `--noted`: only the chunks writes noted as short of replicas.
+    Repair {
+        #[arg(long)]
+        noted: bool,
+    },
     /// Write a backup of the metadata (every MNode group and the coordinator's records) into
     /// DIR, for `saker server --restore DIR`. File data (chunks) is not in it.
     Backup { dir: std::path::PathBuf },
@@ -210,6 +213,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/balance", post(crate::admin_balance::run))
         .route("/admin/balance/stats", get(crate::admin_balance::stats))
         .route("/admin/repair", post(crate::admin_chunks::run_repair))
+        .route(
+            "/admin/repair/noted",
+            post(crate::admin_chunks::run_repair_noted),
+        )
         .route("/admin/chunk-passes", get(crate::admin_chunks::passes))
         .route("/admin/nodes/add", post(add_node))
         .route(
@@ -739,9 +746,10 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                 |path: String| async move { send(endpoint, Method::GET, &path, Vec::new()).await };
             return crate::cluster_credential::run(command, fetch).await;
         }
-        AdminCommand::Repair | AdminCommand::Scrub => {
+        AdminCommand::Repair { .. } | AdminCommand::Scrub => {
             let path = match cmd {
-                AdminCommand::Repair => "/admin/repair",
+                AdminCommand::Repair { noted: false } => "/admin/repair",
+                AdminCommand::Repair { noted: true } => "/admin/repair/noted",
                 _ => "/admin/scrub",
             };
             let text = send(endpoint, Method::POST, path, Vec::new()).await?;

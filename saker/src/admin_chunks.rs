@@ -77,16 +77,67 @@ pub async fn run_scrub(State(st): State<AdminState>, headers: HeaderMap, body: B
 }
 
 pub async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    let path = "/admin/repair";
+    repair(st, "/admin/repair", headers, body).await
+}
+
+/// A pass over the chunks writes noted as short only.
+pub async fn run_repair_noted(
+    State(st): State<AdminState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    repair(st, "/admin/repair/noted", headers, body).await
+}
+
+async fn repair(st: AdminState, path: &str, headers: HeaderMap, body: Bytes) -> Response {
     if !authorized(&st, &Method::POST, path, &headers, &body) {
         return deny();
     }
     if let Some(r) = elsewhere(&st, &Method::POST, path, &headers, &body).await {
         return r;
     }
-    match saker_client::repair_chunks(&st.cluster, 0).await {
+    let report = if path.ends_with("/noted") {
+        saker_client::repair_noted_chunks(&st.cluster, 0).await
+    } else {
+        saker_client::repair_chunks(&st.cluster, 0).await
+    };
+    match report {
         Ok(report) => axum::Json(report).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// In a node's data directory from its return after a lost disk until a full repair pass ran.
+pub const REPAIR_AFTER_LOSS: &str = "repair-after-disk-loss";
+
+/// After this node came back from a lost disk: asks the coordinator for a full repair pass
+/// until one completes with every chunk copied (retrying while a store or the coordinator
+/// is not reachable yet), then drops the `marker` file.
+pub async fn repair_after_loss(groups: crate::status::Groups, marker: std::path::PathBuf) {
+    let call = saker_rpc::AdminCall {
+        method: "POST".into(),
+        path: "/admin/repair".into(),
+        body: Vec::new(),
+    };
+    loop {
+        match crate::admin_forward::call_coordinator(&groups, &call).await {
+            Ok(r) if r.status == 200 => {
+                match serde_json::from_slice::<saker_chunkstore::RepairReport>(&r.body) {
+                    Ok(report) if report.failed + report.lost == 0 => {
+                        tracing::info!(?report, "chunks repaired after a lost disk");
+                        if let Err(e) = std::fs::remove_file(&marker) {
+                            tracing::warn!(error = %e, "the repair marker stays");
+                        }
+                        return;
+                    }
+                    Ok(report) => tracing::info!(?report, "repair after a lost disk: again"),
+                    Err(e) => tracing::warn!(error = %e, "a repair report that does not parse"),
+                }
+            }
+            Ok(r) => tracing::debug!(status = r.status, "repair after a lost disk not run yet"),
+            Err(_) => tracing::debug!("repair after a lost disk: no coordinator yet"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
 }
 

@@ -114,11 +114,42 @@ pub async fn to_coordinator(
             "the coordinator moved while the request was handed on: try again\n".into(),
         );
     }
-    let Some(home) = st.groups.get(&1) else {
-        return crate::admin::no_coordinator();
+    let call = AdminCall {
+        method: method.to_string(),
+        path: path.to_string(),
+        body: body.to_vec(),
+    };
+    match call_coordinator(&st.groups, &call).await {
+        Ok(r) => (
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY),
+            Bytes::from(r.body),
+        )
+            .into_response(),
+        Err(CoordinatorCall::NoGroup) => crate::admin::no_coordinator(),
+        Err(CoordinatorCall::Unavailable(why)) => unavailable(why),
+    }
+}
+
+/// Why [`call_coordinator`] got no answer.
+pub enum CoordinatorCall {
+    /// This process knows no group 1.
+    NoGroup,
+    Unavailable(String),
+}
+
+/// Runs `call` through the admin API of the node where the coordinator is active (group 1's
+/// leader), as a request this node authorized.
+pub async fn call_coordinator(
+    groups: &crate::status::Groups,
+    call: &AdminCall,
+) -> Result<AdminReply, CoordinatorCall> {
+    let Some(home) = groups.get(&1) else {
+        return Err(CoordinatorCall::NoGroup);
     };
     let Some(leader) = crate::status::leader_status(home).await else {
-        return unavailable("group 1 has no leader, so no coordinator runs: try again\n".into());
+        return Err(CoordinatorCall::Unavailable(
+            "group 1 has no leader, so no coordinator runs: try again\n".into(),
+        ));
     };
     let Some(addr) = leader
         .voters
@@ -126,25 +157,16 @@ pub async fn to_coordinator(
         .find(|(id, _)| *id == leader.node_id)
         .map(|(_, a)| a.clone())
     else {
-        return unavailable("group 1's leader has no address\n".into());
-    };
-    let call = AdminCall {
-        method: method.to_string(),
-        path: path.to_string(),
-        body: body.to_vec(),
+        return Err(CoordinatorCall::Unavailable(
+            "group 1's leader has no address\n".into(),
+        ));
     };
     let answer = match RpcChannel::connect(&addr).await {
-        Ok(ch) => ch.admin(&call).await,
+        Ok(ch) => ch.admin(call).await,
         Err(e) => Err(e),
     };
-    match answer {
-        Ok(r) => (
-            StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_GATEWAY),
-            Bytes::from(r.body),
-        )
-            .into_response(),
-        Err(e) => unavailable(format!("the coordinator's node {addr}: {e}\n")),
-    }
+    answer
+        .map_err(|e| CoordinatorCall::Unavailable(format!("the coordinator's node {addr}: {e}\n")))
 }
 
 /// Shared by the admin routes and the RPC server of one process.

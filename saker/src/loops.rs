@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use saker_chunkstore::RepairReport;
 use saker_client::{collect_garbage, Cluster};
 use saker_coordinator::benefit::BenefitBalancer;
 use saker_coordinator::NamespaceCoordinator;
@@ -163,29 +164,43 @@ pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_activ
     .await
 }
 
-/// Runs a chunk repair pass (every referenced chunk to all its replicas) every `every`, at
-/// `rate_mib` MiB/s.
+/// Runs a repair pass over the chunks writes noted as short every `every`, and a full pass
+/// (every referenced chunk to all its replicas) every `full_every`, at `rate_mib` MiB/s.
 pub(crate) async fn repair_loop(
     cluster: Arc<Cluster>,
-    every: Duration,
+    (every, full_every): (Duration, Duration),
     rate_mib: u64,
     only_active: Option<Active>,
 ) {
-    periodically(every, only_active, || async {
-        match saker_client::repair_chunks(&cluster, rate_mib << 20).await {
-            Ok(r) if r.under_replicated > 0 => tracing::info!(
-                scanned = r.scanned,
-                under_replicated = r.under_replicated,
-                repaired = r.repaired,
-                failed = r.failed,
-                lost = r.lost,
-                "chunk repair pass"
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "chunk repair pass failed"),
-        }
-    })
-    .await
+    let noted = periodically(every, only_active.clone(), || async {
+        log_repair(
+            "noted",
+            saker_client::repair_noted_chunks(&cluster, rate_mib << 20).await,
+        )
+    });
+    let full = periodically(full_every, only_active, || async {
+        log_repair(
+            "full",
+            saker_client::repair_chunks(&cluster, rate_mib << 20).await,
+        )
+    });
+    tokio::join!(noted, full);
+}
+
+fn log_repair(kind: &str, report: Result<RepairReport, saker_client::ClientError>) {
+    match report {
+        Ok(r) if r.under_replicated > 0 || r.failed > 0 => tracing::info!(
+            kind,
+            scanned = r.scanned,
+            under_replicated = r.under_replicated,
+            repaired = r.repaired,
+            failed = r.failed,
+            lost = r.lost,
+            "chunk repair pass"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(kind, error = %e, "chunk repair pass failed"),
+    }
 }
 
 /// Periodic balancing rounds: `even` every `every` (none when it is zero), `benefit` once per

@@ -179,6 +179,9 @@ async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
     let pool = saker_rpc::ChannelPool::with(channel);
     let chunks = Arc::new(saker_client::chunk_stores(&map, addr, &pool)?);
     let cluster = Cluster::connect(addr, chunks.clone(), config).await?;
+    if map.endpoints.chunk_replicas > 1 {
+        chunks.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
+    }
     if let Some((_, home)) = cluster.groups().next() {
         let state = Arc::new(saker_coordinator::GroupState::new(home.clone(), 0));
         tokio::spawn(crate::chunk_members::follow(state, chunks));

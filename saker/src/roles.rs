@@ -252,6 +252,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             chunks.clone(),
             args.client_config(),
         ));
+        if replicated {
+            // A write that leaves a chunk short of replicas notes it for the repair passes.
+            placed.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
+        }
         let gateway = Gateway::new(cluster.clone(), keys.clone())
             .with_key_limits(args.limits.keys())
             .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
@@ -295,7 +299,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         if replicated {
             tokio::spawn(crate::server::repair_loop(
                 cluster.clone(),
-                args.repair_every,
+                (args.repair_every, args.repair_full_every),
                 args.repair_rate,
                 active.clone(),
             ));
@@ -335,6 +339,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             args.lifecycle_every(),
             active.clone().filter(|_| replicated),
         ));
+    }
+    let lost = cfg.data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS);
+    if replicated && lost.exists() {
+        tokio::spawn(crate::admin_chunks::repair_after_loss(sets.clone(), lost));
     }
     if let Some(addr) = cfg.admin_addr {
         let app =
@@ -480,6 +488,11 @@ async fn hosted_groups(
                 groups = ?known.keys().collect::<Vec<_>>(),
                 "this node's data is gone but its groups know it: joining them under a new raft id"
             );
+            // Its chunkstore lost its chunks too: a full repair pass puts them back.
+            crate::server::write_durably(
+                &data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS),
+                b"",
+            )?;
             (last + INCARNATION_STEP, known)
         }
         None => (position, placed),

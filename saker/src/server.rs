@@ -136,10 +136,15 @@ pub struct ServerArgs {
     /// How often garbage collection runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     gc_interval: Duration,
-    /// How often a repair pass brings every referenced chunk to all its replicas (a
-    /// replicated cluster; 0s: only on `saker admin repair`).
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    /// How often a repair pass brings the chunks writes noted as short of replicas to all
+    /// their replicas (a replicated cluster; 0s: only on `saker admin repair --noted`).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub repair_every: Duration,
+    /// How often a full repair pass lists every chunkstore and brings every referenced chunk
+    /// to all its replicas (0s: only on `saker admin repair`, and on a node back from a lost
+    /// disk).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub repair_full_every: Duration,
     /// The periodic repair's pace, in MiB/s copied (0: unlimited): re-replicating a lost
     /// disk's chunks leaves the disks and network room for foreground requests
     /// (`saker admin repair` runs unpaced).

@@ -133,6 +133,67 @@ async fn a_write_needs_a_majority_and_a_read_any_copy() {
     }
 }
 
+/// The chunks writes noted as short of replicas.
+#[derive(Default)]
+struct Noted(parking_lot::Mutex<Vec<ChunkId>>);
+
+#[async_trait::async_trait]
+impl saker_chunkstore::RepairLog for Noted {
+    async fn note(&self, id: ChunkId) -> Result<(), ChunkError> {
+        self.0.lock().push(id);
+        Ok(())
+    }
+}
+
+/// A write that leaves a replica without its copy notes the chunk before it returns; a pass
+/// over the noted chunks (no listing) copies them back once the replica is up, and settles
+/// them, while a chunk deleted since is settled without a copy.
+#[tokio::test]
+async fn a_short_write_is_noted_before_it_returns_and_repaired_from_the_note() {
+    let (flaky, store) = cluster(3, 3);
+    let noted = Arc::new(Noted::default());
+    store.set_repair_log(noted.clone());
+    let whole = ChunkId::random();
+    store
+        .put(whole, conformance::pattern(1, 5000))
+        .await
+        .unwrap();
+    assert!(
+        noted.0.lock().is_empty(),
+        "a write every replica took is not noted"
+    );
+    flaky[2].down.store(true, Ordering::Relaxed);
+    let mut short = Vec::new();
+    for seed in 0..5 {
+        let id = ChunkId::random();
+        store
+            .put(id, conformance::pattern(seed, 5000))
+            .await
+            .unwrap();
+        assert!(noted.0.lock().contains(&id), "noted when the put returned");
+        short.push(id);
+    }
+    // While the replica is down, a pass copies nothing and settles nothing.
+    let (report, settled) = store.repair_noted(&short, 0).await;
+    assert!(settled.is_empty(), "{report:?}");
+    flaky[2].down.store(false, Ordering::Relaxed);
+    store.delete(short[4]).await.unwrap();
+    let (report, settled) = store.repair_noted(&short, 0).await;
+    assert_eq!(
+        (report.scanned, report.repaired, report.failed),
+        (5, 4, 0),
+        "{report:?}"
+    );
+    assert_eq!(settled, short, "all settled");
+    for (seed, id) in short[..4].iter().enumerate() {
+        assert_eq!(
+            flaky[2].store().get(*id, 0, u64::MAX).await.unwrap(),
+            conformance::pattern(seed as u64, 5000)
+        );
+    }
+    assert!(!flaky[2].holds(short[4]).await);
+}
+
 /// Puts `n` chunks of 5,000 bytes (`pattern(seed)`), and waits until every replica has each
 /// (a put returns at a majority; the last copy lands in the background).
 async fn put_everywhere(

@@ -363,13 +363,11 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             *versioning,
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
-        MetaRequest::GcDone { keys } => {
-            let queue = ctx.keys.table(crate::keys::GC);
-            if let Some(k) = keys.iter().find(|k| !k.starts_with(&queue)) {
-                return Err(MetaError::Invalid(format!("{k:?} is not a GC queue key")));
-            }
-            for k in keys {
-                txn.delete(k.clone());
+        MetaRequest::GcDone { keys } => drop_queued(txn, ctx, crate::keys::GC, keys),
+        MetaRequest::RepairDone { keys } => drop_queued(txn, ctx, crate::keys::REPAIR, keys),
+        MetaRequest::RepairNote { chunks } => {
+            for &c in chunks {
+                txn.put(ctx.keys.repair(c), Vec::new());
             }
             Ok(MetaResponse::Done)
         }
@@ -406,4 +404,20 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             other.op_name()
         ))),
     }
+}
+
+/// Drops `keys` of queue `table` (the GC queue, the repair records): refused whole if one is
+/// not that queue's.
+fn drop_queued(txn: &mut Txn, ctx: &Ctx, table: u8, keys: &[Vec<u8>]) -> OpResult {
+    let queue = ctx.keys.table(table);
+    if let Some(k) = keys.iter().find(|k| !k.starts_with(&queue)) {
+        return Err(MetaError::Invalid(format!(
+            "{k:?} is not a key of queue {:?}",
+            table as char
+        )));
+    }
+    for k in keys {
+        txn.delete(k.clone());
+    }
+    Ok(MetaResponse::Done)
 }

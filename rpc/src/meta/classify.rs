@@ -59,6 +59,7 @@ impl MetaRequest {
                 | MetaRequest::RaftStatus
                 | MetaRequest::CoordScan { .. }
                 | MetaRequest::BucketVersioning { .. }
+                | MetaRequest::RepairDue { .. }
         )
     }
 
@@ -97,7 +98,10 @@ impl MetaRequest {
             | MetaRequest::ListUploads { limit, .. }
             | MetaRequest::ScanVersions { limit, .. }
             | MetaRequest::GcDue { limit, .. }
-            | MetaRequest::TierGcDue { limit, .. } => *limit,
+            | MetaRequest::TierGcDue { limit, .. }
+            | MetaRequest::RepairDue { limit } => *limit,
+            MetaRequest::RepairNote { chunks } => chunks.len() as u32,
+            MetaRequest::RepairDone { keys } => keys.len() as u32,
             _ => 0,
         };
         if limit > MAX_PAGE {
@@ -207,6 +211,7 @@ impl MetaRequest {
                 | MetaRequest::CoordinatedRename { .. }
                 | MetaRequest::CoordinatedLink { .. }
                 | MetaRequest::BucketVersioning { .. }
+                | MetaRequest::RepairNote { .. }
         )
     }
 
@@ -221,6 +226,8 @@ impl MetaRequest {
                     | MetaRequest::HostReplica { .. }
                     | MetaRequest::DropReplica { .. }
                     | MetaRequest::CoordPut { .. }
+                    | MetaRequest::RepairNote { .. }
+                    | MetaRequest::RepairDone { .. }
             )
     }
 
@@ -317,6 +324,9 @@ impl MetaRequest {
             | MetaRequest::Unfreeze { .. }
             | MetaRequest::Invalidate { .. }
             | MetaRequest::GcDone { .. }
+            | MetaRequest::RepairNote { .. }
+            | MetaRequest::RepairDue { .. }
+            | MetaRequest::RepairDone { .. }
             | MetaRequest::BlockName { .. }
             | MetaRequest::UnblockName { .. }
             | MetaRequest::SetExceptions { .. }
@@ -389,6 +399,9 @@ impl MetaRequest {
             MetaRequest::CompleteUpload { .. } => "complete_upload",
             MetaRequest::AbortUpload { .. } => "abort_upload",
             MetaRequest::GcDone { .. } => "gc_done",
+            MetaRequest::RepairNote { .. } => "repair_note",
+            MetaRequest::RepairDue { .. } => "repair_due",
+            MetaRequest::RepairDone { .. } => "repair_done",
             MetaRequest::LookupDentry { .. } => "lookup_dentry",
             MetaRequest::DirUsage { .. } => "dir_usage",
             MetaRequest::Counters => "counters",

@@ -645,6 +645,20 @@ pub enum MetaRequest {
     BucketVersioning {
         bucket: String,
     },
+    /// Chunks a write left short of their replicas (a copy failed), recorded before the
+    /// write is acknowledged so a repair pass finds them without a full scan.
+    RepairNote {
+        chunks: Vec<u128>,
+    },
+    /// At most `limit` recorded short chunks, oldest notes first: `Gc` with (record key,
+    /// chunk).
+    RepairDue {
+        limit: u32,
+    },
+    /// Drops repair records (keys from `RepairDue`) once their chunks have all replicas.
+    RepairDone {
+        keys: Vec<Vec<u8>>,
+    },
 }
 
 /// setxattr(2)'s flags: whether the name must (not) exist already.
