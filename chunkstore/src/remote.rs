@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use saker_rpc::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel};
+use saker_rpc::{
+    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel, MAX_LIST_PAGE,
+};
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
@@ -85,9 +87,26 @@ impl ChunkStore for RemoteChunkStore {
             .duration_since(UNIX_EPOCH)
             .unwrap_or(Duration::ZERO)
             .as_nanos();
-        match self.call(ChunkRequest::ListOlderThan { unix_ns }).await? {
-            ChunkReply::Ids(ids) => Ok(ids.into_iter().map(ChunkId).collect()),
-            other => Err(unexpected(&other)),
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let req = ChunkRequest::ListOlderThan {
+                unix_ns,
+                after,
+                limit: MAX_LIST_PAGE,
+            };
+            let ids = match self.call(req).await? {
+                ChunkReply::Ids(ids) => ids,
+                other => return Err(unexpected(&other)),
+            };
+            let last = ids.last().copied();
+            let full = ids.len() >= MAX_LIST_PAGE as usize;
+            all.extend(ids.into_iter().map(ChunkId));
+            match last {
+                // Pages come in id order; one that does not move on is a broken peer.
+                Some(l) if full && after.is_none_or(|a| l > a) => after = Some(l),
+                _ => return Ok(all),
+            }
         }
     }
 
@@ -131,12 +150,25 @@ impl ChunkService for ChunkServer {
                 store.sync_to_disk().await.map_err(to_wire)?;
                 ChunkReply::Done
             }
-            ChunkRequest::ListOlderThan { unix_ns } => {
+            ChunkRequest::ListOlderThan {
+                unix_ns,
+                after,
+                limit,
+            } => {
                 let secs = (unix_ns / 1_000_000_000).min(u64::MAX as u128) as u64;
                 let nanos = (unix_ns % 1_000_000_000) as u32;
                 let cut = UNIX_EPOCH + Duration::new(secs, nanos);
-                let ids = store.list_older_than(cut).await.map_err(to_wire)?;
-                ChunkReply::Ids(ids.into_iter().map(|id| id.0).collect())
+                let mut ids: Vec<u128> = store
+                    .list_older_than(cut)
+                    .await
+                    .map_err(to_wire)?
+                    .into_iter()
+                    .map(|id| id.0)
+                    .filter(|id| after.is_none_or(|a| *id > a))
+                    .collect();
+                ids.sort_unstable();
+                ids.truncate(limit.min(MAX_LIST_PAGE) as usize);
+                ChunkReply::Ids(ids)
             }
         };
         Ok(reply)

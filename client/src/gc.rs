@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use saker_chunkstore::{ChunkId, RepairReport, ScrubReport};
-use saker_rpc::{MetaRequest, MetaResponse};
+use saker_rpc::{MetaRequest, MetaResponse, MAX_LIST_PAGE};
 
 use crate::cluster::Cluster;
 use crate::error::ClientError;
@@ -88,9 +88,24 @@ pub async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, Clien
     let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
     let mut referenced = HashSet::new();
     for g in groups {
-        match cluster.call_group(g, MetaRequest::ChunkRefs).await? {
-            MetaResponse::ChunkIds(ids) => referenced.extend(ids),
-            other => return Err(ClientError::Protocol(format!("{other:?}"))),
+        let mut after = None;
+        loop {
+            let req = MetaRequest::ChunkRefs {
+                after,
+                limit: MAX_LIST_PAGE,
+            };
+            let ids = match cluster.call_group(g, req).await? {
+                MetaResponse::ChunkIds(ids) => ids,
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            };
+            let last = ids.last().copied();
+            let full = ids.len() >= MAX_LIST_PAGE as usize;
+            referenced.extend(ids);
+            match last {
+                // Pages come in id order; one that does not move on is a broken peer.
+                Some(l) if full && after.is_none_or(|a| l > a) => after = Some(l),
+                _ => break,
+            }
         }
     }
     Ok(referenced)

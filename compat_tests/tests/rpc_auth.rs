@@ -99,7 +99,10 @@ fn meta_requests() -> Vec<MetaRequest> {
             now_ns: 0,
             limit: 1,
         },
-        MetaRequest::ChunkRefs,
+        MetaRequest::ChunkRefs {
+            after: None,
+            limit: 10,
+        },
         MetaRequest::CoordScan {
             prefix: "keys/".into(),
         },
@@ -131,7 +134,11 @@ fn chunk_requests() -> Vec<ChunkRequest> {
             len: 1,
         },
         ChunkRequest::Delete { id: 1 },
-        ChunkRequest::ListOlderThan { unix_ns: 0 },
+        ChunkRequest::ListOlderThan {
+            unix_ns: 0,
+            after: None,
+            limit: 10,
+        },
     ]
 }
 

@@ -81,7 +81,7 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
         MetaRequest::TierGcDue { now_ns, limit } => {
             crate::refs::tier_gc_due(v, keys, *now_ns, *limit)
         }
-        MetaRequest::ChunkRefs => crate::refs::chunk_refs(v, keys),
+        MetaRequest::ChunkRefs { after, limit } => crate::refs::chunk_refs(v, keys, *after, *limit),
         MetaRequest::RepairDue { limit } => crate::refs::repair_due(v, keys, *limit),
         MetaRequest::TierRefs { tier } => crate::refs::tier_refs(v, keys, tier),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(

@@ -91,18 +91,34 @@ fn for_each_layout<V: View + ?Sized>(
     Ok(())
 }
 
-/// Every chunk a record or the GC queue references.
-pub(crate) fn chunk_refs<V: View + ?Sized>(v: &V, keys: &Keys) -> OpResult {
-    let mut ids = Vec::new();
-    for_each_layout(v, keys, |l| ids.extend(l.chunks().iter().map(|c| c.id)))?;
+/// The `limit` smallest chunk ids above `after` that a record or the GC queue references, in
+/// order. Every page walks every record (one state of the group), keeping only its page.
+pub(crate) fn chunk_refs<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    after: Option<u128>,
+    limit: u32,
+) -> OpResult {
+    let mut page = std::collections::BTreeSet::new();
+    let limit = limit as usize;
+    let mut keep = |id: u128| {
+        if after.is_none_or(|a| id > a) && page.last().is_none_or(|&l| page.len() < limit || id < l)
+        {
+            page.insert(id);
+            if page.len() > limit {
+                page.pop_last();
+            }
+        }
+    };
+    for_each_layout(v, keys, |l| l.chunks().iter().for_each(|c| keep(c.id)))?;
     // Chunks queued for deletion are still referenced until collected.
     for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |k, val| {
         if val.is_empty() {
-            ids.extend(Keys::gc_chunk(k));
+            Keys::gc_chunk(k).into_iter().for_each(&mut keep);
         }
         Ok(true)
     })?;
-    Ok(MetaResponse::ChunkIds(ids))
+    Ok(MetaResponse::ChunkIds(page.into_iter().collect()))
 }
 
 /// Every key of tier `tier` a record or the GC queue references.

@@ -509,3 +509,78 @@ async fn the_dedupe_table_keeps_one_window_of_a_clients_sparse_seqs() {
     // refused).
     assert!(c.node.call(tag(1 + writes * STRIDE), bucket).await.is_ok());
 }
+
+/// `ChunkRefs` answers in pages by chunk id: pages of 3 come in order, cover every referenced
+/// chunk once, and a chunk whose object was renamed between two pages (its record moved) is
+/// still in its page.
+#[tokio::test]
+async fn chunk_refs_come_in_pages_by_id() {
+    let mut c = start_with(Arc::new(MemStore::new()), 1, MnodeConfig::new(1)).await;
+    c.call(MetaRequest::CreateBucket {
+        name: "b".into(),
+        uid: 0,
+        gid: 0,
+    })
+    .await
+    .unwrap();
+    let mut all = std::collections::BTreeSet::new();
+    for i in 0..4u128 {
+        let chunks: Vec<saker_rpc::ChunkRef> = (0..2u128)
+            .map(|j| saker_rpc::ChunkRef {
+                id: (i * 7919 + j * 104_729) << 64 | (i * 2 + j),
+                len: 10,
+                crc32c: 0,
+            })
+            .collect();
+        all.extend(chunks.iter().map(|r| r.id));
+        let obj = NewObject {
+            size: 20,
+            etag: format!("e{i}"),
+            layout: Layout::Chunks(chunks),
+            ..Default::default()
+        };
+        c.call(MetaRequest::PutObject {
+            path: p(&format!("b/k{i}")),
+            obj,
+            cond: None,
+            versioning: Default::default(),
+        })
+        .await
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let req = MetaRequest::ChunkRefs { after, limit: 3 };
+        let MetaResponse::ChunkIds(ids) = c.call(req).await.unwrap() else {
+            panic!("not ids")
+        };
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order: {ids:?}");
+        pages += 1;
+        if pages == 1 {
+            // The first page's objects move to names that sort first and last.
+            c.call(MetaRequest::Rename {
+                from: p("b/k0"),
+                to: p("b/a0"),
+                noreplace: false,
+                cred: saker_rpc::Cred::ROOT,
+                versioning: Default::default(),
+            })
+            .await
+            .unwrap();
+        }
+        seen.extend(ids.iter().copied());
+        match ids.last() {
+            Some(&l) if ids.len() == 3 => after = Some(l),
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 3, "8 ids in pages of 3");
+    assert_eq!(seen, all.into_iter().collect::<Vec<_>>());
+    let too_big = MetaRequest::ChunkRefs {
+        after: None,
+        limit: saker_rpc::MAX_LIST_PAGE + 1,
+    };
+    assert!(matches!(c.call(too_big).await, Err(MetaError::Invalid(_))));
+}

@@ -9,6 +9,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+/// The most chunk ids one listing page may ask for (1.6 MiB of ids).
+pub const MAX_LIST_PAGE: u32 = 100_000;
+
 /// What an RPC endpoint that runs no chunkstore answers a chunk request with.
 pub const NO_CHUNKSTORE: &str = "no chunkstore is served at this address";
 
@@ -22,8 +25,14 @@ pub enum ChunkRequest {
     /// Delete; a missing chunk is fine.
     Delete { id: u128 },
     /// Ids of chunks last modified before `unix_ns` (nanoseconds since the Unix epoch, by the
-    /// caller's clock; the leak scrub's cut-off is hours in the past, far above clock skew).
-    ListOlderThan { unix_ns: u128 },
+    /// caller's clock; the leak scrub's cut-off is hours in the past, far above clock skew), in
+    /// pages: the at most `limit` (up to [`MAX_LIST_PAGE`]) smallest ids above `after`, in
+    /// order; a shorter page is the last.
+    ListOlderThan {
+        unix_ns: u128,
+        after: Option<u128>,
+        limit: u32,
+    },
     /// Make every chunk put so far durable on disk (answered at once where each put is).
     SyncToDisk,
 }

@@ -21,7 +21,9 @@ pub use attr::{
     check_tier_name, Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo,
     Restored, TierRef,
 };
-pub use chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError, NO_CHUNKSTORE};
+pub use chunk::{
+    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
+};
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;
 pub use meta::{

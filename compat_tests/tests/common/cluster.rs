@@ -485,7 +485,11 @@ pub async fn referenced_chunks(rpc: &str) -> Vec<u128> {
     let groups: Vec<u32> = lib.groups().map(|(g, _)| *g).collect();
     let mut ids = Vec::new();
     for g in groups {
-        match lib.call_group(g, MetaRequest::ChunkRefs).await.unwrap() {
+        let req = MetaRequest::ChunkRefs {
+            after: None,
+            limit: saker_rpc::MAX_LIST_PAGE,
+        };
+        match lib.call_group(g, req).await.unwrap() {
             saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),
             other => panic!("ChunkRefs answered {other:?}"),
         }

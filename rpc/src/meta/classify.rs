@@ -30,7 +30,7 @@ impl MetaRequest {
                 | MetaRequest::GetUpload { .. }
                 | MetaRequest::Backup { .. }
                 | MetaRequest::GcDue { .. }
-                | MetaRequest::ChunkRefs
+                | MetaRequest::ChunkRefs { .. }
                 | MetaRequest::TierGcDue { .. }
                 | MetaRequest::TierRefs { .. }
                 | MetaRequest::LookupDentry { .. }
@@ -104,6 +104,14 @@ impl MetaRequest {
             MetaRequest::RepairDone { keys } => keys.len() as u32,
             _ => 0,
         };
+        if let MetaRequest::ChunkRefs { limit, .. } = self {
+            if *limit > crate::MAX_LIST_PAGE {
+                return Err(crate::MetaError::Invalid(format!(
+                    "a page of {limit} chunk ids is over the limit of {}",
+                    crate::MAX_LIST_PAGE
+                )));
+            }
+        }
         if limit > MAX_PAGE {
             return Err(crate::MetaError::Invalid(format!(
                 "a page of {limit} entries is over the limit of {MAX_PAGE}"
@@ -311,7 +319,7 @@ impl MetaRequest {
             | MetaRequest::ListUploads { .. }
             | MetaRequest::ScanVersions { .. }
             | MetaRequest::GcDue { .. }
-            | MetaRequest::ChunkRefs
+            | MetaRequest::ChunkRefs { .. }
             | MetaRequest::TierGcDue { .. }
             | MetaRequest::TierRefs { .. }
             | MetaRequest::LookupDentry { .. }
@@ -372,7 +380,7 @@ impl MetaRequest {
             MetaRequest::LookupVersion { .. } => "lookup_version",
             MetaRequest::GetUpload { .. } => "get_upload",
             MetaRequest::GcDue { .. } => "gc_due",
-            MetaRequest::ChunkRefs => "chunk_refs",
+            MetaRequest::ChunkRefs { .. } => "chunk_refs",
             MetaRequest::TierGcDue { .. } => "tier_gc_due",
             MetaRequest::TierRefs { .. } => "tier_refs",
             MetaRequest::SetTier { .. } => "set_tier",

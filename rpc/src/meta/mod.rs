@@ -87,8 +87,15 @@ pub enum MetaRequest {
         now_ns: i64,
         limit: u32,
     },
-    /// Every chunk id referenced by an inode or an upload (for the leak scrub).
-    ChunkRefs,
+    /// The chunk ids referenced by an inode, an upload part, a version or the GC queue (for
+    /// the leak scrub and repair), in pages by id: the at most `limit` (up to
+    /// [`crate::MAX_LIST_PAGE`]) smallest above `after`, in order; a shorter page is the last.
+    /// Every page walks every record of the group, so a record that moves between two pages
+    /// (a rename) is still in its chunk's page.
+    ChunkRefs {
+        after: Option<u128>,
+        limit: u32,
+    },
     /// Remote tier objects whose grace period has ended: (queue key, where).
     TierGcDue {
         now_ns: i64,
