@@ -140,6 +140,16 @@ impl Client {
         .await
     }
 
+    async fn create_bucket(&mut self, name: &str) {
+        self.call(MetaRequest::CreateBucket {
+            name: name.into(),
+            uid: 0,
+            gid: 0,
+        })
+        .await
+        .unwrap();
+    }
+
     async fn mkdir_implicit(&mut self, path: &str) -> Result<MetaResponse, MetaError> {
         self.call(MetaRequest::MkdirImplicit {
             path: p(path),
@@ -208,13 +218,7 @@ async fn start_with(store: Arc<dyn MetaStore>, n: u32, cfg: MnodeConfig) -> Clie
 async fn implicit_parents_conflicts_and_reaping() {
     let mut c = start(Arc::new(MemStore::new())).await;
     assert_eq!(c.put("b/a/x", b"1").await, Err(MetaError::NoSuchBucket));
-    c.call(MetaRequest::CreateBucket {
-        name: "b".into(),
-        uid: 0,
-        gid: 0,
-    })
-    .await
-    .unwrap();
+    c.create_bucket("b").await;
     assert_eq!(
         c.put("b/a/c/x", b"1").await,
         Err(MetaError::MissingParent { depth: 1 })
@@ -268,13 +272,7 @@ async fn implicit_parents_conflicts_and_reaping() {
 #[tokio::test]
 async fn dir_marker_demotes_when_not_empty() {
     let mut c = start(Arc::new(MemStore::new())).await;
-    c.call(MetaRequest::CreateBucket {
-        name: "b".into(),
-        uid: 0,
-        gid: 0,
-    })
-    .await
-    .unwrap();
+    c.create_bucket("b").await;
     let marker = NewObject {
         etag: "m".into(),
         inline: Some(bytes::Bytes::from_static(b"mk")),
@@ -516,13 +514,7 @@ async fn the_dedupe_table_keeps_one_window_of_a_clients_sparse_seqs() {
 #[tokio::test]
 async fn chunk_refs_come_in_pages_by_id() {
     let mut c = start_with(Arc::new(MemStore::new()), 1, MnodeConfig::new(1)).await;
-    c.call(MetaRequest::CreateBucket {
-        name: "b".into(),
-        uid: 0,
-        gid: 0,
-    })
-    .await
-    .unwrap();
+    c.create_bucket("b").await;
     let mut all = std::collections::BTreeSet::new();
     for i in 0..4u128 {
         let chunks: Vec<saker_rpc::ChunkRef> = (0..2u128)
