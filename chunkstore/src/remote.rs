@@ -99,14 +99,12 @@ impl ChunkStore for RemoteChunkStore {
                 ChunkReply::Ids(ids) => ids,
                 other => return Err(unexpected(&other)),
             };
-            let last = ids.last().copied();
-            let full = ids.len() >= MAX_LIST_PAGE as usize;
+            let next = saker_rpc::next_page(after, &ids);
             all.extend(ids.into_iter().map(ChunkId));
-            match last {
-                // Pages come in id order; one that does not move on is a broken peer.
-                Some(l) if full && after.is_none_or(|a| l > a) => after = Some(l),
-                _ => return Ok(all),
+            if next.is_none() {
+                return Ok(all);
             }
+            after = next;
         }
     }
 

@@ -67,6 +67,18 @@ struct Repaired {
     dropped: u64,
 }
 
+impl Repaired {
+    /// Counts this chunk's outcome in `report` (all but `scanned`).
+    fn add_to(&self, report: &mut RepairReport) {
+        report.under_replicated += u64::from(self.short);
+        report.lost += u64::from(self.lost);
+        report.repaired += self.copied;
+        report.bytes += self.bytes;
+        report.failed += self.failed;
+        report.dropped += self.dropped;
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     degraded_writes: AtomicU64,
@@ -130,11 +142,20 @@ impl ReplicatedChunkStore {
             .iter()
             .find(|m| m.local)
             .map(|m| (m.name.clone(), m.store.clone()));
+        Self::with(members, replicas, local, None)
+    }
+
+    fn with(
+        members: Vec<Member>,
+        replicas: usize,
+        local: Option<(String, Arc<dyn ChunkStore>)>,
+        pool: Option<saker_rpc::ChannelPool>,
+    ) -> Self {
         Self {
             view: RwLock::new(Arc::new(View::new(members, replicas))),
             asked: replicas,
             local,
-            pool: None,
+            pool,
             repair_log: RwLock::default(),
             counters: Arc::default(),
         }
@@ -156,14 +177,12 @@ impl ReplicatedChunkStore {
             ));
         }
         let members = members_for(&list, &[], local.as_ref(), Some(pool))?;
-        Ok(Self {
-            view: RwLock::new(Arc::new(View::new(members, replicas as usize))),
-            asked: replicas as usize,
+        Ok(Self::with(
+            members,
+            replicas as usize,
             local,
-            pool: Some(pool.clone()),
-            repair_log: RwLock::default(),
-            counters: Arc::default(),
-        })
+            Some(pool.clone()),
+        ))
     }
 
     fn view(&self) -> Arc<View> {
@@ -585,12 +604,7 @@ impl ChunkStore for ReplicatedChunkStore {
             .buffer_unordered(REPAIR_PARALLEL);
         while let Some(o) = outcomes.next().await {
             report.scanned += 1;
-            report.under_replicated += u64::from(o.short);
-            report.lost += u64::from(o.lost);
-            report.repaired += o.copied;
-            report.bytes += o.bytes;
-            report.failed += o.failed;
-            report.dropped += o.dropped;
+            o.add_to(&mut report);
             left_short += u64::from(o.lost || o.failed > 0);
             pace.wait(o.bytes).await;
         }
@@ -631,11 +645,7 @@ impl ChunkStore for ReplicatedChunkStore {
                 continue;
             }
             let o = self.repair_one(&view, id, &held, None).await;
-            report.under_replicated += u64::from(o.short);
-            report.repaired += o.copied;
-            report.bytes += o.bytes;
-            report.failed += o.failed;
-            report.dropped += o.dropped;
+            o.add_to(&mut report);
             if o.failed == 0 && every {
                 settled.push(id);
             }

@@ -168,3 +168,17 @@ pub struct RepairReport {
     #[serde(default)]
     pub dropped: u64,
 }
+
+impl RepairReport {
+    /// Adds `other`'s counts to these (passes over several groups' notes).
+    pub fn add(&mut self, other: &RepairReport) {
+        self.scanned += other.scanned;
+        self.under_replicated += other.under_replicated;
+        self.repaired += other.repaired;
+        self.bytes += other.bytes;
+        self.failed += other.failed;
+        self.lost += other.lost;
+        self.unreachable += other.unreachable;
+        self.dropped += other.dropped;
+    }
+}

@@ -98,14 +98,12 @@ pub async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, Clien
                 MetaResponse::ChunkIds(ids) => ids,
                 other => return Err(ClientError::Protocol(format!("{other:?}"))),
             };
-            let last = ids.last().copied();
-            let full = ids.len() >= MAX_LIST_PAGE as usize;
+            let next = saker_rpc::next_page(after, &ids);
             referenced.extend(ids);
-            match last {
-                // Pages come in id order; one that does not move on is a broken peer.
-                Some(l) if full && after.is_none_or(|a| l > a) => after = Some(l),
-                _ => break,
+            if next.is_none() {
+                break;
             }
+            after = next;
         }
     }
     Ok(referenced)

@@ -81,7 +81,7 @@ pub async fn repair_noted_chunks(
             };
             let ids: Vec<ChunkId> = due.iter().map(|(_, c)| ChunkId(*c)).collect();
             let (report, settled) = cluster.chunks.repair_noted(&ids, rate).await;
-            add(&mut total, &report);
+            total.add(&report);
             let keys: Vec<Vec<u8>> = due
                 .iter()
                 .filter(|(_, c)| settled.contains(&ChunkId(*c)))
@@ -100,15 +100,4 @@ pub async fn repair_noted_chunks(
         }
     }
     Ok(total)
-}
-
-fn add(total: &mut RepairReport, r: &RepairReport) {
-    total.scanned += r.scanned;
-    total.under_replicated += r.under_replicated;
-    total.repaired += r.repaired;
-    total.bytes += r.bytes;
-    total.failed += r.failed;
-    total.lost += r.lost;
-    total.unreachable += r.unreachable;
-    total.dropped += r.dropped;
 }

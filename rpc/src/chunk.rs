@@ -12,6 +12,14 @@ use serde::{Deserialize, Serialize};
 /// The most chunk ids one listing page may ask for (1.6 MiB of ids).
 pub const MAX_LIST_PAGE: u32 = 100_000;
 
+/// Where the page after `page` (asked for above `after`) starts: above its last id if it was
+/// full, `None` once it was the last. A full page that does not move on (a broken peer) is
+/// taken as the last.
+pub fn next_page(after: Option<u128>, page: &[u128]) -> Option<u128> {
+    let last = *page.last()?;
+    (page.len() >= MAX_LIST_PAGE as usize && after.is_none_or(|a| last > a)).then_some(last)
+}
+
 /// What an RPC endpoint that runs no chunkstore answers a chunk request with.
 pub const NO_CHUNKSTORE: &str = "no chunkstore is served at this address";
 

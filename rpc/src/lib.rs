@@ -22,7 +22,7 @@ pub use attr::{
     Restored, TierRef,
 };
 pub use chunk::{
-    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
+    next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
 pub use cluster_map::{ClusterMap, Endpoints};
 pub use error::MetaError;

@@ -77,7 +77,7 @@ pub async fn run_scrub(State(st): State<AdminState>, headers: HeaderMap, body: B
 }
 
 pub async fn run_repair(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    repair(st, "/admin/repair", headers, body).await
+    repair(st, false, headers, body).await
 }
 
 /// A pass over the chunks writes noted as short only.
@@ -86,17 +86,22 @@ pub async fn run_repair_noted(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    repair(st, "/admin/repair/noted", headers, body).await
+    repair(st, true, headers, body).await
 }
 
-async fn repair(st: AdminState, path: &str, headers: HeaderMap, body: Bytes) -> Response {
+async fn repair(st: AdminState, noted: bool, headers: HeaderMap, body: Bytes) -> Response {
+    let path = if noted {
+        "/admin/repair/noted"
+    } else {
+        "/admin/repair"
+    };
     if !authorized(&st, &Method::POST, path, &headers, &body) {
         return deny();
     }
     if let Some(r) = elsewhere(&st, &Method::POST, path, &headers, &body).await {
         return r;
     }
-    let report = if path.ends_with("/noted") {
+    let report = if noted {
         saker_client::repair_noted_chunks(&st.cluster, 0).await
     } else {
         saker_client::repair_chunks(&st.cluster, 0).await

@@ -122,17 +122,12 @@ pub async fn store(state: &dyn StateStore, m: &Membership) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Brings `chunks`' members to the record's now; answers whether they changed.
-pub async fn refresh(
-    state: &dyn StateStore,
-    chunks: &ReplicatedChunkStore,
-) -> anyhow::Result<bool> {
-    let Some(m) = load(state).await? else {
-        return Ok(false);
-    };
-    let before = chunks.members();
-    chunks.set_members(&m.list())?;
-    Ok(before != chunks.members())
+/// Brings `chunks`' members to the record's now.
+pub async fn refresh(state: &dyn StateStore, chunks: &ReplicatedChunkStore) -> anyhow::Result<()> {
+    if let Some(m) = load(state).await? {
+        chunks.set_members(&m.list())?;
+    }
+    Ok(())
 }
 
 /// Keeps `chunks`' members at the record's, every [`REFRESH`], for as long as the process
