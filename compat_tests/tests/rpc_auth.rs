@@ -86,8 +86,11 @@ fn meta_requests() -> Vec<MetaRequest> {
         },
         MetaRequest::RaftStatus,
         MetaRequest::Exceptions,
-        MetaRequest::Freeze { path: path("b/d") },
-        MetaRequest::ThawAll,
+        MetaRequest::Freeze {
+            path: path("b/d"),
+            coord: 0,
+        },
+        MetaRequest::ThawAll { coord: 0 },
         MetaRequest::SetExceptions {
             table: saker_namespace::ExceptionTable::new(),
         },

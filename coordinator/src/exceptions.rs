@@ -208,6 +208,7 @@ impl NamespaceCoordinator {
         let blocked = self
             .everywhere(|| MetaRequest::BlockName {
                 name: name.to_string(),
+                coord: self.term,
             })
             .await;
         let moved = match blocked {
@@ -235,6 +236,7 @@ impl NamespaceCoordinator {
         let _ = self
             .everywhere(|| MetaRequest::UnblockName {
                 name: name.to_string(),
+                coord: self.term,
             })
             .await;
         let replies = moved?;

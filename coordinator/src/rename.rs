@@ -156,6 +156,7 @@ impl NamespaceCoordinator {
     pub(crate) async fn freeze(&self, path: &[String]) -> Result<(InodeId, Attr), MetaError> {
         let req = MetaRequest::Freeze {
             path: path.to_vec(),
+            coord: self.term,
         };
         match self.call_owner(path, req).await? {
             MetaResponse::Frozen { parent, attr } => Ok((parent, attr)),
@@ -168,7 +169,11 @@ impl NamespaceCoordinator {
         let Some(owner) = self.groups.get(&g) else {
             return;
         };
-        if let Err(e) = owner.call(tag(), MetaRequest::Unfreeze { dir }).await {
+        let thaw = MetaRequest::Unfreeze {
+            dir,
+            coord: self.term,
+        };
+        if let Err(e) = owner.call(tag(), thaw).await {
             tracing::warn!(error = %e, "unfreeze failed");
         }
     }
@@ -379,6 +384,7 @@ impl NamespaceCoordinator {
             from,
             MetaRequest::BlockPath {
                 path: from.to_vec(),
+                coord: self.term,
             },
         )
         .await?;
@@ -390,6 +396,7 @@ impl NamespaceCoordinator {
         }
         let unblock = MetaRequest::UnblockPath {
             path: from.to_vec(),
+            coord: self.term,
         };
         if let Err(e) = self.call_owner(from, unblock).await {
             tracing::warn!(error = %e, "unblock failed");
@@ -509,10 +516,12 @@ impl NamespaceCoordinator {
         let req = if intent.attr.is_dir() {
             MetaRequest::Unfreeze {
                 dir: intent.attr.id,
+                coord: self.term,
             }
         } else {
             MetaRequest::UnblockPath {
                 path: intent.from.clone(),
+                coord: self.term,
             }
         };
         for g in self.groups.values() {

@@ -51,6 +51,9 @@ pub struct NamespaceCoordinator {
     pub(crate) exceptions: ExceptionStore,
     /// Exception-table changes, one at a time.
     pub(crate) table_lock: tokio::sync::Mutex<()>,
+    /// The term this coordinator is active in (0: one process); its holds at the MNodes carry
+    /// it.
+    pub(crate) term: u64,
     /// False from a persistent coordinator's start until [`NamespaceCoordinator::resolve_pending`]
     /// has finished what the previous run left and released its holds; protocol calls wait.
     ready: tokio::sync::watch::Sender<bool>,
@@ -105,10 +108,13 @@ impl NamespaceCoordinator {
         groups: Groups,
         state: Arc<dyn StateStore>,
     ) -> Result<Self, JournalError> {
+        let term = state.term();
         let journal = RenameJournal::load(state.clone(), RENAMES).await?;
         let links = LinkJournal::load(state.clone(), LINKS).await?;
         let exceptions = ExceptionStore::load(state, router.exceptions().clone()).await?;
-        Ok(Self::assemble(router, groups, journal, links, exceptions))
+        let mut me = Self::assemble(router, groups, journal, links, exceptions);
+        me.term = term;
+        Ok(me)
     }
 
     fn assemble(
@@ -123,6 +129,7 @@ impl NamespaceCoordinator {
             router: RwLock::new(router),
             groups,
             locks: PathLocks::default(),
+            term: 0,
             journal,
             links,
             exceptions,
@@ -161,7 +168,7 @@ impl NamespaceCoordinator {
         while !left.is_empty() {
             let calls = left
                 .iter()
-                .map(|(_, g)| g.call(tag(), MetaRequest::ThawAll));
+                .map(|(_, g)| g.call(tag(), MetaRequest::ThawAll { coord: self.term }));
             let results = join_all(calls).await;
             left = left
                 .into_iter()
@@ -257,6 +264,7 @@ impl NamespaceCoordinator {
     async fn remove_locked(&self, path: &[String], cond: RemoveCond) -> Result<(), MetaError> {
         let freeze = MetaRequest::Freeze {
             path: path.to_vec(),
+            coord: self.term,
         };
         let (parent, attr) = match self.owner(path)?.call(tag(), freeze).await? {
             MetaResponse::Frozen { parent, attr } => (parent, attr),
@@ -274,7 +282,10 @@ impl NamespaceCoordinator {
         let result = self
             .check_and_remove(path, cond, parent, &attr, owner)
             .await;
-        let thaw = MetaRequest::Unfreeze { dir: attr.id };
+        let thaw = MetaRequest::Unfreeze {
+            dir: attr.id,
+            coord: self.term,
+        };
         if let Err(e) = owner.call(tag(), thaw).await {
             tracing::warn!(error = %e, "unfreeze failed");
         }

@@ -20,6 +20,11 @@ pub trait StateStore: Send + Sync + 'static {
     async fn put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), JournalError>;
     /// The records whose key starts with `prefix`, in key order.
     async fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, JournalError>;
+    /// The term of the coordinator that writes here (0: one process, no terms): its calls to
+    /// the MNodes carry it, so they refuse a coordinator that lost its place.
+    fn term(&self) -> u64 {
+        0
+    }
 }
 
 /// Records in memory only.
@@ -172,6 +177,10 @@ impl StateStore for GroupState {
             )))),
             Err(e) => Err(JournalError::State(e)),
         }
+    }
+
+    fn term(&self) -> u64 {
+        self.term
     }
 }
 

@@ -10,6 +10,8 @@ pub enum MnodeError {
     Raft(String),
     #[error("configuration: {0}")]
     Config(String),
+    #[error("state machine: {0}")]
+    State(String),
 }
 
 impl MnodeError {

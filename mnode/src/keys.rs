@@ -26,6 +26,8 @@
 //! | `e` |                                        | exception table installed here |
 //! | `o` | record key (UTF-8)                     | coordinator record (group 1 only) |
 //! | `w` | bucket + 0 + key + 0 + !inode id (8)   | a version of an object ([`crate::ops::versions`]) |
+//! | `r` | chunk id (16)                          | a chunk a write left short of its replicas |
+//! | `f` | kind (1) + what is held                | a coordinator's hold: its term (8); kind `F` is the fence |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -60,9 +62,12 @@ pub const COORD: u8 = b'o';
 pub const VERSIONS: u8 = b'w';
 /// Chunks a write left short of their replicas, by chunk id, until a repair pass fixed them.
 pub const REPAIR: u8 = b'r';
+/// The coordinator's holds at the group (frozen directories, blocked paths and names) and the
+/// highest coordinator term seen ([`crate::node`]'s holds), so a new leader keeps them.
+pub const HOLDS: u8 = b'f';
 
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 18] = [
+pub const SM_TABLES: [u8; 19] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -81,6 +86,7 @@ pub const SM_TABLES: [u8; 18] = [
     COORD,
     VERSIONS,
     REPAIR,
+    HOLDS,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].

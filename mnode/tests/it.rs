@@ -576,3 +576,116 @@ async fn chunk_refs_come_in_pages_by_id() {
     };
     assert!(matches!(c.call(too_big).await, Err(MetaError::Invalid(_))));
 }
+
+fn tag(seq: u64) -> ClientTag {
+    ClientTag { client: 44, seq }
+}
+
+/// Whether `call` is still waiting after a while (it is held), else its answer.
+async fn held<T>(call: &mut (impl std::future::Future<Output = T> + Unpin)) -> Option<T> {
+    tokio::time::timeout(std::time::Duration::from_millis(300), call)
+        .await
+        .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinator_holds_survive_a_new_leader_and_fence_an_older_coordinator() {
+    let store: Arc<dyn MetaStore> = Arc::new(MemStore::new());
+    let (parent, dir) = {
+        let mut c = start(store.clone()).await;
+        c.create_bucket("b").await;
+        c.mkdir_implicit("b/d").await.unwrap();
+        c.put("b/f", b"old").await.unwrap();
+        let frozen = c
+            .call(MetaRequest::Freeze {
+                path: p("b/d"),
+                coord: 5,
+            })
+            .await
+            .unwrap();
+        let MetaResponse::Frozen { parent, attr } = frozen else {
+            panic!("freeze answered {frozen:?}")
+        };
+        // A retried freeze is the same hold, so one release ends it.
+        c.call(MetaRequest::Freeze {
+            path: p("b/d"),
+            coord: 5,
+        })
+        .await
+        .unwrap();
+        c.call(MetaRequest::BlockPath {
+            path: p("b/f"),
+            coord: 5,
+        })
+        .await
+        .unwrap();
+        c.groups.shutdown().await;
+        (parent, attr.id)
+    };
+    // Every group elects a leader again on the same state: the holds are kept.
+    let mut c = start(store).await;
+    let g = c.groups.router.owner(parent, "d");
+    let owner = c.groups.mnodes[g as usize - 1].clone();
+    let fenced = owner
+        .call(tag(0), MetaRequest::Unfreeze { dir, coord: 4 })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        fenced,
+        MetaError::Fenced { term: 4 },
+        "the fence is kept too"
+    );
+    let node = c.node.clone();
+    let write_below = |path: &'static str, seq: u64| {
+        let node = node.clone();
+        Box::pin(async move {
+            let req = MetaRequest::PutObject {
+                path: p(path),
+                obj: inline_object(b"new"),
+                cond: None,
+                versioning: Default::default(),
+            };
+            node.call(ClientTag { client: 43, seq }, req).await
+        })
+    };
+    let mut below = write_below("b/d/x", 1);
+    assert!(
+        held(&mut below).await.is_none(),
+        "a write below a frozen dir waits"
+    );
+    let mut over = write_below("b/f", 2);
+    assert!(
+        held(&mut over).await.is_none(),
+        "a write to a blocked path waits"
+    );
+    owner
+        .call(tag(0), MetaRequest::Unfreeze { dir, coord: 5 })
+        .await
+        .unwrap();
+    below.await.unwrap();
+    assert_eq!(
+        c.lookup("b/d/x").await.unwrap().data.as_deref(),
+        Some(&b"new"[..])
+    );
+    assert!(held(&mut over).await.is_none(), "the path is still blocked");
+    // A new coordinator releases every hold and fences the old one out.
+    for m in &c.groups.mnodes {
+        m.call(tag(0), MetaRequest::ThawAll { coord: 6 })
+            .await
+            .unwrap();
+    }
+    over.await.unwrap();
+    assert_eq!(
+        c.lookup("b/f").await.unwrap().data.as_deref(),
+        Some(&b"new"[..])
+    );
+    let late = c
+        .call(MetaRequest::Freeze {
+            path: p("b/d"),
+            coord: 5,
+        })
+        .await;
+    assert_eq!(late.unwrap_err(), MetaError::Fenced { term: 5 });
+    let late = owner.call(tag(0), MetaRequest::ThawAll { coord: 5 }).await;
+    assert_eq!(late.unwrap_err(), MetaError::Fenced { term: 5 });
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse, ObjectMeta};
 
+use super::holds::Hold;
 use super::{untagged, Mnode, MAX_ATTEMPTS};
 use crate::keys::PayloadKind;
 use crate::metrics;
@@ -14,8 +15,13 @@ use crate::records::decode;
 use crate::tree::{child, resolve_parents, Child, StoreView};
 
 impl Mnode {
-    /// Freezes the directory at `path` for the rmdir protocol and answers it with its parent.
-    pub(super) async fn freeze(&self, path: &[String]) -> Result<MetaResponse, MetaError> {
+    /// Freezes the directory at `path` for the coordinator of term `coord` (rmdir, directory
+    /// rename) and answers it with its parent.
+    pub(super) async fn freeze(
+        &self,
+        path: &[String],
+        coord: u64,
+    ) -> Result<MetaResponse, MetaError> {
         let Some(name) = path.last() else {
             return Err(MetaError::Invalid("the root cannot be removed".into()));
         };
@@ -33,12 +39,8 @@ impl Mnode {
             }
             return match found {
                 Ok((parent, Child::Dir(loc))) => {
-                    self.frozen.freeze(loc.attr.id);
                     // Writes under it that were evaluated before the freeze finish first.
-                    if let Err(e) = self.drain_inflight().await {
-                        self.frozen.thaw(loc.attr.id);
-                        return Err(e);
-                    }
+                    self.hold_and_drain(coord, Hold::Dir(loc.attr.id)).await?;
                     Ok(MetaResponse::Frozen {
                         parent,
                         attr: loc.attr,

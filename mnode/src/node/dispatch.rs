@@ -9,6 +9,7 @@ use saker_rpc::{
     Want,
 };
 
+use super::holds::Hold;
 use super::Mnode;
 use crate::capacity;
 use crate::keys::EXCEPTIONS;
@@ -75,46 +76,37 @@ impl MetaService for Mnode {
                 Err(e) => Err(e),
                 Ok(Some(g)) => self.forward(g, tag, req).await,
                 Ok(None) => match req {
-                    MetaRequest::Freeze { path } => self.freeze(&path).await,
+                    MetaRequest::Freeze { path, coord } => self.freeze(&path, coord).await,
                     _ => unreachable!("matched above"),
                 },
             },
-            MetaRequest::Unfreeze { dir } => {
-                self.frozen.thaw(dir);
-                Ok(MetaResponse::Done)
-            }
-            MetaRequest::ThawAll => {
-                let held = self.frozen.thaw_all();
+            MetaRequest::Unfreeze { dir, coord } => self
+                .release_hold(coord, Hold::Dir(dir))
+                .await
+                .map(|()| MetaResponse::Done),
+            MetaRequest::ThawAll { coord } => {
+                let held = self.release_all_holds(coord).await?;
                 if held > 0 {
                     tracing::info!(held, "released the holds a stopped coordinator left");
                 }
                 Ok(MetaResponse::Done)
             }
-            req @ MetaRequest::BlockPath { .. } => match self.misdirected(&req).await {
-                Err(e) => Err(e),
-                Ok(Some(g)) => self.forward(g, tag, req).await,
-                Ok(None) => {
-                    let path = req.path().expect("BlockPath names a path").to_vec();
-                    self.frozen.block(&path);
-                    // Writes to it evaluated before the block are applied first.
-                    match self.drain_inflight().await {
-                        Ok(()) => Ok(MetaResponse::Done),
-                        Err(e) => {
-                            self.frozen.unblock(&path);
-                            Err(e)
+            req @ (MetaRequest::BlockPath { .. } | MetaRequest::UnblockPath { .. }) => {
+                match self.misdirected(&req).await {
+                    Err(e) => Err(e),
+                    Ok(Some(g)) => self.forward(g, tag, req).await,
+                    Ok(None) => match req {
+                        MetaRequest::BlockPath { path, coord } => {
+                            self.hold_and_drain(coord, Hold::Path(path)).await
                         }
-                    }
+                        MetaRequest::UnblockPath { path, coord } => self
+                            .release_hold(coord, Hold::Path(path))
+                            .await
+                            .map(|()| MetaResponse::Done),
+                        _ => unreachable!("matched above"),
+                    },
                 }
-            },
-            req @ MetaRequest::UnblockPath { .. } => match self.misdirected(&req).await {
-                Err(e) => Err(e),
-                Ok(Some(g)) => self.forward(g, tag, req).await,
-                Ok(None) => {
-                    self.frozen
-                        .unblock(req.path().expect("UnblockPath names a path"));
-                    Ok(MetaResponse::Done)
-                }
-            },
+            }
             MetaRequest::Invalidate { pid, name, dir } => self.invalidate(pid, &name, dir).await,
             req @ MetaRequest::LookupDentry { .. } => {
                 let start = Instant::now();
@@ -147,21 +139,14 @@ impl MetaService for Mnode {
             MetaRequest::PendingDirs { owner } => {
                 self.changes.pending_dirs(owner).map(MetaResponse::Dirs)
             }
-            MetaRequest::BlockName { name } => {
-                self.frozen.block_name(&name);
-                // Writes of the name evaluated before the block are applied first.
-                match self.drain_inflight().await {
-                    Ok(()) => Ok(MetaResponse::Done),
-                    Err(e) => {
-                        self.frozen.unblock_name(&name);
-                        Err(e)
-                    }
-                }
+            // Writes of the name evaluated before the block are applied first.
+            MetaRequest::BlockName { name, coord } => {
+                self.hold_and_drain(coord, Hold::Name(name)).await
             }
-            MetaRequest::UnblockName { name } => {
-                self.frozen.unblock_name(&name);
-                Ok(MetaResponse::Done)
-            }
+            MetaRequest::UnblockName { name, coord } => self
+                .release_hold(coord, Hold::Name(name))
+                .await
+                .map(|()| MetaResponse::Done),
             MetaRequest::SetExceptions { table } => {
                 if self.router.get().exceptions_version() < table.version() {
                     // Through raft, so every replica (and a later leader) routes by it.

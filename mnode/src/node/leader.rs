@@ -43,8 +43,8 @@ impl Mnode {
 
     /// Rebuilds what a leader keeps in memory, from the replicated state it has applied
     /// through the blank entry of its term: the exception table it routes by, an empty
-    /// dentry replica (it cannot tell which invalidations it missed), no freezes or blocks
-    /// (the coordinator re-establishes the ones it still needs), push cursors from the
+    /// dentry replica (it cannot tell which invalidations it missed), the coordinator's holds
+    /// and fence from their records (`holds`), push cursors from the
     /// change-log itself, and the dirty set. The executor reloads its own state (inode ids,
     /// change-log seq) before its first batch of the term.
     pub(crate) async fn on_elected(self: &Arc<Self>, term: u64) {
@@ -61,7 +61,12 @@ impl Mnode {
             }
         }
         self.replica.lock().clear();
-        self.frozen.thaw_all();
+        match self.rebuild_holds().await {
+            Ok(0) => {}
+            Ok(held) => tracing::info!(group = self.group(), held, "coordinator holds kept"),
+            // Nothing is held then: the coordinator's final steps re-check what they need.
+            Err(e) => tracing::error!(group = self.group(), error = %e, "holds unreadable"),
+        }
         self.changes.restart().await;
         self.resume_protocols();
         tracing::info!(group = self.group(), term, "leader of the group");

@@ -6,6 +6,7 @@
 mod backup;
 mod controls;
 mod dispatch;
+mod holds;
 mod leader;
 mod parents;
 mod routing;
@@ -166,6 +167,8 @@ pub struct Mnode {
     membership: tokio::sync::Mutex<()>,
     /// Held while a read renews the leader lease.
     renewing: tokio::sync::Mutex<()>,
+    /// Held while a coordinator's hold changes; the highest coordinator term seen (`holds`).
+    holds: tokio::sync::Mutex<u64>,
     /// Backups being read (`saker admin backup`).
     backups: backup::Backups,
     /// Where snapshot and backup files are made.
@@ -277,6 +280,7 @@ impl Mnode {
             leadership,
             membership: tokio::sync::Mutex::new(()),
             renewing: tokio::sync::Mutex::new(()),
+            holds: tokio::sync::Mutex::new(0),
             backups: Default::default(),
             snapshot_dir: cfg.snapshot_dir.clone(),
             load,
@@ -300,6 +304,10 @@ impl Mnode {
                     tokio::spawn(snapshot_when_large(Arc::downgrade(&node), applied));
                 }
                 if !replicated {
+                    // The holds a coordinator took before a restart are kept (`holds`).
+                    node.rebuild_holds()
+                        .await
+                        .map_err(|e| MnodeError::State(format!("the coordinator's holds: {e}")))?;
                     let m = raft.metrics().borrow().clone();
                     if let Change::Elected(term) = node.leadership.update(&m) {
                         node.leadership.serve(term, &m);

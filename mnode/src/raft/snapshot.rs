@@ -228,7 +228,7 @@ pub fn install(
 /// tables as backed up, without their raft history (no applied entry, no membership), so the
 /// group is created afresh around them. Refused unless `store` holds no state of the group.
 pub fn restore(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64, SnapshotError> {
-    use crate::keys::SM_META;
+    use crate::keys::{HOLDS, SM_META};
     use crate::records::{decode, encode, SmMeta};
     let existing = SmMeta::load(store, keys)?;
     if existing.last_applied.is_some() || existing.id_high_water != 0 {
@@ -238,9 +238,15 @@ pub fn restore(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64
         )));
     }
     let meta_key = keys.single(SM_META);
+    // The coordinator's holds and fence stay behind: the restored cluster's coordinator
+    // terms begin again.
+    let holds = keys.table(HOLDS);
     let mut high_water = 0;
     let mut bad_meta = None;
     let pairs = install(store, keys, file, |k, v| {
+        if k.starts_with(&holds) {
+            return false;
+        }
         if k != meta_key.as_slice() {
             return true;
         }

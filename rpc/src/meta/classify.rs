@@ -49,7 +49,7 @@ impl MetaRequest {
                 | MetaRequest::UnblockName { .. }
                 | MetaRequest::SetExceptions { .. }
                 | MetaRequest::Exceptions
-                | MetaRequest::ThawAll
+                | MetaRequest::ThawAll { .. }
                 | MetaRequest::MigrateName { .. }
                 | MetaRequest::NameStats { .. }
                 | MetaRequest::LoadStats { .. }
@@ -304,9 +304,9 @@ impl MetaRequest {
             | MetaRequest::LinkSource { path, .. }
             | MetaRequest::LinkTarget { path, .. }
             | MetaRequest::CoordinatedLink { to: path, .. }
-            | MetaRequest::Freeze { path }
-            | MetaRequest::BlockPath { path }
-            | MetaRequest::UnblockPath { path }
+            | MetaRequest::Freeze { path, .. }
+            | MetaRequest::BlockPath { path, .. }
+            | MetaRequest::UnblockPath { path, .. }
             | MetaRequest::SetTier { path, .. }
             | MetaRequest::RemoveDir { path, .. } => Some(path),
             MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
@@ -342,7 +342,7 @@ impl MetaRequest {
             | MetaRequest::CoordPut { .. }
             | MetaRequest::CoordScan { .. }
             | MetaRequest::BucketVersioning { .. }
-            | MetaRequest::ThawAll
+            | MetaRequest::ThawAll { .. }
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
             | MetaRequest::LoadStats { .. }
@@ -425,7 +425,7 @@ impl MetaRequest {
             MetaRequest::UnblockName { .. } => "unblock_name",
             MetaRequest::SetExceptions { .. } => "set_exceptions",
             MetaRequest::Exceptions => "exceptions",
-            MetaRequest::ThawAll => "thaw_all",
+            MetaRequest::ThawAll { .. } => "thaw_all",
             MetaRequest::MigrateName { .. } => "migrate_name",
             MetaRequest::NameStats { .. } => "name_stats",
             MetaRequest::LoadStats { .. } => "load_stats",

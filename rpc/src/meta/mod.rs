@@ -148,14 +148,22 @@ pub enum MetaRequest {
         owner: u32,
     },
 
-    // ---- coordinator -> MNode control (in memory, not logged) ----
+    // ---- coordinator -> MNode control: holds, fenced by the coordinator's term ----
+    // Every hold (a frozen directory, a blocked path or name) is a record in the group's
+    // state machine, so a new leader keeps it. `coord` is the term of the coordinator that
+    // sends it (its group-1 term; 0 for the coordinator of a one-process cluster): a group
+    // refuses (`Fenced`) a call whose `coord` is below the highest it has seen, so a
+    // coordinator that lost its place can neither take nor release a hold.
     /// At the directory's owner: stop every operation that resolves through it until
-    /// `Unfreeze`. Answers `Frozen`.
+    /// `Unfreeze`. Answers `Frozen`. A retry of a freeze held already changes nothing.
     Freeze {
         path: Vec<String>,
+        coord: u64,
     },
+    /// Ends the freeze of `dir` (nothing if it is not frozen).
     Unfreeze {
         dir: InodeId,
+        coord: u64,
     },
     /// At every group: drop the replica entry `(pid, name)`, wait until no batch that resolved
     /// through it is in flight, then report what this group holds under `dir`.
@@ -169,18 +177,22 @@ pub enum MetaRequest {
     /// been applied (the per-name block of a file move).
     BlockPath {
         path: Vec<String>,
+        coord: u64,
     },
     UnblockPath {
         path: Vec<String>,
+        coord: u64,
     },
     /// At every group, while the coordinator moves the inodes of `name` between groups: hold
     /// back every request (read or write) for a path ending in `name` until `UnblockName`,
     /// once writes already evaluated have been applied (FalconFS §4.2.2's per-name block).
     BlockName {
         name: String,
+        coord: u64,
     },
     UnblockName {
         name: String,
+        coord: u64,
     },
     /// At every group, for the balancer: how many inodes this group holds and its `top` most
     /// frequent file names with their counts (one scan of its inode table). Answers
@@ -195,8 +207,11 @@ pub enum MetaRequest {
         ticket: u64,
     },
     /// At every group, from a coordinator that just started and finished its logged work:
-    /// release every freeze and path or name block (its previous run stopped holding them).
-    ThawAll,
+    /// release every hold (its previous run stopped holding them) and refuse any call of an
+    /// older coordinator from now on.
+    ThawAll {
+        coord: u64,
+    },
     /// The exception table this group routes by (a client whose table is older than the
     /// version on a reply fetches it). Answers `Exceptions`.
     Exceptions,
