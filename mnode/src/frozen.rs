@@ -1,12 +1,12 @@
 //! Directories frozen by the coordinator's rmdir and rename protocols, paths blocked by its
-//! file moves, and the waits on them.
+//! file moves, and the waits on them: the leader's memory of the coordinator's holds.
 //!
 //! While a directory is frozen at its owner, writes that resolve through it are held back and
 //! remote lookups of it wait, so no new entry can appear under it while the coordinator checks
-//! that it is empty. Freezes live in memory: a restarted owner has none, and the coordinator's
-//! final `RemoveDir` re-checks emptiness at the owner. A coordinator that restarts finishes its
-//! logged work (renames, name migrations), then releases whatever its previous run still held
-//! at every group (`ThawAll`) before it takes new protocol calls.
+//! that it is empty. Each hold is also a record in the group's state machine (`node::holds`),
+//! so a new leader (or a restarted owner) holds what its predecessor held. A coordinator that
+//! restarts finishes its logged work (renames, name migrations), then releases whatever its
+//! previous run still held at every group (`ThawAll`) before it takes new protocol calls.
 
 use std::collections::HashMap;
 use std::time::Duration;
