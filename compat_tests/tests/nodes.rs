@@ -10,6 +10,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use saker_rpc::RpcChannel;
+
 use common::cluster::*;
 use common::*;
 
@@ -139,6 +141,20 @@ async fn a_fourth_node_takes_replicas_and_node_one_is_removed_under_load() {
         let ids: BTreeSet<u64> = v.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids.len(), 3, "group {}: {v:?}", g + 1);
         assert!(!ids.contains(&1), "group {} still has node 1: {v:?}", g + 1);
+    }
+    // A client that starts now is sent where the groups are: every node's cluster map lists
+    // each group's members as they are, not the configured three.
+    for (i, rpc) in nodes.rpc.iter().enumerate().skip(1) {
+        let channel = RpcChannel::connect(rpc).await.unwrap();
+        let map = channel.cluster_map().await.unwrap();
+        for (g, v) in groups.iter().enumerate() {
+            let listed: BTreeSet<&str> = map.endpoints.mnodes[&(g as u32 + 1)]
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let members: BTreeSet<&str> = v.iter().map(|(_, a)| a.as_str()).collect();
+            assert_eq!(listed, members, "node {}'s map of group {}", i + 1, g + 1);
+        }
     }
     // Node 1 gave its replicas up: it hosts none, and answers for none.
     let recorded = std::fs::read_to_string(nodes.dir.path().join("node1/groups.json")).unwrap();

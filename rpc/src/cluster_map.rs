@@ -62,6 +62,21 @@ impl Endpoints {
     }
 }
 
+/// Where an RPC server gets the map it serves: a fixed one, or (a node of a replicated
+/// cluster) one whose groups list the members they have now, which `node add` and `node
+/// remove` change.
+#[async_trait::async_trait]
+pub trait MapSource: Send + Sync + 'static {
+    async fn cluster_map(&self) -> ClusterMap;
+}
+
+#[async_trait::async_trait]
+impl MapSource for ClusterMap {
+    async fn cluster_map(&self) -> ClusterMap {
+        self.clone()
+    }
+}
+
 impl ClusterMap {
     /// The router this map describes. `Invalid` for a map without groups or virtual nodes (it
     /// may come from the network, so it is checked rather than trusted).

@@ -24,7 +24,7 @@ pub use attr::{
 pub use chunk::{
     next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
-pub use cluster_map::{ClusterMap, Endpoints};
+pub use cluster_map::{ClusterMap, Endpoints, MapSource};
 pub use error::MetaError;
 pub use meta::{
     access, check_cond, ClientTag, CostKind, Costs, Cred, Dentry, DirChange, DirUsage, EtagCond,

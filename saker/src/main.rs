@@ -20,6 +20,7 @@ mod drain;
 mod hosting;
 mod limits;
 mod listen;
+mod live_map;
 mod loops;
 mod mount;
 mod mount_guard;

@@ -187,6 +187,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         if let Some(chunks) = &local_chunks {
             rpc = rpc.with_chunks(Arc::new(ChunkServer(chunks.clone())));
         }
+        if replicated {
+            let live = crate::live_map::LiveMap::new(map.clone(), groups.clone());
+            rpc = rpc.with_map(Arc::new(live));
+        }
         rpc = rpc.with_admin(forward.clone());
         let listener = TcpListener::bind(addr)
             .await

@@ -25,7 +25,7 @@ use super::{MAX_MESSAGE, VERSION_HEADER};
 const MAX_STREAMS: u32 = 4096;
 use crate::auth::Kind;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
-use crate::cluster_map::ClusterMap;
+use crate::cluster_map::{ClusterMap, MapSource};
 use crate::error::MetaError;
 use crate::service::{AdminCall, AdminService, CoordinatorService, MetaService, RaftService};
 use crate::{metrics, trace_context};
@@ -73,7 +73,7 @@ impl From<BTreeMap<u32, Arc<dyn MetaService>>> for ServedGroups {
 struct Handler {
     meta: MetaRouter,
     coordinator: Arc<dyn CoordinatorService>,
-    map: ClusterMap,
+    map: Arc<dyn MapSource>,
     chunks: Option<Arc<dyn ChunkService>>,
     raft: Option<Arc<dyn RaftService>>,
     admin: Option<Arc<dyn AdminService>>,
@@ -144,7 +144,7 @@ impl RpcServer {
                     node: None,
                 },
                 coordinator,
-                map,
+                map: Arc::new(map),
                 chunks: None,
                 raft: None,
                 admin: None,
@@ -183,6 +183,15 @@ impl RpcServer {
     }
 
     /// Also takes the raft traffic of this process's MNode replicas.
+    /// Serves the map `map` makes at each request instead of the fixed one.
+    pub fn with_map(self, map: Arc<dyn MapSource>) -> Self {
+        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
+        handler.map = map;
+        Self {
+            handler: Arc::new(handler),
+        }
+    }
+
     pub fn with_raft(self, raft: Arc<dyn RaftService>) -> Self {
         let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
         handler.raft = Some(raft);
@@ -459,7 +468,7 @@ impl Saker for Handler {
     }
 
     async fn cluster_map(&self, _request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        Ok(frame(encode(&self.map)))
+        Ok(frame(encode(&self.map.cluster_map().await)))
     }
 
     async fn raft(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
