@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tests on a fresh machine, in one command: installs what they drive when it is missing
-# (fuse3, rsync, git, util-linux, prometheus from apt; deltalake and pyarrow from PyPI;
+# (fuse3, rsync, git, util-linux, prometheus from apt; deltalake, pyarrow and s3cmd from PyPI;
 # cargo-nextest), builds the binaries and runs every test. Extra arguments go to nextest.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -29,6 +29,8 @@ fi
 if ! python3 -c "import deltalake, pyarrow" >/dev/null 2>&1; then
   pip install --quiet deltalake pyarrow
 fi
+# The signing test runs s3cmd with its default configuration.
+command -v s3cmd >/dev/null || pip install --quiet s3cmd
 
 # cargo-nextest: a prebuilt binary from PyPI, else build it.
 if ! cargo nextest --version >/dev/null 2>&1; then

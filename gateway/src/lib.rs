@@ -29,6 +29,7 @@ mod owner;
 mod posix;
 mod put;
 mod route;
+mod scope_region;
 mod service;
 pub mod settings;
 mod tagging;
@@ -72,6 +73,16 @@ pub struct Gateway {
 pub struct Front {
     pub s3: s3s::service::S3Service,
     pub cors: Arc<cors::Cors>,
+    keys: Arc<AccessKeyStore>,
+}
+
+impl Front {
+    /// What a request needs before s3s takes it: a SigV4 scope whose region has upper-case
+    /// letters (s3cmd's `US`) is signed again in lower case once its signature is checked
+    /// ([`scope_region`]).
+    pub async fn prepare<B>(&self, req: &mut http::Request<B>) {
+        scope_region::lower_region(&self.keys, req).await;
+    }
 }
 
 impl Gateway {
@@ -136,9 +147,11 @@ impl Gateway {
             .map(|d| s3s::host::SingleDomain::new(d).map_err(|e| e.to_string()))
             .transpose()?;
         let cors = Arc::new(cors::Cors::new(&self, host));
+        let keys = self.keys.clone();
         Ok(Front {
             s3: self.into_service(domain)?,
             cors,
+            keys,
         })
     }
 

@@ -588,6 +588,7 @@ pub(crate) async fn serve_s3(
                     Some(resp) => resp,
                     None => {
                         let cross = front.cors.cross_origin(&req);
+                        front.prepare(&mut req).await;
                         let expects = crate::drain::expects_continue(req.headers());
                         let req = req.map(|b| crate::drain::Drained::new(b, !expects));
                         let mut svc = front.s3.clone();
