@@ -145,6 +145,11 @@ fn signature(
     hex::encode(hmac(&k_signing, &to_sign))
 }
 
+/// Whether `a` and `b` are equal, in time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
 /// Signs `req` again with its scope's region in lower case, when that region needs it and its
 /// signature holds (module docs). Anything else is left as it is.
 pub async fn lower_region<B>(keys: &AccessKeyStore, req: &mut http::Request<B>) {
@@ -177,7 +182,7 @@ pub async fn lower_region<B>(keys: &AccessKeyStore, req: &mut http::Request<B>) 
         return;
     };
     let given = signature(&key.secret_key, amz_date, &a, a.region, &canonical);
-    if given.as_bytes() != a.signature.as_bytes() {
+    if !same(given.as_bytes(), a.signature.as_bytes()) {
         return;
     }
     let lower = a.region.to_ascii_lowercase();
