@@ -7,7 +7,8 @@
 //! 3. Invalidate the dentry on every MNode. Each drops its replica entry, waits for batches that
 //!    resolved through it, and reports what it holds under the directory.
 //! 4. Decide by the condition; for DeleteBucket, walk the implicit directories below (they can
-//!    only be reached through the frozen bucket) and sweep them and the bucket's uploads.
+//!    only be reached through the frozen bucket), check that no group keeps a version of a key
+//!    in it, and sweep them and the bucket's uploads.
 //! 5. Remove the directory at its owner (which re-checks its own entries), then thaw.
 //!
 //! Reaping (S3's removal of empty implicit directories) is the same protocol with the
@@ -225,32 +226,21 @@ impl NamespaceCoordinator {
     }
 
     /// Whether any group holds a version (not a current object's record) of a key below the
-    /// directory `path` of a bucket.
+    /// directory `path` of a bucket, or in the bucket `path`. Records of current objects do
+    /// not count: a directory or bucket with current objects is not empty anyway.
     async fn versions_below(&self, path: &[String]) -> Result<bool, MetaError> {
-        const PAGE: u32 = 64;
-        if path.len() < 2 {
-            return Ok(false);
-        }
-        let req = || MetaRequest::ScanVersions {
-            bucket: path[0].clone(),
-            prefix: format!("{}/", path[1..].join("/")),
-            key_marker: String::new(),
-            id_marker: None,
-            limit: PAGE,
-            with_current: false,
+        let prefix = match path {
+            [] => return Ok(false),
+            [_bucket] => String::new(),
+            [_bucket, dirs @ ..] => format!("{}/", dirs.join("/")),
         };
-        let calls = self.groups.values().map(|g| g.call(tag(), req()));
-        for r in join_all(calls).await {
-            match r? {
-                // A page of current records only may hide a version behind it.
-                MetaResponse::Versions(v) => {
-                    if v.len() == PAGE as usize
-                        || v.iter().any(|e| !matches!(e.kind, VersionKind::Current))
-                    {
-                        return Ok(true);
-                    }
-                }
-                other => return Err(MetaError::Internal(format!("versions answered {other:?}"))),
+        let found = self
+            .groups
+            .values()
+            .map(|g| versions_in(g.as_ref(), &path[0], &prefix));
+        for r in join_all(found).await {
+            if r? {
+                return Ok(true);
             }
         }
         Ok(false)
@@ -337,7 +327,9 @@ impl NamespaceCoordinator {
                     objects = reports.iter().any(|u| u.objects);
                     frontier = reports.into_iter().flat_map(|u| u.implicit_dirs).collect();
                 }
-                if objects {
+                // Versions of its keys (noncurrent ones, delete markers) keep a bucket from
+                // being empty; checked under the freeze, so none can appear meanwhile.
+                if objects || self.versions_below(path).await? {
                     return Err(MetaError::NotEmpty);
                 }
                 let calls = self.groups.values().map(|g| {
@@ -441,5 +433,39 @@ impl NamespaceCoordinator {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `group` holds a version (not a current object's record) of a key of `bucket` that
+/// starts with `prefix`, reading its version records page by page until one is found.
+async fn versions_in(
+    group: &dyn MetaService,
+    bucket: &str,
+    prefix: &str,
+) -> Result<bool, MetaError> {
+    const PAGE: u32 = 256;
+    let (mut key_marker, mut id_marker) = (String::new(), None);
+    loop {
+        let req = MetaRequest::ScanVersions {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            key_marker: key_marker.clone(),
+            id_marker,
+            limit: PAGE,
+            with_current: false,
+        };
+        let page = match group.call(tag(), req).await? {
+            MetaResponse::Versions(v) => v,
+            other => return Err(MetaError::Internal(format!("versions answered {other:?}"))),
+        };
+        if page.iter().any(|e| !matches!(e.kind, VersionKind::Current)) {
+            return Ok(true);
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize => {
+                (key_marker, id_marker) = (last.key.clone(), Some(last.id));
+            }
+            _ => return Ok(false),
+        }
     }
 }

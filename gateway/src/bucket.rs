@@ -106,10 +106,7 @@ pub async fn delete_bucket(
 ) -> S3Result<S3Response<DeleteBucketOutput>> {
     let name = req.input.bucket;
     let path = vec![name.clone()];
-    // Versions of its keys (noncurrent ones, delete markers) keep a bucket from being empty.
-    if crate::versions::any(gw, &name).await? {
-        return Err(S3Error::new(S3ErrorCode::BucketNotEmpty));
-    }
+    // The coordinator checks for objects and versions under the bucket's freeze.
     gw.cluster
         .call(&path, MetaRequest::DeleteBucket { name: name.clone() })
         .await

@@ -195,34 +195,6 @@ pub async fn put_bucket_versioning(
     Ok(S3Response::new(PutBucketVersioningOutput::default()))
 }
 
-/// Whether any group holds a noncurrent version or a delete marker of `bucket`'s keys (a
-/// bucket with versions is not empty). Records of current objects do not count: a bucket
-/// with current objects is not empty anyway, and the mount, which writes no versions, may
-/// have removed the object such a record was for.
-pub async fn any(gw: &Gateway, bucket: &str) -> S3Result<bool> {
-    const PAGE: u32 = 1000;
-    for (g, _) in gw.cluster.groups() {
-        let (mut key, mut id) = (String::new(), None);
-        loop {
-            let r = scan_request(bucket, "", &key, id, PAGE, false);
-            let page = match gw.cluster.call_group(*g, r).await.map_err(error::meta)? {
-                MetaResponse::Versions(v) => v,
-                other => return Err(error::internal(format!("ScanVersions answered {other:?}"))),
-            };
-            if page.iter().any(|v| !matches!(v.kind, VersionKind::Current)) {
-                return Ok(true);
-            }
-            match page.last() {
-                Some(last) if page.len() == PAGE as usize => {
-                    (key, id) = (last.key.clone(), Some(last.id));
-                }
-                _ => break,
-            }
-        }
-    }
-    Ok(false)
-}
-
 fn scan_request(
     bucket: &str,
     prefix: &str,
