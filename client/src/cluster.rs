@@ -105,7 +105,10 @@ impl Cluster {
         Ok((map, ChannelPool::with(first)))
     }
 
-    fn from_map(
+    /// The cluster `map` describes (fetched from `addr`), reached over `channels`, its file
+    /// data going to `chunks`: what [`Cluster::connect`] makes once it has the map, for a
+    /// caller that fetched it already.
+    pub fn from_map(
         map: &ClusterMap,
         addr: &str,
         channels: &ChannelPool,

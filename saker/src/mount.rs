@@ -178,7 +178,7 @@ async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
     let map = channel.cluster_map().await?;
     let pool = saker_rpc::ChannelPool::with(channel);
     let chunks = Arc::new(saker_client::chunk_stores(&map, addr, &pool)?);
-    let cluster = Cluster::connect(addr, chunks.clone(), config).await?;
+    let cluster = Cluster::from_map(&map, addr, &pool, chunks.clone(), config)?;
     if map.endpoints.chunk_replicas > 1 {
         chunks.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
     }
