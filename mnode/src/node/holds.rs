@@ -55,6 +55,14 @@ fn fence_key(keys: &Keys) -> Vec<u8> {
     k
 }
 
+/// Refuses a call of a coordinator older than the newest one the group has heard from.
+fn check_fence(coord: u64, fence: u64) -> Result<(), MetaError> {
+    if coord < fence {
+        return Err(MetaError::Fenced { term: coord });
+    }
+    Ok(())
+}
+
 fn term_of(v: &[u8]) -> Result<u64, MetaError> {
     v.try_into()
         .map(u64::from_be_bytes)
@@ -65,9 +73,7 @@ impl Mnode {
     /// Takes `hold` for the coordinator of term `coord` (module docs).
     pub(super) async fn take_hold(&self, coord: u64, hold: Hold) -> Result<(), MetaError> {
         let mut fence = self.holds.lock().await;
-        if coord < *fence {
-            return Err(MetaError::Fenced { term: coord });
-        }
+        check_fence(coord, *fence)?;
         let key = hold_key(&self.keys, &hold);
         let fresh = self.store_get(&key)?.is_none();
         if !fresh && coord <= *fence {
@@ -96,8 +102,8 @@ impl Mnode {
         Ok(())
     }
 
-    /// Takes `hold`, then waits until the writes evaluated before it are applied (a blocked
-    /// path or name); answers `Done`, or the error having released the hold.
+    /// Takes `hold`, then waits until the writes evaluated before it are applied; answers
+    /// `Done`, or the error having released the hold.
     pub(super) async fn hold_and_drain(
         &self,
         coord: u64,
@@ -116,9 +122,7 @@ impl Mnode {
     /// Releases `hold` for the coordinator of term `coord`; nothing if it is not held.
     pub(super) async fn release_hold(&self, coord: u64, hold: Hold) -> Result<(), MetaError> {
         let fence = self.holds.lock().await;
-        if coord < *fence {
-            return Err(MetaError::Fenced { term: coord });
-        }
+        check_fence(coord, *fence)?;
         let key = hold_key(&self.keys, &hold);
         if self.store_get(&key)?.is_none() {
             return Ok(());
@@ -136,9 +140,7 @@ impl Mnode {
     /// answers how many holds there were.
     pub(super) async fn release_all_holds(&self, coord: u64) -> Result<usize, MetaError> {
         let mut fence = self.holds.lock().await;
-        if coord < *fence {
-            return Err(MetaError::Fenced { term: coord });
-        }
+        check_fence(coord, *fence)?;
         let held = self.hold_records()?;
         let mut batch = WriteBatch::default();
         for (key, _) in &held {

@@ -64,7 +64,8 @@ impl Mnode {
         match self.rebuild_holds().await {
             Ok(0) => {}
             Ok(held) => tracing::info!(group = self.group(), held, "coordinator holds kept"),
-            // Nothing is held then: the coordinator's final steps re-check what they need.
+            // The store failed a read: nothing is held then, and the coordinator's holds at
+            // this group are lost (its final `RemoveDir` still re-checks the owner's entries).
             Err(e) => tracing::error!(group = self.group(), error = %e, "holds unreadable"),
         }
         self.changes.restart().await;

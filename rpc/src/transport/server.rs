@@ -153,51 +153,40 @@ impl RpcServer {
         }
     }
 
-    /// Also serves a chunkstore.
-    pub fn with_chunks(self, chunks: Arc<dyn ChunkService>) -> Self {
+    /// The server with `set` applied to its handler (before it serves).
+    fn with(self, set: impl FnOnce(&mut Handler)) -> Self {
         let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.chunks = Some(chunks);
+        set(&mut handler);
         Self {
             handler: Arc::new(handler),
         }
+    }
+
+    /// Also serves a chunkstore.
+    pub fn with_chunks(self, chunks: Arc<dyn ChunkService>) -> Self {
+        self.with(|h| h.chunks = Some(chunks))
     }
 
     /// Also takes the requests addressed to the node rather than a group
     /// ([`crate::MetaRequest::HostReplica`], [`crate::MetaRequest::DropReplica`]); without it they are
     /// refused.
     pub fn with_node(self, node: Arc<dyn MetaService>) -> Self {
-        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.meta.node = Some(node);
-        Self {
-            handler: Arc::new(handler),
-        }
+        self.with(|h| h.meta.node = Some(node))
     }
 
     /// Also takes admin requests other nodes authorized and hand on ([`AdminService`]).
     pub fn with_admin(self, admin: Arc<dyn AdminService>) -> Self {
-        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.admin = Some(admin);
-        Self {
-            handler: Arc::new(handler),
-        }
+        self.with(|h| h.admin = Some(admin))
+    }
+
+    /// Serves the map `map` makes at each request instead of the fixed one.
+    pub fn with_map(self, map: Arc<dyn MapSource>) -> Self {
+        self.with(|h| h.map = map)
     }
 
     /// Also takes the raft traffic of this process's MNode replicas.
-    /// Serves the map `map` makes at each request instead of the fixed one.
-    pub fn with_map(self, map: Arc<dyn MapSource>) -> Self {
-        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.map = map;
-        Self {
-            handler: Arc::new(handler),
-        }
-    }
-
     pub fn with_raft(self, raft: Arc<dyn RaftService>) -> Self {
-        let mut handler = Arc::into_inner(self.handler).expect("not serving yet");
-        handler.raft = Some(raft);
-        Self {
-            handler: Arc::new(handler),
-        }
+        self.with(|h| h.raft = Some(raft))
     }
 
     /// Serves connections from `listener` (HTTP/2 only, `TCP_NODELAY`) until the process ends.
