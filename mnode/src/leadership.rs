@@ -1,7 +1,7 @@
 //! Whether this replica may serve its group, from openraft's metrics.
 //!
-//! Only the leader serves, and only once it has applied its log through the blank entry of
-//! its term: batches are physical mutations computed from local state, so a leader must see
+//! Only the leader serves, and only once it has applied its whole log, through an entry of
+//! its term (the blank entry of an election): batches are physical mutations computed from local state, so a leader must see
 //! every committed write first. Everything else answers [`MetaError::NotLeader`] with the
 //! leader's RPC address, having executed nothing.
 //!
@@ -68,7 +68,7 @@ impl Leadership {
     pub fn update(&self, m: &RaftMetrics<u64, openraft::BasicNode>) -> Change {
         let membership = m.membership_config.membership();
         let leads = m.state == ServerState::Leader && m.current_leader == Some(self.node_id);
-        let caught_up = m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term);
+        let caught_up = caught_up(m);
         let mut s = self.seen.lock();
         if s.retired {
             return Change::None;
@@ -196,5 +196,40 @@ impl Leadership {
         s.leader = holder;
         s.ready_term = 0;
         self.serving.send_if_modified(|t| std::mem::take(t) != 0);
+    }
+}
+
+/// Whether a leader has applied an entry of its term and every entry in its log. A leader
+/// restored at startup (openraft restarts a node that led as the leader of the same term,
+/// with no new blank entry) may have applied an entry of its term before the crash and still
+/// have entries after it to apply again: evaluating on that state would hand out inode ids
+/// those entries used, and miss the records they write.
+pub(crate) fn caught_up(m: &RaftMetrics<u64, openraft::BasicNode>) -> bool {
+    m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term)
+        && m.last_applied.map(|l| l.index) >= m.last_log_index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, LogId};
+
+    fn leader(term: u64, applied: u64, last_log: u64) -> RaftMetrics<u64, openraft::BasicNode> {
+        let mut m = RaftMetrics::new_initial(1);
+        m.state = ServerState::Leader;
+        m.current_leader = Some(1);
+        m.current_term = term;
+        m.last_applied = Some(LogId::new(CommittedLeaderId::new(term, 1), applied));
+        m.last_log_index = Some(last_log);
+        m
+    }
+
+    #[test]
+    fn a_leader_restored_at_startup_serves_once_its_whole_log_is_applied() {
+        let l = Leadership::new(1, Duration::from_millis(300));
+        // Restarted as the leader of term 2: an entry of term 2 applied, two more to apply.
+        assert_eq!(l.update(&leader(2, 10, 12)), Change::None);
+        assert_eq!(l.ready_term(), 0);
+        assert_eq!(l.update(&leader(2, 12, 12)), Change::Elected(2));
     }
 }

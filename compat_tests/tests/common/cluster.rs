@@ -455,7 +455,16 @@ pub fn longest_gap(attempts: &[(Instant, bool)], from: Instant, to: Instant) -> 
 /// Every acknowledged object reads back with its bytes and is listed, through node `i`.
 pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<String, Vec<u8>>) {
     use futures::StreamExt;
+    // The bytes are compared whole below (a CRC mismatch would hide whose bytes came back).
     let c = nodes.client(i, true);
+    let c = Client::from_conf(
+        c.config()
+            .to_builder()
+            .response_checksum_validation(
+                aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired,
+            )
+            .build(),
+    );
     // A few GETs at a time: a long ledger is read back in seconds.
     let reads = futures::stream::iter(acked)
         .map(|(key, data)| {
@@ -465,7 +474,20 @@ pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<Stri
         .buffer_unordered(8);
     futures::pin_mut!(reads);
     while let Some((key, data, got)) = reads.next().await {
-        assert_eq!(&got, data, "{key} through node {}", i + 1);
+        if &got != data {
+            let whose: Vec<&String> = acked
+                .iter()
+                .filter(|(_, d)| d.starts_with(&got))
+                .map(|(k, _)| k)
+                .collect();
+            panic!(
+                "{key} through node {}: {} bytes, {} expected, the bytes begin those of {whose:?}\nlogs:\n{}",
+                i + 1,
+                got.len(),
+                data.len(),
+                nodes.logs()
+            );
+        }
     }
     let listed = list_all(&c, bucket, None).await;
     for key in acked.keys() {

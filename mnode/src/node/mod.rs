@@ -471,12 +471,9 @@ async fn start_raft(
         wait.state(openraft::ServerState::Leader, "become leader")
             .await
             .map_err(MnodeError::raft)?;
-        wait.metrics(
-            |m| m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
-            "replay the log through the term's first entry",
-        )
-        .await
-        .map_err(MnodeError::raft)?;
+        wait.metrics(crate::leadership::caught_up, "replay the whole log")
+            .await
+            .map_err(MnodeError::raft)?;
     }
     Ok((raft, leadership, applied))
 }
