@@ -28,8 +28,8 @@ use crate::metrics;
 use crate::ops::{apply_write, Ctx};
 use crate::raft::BatchEntry;
 use crate::records::{decode, encode, SmMeta};
-use crate::store::MetaStore;
 use crate::store::WriteBatch;
+use crate::store::{MetaStore, StoreError};
 use crate::tree::{Absence, Resolver, Retry};
 use crate::txn::{Overlay, Txn};
 use saker_namespace::SharedRouter;
@@ -165,8 +165,9 @@ impl Executor {
     pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let inflight = Arc::new(Mutex::new(InFlight::default()));
         let permits = self.permits.clone();
-        let mut change_seq = self.load_change_seq();
-        let mut term = self.leadership.ready_term();
+        // Read from the store before the first batch (as at every new term).
+        let mut change_seq = 0;
+        let mut term = 0;
         let mut seq = 0u64;
         while let Some(first) = rx.recv().await {
             let mut batch = Vec::with_capacity(self.max_batch);
@@ -209,13 +210,25 @@ impl Executor {
                 };
                 permit = p;
                 // (Every batch removed itself from `inflight` before it gave back its permit.)
-                change_seq = self.load_change_seq();
-                match SmMeta::load(self.store.as_ref(), self.keys) {
-                    Ok(sm) => {
-                        let first = crate::node::first_free_id(self.keys.group, &sm);
-                        self.next_id.fetch_max(first, Ordering::SeqCst);
+                match self.load_state() {
+                    Ok((seq, first_id)) => {
+                        change_seq = seq;
+                        self.next_id.fetch_max(first_id, Ordering::SeqCst);
                     }
-                    Err(e) => tracing::error!(error = %e, "group state unreadable; ids continue"),
+                    Err(e) => {
+                        // Evaluating without them would hand out ids and change-log seqs
+                        // already used: the batch is refused, and the next one reads again.
+                        tracing::error!(group = self.keys.group, error = %e, "group state unreadable; batch refused");
+                        for p in batch {
+                            let _ = p.reply.send(Reply::Done {
+                                result: Err(MetaError::Unavailable(format!(
+                                    "group state unreadable: {e}"
+                                ))),
+                                reap: None,
+                            });
+                        }
+                        continue;
+                    }
                 }
                 term = now;
             }
@@ -225,11 +238,14 @@ impl Executor {
         }
     }
 
-    fn load_change_seq(&self) -> u64 {
-        match self.store.get(&self.keys.single(CHANGE_SEQ)) {
-            Ok(Some(v)) => decode(&v).unwrap_or_default(),
-            _ => 0,
-        }
+    /// The change-log seq and the first free inode id, from what raft applied.
+    fn load_state(&self) -> Result<(u64, u64), StoreError> {
+        let seq = match self.store.get(&self.keys.single(CHANGE_SEQ))? {
+            Some(v) => decode(&v)?,
+            None => 0,
+        };
+        let sm = SmMeta::load(self.store.as_ref(), self.keys)?;
+        Ok((seq, crate::node::first_free_id(self.keys.group, &sm)))
     }
 
     /// Evaluates a batch into one raft entry; ops that need a retry are answered at once.

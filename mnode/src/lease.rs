@@ -301,8 +301,20 @@ pub(crate) async fn step(n: &Arc<crate::Mnode>, lease: &Arc<Lease>, leadership: 
         Ok(Ok((won, holder))) => {
             if let Some(epoch) = won {
                 if let Change::Elected(epoch) = leadership.lease_won(epoch, holder) {
-                    n.on_elected(epoch).await;
-                    leadership.lease_serve(epoch, lease.epoch());
+                    match n.on_elected(epoch).await {
+                        Ok(()) => leadership.lease_serve(epoch, lease.epoch()),
+                        // Not served: the lease is given up, and taken again (here or
+                        // elsewhere) by a later round, which rebuilds again.
+                        Err(e) => {
+                            tracing::error!(group = n.group(), error = %e, "the group's state is unreadable; lease given up");
+                            let l = lease.clone();
+                            if let Ok(Err(e)) =
+                                tokio::task::spawn_blocking(move || l.release()).await
+                            {
+                                tracing::warn!(group = n.group(), error = %e, "lease not released");
+                            }
+                        }
+                    }
                 }
             } else if lease.epoch() == 0 {
                 leadership.lease_lost(holder);

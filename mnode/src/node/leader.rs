@@ -46,31 +46,28 @@ impl Mnode {
     /// dentry replica (it cannot tell which invalidations it missed), the coordinator's holds
     /// and fence from their records (`holds`), push cursors from the
     /// change-log itself, and the dirty set. The executor reloads its own state (inode ids,
-    /// change-log seq) before its first batch of the term.
-    pub(crate) async fn on_elected(self: &Arc<Self>, term: u64) {
-        match self.store.get(&self.keys.single(EXCEPTIONS)) {
-            Ok(Some(b)) => match decode(&b) {
-                Ok(table) => {
-                    self.router.install(&table);
-                }
-                Err(e) => tracing::error!(group = self.group(), error = %e, "bad exception table"),
-            },
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(group = self.group(), error = %e, "exception table unreadable")
-            }
+    /// change-log seq) before its first batch of the term. An error (the store failed a read,
+    /// or a record does not decode) means the replica must not serve: it would route by a
+    /// stale table, or let writes through a coordinator's holds.
+    pub(crate) async fn on_elected(self: &Arc<Self>, term: u64) -> Result<(), MetaError> {
+        if let Some(b) = self
+            .store
+            .get(&self.keys.single(EXCEPTIONS))
+            .map_err(crate::tree::internal)?
+        {
+            let table =
+                decode(&b).map_err(|e| MetaError::Internal(format!("the exception table: {e}")))?;
+            self.router.install(&table);
         }
         self.replica.lock().clear();
-        match self.rebuild_holds().await {
-            Ok(0) => {}
-            Ok(held) => tracing::info!(group = self.group(), held, "coordinator holds kept"),
-            // The store failed a read: nothing is held then, and the coordinator's holds at
-            // this group are lost (its final `RemoveDir` still re-checks the owner's entries).
-            Err(e) => tracing::error!(group = self.group(), error = %e, "holds unreadable"),
+        let held = self.rebuild_holds().await?;
+        if held > 0 {
+            tracing::info!(group = self.group(), held, "coordinator holds kept");
         }
         self.changes.restart().await;
         self.resume_protocols();
         tracing::info!(group = self.group(), term, "leader of the group");
+        Ok(())
     }
 
     /// The term this replica serves its group in, as it changes (0 while it does not).
@@ -129,9 +126,19 @@ pub(super) async fn watch_leadership(
             }
         }
         if let Change::Elected(term) = n.leadership.update(&m) {
-            n.on_elected(term).await;
-            if let Some(raft) = n.engine.raft() {
-                n.leadership.serve(term, &raft.metrics().borrow());
+            match (n.on_elected(term).await, n.engine.raft()) {
+                (Ok(()), Some(raft)) => n.leadership.serve(term, &raft.metrics().borrow()),
+                (Ok(()), None) => {}
+                // As a single voter refuses to start: this replica stops, and the others
+                // elect a leader that can read the group's state.
+                (Err(e), raft) => {
+                    tracing::error!(group = n.group(), term, error = %e, "the group's state is unreadable here; this replica stops");
+                    if let Some(raft) = raft {
+                        if let Err(e) = raft.shutdown().await {
+                            tracing::error!(group = n.group(), error = %e, "raft did not stop");
+                        }
+                    }
+                }
             }
         }
         gauges.set(n.leadership.ready_term() != 0, &m);
