@@ -32,6 +32,7 @@ mod route;
 mod scope_region;
 mod service;
 pub mod settings;
+pub mod sigv4;
 mod tagging;
 mod tiering;
 mod versions;

@@ -9,13 +9,11 @@
 //! (`STREAMING-AWS4-HMAC-SHA256-…`) chain their chunk signatures from the region and pass
 //! unchanged.
 
-use hmac::{Hmac, Mac};
 use http::HeaderMap;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use saker_coordinator::AccessKeyStore;
-use sha2::{Digest, Sha256};
 
-type HmacSha256 = Hmac<Sha256>;
+use crate::sigv4;
 
 /// What SigV4 leaves unencoded: letters, digits and `-_.~`.
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
@@ -121,30 +119,6 @@ fn canonical_request(
     ))
 }
 
-fn hmac(key: &[u8], data: &str) -> Vec<u8> {
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key");
-    mac.update(data.as_bytes());
-    mac.finalize().into_bytes().to_vec()
-}
-
-/// The SigV4 signature of `canonical` by `secret` in the scope `date/region/service`.
-fn signature(
-    secret: &str,
-    amz_date: &str,
-    a: &Authorization,
-    region: &str,
-    canonical: &str,
-) -> String {
-    let scope = format!("{}/{region}/{}/aws4_request", a.date, a.service);
-    let hashed = hex::encode(Sha256::digest(canonical.as_bytes()));
-    let to_sign = format!("AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashed}");
-    let k_date = hmac(format!("AWS4{secret}").as_bytes(), a.date);
-    let k_region = hmac(&k_date, region);
-    let k_service = hmac(&k_region, a.service);
-    let k_signing = hmac(&k_service, "aws4_request");
-    hex::encode(hmac(&k_signing, &to_sign))
-}
-
 /// Whether `a` and `b` are equal, in time that does not depend on where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
@@ -181,12 +155,22 @@ pub async fn lower_region<B>(keys: &AccessKeyStore, req: &mut http::Request<B>) 
     let Some(key) = keys.lookup(a.access_key).await else {
         return;
     };
-    let given = signature(&key.secret_key, amz_date, &a, a.region, &canonical);
+    let sign = |region| {
+        sigv4::signature(
+            &key.secret_key,
+            amz_date,
+            a.date,
+            region,
+            a.service,
+            &canonical,
+        )
+    };
+    let given = sign(a.region);
     if !same(given.as_bytes(), a.signature.as_bytes()) {
         return;
     }
     let lower = a.region.to_ascii_lowercase();
-    let again = signature(&key.secret_key, amz_date, &a, &lower, &canonical);
+    let again = sign(&lower);
     let rewritten = format!(
         "AWS4-HMAC-SHA256 Credential={}/{}/{lower}/{}/aws4_request, SignedHeaders={}, Signature={again}",
         a.access_key, a.date, a.service, a.signed_headers
@@ -228,7 +212,14 @@ mod tests {
         let a = parse(&header).unwrap();
         let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
         assert_eq!(
-            signature(secret, "20130524T000000Z", &a, "us-east-1", &canonical),
+            sigv4::signature(
+                secret,
+                "20130524T000000Z",
+                a.date,
+                "us-east-1",
+                a.service,
+                &canonical
+            ),
             "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41"
         );
     }
