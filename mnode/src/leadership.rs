@@ -1,8 +1,8 @@
 //! Whether this replica may serve its group, from openraft's metrics.
 //!
 //! Only the leader serves, and only once it has applied its whole log, through an entry of
-//! its term (the blank entry of an election): batches are physical mutations computed from local state, so a leader must see
-//! every committed write first. Everything else answers [`MetaError::NotLeader`] with the
+//! its term (the blank entry of an election): batches are physical mutations computed from
+//! local state, so a leader must see every committed write first. Everything else answers [`MetaError::NotLeader`] with the
 //! leader's RPC address, having executed nothing.
 //!
 //! Reads of a replicated group are linearizable by a leader lease: the leader serves them

@@ -188,7 +188,8 @@ impl Mnode {
         Ok(out)
     }
 
-    fn store_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MetaError> {
+    /// A read of the store, its failure as a [`MetaError`].
+    pub(super) fn store_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, MetaError> {
         self.store.get(key).map_err(crate::tree::internal)
     }
 

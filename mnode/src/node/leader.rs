@@ -50,11 +50,7 @@ impl Mnode {
     /// or a record does not decode) means the replica must not serve: it would route by a
     /// stale table, or let writes through a coordinator's holds.
     pub(crate) async fn on_elected(self: &Arc<Self>, term: u64) -> Result<(), MetaError> {
-        if let Some(b) = self
-            .store
-            .get(&self.keys.single(EXCEPTIONS))
-            .map_err(crate::tree::internal)?
-        {
+        if let Some(b) = self.store_get(&self.keys.single(EXCEPTIONS))? {
             let table =
                 decode(&b).map_err(|e| MetaError::Internal(format!("the exception table: {e}")))?;
             self.router.install(&table);
@@ -126,12 +122,16 @@ pub(super) async fn watch_leadership(
             }
         }
         if let Change::Elected(term) = n.leadership.update(&m) {
-            match (n.on_elected(term).await, n.engine.raft()) {
-                (Ok(()), Some(raft)) => n.leadership.serve(term, &raft.metrics().borrow()),
-                (Ok(()), None) => {}
+            let raft = n.engine.raft();
+            match n.on_elected(term).await {
+                Ok(()) => {
+                    if let Some(raft) = raft {
+                        n.leadership.serve(term, &raft.metrics().borrow());
+                    }
+                }
                 // As a single voter refuses to start: this replica stops, and the others
                 // elect a leader that can read the group's state.
-                (Err(e), raft) => {
+                Err(e) => {
                     tracing::error!(group = n.group(), term, error = %e, "the group's state is unreadable here; this replica stops");
                     if let Some(raft) = raft {
                         if let Err(e) = raft.shutdown().await {
