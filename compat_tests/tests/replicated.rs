@@ -17,6 +17,9 @@ use common::cluster::*;
 use common::*;
 use saker_rpc::{MetaRequest, RpcChannel};
 
+#[path = "replicated/space.rs"]
+mod space;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_leader_kills_and_a_wiped_node_is_rebuilt_from_a_snapshot() {
     let mut nodes = Nodes::start(&["--raft-snapshot-logs", "40"]);
@@ -600,130 +603,4 @@ async fn every_nodes_admin_api_reaches_the_coordinator() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
-}
-
-/// Bytes available on the file system of `dir`.
-fn free_bytes(dir: &std::path::Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid path and a zeroed, writable statvfs.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-    st.f_bavail as u64 * st.f_frsize as u64
-}
-
-/// The node whose replica of group `g` is its raft leader (a request to the group first: a
-/// quiet group elects one when asked).
-async fn raft_leader(nodes: &Nodes, g: u32) -> usize {
-    nodes.leader(g).await;
-    eventually(&format!("a raft leader of group {g}"), || async move {
-        for i in 0..nodes.nodes.len() {
-            if nodes.nodes[i].child.is_some()
-                && nodes.replica(i, g).await.is_ok_and(|s| s.state == "leader")
-            {
-                return Ok(i);
-            }
-        }
-        Err("none")
-    })
-    .await
-}
-
-/// A follower whose disk fills before its leaders' (its data directory on a small tmpfs,
-/// filled by another file to below half of `--meta-reserve`) takes no raft entries, so it
-/// never fails an append: writes go on through the two others, more than its disk had room
-/// for, and once the space is freed it catches up by itself, without a restart, and serves
-/// them all when another node is lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_follower_short_of_space_lags_instead_of_failing_and_catches_up() {
-    let reserve: u64 = 24 << 20;
-    let mut nodes = Nodes::start(&["--meta-reserve", "24MiB"]);
-    nodes.wait_voters(&[]).await;
-    let bucket = "spacious";
-    let c = nodes.client(0, true);
-    eventually("create the bucket", || {
-        c.create_bucket().bucket(bucket).send()
-    })
-    .await;
-
-    // Node 3's data moves to a 96 MiB tmpfs, its raft identity with it; the others lead
-    // every group meanwhile.
-    nodes.kill(2);
-    for g in 1..=GROUPS {
-        raft_leader(&nodes, g).await;
-    }
-    let dir = nodes.dir.path().join("node3");
-    let moved = nodes.dir.path().join("node3.orig");
-    std::fs::rename(&dir, &moved).unwrap();
-    std::fs::create_dir(&dir).unwrap();
-    let _tmpfs = Tmpfs::mount(&dir, "96m");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", moved.display()))
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    nodes.restart(2);
-    for g in 1..=GROUPS {
-        assert_ne!(
-            raft_leader(&nodes, g).await,
-            2,
-            "node 3 came back as a follower"
-        );
-    }
-
-    // 4 MiB left on it, and it knows (its /health says why).
-    let filler = dir.join("filler");
-    let take = free_bytes(&dir) - (4 << 20);
-    std::fs::write(&filler, vec![0u8; take as usize]).unwrap();
-    assert!(free_bytes(&dir) < reserve / 2);
-    let admin = nodes.nodes[2].admin.clone();
-    eventually("node 3 reports its full disk", || {
-        let admin = admin.clone();
-        async move {
-            let r = reqwest::get(format!("{admin}/health"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let why = r.text().await.unwrap_or_default();
-            if why.contains("disk full") {
-                Ok(())
-            } else {
-                Err(why)
-            }
-        }
-    })
-    .await;
-
-    // 12 MiB of inline objects (16 KiB, kept in the raft log and the store): three times
-    // what node 3 has room for.
-    let mut acked = BTreeMap::new();
-    for i in 0..768 {
-        let key = format!("k{i:04}");
-        let data = random_bytes(16 << 10);
-        put(&c, bucket, &key, &data).await;
-        acked.insert(key, data);
-    }
-    assert!(free_bytes(&dir) > 0, "node 3's disk filled up");
-
-    // Space back: node 3 catches up on every group, by itself.
-    std::fs::remove_file(&filler).unwrap();
-    let nodes_ref = &nodes;
-    for g in 1..=GROUPS {
-        let leader = raft_leader(nodes_ref, g).await;
-        let target = nodes_ref.replica(leader, g).await.unwrap().last_log;
-        let what = format!("node 3 applies group {g} through {target}");
-        eventually(&what, || async move {
-            let s = nodes_ref.replica(2, g).await?;
-            if s.applied >= target {
-                Ok(())
-            } else {
-                Err(format!("applied {} of {target}", s.applied))
-            }
-        })
-        .await;
-    }
-    // Node 2 lost: nodes 1 and 3 hold everything.
-    nodes.kill(1);
-    verify(&nodes, 2, bucket, &acked).await;
 }

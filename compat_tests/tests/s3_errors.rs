@@ -306,16 +306,6 @@ async fn put_until(
     .await
 }
 
-/// Free bytes of the file system holding `dir`.
-fn free_bytes(dir: &std::path::Path) -> u64 {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-    // SAFETY: a valid path and a zeroed, writable statvfs.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-    st.f_bavail as u64 * st.f_frsize as u64
-}
-
 /// A metadata store whose disk fills up (the data directory on a small tmpfs, filled by
 /// another file to below `--meta-reserve`): small PUTs (stored in the MNode) get 507
 /// InsufficientStorage before they reach the raft log, reads and deletes still work,

@@ -59,7 +59,7 @@ pub fn meta(e: MetaError) -> S3Error {
             tracing::warn!(error = %m, "metadata not written: disk full");
             with_status(
                 S3ErrorCode::Custom("InsufficientStorage".into()),
-                format!("not enough space to store the object's metadata ({m}); nothing was stored"),
+                format!("not enough space for the metadata ({m}); nothing was changed"),
                 http::StatusCode::INSUFFICIENT_STORAGE,
             )
         }

@@ -49,7 +49,7 @@ pub(crate) async fn put(
         None => mutations.delete(key_of(keys, key)),
     }
     engine
-        .write_control(mutations, || leadership.refusal())
+        .write_control(keys.group, mutations, || leadership.refusal())
         .await?;
     Ok(MetaResponse::Done)
 }

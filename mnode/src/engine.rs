@@ -46,15 +46,30 @@ impl Engine {
 
     /// Commits `mutations` as an entry of their own, outside the executor (control state the
     /// group keeps: the exception table, the coordinator's records), and waits until it is
-    /// applied. A replica that does not serve answers `not_leader()`.
+    /// applied. A replica that does not serve answers `not_leader()`; a group short of space
+    /// ([`Self::short_of_space`]) refuses it before it reaches the log.
     pub async fn write_control(
         &self,
+        group: u32,
         mutations: WriteBatch,
         not_leader: impl FnOnce() -> MetaError,
     ) -> Result<(), MetaError> {
+        if let Some(refusal) = self.short_of_space(group) {
+            return Err(refusal);
+        }
         match self {
             Engine::Raft(raft) => crate::raft::write_control(raft, mutations, not_leader).await,
             Engine::Lease(lease) => lease.write_control(mutations, not_leader).await,
+        }
+    }
+
+    /// Why a write to `group` would commit nowhere for want of disk space, if it would: on
+    /// raft, when fewer than a majority of the voters have room ([`crate::space`]). The
+    /// TiKV engine keeps nothing on this node's disk.
+    pub fn short_of_space(&self, group: u32) -> Option<MetaError> {
+        match self {
+            Engine::Raft(raft) => crate::raft::short_of_space(raft, group),
+            Engine::Lease(_) => None,
         }
     }
 

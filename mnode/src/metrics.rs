@@ -179,6 +179,16 @@ pub static QUIET_GROUPS: LazyLock<prometheus::IntGauge> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+/// Peer nodes whose liveness pings say they take no raft entries for want of disk space
+/// (`space`): a group with too few voters left with room refuses writes.
+pub static PEERS_OUT_OF_SPACE: LazyLock<prometheus::IntGauge> = LazyLock::new(|| {
+    prometheus::register_int_gauge!(
+        "saker_mnode_peers_out_of_space",
+        "Peer nodes below half their disk reserve, which take no raft entries"
+    )
+    .expect("metric registers once")
+});
+
 /// Raft state of each group replica in this process, by group and field: `leader` (1 if this
 /// replica leads and serves), `term`, `last_log`, `applied`, `snapshot` (the last
 /// log index in the latest snapshot), `voters`, and (on a

@@ -10,8 +10,16 @@
 //! snapshots instead (the leader retries them, as for an unreachable peer), so the follower
 //! lags rather than failing an append; it catches up once space is back. Half the reserve
 //! leaves room for the deletes that free space, which every replica still takes above it.
+//!
+//! Each node's liveness pings tell its peers whether it is below half its reserve
+//! ([`peer_heard`]). A group leader that counts fewer than a majority of its voters with room
+//! (itself included) could commit nothing, not even a delete: it refuses every write at once
+//! ([`quorum_refusal`], 507 / ENOSPC) instead of appending entries no majority takes, which
+//! would leave the request waiting until space is back.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use saker_rpc::{MetaError, MetaRequest};
@@ -70,4 +78,117 @@ pub(crate) fn check(req: &MetaRequest) -> Result<(), MetaError> {
         }
     }
     Ok(())
+}
+
+/// Peer nodes (by RPC address) whose last ping said they take no raft entries, and when.
+static PEERS_FULL: Mutex<Option<HashMap<String, Instant>>> = Mutex::new(None);
+/// How many entries `PEERS_FULL` has: the fast path of [`quorum_refusal`].
+static PEERS_FULL_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether this node or a peer takes no raft entries: cheap, checked before
+/// [`quorum_refusal`] looks at a group's voters.
+pub(crate) fn anyone_short() -> bool {
+    critical() || PEERS_FULL_COUNT.load(Ordering::Acquire) > 0
+}
+
+/// Records what a ping at `at` said of peer `addr`'s space ([`critical`] there or not).
+pub(crate) fn peer_heard(addr: &str, full: bool, at: Instant) {
+    let mut peers = PEERS_FULL.lock();
+    let peers = peers.get_or_insert_with(HashMap::new);
+    let changed = match (full, peers.get(addr)) {
+        (true, Some(&was)) if was >= at => false,
+        (true, _) => peers.insert(addr.to_string(), at).is_none(),
+        (false, Some(&was)) if was > at => false,
+        (false, _) => peers.remove(addr).is_some(),
+    };
+    if changed {
+        PEERS_FULL_COUNT.store(peers.len(), Ordering::Release);
+        crate::metrics::PEERS_OUT_OF_SPACE.set(peers.len() as i64);
+        if full {
+            tracing::warn!(peer = %addr, "a peer node is below half its disk reserve");
+        } else {
+            tracing::info!(peer = %addr, "a peer node has disk space again");
+        }
+    }
+}
+
+/// Whether peer `addr` said within `fresh` of `now` that it takes no raft entries (a peer not
+/// heard from since counts as having room: it is down or cut off, which space cannot tell).
+fn peer_full(addr: &str, now: Instant, fresh: Duration) -> bool {
+    PEERS_FULL
+        .lock()
+        .as_ref()
+        .and_then(|p| p.get(addr))
+        .is_some_and(|at| now.saturating_duration_since(*at) < fresh)
+}
+
+/// The refusal of a write to a group whose voters are `voters` (raft ids and RPC addresses;
+/// `me` is this replica's id) when fewer than a majority of them have room: nothing proposed
+/// could commit. Peers count as full on pings heard within `fresh`.
+pub(crate) fn quorum_refusal<'a>(
+    group: u32,
+    me: u64,
+    voters: impl IntoIterator<Item = (u64, &'a str)>,
+    fresh: Duration,
+) -> Option<MetaError> {
+    if !anyone_short() {
+        return None;
+    }
+    let now = Instant::now();
+    let (mut count, mut full) = (0, Vec::new());
+    for (id, addr) in voters {
+        count += 1;
+        if (id == me && critical()) || (id != me && peer_full(addr, now, fresh)) {
+            full.push(addr.to_string());
+        }
+    }
+    (count > 0 && count - full.len() <= count / 2).then(|| {
+        MetaError::NoSpace(format!(
+            "disk full on {} of group {group}'s {count} replicas ({}: below half their \
+             --meta-reserve), so the group can commit nothing until space is freed there",
+            full.len(),
+            full.join(", ")
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_refuses_writes_once_no_majority_of_its_voters_has_room() {
+        let fresh = Duration::from_secs(1);
+        let voters = [
+            (1, "space-test-a:1"),
+            (2, "space-test-b:1"),
+            (3, "space-test-c:1"),
+        ];
+        let t0 = Instant::now();
+        assert!(quorum_refusal(7, 1, voters, fresh).is_none());
+        // One full peer: a majority has room.
+        peer_heard("space-test-b:1", true, t0);
+        assert!(quorum_refusal(7, 1, voters, fresh).is_none());
+        // Two: nothing could commit.
+        peer_heard("space-test-c:1", true, t0);
+        let Some(MetaError::NoSpace(why)) = quorum_refusal(7, 1, voters, fresh) else {
+            panic!("not refused")
+        };
+        assert!(
+            why.contains("2 of group 7's 3") && why.contains("space-test-c:1"),
+            "{why}"
+        );
+        // A peer of another group does not count; one not heard from lately neither.
+        assert!(
+            quorum_refusal(7, 1, [(1, "space-test-a:1"), (4, "space-test-d:1")], fresh).is_none()
+        );
+        assert!(quorum_refusal(7, 1, voters, Duration::ZERO).is_none());
+        // An older ping does not undo a newer one; a newer one does.
+        peer_heard("space-test-c:1", false, t0 - Duration::from_millis(1));
+        assert!(quorum_refusal(7, 1, voters, fresh).is_some());
+        peer_heard("space-test-c:1", false, t0 + Duration::from_millis(1));
+        assert!(quorum_refusal(7, 1, voters, fresh).is_none());
+        peer_heard("space-test-b:1", false, t0 + Duration::from_millis(1));
+        assert_eq!(PEERS_FULL_COUNT.load(Ordering::Acquire), 0);
+    }
 }

@@ -41,6 +41,9 @@ fn loopback() -> Vec<Listen> {
 
 /// Three nodes, by index 0..3 (node ids 1..=3).
 pub struct Nodes {
+    /// Small disks some nodes' data directories are on ([`Nodes::start_on_small_disks`]);
+    /// unmounted before `dir` is removed.
+    pub disks: Vec<super::Tmpfs>,
     pub dir: tempfile::TempDir,
     pub rpc: Vec<String>,
     pub nodes: Vec<Node>,
@@ -72,12 +75,19 @@ struct Listen {
 impl Nodes {
     /// Three nodes on loopback (free ports; the S3 and admin listeners on any port).
     pub fn start(extra_args: &[&str]) -> Nodes {
-        Self::start_with(loopback(), Vec::new(), extra_args, false)
+        Self::start_with(loopback(), Vec::new(), extra_args, false, &[])
+    }
+
+    /// Three nodes on loopback, the data directory of each node in `small` (0-based) on a
+    /// tmpfs of its own of `size` (a small disk that fills up).
+    pub fn start_on_small_disks(small: &[usize], size: &str, extra_args: &[&str]) -> Nodes {
+        let disks: Vec<(usize, String)> = small.iter().map(|&i| (i, size.to_string())).collect();
+        Self::start_with(loopback(), Vec::new(), extra_args, false, &disks)
     }
 
     /// Three nodes on loopback whose cluster credential has a CA: the RPC runs over TLS.
     pub fn start_over_tls(extra_args: &[&str]) -> Nodes {
-        Self::start_with(loopback(), Vec::new(), extra_args, true)
+        Self::start_with(loopback(), Vec::new(), extra_args, true, &[])
     }
 
     /// Three nodes, node i in network namespace i of `netns` at its address there (fixed
@@ -95,7 +105,7 @@ impl Nodes {
             })
             .collect();
         let prefixes = (0..3).map(|i| netns.exec_prefix(i)).collect();
-        Self::start_with(listen, prefixes, extra_args, false)
+        Self::start_with(listen, prefixes, extra_args, false, &[])
     }
 
     fn start_with(
@@ -103,11 +113,20 @@ impl Nodes {
         netns: Vec<Vec<String>>,
         extra_args: &[&str],
         tls: bool,
+        small_disks: &[(usize, String)],
     ) -> Nodes {
         let dir = tempfile::Builder::new()
             .prefix("saker-replicated-")
             .tempdir()
             .unwrap();
+        let disks = small_disks
+            .iter()
+            .map(|(i, size)| {
+                let data = dir.path().join(format!("node{}", i + 1));
+                std::fs::create_dir(&data).unwrap();
+                super::Tmpfs::mount(&data, size)
+            })
+            .collect();
         let credential = dir.path().join("cluster-credential.json");
         create_credential_with(&credential, if tls { &["--tls"] } else { &[] });
         install_credential(&credential);
@@ -133,6 +152,7 @@ impl Nodes {
             std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
         }
         let mut n = Nodes {
+            disks,
             dir,
             rpc: listen.into_iter().map(|l| l.rpc).collect(),
             nodes: Vec::new(),

@@ -701,6 +701,16 @@ pub async fn metrics_text(admin: &str) -> String {
         .unwrap()
 }
 
+/// Bytes available on the file system of `dir`.
+pub fn free_bytes(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid path and a zeroed, writable statvfs.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    st.f_bavail as u64 * st.f_frsize as u64
+}
+
 /// A small tmpfs this test mounted (a disk that fills up), unmounted when dropped, even when
 /// the test fails. Mounting needs root: without it the test fails saying so.
 pub struct Tmpfs(PathBuf);

@@ -28,6 +28,11 @@ impl MetaService for Mnode {
         self.ready(!req.is_write()).await?;
         req.validate()?;
         crate::space::check(&req)?;
+        if req.is_write() {
+            if let Some(refusal) = self.engine.short_of_space(self.keys.group) {
+                return Err(refusal);
+            }
+        }
         if let Some(limit) = self.ops_limit.as_ref().filter(|_| capacity::costs(&req)) {
             limit.take().await;
         }
@@ -153,7 +158,7 @@ impl MetaService for Mnode {
                     let mut mutations = crate::store::WriteBatch::default();
                     mutations.put(self.keys.single(EXCEPTIONS), crate::records::encode(&table));
                     self.engine
-                        .write_control(mutations, || self.leadership.refusal())
+                        .write_control(self.keys.group, mutations, || self.leadership.refusal())
                         .await?;
                     if self.router.install(&table) {
                         tracing::info!(version = table.version(), "exception table installed");

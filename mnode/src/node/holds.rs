@@ -90,7 +90,7 @@ impl Mnode {
         }
         if let Err(e) = self
             .engine
-            .write_control(batch, || self.leadership.refusal())
+            .write_control(self.keys.group, batch, || self.leadership.refusal())
             .await
         {
             if fresh {
@@ -130,7 +130,7 @@ impl Mnode {
         let mut batch = WriteBatch::default();
         batch.delete(key);
         self.engine
-            .write_control(batch, || self.leadership.refusal())
+            .write_control(self.keys.group, batch, || self.leadership.refusal())
             .await?;
         self.apply_hold(&hold, false);
         Ok(())
@@ -151,7 +151,7 @@ impl Mnode {
         }
         if !batch.is_empty() {
             self.engine
-                .write_control(batch, || self.leadership.refusal())
+                .write_control(self.keys.group, batch, || self.leadership.refusal())
                 .await?;
         }
         *fence = coord.max(*fence);

@@ -12,6 +12,9 @@
 //!   when an election happens; this only keeps a quiet group's followers from electing while
 //!   its leader is up.
 //!
+//! Pings and their answers also say whether the node is below half its disk reserve
+//! ([`crate::space`]), so that a leader knows when too few of its followers take entries.
+//!
 //! Reads need the leader lease, which heartbeats renewed; a read on a quiet leader renews it
 //! with one heartbeat round first (`Mnode::ready`). The pings travel as raft messages to group
 //! [`PING_GROUP`], which no replica has.
@@ -37,12 +40,21 @@ pub const QUIET_AFTER: Duration = Duration::from_secs(2);
 /// The transport's group id for pings (groups are 1..=65535).
 pub const PING_GROUP: u32 = 0;
 
-/// A ping: who sends it (its RPC address, as the groups' memberships name it) and the groups
-/// it leads. The answer is the groups the receiver leads.
+/// A ping: who sends it (its RPC address, as the groups' memberships name it), the groups it
+/// leads, and whether it takes raft entries no more (its disk is below half its reserve). The
+/// answer ([`Pong`]) says the same of the receiver.
 #[derive(Serialize, Deserialize)]
 pub(super) struct Ping {
     pub from: String,
     pub leads: Vec<u32>,
+    pub full: bool,
+}
+
+/// The answer to a [`Ping`].
+#[derive(Serialize, Deserialize)]
+struct Pong {
+    leads: Vec<u32>,
+    full: bool,
 }
 
 /// The longest address a ping may carry.
@@ -116,6 +128,7 @@ pub(super) async fn run(peers: Weak<RaftPeers>, me: String, pool: Arc<ChannelPoo
         let ping = postcard::to_allocvec(&Ping {
             from: me.clone(),
             leads: leads.clone(),
+            full: crate::space::critical(),
         })
         .expect("pings encode");
         let calls = addrs
@@ -179,8 +192,11 @@ async fn ping_one(liveness: &Liveness, pool: &ChannelPool, addr: String, ping: V
     let Ok(reply) = channel.raft(PING_GROUP, ping.into(), DEAD_AFTER).await else {
         return;
     };
-    match postcard::from_bytes::<Vec<u32>>(&reply) {
-        Ok(leads) => liveness.heard(addr, sent, leads),
+    match postcard::from_bytes::<Pong>(&reply) {
+        Ok(pong) => {
+            crate::space::peer_heard(&addr, pong.full, sent);
+            liveness.heard(addr, sent, pong.leads);
+        }
         Err(e) => tracing::debug!(peer = %addr, error = %e, "undecodable ping answer"),
     }
 }
@@ -194,15 +210,24 @@ pub(super) fn leading(replicas: &BTreeMap<u32, Raft>) -> Vec<u32> {
         .collect()
 }
 
-/// Answers a ping: records the sender, returns the groups `replicas` lead.
+/// Answers a ping: records the sender, returns the groups `replicas` lead and whether this
+/// node takes raft entries no more.
 pub(super) fn answer(
     liveness: &Liveness,
     replicas: &BTreeMap<u32, Raft>,
     body: &[u8],
 ) -> Result<Vec<u8>, String> {
     let ping: Ping = postcard::from_bytes(body).map_err(|e| format!("undecodable ping: {e}"))?;
-    liveness.heard(ping.from, Instant::now(), ping.leads);
-    Ok(postcard::to_allocvec(&leading(replicas)).expect("ping answers encode"))
+    let now = Instant::now();
+    if ping.from.len() <= MAX_ADDR {
+        crate::space::peer_heard(&ping.from, ping.full, now);
+    }
+    liveness.heard(ping.from, now, ping.leads);
+    let pong = Pong {
+        leads: leading(replicas),
+        full: crate::space::critical(),
+    };
+    Ok(postcard::to_allocvec(&pong).expect("ping answers encode"))
 }
 
 #[cfg(test)]

@@ -59,6 +59,21 @@ pub(crate) fn storage_err(e: impl std::fmt::Display) -> StorageError {
     openraft::StorageIOError::write(openraft::AnyError::error(e.to_string())).into()
 }
 
+/// The refusal of a write to `group` while fewer than a majority of its voters take entries
+/// for want of disk space ([`crate::space::quorum_refusal`]).
+pub(crate) fn short_of_space(raft: &Raft, group: u32) -> Option<MetaError> {
+    if !crate::space::anyone_short() {
+        return None;
+    }
+    let m = raft.metrics();
+    let m = m.borrow();
+    let membership = m.membership_config.membership();
+    let voters = membership
+        .voter_ids()
+        .filter_map(|id| membership.get_node(&id).map(|n| (id, n.addr.as_str())));
+    crate::space::quorum_refusal(group, m.id, voters, liveness::DEAD_AFTER)
+}
+
 pub(crate) fn read_err(e: impl std::fmt::Display) -> StorageError {
     openraft::StorageIOError::read(openraft::AnyError::error(e.to_string())).into()
 }
