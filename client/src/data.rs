@@ -55,6 +55,13 @@ impl ChunkWriter {
         while !rest.is_empty() {
             let room = self.chunk_size - self.buf.len();
             let take = room.min(rest.len());
+            if self.buf.len() + take > self.inline_threshold
+                && self.buf.capacity() < self.chunk_size
+            {
+                // Past inline: room for the whole chunk at once, not grown by doubling (each
+                // growth copies what the buffer holds).
+                self.buf.reserve(self.chunk_size - self.buf.len());
+            }
             self.buf.extend_from_slice(&rest[..take]);
             rest = &rest[take..];
             if self.buf.len() == self.chunk_size {

@@ -3,8 +3,8 @@
 
 use base64::Engine;
 use futures::StreamExt;
+use md5::{Digest as _, Md5};
 use s3s::checksum::ChecksumHasher;
-use s3s::crypto::{Checksum as _, Md5};
 use s3s::dto::{ChecksumAlgorithm, StreamingBlob};
 use s3s::{s3_error, S3Result, TrailingHeaders};
 use saker_client::{ChunkWriter, Cluster, Written};
@@ -185,7 +185,7 @@ pub async fn ingest(
             }
         }
     }
-    let md5_raw: [u8; 16] = md5.finalize();
+    let md5_raw: [u8; 16] = md5.finalize().into();
     let sums = to_checksums(hasher.finalize());
     merge_trailers(&mut declared, trailers);
     if let Err(e) = verify(&declared, &sums, &md5_raw) {

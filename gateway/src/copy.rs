@@ -69,7 +69,7 @@ pub async fn copy_bytes(
     chunked: bool,
     algorithm: Option<Algorithm>,
 ) -> S3Result<(Written, [u8; 16], Checksums)> {
-    use s3s::crypto::{Checksum as _, Md5};
+    use md5::{Digest as _, Md5};
     let mut writer = ChunkWriter::new(&gw.cluster);
     let mut md5 = Md5::new();
     let mut hasher = ChecksumHasher::default();
@@ -108,7 +108,7 @@ pub async fn copy_bytes(
         sha1: c.checksum_sha1,
         sha256: c.checksum_sha256,
     };
-    Ok((written, md5.finalize(), sums))
+    Ok((written, md5.finalize().into(), sums))
 }
 
 pub async fn copy_object(

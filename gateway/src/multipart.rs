@@ -1,7 +1,7 @@
 //! Multipart uploads. Parts are always chunked; Complete moves their chunk references into the
 //! inode in one raft entry (no data is copied).
 
-use s3s::crypto::{Checksum as _, Md5};
+use md5::{Digest as _, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
 use saker_rpc::{Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
@@ -455,7 +455,7 @@ pub async fn complete(
     // checked against the stored ones, so the listed ones can be used here.
     let mut md5 = Md5::new();
     for p in &listed {
-        md5.update(&hex::decode(&p.etag).unwrap_or_default());
+        md5.update(hex::decode(&p.etag).unwrap_or_default());
     }
     let etag = format!("{}-{}", hex::encode(md5.finalize()), listed.len());
     let output = |sums: &Checksums, ctype: Option<ChecksumType>| CompleteMultipartUploadOutput {
