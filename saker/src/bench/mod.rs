@@ -7,6 +7,7 @@ mod meta;
 mod rebalance;
 mod s3;
 mod sigv4;
+mod sink;
 mod trace;
 mod traverse;
 
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     /// balancing policy (none, even, benefit) replays a generated metadata job (hotdir,
     /// hotname, shift, uniform): job completion time, ops/s, migrations, work per group.
     Rebalance(rebalance::RebalanceBenchArgs),
+    /// An S3 endpoint that stores nothing, for `bench s3`: the loopback HTTP ceiling.
+    Sink(sink::SinkArgs),
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -42,6 +45,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Balance(args) => balance::run(args).await,
         BenchCommand::Fs(args) => fs::run(args).await,
         BenchCommand::Rebalance(args) => rebalance::run(args).await,
+        BenchCommand::Sink(args) => sink::run(args).await,
     }
 }
 

@@ -69,6 +69,14 @@ pub struct S3BenchArgs {
     keys: Option<PathBuf>,
 }
 
+/// The bytes every object of `size` holds: seeded by the size, so that whoever reads an
+/// object (a later run, `bench sink`) knows them.
+pub(super) fn payload(size: u64) -> Bytes {
+    let mut payload = vec![0u8; size as usize];
+    rand::rngs::StdRng::seed_from_u64(size).fill(&mut payload[..]);
+    Bytes::from(payload)
+}
+
 #[derive(Serialize, Debug, Clone)]
 pub struct PhaseResult {
     pub phase: String,
@@ -499,9 +507,7 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
     for &size in &args.sizes {
         // Seeded by the size: a later run reading an earlier run's objects (--keys) knows
         // their bytes, and checks every GET against them.
-        let mut payload = vec![0u8; size as usize];
-        rand::rngs::StdRng::seed_from_u64(size).fill(&mut payload[..]);
-        let payload = Bytes::from(payload);
+        let payload = payload(size);
         for &conc in &args.concurrency {
             let pool = Arc::new(Pool::default());
             let writes = args.phases.iter().any(|p| p == "put");
