@@ -313,12 +313,41 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Chunk files of at least this much data are written past the page cache ([`crate::direct`]).
+const DIRECT_MIN: usize = 1 << 20;
+
+/// Creates `path` (it must not exist) for writing with `O_DIRECT`.
+pub(crate) fn open_direct(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
 fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, ChunkError> {
     let shard = path
         .parent()
         .expect("chunk paths are root/shard/name")
         .to_path_buf();
-    let open = || OpenOptions::new().write(true).create_new(true).open(path);
+    let direct = data.len() >= DIRECT_MIN;
+    let open = || {
+        if direct {
+            match open_direct(path) {
+                // No direct I/O on this file system (the open may have made the file).
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let _ = fs::remove_file(path);
+                }
+                other => return other.map(|f| (f, true)),
+            }
+        }
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(|f| (f, false))
+    };
     let file = match open() {
         // The shard directory was removed behind our back: recreate it once.
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -327,7 +356,7 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
         }
         other => other,
     };
-    let mut file = match file {
+    let (mut file, direct) = match file {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             return Err(ChunkError::AlreadyExists(id))
@@ -337,9 +366,13 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
     let header = Header::new(data.len() as u64);
     let (trailer, crc32c) = format::encode_trailer(data, header.block_size);
     let written = (|| -> io::Result<()> {
-        file.write_all(&header.encode())?;
-        file.write_all(data)?;
-        file.write_all(&trailer)?;
+        if direct {
+            crate::direct::write_parts(&file, &[&header.encode(), data, &trailer])?;
+        } else {
+            file.write_all(&header.encode())?;
+            file.write_all(data)?;
+            file.write_all(&trailer)?;
+        }
         file.sync_all()?;
         sync_dir(&shard)
     })();

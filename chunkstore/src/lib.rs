@@ -14,6 +14,7 @@
 //! - [`conformance`]: the suite every backend must pass.
 
 pub mod conformance;
+mod direct;
 pub mod disk;
 pub mod error;
 pub mod format;
