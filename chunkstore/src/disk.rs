@@ -331,9 +331,9 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
         .parent()
         .expect("chunk paths are root/shard/name")
         .to_path_buf();
-    let direct = data.len() >= DIRECT_MIN;
+    let want_direct = data.len() >= DIRECT_MIN;
     let open = || {
-        if direct {
+        if want_direct {
             match open_direct(path) {
                 // No direct I/O on this file system (the open may have made the file).
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {

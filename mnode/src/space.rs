@@ -112,16 +112,6 @@ pub(crate) fn peer_heard(addr: &str, full: bool, at: Instant) {
     }
 }
 
-/// Whether peer `addr` said within `fresh` of `now` that it takes no raft entries (a peer not
-/// heard from since counts as having room: it is down or cut off, which space cannot tell).
-fn peer_full(addr: &str, now: Instant, fresh: Duration) -> bool {
-    PEERS_FULL
-        .lock()
-        .as_ref()
-        .and_then(|p| p.get(addr))
-        .is_some_and(|at| now.saturating_duration_since(*at) < fresh)
-}
-
 /// The refusal of a write to a group whose voters are `voters` (raft ids and RPC addresses;
 /// `me` is this replica's id) when fewer than a majority of them have room: nothing proposed
 /// could commit. Peers count as full on pings heard within `fresh`.
@@ -135,13 +125,21 @@ pub(crate) fn quorum_refusal<'a>(
         return None;
     }
     let now = Instant::now();
+    let peers = PEERS_FULL.lock();
+    // A peer counts as full on a ping heard within `fresh`; one not heard from since counts as
+    // having room: it is down or cut off, which space cannot tell.
+    let peer_full = |addr: &str| {
+        let at = peers.as_ref().and_then(|p| p.get(addr));
+        at.is_some_and(|at| now.saturating_duration_since(*at) < fresh)
+    };
     let (mut count, mut full) = (0, Vec::new());
     for (id, addr) in voters {
         count += 1;
-        if (id == me && critical()) || (id != me && peer_full(addr, now, fresh)) {
+        if (id == me && critical()) || (id != me && peer_full(addr)) {
             full.push(addr.to_string());
         }
     }
+    drop(peers);
     (count > 0 && count - full.len() <= count / 2).then(|| {
         MetaError::NoSpace(format!(
             "disk full on {} of group {group}'s {count} replicas ({}: below half their \

@@ -74,16 +74,20 @@ pub(super) struct Liveness {
 
 impl Liveness {
     /// Records that `from` was up at `at` and leads `leads`.
-    pub fn heard(&self, from: String, at: Instant, leads: Vec<u32>) {
+    /// Also tells [`crate::space`] whether `from` is `full`.
+    pub fn heard(&self, from: String, at: Instant, leads: Vec<u32>, full: bool) {
+        if from.len() > MAX_ADDR {
+            return; // no membership could name it
+        }
+        crate::space::peer_heard(&from, full, at);
         let leads = leads.into_iter().collect();
         let mut heard = self.heard.lock();
         match heard.get_mut(&from) {
             Some(h) if h.at > at => {}
             Some(h) => *h = Heard { at, leads },
-            None if from.len() <= MAX_ADDR => {
+            None => {
                 heard.insert(from, Heard { at, leads });
             }
-            None => {}
         }
     }
 
@@ -193,10 +197,7 @@ async fn ping_one(liveness: &Liveness, pool: &ChannelPool, addr: String, ping: V
         return;
     };
     match postcard::from_bytes::<Pong>(&reply) {
-        Ok(pong) => {
-            crate::space::peer_heard(&addr, pong.full, sent);
-            liveness.heard(addr, sent, pong.leads);
-        }
+        Ok(pong) => liveness.heard(addr, sent, pong.leads, pong.full),
         Err(e) => tracing::debug!(peer = %addr, error = %e, "undecodable ping answer"),
     }
 }
@@ -218,11 +219,7 @@ pub(super) fn answer(
     body: &[u8],
 ) -> Result<Vec<u8>, String> {
     let ping: Ping = postcard::from_bytes(body).map_err(|e| format!("undecodable ping: {e}"))?;
-    let now = Instant::now();
-    if ping.from.len() <= MAX_ADDR {
-        crate::space::peer_heard(&ping.from, ping.full, now);
-    }
-    liveness.heard(ping.from, now, ping.leads);
+    liveness.heard(ping.from, Instant::now(), ping.leads, ping.full);
     let pong = Pong {
         leads: leading(replicas),
         full: crate::space::critical(),
@@ -238,17 +235,17 @@ mod tests {
     fn a_group_is_led_elsewhere_only_by_a_peer_heard_from_lately() {
         let l = Liveness::default();
         let now = Instant::now();
-        l.heard("a:1".into(), now, vec![3, 4]);
+        l.heard("a:1".into(), now, vec![3, 4], false);
         assert!(l.led_elsewhere(3, now));
         assert!(!l.led_elsewhere(5, now));
         assert!(!l.led_elsewhere(3, now + DEAD_AFTER));
         // An older answer does not replace a newer one; a newer one does.
-        l.heard("a:1".into(), now - Duration::from_millis(5), vec![]);
+        l.heard("a:1".into(), now - Duration::from_millis(5), vec![], false);
         assert!(l.led_elsewhere(4, now));
-        l.heard("a:1".into(), now + Duration::from_millis(5), vec![]);
+        l.heard("a:1".into(), now + Duration::from_millis(5), vec![], false);
         assert!(!l.led_elsewhere(4, now + Duration::from_millis(5)));
         // An address no membership could name is not kept.
-        l.heard("x".repeat(MAX_ADDR + 1), now, vec![9]);
+        l.heard("x".repeat(MAX_ADDR + 1), now, vec![9], false);
         assert!(!l.led_elsewhere(9, now));
     }
 }
