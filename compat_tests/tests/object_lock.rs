@@ -445,3 +445,92 @@ async fn the_mount_cannot_change_locked_files() {
     assert_eq!(get_bytes(&c, &b, "locked").await, b"locked");
     assert_eq!(get_bytes(&c, &b, "other").await, b"other");
 }
+
+/// A bucket's default retention locks what the mount writes, at close(2): the open's own
+/// fsyncs still replace the version it made (one version, all its bytes), and afterwards the
+/// file cannot be removed or rewritten through the mount (EPERM) nor its version deleted
+/// through S3 (AccessDenied). An object written before the default was set stays free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mount_s_writes_get_the_default_retention() {
+    let mounted = tokio::task::spawn_blocking(|| Mounted::start(Opts::default()))
+        .await
+        .unwrap();
+    let c = mounted.srv.client();
+    let b = lock_bucket(&c, "wormdefault").await;
+    put(&c, &b, "before", b"free").await;
+    let conf = ObjectLockConfiguration::builder()
+        .object_lock_enabled(ObjectLockEnabled::Enabled)
+        .rule(
+            ObjectLockRule::builder()
+                .default_retention(
+                    DefaultRetention::builder()
+                        .mode(ObjectLockRetentionMode::Governance)
+                        .days(1)
+                        .build(),
+                )
+                .build(),
+        )
+        .build();
+    c.put_object_lock_configuration()
+        .bucket(&b)
+        .object_lock_configuration(conf)
+        .send()
+        .await
+        .unwrap();
+    // The mount reads the bucket's settings when its first write there needs them: now.
+    let dir = mounted.root.join(&b);
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let log = dir.join("log");
+        let mut f = std::fs::File::create(&log).unwrap();
+        f.write_all(b"first half, ").unwrap();
+        f.sync_all().unwrap();
+        f.write_all(b"second half").unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        let read = std::fs::read(&log).unwrap();
+        let unlink = std::fs::remove_file(&log);
+        let write = std::fs::OpenOptions::new().write(true).open(&log);
+        let rename_away = std::fs::rename(&log, dir.join("moved"));
+        let free = std::fs::remove_file(dir.join("before"));
+        (
+            read,
+            [errno(unlink), errno(write), errno(rename_away)],
+            free,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.0, b"first half, second half");
+    assert_eq!(out.1, [libc::EPERM; 3]);
+    assert!(
+        out.2.is_ok(),
+        "an object from before the default: {:?}",
+        out.2
+    );
+
+    // One version (the fsyncs replaced it), locked with the default: a day, governance.
+    let versions = c
+        .list_object_versions()
+        .bucket(&b)
+        .prefix("log")
+        .send()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = versions
+        .versions()
+        .iter()
+        .filter_map(|v| v.version_id())
+        .collect();
+    assert_eq!(ids.len(), 1, "{versions:?}");
+    let head = c.head_object().bucket(&b).key("log").send().await.unwrap();
+    assert_eq!(head.object_lock_mode(), Some(&ObjectLockMode::Governance));
+    let until = head.object_lock_retain_until_date().unwrap().secs();
+    let day = in_secs(86_400).secs();
+    assert!((day - 120..=day).contains(&until), "{until} vs {day}");
+    denied(
+        delete_version(&c, &b, "log", ids[0], false).await,
+        "deleting the mount's locked version",
+    );
+    assert_eq!(get_bytes(&c, &b, "log").await, b"first half, second half");
+}

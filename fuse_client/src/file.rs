@@ -33,6 +33,8 @@ pub struct OpenFile {
     /// The S3 mtime of the bytes these handles committed last: in a bucket that keeps
     /// versions, the next commit replaces them in place instead of making another version.
     pub committed: Option<i64>,
+    /// A commit made a version not yet given its bucket's default retention (at close).
+    pub unlocked_version: bool,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an
@@ -209,6 +211,7 @@ impl OpenFile {
             dirty: false,
             handles: 0,
             committed: None,
+            unlocked_version: false,
         }
     }
 

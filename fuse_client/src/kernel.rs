@@ -387,7 +387,7 @@ impl fuser::Filesystem for SakerFs {
         reply: ReplyEmpty,
     ) {
         let _op = Op::start("flush");
-        match self.commit(fh.0) {
+        match SakerFs::flush(self, fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("flush", &e)),
         }

@@ -51,8 +51,10 @@ mod error;
 pub mod file;
 mod fs;
 pub mod inodes;
+mod io;
 mod kernel;
 mod metrics;
+mod open;
 mod versioning;
 
 use std::path::Path;

@@ -1,30 +1,40 @@
-//! What the mount knows of its buckets' versioning (a bucket setting, kept by the
-//! coordinator in the cluster's first group, as the gateway's copy of it is).
+//! What the mount knows of its buckets' versioning and Object Lock (bucket settings, kept by
+//! the coordinator in the cluster's first group, as the gateway's copy of them is).
 //!
-//! The mount reads a bucket's setting when a write first needs it and again after
-//! [`REFRESH`], as a gateway does; an MNode takes the writes' word for it, as it takes the
+//! The mount reads a bucket's settings when a write first needs them and again after
+//! [`REFRESH`], as a gateway does; an MNode takes the writes' word for them, as it takes the
 //! gateway's. A write in a bucket that keeps versions (close, fsync, truncate, unlink,
 //! create) keeps what it replaces as a noncurrent version; link(2) there is refused (EPERM):
-//! a second name would share one file's versions between two keys.
+//! a second name would share one file's versions between two keys. In a bucket with a
+//! default retention, the version a file's open made is locked with it at close
+//! ([`SakerFs::lock_made_version`]).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use saker_rpc::{MetaError, MetaRequest, MetaResponse, Versioning};
+use saker_rpc::{DefaultLock, LockConfig, MetaError, MetaRequest, MetaResponse, Versioning};
 
 use crate::error::Result;
 use crate::fs::SakerFs;
 
-/// How long a bucket's setting is used before it is read again (the gateway's refresh).
+/// How long a bucket's settings are used before they are read again (the gateway's refresh).
 pub const REFRESH: Duration = Duration::from_secs(2);
 
-/// Each bucket's setting, with when it was read.
-#[derive(Default)]
-pub struct Settings {
-    read: HashMap<String, (Versioning, Instant)>,
+/// What a write needs of its bucket's settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BucketWrites {
+    pub versioning: Versioning,
+    /// The bucket's default retention, if it has Object Lock with one.
+    pub default_lock: Option<DefaultLock>,
 }
 
-/// The setting as the gateway stores it.
+/// Each bucket's settings, with when they were read.
+#[derive(Default)]
+pub struct Settings {
+    read: HashMap<String, (BucketWrites, Instant)>,
+}
+
+/// The versioning setting as the gateway stores it.
 fn parse(value: &[u8]) -> Result<Versioning> {
     Versioning::from_setting(value).ok_or_else(|| {
         let text = String::from_utf8_lossy(value);
@@ -32,15 +42,35 @@ fn parse(value: &[u8]) -> Result<Versioning> {
     })
 }
 
+/// The settings in the records group 1 answered (`buckets/<bucket>/<setting>`).
+fn from_records(records: &[(String, Vec<u8>)]) -> Result<BucketWrites> {
+    let mut w = BucketWrites::default();
+    for (key, value) in records {
+        if key.ends_with("/versioning") {
+            w.versioning = parse(value)?;
+        } else if key.ends_with("/object-lock") {
+            let config = LockConfig::parse(value)
+                .map_err(|e| MetaError::Internal(format!("object lock setting: {e}")))?;
+            w.default_lock = config.default;
+        }
+    }
+    Ok(w)
+}
+
 impl SakerFs {
     /// How the bucket of `path` keeps versions.
     pub(crate) fn versioning(&self, path: &[String]) -> Result<Versioning> {
+        Ok(self.bucket_writes(path)?.versioning)
+    }
+
+    /// What writes need of the settings of the bucket of `path`.
+    pub(crate) fn bucket_writes(&self, path: &[String]) -> Result<BucketWrites> {
         let Some(bucket) = path.first() else {
-            return Ok(Versioning::Off);
+            return Ok(BucketWrites::default());
         };
-        if let Some((v, at)) = self.versioning.lock().read.get(bucket) {
+        if let Some((w, at)) = self.versioning.lock().read.get(bucket) {
             if at.elapsed() < REFRESH {
-                return Ok(*v);
+                return Ok(w.clone());
             }
         }
         let (first, _) = self
@@ -51,11 +81,8 @@ impl SakerFs {
         let req = MetaRequest::BucketVersioning {
             bucket: bucket.clone(),
         };
-        let v = match self.block(self.cluster.call_group(*first, req))? {
-            MetaResponse::Records(r) => match r.first() {
-                Some((_, value)) => parse(value)?,
-                None => Versioning::Off,
-            },
+        let w = match self.block(self.cluster.call_group(*first, req))? {
+            MetaResponse::Records(r) => from_records(&r)?,
             other => {
                 return Err(
                     MetaError::Internal(format!("BucketVersioning answered {other:?}")).into(),
@@ -65,8 +92,8 @@ impl SakerFs {
         self.versioning
             .lock()
             .read
-            .insert(bucket.clone(), (v, Instant::now()));
-        Ok(v)
+            .insert(bucket.clone(), (w.clone(), Instant::now()));
+        Ok(w)
     }
 }
 
@@ -79,5 +106,21 @@ mod tests {
         assert_eq!(parse(b"Enabled").unwrap(), Versioning::Enabled);
         assert_eq!(parse(b"Suspended").unwrap(), Versioning::Suspended);
         assert!(parse(b"enabled").is_err());
+    }
+
+    #[test]
+    fn a_default_retention_is_read_beside_versioning() {
+        let lock = br#"{"default":{"mode":"Compliance","days":3,"years":null}}"#;
+        let records = vec![
+            ("buckets/b/object-lock".to_string(), lock.to_vec()),
+            ("buckets/b/versioning".to_string(), b"Enabled".to_vec()),
+        ];
+        let w = from_records(&records).unwrap();
+        assert_eq!(w.versioning, Versioning::Enabled);
+        let d = w.default_lock.unwrap();
+        assert_eq!((d.mode, d.days), (saker_rpc::LockMode::Compliance, Some(3)));
+        assert_eq!(from_records(&[]).unwrap(), BucketWrites::default());
+        let bad = [("buckets/b/object-lock".to_string(), b"{".to_vec())];
+        assert!(from_records(&bad).is_err());
     }
 }

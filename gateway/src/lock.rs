@@ -6,8 +6,8 @@
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+pub use saker_rpc::{DefaultLock, LockConfig};
 use saker_rpc::{LockMode, MetaRequest, ObjectLock, ObjectView, Retention, Versioning, Want};
-use serde::{Deserialize, Serialize};
 
 use crate::bucket::bucket_exists;
 use crate::bucket_access::{copy_of, settings, store};
@@ -16,32 +16,6 @@ use crate::keys::{now_ns, timestamp, timestamp_ns, write_key};
 use crate::settings::Bucket;
 use crate::settings::Setting;
 use crate::Gateway;
-
-/// A bucket's Object Lock configuration (the record exists once Object Lock is enabled).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockConfig {
-    /// The retention a new version gets when its write names none.
-    pub default: Option<DefaultLock>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DefaultLock {
-    pub mode: LockMode,
-    pub days: Option<i32>,
-    pub years: Option<i32>,
-}
-
-impl DefaultLock {
-    /// The retention of a version written at `now_ns`.
-    fn retention(&self, now_ns: i64) -> Retention {
-        const DAY_NS: i64 = 86_400 * 1_000_000_000;
-        let days = self.days.unwrap_or(0) as i64 + self.years.unwrap_or(0) as i64 * 365;
-        Retention {
-            mode: self.mode,
-            until_ns: now_ns.saturating_add(days.saturating_mul(DAY_NS)),
-        }
-    }
-}
 
 fn no_lock_configuration() -> S3Error {
     s3_error!(

@@ -122,7 +122,8 @@ impl Bucket {
                     .ok_or_else(|| format!("versioning status {text:?}"))?
             }
             Setting::ObjectLock => {
-                self.object_lock = Some(serde_json::from_str(text).map_err(|e| e.to_string())?)
+                self.object_lock =
+                    Some(saker_rpc::LockConfig::parse(text.as_bytes()).map_err(|e| e.to_string())?)
             }
             Setting::Lifecycle => {
                 self.lifecycle = Some(Arc::new(

@@ -73,17 +73,21 @@ pub(crate) fn scan(
     Ok(MetaResponse::Records(out))
 }
 
-/// The versioning record of `bucket` (`buckets/<bucket>/versioning`, the gateway's bucket
-/// setting), for a mount: `Records` with it, or with nothing.
+/// The versioning and Object Lock records of `bucket` (`buckets/<bucket>/versioning` and
+/// `…/object-lock`, the gateway's bucket settings), for a mount: `Records` with those it has.
 pub(crate) fn bucket_versioning(
     store: &dyn MetaStore,
     keys: &Keys,
     bucket: &str,
 ) -> Result<MetaResponse, MetaError> {
-    let name = format!("buckets/{bucket}/versioning");
-    match scan(store, keys, &name)? {
+    let prefix = format!("buckets/{bucket}/");
+    let wanted = [
+        format!("{prefix}versioning"),
+        format!("{prefix}object-lock"),
+    ];
+    match scan(store, keys, &prefix)? {
         MetaResponse::Records(r) => Ok(MetaResponse::Records(
-            r.into_iter().filter(|(k, _)| *k == name).collect(),
+            r.into_iter().filter(|(k, _)| wanted.contains(k)).collect(),
         )),
         other => Ok(other),
     }

@@ -1,6 +1,8 @@
 //! Object Lock (S3 WORM) as each version keeps it: a retention (mode and date) and a legal
 //! hold, and the rules of what they forbid. The MNode applies these rules in the batch that
 //! deletes a version or changes its lock, so every gateway and mount meets the same answer.
+//! A bucket's Object Lock configuration ([`LockConfig`]) is a bucket setting the gateway
+//! stores and both front doors read: its default retention locks each new version.
 
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +74,41 @@ impl ObjectLock {
         match old.mode {
             LockMode::Governance if bypass => Ok(()),
             _ => Err(MetaError::ObjectLocked),
+        }
+    }
+}
+
+/// A bucket's Object Lock configuration, as its bucket setting stores it (JSON; the record
+/// exists once Object Lock is enabled).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockConfig {
+    /// The retention a new version gets when its write names none.
+    pub default: Option<DefaultLock>,
+}
+
+impl LockConfig {
+    /// The stored setting.
+    pub fn parse(value: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(value)
+    }
+}
+
+/// A bucket's default retention: a mode and a period in days or years.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultLock {
+    pub mode: LockMode,
+    pub days: Option<i32>,
+    pub years: Option<i32>,
+}
+
+impl DefaultLock {
+    /// The retention of a version written at `now_ns`.
+    pub fn retention(&self, now_ns: i64) -> Retention {
+        const DAY_NS: i64 = 86_400 * 1_000_000_000;
+        let days = self.days.unwrap_or(0) as i64 + self.years.unwrap_or(0) as i64 * 365;
+        Retention {
+            mode: self.mode,
+            until_ns: now_ns.saturating_add(days.saturating_mul(DAY_NS)),
         }
     }
 }

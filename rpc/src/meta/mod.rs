@@ -22,7 +22,7 @@ mod versions;
 pub use classify::{CHUNKSTORES_RECORD, MAX_PAGE};
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
-pub use lock::{LockMode, ObjectLock, Retention};
+pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
 pub use versions::{
@@ -661,9 +661,9 @@ pub enum MetaRequest {
     LoadStats {
         top: u32,
     },
-    /// At group 1: how `bucket` keeps versions, for a mount (which may not read the
-    /// coordinator's other records). Answers `Records` with the bucket's versioning record,
-    /// if it has one.
+    /// At group 1: how `bucket` keeps versions and locks them, for a mount (which may not read
+    /// the coordinator's other records). Answers `Records` with the bucket's `versioning` and
+    /// `object-lock` records, those it has.
     BucketVersioning {
         bucket: String,
     },

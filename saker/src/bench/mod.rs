@@ -4,6 +4,7 @@ mod balance;
 mod empty;
 mod fs;
 mod meta;
+mod multipart;
 mod rebalance;
 mod s3;
 mod sigv4;

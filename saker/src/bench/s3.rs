@@ -20,6 +20,7 @@ use hyper_util::rt::TokioExecutor;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use super::multipart::Transfer;
 use super::sigv4::{uri_encode, Signer};
 use crate::{parse_duration, parse_size};
 
@@ -67,6 +68,13 @@ pub struct S3BenchArgs {
     /// run, e.g. moved to a tier since).
     #[arg(long)]
     keys: Option<PathBuf>,
+    /// Objects larger than this are PUT as multipart uploads of parts this size and read as
+    /// ranged GETs of pieces this size (as `aws s3 cp` moves large files); unset: one request.
+    #[arg(long, value_parser = parse_size)]
+    part_size: Option<u64>,
+    /// With --part-size, the parts or pieces of one object in flight at once.
+    #[arg(long, default_value_t = 16)]
+    part_streams: usize,
 }
 
 /// The bytes every object of `size` holds: seeded by the size, so that whoever reads an
@@ -100,6 +108,9 @@ struct Report<'a> {
     label: Option<&'a str>,
     endpoint: &'a str,
     duration_secs: f64,
+    /// Part size and streams of objects moved in parts (--part-size).
+    part_size: Option<u64>,
+    part_streams: Option<usize>,
     results: &'a [PhaseResult],
 }
 
@@ -185,21 +196,44 @@ impl Target {
         Ok((status, n, same))
     }
 
-    /// Sends one signed request for the bucket (`query`: canonical, sorted and encoded) with
-    /// `extra` headers; answers the status and the body.
-    pub(super) async fn call(
+    /// Sends one signed request for object `key` (`query`: canonical, sorted and encoded)
+    /// with `extra` headers; answers the status, the ETag header and the body.
+    pub(super) async fn object_request(
         &self,
         method: &str,
+        key: &str,
         query: &str,
         extra: &[(&str, String)],
         body: Bytes,
-    ) -> anyhow::Result<(u16, Bytes)> {
-        let path = format!("/{}", uri_encode(&self.bucket, false));
+    ) -> anyhow::Result<(u16, Option<String>, Bytes)> {
+        let path = format!(
+            "/{}/{}",
+            uri_encode(&self.bucket, false),
+            uri_encode(key, true)
+        );
+        let (status, headers, body) = self.request(method, &path, query, extra, body).await?;
+        let etag = headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Ok((status, etag, body))
+    }
+
+    /// One signed request for `path` (URI-encoded), its answer's body collected.
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        query: &str,
+        extra: &[(&str, String)],
+        body: Bytes,
+    ) -> anyhow::Result<(u16, http::HeaderMap, Bytes)> {
         let now = time::OffsetDateTime::now_utc();
-        let headers = self.signer.sign(method, &self.host, &path, query, now);
+        let headers = self.signer.sign(method, &self.host, path, query, now);
+        let sep = if query.is_empty() { "" } else { "?" };
         let mut req = http::Request::builder()
             .method(method)
-            .uri(format!("{}://{}{path}?{query}", self.scheme, self.host));
+            .uri(format!("{}://{}{path}{sep}{query}", self.scheme, self.host));
         for (k, v) in headers {
             req = req.header(k, v);
         }
@@ -211,7 +245,26 @@ impl Target {
             .body(Full::new(body))?;
         let resp = self.client.request(req).await?;
         let status = resp.status().as_u16();
-        Ok((status, resp.into_body().collect().await?.to_bytes()))
+        let headers = resp.headers().clone();
+        Ok((
+            status,
+            headers,
+            resp.into_body().collect().await?.to_bytes(),
+        ))
+    }
+
+    /// Sends one signed request for the bucket (`query`: canonical, sorted and encoded) with
+    /// `extra` headers; answers the status and the body.
+    pub(super) async fn call(
+        &self,
+        method: &str,
+        query: &str,
+        extra: &[(&str, String)],
+        body: Bytes,
+    ) -> anyhow::Result<(u16, Bytes)> {
+        let path = format!("/{}", uri_encode(&self.bucket, false));
+        let (status, _, body) = self.request(method, &path, query, extra, body).await?;
+        Ok((status, body))
     }
 
     async fn create_bucket(&self) -> anyhow::Result<()> {
@@ -313,15 +366,24 @@ impl PhaseResult {
     }
 }
 
-async fn run_phase(
-    target: Arc<Target>,
-    phase: &str,
+/// One cell of the run: objects of `size` from `concurrency` workers for `duration`.
+struct Cell {
     size: u64,
     concurrency: usize,
     duration: Duration,
+    /// How objects past its part size move (in parts).
+    transfer: Option<Transfer>,
+}
+
+async fn run_phase(
+    target: Arc<Target>,
+    phase: &str,
+    cell: &Cell,
     pool: Arc<Pool>,
     payload: Bytes,
 ) -> PhaseResult {
+    let (size, concurrency, duration) = (cell.size, cell.concurrency, cell.duration);
+    let transfer = cell.transfer.filter(|t| size > t.part_size);
     let counter = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let deadline = start + duration;
@@ -367,7 +429,11 @@ async fn run_phase(
                     Bytes::new()
                 };
                 let t0 = Instant::now();
-                let res = target.send(op, &key, body, &payload).await;
+                let res = match (op, transfer) {
+                    (Op::Put, Some(t)) => super::multipart::put(&target, &key, &payload, t).await,
+                    (Op::Get, Some(t)) => super::multipart::get(&target, &key, &payload, t).await,
+                    _ => target.send(op, &key, body, &payload).await,
+                };
                 let us = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 match res {
                     Ok((status, n, true)) if (200..300).contains(&status) => {
@@ -529,16 +595,16 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
                         super::empty::run(&target, size, conc).await
                     }
                     _ => {
-                        run_phase(
-                            target.clone(),
-                            phase,
+                        let cell = Cell {
                             size,
-                            conc,
-                            args.duration,
-                            pool.clone(),
-                            payload.clone(),
-                        )
-                        .await
+                            concurrency: conc,
+                            duration: args.duration,
+                            transfer: args.part_size.map(|part_size| Transfer {
+                                part_size,
+                                streams: args.part_streams,
+                            }),
+                        };
+                        run_phase(target.clone(), phase, &cell, pool.clone(), payload.clone()).await
                     }
                 };
                 println!(
@@ -578,6 +644,8 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
             label: args.label.as_deref(),
             endpoint: &args.endpoint,
             duration_secs: args.duration.as_secs_f64(),
+            part_size: args.part_size,
+            part_streams: args.part_size.map(|_| args.part_streams),
             results: &results,
         };
         std::fs::write(path, serde_json::to_vec_pretty(&report)?)

@@ -3,8 +3,9 @@
 //!
 //! A PUT reads its whole body and keeps only the key's length; a GET answers the bytes the
 //! benchmark wrote, which it seeds by the object's size ([`super::s3::payload`]), so its body
-//! checks pass; HEAD, DELETE, CreateBucket and an (always empty) listing answer as S3 does. It
-//! neither checks signatures nor hashes anything: what it costs is the HTTP stack alone.
+//! checks pass; HEAD, DELETE, CreateBucket, an (always empty) listing, multipart uploads and
+//! ranged GETs answer as S3 does. It neither checks signatures nor hashes anything: what it
+//! costs is the HTTP stack alone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,8 @@ pub struct SinkArgs {
 struct Sink {
     /// The length of every key written, by path.
     lengths: Mutex<HashMap<String, u64>>,
+    /// The bytes of the parts of each multipart upload so far, by path (one upload per key).
+    uploads: Mutex<HashMap<String, u64>>,
     /// The benchmark's payload of each size, made once.
     payloads: Mutex<HashMap<u64, Bytes>>,
 }
@@ -58,7 +61,16 @@ async fn serve(State(sink): State<Arc<Sink>>, req: Request) -> Response {
                     Err(_) => return StatusCode::BAD_REQUEST.into_response(),
                 }
             }
-            sink.lengths.lock().expect("sink lock").insert(path, n);
+            if query.contains("uploadId=") {
+                *sink
+                    .uploads
+                    .lock()
+                    .expect("sink lock")
+                    .entry(path)
+                    .or_default() += n;
+            } else {
+                sink.lengths.lock().expect("sink lock").insert(path, n);
+            }
             ([(header::ETAG, "\"0\"")], "").into_response()
         }
         (Method::GET | Method::HEAD, true) => {
@@ -75,7 +87,27 @@ async fn serve(State(sink): State<Arc<Sink>>, req: Request) -> Response {
                 .entry(len)
                 .or_insert_with(|| super::s3::payload(len))
                 .clone();
-            Response::new(Body::from(payload))
+            match range(req.headers(), len) {
+                Some((start, end)) => (
+                    StatusCode::PARTIAL_CONTENT,
+                    Body::from(payload.slice(start as usize..end as usize)),
+                )
+                    .into_response(),
+                None => Response::new(Body::from(payload)),
+            }
+        }
+        (Method::POST, true) if query.starts_with("uploads") => {
+            sink.uploads.lock().expect("sink lock").insert(path, 0);
+            xml("<InitiateMultipartUploadResult><UploadId>sink</UploadId>\
+                 </InitiateMultipartUploadResult>")
+        }
+        (Method::POST, true) if query.contains("uploadId=") => {
+            let Some(n) = sink.uploads.lock().expect("sink lock").remove(&path) else {
+                return StatusCode::NOT_FOUND.into_response();
+            };
+            sink.lengths.lock().expect("sink lock").insert(path, n);
+            xml("<CompleteMultipartUploadResult><ETag>\"0-1\"</ETag>\
+                 </CompleteMultipartUploadResult>")
         }
         (Method::DELETE, true) => {
             sink.lengths.lock().expect("sink lock").remove(&path);
@@ -89,6 +121,15 @@ async fn serve(State(sink): State<Arc<Sink>>, req: Request) -> Response {
         (Method::POST, false) if query.starts_with("delete") => xml("<DeleteResult/>"),
         _ => StatusCode::NOT_IMPLEMENTED.into_response(),
     }
+}
+
+/// The [start, end) of a `Range: bytes=A-B` header within `len` bytes.
+fn range(headers: &axum::http::HeaderMap, len: u64) -> Option<(u64, u64)> {
+    let v = headers.get(header::RANGE)?.to_str().ok()?;
+    let (a, b) = v.strip_prefix("bytes=")?.split_once('-')?;
+    let start: u64 = a.parse().ok()?;
+    let end = b.parse::<u64>().ok()?.saturating_add(1).min(len);
+    (start < end).then_some((start, end))
 }
 
 fn xml(text: &'static str) -> Response {

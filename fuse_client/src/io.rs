@@ -1,0 +1,228 @@
+//! Open files' bytes: reads and writes of a handle, and the commits that send a file's
+//! local bytes to the cluster (flush at close(2), fsync) with what close adds (the default
+//! retention of a bucket with Object Lock), and release.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use saker_client::ReadRange;
+use saker_rpc::{Attr, MetaError, MetaRequest};
+
+use crate::error::{FuseError, Result};
+use crate::file::OpenFile;
+use crate::fs::{drop_setid_bits, Caller, SakerFs};
+
+impl SakerFs {
+    fn file(&self, fh: u64) -> Result<(Arc<Mutex<OpenFile>>, bool)> {
+        let (ino, append) = {
+            let h = self.handles.lock();
+            let h = h.get(&fh).ok_or(FuseError::BadHandle(fh))?;
+            (h.ino, h.append)
+        };
+        let f = self
+            .files
+            .lock()
+            .get(&ino)
+            .cloned()
+            .ok_or(FuseError::BadHandle(fh))?;
+        Ok((f, append))
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let (file, _) = self.file(fh)?;
+        let (layout, inline, len) = {
+            let f = file.lock();
+            if let Some(b) = &f.buf {
+                return b.read(offset, size);
+            }
+            (f.attr.layout.clone(), f.inline.clone(), f.attr.size)
+        };
+        let end = (offset + size as u64).min(len);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        // This thread waits for the bytes anyway: it reads the chunk itself.
+        let range = ReadRange { start: offset, end };
+        saker_chunkstore::reads_in_place(|| {
+            self.block(self.cluster.read_bytes(&layout, inline, range))
+        })
+        .map_err(Into::into)
+    }
+
+    /// write(2) into the handle's buffer. `drop_setid` names a caller without `CAP_FSETID`
+    /// (the kernel flags such writes with `FUSE_HANDLE_KILLPRIV_V2`): the write first drops the
+    /// file's set-user-id bit, and its set-group-id bit where the group may execute, as Linux
+    /// does, instead of the kernel asking for `security.capability` before every write.
+    pub fn write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        drop_setid: Option<&Caller>,
+    ) -> Result<u32> {
+        let (file, append) = self.file(fh)?;
+        if let Some(caller) = drop_setid {
+            let (ino, mode) = {
+                let f = file.lock();
+                (f.attr.id, f.attr.mode)
+            };
+            if let Some(attr) = self.set_mode_without_setid(caller, ino, mode)? {
+                file.lock().attr.mode = attr.mode;
+            }
+        }
+        let mut f = file.lock();
+        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+        let buf = f.buf.as_mut().expect("materialized");
+        let offset = if append { buf.size } else { offset };
+        buf.write(offset, data)?;
+        f.dirty = true;
+        Ok(data.len() as u32)
+    }
+
+    /// After a truncate by a caller other than root: the set-id bits [`drop_setid_bits`]
+    /// keeps out are dropped (with `FUSE_HANDLE_KILLPRIV_V2` the kernel leaves that to the file
+    /// system, as for writes). Free unless a bit is set.
+    pub fn drop_setid_after_truncate(&self, caller: &Caller, attr: Attr) -> Result<Attr> {
+        if caller.cred.uid == 0 {
+            return Ok(attr);
+        }
+        Ok(self
+            .set_mode_without_setid(caller, attr.id, attr.mode)?
+            .unwrap_or(attr))
+    }
+
+    /// Sets `ino`'s mode to `mode` less the bits [`drop_setid_bits`] drops; `None` (and no
+    /// request) when none of them is set. The MNode lets anyone who may write the file drop
+    /// them.
+    fn set_mode_without_setid(&self, caller: &Caller, ino: u64, mode: u32) -> Result<Option<Attr>> {
+        let mode = mode & 0o7777;
+        let kept = drop_setid_bits(mode);
+        if kept == mode {
+            return Ok(None);
+        }
+        self.setattr(caller, ino, Some(kept), None, None, None, None, None, false)
+            .map(Some)
+    }
+
+    /// fsync(2): the file's writes committed, then everything acknowledged so far on disk
+    /// (see [`saker_client::Cluster::sync_to_disk`]).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit(fh)?;
+        self.sync_to_disk()
+    }
+
+    /// Everything acknowledged so far on disk: fsyncdir, and the second half of fsync.
+    pub fn sync_to_disk(&self) -> Result<()> {
+        Ok(self.block(self.cluster.sync_to_disk())?)
+    }
+
+    /// Commits `fh`'s file if it has unsent bytes (flush, fsync).
+    pub fn commit(&self, fh: u64) -> Result<()> {
+        self.with_file(fh, |ino, f| self.commit_locked(ino, f))
+    }
+
+    /// `op` on `fh`'s file (its inode and local state, locked).
+    fn with_file<T>(&self, fh: u64, op: impl FnOnce(u64, &mut OpenFile) -> Result<T>) -> Result<T> {
+        let (file, _) = self.file(fh)?;
+        let ino = self
+            .handles
+            .lock()
+            .get(&fh)
+            .map(|h| h.ino)
+            .ok_or(FuseError::BadHandle(fh))?;
+        let mut f = file.lock();
+        op(ino, &mut f)
+    }
+
+    pub(crate) fn commit_locked(&self, ino: u64, f: &mut OpenFile) -> Result<()> {
+        if !f.dirty {
+            return Ok(());
+        }
+        let path = self.path(ino)?;
+        let id = f.attr.id;
+        let versioning = self.versioning(&path)?;
+        self.block(async {
+            let (stored, guard) = f.store(&self.cluster).await?;
+            let req = MetaRequest::CommitFile {
+                path: path.clone(),
+                id,
+                size: stored.size,
+                etag: stored.etag,
+                layout: stored.layout,
+                inline: stored.inline.clone(),
+                versioning,
+                replaces: f.committed,
+            };
+            match self.call_attr(&path, req).await {
+                Ok(attr) => {
+                    f.committed = Some(attr.s3_mtime_ns);
+                    f.unlocked_version = true;
+                    f.attr = attr;
+                    f.inline = stored.inline;
+                    f.dirty = false;
+                    Ok(())
+                }
+                // The file was removed (here or elsewhere) while open: its bytes go with it.
+                Err(FuseError::Client(saker_client::ClientError::Meta(MetaError::NotFound))) => {
+                    guard.discard(&self.cluster).await;
+                    f.dirty = false;
+                    Ok(())
+                }
+                Err(e) => {
+                    guard.discard(&self.cluster).await;
+                    Err(e)
+                }
+            }
+        })
+    }
+
+    /// close(2) of a descriptor (flush): commit, then give the version its open made the
+    /// bucket's default retention, if it has one. The lock comes at close, not at each commit,
+    /// so that an open's own fsyncs may still replace the version they made.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        self.with_file(fh, |ino, f| {
+            self.commit_locked(ino, f)?;
+            self.lock_made_version(ino, f)
+        })
+    }
+
+    /// In a bucket with a default retention, locks the file's current version (the one its
+    /// open committed) with it, as S3 locks each new version.
+    fn lock_made_version(&self, ino: u64, f: &mut OpenFile) -> Result<()> {
+        if !f.unlocked_version {
+            return Ok(());
+        }
+        let path = self.path(ino)?;
+        if let Some(d) = self.bucket_writes(&path)?.default_lock {
+            let req = MetaRequest::SetObjectLock {
+                path: path.clone(),
+                version_id: None,
+                retention: Some(d.retention(saker_client::now_ns())),
+                legal_hold: None,
+                bypass_governance: false,
+            };
+            self.block(self.call(&path, req))?;
+        }
+        f.unlocked_version = false;
+        Ok(())
+    }
+
+    /// The last close of a handle: commit (and lock, as [`Self::flush`]), then forget the
+    /// handle (and the file's local state with its last handle).
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.flush(fh);
+        let Some(h) = self.handles.lock().remove(&fh) else {
+            return result;
+        };
+        let mut files = self.files.lock();
+        if let Some(f) = files.get(&h.ino).cloned() {
+            let mut g = f.lock();
+            g.handles = g.handles.saturating_sub(1);
+            if g.handles == 0 {
+                drop(g);
+                files.remove(&h.ino);
+            }
+        }
+        result
+    }
+}
