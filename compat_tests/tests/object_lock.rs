@@ -29,6 +29,18 @@ async fn lock_bucket(c: &Client, tag: &str) -> String {
     b
 }
 
+/// Object Lock with a default retention of one day in governance mode.
+fn a_day_of_governance() -> ObjectLockConfiguration {
+    let one_day = DefaultRetention::builder()
+        .mode(ObjectLockRetentionMode::Governance)
+        .days(1)
+        .build();
+    ObjectLockConfiguration::builder()
+        .object_lock_enabled(ObjectLockEnabled::Enabled)
+        .rule(ObjectLockRule::builder().default_retention(one_day).build())
+        .build()
+}
+
 fn in_secs(secs: u64) -> DateTime {
     let t = SystemTime::now() + Duration::from_secs(secs);
     DateTime::from_secs(t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64)
@@ -108,19 +120,7 @@ async fn retention_and_legal_hold_guard_versions() {
     );
 
     // A default retention applies to every new version.
-    let conf = ObjectLockConfiguration::builder()
-        .object_lock_enabled(ObjectLockEnabled::Enabled)
-        .rule(
-            ObjectLockRule::builder()
-                .default_retention(
-                    DefaultRetention::builder()
-                        .mode(ObjectLockRetentionMode::Governance)
-                        .days(1)
-                        .build(),
-                )
-                .build(),
-        )
-        .build();
+    let conf = a_day_of_governance();
     c.put_object_lock_configuration()
         .bucket(&b)
         .object_lock_configuration(conf.clone())
@@ -458,19 +458,7 @@ async fn the_mount_s_writes_get_the_default_retention() {
     let c = mounted.srv.client();
     let b = lock_bucket(&c, "wormdefault").await;
     put(&c, &b, "before", b"free").await;
-    let conf = ObjectLockConfiguration::builder()
-        .object_lock_enabled(ObjectLockEnabled::Enabled)
-        .rule(
-            ObjectLockRule::builder()
-                .default_retention(
-                    DefaultRetention::builder()
-                        .mode(ObjectLockRetentionMode::Governance)
-                        .days(1)
-                        .build(),
-                )
-                .build(),
-        )
-        .build();
+    let conf = a_day_of_governance();
     c.put_object_lock_configuration()
         .bucket(&b)
         .object_lock_configuration(conf)
