@@ -13,7 +13,8 @@ use crate::file::OpenFile;
 use crate::fs::{drop_setid_bits, Caller, SakerFs};
 
 impl SakerFs {
-    fn file(&self, fh: u64) -> Result<(Arc<Mutex<OpenFile>>, bool)> {
+    /// `fh`'s file: its local state, its inode and whether the handle appends.
+    fn file(&self, fh: u64) -> Result<(Arc<Mutex<OpenFile>>, u64, bool)> {
         let (ino, append) = {
             let h = self.handles.lock();
             let h = h.get(&fh).ok_or(FuseError::BadHandle(fh))?;
@@ -25,11 +26,11 @@ impl SakerFs {
             .get(&ino)
             .cloned()
             .ok_or(FuseError::BadHandle(fh))?;
-        Ok((f, append))
+        Ok((f, ino, append))
     }
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let (file, _) = self.file(fh)?;
+        let (file, _, _) = self.file(fh)?;
         let (layout, inline, len) = {
             let f = file.lock();
             if let Some(b) = &f.buf {
@@ -60,7 +61,7 @@ impl SakerFs {
         data: &[u8],
         drop_setid: Option<&Caller>,
     ) -> Result<u32> {
-        let (file, append) = self.file(fh)?;
+        let (file, _, append) = self.file(fh)?;
         if let Some(caller) = drop_setid {
             let (ino, mode) = {
                 let f = file.lock();
@@ -123,13 +124,7 @@ impl SakerFs {
 
     /// `op` on `fh`'s file (its inode and local state, locked).
     fn with_file<T>(&self, fh: u64, op: impl FnOnce(u64, &mut OpenFile) -> Result<T>) -> Result<T> {
-        let (file, _) = self.file(fh)?;
-        let ino = self
-            .handles
-            .lock()
-            .get(&fh)
-            .map(|h| h.ino)
-            .ok_or(FuseError::BadHandle(fh))?;
+        let (file, ino, _) = self.file(fh)?;
         let mut f = file.lock();
         op(ino, &mut f)
     }

@@ -6,8 +6,10 @@
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
-pub use saker_rpc::{DefaultLock, LockConfig};
-use saker_rpc::{LockMode, MetaRequest, ObjectLock, ObjectView, Retention, Versioning, Want};
+use saker_rpc::{
+    DefaultLock, LockConfig, LockMode, MetaRequest, ObjectLock, ObjectView, Retention, Versioning,
+    Want,
+};
 
 use crate::bucket::bucket_exists;
 use crate::bucket_access::{copy_of, settings, store};

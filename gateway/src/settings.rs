@@ -91,7 +91,7 @@ pub struct Bucket {
     /// Whether the bucket keeps versions (`Off` until PutBucketVersioning).
     pub versioning: saker_rpc::Versioning,
     /// The Object Lock configuration, once Object Lock is enabled (it stays enabled).
-    pub object_lock: Option<crate::lock::LockConfig>,
+    pub object_lock: Option<saker_rpc::LockConfig>,
     /// Lifecycle rules (PutBucketLifecycleConfiguration).
     pub lifecycle: Option<Arc<Vec<crate::lifecycle::Rule>>>,
 }

@@ -14,7 +14,7 @@ use super::s3::{PhaseResult, Recorder, Target};
 use super::sigv4::uri_encode;
 
 /// The text of every `<tag>…</tag>` in `xml`, unescaped.
-fn texts(xml: &str, tag: &str) -> Vec<String> {
+pub(super) fn texts(xml: &str, tag: &str) -> Vec<String> {
     let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
     let mut out = Vec::new();
     let mut rest = xml;

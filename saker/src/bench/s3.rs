@@ -148,11 +148,7 @@ impl Target {
             Op::Head => "HEAD",
             Op::Delete => "DELETE",
         };
-        let path = format!(
-            "/{}/{}",
-            uri_encode(&self.bucket, false),
-            uri_encode(key, true)
-        );
+        let path = self.object_path(key);
         let headers = self.signer.sign(
             method,
             &self.host,
@@ -196,6 +192,15 @@ impl Target {
         Ok((status, n, same))
     }
 
+    /// The URI-encoded path of object `key`.
+    fn object_path(&self, key: &str) -> String {
+        format!(
+            "/{}/{}",
+            uri_encode(&self.bucket, false),
+            uri_encode(key, true)
+        )
+    }
+
     /// Sends one signed request for object `key` (`query`: canonical, sorted and encoded)
     /// with `extra` headers; answers the status, the ETag header and the body.
     pub(super) async fn object_request(
@@ -206,11 +211,7 @@ impl Target {
         extra: &[(&str, String)],
         body: Bytes,
     ) -> anyhow::Result<(u16, Option<String>, Bytes)> {
-        let path = format!(
-            "/{}/{}",
-            uri_encode(&self.bucket, false),
-            uri_encode(key, true)
-        );
+        let path = self.object_path(key);
         let (status, headers, body) = self.request(method, &path, query, extra, body).await?;
         let etag = headers
             .get(http::header::ETAG)
@@ -243,14 +244,9 @@ impl Target {
         let req = req
             .header("content-length", body.len())
             .body(Full::new(body))?;
-        let resp = self.client.request(req).await?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        Ok((
-            status,
-            headers,
-            resp.into_body().collect().await?.to_bytes(),
-        ))
+        let (parts, body) = self.client.request(req).await?.into_parts();
+        let body = body.collect().await?.to_bytes();
+        Ok((parts.status.as_u16(), parts.headers, body))
     }
 
     /// Sends one signed request for the bucket (`query`: canonical, sorted and encoded) with
