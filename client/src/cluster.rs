@@ -23,6 +23,8 @@ pub struct ClusterConfig {
     pub inline_threshold: usize,
     /// Larger objects are split into chunks of this size.
     pub chunk_size: usize,
+    /// The master key of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read).
+    pub master_key: Option<std::sync::Arc<crate::sealed::WrappingKey>>,
 }
 
 impl Default for ClusterConfig {
@@ -30,6 +32,7 @@ impl Default for ClusterConfig {
         Self {
             inline_threshold: 16 * 1024,
             chunk_size: 8 * 1024 * 1024,
+            master_key: None,
         }
     }
 }

@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use crate::cluster::Cluster;
 use crate::error::ClientError;
+use crate::sealed::Keystream;
 
 /// Largest piece a read fetches from a chunkstore at once.
 const READ_PIECE: u64 = 1024 * 1024;
@@ -28,6 +29,8 @@ pub struct ChunkWriter {
     buf: BytesMut,
     chunks: Vec<ChunkRef>,
     total: u64,
+    /// Encrypts the bytes as they are buffered (SSE).
+    seal: Option<Keystream>,
 }
 
 /// The stored form of a finished file.
@@ -46,10 +49,19 @@ impl ChunkWriter {
             buf: BytesMut::new(),
             chunks: Vec::new(),
             total: 0,
+            seal: None,
         }
     }
 
+    /// This writer encrypts what it stores with `keystream` (the bytes' offsets in the
+    /// stream are their offsets in this write).
+    pub fn sealed(mut self, keystream: Option<Keystream>) -> Self {
+        self.seal = keystream;
+        self
+    }
+
     pub async fn write(&mut self, data: &[u8]) -> Result<(), ClientError> {
+        let mut pos = self.total;
         self.total += data.len() as u64;
         let mut rest = data;
         while !rest.is_empty() {
@@ -63,6 +75,11 @@ impl ChunkWriter {
                 self.buf.reserve(self.chunk_size - self.buf.len());
             }
             self.buf.extend_from_slice(&rest[..take]);
+            if let Some(ks) = &self.seal {
+                let at = self.buf.len() - take;
+                ks.apply(pos, &mut self.buf[at..]);
+            }
+            pos += take as u64;
             rest = &rest[take..];
             if self.buf.len() == self.chunk_size {
                 self.flush().await?;

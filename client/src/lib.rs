@@ -12,6 +12,7 @@ mod gc;
 mod list;
 pub mod metrics;
 mod repair;
+pub mod sealed;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, ChunkWriter, DataStream, ReadRange, TierReader, Written};

@@ -381,8 +381,9 @@ async fn a_metadata_store_short_of_space_refuses_new_data_and_recovers() {
     assert_eq!(health.status(), 200, "{}", health.text().await.unwrap());
 }
 
-/// Headers a write must not silently ignore: a storage class other than STANDARD and
-/// server-side encryption are refused, and nothing is stored.
+/// Headers a write must not silently ignore: a storage class other than STANDARD, SSE-S3 on
+/// a server without a master key and SSE-KMS are refused, and nothing is stored (`s3_sse`
+/// has encryption that works).
 #[tokio::test]
 async fn storage_class_and_encryption_headers_are_not_ignored() {
     use aws_sdk_s3::types::{ServerSideEncryption, StorageClass};

@@ -610,6 +610,7 @@ mod tests {
                 layout: Layout::Inline,
                 parts: Vec::new(),
                 s3_mtime_ns: 5,
+                sealed: false,
             },
             meta: ObjectMeta::default(),
             data: Some(Bytes::from_static(b"marker")),

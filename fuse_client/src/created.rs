@@ -246,6 +246,7 @@ mod tests {
             layout: saker_rpc::Layout::Inline,
             parts: Vec::new(),
             s3_mtime_ns: 0,
+            sealed: false,
         };
         let t0 = Instant::now();
         let fresh = Created::fresh(3, attr.clone(), t0);

@@ -36,6 +36,9 @@ pub enum FuseError {
     /// An extended attribute outside `user.*` (the only namespace stored).
     #[error("extended attributes outside user.* are not supported")]
     XattrNamespace,
+    /// An object stored encrypted that this mount cannot decrypt, or may not rewrite.
+    #[error("encrypted object: {0}")]
+    Sealed(&'static str),
 }
 
 impl FuseError {
@@ -62,6 +65,7 @@ impl FuseError {
             FuseError::Unsupported(_) => Errno::EPERM,
             FuseError::CrossDevice => Errno::EXDEV,
             FuseError::XattrNamespace => Errno::EOPNOTSUPP,
+            FuseError::Sealed(_) => Errno::EACCES,
         }
     }
 

@@ -9,10 +9,11 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 use futures::StreamExt;
 use md5::{Digest, Md5};
+use saker_client::sealed::Keystream;
 use saker_client::{ChunkWriter, Cluster, ReadRange};
 use saker_rpc::{Attr, Layout};
 
-use crate::error::Result;
+use crate::error::{FuseError, Result};
 
 /// Files up to this size get the plain MD5 as ETag even when written out of order
 /// (ARCHITECTURE.md: larger ones get `md5(chunk md5s)-N` unless written sequentially).
@@ -35,6 +36,8 @@ pub struct OpenFile {
     pub committed: Option<i64>,
     /// A commit made a version not yet given its bucket's default retention (at close).
     pub unlocked_version: bool,
+    /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
+    pub keystream: Option<Keystream>,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an
@@ -212,6 +215,7 @@ impl OpenFile {
             handles: 0,
             committed: None,
             unlocked_version: false,
+            keystream: None,
         }
     }
 
@@ -232,6 +236,12 @@ impl OpenFile {
     pub async fn materialize(&mut self, cluster: &Cluster, dir: &std::path::Path) -> Result<()> {
         if self.buf.is_some() {
             return Ok(());
+        }
+        if self.attr.sealed {
+            // Rewritten here it would be stored in the clear.
+            return Err(FuseError::Sealed(
+                "encrypted objects are read-only through the mount",
+            ));
         }
         let mut buf = Buffer::empty(dir);
         if self.attr.size > 0 {

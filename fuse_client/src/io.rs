@@ -31,12 +31,20 @@ impl SakerFs {
 
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let (file, _, _) = self.file(fh)?;
-        let (layout, inline, len) = {
+        let (layout, inline, len, keystream) = {
             let f = file.lock();
             if let Some(b) = &f.buf {
                 return b.read(offset, size);
             }
-            (f.attr.layout.clone(), f.inline.clone(), f.attr.size)
+            if f.attr.sealed && f.keystream.is_none() {
+                return Err(FuseError::Sealed("opened without its key"));
+            }
+            (
+                f.attr.layout.clone(),
+                f.inline.clone(),
+                f.attr.size,
+                f.keystream.clone(),
+            )
         };
         let end = (offset + size as u64).min(len);
         if offset >= end {
@@ -44,10 +52,13 @@ impl SakerFs {
         }
         // This thread waits for the bytes anyway: it reads the chunk itself.
         let range = ReadRange { start: offset, end };
-        saker_chunkstore::reads_in_place(|| {
+        let mut bytes = saker_chunkstore::reads_in_place(|| {
             self.block(self.cluster.read_bytes(&layout, inline, range))
-        })
-        .map_err(Into::into)
+        })?;
+        if let Some(ks) = keystream {
+            ks.apply(offset, &mut bytes);
+        }
+        Ok(bytes)
     }
 
     /// write(2) into the handle's buffer. `drop_setid` names a caller without `CAP_FSETID`

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use saker_client::sealed::Keystream;
 use saker_rpc::{access, Attr, FileKind, MetaError, MetaRequest, MetaResponse, Want};
 
 use crate::created::{syscall_of, Created, Syscall, Ticket};
@@ -23,7 +24,13 @@ impl SakerFs {
 
     /// Registers an open of `ino` with what the server answered (close-to-open: a file nobody
     /// here is writing takes the server's current bytes).
-    fn opened(&self, attr: Attr, inline: Option<Bytes>, append: bool) -> u64 {
+    fn opened(
+        &self,
+        attr: Attr,
+        inline: Option<Bytes>,
+        keystream: Option<Keystream>,
+        append: bool,
+    ) -> u64 {
         let ino = attr.id;
         let file = self
             .files
@@ -36,6 +43,7 @@ impl SakerFs {
             if f.buf.is_none() {
                 f.attr = attr;
                 f.inline = inline;
+                f.keystream = keystream;
             }
             f.handles += 1;
         }
@@ -98,7 +106,7 @@ impl SakerFs {
 
     /// Opens the new, empty file a create of this mount just made, without asking its MNode.
     fn opened_new(&self, attr: Attr, flags: i32) -> u64 {
-        self.opened(attr, Some(Bytes::new()), flags & libc::O_APPEND != 0)
+        self.opened(attr, Some(Bytes::new()), None, flags & libc::O_APPEND != 0)
     }
 
     /// Waits until a create answered before its sync is durable (`Committed`), once for all
@@ -166,7 +174,42 @@ impl SakerFs {
         if view.attr.kind == FileKind::Dir {
             return Err(MetaError::IsDir.into());
         }
-        Ok(self.opened(view.attr, view.data, flags & libc::O_APPEND != 0))
+        let keystream = match view.attr.sealed {
+            true if mask & access::WRITE != 0 => {
+                // Rewritten here it would be stored in the clear.
+                return Err(FuseError::Sealed(
+                    "encrypted objects are read-only through the mount",
+                ));
+            }
+            true => Some(self.keystream(&path)?),
+            false => None,
+        };
+        Ok(self.opened(view.attr, view.data, keystream, flags & libc::O_APPEND != 0))
+    }
+
+    /// The keystream that decrypts the SSE-S3 object at `path` (its key wrapped under the
+    /// master key, which this mount must hold); an SSE-C object's key is its client's alone.
+    fn keystream(&self, path: &[String]) -> Result<Keystream> {
+        let view = self.block(self.cluster.lookup(path, Want::HEAD))?;
+        let sse = view.meta.and_then(|m| m.sse).ok_or(FuseError::Stale)?;
+        if sse.customer_key_md5.is_some() {
+            return Err(FuseError::Sealed(
+                "encrypted with a client's key (SSE-C): readable through S3 with that key only",
+            ));
+        }
+        let master = self
+            .cluster
+            .config()
+            .master_key
+            .as_ref()
+            .ok_or(FuseError::Sealed(
+                "encrypted with SSE-S3: mount with --sse-key-file to read it",
+            ))?;
+        let key = master
+            .open(&sse)
+            .map_err(|_| FuseError::Sealed("the master key is not this object's"))?;
+        let sizes: Vec<u64> = view.attr.parts.iter().map(|p| p.size).collect();
+        Ok(key.object_stream(&sse, &sizes))
     }
 
     /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN
@@ -300,7 +343,7 @@ impl SakerFs {
             };
             self.block(self.access_view(&path, 0, caller, want))?.data
         };
-        let fh = self.opened(attr.clone(), inline, flags & libc::O_APPEND != 0);
+        let fh = self.opened(attr.clone(), inline, None, flags & libc::O_APPEND != 0);
         if flags & libc::O_TRUNC != 0 && attr.size > 0 {
             let attr =
                 self.setattr(caller, attr.id, None, None, None, Some(0), None, None, true)?;

@@ -7,6 +7,7 @@ use md5::{Digest as _, Md5};
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::{ChecksumAlgorithm, StreamingBlob};
 use s3s::{s3_error, S3Result, TrailingHeaders};
+use saker_client::sealed::Keystream;
 use saker_client::{ChunkWriter, Cluster, Written};
 use saker_rpc::Checksums;
 
@@ -151,8 +152,9 @@ fn verify(declared: &Declared, computed: &Checksums, md5_raw: &[u8; 16]) -> S3Re
     Ok(())
 }
 
-/// Streams `body` into storage. Small bodies stay inline unless `chunked`. On any error the
-/// chunks already written are deleted.
+/// Streams `body` into storage, encrypted with `seal` when set (the checksums are of the
+/// plaintext). Small bodies stay inline unless `chunked`. On any error the chunks already
+/// written are deleted.
 pub async fn ingest(
     cluster: &Cluster,
     body: Option<StreamingBlob>,
@@ -160,8 +162,9 @@ pub async fn ingest(
     trailers: Option<TrailingHeaders>,
     trailer_header: Option<&str>,
     chunked: bool,
+    seal: Option<Keystream>,
 ) -> S3Result<Ingested> {
-    let mut writer = ChunkWriter::new(cluster);
+    let mut writer = ChunkWriter::new(cluster).sealed(seal);
     let mut md5 = Md5::new();
     let mut hasher = hasher_for(&declared, trailer_header);
     if let Some(mut body) = body {

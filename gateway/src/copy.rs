@@ -4,9 +4,10 @@ use futures::StreamExt;
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::sealed::{DataKey, Keystream};
 use saker_client::ClientError;
 use saker_client::{ChunkWriter, ReadRange, Written};
-use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Want};
+use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Sse, Want};
 
 use crate::body::discard;
 use crate::checksum::Algorithm;
@@ -60,25 +61,34 @@ pub async fn source(
     Ok((bucket, key, view))
 }
 
+/// The encryption of a copy's two ends: the source's data key (when it is encrypted) and the
+/// keystream the copy is stored with (when it is to be).
+pub struct Sealing<'a> {
+    pub source: Option<&'a (DataKey, Sse)>,
+    pub target: Option<Keystream>,
+}
+
 /// Copies `range` of the source's bytes into new storage; returns it with its MD5 and its
-/// checksum of `algorithm`.
+/// checksum of `algorithm` (both of the plaintext).
 pub async fn copy_bytes(
     gw: &Gateway,
     view: &ObjectView,
     range: ReadRange,
     chunked: bool,
     algorithm: Option<Algorithm>,
+    sealing: Sealing<'_>,
 ) -> S3Result<(Written, [u8; 16], Checksums)> {
     use md5::{Digest as _, Md5};
-    let mut writer = ChunkWriter::new(&gw.cluster);
+    let mut writer = ChunkWriter::new(&gw.cluster).sealed(sealing.target);
     let mut md5 = Md5::new();
     let mut hasher = ChecksumHasher::default();
     if let Some(a) = algorithm {
         a.enable(&mut hasher);
     }
-    let mut stream = gw
+    let stream = gw
         .cluster
         .read_data(&view.attr.layout, view.data.clone(), range);
+    let mut stream = crate::sse::plain(stream, sealing.source, &view.attr, range.start);
     while let Some(piece) = stream.next().await {
         let piece = match piece {
             Ok(p) => p,
@@ -122,7 +132,21 @@ pub async fn copy_object(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    let tier = crate::write_headers::tier_of_write!(gw, input, dst.dir_marker)?;
+    let tier =
+        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker).await?;
+    let customer = crate::sse::customer_key_of!(input)?;
+    let source_key = crate::sse::customer_key(
+        input.copy_source_sse_customer_algorithm.as_deref(),
+        input.copy_source_sse_customer_key.as_deref(),
+        input.copy_source_sse_customer_key_md5.as_deref(),
+    )?;
+    let reencrypts = input.server_side_encryption.is_some() || customer.is_some();
+    let seal = crate::sse::for_write(
+        gw,
+        &settings,
+        input.server_side_encryption.as_ref(),
+        customer,
+    )?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -144,6 +168,7 @@ pub async fn copy_object(
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
     let (src_bucket, src_key, view) = source(gw, &input.copy_source, src_cond, want).await?;
+    let unsealed = crate::sse::for_read(gw, view.meta.as_ref(), source_key)?;
     let replace_meta = input
         .metadata_directive
         .as_ref()
@@ -156,6 +181,7 @@ pub async fn copy_object(
         && src_key == input.key
         && !replace_meta
         && input.storage_class.is_none()
+        && !reencrypts
     {
         return Err(s3_error!(
             InvalidRequest,
@@ -184,6 +210,10 @@ pub async fn copy_object(
         Default::default()
     };
     meta.checksum_type = None;
+    // The copy has a data key of its own (or none): the source's encryption does not carry.
+    let target = seal.as_ref().map(|(k, sse)| k.stream(sse, 0));
+    meta.sse = seal.map(|(_, sse)| sse);
+    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
     let tags = if replace_tags {
         parse_tagging_header(input.tagging.as_deref())?
     } else {
@@ -198,6 +228,10 @@ pub async fn copy_object(
         },
         false,
         None,
+        Sealing {
+            source: unsealed.as_ref(),
+            target,
+        },
     )
     .await?;
     let etag = hex::encode(md5);
@@ -241,6 +275,9 @@ pub async fn copy_object(
         }),
         copy_source_version_id: crate::versions::shown(&view, src_versioning),
         version_id: crate::versions::written(versioning, attr.id),
+        server_side_encryption: sse,
+        sse_customer_algorithm: sse_c,
+        sse_customer_key_md5: sse_c_md5,
         ..Default::default()
     }))
 }

@@ -303,8 +303,12 @@ fn serve(
 macro_rules! object_output {
     ($out:ident, $attr:expr, $served:expr, { $($extra:tt)* }) => {{
         let (a, s) = ($attr, $served);
+        let (sse, sse_c, sse_c_md5) = crate::sse::shown(s.meta.sse.as_ref());
         $out {
             $($extra)*
+            server_side_encryption: sse,
+            sse_customer_algorithm: sse_c,
+            sse_customer_key_md5: sse_c_md5,
             content_length: Some((s.range.end - s.range.start) as i64),
             content_range: s.content_range,
             accept_ranges: Some("bytes".into()),
@@ -387,6 +391,7 @@ pub async fn get_object(
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), true).await?;
+    let key = crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -400,6 +405,7 @@ pub async fn get_object(
     let body = gw
         .cluster
         .read_data(&view.attr.layout, view.data.clone(), served.range);
+    let body = crate::sse::plain(body, key.as_ref(), &view.attr, served.range.start);
     let tag_count = view
         .tags
         .as_ref()
@@ -424,6 +430,8 @@ pub async fn head_object(
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), false).await?;
+    // An SSE-C object answers HEAD only with its key (S3 does too).
+    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let served = serve(
         &view,
         i.if_match.as_ref(),

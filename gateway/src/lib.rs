@@ -33,6 +33,7 @@ mod scope_region;
 mod service;
 pub mod settings;
 pub mod sigv4;
+mod sse;
 mod tagging;
 mod tiering;
 mod versions;

@@ -4,11 +4,13 @@
 use md5::{Digest as _, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, UploadInfo, Want};
+use saker_rpc::{
+    Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, Sse, UploadInfo, Want,
+};
 
 use crate::body::{discard, ingest};
 use crate::checksum::{self, Algorithm};
-use crate::copy::{copy_bytes, copy_range, source, SourceConditions};
+use crate::copy::{copy_bytes, copy_range, source, Sealing, SourceConditions};
 use crate::error;
 use crate::keys::{timestamp, write_key, KeyPath};
 use crate::put::{declared_from_headers, identity, object_meta, parse_tagging_header, Headers};
@@ -128,7 +130,14 @@ pub async fn create(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    crate::write_headers::check_write_headers!(input)?;
+    crate::write_headers::check(input.storage_class.as_ref())?;
+    let customer = crate::sse::customer_key_of!(input)?;
+    let seal = crate::sse::for_write(
+        gw,
+        &settings,
+        input.server_side_encryption.as_ref(),
+        customer,
+    )?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -150,6 +159,9 @@ pub async fn create(
         input.checksum_type.as_ref(),
     )?;
     meta.checksum_type = checksum_type.map(str::to_string);
+    // The parts are encrypted with the upload's data key, which waits wrapped in its record.
+    meta.sse = seal.map(|(_, sse)| sse);
+    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
     let upload_id = new_upload_id(algorithm);
     let req = MetaRequest::CreateUpload {
         path: kp.path.clone(),
@@ -168,6 +180,9 @@ pub async fn create(
         upload_id: Some(upload_id),
         checksum_algorithm: algorithm.map(|a| ChecksumAlgorithm::from_static(a.as_str())),
         checksum_type: checksum_type.map(ChecksumType::from_static),
+        server_side_encryption: sse,
+        sse_customer_algorithm: sse_c,
+        sse_customer_key_md5: sse_c_md5,
         ..Default::default()
     }))
 }
@@ -198,11 +213,12 @@ pub async fn upload_part(
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
-    crate::write_headers::check(None, None, input.sse_customer_algorithm.as_ref())?;
+    let customer = crate::sse::customer_key_of!(input)?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     // Fail before reading the body when the upload is unknown.
-    get_upload(gw, &kp, &input.upload_id).await?;
+    let upload = get_upload(gw, &kp, &input.upload_id).await?;
+    let seal = crate::sse::for_read(gw, Some(&upload.meta), customer)?;
     let mut declared = crate::declared_checksums!(input, algorithm);
     declared.required = upload_algorithm(&input.upload_id);
     let got = ingest(
@@ -212,6 +228,7 @@ pub async fn upload_part(
         req.trailing_headers,
         trailer.as_deref(),
         true,
+        seal.as_ref().map(|(k, sse)| k.stream(sse, number)),
     )
     .await?;
     let part = PartRecord {
@@ -226,8 +243,12 @@ pub async fn upload_part(
         return Err(e);
     }
     let s = got.sums;
+    let (sse, sse_c, sse_c_md5) = crate::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartOutput {
         e_tag: Some(ETag::Strong(got.md5_hex)),
+        server_side_encryption: sse,
+        sse_customer_algorithm: sse_c,
+        sse_customer_key_md5: sse_c_md5,
         checksum_crc32: s.crc32,
         checksum_crc32c: s.crc32c,
         checksum_crc64nvme: s.crc64nvme,
@@ -242,10 +263,16 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
-    crate::write_headers::check(None, None, input.sse_customer_algorithm.as_ref())?;
+    let customer = crate::sse::customer_key_of!(input)?;
+    let source_key = crate::sse::customer_key(
+        input.copy_source_sse_customer_algorithm.as_deref(),
+        input.copy_source_sse_customer_key.as_deref(),
+        input.copy_source_sse_customer_key_md5.as_deref(),
+    )?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
-    get_upload(gw, &kp, &input.upload_id).await?;
+    let upload = get_upload(gw, &kp, &input.upload_id).await?;
+    let seal = crate::sse::for_read(gw, Some(&upload.meta), customer)?;
     let cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
         if_none_match: input.copy_source_if_none_match.as_ref(),
@@ -253,9 +280,14 @@ pub async fn upload_part_copy(
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
     let (_, _, view) = source(gw, &input.copy_source, cond, Want::OBJECT).await?;
+    let unsealed = crate::sse::for_read(gw, view.meta.as_ref(), source_key)?;
     let range = copy_range(input.copy_source_range.as_deref(), view.attr.size)?;
     let algorithm = upload_algorithm(&input.upload_id);
-    let (written, md5, sums) = copy_bytes(gw, &view, range, true, algorithm).await?;
+    let sealing = Sealing {
+        source: unsealed.as_ref(),
+        target: seal.as_ref().map(|(k, sse)| k.stream(sse, number)),
+    };
+    let (written, md5, sums) = copy_bytes(gw, &view, range, true, algorithm, sealing).await?;
     let etag = hex::encode(md5);
     let part = PartRecord {
         size: written.size,
@@ -458,18 +490,21 @@ pub async fn complete(
         md5.update(hex::decode(&p.etag).unwrap_or_default());
     }
     let etag = format!("{}-{}", hex::encode(md5.finalize()), listed.len());
-    let output = |sums: &Checksums, ctype: Option<ChecksumType>| CompleteMultipartUploadOutput {
-        bucket: Some(input.bucket.clone()),
-        key: Some(input.key.clone()),
-        e_tag: Some(ETag::Strong(etag.clone())),
-        location: Some(format!("/{}/{}", input.bucket, input.key)),
-        checksum_crc32: sums.crc32.clone(),
-        checksum_crc32c: sums.crc32c.clone(),
-        checksum_crc64nvme: sums.crc64nvme.clone(),
-        checksum_sha1: sums.sha1.clone(),
-        checksum_sha256: sums.sha256.clone(),
-        checksum_type: ctype,
-        ..Default::default()
+    let output = |sums: &Checksums, ctype: Option<ChecksumType>, sse: Option<&Sse>| {
+        CompleteMultipartUploadOutput {
+            bucket: Some(input.bucket.clone()),
+            key: Some(input.key.clone()),
+            e_tag: Some(ETag::Strong(etag.clone())),
+            location: Some(format!("/{}/{}", input.bucket, input.key)),
+            checksum_crc32: sums.crc32.clone(),
+            checksum_crc32c: sums.crc32c.clone(),
+            checksum_crc64nvme: sums.crc64nvme.clone(),
+            checksum_sha1: sums.sha1.clone(),
+            checksum_sha256: sums.sha256.clone(),
+            checksum_type: ctype,
+            server_side_encryption: crate::sse::shown(sse).0,
+            ..Default::default()
+        }
     };
     let upload = match get_upload(gw, &kp, &input.upload_id).await {
         Ok(u) => u,
@@ -481,7 +516,11 @@ pub async fn complete(
                     if v.attr.etag == etag && v.attr.kind == saker_rpc::FileKind::File {
                         let meta = v.meta.unwrap_or_default();
                         let ctype = checksum::object_type(&meta);
-                        return Ok(S3Response::new(output(&meta.checksums, ctype)));
+                        return Ok(S3Response::new(output(
+                            &meta.checksums,
+                            ctype,
+                            meta.sse.as_ref(),
+                        )));
                     }
                 }
             }
@@ -522,7 +561,7 @@ pub async fn complete(
         .call_creating_parents(&kp.path, uid, gid, make)
         .await
         .map_err(error::client)?;
-    let mut out = output(&sums, ctype);
+    let mut out = output(&sums, ctype, upload.meta.sse.as_ref());
     if let saker_rpc::MetaResponse::Attr(a) = done {
         out.version_id = crate::versions::written(versioning, a.id);
     }

@@ -52,6 +52,7 @@ pub fn object_meta(h: Headers) -> ObjectMeta {
         user,
         checksums: Default::default(),
         checksum_type: None,
+        sse: None,
     }
 }
 
@@ -105,7 +106,15 @@ pub async fn put_object(
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    let tier = crate::write_headers::tier_of_write!(gw, input, kp.dir_marker)?;
+    let tier =
+        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker).await?;
+    let customer = crate::sse::customer_key_of!(input)?;
+    let seal = crate::sse::for_write(
+        gw,
+        &settings,
+        input.server_side_encryption.as_ref(),
+        customer,
+    )?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -128,6 +137,7 @@ pub async fn put_object(
         req.trailing_headers,
         trailer.as_deref(),
         false,
+        seal.as_ref().map(|(k, sse)| k.stream(sse, 0)),
     )
     .await?;
     let mut meta = object_meta(Headers {
@@ -141,6 +151,8 @@ pub async fn put_object(
         metadata: input.metadata,
     });
     meta.checksums = got.sums.clone();
+    meta.sse = seal.map(|(_, sse)| sse);
+    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
     let obj = NewObject {
         size: got.written.size,
         etag: got.md5_hex.clone(),
@@ -190,6 +202,9 @@ pub async fn put_object(
         checksum_sha256: s.sha256,
         version_id: crate::versions::written(versioning, attr.id),
         expiration,
+        server_side_encryption: sse,
+        sse_customer_algorithm: sse_c,
+        sse_customer_key_md5: sse_c_md5,
         ..Default::default()
     }))
 }

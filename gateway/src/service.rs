@@ -8,7 +8,7 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 use crate::metrics::timed;
 use crate::{
     attributes, bucket, bucket_access, copy, cors, delete, get, lifecycle, list, lock, multipart,
-    put, tagging, versions, Gateway,
+    put, sse, tagging, versions, Gateway,
 };
 
 const REQUEST_ID: &str = "x-amz-request-id";
@@ -353,6 +353,24 @@ impl S3 for Gateway {
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
         run("DeleteBucketTagging", tagging::delete_bucket(self, req)).await
+    }
+    async fn get_bucket_encryption(
+        &self,
+        req: S3Request<GetBucketEncryptionInput>,
+    ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        run("GetBucketEncryption", sse::get_bucket(self, req)).await
+    }
+    async fn put_bucket_encryption(
+        &self,
+        req: S3Request<PutBucketEncryptionInput>,
+    ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        run("PutBucketEncryption", sse::put_bucket(self, req)).await
+    }
+    async fn delete_bucket_encryption(
+        &self,
+        req: S3Request<DeleteBucketEncryptionInput>,
+    ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        run("DeleteBucketEncryption", sse::delete_bucket(self, req)).await
     }
     async fn get_bucket_cors(
         &self,

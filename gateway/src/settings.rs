@@ -1,6 +1,6 @@
 //! Per-bucket settings: the bucket's owner (an account; unset: the root key's), the bucket policy, the bucket ACL, Object Ownership, the Public Access
 //! Block, the bucket's tags, its CORS rules, whether it keeps object versions, its Object
-//! Lock configuration and its lifecycle rules.
+//! Lock configuration, its lifecycle rules and its default encryption.
 //!
 //! Each is one record of the coordinator's replicated state (group 1's state machine),
 //! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
@@ -37,10 +37,11 @@ pub enum Setting {
     Versioning,
     ObjectLock,
     Lifecycle,
+    Encryption,
 }
 
 impl Setting {
-    const ALL: [Setting; 10] = [
+    const ALL: [Setting; 11] = [
         Setting::Owner,
         Setting::Policy,
         Setting::Acl,
@@ -51,6 +52,7 @@ impl Setting {
         Setting::Versioning,
         Setting::ObjectLock,
         Setting::Lifecycle,
+        Setting::Encryption,
     ];
 
     fn name(self) -> &'static str {
@@ -65,6 +67,7 @@ impl Setting {
             Setting::Versioning => "versioning",
             Setting::ObjectLock => "object-lock",
             Setting::Lifecycle => "lifecycle",
+            Setting::Encryption => "encryption",
         }
     }
 
@@ -94,6 +97,8 @@ pub struct Bucket {
     pub object_lock: Option<saker_rpc::LockConfig>,
     /// Lifecycle rules (PutBucketLifecycleConfiguration).
     pub lifecycle: Option<Arc<Vec<crate::lifecycle::Rule>>>,
+    /// The default encryption of new objects (PutBucketEncryption): `AES256`, SSE-S3.
+    pub encryption: Option<String>,
 }
 
 impl Bucket {
@@ -130,6 +135,7 @@ impl Bucket {
                     serde_json::from_str(text).map_err(|e| e.to_string())?,
                 ))
             }
+            Setting::Encryption => self.encryption = Some(text.to_string()),
         }
         Ok(())
     }
@@ -146,6 +152,7 @@ impl Bucket {
             Setting::Versioning => self.versioning = saker_rpc::Versioning::Off,
             Setting::ObjectLock => self.object_lock = None,
             Setting::Lifecycle => self.lifecycle = None,
+            Setting::Encryption => self.encryption = None,
         }
     }
 
@@ -160,6 +167,7 @@ impl Bucket {
             && self.versioning == saker_rpc::Versioning::Off
             && self.object_lock.is_none()
             && self.lifecycle.is_none()
+            && self.encryption.is_none()
     }
 }
 

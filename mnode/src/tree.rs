@@ -66,6 +66,7 @@ pub fn root_attr() -> Attr {
         layout: Layout::Inline,
         parts: Vec::new(),
         s3_mtime_ns: 0,
+        sealed: false,
     }
 }
 

@@ -168,6 +168,24 @@ pub struct ObjectMeta {
     pub checksums: Checksums,
     /// Full-object checksum type for multipart objects ("COMPOSITE" or "FULL_OBJECT").
     pub checksum_type: Option<String>,
+    /// How the bytes are encrypted, when they are (SSE-S3 or SSE-C).
+    pub sse: Option<Sse>,
+}
+
+/// A version's server-side encryption: its data key, wrapped (AES-256-GCM) under the master
+/// key (SSE-S3) or the client's key (SSE-C), and where its keystream starts
+/// (`saker_client::sealed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sse {
+    /// SSE-C: the base64 MD5 of the client's key (what S3 echoes back); `None`: SSE-S3.
+    pub customer_key_md5: Option<String>,
+    /// GCM nonce, encrypted data key and tag.
+    pub wrapped: Vec<u8>,
+    /// The version's keystream nonce.
+    pub nonce: [u8; 8],
+    /// A multipart object's part numbers, in order (each part was encrypted as a stream of
+    /// its own); empty for an object written at once.
+    pub parts: Vec<u32>,
 }
 
 /// Attributes of an inode.
@@ -194,6 +212,8 @@ pub struct Attr {
     pub parts: Vec<PartInfo>,
     /// Marker LastModified for explicit directories, object mtime otherwise (ns).
     pub s3_mtime_ns: i64,
+    /// The bytes are encrypted (the object's metadata has the key: [`ObjectMeta::sse`]).
+    pub sealed: bool,
 }
 
 impl Attr {

@@ -19,7 +19,7 @@ pub mod transport;
 
 pub use attr::{
     check_tier_name, Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo,
-    Restored, TierRef,
+    Restored, Sse, TierRef,
 };
 pub use chunk::{
     next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,

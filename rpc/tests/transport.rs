@@ -110,6 +110,7 @@ fn attr(size: u64, etag: &str) -> saker_rpc::Attr {
         layout: saker_rpc::Layout::Inline,
         parts: vec![],
         s3_mtime_ns: 2,
+        sealed: false,
     }
 }
 

@@ -42,6 +42,13 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::cluster_credential::CredentialCommand,
     },
+    /// Write a new SSE-S3 master key to FILE (mode 600) for `saker server --sse-key-file`;
+    /// keep it outside the data directory, and keep a copy: objects stored with SSE-S3 cannot
+    /// be read without it.
+    MasterKey {
+        /// Where to write the key (an existing file is never replaced).
+        file: std::path::PathBuf,
+    },
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
     Scrub,
@@ -745,6 +752,12 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             let fetch =
                 |path: String| async move { send(endpoint, Method::GET, &path, Vec::new()).await };
             return crate::cluster_credential::run(command, fetch).await;
+        }
+        AdminCommand::MasterKey { file } => {
+            saker_client::sealed::WrappingKey::create(&file)
+                .with_context(|| format!("cannot create {}", file.display()))?;
+            println!("wrote a new master key to {}", file.display());
+            return Ok(());
         }
         AdminCommand::Repair { .. } | AdminCommand::Scrub => {
             let path = match cmd {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use saker_client::sealed::WrappingKey;
 use saker_client::{Cluster, ClusterConfig};
 use saker_fuse::MountConfig;
 use saker_rpc::Durability;
@@ -81,6 +82,10 @@ pub struct MountArgs {
     /// Must match the server's `--chunk-size`.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     chunk_size: u64,
+    /// The cluster's SSE-S3 master key (the server's `--sse-key-file`), to read objects
+    /// stored with SSE-S3; without it they answer EACCES.
+    #[arg(long, value_name = "FILE")]
+    sse_key_file: Option<PathBuf>,
     #[command(flatten)]
     fuse: FuseArgs,
     #[command(flatten)]
@@ -101,9 +106,14 @@ impl MountArgs {
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
     crate::cluster_credential::install_client(args.credential.as_deref())?;
     // File data goes to the cluster's chunkstore over RPC, as the map says.
+    let master_key = match &args.sse_key_file {
+        Some(path) => Some(Arc::new(WrappingKey::load(path, None)?)),
+        None => None,
+    };
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
+        master_key,
     };
     let cluster = connect(&args.cluster, config)
         .await

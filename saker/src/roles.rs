@@ -254,7 +254,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             router.clone(),
             groups.clone(),
             chunks.clone(),
-            args.client_config(),
+            args.client_config(&cfg.data_dir)?,
         ));
         if replicated {
             // A write that leaves a chunk short of replicas notes it for the repair passes.

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use anyhow::Context;
 use crate::access_log::AccessLog;
 use clap::Args;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
+use saker_client::sealed::WrappingKey;
 use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -73,6 +74,10 @@ pub struct ServerArgs {
     /// Larger objects are split into chunks of this size.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     chunk_size: u64,
+    /// The master key of SSE-S3 encryption (`saker admin master-key FILE`; mode 600,
+    /// outside the data directory). Without it, SSE-S3 requests are refused (SSE-C needs none).
+    #[arg(long, value_name = "FILE")]
+    sse_key_file: Option<PathBuf>,
     /// How long chunks of overwritten or deleted objects stay readable before deletion.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     gc_grace: Duration,
@@ -324,7 +329,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         local.router.clone(),
         groups,
         chunks.clone(),
-        args.client_config(),
+        args.client_config(&args.data_dir)?,
     ));
 
     let gateway = Gateway::new(cluster.clone(), keys.clone())
@@ -493,11 +498,18 @@ impl ServerArgs {
     }
 
     /// The data-path settings of a front end from the flags.
-    pub(crate) fn client_config(&self) -> ClusterConfig {
-        ClusterConfig {
+    /// The data-path settings of a front end from the flags, with the master key read (it
+    /// must not lie in `data_dir`).
+    pub(crate) fn client_config(&self, data_dir: &Path) -> anyhow::Result<ClusterConfig> {
+        let master_key = match &self.sse_key_file {
+            Some(path) => Some(Arc::new(WrappingKey::load(path, Some(data_dir))?)),
+            None => None,
+        };
+        Ok(ClusterConfig {
             inline_threshold: self.inline_threshold as usize,
             chunk_size: self.chunk_size as usize,
-        }
+            master_key,
+        })
     }
 
     pub(crate) fn store(&self) -> StoreEngine {

@@ -124,6 +124,7 @@ pub(super) fn new_attr(ctx: &mut Ctx<'_>, kind: FileKind, mode: u32, uid: u32, g
         layout: Layout::Inline,
         parts: Vec::new(),
         s3_mtime_ns: ctx.now_ns,
+        sealed: false,
     }
 }
 

@@ -220,6 +220,8 @@ pub(super) fn commit_file(
     attr.etag = c.etag.to_string();
     attr.layout = c.layout.clone();
     attr.parts.clear();
+    // The mount writes plaintext: the new bytes are not sealed.
+    attr.sealed = false;
     attr.mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     attr.s3_mtime_ns = ctx.now_ns;
@@ -231,23 +233,24 @@ pub(super) fn commit_file(
         ),
         None => txn.delete(ctx.keys.payload(c.id, PayloadKind::Data)),
     }
-    drop_checksums(txn, ctx, c.id)?;
+    drop_byte_meta(txn, ctx, c.id)?;
     Ok(MetaResponse::Attr(attr))
 }
 
-/// The S3 checksums an upload stored for file `id` are for bytes a commit replaced: they
-/// go (the rest of its S3 metadata stays).
-fn drop_checksums(txn: &mut Txn<'_>, ctx: &Ctx<'_>, id: InodeId) -> Result<(), MetaError> {
+/// The S3 checksums and encryption key an upload stored for file `id` are for bytes a
+/// commit replaced: they go (the rest of its S3 metadata stays).
+fn drop_byte_meta(txn: &mut Txn<'_>, ctx: &Ctx<'_>, id: InodeId) -> Result<(), MetaError> {
     let key = ctx.keys.payload(id, PayloadKind::Meta);
     let Some(v) = txn.get(&key).map_err(internal)? else {
         return Ok(());
     };
     let mut meta: ObjectMeta = decode(&v).map_err(internal)?;
-    if meta.checksums.is_empty() && meta.checksum_type.is_none() {
+    if meta.checksums.is_empty() && meta.checksum_type.is_none() && meta.sse.is_none() {
         return Ok(());
     }
     meta.checksums = Default::default();
     meta.checksum_type = None;
+    meta.sse = None;
     txn.put(key, encode(&meta));
     Ok(())
 }

@@ -94,6 +94,7 @@ pub(super) fn put_object(
     attr.etag = obj.etag.clone();
     attr.layout = obj.layout.clone();
     attr.parts = obj.parts.clone();
+    attr.sealed = obj.meta.sse.is_some();
     attr.mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     attr.s3_mtime_ns = ctx.now_ns;

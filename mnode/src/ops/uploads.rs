@@ -236,6 +236,10 @@ pub(super) fn complete_upload(
     }
     let mut meta = info.meta.clone();
     meta.checksums = checksums.clone();
+    if let Some(sse) = meta.sse.as_mut() {
+        // Each part was encrypted as a stream of its own, known by its number.
+        sse.parts = wanted.iter().map(|(n, _)| *n).collect();
+    }
     let obj = NewObject {
         size,
         etag: etag.to_string(),

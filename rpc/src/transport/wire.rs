@@ -133,6 +133,7 @@ mod tests {
             }]),
             parts: vec![],
             s3_mtime_ns: 9,
+            sealed: false,
         }
     }
 

@@ -246,6 +246,7 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
+        ..ClusterConfig::default()
     };
     let shape = Arc::new(Shape {
         bucket: format!("bench-traverse-{:08x}", rand::random::<u32>()),

@@ -1,0 +1,308 @@
+//! Server-side encryption of object bytes (SSE-S3 and SSE-C), as envelope encryption.
+//!
+//! Each encrypted version has a random 256-bit data key. Its bytes are encrypted with
+//! AES-256-CTR at their offset in the stream they were uploaded as (the object, or each part
+//! of a multipart upload, [`saker_rpc::Sse::parts`]), so ciphertext is as long as the
+//! plaintext: ranges, parts, chunk boundaries and tier copies need no translation. The data
+//! key is kept in the version's metadata wrapped with AES-256-GCM under a key-encryption key:
+//! the cluster's master key (SSE-S3; a key file outside any data directory) or the key the
+//! client sends with each request (SSE-C, never stored). Unwrapping checks the GCM tag, so a
+//! wrong key is refused, never used to produce garbage.
+
+use std::path::{Path, PathBuf};
+
+use aes::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use saker_rpc::Sse;
+
+use crate::data::DataStream;
+
+type Aes256Ctr = ctr::Ctr64BE<aes::Aes256>;
+
+/// What the wrapping binds the data key to (a key wrapped for anything else does not open).
+const WRAP_AAD: &[u8] = b"saker sse data key v1";
+/// Bit position of the part number in the keystream counter (parts up to 2^40 blocks).
+const PART_SHIFT: u32 = 40;
+
+/// Why a key could not be loaded or a data key unwrapped.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("master key file {path}: {reason}")]
+    KeyFile { path: PathBuf, reason: String },
+    /// The key-encryption key is not the one the data key was wrapped under.
+    #[error("the encryption key does not match this object's")]
+    WrongKey,
+}
+
+/// A 256-bit key-encryption key: the master key, or an SSE-C client's key.
+pub struct WrappingKey(LessSafeKey);
+
+impl std::fmt::Debug for WrappingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WrappingKey(..)")
+    }
+}
+
+impl WrappingKey {
+    pub fn new(key: &[u8; 32]) -> Self {
+        let unbound = UnboundKey::new(&AES_256_GCM, key).expect("32-byte AES-256 key");
+        Self(LessSafeKey::new(unbound))
+    }
+
+    /// Reads the master key file (64 hex digits), which must not lie inside `data_dir` (a
+    /// key kept next to the data it protects protects nothing) nor be readable by others.
+    pub fn load(path: &Path, data_dir: Option<&Path>) -> Result<Self, SealError> {
+        let fail = |reason: String| SealError::KeyFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
+        if let Some(dir) = data_dir.and_then(|d| d.canonicalize().ok()) {
+            if canonical.starts_with(&dir) {
+                return Err(fail(format!(
+                    "lies inside the data directory {}: keep it apart from the data it protects",
+                    dir.display()
+                )));
+            }
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&canonical)
+                .map_err(|e| fail(e.to_string()))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                return Err(fail(format!(
+                    "mode {:o} lets others read it: chmod 600",
+                    mode & 0o777
+                )));
+            }
+        }
+        let text = std::fs::read_to_string(&canonical).map_err(|e| fail(e.to_string()))?;
+        let bytes = hex::decode(text.trim()).map_err(|_| fail("not hex".into()))?;
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| fail("not 64 hex digits (a 256-bit key)".into()))?;
+        Ok(Self::new(&key))
+    }
+
+    /// Writes a new random master key to `path` (mode 600; refuses to replace a file).
+    pub fn create(path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let key: [u8; 32] = rand::random();
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(path)?;
+        writeln!(f, "{}", hex::encode(key))?;
+        f.sync_all()
+    }
+
+    /// A new data key for a version, and its record wrapped under this key
+    /// (`customer_key_md5`: SSE-C).
+    pub fn new_data_key(&self, customer_key_md5: Option<String>) -> (DataKey, Sse) {
+        let key = DataKey(rand::random());
+        let gcm_nonce: [u8; NONCE_LEN] = rand::random();
+        let mut sealed = key.0.to_vec();
+        self.0
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(gcm_nonce),
+                Aad::from(WRAP_AAD),
+                &mut sealed,
+            )
+            .expect("AES-GCM seals 32 bytes");
+        let mut wrapped = gcm_nonce.to_vec();
+        wrapped.extend_from_slice(&sealed);
+        let sse = Sse {
+            customer_key_md5,
+            wrapped,
+            nonce: rand::random(),
+            parts: Vec::new(),
+        };
+        (key, sse)
+    }
+
+    /// The data key of `sse`, when it was wrapped under this key.
+    pub fn open(&self, sse: &Sse) -> Result<DataKey, SealError> {
+        if sse.wrapped.len() != NONCE_LEN + 32 + AES_256_GCM.tag_len() {
+            return Err(SealError::WrongKey);
+        }
+        let (nonce, sealed) = sse.wrapped.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::WrongKey)?;
+        let mut buf = sealed.to_vec();
+        let plain = self
+            .0
+            .open_in_place(nonce, Aad::from(WRAP_AAD), &mut buf)
+            .map_err(|_| SealError::WrongKey)?;
+        let key: [u8; 32] = plain.try_into().map_err(|_| SealError::WrongKey)?;
+        buf.fill(0);
+        Ok(DataKey(key))
+    }
+}
+
+/// A version's data key (zeroed when dropped).
+pub struct DataKey([u8; 32]);
+
+impl Drop for DataKey {
+    fn drop(&mut self) {
+        self.0.fill(0);
+    }
+}
+
+impl DataKey {
+    /// The keystream of an object written at once (or of one multipart part, `part`).
+    pub fn stream(&self, sse: &Sse, part: u32) -> Keystream {
+        Keystream {
+            key: self.0,
+            nonce: sse.nonce,
+            segments: vec![(0, part)],
+        }
+    }
+
+    /// The keystream of a whole version of `part_sizes` (empty: not multipart), as
+    /// [`saker_rpc::Sse::parts`] numbers them.
+    pub fn object_stream(&self, sse: &Sse, part_sizes: &[u64]) -> Keystream {
+        let mut segments = Vec::with_capacity(part_sizes.len().max(1));
+        if sse.parts.is_empty() || sse.parts.len() != part_sizes.len() {
+            segments.push((0, 0));
+        } else {
+            let mut start = 0;
+            for (size, number) in part_sizes.iter().zip(&sse.parts) {
+                segments.push((start, *number));
+                start += size;
+            }
+        }
+        Keystream {
+            key: self.0,
+            nonce: sse.nonce,
+            segments,
+        }
+    }
+}
+
+/// The AES-256-CTR keystream of one version: `segments` are (offset, part number) where a
+/// part's own stream starts.
+#[derive(Clone)]
+pub struct Keystream {
+    key: [u8; 32],
+    nonce: [u8; 8],
+    segments: Vec<(u64, u32)>,
+}
+
+impl Drop for Keystream {
+    fn drop(&mut self) {
+        self.key.fill(0);
+    }
+}
+
+impl std::fmt::Debug for Keystream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keystream(..)")
+    }
+}
+
+impl Keystream {
+    /// Encrypts or decrypts (the same XOR) `buf`, which sits at `pos` in the version.
+    pub fn apply(&self, mut pos: u64, mut buf: &mut [u8]) {
+        while !buf.is_empty() {
+            let i = self.segments.partition_point(|(s, _)| *s <= pos).max(1) - 1;
+            let (start, part) = self.segments[i];
+            let end = self.segments.get(i + 1).map_or(u64::MAX, |(s, _)| *s);
+            let n = ((end - pos).min(buf.len() as u64)) as usize;
+            let mut iv = [0u8; 16];
+            iv[..8].copy_from_slice(&self.nonce);
+            iv[8..].copy_from_slice(&((part as u64) << PART_SHIFT).to_be_bytes());
+            let mut cipher = Aes256Ctr::new(&self.key.into(), &iv.into());
+            cipher.seek(pos - start);
+            let (now, rest) = buf.split_at_mut(n);
+            cipher.apply_keystream(now);
+            buf = rest;
+            pos += n as u64;
+        }
+    }
+
+    /// `data` (at `pos`) run through the keystream, in a new buffer.
+    pub fn applied(&self, pos: u64, data: &[u8]) -> Bytes {
+        let mut out = BytesMut::from(data);
+        self.apply(pos, &mut out);
+        out.freeze()
+    }
+
+    /// `stream`, the stored bytes of this version from offset `start`, decrypted.
+    pub fn decrypt(self, stream: DataStream, start: u64) -> DataStream {
+        let ks = std::sync::Arc::new(self);
+        Box::pin(stream.scan(start, move |pos, piece| {
+            let out = piece.map(|p| {
+                let plain = ks.applied(*pos, &p);
+                *pos += p.len() as u64;
+                plain
+            });
+            futures::future::ready(Some(out))
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_keys_open_only_under_their_key() {
+        let master = WrappingKey::new(&[7; 32]);
+        let (key, sse) = master.new_data_key(None);
+        let opened = master.open(&sse).unwrap();
+        assert_eq!(opened.0, key.0);
+        let other = WrappingKey::new(&[8; 32]);
+        assert!(matches!(other.open(&sse), Err(SealError::WrongKey)));
+        let mut bad = sse.clone();
+        bad.wrapped[20] ^= 1;
+        assert!(matches!(master.open(&bad), Err(SealError::WrongKey)));
+    }
+
+    #[test]
+    fn any_split_of_a_stream_decrypts_what_was_encrypted_whole() {
+        let master = WrappingKey::new(&[1; 32]);
+        let (key, sse) = master.new_data_key(None);
+        let plain: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let ks = key.stream(&sse, 0);
+        let mut cipher = plain.clone();
+        ks.apply(0, &mut cipher);
+        assert_ne!(cipher, plain);
+        // Decrypting in odd-sized pieces at their offsets gives the plaintext back.
+        let mut pos = 0;
+        for n in [1usize, 15, 17, 1000, 3967] {
+            let p = ks.applied(pos as u64, &cipher[pos..pos + n]);
+            assert_eq!(&p[..], &plain[pos..pos + n]);
+            pos += n;
+        }
+    }
+
+    #[test]
+    fn parts_encrypted_alone_decrypt_as_one_object() {
+        let master = WrappingKey::new(&[2; 32]);
+        let (key, mut sse) = master.new_data_key(None);
+        let parts: [(u32, Vec<u8>); 2] = [(3, vec![5u8; 100]), (9, vec![6u8; 50])];
+        let mut stored = Vec::new();
+        for (n, data) in &parts {
+            let mut c = data.clone();
+            key.stream(&sse, *n).apply(0, &mut c);
+            stored.extend_from_slice(&c);
+        }
+        sse.parts = vec![3, 9];
+        let whole = key.object_stream(&sse, &[100, 50]);
+        // A range across the part boundary.
+        let got = whole.applied(90, &stored[90..120]);
+        assert_eq!(&got[..10], &[5u8; 10]);
+        assert_eq!(&got[10..], &[6u8; 20]);
+        // Parts under different numbers have different keystreams.
+        let mut a = vec![0u8; 16];
+        let mut b = vec![0u8; 16];
+        key.stream(&sse, 1).apply(0, &mut a);
+        key.stream(&sse, 2).apply(0, &mut b);
+        assert_ne!(a, b);
+    }
+}

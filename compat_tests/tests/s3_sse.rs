@@ -1,0 +1,570 @@
+//! Server-side encryption end to end: SSE-S3 (under a master key file kept outside the data
+//! directory), SSE-C (under the client's key, sent with every request) and bucket default
+//! encryption. The bytes on disk are ciphertext (a marker written in the clear in a control
+//! object is found on disk, the encrypted objects' markers are not); reads, ranges, parts,
+//! copies and the mount give the plaintext back; a wrong or missing key is refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use aws_sdk_s3::types::{
+    CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
+    ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+};
+use aws_sdk_s3::Client;
+use base64::Engine as _;
+use common::fuse::{errno, Mounted};
+use common::*;
+
+const MIB: usize = 1024 * 1024;
+
+/// A new master key in a directory of its own (not the server's data directory).
+fn master_key() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("master.key");
+    let out = std::process::Command::new(saker_bin())
+        .args(["admin", "master-key"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    ok_stdout(out, "saker admin master-key");
+    (dir, path)
+}
+
+fn with_key(path: &Path) -> Opts {
+    Opts::default()
+        .arg("--sse-key-file", path.to_str().unwrap())
+        .arg("--chunk-size", "1MiB")
+}
+
+/// `n` bytes that carry `marker` at several places (so any stored piece would show it).
+fn marked(marker: &[u8], n: usize) -> Vec<u8> {
+    let mut data = random_bytes(n);
+    let step = (n / 4).max(marker.len());
+    let mut at = 0;
+    while at + marker.len() <= n {
+        data[at..at + marker.len()].copy_from_slice(marker);
+        at += step;
+    }
+    data
+}
+
+/// Whether any file under `dir` contains `needle`.
+fn on_disk(dir: &Path, needle: &[u8]) -> bool {
+    fn walk(p: &Path, needle: &[u8]) -> bool {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return false;
+        };
+        rd.flatten().any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, needle)
+            } else {
+                std::fs::read(&path)
+                    .map(|b| b.windows(needle.len()).any(|w| w == needle))
+                    .unwrap_or(false)
+            }
+        })
+    }
+    walk(dir, needle)
+}
+
+async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .range(range)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+/// Uploads `parts` as part numbers 1, 3, 5… (gaps on purpose: each part is its own stream).
+async fn multipart(c: &Client, b: &str, k: &str, parts: &[&[u8]], sse: bool) {
+    let mut create = c.create_multipart_upload().bucket(b).key(k);
+    if sse {
+        create = create.server_side_encryption(ServerSideEncryption::Aes256);
+    }
+    let up = create.send().await.unwrap();
+    assert_eq!(
+        up.server_side_encryption(),
+        sse.then_some(&ServerSideEncryption::Aes256)
+    );
+    let id = up.upload_id().unwrap();
+    let mut done = Vec::new();
+    for (i, data) in parts.iter().enumerate() {
+        let n = 1 + 2 * i as i32;
+        let p = c
+            .upload_part()
+            .bucket(b)
+            .key(k)
+            .upload_id(id)
+            .part_number(n)
+            .body(body(data))
+            .send()
+            .await
+            .unwrap();
+        done.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .e_tag(p.e_tag().unwrap())
+                .build(),
+        );
+    }
+    let parts = CompletedMultipartUpload::builder()
+        .set_parts(Some(done))
+        .build();
+    c.complete_multipart_upload()
+        .bucket(b)
+        .key(k)
+        .upload_id(id)
+        .multipart_upload(parts)
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
+    let (_keys, key) = master_key();
+    let srv = Server::start(with_key(&key));
+    let c = srv.client();
+    let b = new_bucket(&c, "sses3").await;
+    // A control object in the clear: its marker must be found on disk, or the scan proves
+    // nothing.
+    let clear = marked(b"CLEAR-MARKER-0123456789abcdef!!", 3000);
+    put(&c, &b, "clear", &clear).await;
+    let small = marked(b"SMALL-MARKER-0123456789abcdef!!", 3000);
+    let big = marked(b"BIG-MARKER-0123456789abcdefgh!!", 3 * MIB + 123);
+    let part1 = marked(b"PART1-MARKER-0123456789abcdef!!", 5 * MIB);
+    let part2 = marked(b"PART2-MARKER-0123456789abcdef!!", MIB + 7);
+    for (k, data) in [("small", &small), ("big", &big)] {
+        let out = c
+            .put_object()
+            .bucket(&b)
+            .key(k)
+            .server_side_encryption(ServerSideEncryption::Aes256)
+            .body(body(data))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            out.server_side_encryption(),
+            Some(&ServerSideEncryption::Aes256)
+        );
+        // The ETag is the plaintext's MD5, as S3 answers for SSE-S3.
+        assert_eq!(out.e_tag(), Some(quoted_md5(data).as_str()));
+    }
+    multipart(&c, &b, "parts", &[&part1, &part2], true).await;
+
+    for (k, data) in [("small", &small), ("big", &big)] {
+        assert_eq!(&get_bytes(&c, &b, k).await, data, "{k}");
+        let head = c.head_object().bucket(&b).key(k).send().await.unwrap();
+        assert_eq!(
+            head.server_side_encryption(),
+            Some(&ServerSideEncryption::Aes256)
+        );
+    }
+    // Ranges across a chunk boundary and across the part boundary.
+    assert_eq!(
+        get_range(&c, &b, "big", "bytes=1048500-2097200").await,
+        &big[1048500..=2097200]
+    );
+    let mut whole = part1.clone();
+    whole.extend_from_slice(&part2);
+    assert_eq!(get_bytes(&c, &b, "parts").await, whole);
+    let across = 5 * MIB - 10;
+    assert_eq!(
+        get_range(&c, &b, "parts", &format!("bytes={across}-{}", across + 99)).await,
+        &whole[across..across + 100]
+    );
+    let second = c
+        .get_object()
+        .bucket(&b)
+        .key("parts")
+        .part_number(2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        second.body.collect().await.unwrap().into_bytes().to_vec(),
+        part2
+    );
+
+    // Copies: encrypted to clear, clear to encrypted; both read back the same bytes. (The
+    // source copied to the clear is an object of its own: its bytes are on disk in the
+    // clear from then on.)
+    let to_clear = random_bytes(MIB + 1);
+    c.put_object()
+        .bucket(&b)
+        .key("sealed")
+        .server_side_encryption(ServerSideEncryption::Aes256)
+        .body(body(&to_clear))
+        .send()
+        .await
+        .unwrap();
+    c.copy_object()
+        .bucket(&b)
+        .key("big-clear")
+        .copy_source(format!("{b}/sealed"))
+        .send()
+        .await
+        .unwrap();
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("big-clear")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.server_side_encryption(), None);
+    assert_eq!(get_bytes(&c, &b, "big-clear").await, to_clear);
+    let copied = c
+        .copy_object()
+        .bucket(&b)
+        .key("clear-sealed")
+        .copy_source(format!("{b}/clear"))
+        .server_side_encryption(ServerSideEncryption::Aes256)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        copied.server_side_encryption(),
+        Some(&ServerSideEncryption::Aes256)
+    );
+    assert_eq!(get_bytes(&c, &b, "clear-sealed").await, clear);
+
+    // SSE-KMS is refused, and nothing is stored.
+    let kms = c
+        .put_object()
+        .bucket(&b)
+        .key("kms")
+        .server_side_encryption(ServerSideEncryption::AwsKms)
+        .body(body(b"secret"))
+        .send()
+        .await;
+    assert_fails(kms, 501, "NotImplemented");
+    assert_status(c.head_object().bucket(&b).key("kms").send().await, 404);
+
+    let data = srv.data_dir().to_path_buf();
+    let found = tokio::task::spawn_blocking(move || {
+        [
+            &b"CLEAR-MARKER-0123456789abcdef!!"[..],
+            b"SMALL-MARKER-0123456789abcdef!!",
+            b"BIG-MARKER-0123456789abcdefgh!!",
+            b"PART1-MARKER-0123456789abcdef!!",
+            b"PART2-MARKER-0123456789abcdef!!",
+        ]
+        .map(|m| on_disk(&data, m))
+    })
+    .await
+    .unwrap();
+    assert_eq!(found, [true, false, false, false, false]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bucket_default_encryption_seals_new_objects() {
+    let (_keys, key) = master_key();
+    let srv = Server::start(with_key(&key));
+    let c = srv.client();
+    let b = new_bucket(&c, "ssedefault").await;
+    assert_fails(
+        c.get_bucket_encryption().bucket(&b).send().await,
+        400,
+        "ServerSideEncryptionConfigurationNotFoundError",
+    );
+    put(&c, &b, "before", b"not sealed").await;
+    let rule = ServerSideEncryptionRule::builder()
+        .apply_server_side_encryption_by_default(
+            ServerSideEncryptionByDefault::builder()
+                .sse_algorithm(ServerSideEncryption::Aes256)
+                .build()
+                .unwrap(),
+        )
+        .build();
+    let conf = ServerSideEncryptionConfiguration::builder()
+        .rules(rule)
+        .build()
+        .unwrap();
+    c.put_bucket_encryption()
+        .bucket(&b)
+        .server_side_encryption_configuration(conf)
+        .send()
+        .await
+        .unwrap();
+    let got = c.get_bucket_encryption().bucket(&b).send().await.unwrap();
+    let rules = got.server_side_encryption_configuration().unwrap().rules();
+    assert_eq!(
+        rules[0]
+            .apply_server_side_encryption_by_default()
+            .unwrap()
+            .sse_algorithm(),
+        &ServerSideEncryption::Aes256
+    );
+    let out = c
+        .put_object()
+        .bucket(&b)
+        .key("after")
+        .body(body(b"sealed by default"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.server_side_encryption(),
+        Some(&ServerSideEncryption::Aes256)
+    );
+    assert_eq!(get_bytes(&c, &b, "after").await, b"sealed by default");
+    let before = c
+        .head_object()
+        .bucket(&b)
+        .key("before")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(before.server_side_encryption(), None);
+    c.delete_bucket_encryption()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    put(&c, &b, "later", b"clear again").await;
+    let later = c
+        .head_object()
+        .bucket(&b)
+        .key("later")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(later.server_side_encryption(), None);
+}
+
+fn customer(seed: u8) -> (String, String) {
+    let key = [seed; 32];
+    let b64 = base64::engine::general_purpose::STANDARD;
+    (b64.encode(key), b64.encode(md5_raw(&key)))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sse_c_objects_need_their_key_for_every_read() {
+    // No master key: SSE-C needs none, SSE-S3 is refused.
+    let srv = Server::start(Opts::default().arg("--chunk-size", "1MiB"));
+    let c = srv.client();
+    let b = new_bucket(&c, "ssec").await;
+    let refused = c
+        .put_object()
+        .bucket(&b)
+        .key("s3")
+        .server_side_encryption(ServerSideEncryption::Aes256)
+        .body(body(b"x"))
+        .send()
+        .await;
+    assert_fails(refused, 501, "NotImplemented");
+
+    let (key, md5) = customer(1);
+    let (other, other_md5) = customer(2);
+    let data = marked(b"SSEC-MARKER-0123456789abcdefgh!", 2 * MIB + 5);
+    let out = c
+        .put_object()
+        .bucket(&b)
+        .key("obj")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key)
+        .sse_customer_key_md5(&md5)
+        .body(body(&data))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.sse_customer_key_md5(), Some(md5.as_str()));
+    // Without the key: 400 (GET and HEAD); with another key: 403.
+    assert_fails(
+        c.get_object().bucket(&b).key("obj").send().await,
+        400,
+        "InvalidRequest",
+    );
+    assert_status(c.head_object().bucket(&b).key("obj").send().await, 400);
+    let wrong = c
+        .get_object()
+        .bucket(&b)
+        .key("obj")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&other)
+        .sse_customer_key_md5(&other_md5)
+        .send()
+        .await;
+    assert_fails(wrong, 403, "AccessDenied");
+    // A key whose MD5 does not match it is a bad request.
+    let mismatched = c
+        .get_object()
+        .bucket(&b)
+        .key("obj")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key)
+        .sse_customer_key_md5(&other_md5)
+        .send()
+        .await;
+    assert_fails(mismatched, 400, "InvalidArgument");
+    let got = c
+        .get_object()
+        .bucket(&b)
+        .key("obj")
+        .range("bytes=1048570-1048600")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key)
+        .sse_customer_key_md5(&md5)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.sse_customer_algorithm(), Some("AES256"));
+    let bytes = got.body.collect().await.unwrap().into_bytes();
+    assert_eq!(&bytes[..], &data[1048570..=1048600]);
+
+    // A copy needs the source's key, and is stored under the destination's.
+    let no_source_key = c
+        .copy_object()
+        .bucket(&b)
+        .key("copy")
+        .copy_source(format!("{b}/obj"))
+        .send()
+        .await;
+    assert_fails(no_source_key, 400, "InvalidRequest");
+    c.copy_object()
+        .bucket(&b)
+        .key("copy")
+        .copy_source(format!("{b}/obj"))
+        .copy_source_sse_customer_algorithm("AES256")
+        .copy_source_sse_customer_key(&key)
+        .copy_source_sse_customer_key_md5(&md5)
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&other)
+        .sse_customer_key_md5(&other_md5)
+        .send()
+        .await
+        .unwrap();
+    let copy = c
+        .get_object()
+        .bucket(&b)
+        .key("copy")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&other)
+        .sse_customer_key_md5(&other_md5)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        copy.body.collect().await.unwrap().into_bytes().to_vec(),
+        data
+    );
+
+    // Every part of an SSE-C upload carries the key.
+    let up = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("mp")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key)
+        .sse_customer_key_md5(&md5)
+        .send()
+        .await
+        .unwrap();
+    let id = up.upload_id().unwrap();
+    let keyless = c
+        .upload_part()
+        .bucket(&b)
+        .key("mp")
+        .upload_id(id)
+        .part_number(1)
+        .body(body(b"part"))
+        .send()
+        .await;
+    assert_fails(keyless, 400, "InvalidRequest");
+    let data_dir = srv.data_dir().to_path_buf();
+    let found =
+        tokio::task::spawn_blocking(move || on_disk(&data_dir, b"SSEC-MARKER-0123456789abcdefgh!"))
+            .await
+            .unwrap();
+    assert!(!found, "SSE-C plaintext found on disk");
+}
+
+#[test]
+fn a_master_key_inside_the_data_directory_or_open_to_others_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let inside = data.path().join("master.key");
+    let out = std::process::Command::new(saker_bin())
+        .args(["admin", "master-key"])
+        .arg(&inside)
+        .output()
+        .unwrap();
+    ok_stdout(out, "saker admin master-key");
+    let err = server_refuses(
+        data.path(),
+        &["--sse-key-file".as_ref(), inside.as_os_str()],
+    );
+    assert!(err.contains("inside the data directory"), "{err}");
+
+    let (_keys, key) = master_key();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let err = server_refuses(other.path(), &["--sse-key-file".as_ref(), key.as_os_str()]);
+    assert!(err.contains("chmod 600"), "{err}");
+    // `create` never replaces a key (objects sealed under it would be lost).
+    let again = std::process::Command::new(saker_bin())
+        .args(["admin", "master-key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mount_reads_sse_s3_objects_and_will_not_rewrite_them_in_the_clear() {
+    let (_keys, key) = master_key();
+    let opts = with_key(&key);
+    let mounted = tokio::task::spawn_blocking(move || Mounted::start(opts))
+        .await
+        .unwrap();
+    let c = mounted.srv.client();
+    let b = new_bucket(&c, "ssemount").await;
+    let big = marked(b"MOUNT-MARKER-0123456789abcdef!!", 2 * MIB + 77);
+    let small = b"a small sealed object".to_vec();
+    for (k, data) in [("big", &big), ("small", &small)] {
+        c.put_object()
+            .bucket(&b)
+            .key(k)
+            .server_side_encryption(ServerSideEncryption::Aes256)
+            .body(body(data))
+            .send()
+            .await
+            .unwrap();
+    }
+    let (key_c, md5_c) = customer(3);
+    c.put_object()
+        .bucket(&b)
+        .key("customer")
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key_c)
+        .sse_customer_key_md5(&md5_c)
+        .body(body(b"only with the client's key"))
+        .send()
+        .await
+        .unwrap();
+    let dir = mounted.root.join(&b);
+    let out = tokio::task::spawn_blocking(move || {
+        let big = std::fs::read(dir.join("big")).unwrap();
+        let small = std::fs::read(dir.join("small")).unwrap();
+        let write = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("big"));
+        let customer = std::fs::read(dir.join("customer"));
+        (big, small, errno(write), errno(customer))
+    })
+    .await
+    .unwrap();
+    assert!(out.0 == big, "the mount read other bytes");
+    assert_eq!(out.1, small);
+    assert_eq!([out.2, out.3], [libc::EACCES; 2]);
+    // Still sealed and intact through S3.
+    assert_eq!(get_bytes(&c, &b, "big").await, big);
+}

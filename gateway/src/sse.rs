@@ -1,0 +1,329 @@
+//! Server-side encryption on the S3 side ([`saker_client::sealed`] does the cryptography):
+//! which key a write is sealed with (SSE-S3 under the master key, SSE-C under the client's
+//! key, or the bucket's default encryption), which key opens a read, the headers S3 answers
+//! with, and Put/Get/DeleteBucketEncryption. SSE-KMS is refused with NotImplemented: saker
+//! has no KMS, and a request for it is never stored unencrypted.
+
+use base64::Engine as _;
+use md5::{Digest as _, Md5};
+use s3s::dto::*;
+use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::sealed::{DataKey, Keystream, WrappingKey};
+use saker_client::DataStream;
+use saker_rpc::{Attr, ObjectMeta, Sse};
+
+use crate::bucket::bucket_exists;
+use crate::bucket_access::{settings, store};
+use crate::settings::{Bucket, Setting};
+use crate::Gateway;
+
+/// The one algorithm saker encrypts with (S3's name for AES-256).
+const AES256: &str = ServerSideEncryption::AES256;
+
+/// An SSE-C request's key (checked against its MD5) and that MD5, base64.
+pub struct CustomerKey {
+    key: WrappingKey,
+    md5: String,
+}
+
+/// The SSE-C headers of a request (`x-amz[-copy-source]-server-side-encryption-customer-*`),
+/// checked: AES256, a 256-bit key, and the key's MD5.
+pub fn customer_key(
+    algorithm: Option<&str>,
+    key: Option<&str>,
+    key_md5: Option<&str>,
+) -> S3Result<Option<CustomerKey>> {
+    if algorithm.is_none() && key.is_none() && key_md5.is_none() {
+        return Ok(None);
+    }
+    if algorithm != Some(AES256) {
+        return Err(s3_error!(
+            InvalidArgument,
+            "The requested encryption algorithm is not valid: SSE-C takes AES256"
+        ));
+    }
+    let key = key.ok_or_else(|| {
+        s3_error!(
+            InvalidArgument,
+            "Requests specifying Server Side Encryption with Customer provided keys must provide an appropriate secret key."
+        )
+    })?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .ok()
+        .and_then(|k| <[u8; 32]>::try_from(k).ok())
+        .ok_or_else(|| {
+            s3_error!(
+                InvalidArgument,
+                "The secret key was invalid for the specified algorithm (a 256-bit key, base64)."
+            )
+        })?;
+    let md5 = base64::engine::general_purpose::STANDARD.encode(Md5::digest(raw));
+    if key_md5 != Some(md5.as_str()) {
+        return Err(s3_error!(
+            InvalidArgument,
+            "The calculated MD5 hash of the key did not match the hash that was provided."
+        ));
+    }
+    Ok(Some(CustomerKey {
+        key: WrappingKey::new(&raw),
+        md5,
+    }))
+}
+
+/// [`customer_key`] of a request input with the usual field names.
+macro_rules! customer_key_of {
+    ($input:expr) => {
+        $crate::sse::customer_key(
+            $input.sse_customer_algorithm.as_deref(),
+            $input.sse_customer_key.as_deref(),
+            $input.sse_customer_key_md5.as_deref(),
+        )
+    };
+}
+pub(crate) use customer_key_of;
+
+/// The master key, or why SSE-S3 cannot be served here.
+fn master(gw: &Gateway) -> S3Result<&WrappingKey> {
+    gw.cluster.config().master_key.as_deref().ok_or_else(|| {
+        s3_error!(
+            NotImplemented,
+            "SSE-S3 needs a master key: start saker with --sse-key-file (saker admin master-key FILE)"
+        )
+    })
+}
+
+/// The data key a new object is sealed with, and its record (`None`: stored as sent): the
+/// request's SSE-S3 or SSE-C, else the bucket's default encryption.
+pub fn for_write(
+    gw: &Gateway,
+    bucket: &Bucket,
+    sse: Option<&ServerSideEncryption>,
+    customer: Option<CustomerKey>,
+) -> S3Result<Option<(DataKey, Sse)>> {
+    if let Some(c) = customer {
+        if sse.is_some() {
+            return Err(s3_error!(
+                InvalidArgument,
+                "Server Side Encryption with Customer provided key is incompatible with the encryption method specified"
+            ));
+        }
+        return Ok(Some(c.key.new_data_key(Some(c.md5))));
+    }
+    let algorithm = match sse {
+        Some(s) => s.as_str(),
+        None => match &bucket.encryption {
+            Some(a) => a.as_str(),
+            None => return Ok(None),
+        },
+    };
+    match algorithm {
+        AES256 => Ok(Some(master(gw)?.new_data_key(None))),
+        a if a.starts_with("aws:kms") => Err(s3_error!(
+            NotImplemented,
+            "SSE-KMS is not supported (there is no KMS); use AES256"
+        )),
+        _ => Err(s3_error!(
+            InvalidArgument,
+            "The encryption method specified is not supported"
+        )),
+    }
+}
+
+/// The data key of a stored version `meta` for a read that sent `customer` (its SSE-C
+/// headers); `None`: the version is not encrypted.
+pub fn for_read(
+    gw: &Gateway,
+    meta: Option<&ObjectMeta>,
+    customer: Option<CustomerKey>,
+) -> S3Result<Option<(DataKey, Sse)>> {
+    let Some(sse) = meta.and_then(|m| m.sse.as_ref()) else {
+        return match customer {
+            Some(_) => Err(s3_error!(
+                InvalidRequest,
+                "The encryption parameters are not applicable to this object."
+            )),
+            None => Ok(None),
+        };
+    };
+    let key = match (&sse.customer_key_md5, customer) {
+        (Some(_), None) => {
+            return Err(s3_error!(
+                InvalidRequest,
+                "The object was stored using a form of Server Side Encryption. The correct parameters must be provided to retrieve the object."
+            ))
+        }
+        (Some(stored), Some(c)) => {
+            if *stored != c.md5 {
+                return Err(wrong_customer_key());
+            }
+            c.key.open(sse).map_err(|_| wrong_customer_key())?
+        }
+        (None, Some(_)) => {
+            return Err(s3_error!(
+                InvalidRequest,
+                "The encryption parameters are not applicable to this object."
+            ))
+        }
+        (None, None) => master(gw)?.open(sse).map_err(|_| {
+            s3_error!(
+                InternalError,
+                "the master key is not the one this object was encrypted under"
+            )
+        })?,
+    };
+    Ok(Some((key, sse.clone())))
+}
+
+fn wrong_customer_key() -> S3Error {
+    s3_error!(
+        AccessDenied,
+        "The provided encryption key does not match the object's"
+    )
+}
+
+/// The keystream of a whole version (`attr`'s parts) for reads.
+pub fn object_stream(key: &DataKey, sse: &Sse, attr: &Attr) -> Keystream {
+    let sizes: Vec<u64> = attr.parts.iter().map(|p| p.size).collect();
+    key.object_stream(sse, &sizes)
+}
+
+/// `stream` (the stored bytes of `attr` from `start`) decrypted when `key` is set.
+pub fn plain(
+    stream: DataStream,
+    key: Option<&(DataKey, Sse)>,
+    attr: &Attr,
+    start: u64,
+) -> DataStream {
+    match key {
+        Some((k, sse)) => object_stream(k, sse, attr).decrypt(stream, start),
+        None => stream,
+    }
+}
+
+/// The encryption headers S3 answers about a version: (algorithm, SSE-C algorithm, SSE-C
+/// key MD5).
+pub fn shown(
+    sse: Option<&Sse>,
+) -> (
+    Option<ServerSideEncryption>,
+    Option<SSECustomerAlgorithm>,
+    Option<SSECustomerKeyMD5>,
+) {
+    match sse {
+        None => (None, None, None),
+        Some(Sse {
+            customer_key_md5: Some(md5),
+            ..
+        }) => (None, Some(AES256.to_string()), Some(md5.clone())),
+        Some(_) => (Some(ServerSideEncryption::from_static(AES256)), None, None),
+    }
+}
+
+pub async fn put_bucket(
+    gw: &Gateway,
+    req: S3Request<PutBucketEncryptionInput>,
+) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+    let input = req.input;
+    bucket_exists(gw, &input.bucket).await?;
+    let rules = input.server_side_encryption_configuration.rules;
+    let [rule] = &rules[..] else {
+        return Err(s3_error!(
+            MalformedXML,
+            "an encryption configuration has exactly one rule"
+        ));
+    };
+    let Some(default) = &rule.apply_server_side_encryption_by_default else {
+        return Err(s3_error!(
+            MalformedXML,
+            "the rule has no ApplyServerSideEncryptionByDefault"
+        ));
+    };
+    match default.sse_algorithm.as_str() {
+        AES256 => master(gw)?,
+        a if a.starts_with("aws:kms") => {
+            return Err(s3_error!(
+                NotImplemented,
+                "SSE-KMS is not supported (there is no KMS); use AES256"
+            ))
+        }
+        _ => return Err(s3_error!(MalformedXML, "unknown SSEAlgorithm")),
+    };
+    let value = AES256.as_bytes().to_vec();
+    store(gw, &input.bucket, Setting::Encryption, Some(value)).await?;
+    Ok(S3Response::new(PutBucketEncryptionOutput::default()))
+}
+
+pub async fn get_bucket(
+    gw: &Gateway,
+    req: S3Request<GetBucketEncryptionInput>,
+) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+    let s = settings(gw, &req.input.bucket).await?;
+    let Some(algorithm) = &s.encryption else {
+        return Err(S3Error::new(
+            S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError,
+        ));
+    };
+    let rule = ServerSideEncryptionRule {
+        apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
+            kms_master_key_id: None,
+            sse_algorithm: ServerSideEncryption::from(algorithm.clone()),
+        }),
+        bucket_key_enabled: Some(false),
+    };
+    Ok(S3Response::new(GetBucketEncryptionOutput {
+        server_side_encryption_configuration: Some(ServerSideEncryptionConfiguration {
+            rules: vec![rule],
+        }),
+    }))
+}
+
+pub async fn delete_bucket(
+    gw: &Gateway,
+    req: S3Request<DeleteBucketEncryptionInput>,
+) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+    bucket_exists(gw, &req.input.bucket).await?;
+    store(gw, &req.input.bucket, Setting::Encryption, None).await?;
+    Ok(S3Response::new(DeleteBucketEncryptionOutput::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(b: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(b)
+    }
+
+    #[test]
+    fn customer_keys_are_checked_before_use() {
+        let key = [9u8; 32];
+        let md5 = b64(&Md5::digest(key));
+        assert!(customer_key(None, None, None).unwrap().is_none());
+        let ok = customer_key(Some("AES256"), Some(&b64(&key)), Some(&md5)).unwrap();
+        assert_eq!(ok.unwrap().md5, md5);
+        let code = |r: S3Result<Option<CustomerKey>>| r.err().unwrap().code().as_str().to_string();
+        // Wrong MD5, short key, other algorithm, missing key.
+        let bad = b64(&Md5::digest([1u8; 32]));
+        assert_eq!(
+            code(customer_key(Some("AES256"), Some(&b64(&key)), Some(&bad))),
+            "InvalidArgument"
+        );
+        assert_eq!(
+            code(customer_key(
+                Some("AES256"),
+                Some(&b64(&key[..16])),
+                Some(&md5)
+            )),
+            "InvalidArgument"
+        );
+        assert_eq!(
+            code(customer_key(Some("AES128"), Some(&b64(&key)), Some(&md5))),
+            "InvalidArgument"
+        );
+        assert_eq!(
+            code(customer_key(Some("AES256"), None, Some(&md5))),
+            "InvalidArgument"
+        );
+    }
+}
