@@ -56,6 +56,8 @@ pub async fn get_object_attributes(
     let wants = |name: &str| names.iter().any(|n| n == name);
     let vid = input.version_id.as_deref();
     let view = crate::versions::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
+    // An SSE-C object shows its attributes only to holders of its key.
+    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(input)?)?;
     let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
     let version_id = crate::versions::shown(&view, versioning);
     let a = &view.attr;
@@ -166,6 +168,12 @@ pub fn input(
         part_number_marker: int_header(headers, "x-amz-part-number-marker")?,
         expected_bucket_owner: header(headers, "x-amz-expected-bucket-owner")?.map(str::to_string),
         version_id,
+        sse_customer_algorithm: header(headers, "x-amz-server-side-encryption-customer-algorithm")?
+            .map(str::to_string),
+        sse_customer_key: header(headers, "x-amz-server-side-encryption-customer-key")?
+            .map(str::to_string),
+        sse_customer_key_md5: header(headers, "x-amz-server-side-encryption-customer-key-md5")?
+            .map(str::to_string),
         ..Default::default()
     })
 }

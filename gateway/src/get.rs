@@ -389,9 +389,9 @@ pub async fn get_object(
     gw: &Gateway,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
+    crate::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), true).await?;
-    let key = crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -402,6 +402,7 @@ pub async fn get_object(
         i.part_number,
         i.checksum_mode.as_ref(),
     )?;
+    let key = crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let body = gw
         .cluster
         .read_data(&view.attr.layout, view.data.clone(), served.range);
@@ -428,10 +429,9 @@ pub async fn head_object(
     gw: &Gateway,
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
+    crate::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), false).await?;
-    // An SSE-C object answers HEAD only with its key (S3 does too).
-    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let served = serve(
         &view,
         i.if_match.as_ref(),
@@ -442,6 +442,8 @@ pub async fn head_object(
         i.part_number,
         i.checksum_mode.as_ref(),
     )?;
+    // An SSE-C object answers HEAD only with its key (S3 does too).
+    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {
         version_id: shown.version_id,
         object_lock_mode: shown.lock.0,

@@ -300,7 +300,11 @@ pub async fn upload_part_copy(
         discard(&gw.cluster, &written).await;
         return Err(e);
     }
+    let (sse, sse_c, sse_c_md5) = crate::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartCopyOutput {
+        server_side_encryption: sse,
+        sse_customer_algorithm: sse_c,
+        sse_customer_key_md5: sse_c_md5,
         copy_part_result: Some(CopyPartResult {
             e_tag: Some(ETag::Strong(etag)),
             last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
@@ -527,6 +531,8 @@ pub async fn complete(
             return Err(e);
         }
     };
+    // An SSE-C upload completes only with its key (S3 asks for it too).
+    crate::sse::for_read(gw, Some(&upload.meta), crate::sse::customer_key_of!(input)?)?;
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
     let declared = Checksums {
@@ -565,7 +571,19 @@ pub async fn complete(
     if let saker_rpc::MetaResponse::Attr(a) = done {
         out.version_id = crate::versions::written(versioning, a.id);
     }
-    Ok(S3Response::new(out))
+    let mut resp = S3Response::new(out);
+    // CompleteMultipartUploadOutput has no SSE-C fields, but S3 sends them.
+    if let (_, Some(algorithm), Some(md5)) = crate::sse::shown(upload.meta.sse.as_ref()) {
+        for (name, value) in [
+            ("x-amz-server-side-encryption-customer-algorithm", algorithm),
+            ("x-amz-server-side-encryption-customer-key-md5", md5),
+        ] {
+            if let Ok(v) = http::HeaderValue::from_str(&value) {
+                resp.headers.insert(name, v);
+            }
+        }
+    }
+    Ok(resp)
 }
 
 pub async fn abort(

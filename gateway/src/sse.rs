@@ -175,11 +175,24 @@ pub fn for_read(
     Ok(Some((key, sse.clone())))
 }
 
+/// A key that is not the object's (S3 answers 400, as for a missing one).
 fn wrong_customer_key() -> S3Error {
     s3_error!(
-        AccessDenied,
+        InvalidRequest,
         "The provided encryption key does not match the object's"
     )
+}
+
+/// A GET or HEAD that names SSE-S3 (`x-amz-server-side-encryption`): S3 refuses it, the
+/// header belongs to writes.
+pub fn refuse_on_read(headers: &http::HeaderMap) -> S3Result<()> {
+    match headers.contains_key("x-amz-server-side-encryption") {
+        true => Err(s3_error!(
+            InvalidArgument,
+            "x-amz-server-side-encryption is not a header of reads"
+        )),
+        false => Ok(()),
+    }
 }
 
 /// The keystream of a whole version (`attr`'s parts) for reads.

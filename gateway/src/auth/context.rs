@@ -59,11 +59,19 @@ impl<'a> Wanted<'a> {
 }
 
 /// Condition keys read from a request header as it is: (lowercase key, header).
-const HEADER_KEYS: [(&str, &str); 11] = [
+const HEADER_KEYS: [(&str, &str); 13] = [
     ("s3:x-amz-acl", "x-amz-acl"),
     (
         "s3:x-amz-server-side-encryption",
         "x-amz-server-side-encryption",
+    ),
+    (
+        "s3:x-amz-server-side-encryption-customer-algorithm",
+        "x-amz-server-side-encryption-customer-algorithm",
+    ),
+    (
+        "s3:x-amz-server-side-encryption-aws-kms-key-id",
+        "x-amz-server-side-encryption-aws-kms-key-id",
     ),
     ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
     ("s3:x-amz-grant-full-control", "x-amz-grant-full-control"),
