@@ -25,6 +25,8 @@ pub struct ClusterConfig {
     pub chunk_size: usize,
     /// The master key of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read).
     pub master_key: Option<std::sync::Arc<crate::sealed::WrappingKey>>,
+    /// The keys of SSE-KMS, by id (none: SSE-KMS is refused).
+    pub kms_keys: Option<std::sync::Arc<crate::sealed::Keyring>>,
 }
 
 impl Default for ClusterConfig {
@@ -33,6 +35,7 @@ impl Default for ClusterConfig {
             inline_threshold: 16 * 1024,
             chunk_size: 8 * 1024 * 1024,
             master_key: None,
+            kms_keys: None,
         }
     }
 }

@@ -54,39 +54,11 @@ impl WrappingKey {
     /// Reads the master key file (64 hex digits), which must not lie inside `data_dir` (a
     /// key kept next to the data it protects protects nothing) nor be readable by others.
     pub fn load(path: &Path, data_dir: Option<&Path>) -> Result<Self, SealError> {
-        let fail = |reason: String| SealError::KeyFile {
+        let text = read_key_file(path, data_dir)?;
+        parse_key(text.trim()).map_err(|reason| SealError::KeyFile {
             path: path.to_path_buf(),
             reason,
-        };
-        let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
-        if let Some(dir) = data_dir.and_then(|d| d.canonicalize().ok()) {
-            if canonical.starts_with(&dir) {
-                return Err(fail(format!(
-                    "lies inside the data directory {}: keep it apart from the data it protects",
-                    dir.display()
-                )));
-            }
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&canonical)
-                .map_err(|e| fail(e.to_string()))?
-                .permissions()
-                .mode();
-            if mode & 0o077 != 0 {
-                return Err(fail(format!(
-                    "mode {:o} lets others read it: chmod 600",
-                    mode & 0o777
-                )));
-            }
-        }
-        let text = std::fs::read_to_string(&canonical).map_err(|e| fail(e.to_string()))?;
-        let bytes = hex::decode(text.trim()).map_err(|_| fail("not hex".into()))?;
-        let key: [u8; 32] = bytes
-            .try_into()
-            .map_err(|_| fail("not 64 hex digits (a 256-bit key)".into()))?;
-        Ok(Self::new(&key))
+        })
     }
 
     /// Writes a new random master key to `path` (mode 600; refuses to replace a file).
@@ -103,8 +75,12 @@ impl WrappingKey {
     }
 
     /// A new data key for a version, and its record wrapped under this key
-    /// (`customer_key_md5`: SSE-C).
-    pub fn new_data_key(&self, customer_key_md5: Option<String>) -> (DataKey, Sse) {
+    /// (`customer_key_md5`: SSE-C; `kms_key_id`: SSE-KMS).
+    pub fn new_data_key(
+        &self,
+        customer_key_md5: Option<String>,
+        kms_key_id: Option<String>,
+    ) -> (DataKey, Sse) {
         let key = DataKey(rand::random());
         let gcm_nonce: [u8; NONCE_LEN] = rand::random();
         let mut sealed = key.0.to_vec();
@@ -119,6 +95,7 @@ impl WrappingKey {
         wrapped.extend_from_slice(&sealed);
         let sse = Sse {
             customer_key_md5,
+            kms_key_id,
             wrapped,
             nonce: rand::random(),
             parts: Vec::new(),
@@ -141,6 +118,104 @@ impl WrappingKey {
         let key: [u8; 32] = plain.try_into().map_err(|_| SealError::WrongKey)?;
         buf.fill(0);
         Ok(DataKey(key))
+    }
+}
+
+/// The text of a key file that is neither inside `data_dir` nor readable by others.
+fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealError> {
+    let fail = |reason: String| SealError::KeyFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let canonical = path.canonicalize().map_err(|e| fail(e.to_string()))?;
+    if let Some(dir) = data_dir.and_then(|d| d.canonicalize().ok()) {
+        if canonical.starts_with(&dir) {
+            return Err(fail(format!(
+                "lies inside the data directory {}: keep it apart from the data it protects",
+                dir.display()
+            )));
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&canonical)
+            .map_err(|e| fail(e.to_string()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(fail(format!(
+                "mode {:o} lets others read it: chmod 600",
+                mode & 0o777
+            )));
+        }
+    }
+    std::fs::read_to_string(&canonical).map_err(|e| fail(e.to_string()))
+}
+
+/// A key written as 64 hex digits.
+fn parse_key(hex_key: &str) -> Result<WrappingKey, String> {
+    let bytes = hex::decode(hex_key).map_err(|_| "not hex".to_string())?;
+    let key: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "not 64 hex digits (a 256-bit key)".to_string())?;
+    Ok(WrappingKey::new(&key))
+}
+
+/// The keys of SSE-KMS by id: a keyring file of `KEY-ID HEX` lines (`#` comments), kept like
+/// the master key (mode 600, outside any data directory). A local stand-in for a KMS: the
+/// data keys are wrapped under the key the request names.
+#[derive(Debug, Default)]
+pub struct Keyring(std::collections::BTreeMap<String, WrappingKey>);
+
+impl Keyring {
+    pub fn load(path: &Path, data_dir: Option<&Path>) -> Result<Self, SealError> {
+        let text = read_key_file(path, data_dir)?;
+        let mut keys = std::collections::BTreeMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let fail = |reason: String| SealError::KeyFile {
+                path: path.to_path_buf(),
+                reason: format!("line {}: {reason}", n + 1),
+            };
+            let (id, key) = line
+                .split_once(char::is_whitespace)
+                .ok_or_else(|| fail("not `KEY-ID HEX`".into()))?;
+            keys.insert(id.to_string(), parse_key(key.trim()).map_err(fail)?);
+        }
+        Ok(Self(keys))
+    }
+
+    /// Adds a new random key `id` to the keyring file at `path` (made with mode 600 when
+    /// missing); refuses an id it has.
+    pub fn add(path: &Path, id: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c == '#') {
+            return Err(std::io::Error::other("a key id has no spaces and no '#'"));
+        }
+        let existing = std::fs::read_to_string(path).unwrap_or_default();
+        if existing
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(id))
+        {
+            return Err(std::io::Error::other(format!("the keyring has a key {id}")));
+        }
+        let key: [u8; 32] = rand::random();
+        let mut options = std::fs::OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(path)?;
+        writeln!(f, "{id} {}", hex::encode(key))?;
+        f.sync_all()
+    }
+
+    /// The key named `id`.
+    pub fn get(&self, id: &str) -> Option<&WrappingKey> {
+        self.0.get(id)
     }
 }
 
@@ -253,7 +328,7 @@ mod tests {
     #[test]
     fn wrapped_keys_open_only_under_their_key() {
         let master = WrappingKey::new(&[7; 32]);
-        let (key, sse) = master.new_data_key(None);
+        let (key, sse) = master.new_data_key(None, None);
         let opened = master.open(&sse).unwrap();
         assert_eq!(opened.0, key.0);
         let other = WrappingKey::new(&[8; 32]);
@@ -264,9 +339,32 @@ mod tests {
     }
 
     #[test]
+    fn a_keyring_holds_named_keys_and_refuses_a_second_of_one_name() {
+        let dir = tempfile_dir();
+        let path = dir.join("ring");
+        Keyring::add(&path, "a").unwrap();
+        Keyring::add(&path, "b").unwrap();
+        assert!(Keyring::add(&path, "a").is_err());
+        assert!(Keyring::add(&path, "has space").is_err());
+        let ring = Keyring::load(&path, None).unwrap();
+        let (key, sse) = ring.get("a").unwrap().new_data_key(None, Some("a".into()));
+        assert_eq!(ring.get("a").unwrap().open(&sse).unwrap().0, key.0);
+        assert!(ring.get("b").unwrap().open(&sse).is_err());
+        assert!(ring.get("c").is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("saker-keyring-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir(&dir).unwrap();
+        dir
+    }
+
+    #[test]
     fn any_split_of_a_stream_decrypts_what_was_encrypted_whole() {
         let master = WrappingKey::new(&[1; 32]);
-        let (key, sse) = master.new_data_key(None);
+        let (key, sse) = master.new_data_key(None, None);
         let plain: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
         let ks = key.stream(&sse, 0);
         let mut cipher = plain.clone();
@@ -284,7 +382,7 @@ mod tests {
     #[test]
     fn parts_encrypted_alone_decrypt_as_one_object() {
         let master = WrappingKey::new(&[2; 32]);
-        let (key, mut sse) = master.new_data_key(None);
+        let (key, mut sse) = master.new_data_key(None, None);
         let parts: [(u32, Vec<u8>); 2] = [(3, vec![5u8; 100]), (9, vec![6u8; 50])];
         let mut stored = Vec::new();
         for (n, data) in &parts {

@@ -101,13 +101,17 @@ SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
     >"$out/saker-tier.log" 2>&1 &
 tier_pid=$!
 
-# The SSE-S3 master key, in a directory of its own (never inside the data directory).
+# The SSE-S3 master key and the SSE-KMS keyring (the config's kms_keyid and kms_keyid2), in
+# a directory of their own (never inside the data directory).
 keys="$(mktemp -d /tmp/saker-s3tests-keys.XXXXXX)"
 "$saker" admin master-key "$keys/master.key" >/dev/null || die "cannot create the master key"
+for id in testkey-1 testkey-2; do
+    "$saker" admin kms-key "$keys/kms.keyring" "$id" >/dev/null || die "cannot create the KMS key $id"
+done
 
 echo "run.sh: $saker on 127.0.0.1:$s3_port (admin $admin), data $data, report $out"
 SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
-    "$saker" server --data-dir "$data" --sse-key-file "$keys/master.key" \
+    "$saker" server --data-dir "$data" --sse-key-file "$keys/master.key" --sse-kms-keyring "$keys/kms.keyring" \
     --s3-addr "127.0.0.1:$s3_port" --admin-addr "127.0.0.1:$admin_port" --rpc-addr 127.0.0.1:0 --lifecycle-day-secs 2 \
     >"$out/saker.log" 2>&1 &
 saker_pid=$!

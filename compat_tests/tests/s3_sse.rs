@@ -1,6 +1,6 @@
 //! Server-side encryption end to end: SSE-S3 (under a master key file kept outside the data
-//! directory), SSE-C (under the client's key, sent with every request) and bucket default
-//! encryption. The bytes on disk are ciphertext (a marker written in the clear in a control
+//! directory), SSE-KMS (under a named key of a local keyring), SSE-C (under the client's key,
+//! sent with every request) and bucket default encryption. The bytes on disk are ciphertext (a marker written in the clear in a control
 //! object is found on disk, the encrypted objects' markers are not); reads, ranges, parts,
 //! copies and the mount give the plaintext back; a wrong or missing key is refused.
 
@@ -339,6 +339,102 @@ async fn bucket_default_encryption_seals_new_objects() {
         .await
         .unwrap();
     assert_eq!(later.server_side_encryption(), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sse_kms_seals_under_the_named_keyring_key() {
+    let (keys, master) = master_key();
+    let ring = keys.path().join("kms.keyring");
+    for id in ["lake-key", "other-key"] {
+        let out = std::process::Command::new(saker_bin())
+            .args(["admin", "kms-key"])
+            .arg(&ring)
+            .arg(id)
+            .output()
+            .unwrap();
+        ok_stdout(out, "saker admin kms-key");
+    }
+    let opts = with_key(&master).arg("--sse-kms-keyring", ring.to_str().unwrap());
+    let srv = Server::start(opts);
+    let c = srv.client();
+    let b = new_bucket(&c, "ssekms").await;
+    let data = marked(b"KMS-MARKER-0123456789abcdefghi!", MIB + 3);
+    let out = c
+        .put_object()
+        .bucket(&b)
+        .key("obj")
+        .server_side_encryption(ServerSideEncryption::AwsKms)
+        .ssekms_key_id("lake-key")
+        .body(body(&data))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.server_side_encryption(),
+        Some(&ServerSideEncryption::AwsKms)
+    );
+    assert_eq!(out.ssekms_key_id(), Some("lake-key"));
+    let head = c.head_object().bucket(&b).key("obj").send().await.unwrap();
+    assert_eq!(head.ssekms_key_id(), Some("lake-key"));
+    assert_eq!(get_bytes(&c, &b, "obj").await, data);
+    // An unknown key, a key id without aws:kms, and aws:kms without a key id are refused.
+    for (sse, id) in [
+        (Some(ServerSideEncryption::AwsKms), Some("no-such-key")),
+        (None, Some("lake-key")),
+        (Some(ServerSideEncryption::Aes256), Some("lake-key")),
+        (Some(ServerSideEncryption::AwsKms), None),
+    ] {
+        let r = c
+            .put_object()
+            .bucket(&b)
+            .key("refused")
+            .set_server_side_encryption(sse.clone())
+            .set_ssekms_key_id(id.map(str::to_string))
+            .body(body(b"x"))
+            .send()
+            .await;
+        assert_fails(r, 400, "InvalidArgument");
+    }
+    // A bucket default of SSE-KMS names its key.
+    let by_default = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::AwsKms)
+        .kms_master_key_id("other-key")
+        .build()
+        .unwrap();
+    let conf = ServerSideEncryptionConfiguration::builder()
+        .rules(
+            ServerSideEncryptionRule::builder()
+                .apply_server_side_encryption_by_default(by_default)
+                .build(),
+        )
+        .build()
+        .unwrap();
+    c.put_bucket_encryption()
+        .bucket(&b)
+        .server_side_encryption_configuration(conf)
+        .send()
+        .await
+        .unwrap();
+    put(&c, &b, "defaulted", b"under other-key").await;
+    let head = c
+        .head_object()
+        .bucket(&b)
+        .key("defaulted")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        head.server_side_encryption(),
+        Some(&ServerSideEncryption::AwsKms)
+    );
+    assert_eq!(head.ssekms_key_id(), Some("other-key"));
+    assert_eq!(get_bytes(&c, &b, "defaulted").await, b"under other-key");
+    let data_dir = srv.data_dir().to_path_buf();
+    let found =
+        tokio::task::spawn_blocking(move || on_disk(&data_dir, b"KMS-MARKER-0123456789abcdefghi!"))
+            .await
+            .unwrap();
+    assert!(!found, "SSE-KMS plaintext found on disk");
 }
 
 fn customer(seed: u8) -> (String, String) {

@@ -197,6 +197,11 @@ impl SakerFs {
                 "encrypted with a client's key (SSE-C): readable through S3 with that key only",
             ));
         }
+        if sse.kms_key_id.is_some() {
+            return Err(FuseError::Sealed(
+                "encrypted with SSE-KMS: readable through S3 only",
+            ));
+        }
         let master = self
             .cluster
             .config()

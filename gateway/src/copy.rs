@@ -140,11 +140,14 @@ pub async fn copy_object(
         input.copy_source_sse_customer_key.as_deref(),
         input.copy_source_sse_customer_key_md5.as_deref(),
     )?;
-    let reencrypts = input.server_side_encryption.is_some() || customer.is_some();
+    let reencrypts = input.server_side_encryption.is_some()
+        || input.ssekms_key_id.is_some()
+        || customer.is_some();
     let seal = crate::sse::for_write(
         gw,
         &settings,
         input.server_side_encryption.as_ref(),
+        input.ssekms_key_id.as_deref(),
         customer,
     )?;
     let lock = crate::lock::for_write(
@@ -213,7 +216,7 @@ pub async fn copy_object(
     // The copy has a data key of its own (or none): the source's encryption does not carry.
     let target = seal.as_ref().map(|(k, sse)| k.stream(sse, 0));
     meta.sse = seal.map(|(_, sse)| sse);
-    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::sse::shown(meta.sse.as_ref());
     let tags = if replace_tags {
         parse_tagging_header(input.tagging.as_deref())?
     } else {
@@ -275,9 +278,10 @@ pub async fn copy_object(
         }),
         copy_source_version_id: crate::versions::shown(&view, src_versioning),
         version_id: crate::versions::written(versioning, attr.id),
-        server_side_encryption: sse,
-        sse_customer_algorithm: sse_c,
-        sse_customer_key_md5: sse_c_md5,
+        server_side_encryption: shown_sse.sse,
+        ssekms_key_id: shown_sse.kms_key_id,
+        sse_customer_algorithm: shown_sse.customer_algorithm,
+        sse_customer_key_md5: shown_sse.customer_key_md5,
         ..Default::default()
     }))
 }

@@ -303,12 +303,13 @@ fn serve(
 macro_rules! object_output {
     ($out:ident, $attr:expr, $served:expr, { $($extra:tt)* }) => {{
         let (a, s) = ($attr, $served);
-        let (sse, sse_c, sse_c_md5) = crate::sse::shown(s.meta.sse.as_ref());
+        let shown_sse = crate::sse::shown(s.meta.sse.as_ref());
         $out {
             $($extra)*
-            server_side_encryption: sse,
-            sse_customer_algorithm: sse_c,
-            sse_customer_key_md5: sse_c_md5,
+            server_side_encryption: shown_sse.sse,
+            ssekms_key_id: shown_sse.kms_key_id,
+            sse_customer_algorithm: shown_sse.customer_algorithm,
+            sse_customer_key_md5: shown_sse.customer_key_md5,
             content_length: Some((s.range.end - s.range.start) as i64),
             content_range: s.content_range,
             accept_ranges: Some("bytes".into()),

@@ -131,13 +131,7 @@ pub async fn create(
     let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
     crate::write_headers::check(input.storage_class.as_ref())?;
-    let customer = crate::sse::customer_key_of!(input)?;
-    let seal = crate::sse::for_write(
-        gw,
-        &settings,
-        input.server_side_encryption.as_ref(),
-        customer,
-    )?;
+    let seal = crate::sse::for_write_of!(gw, &settings, input)?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -161,7 +155,7 @@ pub async fn create(
     meta.checksum_type = checksum_type.map(str::to_string);
     // The parts are encrypted with the upload's data key, which waits wrapped in its record.
     meta.sse = seal.map(|(_, sse)| sse);
-    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::sse::shown(meta.sse.as_ref());
     let upload_id = new_upload_id(algorithm);
     let req = MetaRequest::CreateUpload {
         path: kp.path.clone(),
@@ -180,9 +174,10 @@ pub async fn create(
         upload_id: Some(upload_id),
         checksum_algorithm: algorithm.map(|a| ChecksumAlgorithm::from_static(a.as_str())),
         checksum_type: checksum_type.map(ChecksumType::from_static),
-        server_side_encryption: sse,
-        sse_customer_algorithm: sse_c,
-        sse_customer_key_md5: sse_c_md5,
+        server_side_encryption: shown_sse.sse,
+        ssekms_key_id: shown_sse.kms_key_id,
+        sse_customer_algorithm: shown_sse.customer_algorithm,
+        sse_customer_key_md5: shown_sse.customer_key_md5,
         ..Default::default()
     }))
 }
@@ -243,12 +238,13 @@ pub async fn upload_part(
         return Err(e);
     }
     let s = got.sums;
-    let (sse, sse_c, sse_c_md5) = crate::sse::shown(upload.meta.sse.as_ref());
+    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartOutput {
         e_tag: Some(ETag::Strong(got.md5_hex)),
-        server_side_encryption: sse,
-        sse_customer_algorithm: sse_c,
-        sse_customer_key_md5: sse_c_md5,
+        server_side_encryption: shown_sse.sse,
+        ssekms_key_id: shown_sse.kms_key_id,
+        sse_customer_algorithm: shown_sse.customer_algorithm,
+        sse_customer_key_md5: shown_sse.customer_key_md5,
         checksum_crc32: s.crc32,
         checksum_crc32c: s.crc32c,
         checksum_crc64nvme: s.crc64nvme,
@@ -300,11 +296,12 @@ pub async fn upload_part_copy(
         discard(&gw.cluster, &written).await;
         return Err(e);
     }
-    let (sse, sse_c, sse_c_md5) = crate::sse::shown(upload.meta.sse.as_ref());
+    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartCopyOutput {
-        server_side_encryption: sse,
-        sse_customer_algorithm: sse_c,
-        sse_customer_key_md5: sse_c_md5,
+        server_side_encryption: shown_sse.sse,
+        ssekms_key_id: shown_sse.kms_key_id,
+        sse_customer_algorithm: shown_sse.customer_algorithm,
+        sse_customer_key_md5: shown_sse.customer_key_md5,
         copy_part_result: Some(CopyPartResult {
             e_tag: Some(ETag::Strong(etag)),
             last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
@@ -495,6 +492,7 @@ pub async fn complete(
     }
     let etag = format!("{}-{}", hex::encode(md5.finalize()), listed.len());
     let output = |sums: &Checksums, ctype: Option<ChecksumType>, sse: Option<&Sse>| {
+        let shown_sse = crate::sse::shown(sse);
         CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
@@ -506,7 +504,8 @@ pub async fn complete(
             checksum_sha1: sums.sha1.clone(),
             checksum_sha256: sums.sha256.clone(),
             checksum_type: ctype,
-            server_side_encryption: crate::sse::shown(sse).0,
+            server_side_encryption: shown_sse.sse,
+            ssekms_key_id: shown_sse.kms_key_id,
             ..Default::default()
         }
     };
@@ -573,7 +572,9 @@ pub async fn complete(
     }
     let mut resp = S3Response::new(out);
     // CompleteMultipartUploadOutput has no SSE-C fields, but S3 sends them.
-    if let (_, Some(algorithm), Some(md5)) = crate::sse::shown(upload.meta.sse.as_ref()) {
+    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
+    if let (Some(algorithm), Some(md5)) = (shown_sse.customer_algorithm, shown_sse.customer_key_md5)
+    {
         for (name, value) in [
             ("x-amz-server-side-encryption-customer-algorithm", algorithm),
             ("x-amz-server-side-encryption-customer-key-md5", md5),

@@ -108,13 +108,7 @@ pub async fn put_object(
     let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
     let tier =
         crate::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker).await?;
-    let customer = crate::sse::customer_key_of!(input)?;
-    let seal = crate::sse::for_write(
-        gw,
-        &settings,
-        input.server_side_encryption.as_ref(),
-        customer,
-    )?;
+    let seal = crate::sse::for_write_of!(gw, &settings, input)?;
     let lock = crate::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
@@ -152,7 +146,7 @@ pub async fn put_object(
     });
     meta.checksums = got.sums.clone();
     meta.sse = seal.map(|(_, sse)| sse);
-    let (sse, sse_c, sse_c_md5) = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::sse::shown(meta.sse.as_ref());
     let obj = NewObject {
         size: got.written.size,
         etag: got.md5_hex.clone(),
@@ -202,9 +196,10 @@ pub async fn put_object(
         checksum_sha256: s.sha256,
         version_id: crate::versions::written(versioning, attr.id),
         expiration,
-        server_side_encryption: sse,
-        sse_customer_algorithm: sse_c,
-        sse_customer_key_md5: sse_c_md5,
+        server_side_encryption: shown_sse.sse,
+        ssekms_key_id: shown_sse.kms_key_id,
+        sse_customer_algorithm: shown_sse.customer_algorithm,
+        sse_customer_key_md5: shown_sse.customer_key_md5,
         ..Default::default()
     }))
 }

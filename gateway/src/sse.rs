@@ -1,8 +1,8 @@
 //! Server-side encryption on the S3 side ([`saker_client::sealed`] does the cryptography):
-//! which key a write is sealed with (SSE-S3 under the master key, SSE-C under the client's
-//! key, or the bucket's default encryption), which key opens a read, the headers S3 answers
-//! with, and Put/Get/DeleteBucketEncryption. SSE-KMS is refused with NotImplemented: saker
-//! has no KMS, and a request for it is never stored unencrypted.
+//! which key a write is sealed with (SSE-S3 under the master key, SSE-KMS under the named key
+//! of the local keyring, SSE-C under the client's key, or the bucket's default encryption),
+//! which key opens a read, the headers S3 answers with, and Put/Get/DeleteBucketEncryption.
+//! An encryption the server has no key for is refused, never stored unencrypted.
 
 use base64::Engine as _;
 use md5::{Digest as _, Md5};
@@ -93,35 +93,73 @@ fn master(gw: &Gateway) -> S3Result<&WrappingKey> {
     })
 }
 
+/// The SSE-KMS key `id` of the keyring, or why it cannot be used.
+fn kms_key<'a>(gw: &'a Gateway, id: Option<&str>) -> S3Result<(&'a WrappingKey, String)> {
+    let ring = gw.cluster.config().kms_keys.as_deref().ok_or_else(|| {
+        s3_error!(
+            NotImplemented,
+            "SSE-KMS needs a keyring: start saker with --sse-kms-keyring (saker admin kms-key FILE ID)"
+        )
+    })?;
+    let id = id.ok_or_else(|| {
+        s3_error!(
+            InvalidArgument,
+            "SSE-KMS needs x-amz-server-side-encryption-aws-kms-key-id (there is no default KMS key)"
+        )
+    })?;
+    let key = ring
+        .get(id)
+        .ok_or_else(|| s3_error!(InvalidArgument, "The KMS key {id} does not exist"))?;
+    Ok((key, id.to_string()))
+}
+
+/// A bucket's default encryption as stored: `AES256`, or `aws:kms KEY-ID`.
+fn parse_default(text: &str) -> (&str, Option<&str>) {
+    match text.split_once(' ') {
+        Some((algorithm, id)) => (algorithm, Some(id)),
+        None => (text, None),
+    }
+}
+
 /// The data key a new object is sealed with, and its record (`None`: stored as sent): the
-/// request's SSE-S3 or SSE-C, else the bucket's default encryption.
+/// request's SSE-S3, SSE-KMS (`kms_key_id`) or SSE-C, else the bucket's default encryption.
 pub fn for_write(
     gw: &Gateway,
     bucket: &Bucket,
     sse: Option<&ServerSideEncryption>,
+    kms_key_id: Option<&str>,
     customer: Option<CustomerKey>,
 ) -> S3Result<Option<(DataKey, Sse)>> {
     if let Some(c) = customer {
-        if sse.is_some() {
+        if sse.is_some() || kms_key_id.is_some() {
             return Err(s3_error!(
                 InvalidArgument,
                 "Server Side Encryption with Customer provided key is incompatible with the encryption method specified"
             ));
         }
-        return Ok(Some(c.key.new_data_key(Some(c.md5))));
+        return Ok(Some(c.key.new_data_key(Some(c.md5), None)));
     }
-    let algorithm = match sse {
-        Some(s) => s.as_str(),
+    let (algorithm, kms_key_id) = match sse {
+        Some(s) => (s.as_str(), kms_key_id),
+        None if kms_key_id.is_some() => (AES256, kms_key_id),
         None => match &bucket.encryption {
-            Some(a) => a.as_str(),
+            Some(text) => parse_default(text),
             None => return Ok(None),
         },
     };
     match algorithm {
-        AES256 => Ok(Some(master(gw)?.new_data_key(None))),
-        a if a.starts_with("aws:kms") => Err(s3_error!(
+        AES256 if kms_key_id.is_some() => Err(s3_error!(
+            InvalidArgument,
+            "x-amz-server-side-encryption-aws-kms-key-id goes with aws:kms only"
+        )),
+        AES256 => Ok(Some(master(gw)?.new_data_key(None, None))),
+        ServerSideEncryption::AWS_KMS => {
+            let (key, id) = kms_key(gw, kms_key_id)?;
+            Ok(Some(key.new_data_key(None, Some(id))))
+        }
+        ServerSideEncryption::AWS_KMS_DSSE => Err(s3_error!(
             NotImplemented,
-            "SSE-KMS is not supported (there is no KMS); use AES256"
+            "dual-layer SSE-KMS is not supported; use aws:kms or AES256"
         )),
         _ => Err(s3_error!(
             InvalidArgument,
@@ -129,6 +167,23 @@ pub fn for_write(
         )),
     }
 }
+
+/// [`for_write`] of a request input with the usual field names.
+macro_rules! for_write_of {
+    ($gw:expr, $settings:expr, $input:expr) => {
+        match $crate::sse::customer_key_of!($input) {
+            Ok(customer) => $crate::sse::for_write(
+                $gw,
+                $settings,
+                $input.server_side_encryption.as_ref(),
+                $input.ssekms_key_id.as_deref(),
+                customer,
+            ),
+            Err(e) => Err(e),
+        }
+    };
+}
+pub(crate) use for_write_of;
 
 /// The data key of a stored version `meta` for a read that sent `customer` (its SSE-C
 /// headers); `None`: the version is not encrypted.
@@ -165,12 +220,18 @@ pub fn for_read(
                 "The encryption parameters are not applicable to this object."
             ))
         }
-        (None, None) => master(gw)?.open(sse).map_err(|_| {
-            s3_error!(
-                InternalError,
-                "the master key is not the one this object was encrypted under"
-            )
-        })?,
+        (None, None) => {
+            let key = match &sse.kms_key_id {
+                Some(id) => kms_key(gw, Some(id))?.0,
+                None => master(gw)?,
+            };
+            key.open(sse).map_err(|_| {
+                s3_error!(
+                    InternalError,
+                    "the server's key is not the one this object was encrypted under"
+                )
+            })?
+        }
     };
     Ok(Some((key, sse.clone())))
 }
@@ -214,22 +275,33 @@ pub fn plain(
     }
 }
 
-/// The encryption headers S3 answers about a version: (algorithm, SSE-C algorithm, SSE-C
-/// key MD5).
-pub fn shown(
-    sse: Option<&Sse>,
-) -> (
-    Option<ServerSideEncryption>,
-    Option<SSECustomerAlgorithm>,
-    Option<SSECustomerKeyMD5>,
-) {
-    match sse {
-        None => (None, None, None),
-        Some(Sse {
-            customer_key_md5: Some(md5),
-            ..
-        }) => (None, Some(AES256.to_string()), Some(md5.clone())),
-        Some(_) => (Some(ServerSideEncryption::from_static(AES256)), None, None),
+/// The encryption headers S3 answers about a version.
+#[derive(Default)]
+pub struct Shown {
+    pub sse: Option<ServerSideEncryption>,
+    pub kms_key_id: Option<SSEKMSKeyId>,
+    pub customer_algorithm: Option<SSECustomerAlgorithm>,
+    pub customer_key_md5: Option<SSECustomerKeyMD5>,
+}
+
+pub fn shown(sse: Option<&Sse>) -> Shown {
+    let Some(sse) = sse else {
+        return Shown::default();
+    };
+    if let Some(md5) = &sse.customer_key_md5 {
+        return Shown {
+            customer_algorithm: Some(AES256.to_string()),
+            customer_key_md5: Some(md5.clone()),
+            ..Shown::default()
+        };
+    }
+    Shown {
+        sse: Some(ServerSideEncryption::from(match &sse.kms_key_id {
+            Some(_) => ServerSideEncryption::AWS_KMS.to_string(),
+            None => AES256.to_string(),
+        })),
+        kms_key_id: sse.kms_key_id.clone(),
+        ..Shown::default()
     }
 }
 
@@ -252,17 +324,18 @@ pub async fn put_bucket(
             "the rule has no ApplyServerSideEncryptionByDefault"
         ));
     };
-    match default.sse_algorithm.as_str() {
-        AES256 => master(gw)?,
-        a if a.starts_with("aws:kms") => {
-            return Err(s3_error!(
-                NotImplemented,
-                "SSE-KMS is not supported (there is no KMS); use AES256"
-            ))
+    let value = match default.sse_algorithm.as_str() {
+        AES256 => {
+            master(gw)?;
+            AES256.to_string()
+        }
+        ServerSideEncryption::AWS_KMS => {
+            let (_, id) = kms_key(gw, default.kms_master_key_id.as_deref())?;
+            format!("{} {id}", ServerSideEncryption::AWS_KMS)
         }
         _ => return Err(s3_error!(MalformedXML, "unknown SSEAlgorithm")),
     };
-    let value = AES256.as_bytes().to_vec();
+    let value = value.into_bytes();
     store(gw, &input.bucket, Setting::Encryption, Some(value)).await?;
     Ok(S3Response::new(PutBucketEncryptionOutput::default()))
 }
@@ -272,15 +345,16 @@ pub async fn get_bucket(
     req: S3Request<GetBucketEncryptionInput>,
 ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
     let s = settings(gw, &req.input.bucket).await?;
-    let Some(algorithm) = &s.encryption else {
+    let Some(text) = &s.encryption else {
         return Err(S3Error::new(
             S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError,
         ));
     };
+    let (algorithm, kms_key_id) = parse_default(text);
     let rule = ServerSideEncryptionRule {
         apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
-            kms_master_key_id: None,
-            sse_algorithm: ServerSideEncryption::from(algorithm.clone()),
+            kms_master_key_id: kms_key_id.map(str::to_string),
+            sse_algorithm: ServerSideEncryption::from(algorithm.to_string()),
         }),
         bucket_key_enabled: Some(false),
     };

@@ -177,8 +177,11 @@ pub struct ObjectMeta {
 /// (`saker_client::sealed`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sse {
-    /// SSE-C: the base64 MD5 of the client's key (what S3 echoes back); `None`: SSE-S3.
+    /// SSE-C: the base64 MD5 of the client's key (what S3 echoes back).
     pub customer_key_md5: Option<String>,
+    /// SSE-KMS: the id of the keyring's key the data key is wrapped under. Neither this nor
+    /// `customer_key_md5`: SSE-S3, under the master key.
+    pub kms_key_id: Option<String>,
     /// GCM nonce, encrypted data key and tag.
     pub wrapped: Vec<u8>,
     /// The version's keystream nonce.

@@ -49,6 +49,12 @@ pub enum AdminCommand {
         /// Where to write the key (an existing file is never replaced).
         file: std::path::PathBuf,
     },
+    /// Add a new random SSE-KMS key named ID to the keyring FILE (made with mode 600 when
+    /// missing) for `saker server --sse-kms-keyring`.
+    KmsKey {
+        file: std::path::PathBuf,
+        id: String,
+    },
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
     Scrub,
@@ -757,6 +763,12 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             saker_client::sealed::WrappingKey::create(&file)
                 .with_context(|| format!("cannot create {}", file.display()))?;
             println!("wrote a new master key to {}", file.display());
+            return Ok(());
+        }
+        AdminCommand::KmsKey { file, id } => {
+            saker_client::sealed::Keyring::add(&file, &id)
+                .with_context(|| format!("cannot add key {id} to {}", file.display()))?;
+            println!("added the key {id} to {}", file.display());
             return Ok(());
         }
         AdminCommand::Repair { .. } | AdminCommand::Scrub => {

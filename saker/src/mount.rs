@@ -114,6 +114,7 @@ pub async fn run(args: MountArgs) -> anyhow::Result<()> {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
         master_key,
+        ..ClusterConfig::default()
     };
     let cluster = connect(&args.cluster, config)
         .await

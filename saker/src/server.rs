@@ -16,7 +16,7 @@ use anyhow::Context;
 use crate::access_log::AccessLog;
 use clap::Args;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
-use saker_client::sealed::WrappingKey;
+use saker_client::sealed::{Keyring, WrappingKey};
 use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -78,6 +78,10 @@ pub struct ServerArgs {
     /// outside the data directory). Without it, SSE-S3 requests are refused (SSE-C needs none).
     #[arg(long, value_name = "FILE")]
     sse_key_file: Option<PathBuf>,
+    /// The keys of SSE-KMS: a keyring file of `KEY-ID HEX` lines (`saker admin kms-key FILE
+    /// ID` adds one; mode 600, outside the data directory). Without it, SSE-KMS is refused.
+    #[arg(long, value_name = "FILE")]
+    sse_kms_keyring: Option<PathBuf>,
     /// How long chunks of overwritten or deleted objects stay readable before deletion.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     gc_grace: Duration,
@@ -505,10 +509,15 @@ impl ServerArgs {
             Some(path) => Some(Arc::new(WrappingKey::load(path, Some(data_dir))?)),
             None => None,
         };
+        let kms_keys = match &self.sse_kms_keyring {
+            Some(path) => Some(Arc::new(Keyring::load(path, Some(data_dir))?)),
+            None => None,
+        };
         Ok(ClusterConfig {
             inline_threshold: self.inline_threshold as usize,
             chunk_size: self.chunk_size as usize,
             master_key,
+            kms_keys,
         })
     }
 
