@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::types::{
     CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
     ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
@@ -23,13 +24,20 @@ const MIB: usize = 1024 * 1024;
 fn master_key() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("master.key");
-    let out = std::process::Command::new(saker_bin())
-        .args(["admin", "master-key"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    ok_stdout(out, "saker admin master-key");
+    ok_stdout(
+        key_admin(&["master-key", path.to_str().unwrap()]),
+        "master-key",
+    );
     (dir, path)
+}
+
+/// `saker admin ARGS` (the key commands, which need no server).
+fn key_admin(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(saker_bin())
+        .arg("admin")
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn with_key(path: &Path) -> Opts {
@@ -142,13 +150,7 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
     let part1 = marked(b"PART1-MARKER-0123456789abcdef!!", 5 * MIB);
     let part2 = marked(b"PART2-MARKER-0123456789abcdef!!", MIB + 7);
     for (k, data) in [("small", &small), ("big", &big)] {
-        let out = c
-            .put_object()
-            .bucket(&b)
-            .key(k)
-            .server_side_encryption(ServerSideEncryption::Aes256)
-            .body(body(data))
-            .send()
+        let out = put_sealed(&c, &b, k, ServerSideEncryption::Aes256, data)
             .await
             .unwrap();
         assert_eq!(
@@ -162,9 +164,9 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
 
     for (k, data) in [("small", &small), ("big", &big)] {
         assert_eq!(&get_bytes(&c, &b, k).await, data, "{k}");
-        let head = c.head_object().bucket(&b).key(k).send().await.unwrap();
+        let shown = head(&c, &b, k).await;
         assert_eq!(
-            head.server_side_encryption(),
+            shown.server_side_encryption(),
             Some(&ServerSideEncryption::Aes256)
         );
     }
@@ -198,12 +200,7 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
     // source copied to the clear is an object of its own: its bytes are on disk in the
     // clear from then on.)
     let to_clear = random_bytes(MIB + 1);
-    c.put_object()
-        .bucket(&b)
-        .key("sealed")
-        .server_side_encryption(ServerSideEncryption::Aes256)
-        .body(body(&to_clear))
-        .send()
+    put_sealed(&c, &b, "sealed", ServerSideEncryption::Aes256, &to_clear)
         .await
         .unwrap();
     c.copy_object()
@@ -213,14 +210,8 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
         .send()
         .await
         .unwrap();
-    let head = c
-        .head_object()
-        .bucket(&b)
-        .key("big-clear")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(head.server_side_encryption(), None);
+    let shown = head(&c, &b, "big-clear").await;
+    assert_eq!(shown.server_side_encryption(), None);
     assert_eq!(get_bytes(&c, &b, "big-clear").await, to_clear);
     let copied = c
         .copy_object()
@@ -238,14 +229,7 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
     assert_eq!(get_bytes(&c, &b, "clear-sealed").await, clear);
 
     // SSE-KMS is refused, and nothing is stored.
-    let kms = c
-        .put_object()
-        .bucket(&b)
-        .key("kms")
-        .server_side_encryption(ServerSideEncryption::AwsKms)
-        .body(body(b"secret"))
-        .send()
-        .await;
+    let kms = put_sealed(&c, &b, "kms", ServerSideEncryption::AwsKms, b"secret").await;
     assert_fails(kms, 501, "NotImplemented");
     assert_status(c.head_object().bucket(&b).key("kms").send().await, 404);
 
@@ -277,24 +261,11 @@ async fn bucket_default_encryption_seals_new_objects() {
         "ServerSideEncryptionConfigurationNotFoundError",
     );
     put(&c, &b, "before", b"not sealed").await;
-    let rule = ServerSideEncryptionRule::builder()
-        .apply_server_side_encryption_by_default(
-            ServerSideEncryptionByDefault::builder()
-                .sse_algorithm(ServerSideEncryption::Aes256)
-                .build()
-                .unwrap(),
-        )
-        .build();
-    let conf = ServerSideEncryptionConfiguration::builder()
-        .rules(rule)
+    let aes = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::Aes256)
         .build()
         .unwrap();
-    c.put_bucket_encryption()
-        .bucket(&b)
-        .server_side_encryption_configuration(conf)
-        .send()
-        .await
-        .unwrap();
+    set_default_encryption(&c, &b, aes).await;
     let got = c.get_bucket_encryption().bucket(&b).send().await.unwrap();
     let rules = got.server_side_encryption_configuration().unwrap().rules();
     assert_eq!(
@@ -317,13 +288,7 @@ async fn bucket_default_encryption_seals_new_objects() {
         Some(&ServerSideEncryption::Aes256)
     );
     assert_eq!(get_bytes(&c, &b, "after").await, b"sealed by default");
-    let before = c
-        .head_object()
-        .bucket(&b)
-        .key("before")
-        .send()
-        .await
-        .unwrap();
+    let before = head(&c, &b, "before").await;
     assert_eq!(before.server_side_encryption(), None);
     c.delete_bucket_encryption()
         .bucket(&b)
@@ -331,13 +296,7 @@ async fn bucket_default_encryption_seals_new_objects() {
         .await
         .unwrap();
     put(&c, &b, "later", b"clear again").await;
-    let later = c
-        .head_object()
-        .bucket(&b)
-        .key("later")
-        .send()
-        .await
-        .unwrap();
+    let later = head(&c, &b, "later").await;
     assert_eq!(later.server_side_encryption(), None);
 }
 
@@ -346,12 +305,7 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
     let (keys, master) = master_key();
     let ring = keys.path().join("kms.keyring");
     for id in ["lake-key", "other-key"] {
-        let out = std::process::Command::new(saker_bin())
-            .args(["admin", "kms-key"])
-            .arg(&ring)
-            .arg(id)
-            .output()
-            .unwrap();
+        let out = key_admin(&["kms-key", ring.to_str().unwrap(), id]);
         ok_stdout(out, "saker admin kms-key");
     }
     let opts = with_key(&master).arg("--sse-kms-keyring", ring.to_str().unwrap());
@@ -374,8 +328,8 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
         Some(&ServerSideEncryption::AwsKms)
     );
     assert_eq!(out.ssekms_key_id(), Some("lake-key"));
-    let head = c.head_object().bucket(&b).key("obj").send().await.unwrap();
-    assert_eq!(head.ssekms_key_id(), Some("lake-key"));
+    let shown = head(&c, &b, "obj").await;
+    assert_eq!(shown.ssekms_key_id(), Some("lake-key"));
     assert_eq!(get_bytes(&c, &b, "obj").await, data);
     // An unknown key, a key id without aws:kms, and aws:kms without a key id are refused.
     for (sse, id) in [
@@ -401,33 +355,14 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
         .kms_master_key_id("other-key")
         .build()
         .unwrap();
-    let conf = ServerSideEncryptionConfiguration::builder()
-        .rules(
-            ServerSideEncryptionRule::builder()
-                .apply_server_side_encryption_by_default(by_default)
-                .build(),
-        )
-        .build()
-        .unwrap();
-    c.put_bucket_encryption()
-        .bucket(&b)
-        .server_side_encryption_configuration(conf)
-        .send()
-        .await
-        .unwrap();
+    set_default_encryption(&c, &b, by_default).await;
     put(&c, &b, "defaulted", b"under other-key").await;
-    let head = c
-        .head_object()
-        .bucket(&b)
-        .key("defaulted")
-        .send()
-        .await
-        .unwrap();
+    let shown = head(&c, &b, "defaulted").await;
     assert_eq!(
-        head.server_side_encryption(),
+        shown.server_side_encryption(),
         Some(&ServerSideEncryption::AwsKms)
     );
-    assert_eq!(head.ssekms_key_id(), Some("other-key"));
+    assert_eq!(shown.ssekms_key_id(), Some("other-key"));
     assert_eq!(get_bytes(&c, &b, "defaulted").await, b"under other-key");
     let data_dir = srv.data_dir().to_path_buf();
     let found =
@@ -435,6 +370,67 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
             .await
             .unwrap();
     assert!(!found, "SSE-KMS plaintext found on disk");
+}
+
+/// The bucket's default encryption is `by_default`.
+async fn set_default_encryption(c: &Client, b: &str, by_default: ServerSideEncryptionByDefault) {
+    let rule = ServerSideEncryptionRule::builder()
+        .apply_server_side_encryption_by_default(by_default)
+        .build();
+    let conf = ServerSideEncryptionConfiguration::builder()
+        .rules(rule)
+        .build()
+        .unwrap();
+    c.put_bucket_encryption()
+        .bucket(b)
+        .server_side_encryption_configuration(conf)
+        .send()
+        .await
+        .unwrap();
+}
+
+async fn head(
+    c: &Client,
+    b: &str,
+    k: &str,
+) -> aws_sdk_s3::operation::head_object::HeadObjectOutput {
+    c.head_object().bucket(b).key(k).send().await.unwrap()
+}
+
+/// A PUT of `data` at `k` with `x-amz-server-side-encryption: sse`.
+async fn put_sealed(
+    c: &Client,
+    b: &str,
+    k: &str,
+    sse: ServerSideEncryption,
+    data: &[u8],
+) -> Result<
+    aws_sdk_s3::operation::put_object::PutObjectOutput,
+    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError, HttpResponse>,
+> {
+    c.put_object()
+        .bucket(b)
+        .key(k)
+        .server_side_encryption(sse)
+        .body(body(data))
+        .send()
+        .await
+}
+
+/// A GET of `k` with the SSE-C key `key` (and `md5` as its MD5).
+fn keyed_get(
+    c: &Client,
+    b: &str,
+    k: &str,
+    key: &str,
+    md5: &str,
+) -> aws_sdk_s3::operation::get_object::builders::GetObjectFluentBuilder {
+    c.get_object()
+        .bucket(b)
+        .key(k)
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(key)
+        .sse_customer_key_md5(md5)
 }
 
 fn customer(seed: u8) -> (String, String) {
@@ -449,14 +445,7 @@ async fn sse_c_objects_need_their_key_for_every_read() {
     let srv = Server::start(Opts::default().arg("--chunk-size", "1MiB"));
     let c = srv.client();
     let b = new_bucket(&c, "ssec").await;
-    let refused = c
-        .put_object()
-        .bucket(&b)
-        .key("s3")
-        .server_side_encryption(ServerSideEncryption::Aes256)
-        .body(body(b"x"))
-        .send()
-        .await;
+    let refused = put_sealed(&c, &b, "s3", ServerSideEncryption::Aes256, b"x").await;
     assert_fails(refused, 501, "NotImplemented");
 
     let (key, md5) = customer(1);
@@ -481,35 +470,13 @@ async fn sse_c_objects_need_their_key_for_every_read() {
         "InvalidRequest",
     );
     assert_status(c.head_object().bucket(&b).key("obj").send().await, 400);
-    let wrong = c
-        .get_object()
-        .bucket(&b)
-        .key("obj")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&other)
-        .sse_customer_key_md5(&other_md5)
-        .send()
-        .await;
+    let wrong = keyed_get(&c, &b, "obj", &other, &other_md5).send().await;
     assert_fails(wrong, 400, "InvalidRequest");
     // A key whose MD5 does not match it is a bad request.
-    let mismatched = c
-        .get_object()
-        .bucket(&b)
-        .key("obj")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&key)
-        .sse_customer_key_md5(&other_md5)
-        .send()
-        .await;
+    let mismatched = keyed_get(&c, &b, "obj", &key, &other_md5).send().await;
     assert_fails(mismatched, 400, "InvalidArgument");
-    let got = c
-        .get_object()
-        .bucket(&b)
-        .key("obj")
+    let got = keyed_get(&c, &b, "obj", &key, &md5)
         .range("bytes=1048570-1048600")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&key)
-        .sse_customer_key_md5(&md5)
         .send()
         .await
         .unwrap();
@@ -539,13 +506,7 @@ async fn sse_c_objects_need_their_key_for_every_read() {
         .send()
         .await
         .unwrap();
-    let copy = c
-        .get_object()
-        .bucket(&b)
-        .key("copy")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&other)
-        .sse_customer_key_md5(&other_md5)
+    let copy = keyed_get(&c, &b, "copy", &other, &other_md5)
         .send()
         .await
         .unwrap();
@@ -588,11 +549,7 @@ async fn sse_c_objects_need_their_key_for_every_read() {
 fn a_master_key_inside_the_data_directory_or_open_to_others_is_refused() {
     let data = tempfile::tempdir().unwrap();
     let inside = data.path().join("master.key");
-    let out = std::process::Command::new(saker_bin())
-        .args(["admin", "master-key"])
-        .arg(&inside)
-        .output()
-        .unwrap();
+    let out = key_admin(&["master-key", inside.to_str().unwrap()]);
     ok_stdout(out, "saker admin master-key");
     let err = server_refuses(
         data.path(),
@@ -606,11 +563,7 @@ fn a_master_key_inside_the_data_directory_or_open_to_others_is_refused() {
     let err = server_refuses(other.path(), &["--sse-key-file".as_ref(), key.as_os_str()]);
     assert!(err.contains("chmod 600"), "{err}");
     // `create` never replaces a key (objects sealed under it would be lost).
-    let again = std::process::Command::new(saker_bin())
-        .args(["admin", "master-key"])
-        .arg(&key)
-        .output()
-        .unwrap();
+    let again = key_admin(&["master-key", key.to_str().unwrap()]);
     assert!(!again.status.success());
 }
 
@@ -626,12 +579,7 @@ async fn the_mount_reads_sse_s3_objects_and_will_not_rewrite_them_in_the_clear()
     let big = marked(b"MOUNT-MARKER-0123456789abcdef!!", 2 * MIB + 77);
     let small = b"a small sealed object".to_vec();
     for (k, data) in [("big", &big), ("small", &small)] {
-        c.put_object()
-            .bucket(&b)
-            .key(k)
-            .server_side_encryption(ServerSideEncryption::Aes256)
-            .body(body(data))
-            .send()
+        put_sealed(&c, &b, k, ServerSideEncryption::Aes256, data)
             .await
             .unwrap();
     }

@@ -135,11 +135,7 @@ pub async fn copy_object(
     let tier =
         crate::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker).await?;
     let customer = crate::sse::customer_key_of!(input)?;
-    let source_key = crate::sse::customer_key(
-        input.copy_source_sse_customer_algorithm.as_deref(),
-        input.copy_source_sse_customer_key.as_deref(),
-        input.copy_source_sse_customer_key_md5.as_deref(),
-    )?;
+    let source_key = crate::sse::copy_source_key_of!(input)?;
     let reencrypts = input.server_side_encryption.is_some()
         || input.ssekms_key_id.is_some()
         || customer.is_some();

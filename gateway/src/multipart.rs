@@ -260,11 +260,7 @@ pub async fn upload_part_copy(
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
     let customer = crate::sse::customer_key_of!(input)?;
-    let source_key = crate::sse::customer_key(
-        input.copy_source_sse_customer_algorithm.as_deref(),
-        input.copy_source_sse_customer_key.as_deref(),
-        input.copy_source_sse_customer_key_md5.as_deref(),
-    )?;
+    let source_key = crate::sse::copy_source_key_of!(input)?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;

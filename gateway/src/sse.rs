@@ -83,6 +83,18 @@ macro_rules! customer_key_of {
 }
 pub(crate) use customer_key_of;
 
+/// [`customer_key`] of a copy's source (`x-amz-copy-source-server-side-encryption-customer-*`).
+macro_rules! copy_source_key_of {
+    ($input:expr) => {
+        $crate::sse::customer_key(
+            $input.copy_source_sse_customer_algorithm.as_deref(),
+            $input.copy_source_sse_customer_key.as_deref(),
+            $input.copy_source_sse_customer_key_md5.as_deref(),
+        )
+    };
+}
+pub(crate) use copy_source_key_of;
+
 /// The master key, or why SSE-S3 cannot be served here.
 fn master(gw: &Gateway) -> S3Result<&WrappingKey> {
     gw.cluster.config().master_key.as_deref().ok_or_else(|| {
