@@ -15,7 +15,7 @@ use aes::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
-use saker_rpc::Sse;
+use saker_rpc::{PartInfo, Sse};
 
 use crate::data::DataStream;
 
@@ -238,17 +238,17 @@ impl DataKey {
         }
     }
 
-    /// The keystream of a whole version of `part_sizes` (empty: not multipart), as
+    /// The keystream of a whole version made of `parts` (empty: not multipart), as
     /// [`saker_rpc::Sse::parts`] numbers them.
-    pub fn object_stream(&self, sse: &Sse, part_sizes: &[u64]) -> Keystream {
-        let mut segments = Vec::with_capacity(part_sizes.len().max(1));
-        if sse.parts.is_empty() || sse.parts.len() != part_sizes.len() {
+    pub fn object_stream(&self, sse: &Sse, parts: &[PartInfo]) -> Keystream {
+        let mut segments = Vec::with_capacity(parts.len().max(1));
+        if sse.parts.is_empty() || sse.parts.len() != parts.len() {
             segments.push((0, 0));
         } else {
             let mut start = 0;
-            for (size, number) in part_sizes.iter().zip(&sse.parts) {
+            for (part, number) in parts.iter().zip(&sse.parts) {
                 segments.push((start, *number));
-                start += size;
+                start += part.size;
             }
         }
         Keystream {
@@ -391,7 +391,12 @@ mod tests {
             stored.extend_from_slice(&c);
         }
         sse.parts = vec![3, 9];
-        let whole = key.object_stream(&sse, &[100, 50]);
+        let part = |size| PartInfo {
+            size,
+            etag: String::new(),
+            checksums: Default::default(),
+        };
+        let whole = key.object_stream(&sse, &[part(100), part(50)]);
         // A range across the part boundary.
         let got = whole.applied(90, &stored[90..120]);
         assert_eq!(&got[..10], &[5u8; 10]);

@@ -37,7 +37,7 @@ pub struct OpenFile {
     /// A commit made a version not yet given its bucket's default retention (at close).
     pub unlocked_version: bool,
     /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
-    pub keystream: Option<Keystream>,
+    pub keystream: Option<std::sync::Arc<Keystream>>,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an

@@ -683,14 +683,7 @@ impl SakerFs {
 
     pub fn readlink(&self, caller: &Caller, ino: u64) -> Result<Bytes> {
         let path = self.path(ino)?;
-        let want = Want {
-            meta: false,
-            data: true,
-            tags: false,
-            link: false,
-            lock: false,
-            acl: false,
-        };
+        let want = Want::DATA;
         let view = self.block(self.access_view(&path, 0, caller, want))?;
         if view.attr.kind != FileKind::Symlink {
             return Err(MetaError::Invalid("not a symlink".into()).into());
@@ -766,14 +759,7 @@ impl SakerFs {
 
     fn user_meta(&self, caller: &Caller, ino: u64, mask: u32) -> Result<Vec<(String, String)>> {
         let path = self.path(ino)?;
-        let want = Want {
-            meta: true,
-            data: false,
-            tags: false,
-            link: false,
-            lock: false,
-            acl: false,
-        };
+        let want = Want::HEAD;
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
             return Err(FuseError::Stale);

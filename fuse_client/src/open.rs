@@ -28,7 +28,7 @@ impl SakerFs {
         &self,
         attr: Attr,
         inline: Option<Bytes>,
-        keystream: Option<Keystream>,
+        keystream: Option<Arc<Keystream>>,
         append: bool,
     ) -> u64 {
         let ino = attr.id;
@@ -159,14 +159,7 @@ impl SakerFs {
         if flags & libc::O_TRUNC != 0 {
             mask |= access::WRITE;
         }
-        let want = Want {
-            meta: false,
-            data: true,
-            tags: false,
-            link: false,
-            lock: false,
-            acl: false,
-        };
+        let want = Want::DATA;
         let view = self.block(self.access_view(&path, mask, caller, want))?;
         if view.attr.id != ino {
             return Err(FuseError::Stale);
@@ -189,7 +182,7 @@ impl SakerFs {
 
     /// The keystream that decrypts the SSE-S3 object at `path` (its key wrapped under the
     /// master key, which this mount must hold); an SSE-C object's key is its client's alone.
-    fn keystream(&self, path: &[String]) -> Result<Keystream> {
+    fn keystream(&self, path: &[String]) -> Result<Arc<Keystream>> {
         let view = self.block(self.cluster.lookup(path, Want::HEAD))?;
         let sse = view.meta.and_then(|m| m.sse).ok_or(FuseError::Stale)?;
         if sse.customer_key_md5.is_some() {
@@ -213,8 +206,7 @@ impl SakerFs {
         let key = master
             .open(&sse)
             .map_err(|_| FuseError::Sealed("the master key is not this object's"))?;
-        let sizes: Vec<u64> = view.attr.parts.iter().map(|p| p.size).collect();
-        Ok(key.object_stream(&sse, &sizes))
+        Ok(Arc::new(key.object_stream(&sse, &view.attr.parts)))
     }
 
     /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN
@@ -338,14 +330,7 @@ impl SakerFs {
         } else {
             // An existing file (a create racing another client's): its bytes as of now.
             let path = self.path(attr.id)?;
-            let want = Want {
-                meta: false,
-                data: true,
-                tags: false,
-                link: false,
-                lock: false,
-                acl: false,
-            };
+            let want = Want::DATA;
             self.block(self.access_view(&path, 0, caller, want))?.data
         };
         let fh = self.opened(attr.clone(), inline, None, flags & libc::O_APPEND != 0);

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use md5::{Digest as _, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
-use saker_client::sealed::{DataKey, Keystream, WrappingKey};
+use saker_client::sealed::{DataKey, WrappingKey};
 use saker_client::DataStream;
 use saker_rpc::{Attr, ObjectMeta, Sse};
 
@@ -268,12 +268,6 @@ pub fn refuse_on_read(headers: &http::HeaderMap) -> S3Result<()> {
     }
 }
 
-/// The keystream of a whole version (`attr`'s parts) for reads.
-pub fn object_stream(key: &DataKey, sse: &Sse, attr: &Attr) -> Keystream {
-    let sizes: Vec<u64> = attr.parts.iter().map(|p| p.size).collect();
-    key.object_stream(sse, &sizes)
-}
-
 /// `stream` (the stored bytes of `attr` from `start`) decrypted when `key` is set.
 pub fn plain(
     stream: DataStream,
@@ -282,7 +276,7 @@ pub fn plain(
     start: u64,
 ) -> DataStream {
     match key {
-        Some((k, sse)) => object_stream(k, sse, attr).decrypt(stream, start),
+        Some((k, sse)) => k.object_stream(sse, &attr.parts).decrypt(stream, start),
         None => stream,
     }
 }

@@ -582,14 +582,7 @@ async fn directory_rename_races_lookups_and_creates_inside_it() {
 
 impl Cluster {
     async fn data(&self, path: &str) -> Result<Vec<u8>, MetaError> {
-        let want = Want {
-            meta: false,
-            data: true,
-            tags: false,
-            link: false,
-            lock: false,
-            acl: false,
-        };
+        let want = Want::DATA;
         let req = MetaRequest::Lookup {
             path: p(path),
             want,

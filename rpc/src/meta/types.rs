@@ -87,6 +87,15 @@ impl Want {
         lock: false,
         acl: false,
     };
+    /// The attributes and a small file's inline bytes.
+    pub const DATA: Want = Want {
+        meta: false,
+        data: true,
+        tags: false,
+        link: false,
+        lock: false,
+        acl: false,
+    };
     pub const HEAD: Want = Want {
         meta: true,
         data: false,

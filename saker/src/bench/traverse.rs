@@ -323,14 +323,7 @@ pub async fn run(args: TraverseBenchArgs) -> anyhow::Result<()> {
         run_all(order, args.threads, move |i| {
             let (reader, shape, bytes) = (reader.clone(), shape.clone(), bytes.clone());
             async move {
-                let want = Want {
-                    meta: false,
-                    data: true,
-                    tags: false,
-                    link: false,
-                    lock: false,
-                    acl: false,
-                };
+                let want = Want::DATA;
                 let view = reader.lookup(&shape.file(i), want).await?;
                 let size = view.attr.size;
                 let mut got = 0u64;
