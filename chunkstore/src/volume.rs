@@ -576,7 +576,7 @@ impl Volumes {
         file.read_exact_at(&mut head, loc.offset)?;
         check_put_header(id, &loc, &head)?;
         let base = loc.offset + RECORD_HEADER_LEN;
-        read_image(&file, base, loc.body_len, id, offset, len).map(Some)
+        read_image(&file, None, base, loc.body_len, id, offset, len).map(Some)
     }
 
     /// Deletes `id` if it is here (a tombstone, not synced); returns whether it was. Compacts
@@ -890,7 +890,7 @@ fn replay(file: &File, n: u32, index: &mut HashMap<ChunkId, Loc>) -> Result<Repl
 /// Whether the chunk image of the put record at `loc` reads back whole (every CRC matches).
 fn image_is_whole(file: &File, loc: &Loc, id: ChunkId) -> bool {
     let base = loc.offset + RECORD_HEADER_LEN;
-    read_image(file, base, loc.body_len, id, 0, u64::MAX).is_ok()
+    read_image(file, None, base, loc.body_len, id, 0, u64::MAX).is_ok()
 }
 
 /// Whether `[from, len)` of `file` is all zeros.

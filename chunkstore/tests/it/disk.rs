@@ -290,3 +290,38 @@ fn reads_in_place_do_not_need_the_blocking_pool() {
         assert_eq!(rt.block_on(store.get(id, 0, 10)).unwrap(), data.slice(..10));
     }
 }
+
+#[tokio::test]
+async fn large_reads_past_the_page_cache_return_the_same_bytes_and_catch_the_same_damage() {
+    let (_dir, store) = store();
+    let id = ChunkId::random();
+    let len = 70 * BS as usize + 333;
+    let data = pattern(3, len);
+    store.put(id, data.clone()).await.unwrap();
+    // A chunk file of 4 MiB or more: ranges from 256 KiB up read with O_DIRECT, here with
+    // unaligned starts and ends in a short last block.
+    for (off, n) in [
+        (0, len),
+        (7, 5 * BS as usize),
+        (BS as usize + 1, len - BS as usize - 1),
+    ] {
+        let got = store.get(id, off as u64, n as u64).await.unwrap();
+        assert_eq!(got, data.slice(off..off + n), "{off}+{n}");
+    }
+    assert_eq!(
+        store.verify(id).await.unwrap().crc32c,
+        crc32c::crc32c(&data)
+    );
+    flip(&store.chunk_path(id), HEADER_LEN + 9 * BS + 17);
+    assert_corrupt(
+        store.get(id, 0, 10 * BS).await,
+        id,
+        "large read over the damage",
+    );
+    assert_corrupt(store.verify(id).await, id, "verify");
+    assert_eq!(
+        store.get(id, 10 * BS, 5 * BS).await.unwrap(),
+        data.slice(10 * BS as usize..15 * BS as usize),
+        "a large read beside the damage"
+    );
+}
