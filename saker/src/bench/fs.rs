@@ -16,7 +16,10 @@
 //!   ops);
 //! - `copy`: a tree of `--copy-files` files of `--copy-file-size` bytes in `--copy-dirs`
 //!   directories (made untimed) copied to a new tree: the directories listed and made, then
-//!   every file read and written; ops are files, latencies per file copy.
+//!   every file read and written; ops are files, latencies per file copy;
+//! - `rmtree`: both trees of `copy` removed as `rm -rf` does (each directory listed, its files
+//!   unlinked, then the directory removed), the directories spread over the threads; ops are
+//!   files, latencies per directory. It runs `copy` first, timed or not.
 //!
 //! Caches: files are always opened fresh, but the kernel's page cache (which also serves FUSE
 //! file systems that keep it) and its dentry and attribute caches would still answer `stat`,
@@ -50,8 +53,8 @@ use serde::Serialize;
 
 use crate::parse_size;
 
-const PHASES: [&str; 7] = [
-    "create", "stat", "write", "read", "readdir", "unlink", "copy",
+const PHASES: [&str; 8] = [
+    "create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree",
 ];
 
 #[derive(Args, Debug)]
@@ -80,12 +83,12 @@ pub struct FsBenchArgs {
     /// Size of each file of that tree.
     #[arg(long, default_value = "4KiB", value_parser = parse_size)]
     copy_file_size: u64,
-    /// Phases to report, in the fixed order create, stat, write, read, readdir, unlink, copy
-    /// (the ones others need still run, untimed).
+    /// Phases to report, in the fixed order create, stat, write, read, readdir, unlink, copy,
+    /// rmtree (the ones others need still run, untimed).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "create,stat,write,read,readdir,unlink,copy"
+        default_value = "create,stat,write,read,readdir,unlink,copy,rmtree"
     )]
     phases: Vec<String>,
     /// Repetitions of everything; `results` holds the median of each (threads, phase).
@@ -529,9 +532,14 @@ impl Bench<'_> {
             fs::remove_dir(d).with_context(|| format!("rmdir {}", d.display()))?;
         }
 
-        if self.wants("copy") {
+        if self.wants("copy") || self.wants("rmtree") {
             let t = self.copy(threads, root)?;
             report("copy", t);
+        }
+        if self.wants("rmtree") {
+            self.maybe_drop_caches()?;
+            let t = self.rmtree(threads, root)?;
+            report("rmtree", t);
         }
         fs::remove_dir_all(root).with_context(|| format!("rm -r {}", root.display()))?;
         Ok(out)
@@ -609,6 +617,44 @@ impl Bench<'_> {
             secs,
             bytes: files_t.bytes,
             lat_us: files_t.lat_us,
+            usage: Usage::since(usage),
+        })
+    }
+
+    /// The rmtree phase: `rm -rf` of both copy trees, their directories spread over `threads`.
+    fn rmtree(&self, threads: usize, root: &Path) -> anyhow::Result<Timed> {
+        let a = self.args;
+        let trees = [root.join("copy-src"), root.join("copy-dst")];
+        let dirs: Vec<PathBuf> = trees
+            .iter()
+            .flat_map(|t| (0..a.copy_dirs).map(move |d| t.join(format!("d{d:04}"))))
+            .collect();
+        let usage = Usage::now();
+        let start = Instant::now();
+        let t = par(threads, "rmtree", &dirs, |d| {
+            let mut n = 0;
+            for e in fs::read_dir(d)? {
+                fs::remove_file(e?.path())?;
+                n += 1;
+            }
+            fs::remove_dir(d)?;
+            Ok(Done { ops: n, bytes: 0 })
+        });
+        let mut errors = t.errors;
+        for tree in &trees {
+            errors += u64::from(fs::remove_dir(tree).is_err());
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let expect = 2 * a.copy_files as u64;
+        if t.ops != expect {
+            eprintln!("  rmtree: removed {} files, expected {expect}", t.ops);
+        }
+        Ok(Timed {
+            ops: t.ops,
+            errors: errors + expect.saturating_sub(t.ops),
+            secs,
+            bytes: 0,
+            lat_us: t.lat_us,
             usage: Usage::since(usage),
         })
     }
