@@ -12,7 +12,7 @@
 //! the server's CPU in a 1 GiB GET run here (`copy_page_to_iter`).
 //!
 //! A file system without `O_DIRECT` (tmpfs) refuses the open with `EINVAL`: the caller then
-//! writes the file the buffered way.
+//! reads or writes the file the buffered way.
 
 use std::alloc::Layout;
 use std::fs::File;
@@ -63,6 +63,8 @@ struct Pool {
     buffers: Mutex<Vec<Aligned>>,
     /// How many it keeps.
     keep: usize,
+    /// The largest buffer it keeps (larger ones are freed).
+    keep_len: usize,
 }
 
 impl Pool {
@@ -77,6 +79,9 @@ impl Pool {
     }
 
     fn give(&self, buf: Aligned) {
+        if buf.len > self.keep_len {
+            return;
+        }
         let mut pool = self.buffers.lock();
         if pool.len() < self.keep {
             pool.push(buf);
@@ -84,23 +89,31 @@ impl Pool {
     }
 }
 
+/// `len` rounded up to a whole number of [`ALIGN`] blocks (at least one).
+fn aligned_len(len: usize) -> usize {
+    len.div_ceil(ALIGN).max(1) * ALIGN
+}
+
 /// Write buffers, each at least a chunk image.
 static WRITES: Pool = Pool {
     buffers: Mutex::new(Vec::new()),
     keep: 8,
+    keep_len: usize::MAX,
 };
 /// Read buffers, each at least a read piece (about 1 MiB): enough for every piece in flight
-/// with 16 concurrent large GETs.
+/// with 16 concurrent large GETs. A whole-chunk read (the scrub's) takes a buffer too large
+/// to keep: 48 of those would hold 400 MiB.
 static READS: Pool = Pool {
     buffers: Mutex::new(Vec::new()),
     keep: 48,
+    keep_len: 2 << 20,
 };
 
 /// Writes `parts`, one after the other, from offset 0 of `file` (opened with `O_DIRECT`),
 /// and cuts the file to their total length. Does not sync.
 pub(crate) fn write_parts(file: &File, parts: &[&[u8]]) -> io::Result<()> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let padded = total.div_ceil(ALIGN).max(1) * ALIGN;
+    let padded = aligned_len(total);
     let mut buf = WRITES.take(padded);
     let bytes = &mut buf.as_mut()[..padded];
     let mut at = 0;
@@ -141,7 +154,7 @@ pub(crate) fn read_at(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
     let start = pos - pos % ALIGN as u64;
     let skip = (pos - start) as usize;
     let want = skip + len;
-    let padded = want.div_ceil(ALIGN).max(1) * ALIGN;
+    let padded = aligned_len(want);
     let mut buf = READS.take(padded);
     let bytes = &mut buf.as_mut()[..padded];
     let mut got = 0;

@@ -63,15 +63,7 @@ impl WrappingKey {
 
     /// Writes a new random master key to `path` (mode 600; refuses to replace a file).
     pub fn create(path: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        let key: [u8; 32] = rand::random();
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options.open(path)?;
-        writeln!(f, "{}", hex::encode(key))?;
-        f.sync_all()
+        write_new_key(path, std::fs::OpenOptions::new().create_new(true), "")
     }
 
     /// A new data key for a version, and its record wrapped under this key
@@ -119,6 +111,22 @@ impl WrappingKey {
         buf.fill(0);
         Ok(DataKey(key))
     }
+}
+
+/// Writes the line `{prefix}{a new random 256-bit key in hex}` to `path`, opened with `options`
+/// and mode 600 when it makes the file, and syncs it.
+fn write_new_key(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+    prefix: &str,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let key: [u8; 32] = rand::random();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);
+    let mut f = options.write(true).open(path)?;
+    writeln!(f, "{prefix}{}", hex::encode(key))?;
+    f.sync_all()
 }
 
 /// The text of a key file that is neither inside `data_dir` nor readable by others.
@@ -192,7 +200,6 @@ impl Keyring {
     /// Adds a new random key `id` to the keyring file at `path` (made with mode 600 when
     /// missing); refuses an id it has.
     pub fn add(path: &Path, id: &str) -> std::io::Result<()> {
-        use std::io::Write;
         if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c == '#') {
             return Err(std::io::Error::other("a key id has no spaces and no '#'"));
         }
@@ -203,14 +210,11 @@ impl Keyring {
         {
             return Err(std::io::Error::other(format!("the keyring has a key {id}")));
         }
-        let key: [u8; 32] = rand::random();
-        let mut options = std::fs::OpenOptions::new();
-        options.append(true).create(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options.open(path)?;
-        writeln!(f, "{id} {}", hex::encode(key))?;
-        f.sync_all()
+        write_new_key(
+            path,
+            std::fs::OpenOptions::new().append(true).create(true),
+            &format!("{id} "),
+        )
     }
 
     /// The key named `id`.

@@ -58,24 +58,29 @@ fn marked(marker: &[u8], n: usize) -> Vec<u8> {
     data
 }
 
+/// Whether any file under the server's data directory contains each of `needles`.
+async fn on_disk<const N: usize>(srv: &Server, needles: [&'static [u8]; N]) -> [bool; N] {
+    let dir = srv.data_dir().to_path_buf();
+    tokio::task::spawn_blocking(move || needles.map(|n| under(&dir, n)))
+        .await
+        .unwrap()
+}
+
 /// Whether any file under `dir` contains `needle`.
-fn on_disk(dir: &Path, needle: &[u8]) -> bool {
-    fn walk(p: &Path, needle: &[u8]) -> bool {
-        let Ok(rd) = std::fs::read_dir(p) else {
-            return false;
-        };
-        rd.flatten().any(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                walk(&path, needle)
-            } else {
-                std::fs::read(&path)
-                    .map(|b| b.windows(needle.len()).any(|w| w == needle))
-                    .unwrap_or(false)
-            }
-        })
-    }
-    walk(dir, needle)
+fn under(dir: &Path, needle: &[u8]) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let path = e.path();
+        if path.is_dir() {
+            under(&path, needle)
+        } else {
+            std::fs::read(&path)
+                .map(|b| b.windows(needle.len()).any(|w| w == needle))
+                .unwrap_or(false)
+        }
+    })
 }
 
 async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
@@ -233,19 +238,17 @@ async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
     assert_fails(kms, 501, "NotImplemented");
     assert_status(c.head_object().bucket(&b).key("kms").send().await, 404);
 
-    let data = srv.data_dir().to_path_buf();
-    let found = tokio::task::spawn_blocking(move || {
+    let found = on_disk(
+        &srv,
         [
             &b"CLEAR-MARKER-0123456789abcdef!!"[..],
             b"SMALL-MARKER-0123456789abcdef!!",
             b"BIG-MARKER-0123456789abcdefgh!!",
             b"PART1-MARKER-0123456789abcdef!!",
             b"PART2-MARKER-0123456789abcdef!!",
-        ]
-        .map(|m| on_disk(&data, m))
-    })
-    .await
-    .unwrap();
+        ],
+    )
+    .await;
     assert_eq!(found, [true, false, false, false, false]);
 }
 
@@ -364,11 +367,7 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
     );
     assert_eq!(shown.ssekms_key_id(), Some("other-key"));
     assert_eq!(get_bytes(&c, &b, "defaulted").await, b"under other-key");
-    let data_dir = srv.data_dir().to_path_buf();
-    let found =
-        tokio::task::spawn_blocking(move || on_disk(&data_dir, b"KMS-MARKER-0123456789abcdefghi!"))
-            .await
-            .unwrap();
+    let [found] = on_disk(&srv, [b"KMS-MARKER-0123456789abcdefghi!"]).await;
     assert!(!found, "SSE-KMS plaintext found on disk");
 }
 
@@ -537,11 +536,7 @@ async fn sse_c_objects_need_their_key_for_every_read() {
         .send()
         .await;
     assert_fails(keyless, 400, "InvalidRequest");
-    let data_dir = srv.data_dir().to_path_buf();
-    let found =
-        tokio::task::spawn_blocking(move || on_disk(&data_dir, b"SSEC-MARKER-0123456789abcdefgh!"))
-            .await
-            .unwrap();
+    let [found] = on_disk(&srv, [b"SSEC-MARKER-0123456789abcdefgh!"]).await;
     assert!(!found, "SSE-C plaintext found on disk");
 }
 
