@@ -13,6 +13,7 @@ mod list;
 pub mod metrics;
 mod repair;
 pub mod sealed;
+mod tier_proxy;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, ChunkWriter, DataStream, ReadRange, TierReader, Written};
@@ -20,3 +21,4 @@ pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
 pub use list::{ListItem, Lister};
 pub use repair::{repair_noted_chunks, GroupsRepairLog};
+pub use tier_proxy::NodeTierReads;

@@ -201,6 +201,15 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
     };
     let r = ch.admin(&call).await;
     out.push(("admin".into(), refused(&r), false));
+    let tiered = saker_rpc::TierRef {
+        tier: "COLD".into(),
+        key: "k".into(),
+        size: 10,
+        crc32c: 0,
+        restored: None,
+    };
+    let r = ch.tier_read(&tiered, 0, 10).await;
+    out.push(("tier read".into(), refused(&r), true));
     for req in chunk_requests() {
         let what = format!("chunk {req:?}").chars().take(40).collect();
         let client_ok = req.client_allowed();

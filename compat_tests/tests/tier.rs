@@ -1,7 +1,7 @@
 //! Remote archive tiers end to end: a second `saker server` on loopback is the tier. A
 //! lifecycle Transition moves objects (inline, chunked, multipart-sized) there: their bytes
 //! leave the local chunkstore, and GET, ranged GET, HEAD (StorageClass), listings and the
-//! mount read them back; RestoreObject brings a local copy back; deletes and overwrites
+//! mounts (in-process, and a library mount whose node reads through for it) read them back; RestoreObject brings a local copy back; deletes and overwrites
 //! remove the remote copy after the grace period; a tier with objects cannot be removed.
 //! `saker archive` moves a prefix, survives a kill -9 of the server mid-way, resumes and
 //! verifies; the tier scrub deletes a remote orphan.
@@ -13,7 +13,7 @@ use aws_sdk_s3::types::{
     LifecycleRuleFilter, RestoreRequest, Tier, Transition, TransitionStorageClass,
 };
 use aws_sdk_s3::Client;
-use common::fuse::Mounted;
+use common::fuse::{LibraryMount, Mounted};
 use common::*;
 
 /// Defines tier `name` on `hot`: bucket `bucket` of `cold`, under `lake/`.
@@ -222,6 +222,33 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
         .await
         .unwrap();
     assert_eq!(through_mount, mid);
+    // And through a library mount, whose client credential may not read the tiers' keys:
+    // the node it mounted through reads for it (a small object, a big one in 4 MiB calls,
+    // and a range of it).
+    let lib = tokio::task::block_in_place(|| LibraryMount::start(hot));
+    let (lib_mid, lib_big, lib_range) = tokio::task::block_in_place(|| {
+        use std::os::unix::fs::FileExt;
+        let dir = lib.root.join(&b).join("logs");
+        let mut at = vec![0u8; 1000];
+        std::fs::File::open(dir.join("big"))
+            .unwrap()
+            .read_exact_at(&mut at, (13 << 20) + 7)
+            .unwrap();
+        (
+            std::fs::read(dir.join("mid")).unwrap(),
+            std::fs::read(dir.join("big")).unwrap(),
+            at,
+        )
+    });
+    assert_eq!(lib_mid, mid);
+    assert!(
+        lib_big == big,
+        "the big object read through a library mount differs"
+    );
+    assert_eq!(lib_range, big[(13 << 20) + 7..(13 << 20) + 1007]);
+    drop(lib);
+    // Such a client reads this cluster's keys in the tier, and nothing else there.
+    tier_reads_stay_in_this_cluster(hot, &remote).await;
 
     // RestoreObject: 202 for a new copy (its chunk is local again), 200 after; x-amz-restore.
     let restore = |days: i32| {
@@ -291,6 +318,47 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
     );
     assert_eq!(get_bytes(&c, &b, "logs/inline").await, b"new");
     assert_eq!(get_bytes(&c, &b, "logs/big").await, big);
+}
+
+/// A client credential's tier reads: a key of this cluster reads, another key of the same
+/// tier bucket (another cluster's copies, say) is refused. `remote` lists the tier's keys.
+async fn tier_reads_stay_in_this_cluster(hot: &Server, remote: &[(String, i64)]) {
+    use saker_rpc::auth::{install, Credential};
+    install(Credential::load(&hot.credential_path()).unwrap().client());
+    let ch = saker_rpc::RpcChannel::connect(&hot.rpc_addr).await.unwrap();
+    let (key, size) = remote[0].clone();
+    let ours = saker_rpc::TierRef {
+        tier: "COLD".into(),
+        key: key.clone(),
+        size: size as u64,
+        crc32c: 0,
+        restored: None,
+    };
+    let got = ch.tier_read(&ours, 0, 100).await.unwrap();
+    assert_eq!(got.len(), 100);
+    let cluster = key
+        .strip_prefix("lake/")
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    for other in [
+        key.replacen(cluster, "another-cluster", 1),
+        "lake/x".to_string(),
+        format!("lake/{cluster}/../x/1/2.0"),
+    ] {
+        let theirs = saker_rpc::TierRef {
+            key: other.clone(),
+            ..ours.clone()
+        };
+        let e = ch.tier_read(&theirs, 0, 100).await.unwrap_err();
+        assert!(
+            e.to_string().contains("not a key of this cluster"),
+            "{other}: {e}"
+        );
+    }
+    let e = ch.tier_read(&ours, 0, 64 << 20).await.unwrap_err();
+    assert!(e.to_string().contains("at most"), "{e}");
 }
 
 /// The `saker archive` command against `hot`.

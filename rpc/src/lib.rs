@@ -39,6 +39,7 @@ pub use meta::{
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{
     AdminCall, AdminReply, AdminService, CoordinatorService, MetaService, RaftService,
+    TierReadService, MAX_TIER_READ,
 };
 pub use transport::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,

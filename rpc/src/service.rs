@@ -94,3 +94,21 @@ pub trait AdminService: Send + Sync + 'static {
 pub trait RaftService: Send + Sync + 'static {
     async fn raft(&self, group: u32, body: bytes::Bytes) -> Result<Vec<u8>, String>;
 }
+
+/// Reads of versions whose bytes live in a remote tier, for callers that do not hold the
+/// tiers' keys (a library mount with a client credential): the node reads through with its
+/// own. `Err` is why it could not, as text.
+#[async_trait]
+pub trait TierReadService: Send + Sync + 'static {
+    /// Bytes `start..end` of the tiered version `tier` (`end - start` at most
+    /// [`MAX_TIER_READ`]; a range past the version's end is cut there).
+    async fn read(
+        &self,
+        tier: crate::TierRef,
+        start: u64,
+        end: u64,
+    ) -> Result<bytes::Bytes, String>;
+}
+
+/// The most one tier read call moves.
+pub const MAX_TIER_READ: u64 = 16 << 20;

@@ -1,8 +1,9 @@
 //! `saker mount MOUNTPOINT --cluster ADDR`: the namespace of a running cluster as a FUSE file
 //! system, and the in-process mount of `saker server --mount`.
 //!
-//! The mount needs only the cluster's RPC address: metadata goes to the MNodes and file data
-//! to the chunkstores the cluster map names. A killed `saker mount` is unmounted by its guard
+//! The mount needs only the cluster's RPC address: metadata goes to the MNodes, file data
+//! to the chunkstores the cluster map names, and reads of versions moved to a remote tier to
+//! the node at that address, which reads them through. A killed `saker mount` is unmounted by its guard
 //! process (`crate::mount_guard`) and by `fusermount3` (auto_unmount), so no hung mount point
 //! stays behind.
 
@@ -187,9 +188,12 @@ pub fn unmount(mountpoint: &Path) {
 async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
     let channel = saker_rpc::RpcChannel::connect(addr).await?;
     let map = channel.cluster_map().await?;
-    let pool = saker_rpc::ChannelPool::with(channel);
+    let pool = saker_rpc::ChannelPool::with(channel.clone());
     let chunks = Arc::new(saker_client::chunk_stores(&map, addr, &pool)?);
     let cluster = Cluster::from_map(&map, addr, &pool, chunks.clone(), config)?;
+    // Tiered versions are read through the node this mount was pointed at: it holds the
+    // tiers' keys, which a client credential may not read.
+    cluster.set_tier_reader(Arc::new(saker_client::NodeTierReads::new(channel)));
     if map.endpoints.chunk_replicas > 1 {
         chunks.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
     }

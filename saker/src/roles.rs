@@ -174,6 +174,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .join(", ")
     )];
     let forward = crate::admin_forward::Shared::default();
+    let tier_reads = Arc::new(LateTierReads::default());
     if let Some(addr) = cfg.rpc_bind() {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
         // the chunkstore (if it runs here), the cluster map and admin requests other nodes
@@ -192,6 +193,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             rpc = rpc.with_map(Arc::new(live));
         }
         rpc = rpc.with_admin(forward.clone());
+        // Served once the gateway below made its tier clients (every node of a replicated
+        // cluster runs one).
+        rpc = rpc.with_tier_reads(tier_reads.clone());
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
@@ -265,6 +269,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
             .with_tier_cache(cfg.data_dir.join("tier-cache"), args.tier_cache_size)
             .context("cannot make the tier cache")?;
+        let _ = tier_reads.0.set(gateway.tiers().clone());
         let s3 = gateway
             .clone()
             .into_front(args.domain())
@@ -503,4 +508,24 @@ async fn hosted_groups(
     };
     crate::server::write_durably(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
     Ok((id, hosted))
+}
+
+/// The tier reads of a node whose gateway (and with it its tier clients) is made after its
+/// RPC listener starts: refused until then, and for good on a node without a gateway.
+#[derive(Default)]
+struct LateTierReads(std::sync::OnceLock<Arc<saker_tier::Tiers>>);
+
+#[async_trait::async_trait]
+impl saker_rpc::TierReadService for LateTierReads {
+    async fn read(
+        &self,
+        tier: saker_rpc::TierRef,
+        start: u64,
+        end: u64,
+    ) -> Result<bytes::Bytes, String> {
+        match self.0.get() {
+            Some(tiers) => saker_rpc::TierReadService::read(&**tiers, tier, start, end).await,
+            None => Err("this node runs no gateway, so it reads no tiers".into()),
+        }
+    }
 }

@@ -327,11 +327,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         map.router()? == local.router,
         "the cluster map does not describe the in-process groups"
     );
-    let rpc = RpcServer::new(groups.clone(), coordinator, map)
-        .with_chunks(Arc::new(ChunkServer(chunks.clone())));
     let cluster = Arc::new(Cluster::new(
         local.router.clone(),
-        groups,
+        groups.clone(),
         chunks.clone(),
         args.client_config(&args.data_dir)?,
     ));
@@ -341,6 +339,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
         .with_tier_cache(args.data_dir.join("tier-cache"), args.tier_cache_size)
         .context("cannot make the tier cache")?;
+    // Library mounts read tiered versions through this node, which holds the tiers' keys.
+    let rpc = RpcServer::new(groups.clone(), coordinator, map)
+        .with_chunks(Arc::new(ChunkServer(chunks.clone())))
+        .with_tier_reads(gateway.tiers().clone());
     let s3 = gateway
         .clone()
         .into_front(args.domain.as_deref())

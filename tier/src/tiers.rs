@@ -141,6 +141,32 @@ fn remote_err(t: &TierRef, e: impl std::fmt::Display) -> TierError {
     }
 }
 
+/// Reads through for a node's callers without tier keys (library mounts). A caller names any
+/// key it likes, so only this cluster's keys in a tier are read: a client credential may read
+/// any chunk of this cluster, and with this any tiered version of it, but nothing else in the
+/// tier's bucket.
+#[async_trait::async_trait]
+impl saker_rpc::TierReadService for Tiers {
+    async fn read(&self, t: TierRef, start: u64, end: u64) -> Result<Bytes, String> {
+        let ours = async {
+            let remote = self.remote(&t.tier).await?;
+            let prefix = remote.config().cluster_prefix(self.cluster_id().await?);
+            Ok::<_, TierError>(t.key.starts_with(&prefix) && !t.key.contains("/../"))
+        };
+        match ours.await {
+            Ok(true) => {}
+            Ok(false) => return Err(format!("{} is not a key of this cluster", t.key)),
+            Err(e) => return Err(e.to_string()),
+        }
+        let mut stream = TierReader::read(self, &t, ReadRange { start, end });
+        let mut out = bytes::BytesMut::new();
+        while let Some(piece) = futures::StreamExt::next(&mut stream).await {
+            out.extend_from_slice(&piece.map_err(|e| e.to_string())?);
+        }
+        Ok(out.freeze())
+    }
+}
+
 impl TierReader for Tiers {
     fn read(&self, t: &TierRef, range: ReadRange) -> DataStream {
         let (tx, rx) = mpsc::channel(2);

@@ -148,6 +148,59 @@ impl Drop for Mounted {
     }
 }
 
+/// A separate `saker mount --cluster` process of `srv`'s namespace, holding only the client
+/// credential (as a client host does); killed and detached when dropped.
+#[allow(dead_code)]
+pub struct LibraryMount {
+    pub root: PathBuf,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(dead_code)]
+impl LibraryMount {
+    pub fn start(srv: &Server) -> LibraryMount {
+        require_fuse();
+        let dir = tempfile::Builder::new()
+            .prefix("saker-libmount-")
+            .tempdir()
+            .unwrap();
+        let root = dir.path().join("mnt");
+        std::fs::create_dir(&root).unwrap();
+        let credential = dir.path().join("client.json");
+        let export = [
+            "cluster-credential",
+            "export",
+            credential.to_str().unwrap(),
+            "--client",
+        ];
+        super::ok_stdout(srv.admin_cmd(&export), "cluster-credential export");
+        let child = Command::new(super::saker_bin())
+            .args(["mount", root.to_str().unwrap(), "--cluster", &srv.rpc_addr])
+            .args(["--attr-ttl", "0s", "--entry-ttl", "0s"])
+            .env("SAKER_CLUSTER_CREDENTIAL", &credential)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start saker mount");
+        wait_mounted(&root);
+        LibraryMount {
+            root,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for LibraryMount {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.root).status();
+    }
+}
+
 /// The errno of a failed std::io call.
 pub fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
     r.expect_err("the call should fail")

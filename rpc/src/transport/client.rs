@@ -18,7 +18,7 @@ use super::pipe::{Pipe, PipeError, Piped, Unanswered};
 use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
-    SetDirAttrCall,
+    SetDirAttrCall, TierReadCall,
 };
 use super::{MAX_MESSAGE, VERSION_HEADER};
 use crate::attr::Attr;
@@ -149,6 +149,32 @@ impl RpcChannel {
             .body;
         decode::<Result<ChunkReply, ChunkWireError>>(&body)
             .map_err(|e| ChunkWireError::Protocol(format!("reply from {}: {e}", self.addr)))?
+    }
+
+    /// Bytes `start..end` (at most [`crate::MAX_TIER_READ`]) of the tiered version `tier`, read
+    /// through by the node behind this endpoint ([`crate::TierReadService`]). What the node
+    /// could not read is `Unavailable` with its reason; a call that outlives the chunk
+    /// deadline for as many bytes is too.
+    pub async fn tier_read(
+        &self,
+        tier: &crate::TierRef,
+        start: u64,
+        end: u64,
+    ) -> Result<Bytes, MetaError> {
+        let moved = end.saturating_sub(start);
+        let deadline = self.chunk_deadline
+            + Duration::from_secs_f64(moved as f64 / crate::chunk::DEADLINE_RATE as f64);
+        let mut request = frame(&TierReadCall {
+            tier: tier.clone(),
+            start,
+            end,
+        });
+        request.set_timeout(deadline);
+        let reply = tokio::time::timeout(deadline, self.client.clone().tier_read(request))
+            .await
+            .map_err(|_| unavailable(&self.addr, "no answer to a tier read in time"))?;
+        self.reply::<Result<Bytes, String>>(reply)?
+            .map_err(|e| unavailable(&self.addr, &e))
     }
 
     /// One raft message to group `group`'s replica behind this endpoint, given up after

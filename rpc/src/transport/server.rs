@@ -16,7 +16,7 @@ use super::pb::Frame;
 use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
-    SetDirAttrCall,
+    SetDirAttrCall, TierReadCall,
 };
 use super::{MAX_MESSAGE, VERSION_HEADER};
 
@@ -27,7 +27,9 @@ use crate::auth::Kind;
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::{ClusterMap, MapSource};
 use crate::error::MetaError;
-use crate::service::{AdminCall, AdminService, CoordinatorService, MetaService, RaftService};
+use crate::service::{
+    AdminCall, AdminService, CoordinatorService, MetaService, RaftService, TierReadService,
+};
 use crate::{metrics, trace_context};
 
 /// HTTP/2 pings on idle connections, so a dead peer is noticed.
@@ -77,6 +79,7 @@ struct Handler {
     chunks: Option<Arc<dyn ChunkService>>,
     raft: Option<Arc<dyn RaftService>>,
     admin: Option<Arc<dyn AdminService>>,
+    tiers: Option<Arc<dyn TierReadService>>,
     /// Set when the server begins to shut down: open pipes end, so that the connections
     /// they keep busy can finish.
     closing: Arc<tokio::sync::watch::Sender<bool>>,
@@ -148,6 +151,7 @@ impl RpcServer {
                 chunks: None,
                 raft: None,
                 admin: None,
+                tiers: None,
                 closing: Arc::new(tokio::sync::watch::channel(false).0),
             }),
         }
@@ -177,6 +181,12 @@ impl RpcServer {
     /// Also takes admin requests other nodes authorized and hand on ([`AdminService`]).
     pub fn with_admin(self, admin: Arc<dyn AdminService>) -> Self {
         self.with(|h| h.admin = Some(admin))
+    }
+
+    /// Also reads tiered versions through for callers without the tiers' keys
+    /// ([`TierReadService`]; client credentials may ask).
+    pub fn with_tier_reads(self, tiers: Arc<dyn TierReadService>) -> Self {
+        self.with(|h| h.tiers = Some(tiers))
     }
 
     /// Serves the map `map` makes at each request instead of the fixed one.
@@ -500,6 +510,36 @@ impl Saker for Handler {
             },
             self.closing.subscribe(),
         ))
+    }
+
+    async fn tier_read(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (metadata, _, body) = request.into_parts();
+        let call: TierReadCall =
+            decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if call.end < call.start || call.end - call.start > crate::MAX_TIER_READ {
+            return Err(Status::invalid_argument(format!(
+                "tier read of {}..{}: at most {} bytes, start before end",
+                call.start,
+                call.end,
+                crate::MAX_TIER_READ
+            )));
+        }
+        crate::check_tier_name(&call.tier.tier).map_err(Status::invalid_argument)?;
+        let result = match self.tiers.clone() {
+            Some(tiers) => {
+                let span = tracing::debug_span!("rpc.tier_read", otel.kind = "server");
+                served(
+                    "tier",
+                    "read",
+                    trace_context::parent_of(&metadata),
+                    span,
+                    async move { tiers.read(call.tier, call.start, call.end).await },
+                )
+                .await?
+            }
+            None => Err("no tier reads are served at this address".to_string()),
+        };
+        Ok(frame(encode(&result)))
     }
 
     async fn chunk(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {

@@ -69,6 +69,14 @@ pub(super) struct SetDirAttrCall {
     pub set: MetaRequest,
 }
 
+/// `TierRead`: a range of a tiered version, read through by the node.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct TierReadCall {
+    pub tier: crate::TierRef,
+    pub start: u64,
+    pub end: u64,
+}
+
 /// `Raft`: one openraft message (append, vote, snapshot chunk) to one group's replica, encoded
 /// by the MNode crate (the transport does not look inside).
 #[derive(Debug, Serialize, Deserialize)]
@@ -251,6 +259,7 @@ mod tests {
                     let _ = decode::<RenameCall>(&body);
                     let _ = decode::<LinkCall>(&body);
                     let _ = decode::<RemoveDirCall>(&body);
+                    let _ = decode::<TierReadCall>(&body);
                     let _ = decode::<crate::ClusterMap>(&body);
                     if let Ok(call) = decode::<MetaCall>(&body) {
                         let again = decode::<MetaCall>(&encode(&call)).unwrap();
