@@ -14,7 +14,7 @@
 # Medians of RUNS rounds, side by side, into OUT_DIR/tier.json.
 #
 # usage: tier.sh OUT_DIR
-# knobs: RUNS (3), FILL (5s), FILL64 (2s), FILL_LC (1s), DURATION (5s), CACHE (0), RATE (--lifecycle-rate: 250),
+# knobs: LC_ONLY (1: only the lifecycle pass and its foreground p99), RUNS (3), FILL (5s), FILL64 (2s), FILL_LC (1s), DURATION (5s), CACHE (0), RATE (--lifecycle-rate: 250),
 #        TIER_ENDPOINT/TIER_AK/TIER_SK (an outside tier; its bucket `archive` must exist)
 # needs: a release build of saker (cargo build --release), curl (--aws-sigv4), python3 with boto3.
 set -euo pipefail
@@ -30,6 +30,7 @@ FILL_LC=${FILL_LC:-1s}
 DURATION=${DURATION:-5s}
 CACHE=${CACHE:-0}
 RATE=${RATE:-250}
+LC_ONLY=${LC_ONLY:-0}
 AK=benchak SK=benchsecret123
 # SHA-256 of no bytes: the body hash S3 signatures carry for an empty request.
 EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
@@ -78,6 +79,7 @@ PY
 for r in $(seq 1 "$RUNS"); do
   echo "round $r"
   k16="$OUT/keys-16k-$r.txt" k64="$OUT/keys-64m-$r.txt"
+  [ "$LC_ONLY" = 1 ] || {
   bench "t16k-$r" 16KiB 16 put "$FILL" "$OUT/fill16-$r.json" --keep --keys "$k16"
   bench "t64m-$r" 64MiB 2 put "$FILL64" "$OUT/fill64-$r.json" --keep --keys "$k64"
   bench "t16k-$r" 16KiB 16 get "$DURATION" "$OUT/local16-$r.json" --keep --keys "$k16"
@@ -86,19 +88,21 @@ for r in $(seq 1 "$RUNS"); do
   "$SAKER" archive "t64m-$r" --tier COLD --admin-endpoint http://127.0.0.1:19901 2>/dev/null >"$OUT/archive64-$r.json"
   bench "t16k-$r" 16KiB 16 get "$DURATION" "$OUT/tier16-$r.json" --keep --keys "$k16"
   bench "t64m-$r" 64MiB 2 get "$DURATION" "$OUT/tier64-$r.json" --keep --keys "$k64"
+  }
   # A lifecycle Transition pass and the foreground's p99 beside it.
   bench "fg-$r" 4KiB 16 put,get "$DURATION" "$OUT/idle-$r.json"
   bench "lc-$r" 4KiB 16 put "$FILL_LC" "$OUT/fill-lc-$r.json" --keep
   transition_rule "lc-$r"
+  sleep 1.1 # a day: every object filled is due when the pass starts
   admin lifecycle run "lc-$r" >"$OUT/pass-$r.json" &
   pass_pid=$!
   bench "fg-$r" 4KiB 16 put,get "$DURATION" "$OUT/busy-$r.json"
   wait "$pass_pid"
 done
 
-python3 - "$OUT" "$RUNS" "$CACHE" <<'PY'
+python3 - "$OUT" "$RUNS" "$CACHE" "$LC_ONLY" <<'PY'
 import json, os, sys
-out, runs, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, runs, cache, lc_only = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 med = lambda xs: sorted(xs)[len(xs) // 2]
 load = lambda n: json.load(open(os.path.join(out, n)))
 rounds = range(1, runs + 1)
@@ -120,10 +124,6 @@ passes = [load(f"pass-{r}.json") for r in rounds]
 result = {
     "tier": "second saker server on loopback" if os.environ.get("TIER_ENDPOINT") is None else os.environ["TIER_ENDPOINT"],
     "tier_cache_size": cache,
-    "transition 16KiB (saker archive)": archive("archive16"),
-    "transition 64MiB (saker archive)": archive("archive64"),
-    "get 16KiB c16": {"local": get("local16"), "read-through": get("tier16")},
-    "get 64MiB c2": {"local": get("local64"), "read-through": get("tier64")},
     "lifecycle transition pass": {
         "lifecycle_rate": int(os.environ.get("RATE", "250")),
         "transitioned_per_pass": med([p["transitioned"] for p in passes]),
@@ -131,11 +131,21 @@ result = {
         "errors": sum(p["errors"] for p in passes)},
     "get 4KiB c16 p99_ms": {"idle": get("idle")["p99_ms"], "busy": get("busy")["p99_ms"]},
 }
-for k in ("get 16KiB c16", "get 64MiB c2"):
+if not lc_only:
+    result["transition 16KiB (saker archive)"] = archive("archive16")
+    result["transition 64MiB (saker archive)"] = archive("archive64")
+    result["get 16KiB c16"] = {"local": get("local16"), "read-through": get("tier16")}
+    result["get 64MiB c2"] = {"local": get("local64"), "read-through": get("tier64")}
+for k in ("get 16KiB c16", "get 64MiB c2") if not lc_only else ():
     result[k]["read_through_over_local_ops"] = round(
         result[k]["read-through"]["ops_per_s"] / max(result[k]["local"]["ops_per_s"], 1), 3)
 result["p99_busy_over_idle"] = round(result["get 4KiB c16 p99_ms"]["busy"] /
                                      result["get 4KiB c16 p99_ms"]["idle"], 3)
+# Per round too: the machine is noisy, and idle and busy of one round run back to back.
+result["p99_busy_over_idle_per_round"] = [
+    round(min(x["p99_ms"] for x in load(f"busy-{r}.json")["results"] if x["phase"] == "get") /
+          min(x["p99_ms"] for x in load(f"idle-{r}.json")["results"] if x["phase"] == "get"), 3)
+    for r in rounds]
 json.dump(result, open(os.path.join(out, "tier.json"), "w"), indent=1)
 print(json.dumps(result, indent=1))
 PY

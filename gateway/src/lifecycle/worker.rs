@@ -56,10 +56,10 @@ const BATCH: usize = 64;
 /// Measured (compat_tests/bench/tier.sh): counted as one item, moves at the default pace
 /// doubled foreground GET p99 on this 2-core machine.
 const MOVE_COST: u64 = 4;
-/// Moves made at once, and gathered before they are made: fewer than deletes, as each
-/// holds an object's bytes and keeps two servers busy.
+/// Moves in flight at once: fewer than deletes, as each holds an object's bytes and keeps
+/// two servers busy. A move starts as soon as the walk decides it (the pace spaces them out);
+/// gathering moves into batches made bursts that foreground requests felt.
 const MOVE_CONCURRENCY: usize = 4;
-const MOVE_BATCH: usize = 16;
 const MOVE_BYTES_PER_ITEM: u64 = 256 * 1024;
 
 /// Which summary count an action adds to.
@@ -73,15 +73,6 @@ struct Pending {
     field: Field,
 }
 
-/// A tier change decided and not made yet: a move to `tier` (of the current object, or of
-/// noncurrent version `version`), or (`None`) the drop of a restored copy whose days are over.
-struct PendingMove {
-    path: Vec<String>,
-    attr: saker_rpc::Attr,
-    version: Option<String>,
-    tier: Option<String>,
-}
-
 /// A pass's walk: paced at `per_sec` items (objects, versions, uploads looked at) a second,
 /// so foreground requests keep the machine (0: unpaced); its deletes sent in batches; and its
 /// place saved every [`SAVE_EVERY`] items when it is a pass over every bucket (after the
@@ -93,7 +84,8 @@ pub(super) struct Walk {
     unsaved: u64,
     state: Option<Arc<dyn StateStore>>,
     pending: Vec<Pending>,
-    moves: Vec<PendingMove>,
+    /// Tier changes under way.
+    moving: tokio::task::JoinSet<(Result<(), String>, Field)>,
 }
 
 impl Walk {
@@ -105,7 +97,7 @@ impl Walk {
             unsaved: 0,
             state,
             pending: Vec::new(),
-            moves: Vec::new(),
+            moving: tokio::task::JoinSet::new(),
         }
     }
 
@@ -154,8 +146,9 @@ impl Walk {
         }
     }
 
-    /// Moves the object at `path` (as found: `attr`) to `tier`, or drops its restored copy
-    /// (`None`), soon.
+    /// Moves the object at `path` (as found: `attr`) to `tier` (of the current object, or of
+    /// noncurrent version `version`), or drops its restored copy (`None`): starts it once
+    /// fewer than [`MOVE_CONCURRENCY`] are under way.
     async fn tier_change(
         &mut self,
         gw: &Gateway,
@@ -168,49 +161,40 @@ impl Walk {
         // A move costs several requests and its bytes twice (read here, written at the tier):
         // it counts as that many items of the pace.
         self.done += MOVE_COST + attr.size / MOVE_BYTES_PER_ITEM;
-        self.moves.push(PendingMove {
-            path,
-            attr,
-            version,
-            tier,
-        });
-        if self.moves.len() >= MOVE_BATCH {
-            self.flush(gw, sum).await;
+        while self.moving.len() >= MOVE_CONCURRENCY {
+            self.finish_move(sum).await;
         }
+        let gw = gw.clone();
+        self.moving.spawn(async move {
+            use saker_tier::transition::{drop_restored, transition, Moved};
+            let (cluster, tiers) = (&gw.cluster, &gw.tiers);
+            let Some(tier) = &tier else {
+                let r = drop_restored(cluster, &path, &attr, version.is_some()).await;
+                let field: Field = |s| &mut s.restores_dropped;
+                return (r.map_err(|e| e.to_string()), field);
+            };
+            match transition(cluster, tiers, tier, &path, &attr, version.as_deref()).await {
+                Ok(Moved::Moved(_)) => (Ok(()), |s: &mut Summary| &mut s.transitioned),
+                Ok(_) => (Ok(()), |s: &mut Summary| &mut s.skipped),
+                Err(e) => (Err(e.to_string()), |s: &mut Summary| &mut s.skipped),
+            }
+        });
     }
 
-    /// Makes the tier changes decided so far.
-    async fn flush_moves(&mut self, gw: &Gateway, sum: &mut Summary) {
-        use saker_tier::transition::{drop_restored, transition, Moved};
-        let sent = std::mem::take(&mut self.moves)
-            .into_iter()
-            .map(|m| async move {
-                let (cluster, tiers) = (&gw.cluster, &gw.tiers);
-                let Some(tier) = &m.tier else {
-                    let noncurrent = m.version.is_some();
-                    let r = drop_restored(cluster, &m.path, &m.attr, noncurrent).await;
-                    let field: Field = |s| &mut s.restores_dropped;
-                    return (r.map_err(|e| e.to_string()), field);
-                };
-                let version = m.version.as_deref();
-                match transition(cluster, tiers, tier, &m.path, &m.attr, version).await {
-                    Ok(Moved::Moved(_)) => (Ok(()), |s: &mut Summary| &mut s.transitioned),
-                    Ok(_) => (Ok(()), |s: &mut Summary| &mut s.skipped),
-                    Err(e) => (Err(e.to_string()), |s: &mut Summary| &mut s.skipped),
-                }
-            });
-        let results: Vec<(Result<(), String>, Field)> = futures::stream::iter(sent)
-            .buffer_unordered(MOVE_CONCURRENCY)
-            .collect()
-            .await;
-        for (r, field) in results {
-            count(sum, r, field);
+    /// Waits for one tier change under way and counts it.
+    async fn finish_move(&mut self, sum: &mut Summary) {
+        match self.moving.join_next().await {
+            Some(Ok((r, field))) => count(sum, r, field),
+            Some(Err(e)) => count(sum, Err(e.to_string()), |s| &mut s.skipped),
+            None => {}
         }
     }
 
     /// Sends the deletes and tier changes decided so far.
     async fn flush(&mut self, gw: &Gateway, sum: &mut Summary) {
-        self.flush_moves(gw, sum).await;
+        while !self.moving.is_empty() {
+            self.finish_move(sum).await;
+        }
         let sent = std::mem::take(&mut self.pending)
             .into_iter()
             .map(|p| async move {
