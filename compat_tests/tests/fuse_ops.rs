@@ -815,22 +815,8 @@ fn a_killed_mount_process_leaves_no_hung_mount_point() {
     std::fs::create_dir(&mnt).unwrap();
     // A client host's credential: the mount sends only what it allows.
     let client = dir.path().join("client.json");
-    let export = [
-        "cluster-credential",
-        "export",
-        client.to_str().unwrap(),
-        "--client",
-    ];
-    ok_stdout(srv.admin_cmd(&export), "cluster-credential export");
-    let mut child = std::process::Command::new(saker_bin())
-        .args(["mount", mnt.to_str().unwrap(), "--cluster", &srv.rpc_addr])
-        .env("SAKER_CLUSTER_CREDENTIAL", &client)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_mounted(&mnt);
+    export_client_credential(&srv, &client);
+    let mut child = spawn_library_mount(&mnt, &srv.rpc_addr, &client, &[]);
     std::fs::create_dir(mnt.join("killbkt")).unwrap();
     std::fs::write(mnt.join("killbkt/f"), b"before the kill").unwrap();
     // fusermount3's auto_unmount helper misses a race (its socket may close before the last

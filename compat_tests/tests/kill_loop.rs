@@ -261,16 +261,7 @@ async fn check_all(nodes: &Nodes, load: &Load, i: usize) -> usize {
 /// Mounts the cluster at `mnt` through node 1's RPC address, with the cluster's credential.
 fn mount(nodes: &Nodes, mnt: &Path) -> std::process::Child {
     let credential = nodes.dir.path().join("cluster-credential.json");
-    let child = std::process::Command::new(saker_bin())
-        .args(["mount", mnt.to_str().unwrap(), "--cluster", &nodes.rpc[0]])
-        .env("SAKER_CLUSTER_CREDENTIAL", &credential)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start saker mount");
-    wait_mounted(mnt);
-    child
+    spawn_library_mount(mnt, &nodes.rpc[0], &credential, &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

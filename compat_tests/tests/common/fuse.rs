@@ -168,29 +168,52 @@ impl LibraryMount {
         let root = dir.path().join("mnt");
         std::fs::create_dir(&root).unwrap();
         let credential = dir.path().join("client.json");
-        let export = [
-            "cluster-credential",
-            "export",
-            credential.to_str().unwrap(),
-            "--client",
-        ];
-        super::ok_stdout(srv.admin_cmd(&export), "cluster-credential export");
-        let child = Command::new(super::saker_bin())
-            .args(["mount", root.to_str().unwrap(), "--cluster", &srv.rpc_addr])
-            .args(["--attr-ttl", "0s", "--entry-ttl", "0s"])
-            .env("SAKER_CLUSTER_CREDENTIAL", &credential)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("start saker mount");
-        wait_mounted(&root);
+        export_client_credential(srv, &credential);
+        let ttl = ["--attr-ttl", "0s", "--entry-ttl", "0s"];
+        let child = spawn_library_mount(&root, &srv.rpc_addr, &credential, &ttl);
         LibraryMount {
             root,
             child,
             _dir: dir,
         }
     }
+}
+
+/// Writes `srv`'s client credential (what a client host is given) to `file`.
+#[allow(dead_code)]
+pub fn export_client_credential(srv: &Server, file: &Path) {
+    let export = [
+        "cluster-credential",
+        "export",
+        file.to_str().unwrap(),
+        "--client",
+    ];
+    super::ok_stdout(srv.admin_cmd(&export), "cluster-credential export");
+}
+
+/// Starts `saker mount root --cluster rpc` (plus `extra`) with `credential`, and waits until
+/// it is mounted.
+#[allow(dead_code)]
+pub fn spawn_library_mount(
+    root: &Path,
+    rpc: &str,
+    credential: &Path,
+    extra: &[&str],
+) -> std::process::Child {
+    let mut child = Command::new(super::saker_bin())
+        .args(["mount", root.to_str().unwrap(), "--cluster", rpc])
+        .args(extra)
+        .env("SAKER_CLUSTER_CREDENTIAL", credential)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start saker mount");
+    if let Err(e) = std::panic::catch_unwind(|| wait_mounted(root)) {
+        let _ = child.kill();
+        std::panic::resume_unwind(e);
+    }
+    child
 }
 
 impl Drop for LibraryMount {

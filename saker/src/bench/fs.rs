@@ -95,9 +95,14 @@ pub struct FsBenchArgs {
     #[arg(long, default_value_t = 1)]
     runs: usize,
     /// Drop the kernel's caches (sync; echo 3 > /proc/sys/vm/drop_caches, needs root) before
-    /// `stat`, `read` and `readdir`.
+    /// `stat`, `read`, `readdir`, `copy` and `rmtree`.
     #[arg(long)]
     drop_caches: bool,
+    /// Before `stat`, `read`, `readdir`, `copy` and `rmtree`, run this shell command, which must restart
+    /// the file system's serving processes and return once the mount answers again (their own
+    /// caches cold too); then drop the kernel's caches if asked.
+    #[arg(long, value_name = "CMD")]
+    restart_cmd: Option<String>,
     /// fsync every file before closing it (create, write, copy), and the directory after an
     /// unlink: every acknowledged op durable, whatever the file system does on its own.
     #[arg(long)]
@@ -162,6 +167,7 @@ struct Report<'a> {
     copy_dirs: usize,
     copy_file_size: u64,
     drop_caches: bool,
+    restarted: bool,
     fsync: bool,
     runs: Vec<RunReport>,
     /// Medians over the runs.
@@ -395,7 +401,17 @@ impl Bench<'_> {
         self.args.phases.iter().any(|p| p == phase)
     }
 
+    /// Before a phase that reads: the serving processes restarted (`--restart-cmd`) and the
+    /// kernel's caches dropped (`--drop-caches`), as asked.
     fn maybe_drop_caches(&self) -> anyhow::Result<()> {
+        if let Some(cmd) = &self.args.restart_cmd {
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .status()
+                .with_context(|| format!("cannot run --restart-cmd {cmd:?}"))?;
+            anyhow::ensure!(status.success(), "--restart-cmd {cmd:?}: {status}");
+        }
         if self.args.drop_caches {
             drop_caches()?;
         }
@@ -820,6 +836,7 @@ fn run_blocking(args: FsBenchArgs) -> anyhow::Result<()> {
             copy_dirs: args.copy_dirs,
             copy_file_size: args.copy_file_size,
             drop_caches: args.drop_caches,
+            restarted: args.restart_cmd.is_some(),
             fsync: args.fsync,
             runs,
             results,
@@ -835,80 +852,4 @@ pub async fn run(args: FsBenchArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: FsBenchArgs,
-    }
-
-    /// The bench on a local directory, watching this very process: every phase reports its
-    /// CPU time and context switches per op, and the JSON carries them.
-    #[test]
-    fn a_run_watching_a_process_reports_its_cpu_and_switches_per_op() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let json = dir.path().join("out.json");
-        let pid = std::process::id().to_string();
-        let cli = Cli::parse_from([
-            "fs",
-            "--dir",
-            dir.path().to_str().expect("utf-8"),
-            "--threads",
-            "2",
-            "--files",
-            "200",
-            "--dirs",
-            "4",
-            "--read-size",
-            "4KiB",
-            "--copy-files",
-            "100",
-            "--copy-dirs",
-            "4",
-            "--watch-pid",
-            &pid,
-            "--json",
-            json.to_str().expect("utf-8"),
-        ]);
-        run_blocking(cli.args).expect("bench runs");
-        let report: serde_json::Value =
-            serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
-        let results = report["results"].as_array().expect("results");
-        assert_eq!(results.len(), PHASES.len());
-        for r in results {
-            let cpu = r["watched_cpu_us_per_op"].as_f64();
-            let switches = r["watched_switches_per_op"].as_f64();
-            assert!(cpu.is_some_and(|c| c >= 0.0), "{r}");
-            assert!(switches.is_some_and(|s| s >= 0.0), "{r}");
-        }
-    }
-
-    #[test]
-    fn usage_counts_cpu_time_and_switches_of_the_watched_process() {
-        let me = std::process::id();
-        assert_eq!(*WATCHED.get_or_init(|| me), me);
-        let before = Usage::now();
-        assert!(before.is_some(), "/proc/{me}/stat readable");
-        // Spin until /proc says this process spent 100 ms of CPU (a loaded machine may give
-        // it little of its wall time; a usage that never grows fails after 60 s), then a few
-        // sleeps (each one a voluntary switch).
-        let start = Instant::now();
-        let mut x = 0u64;
-        while Usage::since(before).is_some_and(|u| u.cpu_us < 100_000)
-            && start.elapsed() < std::time::Duration::from_secs(60)
-        {
-            for _ in 0..100_000 {
-                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-            }
-        }
-        for _ in 0..5 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let spent = Usage::since(before).expect("still running");
-        assert!(spent.cpu_us >= 100_000, "{spent:?}");
-        assert!(spent.switches >= 5, "{spent:?}");
-    }
-}
+mod tests;
