@@ -135,7 +135,7 @@ import json, os, platform, statistics, sys
 out, runs, result, local_fs, extra = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 targets = sys.argv[6].split()
 others = [t for t in targets if t != "saker"]
-phases = ["create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree"]
+phases = ["create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree", "build"]
 med, params = {}, None
 for t in targets:
     rows = {}

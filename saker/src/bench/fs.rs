@@ -19,7 +19,9 @@
 //!   every file read and written; ops are files, latencies per file copy;
 //! - `rmtree`: both trees of `copy` removed as `rm -rf` does (each directory listed, its files
 //!   unlinked, then the directory removed), the directories spread over the threads; ops are
-//!   files, latencies per directory. It runs `copy` first, timed or not.
+//!   files, latencies per directory. It runs `copy` first, timed or not;
+//! - `build` (only when asked for): a dataset's files written into many leaf directories in a
+//!   random order ([`build`]).
 //!
 //! Caches: files are always opened fresh, but the kernel's page cache (which also serves FUSE
 //! file systems that keep it) and its dentry and attribute caches would still answer `stat`,
@@ -53,8 +55,8 @@ use serde::Serialize;
 
 use crate::parse_size;
 
-const PHASES: [&str; 8] = [
-    "create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree",
+const PHASES: [&str; 9] = [
+    "create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree", "build",
 ];
 
 #[derive(Args, Debug)]
@@ -83,8 +85,17 @@ pub struct FsBenchArgs {
     /// Size of each file of that tree.
     #[arg(long, default_value = "4KiB", value_parser = parse_size)]
     copy_file_size: u64,
+    /// Files `build` writes (a dataset's samples).
+    #[arg(long, default_value_t = 10_000)]
+    build_files: usize,
+    /// Leaf directories (a dataset's classes) they go into.
+    #[arg(long, default_value_t = 1_000)]
+    build_dirs: usize,
+    /// Size of each of those files.
+    #[arg(long, default_value = "16KiB", value_parser = parse_size)]
+    build_size: u64,
     /// Phases to report, in the fixed order create, stat, write, read, readdir, unlink, copy,
-    /// rmtree (the ones others need still run, untimed).
+    /// rmtree, build (the ones others need still run, untimed; `build` only when asked for).
     #[arg(
         long,
         value_delimiter = ',',
@@ -557,6 +568,10 @@ impl Bench<'_> {
             let t = self.rmtree(threads, root)?;
             report("rmtree", t);
         }
+        if self.wants("build") {
+            let t = self.build(threads, root, rng)?;
+            report("build", t);
+        }
         fs::remove_dir_all(root).with_context(|| format!("rm -r {}", root.display()))?;
         Ok(out)
     }
@@ -747,8 +762,12 @@ fn validate(a: &FsBenchArgs) -> anyhow::Result<()> {
         "--read-size must be 1 B .. 1 GiB"
     );
     anyhow::ensure!(
-        a.copy_file_size <= 1 << 30,
-        "--copy-file-size must be at most 1 GiB"
+        a.copy_file_size <= 1 << 30 && a.build_size <= 1 << 30,
+        "--copy-file-size and --build-size must be at most 1 GiB"
+    );
+    anyhow::ensure!(
+        a.build_files > 0 && a.build_dirs > 0,
+        "--build-files and --build-dirs must be > 0"
     );
     let meta = fs::metadata(&a.dir)
         .with_context(|| format!("--dir {}: cannot stat it", a.dir.display()))?;
@@ -803,7 +822,7 @@ fn run_blocking(args: FsBenchArgs) -> anyhow::Result<()> {
         )
     })?;
     let _cleanup = Cleanup(base.clone());
-    let size = args.read_size.max(args.copy_file_size) as usize;
+    let size = args.read_size.max(args.copy_file_size).max(args.build_size) as usize;
     let bench = Bench {
         args: &args,
         data: (0..size).map(|i| (i % 251) as u8).collect(),
@@ -851,5 +870,6 @@ pub async fn run(args: FsBenchArgs) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || run_blocking(args)).await?
 }
 
+mod build;
 #[cfg(test)]
 mod tests;

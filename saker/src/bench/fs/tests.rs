@@ -81,7 +81,7 @@ fn a_run_watching_a_process_reports_its_cpu_and_switches_per_op() {
     let report: serde_json::Value =
         serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
     let results = report["results"].as_array().expect("results");
-    assert_eq!(results.len(), PHASES.len());
+    assert_eq!(results.len(), PHASES.len() - 1, "every phase but build");
     for r in results {
         let cpu = r["watched_cpu_us_per_op"].as_f64();
         let switches = r["watched_switches_per_op"].as_f64();
@@ -114,4 +114,43 @@ fn usage_counts_cpu_time_and_switches_of_the_watched_process() {
     let spent = Usage::since(before).expect("still running");
     assert!(spent.cpu_us >= 100_000, "{spent:?}");
     assert!(spent.switches >= 5, "{spent:?}");
+}
+
+/// `build` writes its files, all of them, and leaves nothing behind.
+#[test]
+fn the_build_phase_writes_every_file_of_the_dataset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let work = dir.path().join("work");
+    fs::create_dir(&work).expect("mkdir");
+    let cli = Cli::parse_from([
+        "fs",
+        "--dir",
+        work.to_str().expect("utf-8"),
+        "--threads",
+        "3",
+        "--phases",
+        "build",
+        "--build-files",
+        "50",
+        "--build-dirs",
+        "7",
+        "--build-size",
+        "1KiB",
+        "--json",
+        json.to_str().expect("utf-8"),
+    ]);
+    run_blocking(cli.args).expect("bench runs");
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1, "{report}");
+    assert_eq!(results[0]["phase"], "build");
+    assert_eq!(results[0]["ops"], 50);
+    assert_eq!(results[0]["errors"], 0);
+    assert_eq!(
+        fs::read_dir(&work).expect("ls").count(),
+        0,
+        "the tree is removed"
+    );
 }
