@@ -10,6 +10,19 @@ struct Cli {
     args: FsBenchArgs,
 }
 
+/// Runs the bench with `args` (plus `--json` to a file of its own) and gives the results.
+fn results_of(args: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("out.json");
+    let mut argv = vec!["fs"];
+    argv.extend_from_slice(args);
+    argv.extend(["--json", json.to_str().expect("utf-8")]);
+    run_blocking(Cli::parse_from(argv).args).expect("bench runs");
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
+    report["results"].as_array().expect("results").clone()
+}
+
 /// `--restart-cmd` runs before each reading phase asked for (and a failing one stops the
 /// bench): here a command that counts its runs in a file.
 #[test]
@@ -54,10 +67,8 @@ fn the_restart_command_runs_before_each_reading_phase() {
 #[test]
 fn a_run_watching_a_process_reports_its_cpu_and_switches_per_op() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("out.json");
     let pid = std::process::id().to_string();
-    let cli = Cli::parse_from([
-        "fs",
+    let results = results_of(&[
         "--dir",
         dir.path().to_str().expect("utf-8"),
         "--threads",
@@ -74,13 +85,7 @@ fn a_run_watching_a_process_reports_its_cpu_and_switches_per_op() {
         "4",
         "--watch-pid",
         &pid,
-        "--json",
-        json.to_str().expect("utf-8"),
     ]);
-    run_blocking(cli.args).expect("bench runs");
-    let report: serde_json::Value =
-        serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
-    let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), PHASES.len() - 1, "every phase but build");
     for r in results {
         let cpu = r["watched_cpu_us_per_op"].as_f64();
@@ -120,11 +125,9 @@ fn usage_counts_cpu_time_and_switches_of_the_watched_process() {
 #[test]
 fn the_build_phase_writes_every_file_of_the_dataset() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("out.json");
     let work = dir.path().join("work");
     fs::create_dir(&work).expect("mkdir");
-    let cli = Cli::parse_from([
-        "fs",
+    let results = results_of(&[
         "--dir",
         work.to_str().expect("utf-8"),
         "--threads",
@@ -137,14 +140,8 @@ fn the_build_phase_writes_every_file_of_the_dataset() {
         "7",
         "--build-size",
         "1KiB",
-        "--json",
-        json.to_str().expect("utf-8"),
     ]);
-    run_blocking(cli.args).expect("bench runs");
-    let report: serde_json::Value =
-        serde_json::from_slice(&fs::read(&json).expect("json written")).expect("json");
-    let results = report["results"].as_array().expect("results");
-    assert_eq!(results.len(), 1, "{report}");
+    assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["phase"], "build");
     assert_eq!(results[0]["ops"], 50);
     assert_eq!(results[0]["errors"], 0);
