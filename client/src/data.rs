@@ -162,6 +162,15 @@ pub fn channel_stream(rx: tokio::sync::mpsc::Receiver<Result<Bytes, ClientError>
     Box::pin(ChannelStream(rx))
 }
 
+/// Every piece of `stream`, in one buffer.
+pub async fn collect(mut stream: DataStream) -> Result<Vec<u8>, ClientError> {
+    let mut out = Vec::new();
+    while let Some(piece) = stream.next().await {
+        out.extend_from_slice(&piece?);
+    }
+    Ok(out)
+}
+
 /// `range` of a file's inline bytes (clamped to their end).
 fn inline_range(inline: Option<Bytes>, range: ReadRange) -> Bytes {
     let data = inline.unwrap_or_default();
@@ -208,14 +217,7 @@ impl Cluster {
             Layout::Chunks(chunks) => chunks,
             Layout::Tiered(t) => match local_copy(t) {
                 Some(chunks) => chunks,
-                None => {
-                    let mut stream = self.tier_read(t, range);
-                    let mut out = Vec::new();
-                    while let Some(piece) = stream.next().await {
-                        out.extend_from_slice(&piece?);
-                    }
-                    return Ok(out);
-                }
+                None => return collect(self.tier_read(t, range)).await,
             },
             Layout::Shared { .. } => return Err(reference_read()),
         };

@@ -16,7 +16,7 @@ pub mod sealed;
 mod tier_proxy;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
-pub use data::{channel_stream, ChunkWriter, DataStream, ReadRange, TierReader, Written};
+pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, TierReader, Written};
 pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
 pub use list::{ListItem, Lister};

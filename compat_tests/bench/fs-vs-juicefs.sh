@@ -52,10 +52,8 @@ DROP=()
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 WORK=$(mktemp -d /tmp/saker-fsbench.XXXXXX)
-S_DATA=$WORK/saker-data S_MNT=$WORK/saker-mnt
-P_DATA=$WORK/saker-process-data P_MNT=$WORK/saker-process-mnt
 LOCAL=$WORK/local
-mkdir -p "$S_DATA" "$S_MNT" "$P_DATA" "$P_MNT" "$LOCAL"
+mkdir -p "$LOCAL"
 # shellcheck source=fs-mounts.sh
 . "$HERE/fs-mounts.sh"
 export WORK OUT JFS SAKER_PORT
@@ -111,8 +109,8 @@ for t in saker saker_process juicefs juicefs_sync; do
     WATCH[$t]="--watch-pid $(fuse_holder "$(cat "$WORK/$t.pid")")"
   fi
 done
-declare -A DIR=([saker]="$S_MNT/bench" [saker_process]="$P_MNT/bench" [juicefs]="$WORK/juicefs-mnt"
-  [juicefs_sync]="$WORK/juicefs_sync-mnt" [local]="$LOCAL" [local_fsync]="$LOCAL")
+declare -A DIR=([saker]="$(mnt_of saker)/bench" [saker_process]="$(mnt_of saker_process)/bench"
+  [juicefs]="$(mnt_of juicefs)" [juicefs_sync]="$(mnt_of juicefs_sync)" [local]="$LOCAL" [local_fsync]="$LOCAL")
 declare -A LABEL=([saker]="saker-fuse" [saker_process]="saker-fuse-durability-process"
   [juicefs]="juicefs-sqlite-file"
   [juicefs_sync]="juicefs-sqlite-sync-full-file" [local]="local-$LOCAL_FS"

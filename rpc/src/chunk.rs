@@ -101,7 +101,7 @@ impl ChunkRequest {
             ChunkRequest::ListOlderThan { .. } => return base.max(LIST_DEADLINE),
             ChunkRequest::Delete { .. } | ChunkRequest::SyncToDisk => 0,
         };
-        base + std::time::Duration::from_secs_f64(moved as f64 / DEADLINE_RATE as f64)
+        transfer_deadline(base, moved)
     }
 
     /// The request's name in metrics and spans.
@@ -118,6 +118,12 @@ impl ChunkRequest {
 
 /// How long a chunk call may take beyond its transfer ([`ChunkRequest::deadline`]).
 pub const CHUNK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a call that moves `bytes` may take: `base`, plus a second per
+/// [`DEADLINE_RATE`] bytes.
+pub fn transfer_deadline(base: std::time::Duration, bytes: u64) -> std::time::Duration {
+    base + std::time::Duration::from_secs_f64(bytes as f64 / DEADLINE_RATE as f64)
+}
+
 /// The slowest transfer a chunk call is given time for, in bytes per second.
 pub const DEADLINE_RATE: u64 = 1 << 20;
 /// The most a read moves (a read of a whole chunk asks for `u64::MAX`).

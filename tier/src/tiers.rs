@@ -158,12 +158,11 @@ impl saker_rpc::TierReadService for Tiers {
             Ok(false) => return Err(format!("{} is not a key of this cluster", t.key)),
             Err(e) => return Err(e.to_string()),
         }
-        let mut stream = TierReader::read(self, &t, ReadRange { start, end });
-        let mut out = bytes::BytesMut::new();
-        while let Some(piece) = futures::StreamExt::next(&mut stream).await {
-            out.extend_from_slice(&piece.map_err(|e| e.to_string())?);
-        }
-        Ok(out.freeze())
+        let stream = TierReader::read(self, &t, ReadRange { start, end });
+        let all = saker_client::collect(stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Bytes::from(all))
     }
 }
 

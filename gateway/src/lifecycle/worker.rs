@@ -190,7 +190,7 @@ impl Walk {
         }
     }
 
-    /// Sends the deletes and tier changes decided so far.
+    /// Waits for the tier changes under way, then sends the deletes decided so far.
     async fn flush(&mut self, gw: &Gateway, sum: &mut Summary) {
         while !self.moving.is_empty() {
             self.finish_move(sum).await;

@@ -161,9 +161,8 @@ impl RpcChannel {
         start: u64,
         end: u64,
     ) -> Result<Bytes, MetaError> {
-        let moved = end.saturating_sub(start);
-        let deadline = self.chunk_deadline
-            + Duration::from_secs_f64(moved as f64 / crate::chunk::DEADLINE_RATE as f64);
+        let deadline =
+            crate::chunk::transfer_deadline(self.chunk_deadline, end.saturating_sub(start));
         let mut request = frame(&TierReadCall {
             tier: tier.clone(),
             start,

@@ -414,7 +414,7 @@ impl Bench<'_> {
 
     /// Before a phase that reads: the serving processes restarted (`--restart-cmd`) and the
     /// kernel's caches dropped (`--drop-caches`), as asked.
-    fn maybe_drop_caches(&self) -> anyhow::Result<()> {
+    fn make_cold(&self) -> anyhow::Result<()> {
         if let Some(cmd) = &self.args.restart_cmd {
             let status = std::process::Command::new("sh")
                 .arg("-c")
@@ -498,7 +498,7 @@ impl Bench<'_> {
         if self.wants("stat") {
             let mut order = empty.clone();
             order.shuffle(rng);
-            self.maybe_drop_caches()?;
+            self.make_cold()?;
             let t = par(threads, "stat", &order, |p| {
                 fs::metadata(p)?;
                 Ok(Done::one(0))
@@ -516,7 +516,7 @@ impl Bench<'_> {
         if self.wants("read") {
             let mut order = full.clone();
             order.shuffle(rng);
-            self.maybe_drop_caches()?;
+            self.make_cold()?;
             let want = a.read_size;
             let t = par(threads, "read", &order, |p| {
                 let n = BUF.with(|b| read_file(p, &mut b.borrow_mut()))?;
@@ -527,7 +527,7 @@ impl Bench<'_> {
         }
 
         if self.wants("readdir") {
-            self.maybe_drop_caches()?;
+            self.make_cold()?;
             let expect = (2 * a.files) as u64;
             let t = par(threads, "readdir", &dirs, |d| {
                 let names = fs::read_dir(d)?
@@ -564,7 +564,7 @@ impl Bench<'_> {
             report("copy", t);
         }
         if self.wants("rmtree") {
-            self.maybe_drop_caches()?;
+            self.make_cold()?;
             let t = self.rmtree(threads, root)?;
             report("rmtree", t);
         }
@@ -605,7 +605,7 @@ impl Bench<'_> {
             made.errors
         );
         // The source tree's files and directories leave the caches.
-        self.maybe_drop_caches()?;
+        self.make_cold()?;
 
         let fsync = a.fsync;
         let usage = Usage::now();
