@@ -450,7 +450,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     if let (Some((session, guard)), Some(path)) = (fuse, &args.mount) {
         crate::mount::unmount(path);
-        drop(session);
+        // Wait for the session's threads, so every op's span has ended before telemetry's
+        // last flush; a lazy unmount with files still open keeps them, so not for long.
+        let served = tokio::task::spawn_blocking(move || session.join());
+        match tokio::time::timeout(std::time::Duration::from_secs(5), served).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(r) => tracing::warn!(?r, "the FUSE session ended badly"),
+            Err(_) => {
+                tracing::warn!("the FUSE session is still open (files held open); leaving it")
+            }
+        }
         drop(guard);
     }
     local.shutdown().await;
