@@ -48,7 +48,10 @@ impl Sim {
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // As a real TiKV does (and `Server::serve` would): without it, small answers wait
+        // for the client's delayed ACK (Nagle), 40 ms each.
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
         let task = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(pd)

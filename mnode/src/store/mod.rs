@@ -15,6 +15,7 @@ mod group_sync;
 mod log_journal;
 mod mem;
 mod redb_engine;
+mod tikv_cache;
 mod tikv_engine;
 
 pub mod conformance;

@@ -11,7 +11,9 @@
 //! store whose every key has one writer at a time (the MNode groups under their leases:
 //! [`TikvStore::single_writer`]), at the newest of this process's commit timestamps and the
 //! timestamp taken when it last won a lease ([`TikvStore::advance_reads`]), which sees every
-//! write it must see without a PD round trip per read.
+//! write it must see without a PD round trip per read. In that mode reads of single keys
+//! are also served from a cache of what this process last read or wrote
+//! ([`super::tikv_cache`]), exactly as fresh as the pinned timestamp.
 //! Every transaction is rolled back when it does not commit (`tikv-client` panics when an open
 //! one is dropped unless told otherwise; it is told to warn, and never gets to).
 
@@ -20,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use tikv_client::{
@@ -27,6 +30,7 @@ use tikv_client::{
     TransactionOptions,
 };
 
+use super::tikv_cache::ReadCache;
 use super::{prefix_end, Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 
 /// Largest gRPC response the client accepts (a scan page of large records; the crate's
@@ -36,6 +40,8 @@ const MAX_RESPONSE: usize = 64 << 20;
 const PIN_FOR: Duration = Duration::from_secs(10);
 /// Attempts of a read or an unfenced write that meets locks, conflicts or region churn.
 const ATTEMPTS: u32 = 8;
+/// The single-writer read cache's size (keys, values and bookkeeping).
+const CACHE_BYTES: u64 = 64 << 20;
 
 /// Why a fenced write was refused.
 #[derive(Debug, thiserror::Error)]
@@ -62,10 +68,10 @@ pub struct TikvStore {
     pinned: Option<Arc<Pinned>>,
 }
 
-#[derive(Default)]
 struct Pinned {
     ts: AtomicU64,
     fetched: Mutex<Option<Instant>>,
+    cache: ReadCache,
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -137,7 +143,11 @@ impl TikvStore {
     /// only for a store whose every key has one writer at a time, this process, which calls
     /// [`TikvStore::advance_reads`] whenever it becomes a key's writer.
     pub fn single_writer(mut self) -> Self {
-        self.pinned = Some(Arc::default());
+        self.pinned = Some(Arc::new(Pinned {
+            ts: AtomicU64::new(0),
+            fetched: Mutex::new(None),
+            cache: ReadCache::new(CACHE_BYTES),
+        }));
         self
     }
 
@@ -146,6 +156,8 @@ impl TikvStore {
         if let Some(p) = &self.pinned {
             let ts = self.timestamp()?;
             p.ts.fetch_max(ts, Ordering::SeqCst);
+            // Cached values may be older than the new timestamp's.
+            p.cache.clear();
             *p.fetched.lock() = Some(Instant::now());
         }
         Ok(())
@@ -251,13 +263,13 @@ impl TikvStore {
         let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
         let pinned = self.pinned.clone();
-        let done = on(self.rt(), async move {
+        let committed = on(self.rt(), async move {
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
             let done = fill_and_commit(&mut txn, ops, fence).await;
             match &done {
                 Ok(Some(ts)) => {
                     if let Some(p) = pinned {
-                        // Later reads see this commit.
+                        // Later reads see this commit (the cache is updated below).
                         p.ts.fetch_max(ts.version(), Ordering::SeqCst);
                     }
                 }
@@ -270,8 +282,16 @@ impl TikvStore {
                     }
                 }
             }
-            done.map(|_| ())
+            done
         })?;
+        if let Some(p) = &self.pinned {
+            match &committed {
+                Ok(Some(_)) => p.cache.apply(&batch.ops),
+                Err(FenceError::Unknown(_)) => p.cache.clear(),
+                _ => {}
+            }
+        }
+        let done = committed.map(|_| ());
         if let Err(FenceError::Unknown(_)) = &done {
             // It may have committed: never roll back a possibly committed primary (its
             // secondaries in other regions would go, leaving half a batch); its locks resolve
@@ -367,7 +387,22 @@ fn on<T: Send + 'static>(
 
 impl MetaStore for TikvStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_at(self.read_ts()?, key)
+        let Some(p) = &self.pinned else {
+            return self.get_at(None, key);
+        };
+        // Re-pins (and empties the cache) once the pin is PIN_FOR old, hit or miss.
+        self.read_ts()?;
+        if let Some(hit) = p.cache.get(key) {
+            return Ok(hit.map(|v| v.to_vec()));
+        }
+        // Before the timestamp: a write committed after this read's timestamp was taken
+        // bumps the generation, and the older value is then not cached.
+        let seen = p.cache.generation();
+        let ts = Some(p.ts.load(Ordering::SeqCst));
+        let value = self.get_at(ts, key)?;
+        p.cache
+            .fill(key, value.as_deref().map(Bytes::copy_from_slice), seen);
+        Ok(value)
     }
 
     fn write(&self, batch: &WriteBatch, _durable: bool) -> Result<(), StoreError> {
@@ -448,6 +483,38 @@ mod tests {
         let store = TikvStore::connect(&[sim.addr.to_string()], "conformance").unwrap();
         super::super::conformance::run_all(&store);
         assert!(sim.cluster.regions().len() > 1, "ran across region splits");
+    }
+
+    #[test]
+    fn conformance_single_writer_with_its_read_cache() {
+        let (_rt, sim) = sim();
+        let store = TikvStore::connect(&[sim.addr.to_string()], "conformance-sw")
+            .unwrap()
+            .single_writer();
+        super::super::conformance::run_all(&store);
+    }
+
+    #[test]
+    fn a_won_lease_reads_past_the_cache() {
+        let (_rt, sim) = sim();
+        let mine = TikvStore::connect(&[sim.addr.to_string()], "handover")
+            .unwrap()
+            .single_writer();
+        let other = TikvStore::connect(&[sim.addr.to_string()], "handover").unwrap();
+        let mut b = WriteBatch::default();
+        b.put(b"k".to_vec(), b"mine".to_vec());
+        mine.write(&b, true).unwrap();
+        assert_eq!(mine.get(b"absent").unwrap(), None);
+        // Another process took the keys over and wrote them (its own lease).
+        let mut b = WriteBatch::default();
+        b.put(b"k".to_vec(), b"theirs".to_vec());
+        b.put(b"absent".to_vec(), b"now here".to_vec());
+        other.write(&b, true).unwrap();
+        assert_eq!(mine.get(b"k").unwrap(), Some(b"mine".to_vec()), "cached");
+        // Winning the keys back moves reads past every commit: the cache goes with it.
+        mine.advance_reads().unwrap();
+        assert_eq!(mine.get(b"k").unwrap(), Some(b"theirs".to_vec()));
+        assert_eq!(mine.get(b"absent").unwrap(), Some(b"now here".to_vec()));
     }
 
     #[test]
