@@ -2,17 +2,20 @@
 //! (`saker-tikv-sim`: the real kvproto gRPC, Percolator in memory, splitting regions and
 //! injected region errors): S3 on it, a kill -9 that loses no acknowledged write, keyspaces
 //! that share one TiKV, and a takeover of every group by another process without a split
-//! brain, and a migration of an embedded namespace into TiKV. With `SAKER_TIKV_PD=HOST:PORT`
+//! brain, a replicated cluster whose killed node's groups move to the others, and a
+//! migration of an embedded namespace into TiKV. With `SAKER_TIKV_PD=HOST:PORT`
 //! the same tests run against a real TiKV cluster instead.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::cluster::{verify, writes_resume, Nodes, Progress, Writer, GROUPS};
 use common::*;
 
 /// The TiKV the tests use: a `saker-tikv-sim` they start, or, with `SAKER_TIKV_PD=HOST:PORT`,
@@ -362,4 +365,67 @@ async fn an_embedded_namespace_spills_over_into_tikv() {
     // And it keeps working: new writes land in TiKV.
     put(&c, &bucket, "after/move", b"new").await;
     assert_eq!(get_bytes(&c, &bucket, "after/move").await, b"new");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_cluster_on_tikv_moves_a_killed_nodes_groups_to_the_others() {
+    let sim = Sim::start();
+    let keyspace = sim.keyspace("cluster");
+    let args = [
+        "--store",
+        "tikv",
+        "--pd",
+        &sim.pd,
+        "--tikv-keyspace",
+        &keyspace,
+    ];
+    let mut nodes = Nodes::start(&args);
+    let bucket = "lake";
+    let setup = nodes.client(0, true);
+    eventually("create the bucket", || {
+        setup.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    // Each group is served by whichever node won its lease in TiKV.
+    let mut leaders = BTreeMap::new();
+    for g in 1..=GROUPS {
+        leaders.insert(g, nodes.leader(g).await);
+    }
+    let serves = |i: usize| -> Vec<u32> {
+        leaders
+            .iter()
+            .filter(|(_, l)| **l == i)
+            .map(|(g, _)| *g)
+            .collect()
+    };
+    // The node serving the most groups dies; the writer goes through another one's gateway.
+    let victim = (0..3).max_by_key(|i| serves(*i).len()).unwrap();
+    let lost = serves(victim);
+    assert!(!lost.is_empty());
+    let gateway = (victim + 1) % 3;
+    let acks: Progress = Arc::default();
+    let writer = Writer::start(nodes.client(gateway, false), bucket, acks.clone());
+    writes_resume(&nodes, &acks, 0, 30).await;
+
+    let before = acks.lock().unwrap().0;
+    nodes.kill(victim);
+    // Its leases lapse and the survivors take its groups over (and the coordinator with
+    // group 1, if it served that): writes go on.
+    writes_resume(&nodes, &acks, before, 30).await;
+    for g in &lost {
+        let now = nodes.leader(*g).await;
+        assert_ne!(now, victim, "group {g}");
+    }
+    // Back, it serves none of the groups it lost until their new holders let go, and reads
+    // through it see every write the others acknowledged meanwhile.
+    nodes.restart(victim);
+    let before = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, before, 20).await;
+    let (acked, _) = writer.finish().await;
+    verify(&nodes, victim, bucket, &acked).await;
+    eprintln!(
+        "node {} served groups {lost:?}; {} writes acknowledged",
+        victim + 1,
+        acked.len()
+    );
 }
