@@ -2,8 +2,8 @@
 //! (`saker-tikv-sim`: the real kvproto gRPC, Percolator in memory, splitting regions and
 //! injected region errors): S3 on it, a kill -9 that loses no acknowledged write, keyspaces
 //! that share one TiKV, and a takeover of every group by another process without a split
-//! brain, a replicated cluster whose killed node's groups move to the others, and a
-//! migration of an embedded namespace into TiKV. With `SAKER_TIKV_PD=HOST:PORT`
+//! brain, a replicated cluster whose killed node's groups move to the others, a node cut off
+//! from TiKV that stops serving, and a migration of an embedded namespace into TiKV. With `SAKER_TIKV_PD=HOST:PORT`
 //! the same tests run against a real TiKV cluster instead.
 
 mod common;
@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::cluster::{verify, writes_resume, Nodes, Progress, Writer, GROUPS};
+use common::netns::Netns;
 use common::*;
 
 /// The TiKV the tests use: a `saker-tikv-sim` they start, or, with `SAKER_TIKV_PD=HOST:PORT`,
@@ -39,6 +40,11 @@ impl Sim {
                 suffix,
             };
         }
+        Sim::spawn("127.0.0.1:0")
+    }
+
+    /// Starts a `saker-tikv-sim` on `listen`, whatever `SAKER_TIKV_PD` says.
+    fn spawn(listen: &str) -> Sim {
         let bin =
             saker_bin().with_file_name(format!("saker-tikv-sim{}", std::env::consts::EXE_SUFFIX));
         assert!(
@@ -47,7 +53,7 @@ impl Sim {
             bin.display()
         );
         let mut child = Command::new(bin)
-            .args(["--listen", "127.0.0.1:0", "--split-keys", "64"])
+            .args(["--listen", listen, "--split-keys", "64"])
             .args(["--region-error-every", "13"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -423,6 +429,92 @@ async fn a_replicated_cluster_on_tikv_moves_a_killed_nodes_groups_to_the_others(
     writes_resume(&nodes, &acks, before, 20).await;
     let (acked, _) = writer.finish().await;
     verify(&nodes, victim, bucket, &acked).await;
+    eprintln!(
+        "node {} served groups {lost:?}; {} writes acknowledged",
+        victim + 1,
+        acked.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_cut_off_from_tikv_stops_serving_and_its_groups_move() {
+    // Declared first, dropped last: the servers and the simulator go before the namespaces.
+    let net = Netns::new(3);
+    // On the bridge's service address, which one node is cut off from below while this
+    // process still reaches that node.
+    let sim = Sim::spawn(&format!("{}:0", net.service_ip()));
+    let keyspace = sim.keyspace("cut");
+    let args = [
+        "--store",
+        "tikv",
+        "--pd",
+        &sim.pd,
+        "--tikv-keyspace",
+        &keyspace,
+    ];
+    let nodes = Nodes::start_in(&net, &args);
+    let bucket = "cut";
+    let setup = nodes.client(0, true);
+    eventually("create the bucket", || {
+        setup.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    let mut leaders = BTreeMap::new();
+    for g in 1..=GROUPS {
+        leaders.insert(g, nodes.leader(g).await);
+    }
+    let serves = |i: usize| -> Vec<u32> {
+        leaders
+            .iter()
+            .filter(|(_, l)| **l == i)
+            .map(|(g, _)| *g)
+            .collect()
+    };
+    let victim = (0..3).max_by_key(|i| serves(*i).len()).unwrap();
+    let lost = serves(victim);
+    let major = (victim + 1) % 3;
+    let through_major = nodes.client(major, true);
+    put(&through_major, bucket, "probe", b"before the cut").await;
+    let acks: Progress = Arc::default();
+    let writer = Writer::start(nodes.client(major, false), bucket, acks.clone());
+    writes_resume(&nodes, &acks, 0, 30).await;
+
+    // The victim still reaches its peers, not TiKV: it cannot renew its leases, stops
+    // serving its groups, and the others take them over.
+    net.cut_from_service(victim);
+    let before = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, before, 30).await;
+    for g in &lost {
+        let now = nodes.leader(*g).await;
+        assert_ne!(now, victim, "group {g} still served by the cut-off node");
+    }
+    put(&through_major, bucket, "probe", b"after the cut").await;
+    // Through the cut-off node's gateway a read is the new value or an error, never the old.
+    let through_victim = nodes.client(victim, false);
+    if let Ok(r) = through_victim
+        .get_object()
+        .bucket(bucket)
+        .key("probe")
+        .send()
+        .await
+    {
+        let got = r.body.collect().await.unwrap().into_bytes();
+        assert_eq!(
+            &got[..],
+            b"after the cut",
+            "a stale read through the cut-off node"
+        );
+    }
+
+    net.heal();
+    let before = acks.lock().unwrap().0;
+    writes_resume(&nodes, &acks, before, 20).await;
+    let (acked, _) = writer.finish().await;
+    verify(&nodes, victim, bucket, &acked).await;
+    assert_eq!(
+        get_bytes(&nodes.client(victim, true), bucket, "probe").await,
+        b"after the cut"
+    );
     eprintln!(
         "node {} served groups {lost:?}; {} writes acknowledged",
         victim + 1,

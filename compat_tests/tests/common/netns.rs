@@ -29,6 +29,8 @@ pub struct Netns {
     bridge: String,
     /// Blackhole routes in place: (in the namespace of node `from`, to node `to`'s address).
     cuts: Mutex<BTreeSet<(usize, usize)>>,
+    /// Blackhole routes in place to the service address: the nodes cut off from it.
+    service_cuts: Mutex<BTreeSet<usize>>,
 }
 
 /// Runs `ip ARGS`; the output, or a description of why it could not run or failed.
@@ -140,6 +142,7 @@ impl Netns {
             bridge: format!("{tag}xbr"),
             tag,
             cuts: Mutex::new(BTreeSet::new()),
+            service_cuts: Mutex::new(BTreeSet::new()),
         };
         // From here on, drop cleans up whatever was made.
         if let Err(e) = ip_try(&["link", "add", &ns.bridge, "type", "bridge"]) {
@@ -152,6 +155,13 @@ impl Netns {
             "addr",
             "add",
             &format!("{}/24", ns.host_ip),
+            "dev",
+            &ns.bridge,
+        ]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", ns.service_ip()),
             "dev",
             &ns.bridge,
         ]);
@@ -211,12 +221,31 @@ impl Netns {
         }
     }
 
+    /// A second address of the bridge, for a service the test process runs for the nodes
+    /// (a TiKV): a node can be cut off from it ([`Netns::cut_from_service`]) while this
+    /// process still reaches the node at [`Netns::host_ip`].
+    pub fn service_ip(&self) -> String {
+        self.host_ip.replace(".254", ".253")
+    }
+
+    /// Drops node `i`'s packets to the service address.
+    pub fn cut_from_service(&self, i: usize) {
+        if self.service_cuts.lock().unwrap().insert(i) {
+            let dest = format!("{}/32", self.service_ip());
+            ip(&["-n", &self.names[i], "route", "add", "blackhole", &dest]);
+        }
+    }
+
     /// Removes every cut.
     pub fn heal(&self) {
         let mut cuts = self.cuts.lock().unwrap();
         for (from, to) in std::mem::take(&mut *cuts) {
             let dest = format!("{}/32", self.ips[to]);
             ip(&["-n", &self.names[from], "route", "del", "blackhole", &dest]);
+        }
+        for i in std::mem::take(&mut *self.service_cuts.lock().unwrap()) {
+            let dest = format!("{}/32", self.service_ip());
+            ip(&["-n", &self.names[i], "route", "del", "blackhole", &dest]);
         }
     }
 

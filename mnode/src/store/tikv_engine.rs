@@ -40,6 +40,8 @@ const MAX_RESPONSE: usize = 64 << 20;
 const PIN_FOR: Duration = Duration::from_secs(10);
 /// Attempts of a read or an unfenced write that meets locks, conflicts or region churn.
 const ATTEMPTS: u32 = 8;
+/// The longest a store call waits for TiKV (its retries included).
+const CALL_DEADLINE: Duration = Duration::from_secs(8);
 /// The single-writer read cache's size (keys, values and bookkeeping).
 const CACHE_BYTES: u64 = 64 << 20;
 
@@ -283,7 +285,9 @@ impl TikvStore {
                 }
             }
             done
-        })?;
+        })
+        // No answer in time: the commit may have happened or may yet (never rolled back).
+        .unwrap_or_else(|e| Err(FenceError::Unknown(e.to_string())));
         if let Some(p) = &self.pinned {
             match &committed {
                 Ok(Some(_)) => p.cache.apply(&batch.ops),
@@ -363,18 +367,23 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((5u64 << attempt.min(7)).min(500))
 }
 
-/// Runs `fut` on `rt` and waits for it from this (synchronous) thread.
+/// Runs `fut` on `rt` and waits for it from this (synchronous) thread, at most
+/// [`CALL_DEADLINE`]: a TiKV that stopped answering (a partition drops packets, it does not
+/// refuse them) must not hold a request, a batch or a lease round for ever.
 fn on<T: Send + 'static>(
     rt: &tokio::runtime::Runtime,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, StoreError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     rt.spawn(async move {
-        let _ = tx.send(fut.await);
+        let _ = tx.send(tokio::time::timeout(CALL_DEADLINE, fut).await);
     });
-    let wait = || {
-        rx.recv()
-            .map_err(|_| StoreError::Io("tikv store runtime stopped".into()))
+    let wait = || match rx.recv() {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(StoreError::Io(format!(
+            "tikv: no answer within {CALL_DEADLINE:?}"
+        ))),
+        Err(_) => Err(StoreError::Io("tikv store runtime stopped".into())),
     };
     // On a worker of a multi-thread runtime, its other tasks move to other threads meanwhile.
     match tokio::runtime::Handle::try_current() {
