@@ -80,6 +80,21 @@ impl Sim {
         format!("{name}{}", self.suffix)
     }
 
+    /// A cluster node's flags for the keyspace `name` of this run.
+    fn node_args(&self, name: &str) -> Vec<String> {
+        let keyspace = self.keyspace(name);
+        [
+            "--store",
+            "tikv",
+            "--pd",
+            &self.pd,
+            "--tikv-keyspace",
+            &keyspace,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
     fn opts(&self, keyspace: &str) -> Opts {
         Opts::default()
             .arg("--store", "tikv")
@@ -373,18 +388,24 @@ async fn an_embedded_namespace_spills_over_into_tikv() {
     assert_eq!(get_bytes(&c, &bucket, "after/move").await, b"new");
 }
 
+/// The node serving the most groups (each is served by whichever node won its lease in TiKV),
+/// and those groups.
+async fn busiest(nodes: &Nodes) -> (usize, Vec<u32>) {
+    let mut served: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+    for g in 1..=GROUPS {
+        served.entry(nodes.leader(g).await).or_default().push(g);
+    }
+    served
+        .into_iter()
+        .max_by_key(|(_, groups)| groups.len())
+        .expect("some node serves each group")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replicated_cluster_on_tikv_moves_a_killed_nodes_groups_to_the_others() {
     let sim = Sim::start();
-    let keyspace = sim.keyspace("cluster");
-    let args = [
-        "--store",
-        "tikv",
-        "--pd",
-        &sim.pd,
-        "--tikv-keyspace",
-        &keyspace,
-    ];
+    let args = sim.node_args("cluster");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut nodes = Nodes::start(&args);
     let bucket = "lake";
     let setup = nodes.client(0, true);
@@ -392,22 +413,8 @@ async fn a_replicated_cluster_on_tikv_moves_a_killed_nodes_groups_to_the_others(
         setup.create_bucket().bucket(bucket).send()
     })
     .await;
-    // Each group is served by whichever node won its lease in TiKV.
-    let mut leaders = BTreeMap::new();
-    for g in 1..=GROUPS {
-        leaders.insert(g, nodes.leader(g).await);
-    }
-    let serves = |i: usize| -> Vec<u32> {
-        leaders
-            .iter()
-            .filter(|(_, l)| **l == i)
-            .map(|(g, _)| *g)
-            .collect()
-    };
     // The node serving the most groups dies; the writer goes through another one's gateway.
-    let victim = (0..3).max_by_key(|i| serves(*i).len()).unwrap();
-    let lost = serves(victim);
-    assert!(!lost.is_empty());
+    let (victim, lost) = busiest(&nodes).await;
     let gateway = (victim + 1) % 3;
     let acks: Progress = Arc::default();
     let writer = Writer::start(nodes.client(gateway, false), bucket, acks.clone());
@@ -443,15 +450,8 @@ async fn a_node_cut_off_from_tikv_stops_serving_and_its_groups_move() {
     // On the bridge's service address, which one node is cut off from below while this
     // process still reaches that node.
     let sim = Sim::spawn(&format!("{}:0", net.service_ip()));
-    let keyspace = sim.keyspace("cut");
-    let args = [
-        "--store",
-        "tikv",
-        "--pd",
-        &sim.pd,
-        "--tikv-keyspace",
-        &keyspace,
-    ];
+    let args = sim.node_args("cut");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let nodes = Nodes::start_in(&net, &args);
     let bucket = "cut";
     let setup = nodes.client(0, true);
@@ -459,19 +459,7 @@ async fn a_node_cut_off_from_tikv_stops_serving_and_its_groups_move() {
         setup.create_bucket().bucket(bucket).send()
     })
     .await;
-    let mut leaders = BTreeMap::new();
-    for g in 1..=GROUPS {
-        leaders.insert(g, nodes.leader(g).await);
-    }
-    let serves = |i: usize| -> Vec<u32> {
-        leaders
-            .iter()
-            .filter(|(_, l)| **l == i)
-            .map(|(g, _)| *g)
-            .collect()
-    };
-    let victim = (0..3).max_by_key(|i| serves(*i).len()).unwrap();
-    let lost = serves(victim);
+    let (victim, lost) = busiest(&nodes).await;
     let major = (victim + 1) % 3;
     let through_major = nodes.client(major, true);
     put(&through_major, bucket, "probe", b"before the cut").await;

@@ -492,11 +492,7 @@ mod tests {
         let store = TikvStore::connect(&[sim.addr.to_string()], "conformance").unwrap();
         super::super::conformance::run_all(&store);
         assert!(sim.cluster.regions().len() > 1, "ran across region splits");
-    }
-
-    #[test]
-    fn conformance_single_writer_with_its_read_cache() {
-        let (_rt, sim) = sim();
+        // And reading at the pinned timestamp, through the read cache.
         let store = TikvStore::connect(&[sim.addr.to_string()], "conformance-sw")
             .unwrap()
             .single_writer();
