@@ -509,3 +509,58 @@ async fn a_node_cut_off_from_tikv_stops_serving_and_its_groups_move() {
         acked.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_cluster_moves_into_tikv_through_a_backup() {
+    let sim = Sim::start();
+    let nodes = Nodes::start(&[]);
+    let bucket = "spill";
+    let setup = nodes.client(0, true);
+    eventually("create the bucket", || {
+        setup.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    // Objects of at most 900 bytes: inline in the metadata, so the new nodes need no chunks.
+    let acks: Progress = Arc::default();
+    let writer = Writer::start(nodes.client(0, false), bucket, acks.clone());
+    writes_resume(&nodes, &acks, 0, 40).await;
+    let (acked, _) = writer.finish().await;
+    let backups = tempfile::tempdir().unwrap();
+    let backup = backups.path().join("before-tikv");
+    nodes.admin(0, &["backup", backup.to_str().unwrap()]);
+    drop(nodes);
+
+    let migrate = || {
+        Command::new(saker_bin())
+            .args(["admin", "store", "migrate", "--to", "tikv", "--pd", &sim.pd])
+            .arg("--from-backup")
+            .arg(&backup)
+            .args(["--tikv-keyspace", &sim.keyspace("spilled")])
+            .output()
+            .unwrap()
+    };
+    let out = migrate();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.matches(", verified").count(),
+        GROUPS as usize,
+        "{stdout}"
+    );
+    // The keyspace holds a namespace now: a second restore into it is refused.
+    assert!(!migrate().status.success());
+
+    // A new cluster on TiKV serves every acknowledged write, and takes new ones.
+    let args = sim.node_args("spilled");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let nodes = Nodes::start(&args);
+    verify(&nodes, 1, bucket, &acked).await;
+    let c = nodes.client(2, true);
+    put(&c, bucket, "after/the-move", b"on tikv").await;
+    assert_eq!(get_bytes(&c, bucket, "after/the-move").await, b"on tikv");
+    eprintln!("{} writes moved into TiKV", acked.len());
+}

@@ -169,6 +169,20 @@ pub async fn run_client(endpoint: &str, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The groups of the backup in `dir`, and the path of each one's tables.
+pub fn group_files(dir: &Path) -> anyhow::Result<Vec<(u32, std::path::PathBuf)>> {
+    let manifest: Manifest = serde_json::from_slice(
+        &std::fs::read(dir.join(MANIFEST))
+            .with_context(|| format!("no backup in {} ({MANIFEST})", dir.display()))?,
+    )
+    .with_context(|| format!("cannot parse {}", dir.join(MANIFEST).display()))?;
+    Ok(manifest
+        .groups
+        .iter()
+        .map(|&g| (g, dir.join(group_file(g))))
+        .collect())
+}
+
 /// Installs the backup in `dir` before the groups start: the tables of each group in
 /// `install` (those this process creates) into `store`, and the coordinator's records into
 /// `coordinator_dir` (a coordinator keeping its state in files). `groups` are the cluster's
@@ -180,16 +194,12 @@ pub async fn restore(
     install: &[u32],
     coordinator_dir: Option<&Path>,
 ) -> anyhow::Result<()> {
-    let manifest: Manifest = serde_json::from_slice(
-        &std::fs::read(dir.join(MANIFEST))
-            .with_context(|| format!("no backup in {} ({MANIFEST})", dir.display()))?,
-    )
-    .with_context(|| format!("cannot parse {}", dir.join(MANIFEST).display()))?;
-    if manifest.groups != groups {
+    let files = group_files(dir)?;
+    let backed_up: Vec<u32> = files.iter().map(|(g, _)| *g).collect();
+    if backed_up != groups {
         bail!(
-            "the backup has groups {:?}, this cluster {groups:?}: restore into a cluster of \
-             the same shape",
-            manifest.groups
+            "the backup has groups {backed_up:?}, this cluster {groups:?}: restore into a \
+             cluster of the same shape"
         );
     }
     for &g in install {

@@ -8,6 +8,11 @@
 //! must equal the source's (the walk and checksum of a raft snapshot). Only when every group verified is `cluster.json` switched to the
 //! TiKV engine; the embedded files are left in place (delete them once the server runs on
 //! TiKV). Chunks stay where they are.
+//!
+//! A replicated cluster moves through a backup instead (`--from-backup DIR`, from `saker admin
+//! backup`): each group's backed-up tables are restored into the empty keyspace from this one
+//! process, then read back and compared with the same restore into memory (count and CRC32C);
+//! the nodes then start on fresh data directories with `--store tikv` and their chunks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +22,7 @@ use clap::Subcommand;
 use saker_mnode::keys::Keys;
 use saker_mnode::raft::snapshot::{crc_pair, for_each_pair};
 use saker_mnode::store::WriteBatch;
-use saker_mnode::{LocalGroups, MetaStore, MnodeConfig, TikvStore};
+use saker_mnode::{LocalGroups, MemStore, MetaStore, MnodeConfig, TikvStore};
 
 use crate::data_dir::{self, StoreEngine};
 
@@ -30,8 +35,15 @@ pub enum StoreCommand {
     /// then start the server with `--store tikv --pd …`.
     Migrate {
         /// The server's data directory.
+        #[arg(
+            long,
+            required_unless_present = "from_backup",
+            conflicts_with = "from_backup"
+        )]
+        data_dir: Option<PathBuf>,
+        /// Instead: a backup of a cluster (`saker admin backup DIR`) to restore into TiKV.
         #[arg(long)]
-        data_dir: PathBuf,
+        from_backup: Option<PathBuf>,
         /// The engine to move to (only `tikv`).
         #[arg(long, value_enum)]
         to: StoreEngine,
@@ -61,11 +73,17 @@ impl Digest {
 pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
     let StoreCommand::Migrate {
         data_dir,
+        from_backup,
         to,
         pd,
         tikv_keyspace,
     } = command;
     anyhow::ensure!(to == StoreEngine::Tikv, "only --to tikv is supported");
+    let target = empty_keyspace(&pd, &tikv_keyspace).await?;
+    let Some(data_dir) = data_dir else {
+        let dir = from_backup.expect("clap requires one of the two");
+        return restore_backup(&dir, target, &pd, &tikv_keyspace).await;
+    };
     let recorded = data_dir::read_cluster_file(&data_dir)?;
     anyhow::ensure!(
         recorded.store() != StoreEngine::Tikv,
@@ -90,19 +108,6 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
     )
     .await
     .context("cannot open the MNode groups")?;
-    let target = {
-        let (pd, keyspace) = (pd.clone(), tikv_keyspace.clone());
-        tokio::task::spawn_blocking(move || TikvStore::connect(&pd, &keyspace)).await??
-    };
-    let target = Arc::new(target);
-    let empty = {
-        let t = target.clone();
-        tokio::task::spawn_blocking(move || t.scan(&[], None, 1)).await??
-    };
-    anyhow::ensure!(
-        empty.is_empty(),
-        "TiKV keyspace {tikv_keyspace:?} is not empty: pick another --tikv-keyspace"
-    );
     for g in 1..=recorded.mnodes {
         let (s, t) = (source.clone(), target.clone());
         let (copied, read_back) = tokio::task::spawn_blocking(move || {
@@ -129,6 +134,58 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
          --store tikv --pd {} --tikv-keyspace {tikv_keyspace} (the embedded store files are \
          left in place)",
         data_dir.display(),
+        pd.join(",")
+    );
+    Ok(())
+}
+
+/// The TiKV keyspace `keyspace`, which must be empty.
+async fn empty_keyspace(pd: &[String], keyspace: &str) -> anyhow::Result<Arc<TikvStore>> {
+    let (pd, name) = (pd.to_vec(), keyspace.to_string());
+    let target =
+        Arc::new(tokio::task::spawn_blocking(move || TikvStore::connect(&pd, &name)).await??);
+    let t = target.clone();
+    let any = tokio::task::spawn_blocking(move || t.scan(&[], None, 1)).await??;
+    anyhow::ensure!(
+        any.is_empty(),
+        "TiKV keyspace {keyspace:?} is not empty: pick another --tikv-keyspace"
+    );
+    Ok(target)
+}
+
+/// Restores every group of the backup in `dir` into `target`, verified per group against the
+/// same restore into memory (so it needs memory for the largest group's tables).
+async fn restore_backup(
+    dir: &std::path::Path,
+    target: Arc<TikvStore>,
+    pd: &[String],
+    keyspace: &str,
+) -> anyhow::Result<()> {
+    for (g, path) in crate::backup::group_files(dir)? {
+        let t = target.clone();
+        let (restored, expected) = tokio::task::spawn_blocking(move || {
+            let restore = |store: &dyn MetaStore| -> anyhow::Result<Digest> {
+                let mut file = std::fs::File::open(&path)
+                    .with_context(|| format!("cannot open {}", path.display()))?;
+                saker_mnode::raft::snapshot::restore(store, Keys::new(g), &mut file)
+                    .with_context(|| format!("cannot restore group {g} from {}", path.display()))?;
+                digest_group(store, Keys::new(g))
+            };
+            anyhow::Ok((restore(t.as_ref())?, restore(&MemStore::default())?))
+        })
+        .await??;
+        anyhow::ensure!(
+            restored == expected,
+            "group {g}: TiKV holds {restored:?}, the backup {expected:?}"
+        );
+        println!(
+            "group {g}: {} records, crc32c {:08x}, verified",
+            restored.records, restored.crc
+        );
+    }
+    println!(
+        "the backup is in TiKV keyspace {keyspace:?}: start every node on a fresh data \
+         directory (its chunks/ copied over) with --store tikv --pd {} --tikv-keyspace {keyspace}",
         pd.join(",")
     );
     Ok(())
