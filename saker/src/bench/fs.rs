@@ -367,6 +367,27 @@ fn drop_caches() -> anyhow::Result<()> {
         .context("cannot drop caches (writing /proc/sys/vm/drop_caches needs root)")
 }
 
+/// Makes `top` and `dirs` leaf directories in it (`<prefix>0000`, ...), and names `files`
+/// files spread over them in turn (`<prefix>0000000`, ...), not yet written.
+fn make_tree(
+    top: &Path,
+    dirs: usize,
+    files: usize,
+    (dir_prefix, file_prefix): (&str, &str),
+) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    fs::create_dir(top).with_context(|| format!("mkdir {}", top.display()))?;
+    let dirs: Vec<PathBuf> = (0..dirs)
+        .map(|d| top.join(format!("{dir_prefix}{d:04}")))
+        .collect();
+    for d in &dirs {
+        fs::create_dir(d).with_context(|| format!("mkdir {}", d.display()))?;
+    }
+    let files = (0..files)
+        .map(|i| dirs[i % dirs.len()].join(format!("{file_prefix}{i:07}")))
+        .collect();
+    Ok((dirs, files))
+}
+
 fn write_file(path: &Path, data: &[u8], fsync: bool) -> std::io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -583,16 +604,7 @@ impl Bench<'_> {
         let a = self.args;
         let src = root.join("copy-src");
         let dst = root.join("copy-dst");
-        fs::create_dir(&src).with_context(|| format!("mkdir {}", src.display()))?;
-        let src_dirs: Vec<PathBuf> = (0..a.copy_dirs)
-            .map(|d| src.join(format!("d{d:04}")))
-            .collect();
-        for d in &src_dirs {
-            fs::create_dir(d).with_context(|| format!("mkdir {}", d.display()))?;
-        }
-        let files: Vec<PathBuf> = (0..a.copy_files)
-            .map(|i| src_dirs[i % a.copy_dirs].join(format!("f{i:07}")))
-            .collect();
+        let (src_dirs, files) = make_tree(&src, a.copy_dirs, a.copy_files, ("d", "f"))?;
         let data = &self.data[..a.copy_file_size as usize];
         let setup_threads = a.threads.iter().copied().max().unwrap_or(1);
         let made = par(setup_threads, "copy setup", &files, |p| {

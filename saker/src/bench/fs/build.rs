@@ -13,16 +13,7 @@ impl Bench<'_> {
     ) -> anyhow::Result<Timed> {
         let a = self.args;
         let top = root.join("build");
-        fs::create_dir(&top).with_context(|| format!("mkdir {}", top.display()))?;
-        let dirs: Vec<PathBuf> = (0..a.build_dirs)
-            .map(|d| top.join(format!("c{d:04}")))
-            .collect();
-        for d in &dirs {
-            fs::create_dir(d).with_context(|| format!("mkdir {}", d.display()))?;
-        }
-        let mut files: Vec<PathBuf> = (0..a.build_files)
-            .map(|i| dirs[i % a.build_dirs].join(format!("s{i:07}")))
-            .collect();
+        let (_, mut files) = make_tree(&top, a.build_dirs, a.build_files, ("c", "s"))?;
         files.shuffle(rng);
         let data = &self.data[..a.build_size as usize];
         let fsync = a.fsync;
