@@ -79,9 +79,9 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
         tikv_keyspace,
     } = command;
     anyhow::ensure!(to == StoreEngine::Tikv, "only --to tikv is supported");
-    let target = empty_keyspace(&pd, &tikv_keyspace).await?;
     let Some(data_dir) = data_dir else {
         let dir = from_backup.expect("clap requires one of the two");
+        let target = empty_keyspace(&pd, &tikv_keyspace).await?;
         return restore_backup(&dir, target, &pd, &tikv_keyspace).await;
     };
     let recorded = data_dir::read_cluster_file(&data_dir)?;
@@ -108,6 +108,7 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
     )
     .await
     .context("cannot open the MNode groups")?;
+    let target = empty_keyspace(&pd, &tikv_keyspace).await?;
     for g in 1..=recorded.mnodes {
         let (s, t) = (source.clone(), target.clone());
         let (copied, read_back) = tokio::task::spawn_blocking(move || {
