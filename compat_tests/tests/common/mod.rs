@@ -664,14 +664,50 @@ pub fn create_credential_with(path: &Path, args: &[&str]) {
     );
 }
 
+/// `n` ports for servers a test starts, each free when chosen and reserved for this test process.
+///
+/// They come from below the kernel's ephemeral range (32768 and up here), so no outgoing
+/// connection of any process can take one before the server binds it; binding `127.0.0.1:0` and
+/// passing the port on could (it once failed CI with "Address already in use"). Each is reserved
+/// across the test processes nextest runs side by side by a lock on a file named after it, held
+/// until this process exits.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    static HELD: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    let dir = std::env::temp_dir().join("saker-test-ports");
+    std::fs::create_dir_all(&dir).expect("create the port lock directory");
+    let mut held = HELD.lock().unwrap();
+    let mut ports = Vec::with_capacity(n);
+    let mut next = FIRST + (rand::random::<u16>() % SPAN);
+    for _ in 0..SPAN {
+        if ports.len() == n {
+            break;
+        }
+        let port = next;
+        next = FIRST + (next - FIRST + 1) % SPAN;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+            .expect("open a port lock file");
+        if lock.try_lock().is_err() {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        held.push(lock);
+        ports.push(port);
+    }
+    assert_eq!(
+        ports.len(),
+        n,
+        "no {n} free ports in {FIRST}..{}",
+        FIRST + SPAN
+    );
+    ports
 }
 
 /// Retries `f` until it succeeds (processes that just started may not have dialled each other
