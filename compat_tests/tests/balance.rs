@@ -169,3 +169,99 @@ fn the_benefit_policy_spreads_a_hot_name_during_a_job() {
         "{report}"
     );
 }
+
+/// The benefit policy on a replicated cluster (three nodes, every group on all three): a file
+/// name read through every class directory is moved off its group while the reads run, no read
+/// fails, every object reads back from every node, and the move outlives the coordinator's
+/// node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_benefit_policy_moves_a_hot_name_in_a_replicated_cluster() {
+    let mut nodes = common::cluster::Nodes::start(&[
+        "--balance-policy",
+        "benefit",
+        "--group-ops-limit",
+        "60",
+        // Long enough that moving the name's inodes pays off within a window.
+        "--load-window",
+        "2s",
+    ]);
+    nodes.wait_voters(&[]).await;
+    let s3 = nodes.client(0, true);
+    let b = "classes";
+    create_bucket(&s3, b).await;
+    let classes = 20;
+    let key = |c: usize, name: &str| format!("c{c:02}/{name}");
+    for c in 0..classes {
+        put(
+            &s3,
+            b,
+            &key(c, "label.txt"),
+            format!("label {c}").as_bytes(),
+        )
+        .await;
+        put(&s3, b, &key(c, "img.jpg"), format!("image {c}").as_bytes()).await;
+    }
+
+    // Readers of every class's label.txt, until the balancer has moved the name.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..8)
+        .map(|r| {
+            let (s3, stop) = (nodes.client(r % 3, true), stop.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0u64, Vec::new());
+                let mut c = r;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = format!("c{:02}/label.txt", c % classes);
+                    match s3.head_object().bucket(b).key(&k).send().await {
+                        Ok(_) => ok += 1,
+                        Err(e) => failed.push(format!("{k}: {e:?}")),
+                    }
+                    c += 7;
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let moved = poll_until(Duration::from_secs(60), || async {
+        nodes.admin(1, &["exception", "list"]).contains("label.txt")
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut reads = 0;
+    for r in readers {
+        let (ok, failed) = r.await.unwrap();
+        assert!(failed.is_empty(), "failed reads: {failed:?}");
+        reads += ok;
+    }
+    assert!(
+        moved,
+        "label.txt not moved after {reads} reads; logs:\n{}",
+        nodes.logs()
+    );
+    let home = nodes.leader(1).await;
+    assert!(
+        nodes
+            .metric(
+                home,
+                "saker_balance_round_seconds_total{policy=\"benefit\"}"
+            )
+            .await
+            > 0.0
+    );
+
+    nodes.kill(home);
+    let next = nodes.leader(1).await;
+    assert_ne!(next, home);
+    assert!(nodes
+        .admin(next, &["exception", "list"])
+        .contains("label.txt"));
+    for i in [(home + 1) % 3, (home + 2) % 3] {
+        let s3 = nodes.client(i, true);
+        for c in 0..classes {
+            let label = get_bytes(&s3, b, &key(c, "label.txt")).await;
+            assert_eq!(label, format!("label {c}").as_bytes(), "node {}", i + 1);
+            let image = get_bytes(&s3, b, &key(c, "img.jpg")).await;
+            assert_eq!(image, format!("image {c}").as_bytes(), "node {}", i + 1);
+        }
+    }
+}
