@@ -4,9 +4,11 @@
 //! cache into a buffer of ours (`copy_page_to_iter`), and the zeroing of that buffer, go away:
 //! the checksum pass and the socket send read the pages where they are.
 //!
-//! A mapping is used only when every page of the range is resident (`mincore`), so touching it
-//! does not read the disk: a disk error then surfaces through `pread`, as an error, where
-//! through a mapping it would be `SIGBUS`. Chunk files are never cut or rewritten once written
+//! A mapping is used only when every page of the range is resident (`mincore`) and mapped in
+//! (`MADV_POPULATE_READ`, which reports a failed read as an error), so touching it does not
+//! read the disk: a disk error surfaces through `pread`, as an error, where through a mapping
+//! it would be `SIGBUS`. (Left: memory pressure that unmaps a page while its response is being
+//! sent, a few milliseconds, and then a disk error reading it back.) Chunk files are never cut or rewritten once written
 //! (ids are never reused, `put` creates the file with `create_new`, and a reader checks the
 //! file's length against its header first), so a mapped page does not vanish under a reader; a
 //! deleted file's pages live until the last mapping goes.
@@ -96,10 +98,16 @@ pub(crate) fn read_resident(file: &File, offset: u64, len: usize) -> io::Result<
     if resident.iter().any(|b| b & 1 == 0) {
         return Ok(None);
     }
-    // Map the pages in one call instead of a fault per few of them; a failure only means the
-    // faults happen on first touch.
+    // Map the pages in one call instead of a fault per few of them. A page the kernel let go
+    // since `mincore` is read again here, where a disk error is an error return, not SIGBUS:
+    // then the caller reads with `pread`. A kernel without this advice (before 5.14) says
+    // EINVAL, and the pages are mapped as they are touched.
     // SAFETY: advice on our own mapping.
-    unsafe { libc::madvise(ptr, map_len, libc::MADV_POPULATE_READ) };
+    if unsafe { libc::madvise(ptr, map_len, libc::MADV_POPULATE_READ) } != 0
+        && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL)
+    {
+        return Ok(None);
+    }
     Ok(Some(Bytes::from_owner(mapping)))
 }
 
