@@ -505,7 +505,7 @@ pub(crate) fn read_image(
         None => {
             let n = to_usize(read_end - read_start)?;
             let mapped = if n >= MAP_READ_MIN {
-                crate::mapped::read_resident(file, data_at, n)?
+                crate::mapped::read_resident(file, data_at, n)
             } else {
                 None
             };
