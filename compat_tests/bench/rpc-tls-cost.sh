@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What TLS on the cluster RPC costs: `saker bench s3` (PUT/GET) through node 1 of the 3-node
-# cluster of deploy/local-cluster (replication 3), with a plain credential and with one made
-# with `cluster-credential create --tls` (every raft message, Meta call and chunk over TLS),
+# What mutual TLS on the cluster RPC costs: `saker bench s3` (PUT/GET) through node 1 of the
+# 3-node cluster of deploy/local-cluster (replication 3), as deployed (every raft message, Meta
+# call and chunk over mutual TLS) and with `--insecure-rpc` (plaintext with tokens),
 # alternating, RUNS rounds each; medians and the TLS/plain ratios.
 #
 # usage: rpc-tls-cost.sh OUT_DIR
@@ -27,9 +27,9 @@ for r in $(seq 1 "$RUNS"); do
   for mode in plain tls; do
     echo "round $r: $mode"
     rm -rf "$OUT/cluster"
-    tls=0
-    [ "$mode" = tls ] && tls=1
-    SAKER_RPC_TLS=$tls "$run" start "$OUT/cluster" >/dev/null
+    args="${SAKER_SERVER_ARGS:-}"
+    [ "$mode" = plain ] && args="$args --insecure-rpc"
+    SAKER_SERVER_ARGS="$args" "$run" start "$OUT/cluster" >/dev/null
     "$SAKER" bench s3 --endpoint 127.0.0.1:9900 --access-key "$SAKER_ACCESS_KEY" \
       --secret-key "$SAKER_SECRET_KEY" --sizes "$SIZES" --concurrency 16 \
       --duration "$DURATION" --json "$OUT/$mode-$r.json" >/dev/null

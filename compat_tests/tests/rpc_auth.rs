@@ -1,13 +1,14 @@
-//! Cluster authentication on a real `saker server`'s RPC listener: every kind of RPC is refused
-//! without the cluster's credential (or with another cluster's), and a client credential may
-//! send namespace operations and chunk reads and writes, nothing else. Each test is its own
-//! process (nextest), holding the credential it tests.
+//! Cluster authentication on a real `saker server`'s RPC listener, mutual TLS by default:
+//! every kind of RPC is refused in plaintext (a valid token included), without a certificate,
+//! with another cluster's, or with an expired one; a client certificate may send namespace
+//! operations and chunk reads and writes, nothing else. Each test is its own process
+//! (nextest), holding the credential it tests.
 
 mod common;
 
 use bytes::Bytes;
 use common::*;
-use saker_rpc::auth::{install, Credential};
+use saker_rpc::auth::{install, install_insecure, Credential, Kind};
 use saker_rpc::{
     ChunkRequest, ChunkWireError, ClientTag, CoordinatorService, Cred, MetaError, MetaRequest,
     MetaResponse, MetaService, NewObject, RemoveCond, RpcChannel, Want,
@@ -145,15 +146,28 @@ fn chunk_requests() -> Vec<ChunkRequest> {
     ]
 }
 
-/// Every kind of RPC to `addr`: (what, refused for lack of a credential that allows it).
-async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
-    let ch = RpcChannel::connect(addr).await.unwrap();
-    fn refused<T>(r: &Result<T, MetaError>) -> bool {
-        matches!(r, Err(MetaError::Unauthenticated(_)))
+/// Every kind of RPC to `addr`: (what, refused for lack of a credential that allows it, a
+/// client may send it). Refused: `Unauthenticated`; with `or_cut`, also a connection the
+/// server ends (a plaintext caller never gets a TLS session to be refused on).
+async fn every_rpc(addr: &str, or_cut: bool) -> Vec<(String, bool, bool)> {
+    let refused = move |e: &MetaError| {
+        matches!(e, MetaError::Unauthenticated(_))
+            || (or_cut && matches!(e, MetaError::Unavailable(_)))
+    };
+    let ch = match RpcChannel::connect(addr).await {
+        Ok(ch) => ch,
+        // This side refused the server (another cluster's CA): nothing was sent.
+        Err(e) => {
+            assert!(refused(&e), "{e:?}");
+            return vec![("connect".into(), true, false)];
+        }
+    };
+    fn refused_by<T>(r: &Result<T, MetaError>, f: impl Fn(&MetaError) -> bool) -> bool {
+        r.as_ref().err().is_some_and(f)
     }
     let mut out = Vec::new();
     let map = ch.cluster_map().await;
-    out.push(("cluster map".to_string(), refused(&map), true));
+    out.push(("cluster map".to_string(), refused_by(&map, refused), true));
     let tag = ClientTag {
         client: rand::random::<u128>() | 1,
         seq: 1,
@@ -162,11 +176,15 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
         let what = req.op_name().to_string();
         let client_ok = req.client_allowed();
         let r = ch.meta(1).call(tag, req).await;
-        out.push((what, refused(&r), client_ok));
+        out.push((what, refused_by(&r, refused), client_ok));
     }
     let c = ch.coordinator();
     let r = c.remove_dir(vec!["nob".into()], RemoveCond::Bucket).await;
-    out.push(("coordinator remove_dir".into(), refused(&r), false));
+    out.push((
+        "coordinator remove_dir".into(),
+        refused_by(&r, refused),
+        false,
+    ));
     let r = c
         .rename(
             vec!["b".into(), "x".into()],
@@ -176,7 +194,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             Default::default(),
         )
         .await;
-    out.push(("coordinator rename".into(), refused(&r), false));
+    out.push(("coordinator rename".into(), refused_by(&r, refused), false));
     let r = c
         .link(
             vec!["b".into(), "x".into()],
@@ -185,7 +203,7 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             saker_rpc::Cred::ROOT,
         )
         .await;
-    out.push(("coordinator link".into(), refused(&r), false));
+    out.push(("coordinator link".into(), refused_by(&r, refused), false));
     let r = ch
         .raft(
             1,
@@ -193,14 +211,14 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
             std::time::Duration::from_secs(5),
         )
         .await;
-    out.push(("raft".into(), refused(&r), false));
+    out.push(("raft".into(), refused_by(&r, refused), false));
     let call = saker_rpc::AdminCall {
         method: "GET".into(),
         path: "/admin/exceptions".into(),
         body: Vec::new(),
     };
     let r = ch.admin(&call).await;
-    out.push(("admin".into(), refused(&r), false));
+    out.push(("admin".into(), refused_by(&r, refused), false));
     let tiered = saker_rpc::TierRef {
         tier: "COLD".into(),
         key: "k".into(),
@@ -209,46 +227,127 @@ async fn every_rpc(addr: &str) -> Vec<(String, bool, bool)> {
         restored: None,
     };
     let r = ch.tier_read(&tiered, 0, 10).await;
-    out.push(("tier read".into(), refused(&r), true));
+    out.push(("tier read".into(), refused_by(&r, refused), true));
     for req in chunk_requests() {
         let what = format!("chunk {req:?}").chars().take(40).collect();
         let client_ok = req.client_allowed();
         let r = ch.chunk(req).await;
         out.push((
             what,
-            matches!(r, Err(ChunkWireError::Refused(_))),
+            match &r {
+                Err(ChunkWireError::Refused(_)) => true,
+                Err(ChunkWireError::Unavailable(_)) => or_cut,
+                _ => false,
+            },
             client_ok,
         ));
     }
     out
 }
 
+/// RPC connections the server at `admin` refused at the handshake so far.
+async fn handshakes_refused(admin: &str) -> u64 {
+    let text = metrics_text(admin).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("saker_rpc_handshakes_refused_total "))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// A TLS connection to `addr` trusting the cluster's CA but showing no certificate: the
+/// server ends it before any request is read. Returns what the read after the HTTP/2
+/// preface got.
+async fn without_a_certificate(addr: &str, ca_pem: &str) -> std::io::Result<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = pem::parse(ca_pem).unwrap();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(ca.into_contents()))
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls::pki_types::ServerName::try_from(saker_rpc::tls::NODE_NAME).unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await?;
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await?;
+    let mut buf = [0u8; 64];
+    tls.read(&mut buf).await
+}
+
+/// The table of the issue: plaintext (with a valid token), no certificate, another cluster's
+/// CA, an expired certificate (client or node): every RPC refused, each at the handshake, and
+/// what the refused calls would have done did not happen.
 #[tokio::test]
-async fn without_the_cluster_credential_every_rpc_is_refused() {
+async fn every_rpc_is_refused_without_a_valid_certificate_of_the_cluster() {
     let srv = Server::default_start();
-    for (what, refused, _) in every_rpc(&srv.rpc_addr).await {
-        assert!(refused, "{what} was served without a credential");
+    let node = Credential::load(&srv.credential_path()).unwrap();
+    let ca = node.tls.clone().unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let expired = |kind| Credential::client_signed(ca.expired(kind, hour).unwrap(), None);
+    let before = handshakes_refused(&srv.admin).await;
+    type SetUp<'a> = Box<dyn Fn() + 'a>;
+    let cases: Vec<(&str, SetUp)> = vec![
+        (
+            "plaintext with a valid token",
+            Box::new(|| install_insecure(node.clone())),
+        ),
+        (
+            "another cluster's CA",
+            Box::new(|| install(Credential::generate())),
+        ),
+        (
+            "an expired client certificate",
+            Box::new(|| install(expired(Kind::Client))),
+        ),
+        (
+            "an expired node certificate",
+            Box::new(|| install(expired(Kind::Node))),
+        ),
+    ];
+    for (case, set_up) in &cases {
+        set_up();
+        for (what, refused, _) in every_rpc(&srv.rpc_addr, true).await {
+            assert!(refused, "{case}: {what} was served");
+        }
     }
+    let r = without_a_certificate(&srv.rpc_addr, &ca.ca_cert).await;
+    assert!(
+        !matches!(r, Ok(n) if n > 0),
+        "no certificate: the server answered: {r:?}"
+    );
+    let after = handshakes_refused(&srv.admin).await;
+    assert!(
+        after > before + cases.len() as u64,
+        "the server refused {} handshakes for {} cases",
+        after - before,
+        cases.len() + 1
+    );
     // What the refused calls would have done did not happen.
     let s3 = srv.client();
     assert_status(s3.head_bucket().bucket("authb").send().await, 404);
-}
-
-#[tokio::test]
-async fn another_clusters_credential_is_refused() {
-    let srv = Server::default_start();
-    install(Credential::generate());
-    for (what, refused, _) in every_rpc(&srv.rpc_addr).await {
-        assert!(refused, "{what} was served to another cluster's credential");
-    }
+    // The cluster's own certificate is served.
+    drop(cases);
+    install(node);
+    RpcChannel::connect(&srv.rpc_addr)
+        .await
+        .unwrap()
+        .cluster_map()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn a_client_credential_may_send_namespace_operations_only() {
     let srv = Server::default_start();
     let node = Credential::load(&srv.credential_path()).unwrap();
-    install(node.client());
-    let outcomes = every_rpc(&srv.rpc_addr).await;
+    install(node.client().unwrap());
+    let outcomes = every_rpc(&srv.rpc_addr, false).await;
     for (what, refused, client_ok) in &outcomes {
         assert_eq!(
             *refused, !client_ok,
@@ -305,11 +404,39 @@ async fn the_exported_client_credential_is_a_client_one() {
     );
     let exported = Credential::load(&file).unwrap();
     let node = Credential::load(&srv.credential_path()).unwrap();
-    assert_eq!(exported, node.client());
-    assert_ne!(exported, node);
+    assert_eq!(exported.kind, Kind::Client);
+    let tls = exported.tls.clone().unwrap();
+    assert!(!tls.has_ca_key(), "a client credential holds no CA key");
+    assert_eq!(tls.ca_cert, node.tls.as_ref().unwrap().ca_cert);
+    assert_eq!(
+        exported.token(0),
+        None,
+        "no token key from a mutual-TLS node"
+    );
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
+    // It works, as a client: the map is served, raft is not.
+    install(exported);
+    let ch = RpcChannel::connect(&srv.rpc_addr).await.unwrap();
+    ch.cluster_map().await.unwrap();
+    let r = ch
+        .raft(
+            1,
+            Bytes::from_static(b"x"),
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    assert!(matches!(r, Err(MetaError::Unauthenticated(_))), "{r:?}");
+    // The node credential comes over the loopback admin listener, CA key and all.
+    let node_file = dir.path().join("node.json");
+    let out = srv.admin_cmd(&["cluster-credential", "export", node_file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(Credential::load(&node_file).unwrap(), node);
 }
 
 /// Names the gateway would refuse are refused by the MNode too when they come over RPC.

@@ -1,22 +1,30 @@
-//! The cluster RPC over TLS: a 3-node replicated cluster whose credential was made with
-//! `cluster-credential create --tls` replicates metadata and chunks, fails over and serves
-//! its library clients over TLS; a caller speaking plain HTTP/2, or trusting another CA, gets
-//! nothing from any node.
+//! The cluster RPC is mutual TLS by default: a 3-node replicated cluster made as the README
+//! says replicates metadata and chunks, fails over and serves its library clients over it,
+//! while a plaintext caller or one of another CA gets nothing from any node. Plaintext RPC
+//! runs only behind `--insecure-rpc`, which warns at start and on `/health`.
 
 mod common;
 
 use common::cluster::*;
 use common::*;
-use saker_rpc::auth::{install, Credential};
-use saker_rpc::tls::ClusterTls;
+use saker_rpc::auth::{install, install_insecure, Credential};
 use saker_rpc::{MetaError, RpcChannel};
 
+/// `Ok` if `rpc` served the cluster map.
+async fn map_from(rpc: &str) -> Result<(), MetaError> {
+    RpcChannel::connect(rpc)
+        .await?
+        .cluster_map()
+        .await
+        .map(|_| ())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cluster_made_with_tls_runs_its_rpc_over_it() {
-    let mut nodes = Nodes::start_over_tls(&[]);
+async fn a_cluster_runs_its_rpc_over_mutual_tls_by_default() {
+    let mut nodes = Nodes::start(&[]);
     let credential = Credential::load(&nodes.dir.path().join("cluster-credential.json")).unwrap();
     assert!(
-        credential.tls.is_some(),
+        credential.mutual_tls(),
         "the credential holds the cluster CA"
     );
     nodes.wait_voters(&[]).await;
@@ -38,26 +46,78 @@ async fn a_cluster_made_with_tls_runs_its_rpc_over_it() {
     assert_eq!(get_bytes(&other, "tls", "after").await, b"after the kill");
     nodes.restart(1);
 
-    // A library client with the exported client credential (CA certificate, no CA key).
-    let client = credential.client();
-    assert!(client.tls.is_some());
-    install(client);
-    let ch = RpcChannel::connect(&nodes.rpc[0]).await.unwrap();
-    ch.cluster_map().await.unwrap();
+    // A library client with an exported client credential: its own certificate, no CA key.
+    let file = nodes.dir.path().join("client.json");
+    nodes.admin(
+        0,
+        &[
+            "cluster-credential",
+            "export",
+            file.to_str().unwrap(),
+            "--client",
+        ],
+    );
+    install(Credential::load(&file).unwrap());
+    for rpc in &nodes.rpc {
+        eventually("the map from every node", || map_from(rpc)).await;
+    }
 
-    // Plain HTTP/2 with the right secret, or TLS trusting another CA: nothing, on any node.
-    let mut plain = credential.clone();
-    plain.tls = None;
-    let mut stranger = credential.clone();
-    stranger.tls = Some(ClusterTls::generate().unwrap().for_client());
-    for wrong in [plain, stranger] {
-        install(wrong);
+    // Plaintext HTTP/2 with the right secret, or TLS from another CA: nothing, on any node.
+    for (case, wrong) in [
+        ("plaintext", None),
+        ("another CA", Some(Credential::generate())),
+    ] {
+        match wrong {
+            None => install_insecure(credential.clone()),
+            Some(c) => install(c),
+        }
         for rpc in &nodes.rpc {
-            let r = match RpcChannel::connect(rpc).await {
-                Ok(ch) => ch.cluster_map().await.map(|_| ()),
-                Err(e) => Err(e),
-            };
-            assert!(matches!(r, Err(MetaError::Unavailable(_))), "{rpc}: {r:?}");
+            let r = map_from(rpc).await;
+            assert!(r.is_err(), "{case}: {rpc} served the map");
         }
     }
+    let health = reqwest::get(format!("{}/health", nodes.nodes[0].admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!health.contains("plaintext"), "{health}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insecure_rpc_is_plaintext_behind_a_flag_that_warns() {
+    let nodes = Nodes::start(&["--insecure-rpc"]);
+    let credential = Credential::load(&nodes.dir.path().join("cluster-credential.json")).unwrap();
+    install_insecure(credential.clone());
+    nodes.wait_voters(&[]).await;
+    let s3 = nodes.client(0, true);
+    eventually("create the bucket", || {
+        s3.create_bucket().bucket("plain").send()
+    })
+    .await;
+    put(&s3, "plain", "k", b"over plaintext").await;
+    assert_eq!(
+        get_bytes(&nodes.client(2, true), "plain", "k").await,
+        b"over plaintext"
+    );
+    for (i, rpc) in nodes.rpc.iter().enumerate() {
+        map_from(rpc).await.unwrap();
+        assert!(
+            nodes.stderr(i).contains("--insecure-rpc"),
+            "node {i} did not warn: {}",
+            nodes.stderr(i)
+        );
+        let health = reqwest::get(format!("{}/health", nodes.nodes[i].admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(health.contains("plaintext (--insecure-rpc)"), "{health}");
+    }
+    // A caller over mutual TLS is not served by a plaintext node.
+    install(credential);
+    let r = map_from(&nodes.rpc[0]).await;
+    assert!(r.is_err(), "{r:?}");
 }

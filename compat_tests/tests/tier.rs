@@ -324,7 +324,12 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
 /// tier bucket (another cluster's copies, say) is refused. `remote` lists the tier's keys.
 async fn tier_reads_stay_in_this_cluster(hot: &Server, remote: &[(String, i64)]) {
     use saker_rpc::auth::{install, Credential};
-    install(Credential::load(&hot.credential_path()).unwrap().client());
+    install(
+        Credential::load(&hot.credential_path())
+            .unwrap()
+            .client()
+            .unwrap(),
+    );
     let ch = saker_rpc::RpcChannel::connect(&hot.rpc_addr).await.unwrap();
     let (key, size) = remote[0].clone();
     let ours = saker_rpc::TierRef {

@@ -564,3 +564,32 @@ async fn a_replicated_cluster_moves_into_tikv_through_a_backup() {
     assert_eq!(get_bytes(&c, bucket, "after/the-move").await, b"on tikv");
     eprintln!("{} writes moved into TiKV", acked.len());
 }
+
+/// A PD that is not there, or a port that does not speak PD: the server refuses to start with
+/// a message naming what it tried, exits non-zero within 60 s, and does not panic.
+#[test]
+fn a_server_without_a_reachable_pd_exits_with_a_clear_error() {
+    // Accepts connections and closes them at once: something listens, but no PD.
+    let not_pd = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let not_pd_addr = not_pd.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in not_pd.incoming() {
+            drop(conn);
+        }
+    });
+    for pd in ["127.0.0.1:1", not_pd_addr.as_str()] {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let err = server_refuses(
+            dir.path(),
+            &["--store", "tikv", "--pd", pd, "--tikv-keyspace", "t"].map(std::ffi::OsStr::new),
+        );
+        let took = started.elapsed();
+        assert!(!err.contains("panicked"), "{pd}: a panic:\n{err}");
+        assert!(
+            err.contains(&format!("cannot reach TiKV through PD {pd}")),
+            "{pd}: the error does not name what was tried:\n{err}"
+        );
+        assert!(took < Duration::from_secs(60), "{pd}: took {took:?}");
+    }
+}

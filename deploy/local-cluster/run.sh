@@ -13,7 +13,8 @@
 #
 # SAKER_ACCESS_KEY and SAKER_SECRET_KEY are required (the root key, fixed at bootstrap).
 # Data directories, logs (nodeI.log), pid files and the cluster credential
-# (cluster-credential.json, made at the first start; with SAKER_RPC_TLS=1 the RPC runs over TLS) go to WORK_DIR. The binary is $SAKER_BIN,
+# (cluster-credential.json, made at the first start: the cluster CA every node makes its mutual-TLS
+# RPC certificate from) go to WORK_DIR. The binary is $SAKER_BIN,
 # else target/release/saker (build it: cargo build --release); $SAKER_SERVER_ARGS are added to
 # every node's `saker server` command line (tuning flags, e.g. --durability process).
 # `start` exits 0 once every node's /health is 200 (every group has a serving leader), 1 after
@@ -44,12 +45,10 @@ launch() {
   local i="$1"
   if running "$i"; then return; fi
   [[ -x "$bin" ]] || { echo "no saker binary at $bin (cargo build --release, or set SAKER_BIN)" >&2; exit 1; }
-  # The cluster's credential, made once: every node and every RPC client needs it. With
-  # SAKER_RPC_TLS=1 it holds a cluster CA and the RPC runs over TLS.
-  local tls=()
-  [[ "${SAKER_RPC_TLS:-0}" == 1 ]] && tls=(--tls)
+  # The cluster's credential, made once: every node and every RPC client needs it. It holds
+  # the cluster CA; the RPC between nodes is mutual TLS.
   [[ -f "$work/cluster-credential.json" ]] ||
-    "$bin" admin cluster-credential create "$work/cluster-credential.json" "${tls[@]}" >/dev/null
+    "$bin" admin cluster-credential create "$work/cluster-credential.json" >/dev/null
   # shellcheck disable=SC2086 # SAKER_SERVER_ARGS is a list of flags
   (cd "$work" && exec "$bin" server --config "$here/node$i.toml" ${SAKER_SERVER_ARGS:-} >>"node$i.log" 2>&1) &
   echo $! >"$work/node$i.pid"

@@ -1,22 +1,25 @@
-//! Cluster authentication: every RPC carries proof that its sender holds a cluster credential.
+//! Cluster authentication: who may call a node, and as what.
 //!
-//! A cluster has one secret, made when it is created (`saker credential create FILE`, or by
-//! the all-in-one server in its data directory). Two keys are derived from it:
+//! A cluster has one credential, made when it is created (`saker admin cluster-credential
+//! create FILE`, or by the all-in-one server in its data directory). It holds the cluster's CA
+//! ([`crate::tls`]) and a secret. Every RPC connection is mutual TLS from that CA, and the
+//! caller's [`Kind`] is the one its certificate names:
 //!
-//! - the **node** key, held by the cluster's own processes: raft traffic, the coordinator's
-//!   calls and every control request;
-//! - the **client** key, held by library clients (`saker mount --cluster`, `saker bench
-//!   --cluster`), exported with `saker admin cluster-credential export --client`: namespace
-//!   operations and chunk reads and writes only. A client file holds the client key alone, so it
-//!   cannot be turned into a node credential.
+//! - **node**: the cluster's own processes (raft traffic, the coordinator's calls, every
+//!   control request). A node credential holds the CA key, from which the node mints its
+//!   certificate at start.
+//! - **client**: library clients (`saker mount --cluster`, `saker bench --cluster`), whose
+//!   credential (`saker admin cluster-credential export FILE --client`) holds the CA
+//!   certificate and the client's own certificate, signed by a node from the client's CSR:
+//!   namespace operations and chunk reads and writes only.
 //!
-//! Each request carries the header `saker-auth: <kind>.<unix seconds>.<HMAC-SHA256 of
-//! "saker-rpc:<kind>:<seconds>" under the kind's key, hex>`. A node accepts a token whose time
-//! is within [`MAX_SKEW`] of its clock, compared in constant time; without a valid one it
-//! answers `Unauthenticated` and serves nothing. The token proves possession of the key without
-//! sending it; it does not hide or bind the body, so on an untrusted network the RPC runs over
-//! TLS. A process holds one credential ([`install`]), used by every channel it opens and, on a
-//! node, to check what it serves.
+//! No bearer token travels on a TLS connection. Only behind `--insecure-rpc` (plaintext, for
+//! a closed network; it warns at start and shows on `/health`) does a request carry the header
+//! `saker-auth: <kind>.<unix seconds>.<HMAC-SHA256 of "saker-rpc:<kind>:<seconds>" under the
+//! kind's key, hex>`, keys derived from the secret, accepted within [`MAX_SKEW`] of the
+//! receiver's clock. Such a token can be replayed by whoever sees it, which is why it is not
+//! the default. A process holds one credential ([`install`]), used by every channel it opens
+//! and, on a node, to check what it serves.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -25,7 +28,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::tls::ClusterTls;
+use crate::tls::{ClusterTls, TlsError};
 
 /// The request header carrying the token.
 pub const AUTH_HEADER: &str = "saker-auth";
@@ -49,17 +52,20 @@ impl Kind {
     }
 }
 
-/// A cluster credential: the cluster secret (a node's) or the client key (a client's).
+/// A cluster credential: a node's (the CA with its key, and the cluster secret) or a
+/// client's (the CA certificate, its own certificate and key, and the client key).
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Credential {
     version: u32,
     pub kind: Kind,
-    /// Hex: the cluster secret for a node credential, the client key for a client one.
-    secret: String,
+    /// Hex: the cluster secret for a node credential, the client key for a client one; what
+    /// tokens are made with under `--insecure-rpc` (a credential of version 1 has nothing else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
     /// The token keys, derived once (every RPC makes or checks a token).
     #[serde(skip)]
     keys: OnceLock<Keys>,
-    /// The cluster's CA when its RPC runs over TLS ([`crate::tls`]).
+    /// The cluster's CA (and a client's certificate): what every connection is made with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<ClusterTls>,
 }
@@ -83,9 +89,10 @@ impl Eq for Credential {}
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credential")
+            .field("version", &self.version)
             .field("kind", &self.kind)
-            .field("secret", &"<redacted>")
-            .field("tls", &self.tls.is_some())
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -109,24 +116,26 @@ fn derive(secret: &[u8], label: &str) -> Vec<u8> {
 
 const CLIENT_LABEL: &str = "saker client credential v1";
 const NODE_LABEL: &str = "saker node credential v1";
-const VERSION: u32 = 1;
+/// Version 2: mutual TLS. Version 1 (tokens, the CA optional and without client
+/// certificates) still loads: such a node serves only with `--insecure-rpc` until upgraded.
+const VERSION: u32 = 2;
 
 impl Credential {
-    /// A new cluster's node credential (a fresh random secret).
+    /// A new cluster's node credential: a new CA and a fresh random secret.
     pub fn generate() -> Self {
-        let secret: [u8; 32] = rand::random();
-        Self::new(Kind::Node, hex::encode(secret))
+        Self::try_generate().expect("a new CA can always be made")
     }
 
-    /// A new cluster's node credential whose RPC runs over TLS, with a new CA.
-    pub fn generate_with_tls() -> Result<Self, crate::tls::TlsError> {
+    /// [`Credential::generate`], failing rather than panicking if the CA cannot be made.
+    pub fn try_generate() -> Result<Self, TlsError> {
+        let secret: [u8; 32] = rand::random();
         Ok(Self {
             tls: Some(ClusterTls::generate()?),
-            ..Self::generate()
+            ..Self::new(Kind::Node, Some(hex::encode(secret)))
         })
     }
 
-    fn new(kind: Kind, secret: String) -> Self {
+    fn new(kind: Kind, secret: Option<String>) -> Self {
         Self {
             version: VERSION,
             kind,
@@ -136,9 +145,16 @@ impl Credential {
         }
     }
 
-    fn keys(&self) -> &Keys {
-        self.keys.get_or_init(|| {
-            let secret = hex::decode(&self.secret).expect("checked when loaded");
+    /// Whether this credential can make mutual-TLS connections: a node's has the CA key, a
+    /// client's a certificate of its own.
+    pub fn mutual_tls(&self) -> bool {
+        self.version >= VERSION && self.tls.is_some()
+    }
+
+    fn keys(&self) -> Option<&Keys> {
+        let secret = self.secret.as_deref()?;
+        Some(self.keys.get_or_init(|| {
+            let secret = hex::decode(secret).expect("checked when loaded");
             match self.kind {
                 Kind::Node => Keys {
                     node: Some(derive(&secret, NODE_LABEL)),
@@ -149,30 +165,54 @@ impl Credential {
                     client: secret,
                 },
             }
+        }))
+    }
+
+    /// The client key, hex (what a client credential of this cluster carries for
+    /// `--insecure-rpc`).
+    pub fn client_secret(&self) -> Option<String> {
+        self.keys().map(|k| hex::encode(&k.client))
+    }
+
+    /// A client credential of this node credential's cluster, its certificate made here
+    /// (valid for [`crate::tls::CLIENT_CERT_DAYS`]): for in-process clients and tests; a
+    /// client host asks a node to sign its own key instead ([`Credential::client_signed`]).
+    pub fn client(&self) -> Result<Self, TlsError> {
+        let tls = match &self.tls {
+            Some(tls) if tls.has_ca_key() => Some(tls.for_client(crate::tls::CLIENT_CERT_DAYS)?),
+            Some(_) => return Err(TlsError::NoCaKey),
+            None => None,
+        };
+        Ok(Self {
+            tls,
+            version: if self.mutual_tls() { VERSION } else { 1 },
+            ..Self::new(Kind::Client, self.client_secret())
         })
     }
 
-    /// The client credential of this node credential's cluster (itself if it is one).
-    pub fn client(&self) -> Self {
+    /// A client credential from what a node answered to its CSR: `tls` with the client's
+    /// certificate and key, and the client key if the node hands it out.
+    pub fn client_signed(tls: ClusterTls, secret: Option<String>) -> Self {
         Self {
-            tls: self.tls.as_ref().map(ClusterTls::for_client),
-            ..Self::new(Kind::Client, hex::encode(&self.keys().client))
+            tls: Some(tls),
+            ..Self::new(Kind::Client, secret)
         }
     }
 
     /// The key tokens of `kind` are made with, if this credential has it.
     fn key(&self, kind: Kind) -> Option<&[u8]> {
+        let keys = self.keys()?;
         match kind {
-            Kind::Node => self.keys().node.as_deref(),
-            Kind::Client => Some(&self.keys().client),
+            Kind::Node => keys.node.as_deref(),
+            Kind::Client => Some(&keys.client),
         }
     }
 
-    /// The token for a request sent at `now` (unix seconds).
-    pub fn token(&self, now: i64) -> String {
-        let key = self.key(self.kind).expect("a credential has its own key");
+    /// The token for a request sent at `now` (unix seconds), if this credential can make one.
+    pub fn token(&self, now: i64) -> Option<String> {
+        let key = self.key(self.kind)?;
         let sig = mac(key, self.kind, now).finalize().into_bytes();
-        format!("{}.{now}.{}", self.kind.as_str(), hex::encode(sig))
+        Some(format!("{}.{now}.{}", self.kind.as_str(), hex::encode(sig)))
     }
 
     /// The kind a request's `token` proves, checked against this (node) credential at `now`.
@@ -197,7 +237,7 @@ impl Credential {
         let sig = hex::decode(sig).map_err(|_| "malformed credential token")?;
         let key = self
             .key(kind)
-            .ok_or("this process cannot check node credentials")?;
+            .ok_or("this process cannot check tokens of that kind")?;
         mac(key, kind, secs)
             .verify_slice(&sig)
             .map_err(|_| "the credential is not this cluster's".to_string())?;
@@ -211,45 +251,106 @@ impl Credential {
             path: shown.clone(),
             source,
         })?;
-        let invalid = |why: String| CredentialError::Invalid {
-            path: shown.clone(),
-            why,
-        };
-        let c: Credential = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-        if c.version != VERSION {
-            return Err(invalid(format!("unknown version {}", c.version)));
+        Self::decode(&bytes).map_err(|why| CredentialError::Invalid { path: shown, why })
+    }
+
+    /// A credential from its file's bytes, checked.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let c: Credential = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if c.version != VERSION && c.version != 1 {
+            return Err(format!("unknown version {}", c.version));
         }
-        match hex::decode(&c.secret) {
-            Ok(s) if s.len() == 32 => Ok(c),
-            _ => Err(invalid("the secret is not 32 bytes of hex".into())),
+        match c.secret.as_deref().map(hex::decode) {
+            Some(Ok(s)) if s.len() == 32 => {}
+            None if c.version == VERSION => {}
+            _ => return Err("the secret is not 32 bytes of hex".into()),
         }
+        if c.version == VERSION {
+            match (&c.tls, c.kind) {
+                (None, _) => return Err("no cluster CA".into()),
+                (Some(t), Kind::Node) if !t.has_ca_key() => {
+                    return Err("a node credential without the CA key".into())
+                }
+                _ => {}
+            }
+        }
+        Ok(c)
     }
 
     /// Writes the credential to `path`, readable by its owner only, creating it; refuses to
     /// replace an existing file.
     pub fn save(&self, path: &Path) -> Result<(), CredentialError> {
+        self.write(path).map_err(|source| CredentialError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Replaces the credential at `path` with this one, durably: a private temporary file,
+    /// synced, renamed over it, the directory synced.
+    pub fn replace(&self, path: &Path) -> Result<(), CredentialError> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = std::path::PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
+        let done = self.write(&tmp).and_then(|()| {
+            std::fs::rename(&tmp, path)?;
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+        });
+        done.map_err(|source| {
+            let _ = std::fs::remove_file(&tmp);
+            CredentialError::Io {
+                path: path.display().to_string(),
+                source,
+            }
+        })
+    }
+
+    fn write(&self, path: &Path) -> std::io::Result<()> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let shown = path.display().to_string();
-        let io = |source| CredentialError::Io {
-            path: shown.clone(),
-            source,
-        };
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
-            .map_err(io)?;
+            .open(path)?;
         let body = serde_json::to_vec_pretty(self).expect("credentials serialize");
-        f.write_all(&body).map_err(io)?;
-        f.sync_all().map_err(io)
+        f.write_all(&body)?;
+        f.sync_all()
+    }
+
+    /// This node credential as one for mutual TLS: a credential of version 1 gets a new CA
+    /// (or keeps the one it was made with by `create --tls`) and keeps its secret.
+    pub fn upgraded(&self) -> Result<Self, String> {
+        if self.kind != Kind::Node {
+            return Err(
+                "a client credential cannot be upgraded: export a new one with \
+                 `saker admin cluster-credential export FILE --client`"
+                    .into(),
+            );
+        }
+        if self.mutual_tls() {
+            return Err("already a credential for mutual TLS".into());
+        }
+        let tls = match &self.tls {
+            Some(tls) if tls.has_ca_key() => tls.clone(),
+            _ => ClusterTls::generate().map_err(|e| e.to_string())?,
+        };
+        Ok(Self {
+            tls: Some(tls),
+            ..Self::new(Kind::Node, self.secret.clone())
+        })
     }
 
     /// The credential at `path`, created (a new cluster's) if there is none.
     pub fn load_or_create(path: &Path) -> Result<Self, CredentialError> {
         if !path.exists() {
-            match Self::generate().save(path) {
+            let made = Self::try_generate().map_err(|e| CredentialError::Invalid {
+                path: path.display().to_string(),
+                why: e.to_string(),
+            })?;
+            match made.save(path) {
                 Err(CredentialError::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::AlreadyExists => {}
                 other => other?,
@@ -267,26 +368,98 @@ fn mac(key: &[u8], kind: Kind, secs: i64) -> Hmac<Sha256> {
     m
 }
 
-static PROCESS: RwLock<Option<Arc<Credential>>> = RwLock::new(None);
+/// How this process's RPC connections are secured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Mutual TLS from the cluster CA; the kind is the certificate's, no token is sent or
+    /// taken. The default.
+    MutualTls,
+    /// Plaintext, every request with a token (`--insecure-rpc`: a closed network only).
+    Insecure,
+}
 
-/// Makes `credential` this process's: every channel sends its tokens, and an RPC server
-/// started afterwards checks tokens with it. A process installs one at its start (a test that
-/// talks to several clusters in turn installs each one's).
+/// What [`install`] set.
+struct Process {
+    credential: Arc<Credential>,
+    transport: Transport,
+    /// The calling side's TLS config, made at the first connection and shared by all (so
+    /// their sessions resume).
+    client_tls: OnceLock<Result<Arc<tokio_rustls::rustls::ClientConfig>, String>>,
+}
+
+static PROCESS: RwLock<Option<Arc<Process>>> = RwLock::new(None);
+
+fn set(credential: Credential, transport: Transport) {
+    *PROCESS.write().expect("credential lock") = Some(Arc::new(Process {
+        credential: Arc::new(credential),
+        transport,
+        client_tls: OnceLock::new(),
+    }));
+}
+
+fn process() -> Option<Arc<Process>> {
+    PROCESS.read().expect("credential lock").clone()
+}
+
+/// Makes `credential` this process's, over mutual TLS: every channel it opens shows its
+/// certificate, and an RPC server started afterwards serves with it. A process installs one
+/// at its start (a test that talks to several clusters in turn installs each one's).
 pub fn install(credential: Credential) {
-    *PROCESS.write().expect("credential lock") = Some(Arc::new(credential));
+    set(credential, Transport::MutualTls);
+}
+
+/// [`install`] for plaintext RPC with tokens (`--insecure-rpc`).
+pub fn install_insecure(credential: Credential) {
+    set(credential, Transport::Insecure);
 }
 
 /// This process's credential, if one was installed.
 pub fn installed() -> Option<Arc<Credential>> {
-    PROCESS.read().expect("credential lock").clone()
+    process().map(|p| p.credential.clone())
 }
+
+/// How this process's RPC runs (mutual TLS unless installed otherwise).
+pub fn transport() -> Transport {
+    process().map_or(Transport::MutualTls, |p| p.transport)
+}
+
+/// The TLS config this process calls with; `None` under `--insecure-rpc`.
+pub(crate) fn client_tls() -> Result<Option<Arc<tokio_rustls::rustls::ClientConfig>>, String> {
+    let Some(p) = process() else {
+        return Err("this process holds no cluster credential".into());
+    };
+    if p.transport == Transport::Insecure {
+        return Ok(None);
+    }
+    p.client_tls
+        .get_or_init(|| match &p.credential.tls {
+            Some(tls) if p.credential.mutual_tls() => {
+                tls.client_config().map_err(|e| e.to_string())
+            }
+            _ => Err(OLD_CREDENTIAL.to_string()),
+        })
+        .clone()
+        .map(Some)
+}
+
+/// Why a credential of version 1 cannot make mutual-TLS connections.
+pub const OLD_CREDENTIAL: &str = "this cluster credential predates mutual TLS: upgrade it with \
+    `saker admin cluster-credential upgrade FILE` (a client: export a new one with \
+    `saker admin cluster-credential export FILE --client`), or run with --insecure-rpc";
 
 /// This process's credential, a new cluster's installed first if it has none (in-process
 /// servers and clients of a test share it).
 pub fn ensure_installed() -> Arc<Credential> {
     let mut set = PROCESS.write().expect("credential lock");
-    set.get_or_insert_with(|| Arc::new(Credential::generate()))
-        .clone()
+    set.get_or_insert_with(|| {
+        Arc::new(Process {
+            credential: Arc::new(Credential::generate()),
+            transport: Transport::MutualTls,
+            client_tls: OnceLock::new(),
+        })
+    })
+    .credential
+    .clone()
 }
 
 /// Seconds since the Unix epoch.
@@ -304,19 +477,22 @@ mod tests {
     #[test]
     fn tokens_prove_the_kind_and_nothing_more() {
         let node = Credential::generate();
-        let client = node.client();
+        let client = node.client().unwrap();
         let now = 1_800_000_000;
-        assert_eq!(node.verify(&node.token(now), now), Ok(Kind::Node));
-        assert_eq!(node.verify(&client.token(now), now + 10), Ok(Kind::Client));
+        let tok = |c: &Credential, at| c.token(at).unwrap();
+        assert_eq!(node.verify(&tok(&node, now), now), Ok(Kind::Node));
+        assert_eq!(node.verify(&tok(&client, now), now + 10), Ok(Kind::Client));
         // A client credential cannot make a node token, nor pass one off as its own.
-        let forged = client.token(now).replacen("client", "node", 1);
+        let forged = tok(&client, now).replacen("client", "node", 1);
         assert!(node.verify(&forged, now).is_err());
         // Another cluster's credential, an expired token, garbage.
         let other = Credential::generate();
-        assert!(node.verify(&other.token(now), now).is_err());
-        assert!(node.verify(&other.client().token(now), now).is_err());
-        assert!(node.verify(&node.token(now), now + MAX_SKEW + 1).is_err());
-        assert!(node.verify(&node.token(now + MAX_SKEW + 1), now).is_err());
+        assert!(node.verify(&tok(&other, now), now).is_err());
+        assert!(node
+            .verify(&tok(&other.client().unwrap(), now), now)
+            .is_err());
+        assert!(node.verify(&tok(&node, now), now + MAX_SKEW + 1).is_err());
+        assert!(node.verify(&tok(&node, now + MAX_SKEW + 1), now).is_err());
         for junk in ["", "node", "node.1", "node.x.00", "root.1.00", "node.1.zz"] {
             assert!(node.verify(junk, now).is_err(), "{junk}");
         }
@@ -328,19 +504,41 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cred.json");
         let made = Credential::load_or_create(&path).unwrap();
+        assert!(made.mutual_tls() && made.tls.as_ref().unwrap().has_ca_key());
         assert_eq!(Credential::load_or_create(&path).unwrap(), made);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(made.save(&path).is_err(), "never replaced");
-        assert!(!format!("{made:?}").contains(&made.secret));
+        let shown = format!("{made:?}");
+        assert!(!shown.contains(made.secret.as_deref().unwrap()));
+        assert!(!shown.contains("PRIVATE"));
         let client = dir.path().join("client.json");
-        made.client().save(&client).unwrap();
-        assert_eq!(Credential::load(&client).unwrap().kind, Kind::Client);
+        made.client().unwrap().save(&client).unwrap();
+        let loaded = Credential::load(&client).unwrap();
+        assert_eq!(loaded.kind, Kind::Client);
+        assert!(loaded.mutual_tls() && !loaded.tls.unwrap().has_ca_key());
         std::fs::write(
             &path,
             b"{\"version\":1,\"kind\":\"node\",\"secret\":\"abcd\"}",
         )
         .unwrap();
         assert!(Credential::load(&path).is_err());
+        // A version 2 node credential must hold its CA key.
+        let mut no_ca = serde_json::to_value(&made).unwrap();
+        no_ca["tls"] = serde_json::to_value(made.client().unwrap().tls).unwrap();
+        no_ca["kind"] = "node".into();
+        assert!(Credential::decode(no_ca.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_version_1_credential_still_loads_but_cannot_make_mutual_tls() {
+        let v1 = format!(
+            "{{\"version\":1,\"kind\":\"node\",\"secret\":\"{}\"}}",
+            "ab".repeat(32)
+        );
+        let c = Credential::decode(v1.as_bytes()).unwrap();
+        assert!(!c.mutual_tls());
+        assert!(c.token(1).is_some());
+        assert!(!c.client().unwrap().mutual_tls());
     }
 }

@@ -18,3 +18,13 @@ pub static SERVER_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// RPC connections refused at the TLS handshake (no certificate, another CA's, an expired
+/// one, a plaintext caller, or one that never finished).
+pub static HANDSHAKES_REFUSED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    prometheus::register_int_counter!(
+        "saker_rpc_handshakes_refused_total",
+        "RPC connections refused at the TLS handshake"
+    )
+    .expect("metric registers once")
+});

@@ -458,6 +458,7 @@ async fn dead_addr() -> String {
 
 #[tokio::test]
 async fn an_unreachable_address_is_unavailable() {
+    saker_rpc::auth::ensure_installed();
     let addr = dead_addr().await;
     let err = fetch_cluster_map(&addr).await;
     assert!(matches!(err, Err(MetaError::Unavailable(_))), "{err:?}");

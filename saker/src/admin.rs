@@ -195,6 +195,8 @@ pub struct AdminState {
     pub gateway: Option<saker_gateway::Gateway>,
     /// Requests for the coordinator handed between nodes ([`crate::admin_forward`]).
     pub forward: crate::admin_forward::Shared,
+    /// The admin listener is plaintext on a non-loopback address: secrets are not sent.
+    pub plain_public: bool,
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
@@ -248,6 +250,10 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/lifecycle/{bucket}", post(run_lifecycle_bucket))
         .route("/admin/cluster-credential/{kind}", get(export_credential))
+        .route(
+            "/admin/cluster-credential/client",
+            axum::routing::post(sign_client_credential),
+        )
         .route(
             "/admin/tiers",
             get(crate::admin_tiers::list).post(crate::admin_tiers::add),
@@ -308,7 +314,41 @@ async fn export_credential(
     if !authorized(&st, &Method::GET, &path, &headers, b"") {
         return deny();
     }
-    match crate::cluster_credential::export(&kind) {
+    let answer = match kind.as_str() {
+        "node" if st.plain_public => Err(
+            "the node credential holds the cluster's CA key: it is not sent over a plaintext \
+             admin listener on a non-loopback address (serve the admin API with --tls-cert, or \
+             copy the file)"
+                .to_string(),
+        ),
+        "node" => crate::cluster_credential::export_node(),
+        "client" => Err(
+            "a client credential is made from a CSR: POST it (saker admin \
+             cluster-credential export FILE --client)"
+                .into(),
+        ),
+        other => Err(format!("no credential kind '{other}' (node or client)")),
+    };
+    match answer {
+        Ok(text) => text.into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Signs a client's CSR (`cluster-credential export --client`).
+async fn sign_client_credential(
+    State(st): State<AdminState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = "/admin/cluster-credential/client";
+    if !authorized(&st, &Method::POST, path, &headers, &body) {
+        return deny();
+    }
+    let answer = serde_json::from_slice::<crate::cluster_credential::ClientRequest>(&body)
+        .map_err(|e| format!("bad request: {e}"))
+        .and_then(|r| crate::cluster_credential::sign_client(&r.csr, r.days));
+    match answer {
         Ok(text) => text.into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     }
@@ -755,9 +795,10 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return Ok(());
         }
         AdminCommand::ClusterCredential { command } => {
-            let fetch =
-                |path: String| async move { send(endpoint, Method::GET, &path, Vec::new()).await };
-            return crate::cluster_credential::run(command, fetch).await;
+            let call = |method: Method, path: String, body: Vec<u8>| async move {
+                send(endpoint, method, &path, body).await
+            };
+            return crate::cluster_credential::run(command, call).await;
         }
         AdminCommand::MasterKey { file } => {
             saker_client::sealed::WrappingKey::create(&file)

@@ -13,8 +13,9 @@ pub const ENV: &str = "SAKER_CLUSTER_CREDENTIAL";
 /// The all-in-one server's credential, in its data directory.
 pub const FILE_NAME: &str = "cluster-credential.json";
 
-/// Installs the node credential at `path` (created first when `create`).
-pub fn install_node(path: &Path, create: bool) -> anyhow::Result<()> {
+/// Installs the node credential at `path` (created first when `create`), over mutual TLS or,
+/// with `insecure`, plaintext with tokens (which warns).
+pub fn install_node(path: &Path, create: bool, insecure: bool) -> anyhow::Result<()> {
     let credential = if create {
         Credential::load_or_create(path)?
     } else {
@@ -32,12 +33,17 @@ pub fn install_node(path: &Path, create: bool) -> anyhow::Result<()> {
             path.display()
         );
     }
-    auth::install(credential);
-    Ok(())
+    install(credential, insecure, path)
 }
 
-/// Installs a library client's credential: `flag`, else `$SAKER_CLUSTER_CREDENTIAL`.
-pub fn install_client(flag: Option<&Path>) -> anyhow::Result<()> {
+/// The environment variable that makes a library client speak plaintext RPC with tokens to
+/// a cluster running `--insecure-rpc` (`1`).
+pub const INSECURE_ENV: &str = "SAKER_INSECURE_RPC";
+
+/// Installs a library client's credential: `flag`, else `$SAKER_CLUSTER_CREDENTIAL`; in
+/// plaintext with `insecure` or `$SAKER_INSECURE_RPC=1`.
+pub fn install_client(flag: Option<&Path>, insecure: bool) -> anyhow::Result<()> {
+    let insecure = insecure || std::env::var(INSECURE_ENV).is_ok_and(|v| v == "1");
     let path = match flag {
         Some(p) => p.to_path_buf(),
         None => match std::env::var_os(ENV) {
@@ -48,65 +54,163 @@ pub fn install_client(flag: Option<&Path>) -> anyhow::Result<()> {
             ),
         },
     };
-    auth::install(Credential::load(&path)?);
+    install(Credential::load(&path)?, insecure, &path)
+}
+
+fn install(credential: Credential, insecure: bool, path: &Path) -> anyhow::Result<()> {
+    if insecure {
+        if credential.token(0).is_none() {
+            bail!(
+                "{} holds no token key, which --insecure-rpc needs (a client exported from a \
+                 node running without --insecure-rpc)",
+                path.display()
+            );
+        }
+        tracing::warn!(
+            "--insecure-rpc: cluster RPC runs in plaintext with replayable tokens; anyone on \
+             the network can read it and, with one captured token, act as its sender for {} s",
+            auth::MAX_SKEW
+        );
+        auth::install_insecure(credential);
+    } else {
+        if !credential.mutual_tls() {
+            bail!("{}: {}", path.display(), auth::OLD_CREDENTIAL);
+        }
+        auth::install(credential);
+    }
     Ok(())
 }
 
 /// `saker admin cluster-credential …`
 #[derive(clap::Subcommand)]
 pub enum CredentialCommand {
-    /// Make a new cluster's node credential in FILE (offline; every node's config names it).
+    /// Make a new cluster's node credential in FILE (offline; every node's config names it):
+    /// a new cluster CA, from which every node makes its certificate at start.
     Create {
         file: PathBuf,
-        /// The cluster's RPC runs over TLS: the credential holds a new cluster CA, from which
-        /// every node makes its certificate at start, and which every caller trusts.
-        #[arg(long)]
+        /// Accepted for old scripts: every credential has a CA now.
+        #[arg(long, hide = true)]
         tls: bool,
     },
-    /// Write the running cluster's credential to FILE: the client credential with --client
-    /// (namespace operations only: for `saker mount --cluster` and benchmarks on another
-    /// host), else the node credential (for a new node).
+    /// Write a credential of the running cluster to FILE. With --client: a new key made here
+    /// and a certificate a node signs for it (namespace operations only: for `saker mount
+    /// --cluster` and benchmarks on another host). Without: the node credential, CA key
+    /// included (for a new node); refused over a plaintext admin listener that is not on
+    /// loopback.
     Export {
         file: PathBuf,
         #[arg(long)]
         client: bool,
+        /// Days the client certificate is valid.
+        #[arg(long, default_value_t = saker_rpc::tls::CLIENT_CERT_DAYS, requires = "client")]
+        days: u32,
     },
+    /// Rewrite FILE, a node credential made before mutual TLS, with a new cluster CA (the
+    /// secret kept, for --insecure-rpc). Copy the result to every node and restart them.
+    Upgrade { file: PathBuf },
 }
 
-/// Runs a `cluster-credential` command; `export` asks the admin API (`fetch`).
-pub async fn run<F, Fut>(command: CredentialCommand, fetch: F) -> anyhow::Result<()>
+/// What a client sends to have its key signed.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct ClientRequest {
+    /// PEM.
+    pub csr: String,
+    /// How long the certificate is valid.
+    pub days: u32,
+}
+
+/// What a node answers to a client's CSR.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct SignedClient {
+    pub ca_cert: String,
+    pub cert: String,
+    /// The client key, for a cluster running --insecure-rpc.
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+/// Runs a `cluster-credential` command; `export` asks the admin API (`call(method, path,
+/// body)`).
+pub async fn run<F, Fut>(command: CredentialCommand, call: F) -> anyhow::Result<()>
 where
-    F: FnOnce(String) -> Fut,
+    F: FnOnce(http::Method, String, Vec<u8>) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<String>>,
 {
     match command {
-        CredentialCommand::Create { file, tls } => {
-            let credential = match tls {
-                true => Credential::generate_with_tls()?,
-                false => Credential::generate(),
-            };
-            credential.save(&file)?;
+        CredentialCommand::Create { file, tls: _ } => {
+            Credential::try_generate()?.save(&file)?;
             println!("created the cluster credential {}", file.display());
         }
-        CredentialCommand::Export { file, client } => {
-            let kind = if client { "client" } else { "node" };
-            let text = fetch(format!("/admin/cluster-credential/{kind}")).await?;
-            let credential: Credential = serde_json::from_str(&text).context("unexpected reply")?;
+        CredentialCommand::Export {
+            file,
+            client: true,
+            days,
+        } => {
+            let (csr, key) = saker_rpc::tls::client_csr()?;
+            let path = "/admin/cluster-credential/client".to_string();
+            let body = serde_json::to_vec(&ClientRequest { csr, days }).expect("serializes");
+            let text = call(http::Method::POST, path, body).await?;
+            let signed: SignedClient = serde_json::from_str(&text).context("unexpected reply")?;
+            let tls = saker_rpc::tls::ClusterTls::client(signed.ca_cert, signed.cert, key);
+            Credential::client_signed(tls, signed.secret).save(&file)?;
+            println!(
+                "wrote a client credential to {} (certificate valid for {days} days)",
+                file.display()
+            );
+        }
+        CredentialCommand::Export { file, .. } => {
+            let path = "/admin/cluster-credential/node".to_string();
+            let text = call(http::Method::GET, path, Vec::new()).await?;
+            let credential = Credential::decode(text.as_bytes())
+                .map_err(|e| anyhow::anyhow!("unexpected reply: {e}"))?;
             credential.save(&file)?;
-            println!("wrote the {kind} credential to {}", file.display());
+            println!("wrote the node credential to {}", file.display());
+        }
+        CredentialCommand::Upgrade { file } => {
+            let old = Credential::load(&file)?;
+            let new = old
+                .upgraded()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            new.replace(&file)?;
+            println!(
+                "upgraded {}: copy it to every node and restart them",
+                file.display()
+            );
         }
     }
     Ok(())
 }
 
-/// The admin API's answer to an export of `kind`: this node's credential as that kind.
-pub fn export(kind: &str) -> Result<String, String> {
+/// The admin API's answer to an export of the node credential.
+pub fn export_node() -> Result<String, String> {
     let node = auth::installed().ok_or("this process holds no cluster credential")?;
-    let credential = match kind {
-        "client" => node.client(),
-        "node" if node.kind == Kind::Node => (*node).clone(),
-        "node" => return Err("this process holds a client credential only".into()),
-        other => return Err(format!("no credential kind '{other}' (node or client)")),
+    if node.kind != Kind::Node {
+        return Err("this process holds a client credential only".into());
+    }
+    Ok(serde_json::to_string_pretty(&*node).expect("credentials serialize"))
+}
+
+/// The longest a client certificate may be valid.
+const MAX_CLIENT_DAYS: u32 = 3650;
+
+/// The admin API's answer to a client's CSR: its certificate, valid for `days`.
+pub fn sign_client(csr: &str, days: u32) -> Result<String, String> {
+    if days == 0 || days > MAX_CLIENT_DAYS {
+        return Err(format!("days must be 1 to {MAX_CLIENT_DAYS}"));
+    }
+    let node = auth::installed().ok_or("this process holds no cluster credential")?;
+    let tls = node
+        .tls
+        .as_ref()
+        .filter(|t| t.has_ca_key())
+        .ok_or(auth::OLD_CREDENTIAL)?;
+    let cert = tls.sign_client_csr(csr, days).map_err(|e| e.to_string())?;
+    let signed = SignedClient {
+        ca_cert: tls.ca_cert.clone(),
+        cert,
+        secret: (auth::transport() == auth::Transport::Insecure)
+            .then(|| node.client_secret())
+            .flatten(),
     };
-    Ok(serde_json::to_string_pretty(&credential).expect("credentials serialize"))
+    Ok(serde_json::to_string_pretty(&signed).expect("serializes"))
 }

@@ -77,6 +77,10 @@ pub struct MountArgs {
     /// $SAKER_CLUSTER_CREDENTIAL). The all-in-one server keeps its own in its data directory.
     #[arg(long)]
     credential: Option<PathBuf>,
+    /// The cluster runs `--insecure-rpc`: speak plaintext RPC with tokens (or set
+    /// SAKER_INSECURE_RPC=1). Warns.
+    #[arg(long)]
+    insecure_rpc: bool,
     /// Must match the server's `--inline-threshold`.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
@@ -105,7 +109,7 @@ impl MountArgs {
 }
 
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
-    crate::cluster_credential::install_client(args.credential.as_deref())?;
+    crate::cluster_credential::install_client(args.credential.as_deref(), args.insecure_rpc)?;
     // File data goes to the cluster's chunkstore over RPC, as the map says.
     let master_key = match &args.sse_key_file {
         Some(path) => Some(Arc::new(WrappingKey::load(path, None)?)),

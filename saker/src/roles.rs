@@ -39,7 +39,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", cfg.data_dir.display()))?;
     crate::disk_space::watch(&cfg.data_dir);
     crate::disk_space::keep_reserve(&cfg.data_dir, args.meta_reserve);
-    crate::cluster_credential::install_node(&cfg.cluster.credential, false)?;
+    crate::cluster_credential::install_node(&cfg.cluster.credential, false, args.insecure_rpc)?;
     let map = cfg.cluster_map();
     let router = map.router()?;
     let channels = Arc::new(ChannelPool::default());
@@ -341,6 +341,8 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             groups: sets.clone(),
             gateway: Some(gateway.clone()),
             forward: forward.clone(),
+            plain_public: args.tls_cert.is_none()
+                && !cfg.admin_addr.is_some_and(|a| a.ip().is_loopback()),
         }));
         // Lifecycle passes run once per cluster, like garbage collection.
         tokio::spawn(crate::server::lifecycle_loop(

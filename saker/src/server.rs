@@ -238,6 +238,11 @@ pub struct ServerArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Run the cluster RPC in plaintext, authenticated by tokens that anyone who sees one
+    /// can replay for minutes, instead of mutual TLS: for a closed network only. Warns at
+    /// start and on /health. Every node and library client of the cluster must use it.
+    #[arg(long)]
+    pub insecure_rpc: bool,
     /// Start from the metadata backup in DIR (`saker admin backup DIR`) on an empty data
     /// directory (its chunks, if any, copied or kept in place). A replicated cluster's nodes
     /// are all started with it; each restores the groups it creates.
@@ -262,6 +267,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     crate::cluster_credential::install_node(
         &args.data_dir.join(crate::cluster_credential::FILE_NAME),
         true,
+        args.insecure_rpc,
     )?;
     let env_root = env_root_key();
     let root_from_env = env_root.is_some();
@@ -393,6 +399,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         groups: Arc::new(sets),
         gateway: Some(gateway.clone()),
         forward: Default::default(),
+        plain_public: tls.is_none() && !admin_addr.ip().is_loopback(),
     });
     tokio::spawn(crate::listen::serve_router(admin_listener, tls, admin_app));
     tokio::spawn(async move {

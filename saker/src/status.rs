@@ -159,7 +159,12 @@ pub async fn health(
     missing.extend(chunks.and_then(|c| c.full()));
     missing.extend(saker_mnode::space::low());
     if missing.is_empty() {
-        "ok\n".into_response()
+        match saker_rpc::auth::transport() {
+            saker_rpc::auth::Transport::MutualTls => "ok\n".into_response(),
+            saker_rpc::auth::Transport::Insecure => {
+                "ok\nwarning: the cluster RPC runs in plaintext (--insecure-rpc)\n".into_response()
+            }
+        }
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -75,19 +75,14 @@ struct Listen {
 impl Nodes {
     /// Three nodes on loopback (free ports; the S3 and admin listeners on any port).
     pub fn start(extra_args: &[&str]) -> Nodes {
-        Self::start_with(loopback(), Vec::new(), extra_args, false, &[])
+        Self::start_with(loopback(), Vec::new(), extra_args, &[])
     }
 
     /// Three nodes on loopback, the data directory of each node in `small` (0-based) on a
     /// tmpfs of its own of `size` (a small disk that fills up).
     pub fn start_on_small_disks(small: &[usize], size: &str, extra_args: &[&str]) -> Nodes {
         let disks: Vec<(usize, String)> = small.iter().map(|&i| (i, size.to_string())).collect();
-        Self::start_with(loopback(), Vec::new(), extra_args, false, &disks)
-    }
-
-    /// Three nodes on loopback whose cluster credential has a CA: the RPC runs over TLS.
-    pub fn start_over_tls(extra_args: &[&str]) -> Nodes {
-        Self::start_with(loopback(), Vec::new(), extra_args, true, &[])
+        Self::start_with(loopback(), Vec::new(), extra_args, &disks)
     }
 
     /// Three nodes, node i in network namespace i of `netns` at its address there (fixed
@@ -105,14 +100,13 @@ impl Nodes {
             })
             .collect();
         let prefixes = (0..3).map(|i| netns.exec_prefix(i)).collect();
-        Self::start_with(listen, prefixes, extra_args, false, &[])
+        Self::start_with(listen, prefixes, extra_args, &[])
     }
 
     fn start_with(
         listen: Vec<Listen>,
         netns: Vec<Vec<String>>,
         extra_args: &[&str],
-        tls: bool,
         small_disks: &[(usize, String)],
     ) -> Nodes {
         let dir = tempfile::Builder::new()
@@ -128,7 +122,7 @@ impl Nodes {
             })
             .collect();
         let credential = dir.path().join("cluster-credential.json");
-        create_credential_with(&credential, if tls { &["--tls"] } else { &[] });
+        create_credential(&credential);
         install_credential(&credential);
         let nodes_list = listen
             .iter()

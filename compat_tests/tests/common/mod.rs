@@ -646,15 +646,9 @@ pub fn install_credential(path: &Path) {
 
 /// A new cluster credential at `path`, made by the binary as an operator would.
 pub fn create_credential(path: &Path) {
-    create_credential_with(path, &[]);
-}
-
-/// [`create_credential`] with more arguments (`--tls`).
-pub fn create_credential_with(path: &Path, args: &[&str]) {
     let out = Command::new(saker_bin())
         .args(["admin", "cluster-credential", "create"])
         .arg(path)
-        .args(args)
         .output()
         .expect("run saker admin cluster-credential create");
     assert!(

@@ -129,10 +129,21 @@ impl TikvStore {
             .with_timeout(Duration::from_secs(5))
             .with_grpc_max_decoding_message_size(MAX_RESPONSE);
         let endpoints = pd.to_vec();
-        let client = on(&rt, async move {
+        let connected = on(&rt, async move {
             TransactionClient::new_with_config(endpoints, config).await
-        })?
-        .map_err(io)?;
+        })
+        .and_then(|r| r.map_err(io));
+        let client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                // Not dropped: dropping a runtime inside another one (a server's) panics.
+                rt.shutdown_background();
+                return Err(StoreError::Io(format!(
+                    "cannot reach TiKV through PD {}: {e}",
+                    pd.join(", ")
+                )));
+            }
+        };
         Ok(Self {
             client,
             prefix: format!("saker/{keyspace}/").into_bytes(),

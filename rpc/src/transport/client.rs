@@ -15,6 +15,7 @@ use bytes::Bytes;
 use super::pb::saker_client::SakerClient;
 use super::pb::Frame;
 use super::pipe::{Pipe, PipeError, Piped, Unanswered};
+use super::secure::Connector;
 use super::wire::WIRE_VERSION;
 use super::wire::{
     decode, encode, LinkCall, MetaCall, MetaReply, RaftCall, RemoveDirCall, RenameCall,
@@ -58,9 +59,9 @@ impl RpcChannel {
     /// Connects to `addr` (`host:port`, or a `http://` URI), failing with `Unavailable` if the
     /// endpoint cannot be reached.
     pub async fn connect(addr: &str) -> Result<Self, MetaError> {
-        let endpoint = endpoint(addr)?;
+        let (endpoint, connector) = endpoint(addr)?;
         let channel = endpoint
-            .connect()
+            .connect_with_connector(connector)
             .await
             .map_err(|e| unavailable(addr, &error_chain(&e)))?;
         Ok(Self::new(addr, channel))
@@ -68,7 +69,11 @@ impl RpcChannel {
 
     /// A channel that connects at its first call (must be made inside a tokio runtime).
     pub fn lazy(addr: &str) -> Result<Self, MetaError> {
-        Ok(Self::new(addr, endpoint(addr)?.connect_lazy()))
+        let (endpoint, connector) = endpoint(addr)?;
+        Ok(Self::new(
+            addr,
+            endpoint.connect_with_connector_lazy(connector),
+        ))
     }
 
     fn new(addr: &str, channel: Channel) -> Self {
@@ -438,9 +443,9 @@ pub(super) fn stamp(metadata: &mut tonic::metadata::MetadataMap) {
         tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
     );
     crate::trace_context::inject(metadata);
-    if let Some(credential) = crate::auth::installed() {
-        let token = credential.token(crate::auth::now_secs());
-        if let Ok(v) = token.parse() {
+    if crate::auth::transport() == crate::auth::Transport::Insecure {
+        let token = crate::auth::installed().and_then(|c| c.token(crate::auth::now_secs()));
+        if let Some(v) = token.and_then(|t| t.parse().ok()) {
             metadata.insert(crate::auth::AUTH_HEADER, v);
         }
     }
@@ -462,29 +467,38 @@ fn failed_reply(e: MetaError) -> MetaReply {
     }
 }
 
-/// An endpoint for `addr`: over TLS when this process's credential says the cluster's RPC
-/// runs over it ([`crate::tls`]).
-fn endpoint(addr: &str) -> Result<Endpoint, MetaError> {
-    let tls = crate::auth::installed().and_then(|c| c.tls.clone());
-    let scheme = if tls.is_some() { "https" } else { "http" };
+/// An endpoint for `addr` and the dialer its connections are made with: mutual TLS, or
+/// plaintext under `--insecure-rpc` ([`super::secure`]).
+fn endpoint(addr: &str) -> Result<(Endpoint, Connector), MetaError> {
+    let tls = crate::auth::client_tls().map_err(MetaError::Unauthenticated)?;
     let host = addr.split_once("://").map_or(addr, |(_, rest)| rest);
     let bad =
         |e: &dyn std::fmt::Display| MetaError::Invalid(format!("bad RPC address '{addr}': {e}"));
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{host}")).map_err(|e| bad(&e))?;
-    if let Some(tls) = tls {
-        endpoint = endpoint
-            .tls_config(tls.client_config())
-            .map_err(|e| bad(&e))?;
-    }
-    Ok(endpoint
-        .tcp_nodelay(true)
+    // The scheme is plain HTTP/2 to tonic: TLS, if any, is the connector's.
+    let endpoint = Endpoint::from_shared(format!("http://{host}")).map_err(|e| bad(&e))?;
+    let endpoint = endpoint
         .connect_timeout(CONNECT_TIMEOUT)
         .http2_keep_alive_interval(KEEPALIVE)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-        .keep_alive_while_idle(true))
+        .keep_alive_while_idle(true);
+    Ok((endpoint, Connector { tls }))
 }
 
+/// A failed connection or call: `Unauthenticated` when the TLS handshake refused either side
+/// (another cluster's CA, an expired or missing certificate: no retry helps), else
+/// `Unavailable`.
 fn unavailable(addr: &str, why: &str) -> MetaError {
+    const REFUSALS: [&str; 3] = [
+        "received fatal alert",
+        "invalid peer certificate",
+        "peer sent no certificates",
+    ];
+    if REFUSALS.iter().any(|r| why.contains(r)) {
+        return MetaError::Unauthenticated(format!(
+            "RPC to {addr}: the TLS handshake failed (not this cluster's credential, or an \
+             expired one?): {why}"
+        ));
+    }
     MetaError::Unavailable(format!("RPC to {addr}: {why}"))
 }
 

@@ -32,6 +32,7 @@
 
 mod client;
 mod pipe;
+mod secure;
 mod server;
 mod wire;
 
@@ -39,6 +40,7 @@ pub use client::{
     fetch_cluster_map, group_services, replica_sets, ChannelPool, RemoteCoordinator, RemoteMeta,
     RpcChannel,
 };
+pub use secure::PeerInfo;
 pub use server::{RpcServer, ServedGroups};
 pub use wire::{WireError, WIRE_VERSION};
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
@@ -23,7 +22,8 @@ use super::{MAX_MESSAGE, VERSION_HEADER};
 /// Calls one connection may have in flight (HTTP/2 streams). Every group of a node shares
 /// one connection to a peer, and a library client's connection carries its concurrency.
 const MAX_STREAMS: u32 = 4096;
-use crate::auth::Kind;
+use super::secure::{incoming, Accept, PeerInfo};
+use crate::auth::{Kind, Transport};
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::{ClusterMap, MapSource};
 use crate::error::MetaError;
@@ -211,7 +211,6 @@ impl RpcServer {
         listener: TcpListener,
         signal: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let closing = self.handler.closing.clone();
         let signal = async move {
             signal.await;
@@ -225,21 +224,26 @@ impl RpcServer {
                 "an RPC server needs this process's node credential (saker_rpc::auth::install)",
             ));
         };
+        let transport = crate::auth::transport();
+        let accept = match transport {
+            Transport::Insecure => Accept::Plain,
+            Transport::MutualTls => {
+                let Some(tls) = credential.tls.as_ref().filter(|_| credential.mutual_tls()) else {
+                    return Err(std::io::Error::other(crate::auth::OLD_CREDENTIAL));
+                };
+                Accept::Tls(tls.server_config().map_err(std::io::Error::other)?)
+            }
+        };
         let auth = credential.clone();
         let service = tonic::service::interceptor::InterceptedService::new(service, move |r| {
-            authenticate(&auth, check_version(r)?)
+            authenticate(&auth, transport, check_version(r)?)
         });
-        let mut server = Server::builder();
-        if let Some(tls) = &credential.tls {
-            let config = tls.server_config().map_err(std::io::Error::other)?;
-            server = server.tls_config(config).map_err(std::io::Error::other)?;
-        }
-        server
+        Server::builder()
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
             // Calls in flight per connection: a caller past it waits for one to finish.
             .max_concurrent_streams(Some(MAX_STREAMS))
-            .serve_with_incoming_shutdown(service, incoming, signal)
+            .serve_with_incoming_shutdown(service, incoming(listener, accept), signal)
             .await
             .map_err(std::io::Error::other)
     }
@@ -269,12 +273,25 @@ fn check_version(request: Request<()>) -> Result<Request<()>, Status> {
     }
 }
 
-/// Refuses a caller without a valid token of this cluster ([`crate::auth`]); passes the kind
-/// it proved to the handler.
+/// Passes the kind a caller proved to the handler: over mutual TLS the one its certificate
+/// names (checked at the handshake, [`super::secure`]); under `--insecure-rpc` the one its
+/// token proves. A token on a TLS connection is ignored, one is never enough there.
 fn authenticate(
     credential: &crate::auth::Credential,
+    transport: Transport,
     mut request: Request<()>,
 ) -> Result<Request<()>, Status> {
+    let proved = request.extensions().get::<PeerInfo>().and_then(|p| p.kind);
+    if let Some(kind) = proved {
+        request.extensions_mut().insert(kind);
+        return Ok(request);
+    }
+    if transport == Transport::MutualTls {
+        // Cannot happen: the listener hands on TLS connections with a kind only.
+        return Err(Status::unauthenticated(
+            "this node serves mutual-TLS connections only",
+        ));
+    }
     let token = request
         .metadata()
         .get(crate::auth::AUTH_HEADER)

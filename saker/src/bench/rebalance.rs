@@ -325,7 +325,10 @@ pub async fn run(args: RebalanceBenchArgs) -> anyhow::Result<()> {
     );
     let trace: Trace = generate(args.workload, args.scale, args.seed);
     let server = start_server(&args).await?;
-    crate::cluster_credential::install_client(Some(&server.dir.join("cluster-credential.json")))?;
+    crate::cluster_credential::install_client(
+        Some(&server.dir.join("cluster-credential.json")),
+        false,
+    )?;
     let channel = saker_rpc::RpcChannel::connect(&server.rpc).await?;
     let map = channel.cluster_map().await?;
     let pool = saker_rpc::ChannelPool::with(channel);

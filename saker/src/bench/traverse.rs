@@ -163,7 +163,7 @@ async fn connect(
     config: ClusterConfig,
     sent: &Arc<AtomicU64>,
 ) -> anyhow::Result<(Cluster, BTreeMap<u32, Arc<dyn MetaService>>)> {
-    crate::cluster_credential::install_client(None)?;
+    crate::cluster_credential::install_client(None, false)?;
     let channel = saker_rpc::RpcChannel::connect(addr)
         .await
         .with_context(|| format!("cannot reach the cluster at {addr}"))?;
