@@ -172,6 +172,7 @@ impl<'a> Lister<'a> {
                 dir: frame.dir,
                 start_after: frame.after.clone(),
                 limit,
+                reader: None,
             };
             match self.cluster.call_group(g, req).await? {
                 MetaResponse::Entries(e) => merged.extend(e),

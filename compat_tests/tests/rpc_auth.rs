@@ -35,6 +35,16 @@ fn meta_requests() -> Vec<MetaRequest> {
             dir: 1,
             start_after: Vec::new(),
             limit: 10,
+            reader: None,
+        },
+        MetaRequest::Scan {
+            dir: 1,
+            start_after: Vec::new(),
+            limit: 10,
+            reader: Some(saker_rpc::ScanReader {
+                path: Vec::new(),
+                cred: user(),
+            }),
         },
         MetaRequest::CreateBucket {
             name: "authb".into(),
@@ -383,6 +393,80 @@ async fn a_client_credential_may_send_namespace_operations_only() {
     let r = mkdir("madebyclient/d", user()).await;
     assert!(matches!(r, Err(MetaError::AccessDenied)), "{r:?}");
     mkdir("madebyclient/d", Cred::ROOT).await.unwrap();
+
+    // Listings: a directory the caller may not read is refused, on every group; what a
+    // listing answers a client holds no chunk ids.
+    let big = random_bytes(300 * 1024);
+    put(&srv.client(), "madebyclient", "d/big", &big).await;
+    let path = |p: &str| p.split('/').map(str::to_string).collect::<Vec<String>>();
+    let access = |p: &str| {
+        let req = MetaRequest::Access {
+            path: path(p),
+            mask: 0,
+            cred: Cred::ROOT,
+            want: Want::ATTR,
+        };
+        let lib = &lib;
+        let p = path(p);
+        async move {
+            match lib.call(&p, req).await.unwrap() {
+                MetaResponse::Object(view) => view.attr,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let dir = access("madebyclient/d").await;
+    assert!(!access("madebyclient/d/big")
+        .await
+        .layout
+        .chunks()
+        .is_empty());
+    let chmod = MetaRequest::chmod(path("madebyclient/d"), 0o700, Cred::ROOT);
+    lib.call(&path("madebyclient/d"), chmod).await.unwrap();
+    let scan_as = |cred: Cred| MetaRequest::Scan {
+        dir: dir.id,
+        start_after: Vec::new(),
+        limit: 100,
+        reader: Some(saker_rpc::ScanReader {
+            path: path("madebyclient/d"),
+            cred,
+        }),
+    };
+    let mut listed = Vec::new();
+    for (&g, _) in lib.groups() {
+        let r = lib.call_group(g, scan_as(user())).await;
+        assert!(
+            matches!(r, Err(MetaError::AccessDenied)),
+            "group {g}: {r:?}"
+        );
+        match lib.call_group(g, scan_as(Cred::ROOT)).await.unwrap() {
+            MetaResponse::Entries(e) => listed.extend(e),
+            other => panic!("{other:?}"),
+        }
+    }
+    let entry = listed
+        .iter()
+        .find(|e| e.name == "big")
+        .expect("big is listed");
+    assert_eq!(entry.attr.size, big.len() as u64);
+    assert!(
+        entry.attr.layout.chunks().is_empty(),
+        "a client's listing names chunks: {:?}",
+        entry.attr.layout
+    );
+    // A wrong path for the directory is refused too.
+    let wrong = MetaRequest::Scan {
+        dir: dir.id,
+        start_after: Vec::new(),
+        limit: 100,
+        reader: Some(saker_rpc::ScanReader {
+            path: path("madebyclient"),
+            cred: Cred::ROOT,
+        }),
+    };
+    let first = *lib.groups().next().unwrap().0;
+    let r = lib.call_group(first, wrong).await;
+    assert!(matches!(r, Err(MetaError::NotFound)), "{r:?}");
 }
 
 /// The export command gives a client host what it needs, and only that.
@@ -468,6 +552,7 @@ async fn bad_names_sent_over_rpc_are_refused() {
         dir: saker_namespace::ROOT_ID,
         start_after: Vec::new(),
         limit,
+        reader: None,
     };
     let tag = ClientTag { client: 0, seq: 0 };
     let r = ch.meta(1).call(tag, scan(u32::MAX)).await;
@@ -476,4 +561,37 @@ async fn bad_names_sent_over_rpc_are_refused() {
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     let r = ch.meta(1).call(tag, scan(saker_rpc::MAX_PAGE)).await;
     assert!(matches!(r, Ok(MetaResponse::Entries(_))), "{r:?}");
+}
+
+/// A node whose credential predates mutual TLS refuses to start (unless --insecure-rpc),
+/// saying how to upgrade it; `cluster-credential upgrade` does, keeping the secret.
+#[test]
+fn an_old_credential_is_refused_until_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let file = data.join("cluster-credential.json");
+    let secret = "ab".repeat(32);
+    let v1 = format!("{{\"version\":1,\"kind\":\"node\",\"secret\":\"{secret}\"}}");
+    std::fs::write(&file, &v1).unwrap();
+    let err = server_refuses(&data, &[]);
+    assert!(err.contains("cluster-credential upgrade"), "{err}");
+    let out = std::process::Command::new(saker_bin())
+        .args(["admin", "cluster-credential", "upgrade"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let up = Credential::load(&file).unwrap();
+    assert!(up.mutual_tls());
+    assert!(up.tls.as_ref().unwrap().has_ca_key());
+    let old = Credential::decode(v1.as_bytes()).unwrap();
+    assert_eq!(up.token(7), old.token(7), "the secret is kept");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use saker_client::Cluster;
 use saker_namespace::{cmp_entries, sort_key, GroupId};
-use saker_rpc::{access, Entry, MetaError, MetaRequest, MetaResponse, Want};
+use saker_rpc::{access, Entry, MetaError, MetaRequest, MetaResponse, ScanReader, Want};
 
 use crate::error::{FuseError, Result};
 use crate::fs::{Caller, SakerFs};
@@ -30,6 +30,8 @@ pub enum Listed<'a> {
 pub struct DirStream {
     /// The directory's id.
     dir: u64,
+    /// Who opened it and its path: every page is checked as theirs by the MNodes.
+    reader: ScanReader,
     sources: Vec<Source>,
     /// Items handed out (counting `.` and `..`): the offset of the next one.
     pos: u64,
@@ -45,7 +47,7 @@ struct Source {
 }
 
 impl DirStream {
-    fn new(dir: u64, groups: Vec<GroupId>) -> Self {
+    fn new(dir: u64, reader: ScanReader, groups: Vec<GroupId>) -> Self {
         let sources = groups
             .into_iter()
             .map(|group| Source {
@@ -57,6 +59,7 @@ impl DirStream {
             .collect();
         Self {
             dir,
+            reader,
             sources,
             pos: 0,
         }
@@ -75,6 +78,7 @@ impl DirStream {
     /// up; `None` at the end.
     async fn peek(&mut self, cluster: &Cluster) -> Result<Option<&Entry>> {
         let dir = self.dir;
+        let reader = &self.reader;
         let fetches = self
             .sources
             .iter_mut()
@@ -84,6 +88,7 @@ impl DirStream {
                     dir,
                     start_after: s.after.clone(),
                     limit: PAGE,
+                    reader: Some(reader.clone()),
                 };
                 let entries = match cluster.call_group(s.group, req).await? {
                     MetaResponse::Entries(e) => e,
@@ -154,7 +159,11 @@ impl SakerFs {
         }
         let groups = self.cluster.groups().map(|(g, _)| *g).collect();
         let fh = self.new_fh();
-        let stream = DirStream::new(view.attr.id, groups);
+        let reader = ScanReader {
+            path,
+            cred: caller.cred.clone(),
+        };
+        let stream = DirStream::new(view.attr.id, reader, groups);
         self.dirs.lock().insert(fh, Arc::new(Mutex::new(stream)));
         Ok(fh)
     }

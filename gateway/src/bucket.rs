@@ -188,6 +188,7 @@ pub async fn list_buckets(
                 dir: saker_namespace::ROOT_ID,
                 start_after: after.clone(),
                 limit: 1000,
+                reader: None,
             };
             let entries = match gw.cluster.call_group(g, req).await.map_err(error::meta)? {
                 MetaResponse::Entries(e) => e,

@@ -2,8 +2,9 @@
 
 use bytes::Bytes;
 use saker_rpc::{
-    access, Attr, Cred, Dentry, DirUsage, Entry, InodeId, MetaError, MetaRequest, MetaResponse,
-    ObjectMeta, ObjectView, VersionEntry, VersionKind, Want, NULL_VERSION,
+    access, Attr, Cred, Dentry, DirUsage, Entry, InodeId, Layout, MetaError, MetaRequest,
+    MetaResponse, ObjectMeta, ObjectView, ScanReader, VersionEntry, VersionKind, Want,
+    NULL_VERSION,
 };
 
 use crate::keys::{Keys, PayloadKind};
@@ -34,7 +35,22 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             dir,
             start_after,
             limit,
-        } => scan(v, keys, *dir, start_after, *limit),
+            reader,
+        } => {
+            if let Some(reader) = reader {
+                may_list(v, r, *dir, reader)?;
+            }
+            let mut page = scan(v, keys, *dir, start_after, *limit)?;
+            if let (Some(_), MetaResponse::Entries(entries)) = (reader, &mut page) {
+                // A listing needs names and attributes, not where the bytes are.
+                for e in entries {
+                    if let Layout::Chunks(chunks) = &mut e.attr.layout {
+                        chunks.clear();
+                    }
+                }
+            }
+            Ok(page)
+        }
         MetaRequest::ListUploads {
             bucket,
             prefix,
@@ -409,6 +425,29 @@ pub fn dir_usage<V: View + ?Sized>(v: &V, keys: &Keys, dirs: &[InodeId]) -> OpRe
         }
     }
     Ok(MetaResponse::Usage(usage))
+}
+
+/// Whether `reader` may list directory `dir`: `reader.path` resolves to it, with search
+/// permission on every directory above and read and search permission on it.
+fn may_list<V: View + ?Sized>(
+    v: &V,
+    r: &Resolver<'_>,
+    dir: InodeId,
+    reader: &ScanReader,
+) -> Result<(), MetaError> {
+    let chain = resolve_parents(v, r, &reader.entry_path()).map_err(|e| match e {
+        MetaError::MissingParent { .. } | MetaError::NoSuchBucket => MetaError::NotFound,
+        MetaError::Conflict { .. } => MetaError::NotDir,
+        e => e,
+    })?;
+    let (listed, above) = chain.split_last().expect("the chain starts with the root");
+    perm::search(above, Some(&reader.cred))?;
+    perm::check(&listed.attr, &reader.cred, access::READ | access::EXEC)?;
+    if listed.attr.id != dir {
+        // The path names another directory now (renamed, or made anew).
+        return Err(MetaError::NotFound);
+    }
+    Ok(())
 }
 
 fn scan<V: View + ?Sized>(

@@ -181,6 +181,7 @@ impl Client {
                 dir: id,
                 start_after: vec![],
                 limit: 1000,
+                reader: None,
             };
             match g.call(ClientTag { client: 0, seq: 0 }, req).await.unwrap() {
                 MetaResponse::Entries(e) => names.extend(e.into_iter().map(|e| {

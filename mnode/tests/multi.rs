@@ -660,6 +660,7 @@ impl Cluster {
                 dir,
                 start_after: Vec::new(),
                 limit: 10_000,
+                reader: None,
             };
             match node.call(tag(), req).await.unwrap() {
                 MetaResponse::Entries(e) if e.iter().any(|e| e.name == name) => {

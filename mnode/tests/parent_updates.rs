@@ -137,6 +137,7 @@ impl Groups {
                 dir,
                 start_after: Vec::new(),
                 limit: saker_rpc::MAX_PAGE,
+                reader: None,
             };
             match m.call(tag(), req).await.unwrap() {
                 MetaResponse::Entries(es) => names.extend(es.into_iter().map(|e| e.name)),

@@ -540,5 +540,13 @@ mod tests {
         assert!(!c.mutual_tls());
         assert!(c.token(1).is_some());
         assert!(!c.client().unwrap().mutual_tls());
+        let up = c.upgraded().unwrap();
+        assert!(up.mutual_tls() && up.tls.as_ref().unwrap().has_ca_key());
+        assert_eq!(up.secret, c.secret, "the secret is kept for --insecure-rpc");
+        assert!(up.upgraded().is_err(), "already upgraded");
+        assert!(
+            up.client().unwrap().upgraded().is_err(),
+            "a client is exported anew"
+        );
     }
 }

@@ -29,8 +29,8 @@ pub use error::MetaError;
 pub use meta::{
     access, check_cond, ClientTag, CostKind, Costs, Cred, DefaultLock, Dentry, DirChange, DirUsage,
     EtagCond, GroupCounters, LoadWindow, LockConfig, LockMode, MetaRequest, MetaResponse,
-    NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention, SetTime,
-    UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
+    NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention,
+    ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
 };
 pub use meta::{
     version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,

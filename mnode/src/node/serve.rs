@@ -44,7 +44,13 @@ impl Mnode {
         tag: ClientTag,
         req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
-        let path = req.path().map(<[String]>::to_vec).unwrap_or_default();
+        let path = match &req {
+            // A client's listing resolves the directory's path.
+            MetaRequest::Scan {
+                reader: Some(r), ..
+            } => r.entry_path(),
+            _ => req.path().map(<[String]>::to_vec).unwrap_or_default(),
+        };
         // A rename resolves its source path too.
         let also = match &req {
             MetaRequest::Rename { from, .. } | MetaRequest::RenameIn { from, .. } => {

@@ -161,6 +161,9 @@ impl MetaRequest {
         let extra: &[String] = match self {
             MetaRequest::CoordinatedRename { from, .. }
             | MetaRequest::CoordinatedLink { from, .. } => from,
+            MetaRequest::Scan {
+                reader: Some(r), ..
+            } => &r.path,
             _ => &[],
         };
         let paths = self
@@ -202,7 +205,10 @@ impl MetaRequest {
         matches!(
             self,
             MetaRequest::Access { .. }
-                | MetaRequest::Scan { .. }
+                | MetaRequest::Scan {
+                    reader: Some(_),
+                    ..
+                }
                 | MetaRequest::Counters
                 | MetaRequest::SyncToDisk
                 | MetaRequest::Committed { .. }

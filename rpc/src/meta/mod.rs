@@ -45,6 +45,10 @@ pub enum MetaRequest {
         dir: InodeId,
         start_after: Vec<u8>,
         limit: u32,
+        /// A library client's listing: who asks, and the path of `dir`, checked (search
+        /// permission on the way, read and search on `dir`); its entries come without chunk
+        /// ids. Only a node's gateway, which authorized the S3 request, lists without one.
+        reader: Option<ScanReader>,
     },
     /// Multipart uploads of `bucket` whose key is greater than `key_marker` (or equal with a
     /// greater upload id), in key order.

@@ -24,6 +24,23 @@ pub struct Cred {
     pub groups: Vec<u32>,
 }
 
+/// Who lists a directory, and its path ([`crate::MetaRequest::Scan`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanReader {
+    pub path: Vec<String>,
+    pub cred: Cred,
+}
+
+impl ScanReader {
+    /// The path of an (empty-named) entry of the listed directory: resolving its parents
+    /// resolves every component of the directory's path as a directory.
+    pub fn entry_path(&self) -> Vec<String> {
+        let mut path = self.path.clone();
+        path.push(String::new());
+        path
+    }
+}
+
 impl Cred {
     pub const ROOT: Cred = Cred {
         uid: 0,

@@ -215,6 +215,7 @@ impl Bench {
                     dir: id,
                     start_after: after.clone(),
                     limit: 1000,
+                    reader: None,
                 };
                 let MetaResponse::Entries(page) = self.cluster.call_group(g, req).await? else {
                     return Err(MetaError::Internal("scan answered no entries".into()));
