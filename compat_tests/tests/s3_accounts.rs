@@ -46,6 +46,8 @@ async fn an_account_reaches_another_accounts_bucket_only_through_its_grants() {
         ALT_AK,
         "--secret-key",
         ALT_SK,
+        "--policy",
+        "admin",
     ];
     ok_stdout(srv.admin_cmd(&args), "key create --account");
     let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
@@ -64,6 +66,8 @@ async fn an_account_reaches_another_accounts_bucket_only_through_its_grants() {
         "AKSAME",
         "--secret-key",
         "same-secret-1",
+        "--policy",
+        "admin",
     ];
     ok_stdout(srv.admin_cmd(&args), "key create");
     let same = srv.client_with("AKSAME", "same-secret-1");
