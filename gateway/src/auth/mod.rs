@@ -602,6 +602,11 @@ fn version_of(query: Option<&str>) -> Option<String> {
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // Which operation it is, for the log of a failure.
+        let logged = cx.extensions_mut().get::<crate::request_log::Operation>();
+        if let Some(logged) = logged.cloned() {
+            logged.set(cx.s3_op().name());
+        }
         let context = Context {
             peer: peer_of(cx.extensions_mut()),
             query: cx.uri().query(),
