@@ -127,13 +127,8 @@ async fn keys_from_before_deny_by_default_are_admin() {
     );
     std::fs::write(srv.data_dir().join("access-keys.json"), old).unwrap();
     srv.restart();
-    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
-    assert!(
-        listed
-            .lines()
-            .any(|l| l.starts_with("AKOLDKEY") && l.contains("policy=admin")),
-        "{listed}"
-    );
+    let line = key_list_line(&srv, "AKOLDKEY");
+    assert!(line.contains("policy=admin"), "{line}");
     let user = srv.client_with("AKOLDKEY", "old-key-secret-1");
     assert_eq!(get_bytes(&user, &b, "obj").await, b"x");
     let mine = new_bucket(&user, "oldmine").await;

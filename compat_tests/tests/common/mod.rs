@@ -613,6 +613,15 @@ pub fn ok_stdout(out: std::process::Output, what: &str) -> String {
     stdout
 }
 
+/// The line `saker admin key list` shows for key `ak` (`AK\tuid=…\tgid=…\tpolicy=…`).
+#[track_caller]
+pub fn key_list_line(srv: &Server, ak: &str) -> String {
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
+    let line = listed.lines().find(|l| l.split('\t').next() == Some(ak));
+    let line = line.unwrap_or_else(|| panic!("key list does not show {ak}:\n{listed}"));
+    line.to_string()
+}
+
 /// Asserts a request failed with `status` and S3 error `code`.
 #[track_caller]
 pub fn assert_fails<T: std::fmt::Debug, E>(
