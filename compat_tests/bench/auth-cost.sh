@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What S3 authorization costs: `saker bench s3` PUT/GET 4 KiB at c=16 against one all-in-one
-# server with one key and bucket, alternating between no policies (nothing is evaluated) and
-# an identity policy (with a condition) plus a bucket policy (a Deny statement with a
-# condition that does not match), so every request is evaluated; RUNS rounds each; medians
-# and the ratio.
+# server with one key and bucket, alternating between the key's `admin` policy and no bucket
+# policy (nothing is evaluated) and an identity policy (with a condition) plus a bucket policy
+# (a Deny statement with a condition that does not match), so every request is evaluated; RUNS
+# rounds each; medians and the ratio.
 #
 # usage: auth-cost.sh OUT_DIR
 # knobs: RUNS (5), DURATION (10s)
@@ -46,11 +46,11 @@ cat >"$OUT/bucket-policy.json" <<'JSON'
    "Resource":["arn:aws:s3:::saker-bench","arn:aws:s3:::saker-bench/*"],
    "Condition":{"NotIpAddress":{"aws:SourceIp":["127.0.0.0/8","10.0.0.0/8"]}}}]}
 JSON
-policies() { # on|off: the key's policy and the bucket's, set or removed
+policies() { # on|off: the key's policy and the bucket's, set, or admin and removed
   if [ "$1" = on ]; then
     admin key policy set --access-key AKPOLICY "$OUT/key-policy.json"
   else
-    admin key policy remove --access-key AKPOLICY
+    admin key policy set --access-key AKPOLICY admin
   fi
   python3 - "$1" "$OUT/bucket-policy.json" <<'PY'
 import sys, boto3
@@ -62,8 +62,8 @@ else:
     s3.delete_bucket_policy(Bucket="saker-bench")
 PY
 }
-# The same key on the same bucket, alternately with no policy (nothing is evaluated) and with
-# both policies (every request evaluated).
+# The same key on the same bucket, alternately with the admin policy and no bucket policy
+# (nothing is evaluated) and with both policies (every request evaluated).
 bench "$OUT/warmup.json"
 for r in $(seq 1 "$RUNS"); do
   echo "round $r"

@@ -141,7 +141,7 @@ done
 
 for pair in "$alt_ak:$alt_sk" "$tenant_ak:$tenant_sk"; do
     SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
-        "$saker" admin key create --account --access-key "${pair%%:*}" --secret-key "${pair#*:}" \
+        "$saker" admin key create --account --policy admin --access-key "${pair%%:*}" --secret-key "${pair#*:}" \
         --admin-endpoint "$admin" >/dev/null \
         || die "cannot create access key ${pair%%:*}"
 done

@@ -22,6 +22,8 @@ async fn access_key_lifecycle() {
         "AKTESTUSER1",
         "--secret-key",
         "sk-test-user-secret",
+        "--policy",
+        "admin",
     ]);
     ok_stdout(out, "key create");
 
@@ -95,6 +97,8 @@ async fn keys_survive_a_restart() {
             "AKPERSIST",
             "--secret-key",
             "persisted-secret",
+            "--policy",
+            "admin",
         ]),
         "key create",
     );
@@ -104,6 +108,37 @@ async fn keys_survive_a_restart() {
         .send()
         .await
         .expect("a created key survives a restart");
+}
+
+/// A key file written before keys were denied by default (version 1): its keys without a
+/// policy could do everything, and still can, as `admin`.
+#[tokio::test]
+async fn keys_from_before_deny_by_default_are_admin() {
+    let mut srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "oldkeys").await;
+    put(&root, &b, "obj", b"x").await;
+    srv.kill();
+    let old = format!(
+        r#"{{"version":1,"keys":[
+          {{"access_key":"{ROOT_AK}","secret_key":"{ROOT_SK}","uid":0,"gid":0,"root":true}},
+          {{"access_key":"AKOLDKEY","secret_key":"old-key-secret-1","uid":0,"gid":0,
+            "root":false}}]}}"#
+    );
+    std::fs::write(srv.data_dir().join("access-keys.json"), old).unwrap();
+    srv.restart();
+    let line = key_list_line(&srv, "AKOLDKEY");
+    assert!(line.contains("policy=admin"), "{line}");
+    let user = srv.client_with("AKOLDKEY", "old-key-secret-1");
+    assert_eq!(get_bytes(&user, &b, "obj").await, b"x");
+    let mine = new_bucket(&user, "oldmine").await;
+    put(&user, &mine, "k", b"y").await;
+    // Written back in the current version, it stays admin across restarts.
+    let file = std::fs::read_to_string(srv.data_dir().join("access-keys.json")).unwrap();
+    assert!(file.contains(r#""version": 2"#), "{file}");
+    srv.restart();
+    let user = srv.client_with("AKOLDKEY", "old-key-secret-1");
+    assert_eq!(get_bytes(&user, &mine, "k").await, b"y");
 }
 
 #[tokio::test]

@@ -151,7 +151,16 @@ fn no_retry(srv: &Server, ak: &str, sk: &str) -> Client {
 
 fn create_key(srv: &Server, ak: &str, sk: &str) {
     ok_stdout(
-        srv.admin_cmd(&["key", "create", "--access-key", ak, "--secret-key", sk]),
+        srv.admin_cmd(&[
+            "key",
+            "create",
+            "--access-key",
+            ak,
+            "--secret-key",
+            sk,
+            "--policy",
+            "admin",
+        ]),
         "key create",
     );
 }

@@ -247,6 +247,8 @@ async fn the_coordinator_and_the_access_keys_survive_the_loss_of_its_node() {
             "AKREPLICATED",
             "--secret-key",
             "sk-replicated-secret",
+            "--policy",
+            "admin",
         ],
     );
     let user = nodes.client_as(2, true, "AKREPLICATED", "sk-replicated-secret");

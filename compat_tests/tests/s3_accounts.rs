@@ -46,15 +46,12 @@ async fn an_account_reaches_another_accounts_bucket_only_through_its_grants() {
         ALT_AK,
         "--secret-key",
         ALT_SK,
+        "--policy",
+        "admin",
     ];
     ok_stdout(srv.admin_cmd(&args), "key create --account");
-    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
-    assert!(
-        listed
-            .lines()
-            .any(|l| l.starts_with(ALT_AK) && l.ends_with("account")),
-        "{listed}"
-    );
+    let line = key_list_line(&srv, ALT_AK);
+    assert!(line.ends_with("policy=admin\taccount"), "{line}");
     let alt = srv.client_with(ALT_AK, ALT_SK);
     // A key of the root account (no --account) keeps reaching the root account's buckets.
     let args = [
@@ -64,6 +61,8 @@ async fn an_account_reaches_another_accounts_bucket_only_through_its_grants() {
         "AKSAME",
         "--secret-key",
         "same-secret-1",
+        "--policy",
+        "admin",
     ];
     ok_stdout(srv.admin_cmd(&args), "key create");
     let same = srv.client_with("AKSAME", "same-secret-1");

@@ -438,3 +438,114 @@ async fn storage_class_and_encryption_headers_are_not_ignored() {
         assert_fails(r, 404, "NotFound");
     }
 }
+
+/// A key whose name the log must never carry.
+const CANARY: &str = "saker-log-canary-7f3a9";
+
+/// Sends a DeleteObjects and a PutBucketTagging whose bodies are cut short (not XML), naming
+/// `key` and [`CANARY`]; both must be MalformedXML. The body is replaced before signing, so
+/// the signature holds.
+async fn send_malformed(c: &Client, b: &str, key: &str, i: usize) {
+    use aws_sdk_s3::primitives::SdkBody;
+    use aws_sdk_s3::types::{Delete, ObjectIdentifier, Tag, Tagging};
+    let malformed = |text: String| {
+        move |req: &mut aws_sdk_s3::config::http::HttpRequest| {
+            let names: Vec<String> = req
+                .headers()
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .filter(|n| n.starts_with("x-amz-checksum-") || n == "content-md5")
+                .collect();
+            for n in names {
+                req.headers_mut().remove(n);
+            }
+            req.headers_mut()
+                .insert("content-length", text.len().to_string());
+            *req.body_mut() = SdkBody::from(text.clone());
+        }
+    };
+    let object = ObjectIdentifier::builder().key(key).build().unwrap();
+    let delete = Delete::builder().objects(object).build().unwrap();
+    let cut = format!("<Delete><Object><Key>{key}</Key></Object><Object><Key>{CANARY}-{i}");
+    let r = c
+        .delete_objects()
+        .bucket(b)
+        .delete(delete)
+        .customize()
+        .mutate_request(malformed(cut))
+        .send()
+        .await;
+    assert_fails(r, 400, "MalformedXML");
+    let tag = Tag::builder().key(CANARY).value(key).build().unwrap();
+    let tagging = Tagging::builder().tag_set(tag).build().unwrap();
+    let cut = format!("<Tagging><TagSet><Tag><Key>{CANARY}</Key><Value>{key}-{i}</Va");
+    let r = c
+        .put_bucket_tagging()
+        .bucket(b)
+        .tagging(tagging)
+        .customize()
+        .mutate_request(malformed(cut))
+        .send()
+        .await;
+    assert_fails(r, 400, "MalformedXML");
+}
+
+/// A client's mistakes are not the server's errors, and the log carries no user data: 50
+/// malformed XML bodies naming a distinctive key, a PUT, GET and a missing GET of
+/// distinctively named keys leave no ERROR line and never that name in the server's log. At
+/// debug level, each refusal is one line in saker's words (operation, code, status), still
+/// without the key; s3s's own lines (which echo bodies) stay off unless named.
+#[tokio::test]
+async fn malformed_requests_leave_no_error_and_no_key_in_the_log() {
+    let mut srv = Server::start(Opts::default().whole_log());
+    let c = srv.client_no_retry();
+    let b = new_bucket(&c, "logs").await;
+    let key = format!("private/{CANARY}/report.pdf");
+    put(&c, &b, &key, b"data").await;
+    assert_eq!(get_bytes(&c, &b, &key).await, b"data");
+    assert_fails(
+        c.get_object()
+            .bucket(&b)
+            .key(format!("{CANARY}-missing"))
+            .send()
+            .await,
+        404,
+        "NoSuchKey",
+    );
+    for i in 0..25 {
+        send_malformed(&c, &b, &key, i).await;
+    }
+    // The object is still there.
+    assert_eq!(get_bytes(&c, &b, &key).await, b"data");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = srv.stderr_tail();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "ERROR lines:\n{}", errors.join("\n"));
+    assert!(
+        !log.contains(CANARY),
+        "the log names the client's key:\n{log}"
+    );
+
+    // The gateway at debug: one line per refusal, naming the operation and the code.
+    let debug = "warn,saker=info,saker_gateway=debug";
+    srv.restart_with(Opts::default().whole_log().env("SAKER_LOG", debug));
+    let c = srv.client_no_retry();
+    send_malformed(&c, &b, &key, 99).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = srv.stderr_tail();
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("MalformedXML")).collect();
+    assert_eq!(refused.len(), 2, "{log}");
+    assert!(
+        refused[0].contains("DEBUG") && refused[0].contains("DeleteObjects"),
+        "{log}"
+    );
+    assert!(
+        refused[1].contains("PutBucketTagging") && refused[1].contains("400"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(CANARY),
+        "the log names the client's key:\n{log}"
+    );
+    assert!(!log.contains("s3s::"), "s3s logs though not named:\n{log}");
+}

@@ -37,13 +37,8 @@ async fn a_readonly_key_reads_and_lists_but_writes_nothing() {
         "reader-secret-1",
         &["--policy", "readonly", "--bucket", &b],
     );
-    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
-    assert!(
-        listed
-            .lines()
-            .any(|l| l.starts_with("AKREADER") && l.contains("policy=readonly")),
-        "{listed}"
-    );
+    let line = key_list_line(&srv, "AKREADER");
+    assert!(line.contains("policy=readonly"), "{line}");
     let reader = srv.client_with("AKREADER", "reader-secret-1");
 
     assert_eq!(get_bytes(&reader, &b, "a/one").await, b"1");
@@ -100,15 +95,136 @@ async fn a_readonly_key_reads_and_lists_but_writes_nothing() {
         "key policy set",
     );
     put(&reader, &b, "a/two", b"2").await;
-    // And removed: a key without a policy may do everything.
+    // Admin: everything, in every bucket.
+    ok_stdout(
+        srv.admin_cmd(&["key", "policy", "set", "--access-key", "AKREADER", "admin"]),
+        "key policy set admin",
+    );
+    assert_eq!(get_bytes(&reader, &other, "x").await, b"x");
+    // And removed: a key without a policy may do nothing.
     ok_stdout(
         srv.admin_cmd(&["key", "policy", "remove", "--access-key", "AKREADER"]),
         "key policy remove",
     );
-    assert_eq!(get_bytes(&reader, &other, "x").await, b"x");
+    assert_fails(
+        reader.get_object().bucket(&other).key("x").send().await,
+        403,
+        "AccessDenied",
+    );
+    assert_fails(
+        reader.get_object().bucket(&b).key("a/one").send().await,
+        403,
+        "AccessDenied",
+    );
     // The root key takes no policy.
     let out = srv.admin_cmd(&["key", "policy", "set", "--access-key", ROOT_AK, "readonly"]);
     assert!(!out.status.success(), "the root key cannot be limited");
+}
+
+/// Deny by default: a key made without a policy may do nothing with the root key's buckets
+/// but what a bucket policy grants it by name; `admin` may do everything; removing a policy
+/// takes the access away again.
+#[tokio::test]
+async fn a_key_without_a_policy_may_do_nothing() {
+    let srv = Server::default_start();
+    let root = srv.client();
+    let b = new_bucket(&root, "private").await;
+    put(&root, &b, "k", b"root's").await;
+    create_key(&srv, "AKNOTHING", "nothing-secret-1", &[]);
+    let line = key_list_line(&srv, "AKNOTHING");
+    assert!(line.contains("policy=none"), "{line}");
+    let nothing = srv.client_with("AKNOTHING", "nothing-secret-1");
+    let denied = |r: Failure, what: &str| {
+        assert_eq!(
+            (r.status, r.code.as_deref()),
+            (403, Some("AccessDenied")),
+            "{what}"
+        );
+    };
+    denied(
+        failure(nothing.get_object().bucket(&b).key("k").send().await),
+        "GET",
+    );
+    assert_status(nothing.head_object().bucket(&b).key("k").send().await, 403);
+    let put_new = || {
+        nothing
+            .put_object()
+            .bucket(&b)
+            .key("new")
+            .body(body(b"n"))
+            .send()
+    };
+    denied(failure(put_new().await), "PUT");
+    denied(
+        failure(nothing.list_objects_v2().bucket(&b).send().await),
+        "LIST",
+    );
+    denied(failure(nothing.list_buckets().send().await), "ListBuckets");
+    denied(
+        failure(
+            nothing
+                .create_bucket()
+                .bucket(bucket_name("nope"))
+                .send()
+                .await,
+        ),
+        "CreateBucket",
+    );
+    denied(
+        failure(nothing.delete_object().bucket(&b).key("k").send().await),
+        "DELETE",
+    );
+    assert_eq!(list_all(&root, &b, None).await, vec!["k".to_string()]);
+
+    // A bucket policy naming the key grants it what it says, and nothing more.
+    let grant = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow",
+            "Principal":{{"AWS":["AKNOTHING"]}},"Action":"s3:GetObject",
+            "Resource":"arn:aws:s3:::{b}/*"}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&b)
+        .policy(&grant)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_bytes(&nothing, &b, "k").await, b"root's");
+    denied(failure(put_new().await), "PUT with a GET grant");
+    root.delete_bucket_policy().bucket(&b).send().await.unwrap();
+
+    // --policy admin: everything.
+    create_key(&srv, "AKALL", "all-secret-123", &["--policy", "admin"]);
+    let all = srv.client_with("AKALL", "all-secret-123");
+    assert_eq!(get_bytes(&all, &b, "k").await, b"root's");
+    put(&all, &b, "by-admin", b"a").await;
+    assert_eq!(list_all(&all, &b, None).await.len(), 2);
+    let made = new_bucket(&all, "byadmin").await;
+    all.list_buckets().send().await.expect("ListBuckets");
+    // Removing its policy takes it all away.
+    ok_stdout(
+        srv.admin_cmd(&["key", "policy", "remove", "--access-key", "AKALL"]),
+        "key policy remove",
+    );
+    let show = srv.admin_cmd(&["key", "policy", "show", "--access-key", "AKALL"]);
+    let show = ok_stdout(show, "key policy show");
+    assert!(show.contains("may do nothing"), "{show}");
+    denied(
+        failure(all.get_object().bucket(&b).key("k").send().await),
+        "GET after remove",
+    );
+    denied(
+        failure(all.list_objects_v2().bucket(&made).send().await),
+        "LIST after remove",
+    );
+    denied(
+        failure(
+            all.create_bucket()
+                .bucket(bucket_name("again"))
+                .send()
+                .await,
+        ),
+        "CreateBucket after remove",
+    );
 }
 
 #[tokio::test]
@@ -351,11 +467,11 @@ async fn explicit_deny_wins_and_public_policies_can_be_blocked() {
     let root = srv.client();
     let b = new_bucket(&root, "deny").await;
     put(&root, &b, "keep", b"k").await;
-    create_key(&srv, "AKWORKER", "worker-secret-1", &[]);
+    create_key(&srv, "AKWORKER", "worker-secret-1", &["--policy", "admin"]);
     let worker = srv.client_with("AKWORKER", "worker-secret-1");
     put(&worker, &b, "mine", b"m").await;
 
-    // The key may do everything, but the bucket denies it deletes, and denies everyone
+    // The key may do everything (admin), but the bucket denies it deletes, and denies everyone
     // requests from outside 10.0.0.0/8 to the archive/ prefix (all of ours: loopback).
     let policy = format!(
         r#"{{"Version":"2012-10-17","Statement":[
@@ -547,7 +663,7 @@ async fn requests_without_tls_can_be_denied() {
     let root = srv.client();
     let b = new_bucket(&root, "tlsonly").await;
     put(&root, &b, "k", b"v").await;
-    create_key(&srv, "AKPLAIN", "plain-secret-1", &[]);
+    create_key(&srv, "AKPLAIN", "plain-secret-1", &["--policy", "admin"]);
     let user = srv.client_with("AKPLAIN", "plain-secret-1");
     assert_eq!(get_bytes(&user, &b, "k").await, b"v");
     root.put_bucket_policy()

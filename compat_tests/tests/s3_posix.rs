@@ -22,6 +22,8 @@ fn create_key(srv: &Server, ak: &str, uid: u32) {
         &uid,
         "--gid",
         &uid,
+        "--policy",
+        "admin",
     ];
     ok_stdout(srv.admin_cmd(&args), "key create");
 }

@@ -165,6 +165,8 @@ async fn s3_and_admin_serve_https_with_the_configured_certificate() {
         "AKTLSUSER",
         "--secret-key",
         "tls-user-secret",
+        "--policy",
+        "admin",
         "--ca-cert",
         ca.to_str().unwrap(),
     ]);

@@ -175,9 +175,16 @@ impl Gateway {
             let p = p.clone();
             async move {
                 let r = match crate::keys::map_key(bucket, &key) {
-                    Ok(kp) => transition::transition(&self.cluster, &self.tiers, tier, &kp.path, &attr, None)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Ok(kp) => transition::transition(
+                        &self.cluster,
+                        &self.tiers,
+                        tier,
+                        &kp.path,
+                        &attr,
+                        None,
+                    )
+                    .await
+                    .map_err(|e| e.to_string()),
                     Err(e) => Err(e.to_string()),
                 };
                 match r {
@@ -189,7 +196,9 @@ impl Gateway {
                     Ok(Moved::Changed | Moved::Skipped(_)) => add(&p.skipped, 1),
                     Err(e) => {
                         add(&p.errors, 1);
-                        tracing::warn!(bucket, key = %key, error = %e, "archive of an object failed");
+                        // Object keys are user data: named at debug only.
+                        tracing::warn!(bucket, error = %e, "archive of an object failed");
+                        tracing::debug!(bucket, key = %key, "the object not archived");
                     }
                 }
                 add(&p.done_objects, 1);
@@ -220,7 +229,8 @@ impl Gateway {
                 Some(t) if t.tier == tier => match transition::verify(&self.tiers, t).await {
                     Ok(ok) => ok,
                     Err(e) => {
-                        tracing::warn!(key = %key, error = %e, "archive verification failed");
+                        tracing::warn!(error = %e, "archive verification failed");
+                        tracing::debug!(key = %key, "the object not verified");
                         false
                     }
                 },

@@ -28,6 +28,7 @@ mod multipart;
 mod owner;
 mod posix;
 mod put;
+pub mod request_log;
 mod route;
 mod scope_region;
 mod service;
@@ -73,7 +74,8 @@ pub struct Gateway {
 /// The S3 listener's handlers: see [`Gateway::into_front`].
 #[derive(Clone)]
 pub struct Front {
-    pub s3: s3s::service::S3Service,
+    /// The s3s service, each failed request logged once ([`request_log`]).
+    pub s3: request_log::Logged,
     pub cors: Arc<cors::Cors>,
     keys: Arc<AccessKeyStore>,
 }
@@ -151,7 +153,7 @@ impl Gateway {
         let cors = Arc::new(cors::Cors::new(&self, host));
         let keys = self.keys.clone();
         Ok(Front {
-            s3: self.into_service(domain)?,
+            s3: request_log::Logged::new(self.into_service(domain)?),
             cors,
             keys,
         })

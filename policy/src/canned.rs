@@ -1,5 +1,5 @@
-//! Ready-made identity policies for access keys: `readonly`, `readwrite`, `writeonly`
-//! (optionally limited to one bucket), and full access. Each document's `Id` is
+//! Ready-made identity policies for access keys: `admin`, `readonly`, `readwrite`,
+//! `writeonly` (optionally limited to one bucket), and full access. Each document's `Id` is
 //! `saker-<name>`, so a stored policy shows which one it is.
 
 use serde_json::json;
@@ -7,7 +7,10 @@ use serde_json::json;
 use crate::Policy;
 
 /// The names [`canned_identity`] knows.
-pub const CANNED_IDENTITY_NAMES: [&str; 3] = ["readonly", "readwrite", "writeonly"];
+pub const CANNED_IDENTITY_NAMES: [&str; 4] = ["admin", "readonly", "readwrite", "writeonly"];
+
+/// Every S3 action.
+const ADMIN: &[&str] = &["s3:*"];
 
 const READ: &[&str] = &["s3:Get*", "s3:List*"];
 const WRITE: &[&str] = &[
@@ -29,6 +32,7 @@ const WRITE_ONLY: &[&str] = &[
 /// unknown name.
 pub fn canned_identity_json(name: &str, bucket: Option<&str>) -> Option<String> {
     let actions: Vec<&str> = match name {
+        "admin" => ADMIN.to_vec(),
         "readonly" => READ.to_vec(),
         "readwrite" => READ.iter().chain(WRITE).copied().collect(),
         "writeonly" => WRITE_ONLY.to_vec(),
@@ -60,7 +64,15 @@ pub fn canned_identity_json(name: &str, bucket: Option<&str>) -> Option<String> 
     serde_json::to_string_pretty(&doc).ok()
 }
 
+/// The text of the `admin` policy for every bucket: what keys made before deny-by-default
+/// were given (they could do everything), and the one policy a gateway need not evaluate.
+pub fn admin_identity_json() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| canned_identity_json("admin", None).expect("admin is ready-made"))
+}
+
 /// A ready-made identity policy:
+/// - `admin`: every S3 action (`s3:*`): creating buckets and changing their settings too;
 /// - `readonly`: `s3:Get*` and `s3:List*` (objects, listings, bucket settings), plus
 ///   `s3:ListAllMyBuckets`;
 /// - `readwrite`: `readonly` plus writing, tagging and deleting objects and multipart
@@ -120,6 +132,9 @@ mod tests {
             ("writeonly", "s3:GetObject", obj("b"), false),
             ("writeonly", "s3:ListBucket", bkt("b"), false),
             ("writeonly", "s3:ListAllMyBuckets", Resource::Service, false),
+            ("admin", "s3:PutObject", obj("b"), true),
+            ("admin", "s3:PutBucketTagging", bkt("b"), true),
+            ("admin", "s3:GetObject", obj("other"), false),
         ];
         for (name, action, resource, want) in cases {
             let p = canned_identity(name, Some("b")).unwrap();
@@ -133,7 +148,14 @@ mod tests {
         assert!(decide(&any, "s3:PutObject", obj("other")));
         assert!(decide(&any, "s3:ListAllMyBuckets", Resource::Service));
         assert!(!decide(&any, "s3:CreateBucket", bkt("new")));
-        assert!(canned_identity("admin", None).is_none());
+        assert!(canned_identity("superuser", None).is_none());
+        let admin = canned_identity("admin", None).unwrap();
+        assert!(decide(&admin, "s3:CreateBucket", bkt("new")));
+        assert!(decide(&admin, "s3:PutBucketPolicy", bkt("b")));
+        assert!(decide(&admin, "s3:ListAllMyBuckets", Resource::Service));
+        let admin_of_b = canned_identity("admin", Some("b")).unwrap();
+        assert!(decide(&admin_of_b, "s3:DeleteBucket", bkt("b")));
+        assert!(!decide(&admin_of_b, "s3:GetObject", obj("other")));
         let full = full_access();
         assert!(decide(&full, "s3:CreateBucket", bkt("new")));
         assert_eq!(full.id(), Some("saker-full"));

@@ -39,7 +39,9 @@ pub use acl::{
     Permission,
 };
 pub use action::{s3_action, versioned_action, Check, Target};
-pub use canned::{canned_identity, canned_identity_json, full_access, CANNED_IDENTITY_NAMES};
+pub use canned::{
+    admin_identity_json, canned_identity, canned_identity_json, full_access, CANNED_IDENTITY_NAMES,
+};
 pub use condition::{Clause, Condition, Operator, SetQualifier};
 pub use document::{
     resource_in_bucket, Effect, ParseOptions, Patterns, Policy, PolicyKind, PrincipalEntry,

@@ -1,5 +1,7 @@
 //! Access keys on the admin API (`/admin/keys`) and the `saker admin key` commands: create,
-//! list, delete, and the identity policy a key's S3 requests are checked against.
+//! list, delete, and the identity policy a key's S3 requests are checked against. A key
+//! without a policy may do nothing (but what bucket policies and ACLs grant it) until one is
+//! set; `admin` is the ready-made policy that allows everything.
 
 use anyhow::Context;
 use axum::body::Bytes;
@@ -25,9 +27,10 @@ pub enum KeyCommand {
         uid: u32,
         #[arg(long, default_value_t = 0)]
         gid: u32,
-        /// What the key may do: `readonly`, `readwrite`, `writeonly` (with `--bucket`, in
-        /// that bucket only) or a file with an IAM policy document. Without it the key may
-        /// do everything.
+        /// What the key may do: `admin` (everything), `readonly`, `readwrite`, `writeonly`
+        /// (with `--bucket`, in that bucket only) or a file with an IAM policy document.
+        /// Without it the key may do nothing until a policy is set (`key policy set`), but
+        /// what bucket policies and ACLs grant it.
         #[arg(long)]
         policy: Option<String>,
         /// Limits a ready-made `--policy` to one bucket.
@@ -55,8 +58,8 @@ pub enum KeyCommand {
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
-    /// Give the key a policy: `readonly`, `readwrite`, `writeonly` or a file with an IAM
-    /// policy document (checked before it is stored).
+    /// Give the key a policy: `admin`, `readonly`, `readwrite`, `writeonly` or a file with an
+    /// IAM policy document (checked before it is stored).
     Set {
         #[arg(long)]
         access_key: String,
@@ -70,7 +73,8 @@ pub enum PolicyCommand {
         #[arg(long)]
         access_key: String,
     },
-    /// Remove the key's policy: it may do everything again.
+    /// Remove the key's policy: it may do nothing from now on (but what bucket policies and
+    /// ACLs grant it); `policy set KEY admin` gives it everything.
     Remove {
         #[arg(long)]
         access_key: String,
@@ -231,20 +235,22 @@ fn policy_document(arg: &str, bucket: Option<&str>) -> anyhow::Result<String> {
     }
     anyhow::ensure!(
         bucket.is_none(),
-        "--bucket goes with a ready-made policy (readonly, readwrite, writeonly), not a file"
+        "--bucket goes with a ready-made policy (admin, readonly, readwrite, writeonly), not a \
+         file"
     );
     let text = std::fs::read_to_string(arg).with_context(|| {
-        format!("{arg} is neither readonly, readwrite, writeonly nor a readable policy file")
+        format!("{arg} is neither admin, readonly, readwrite, writeonly nor a readable policy file")
     })?;
     saker_policy::Policy::parse_identity(&text)
         .map_err(|e| anyhow::anyhow!("{arg}: invalid policy document: {e}"))?;
     Ok(text)
 }
 
-/// How `key list` names a key's policy: the `Id` of a ready-made one, else `custom`.
+/// How `key list` names a key's policy: the `Id` of a ready-made one, `custom` for another,
+/// `none` without one (the key may do nothing).
 fn policy_label(policy: Option<&str>) -> String {
     let Some(text) = policy else {
-        return "all".to_string();
+        return "none".to_string();
     };
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
@@ -271,6 +277,7 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
             let generated = secret_key.is_none();
             let secret_key =
                 secret_key.unwrap_or_else(saker_coordinator::access_keys::generate_secret_key);
+            let no_policy = policy.is_none();
             let body = serde_json::to_vec(&CreateKey {
                 access_key: access_key.clone(),
                 secret_key: secret_key.clone(),
@@ -283,6 +290,12 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
             println!("created access key {access_key}");
             if generated {
                 println!("secret key: {secret_key}");
+            }
+            if no_policy {
+                eprintln!(
+                    "the key has no policy: it may do nothing until one is set (saker admin key \
+                     policy set --access-key {access_key} admin|readonly|readwrite|writeonly|FILE)"
+                );
             }
         }
         KeyCommand::List => {
@@ -328,7 +341,10 @@ async fn run_policy(endpoint: &str, command: PolicyCommand) -> anyhow::Result<()
             match key.policy {
                 Some(p) => println!("{}", p.trim()),
                 None if key.root => println!("(root key: no policy applies)"),
-                None => println!("(no policy: the key may do everything)"),
+                None => println!(
+                    "(no policy: the key may do nothing but what bucket policies and ACLs grant \
+                     it)"
+                ),
             }
             return Ok(());
         }
@@ -354,7 +370,7 @@ async fn run_policy(endpoint: &str, command: PolicyCommand) -> anyhow::Result<()
     if set {
         println!("set the policy of access key {access_key}");
     } else {
-        println!("removed the policy of access key {access_key}");
+        println!("removed the policy of access key {access_key}: it may do nothing now");
     }
     Ok(())
 }
@@ -365,7 +381,9 @@ mod tests {
 
     #[test]
     fn list_names_ready_made_policies_and_custom_ones() {
-        assert_eq!(policy_label(None), "all");
+        assert_eq!(policy_label(None), "none");
+        let admin = saker_policy::canned_identity_json("admin", None).unwrap();
+        assert_eq!(policy_label(Some(&admin)), "admin");
         let ro = saker_policy::canned_identity_json("readonly", Some("b")).unwrap();
         assert_eq!(policy_label(Some(&ro)), "readonly");
         assert_eq!(

@@ -66,10 +66,7 @@ pub struct Telemetry {
 /// endpoint when `exporting` names one. Must run inside the tokio runtime (the exporter's
 /// gRPC connection lives on it).
 pub fn init(exporting: Option<Exporting>) -> anyhow::Result<Telemetry> {
-    let logs = filter::EnvFilter::try_from_env("SAKER_LOG")
-        // openraft reports every failed heartbeat to a peer that is down (several a second per
-        // group); the MNodes log what matters to an operator (leadership, a stopped group).
-        .unwrap_or_else(|_| "warn,saker=info,openraft=off".into());
+    let logs = log_filter(std::env::var("SAKER_LOG").ok().as_deref());
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_filter(logs);
@@ -101,6 +98,25 @@ pub fn init(exporting: Option<Exporting>) -> anyhow::Result<Telemetry> {
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// The log filter: `SAKER_LOG` (`spec`) or the default, with s3s's own target off unless the
+/// spec names it. s3s logs every failed request at ERROR, a client's mistakes too, with the
+/// request echoed (a malformed body's bytes, signatures at debug); the gateway logs each
+/// failure once in its own words (`saker_gateway::request_log`).
+fn log_filter(spec: Option<&str>) -> filter::EnvFilter {
+    // openraft reports every failed heartbeat to a peer that is down (several a second per
+    // group); the MNodes log what matters to an operator (leadership, a stopped group).
+    const DEFAULT: &str = "warn,saker=info,openraft=off";
+    let spec = spec.filter(|s| !s.trim().is_empty());
+    let mut spec = spec
+        .filter(|s| filter::EnvFilter::try_new(s).is_ok())
+        .unwrap_or(DEFAULT)
+        .to_string();
+    if !spec.contains("s3s") {
+        spec.push_str(",s3s=off");
+    }
+    filter::EnvFilter::try_new(&spec).unwrap_or_else(|_| DEFAULT.into())
 }
 
 impl Telemetry {
@@ -227,6 +243,16 @@ mod tests {
         assert!(ratio("1.5").is_err());
         assert!(ratio("-0.1").is_err());
         assert!(ratio("all").is_err());
+    }
+
+    #[test]
+    fn s3s_logs_only_where_the_filter_names_it() {
+        let shown = |spec| log_filter(spec).to_string();
+        assert!(shown(None).contains("s3s=off"), "{}", shown(None));
+        assert!(shown(Some("debug")).contains("s3s=off"));
+        assert!(shown(Some("not a filter ===")).contains("s3s=off"));
+        assert!(!shown(Some("info,s3s=debug")).contains("s3s=off"));
+        assert!(shown(Some("info,s3s=debug")).contains("s3s=debug"));
     }
 
     #[test]

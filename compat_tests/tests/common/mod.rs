@@ -44,6 +44,9 @@ pub struct Opts {
     pub args: Vec<String>,
     /// Extra environment variables (e.g. `SAKER_FAILPOINT`).
     pub env: Vec<(String, String)>,
+    /// Keep every line the server writes to stderr, not only the last ones (for tests that
+    /// read the whole log).
+    pub whole_log: bool,
 }
 
 impl Opts {
@@ -63,6 +66,12 @@ impl Opts {
 
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Keeps the server's whole stderr ([`Server::stderr_tail`] returns all of it).
+    pub fn whole_log(mut self) -> Self {
+        self.whole_log = true;
         self
     }
 }
@@ -154,6 +163,16 @@ pub fn wait_ready(
     stderr: &Arc<Mutex<Vec<String>>>,
     wanted: &[(&str, Want)],
 ) -> Vec<String> {
+    wait_ready_keeping(child, stderr, wanted, STDERR_KEEP)
+}
+
+/// [`wait_ready`], keeping the last `keep` lines of stderr.
+pub fn wait_ready_keeping(
+    child: &mut Child,
+    stderr: &Arc<Mutex<Vec<String>>>,
+    wanted: &[(&str, Want)],
+    keep_lines: usize,
+) -> Vec<String> {
     let stdout = child.stdout.take().expect("stdout is piped");
     let err_pipe = child.stderr.take().expect("stderr is piped");
     let (tx, rx) = mpsc::channel::<String>();
@@ -186,7 +205,7 @@ pub fn wait_ready(
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let mut k = keep.lock().unwrap();
-                    if k.len() == STDERR_KEEP {
+                    if k.len() == keep_lines {
                         k.remove(0);
                     }
                     k.push(String::from_utf8_lossy(&line).trim_end().to_string());
@@ -279,7 +298,11 @@ impl Server {
             ("admin:", Want::Url),
             ("RPC (library clients):", Want::HostPort),
         ];
-        let found = wait_ready(&mut child, &self.stderr, &wanted);
+        let keep = match self.opts.whole_log {
+            true => usize::MAX,
+            false => STDERR_KEEP,
+        };
+        let found = wait_ready_keeping(&mut child, &self.stderr, &wanted, keep);
         let [s3, admin, rpc] = [0, 1, 2].map(|i| found[i].clone());
         self.endpoint = s3;
         self.admin = admin;
@@ -340,7 +363,7 @@ impl Server {
         self.data.path()
     }
 
-    /// The last lines the server wrote to stderr.
+    /// The last lines the server wrote to stderr (all of them with [`Opts::whole_log`]).
     pub fn stderr_tail(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
@@ -588,6 +611,15 @@ pub fn ok_stdout(out: std::process::Output, what: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// The line `saker admin key list` shows for key `ak` (`AK\tuid=…\tgid=…\tpolicy=…`).
+#[track_caller]
+pub fn key_list_line(srv: &Server, ak: &str) -> String {
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list"]), "key list");
+    let line = listed.lines().find(|l| l.split('\t').next() == Some(ak));
+    let line = line.unwrap_or_else(|| panic!("key list does not show {ak}:\n{listed}"));
+    line.to_string()
 }
 
 /// Asserts a request failed with `status` and S3 error `code`.

@@ -5,15 +5,18 @@
 //!
 //! - The root key may do everything but what a bucket policy explicitly denies it (and it
 //!   may always manage the bucket policy itself); no other policy applies to it.
-//! - A key without a policy may do everything a bucket policy does not deny it (keys made
-//!   before policies existed keep working); a key with one, only what it or a bucket policy
-//!   allows.
+//! - A key without a policy may do nothing but what a bucket policy or an ACL grants it
+//!   (deny by default, as AWS treats a new identity); a key with one, only what it, a bucket
+//!   policy or an ACL allows. The ready-made `admin` policy allows everything (keys made
+//!   before deny by default have it).
 //! - An anonymous request may do only what a bucket policy grants to `"*"` or the bucket's
 //!   ACL grants AllUsers; otherwise it is AccessDenied, or NoSuchBucket for a bucket that
 //!   does not exist (as S3 answers).
 //! - A key of another account than the bucket's owner ([`crate::owner`]) needs both its own
-//!   permission (its policy, or none: all) and the bucket's: its policy or an ACL grant. The
+//!   permission (its policy) and the bucket's: its policy or an ACL grant. The
 //!   root key is never another account.
+//! - An account key (`--account`) is held to its policy in its own buckets too: without one
+//!   it may not even create a bucket.
 //! - `x-amz-expected-bucket-owner` naming another account than the bucket's is AccessDenied.
 //!
 //! Condition keys set: `aws:SourceIp`, `aws:SecureTransport`, `aws:CurrentTime`,
@@ -82,13 +85,15 @@ pub struct Access {
 /// A key's policy text and the policy parsed from it.
 type Parsed = (String, Arc<Policy>);
 
-/// The requester as policies see it, and its identity policy (`full_access` for a key
-/// without one).
+/// The requester as policies see it, and its identity policy (`None`: no permissions of
+/// its own).
 struct Requester {
     principal: Principal,
     account: Account,
     identity: Option<Arc<Policy>>,
-    /// A key without a policy of its own.
+    /// The root key, or a key whose policy is the ready-made `admin` for every bucket: its
+    /// own policy allows everything, so only a bucket policy (or another account) can refuse
+    /// it.
     unrestricted: bool,
 }
 
@@ -157,15 +162,13 @@ impl Access {
                 unrestricted: true,
             });
         }
-        let identity = match &policy {
-            None => full_access(),
-            Some(text) => self.identity_policy(ak, text),
-        };
+        let identity = policy.as_deref().map(|text| self.identity_policy(ak, text));
+        let unrestricted = policy.as_deref() == Some(saker_policy::admin_identity_json());
         Ok(Requester {
             principal: Principal::key(ak),
             account,
-            identity: Some(identity),
-            unrestricted: policy.is_none(),
+            identity,
+            unrestricted,
         })
     }
 
@@ -298,8 +301,8 @@ impl Access {
             && settings
                 .as_deref()
                 .is_some_and(|s| Self::cross_account(&who, s));
-        // The common case costs no evaluation: the root key, or a key without a policy in its
-        // own account's bucket, and no bucket policy that could deny them.
+        // The common case costs no evaluation: the root key, or an admin key in its own
+        // account's bucket, and no bucket policy that could deny them.
         if who.unrestricted && !bucket_policy && !cross {
             return Ok(());
         }
@@ -560,7 +563,7 @@ const POLICY_ADMIN: [&str; 3] = ["GetBucketPolicy", "PutBucketPolicy", "DeleteBu
 /// Operations on a bucket path whose object checks are made by their own hook.
 const HOOKED: [&str; 2] = ["DeleteObjects", "PostObject"];
 
-/// The identity policy of keys without one: everything.
+/// The root key's identity policy where a bucket policy applies to it: everything.
 fn full_access() -> Arc<Policy> {
     static FULL: OnceLock<Arc<Policy>> = OnceLock::new();
     FULL.get_or_init(|| Arc::new(saker_policy::full_access()))
@@ -599,6 +602,11 @@ fn version_of(query: Option<&str>) -> Option<String> {
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // Which operation it is, for the log of a failure.
+        let logged = cx.extensions_mut().get::<crate::request_log::Operation>();
+        if let Some(logged) = logged.cloned() {
+            logged.set(cx.s3_op().name());
+        }
         let context = Context {
             peer: peer_of(cx.extensions_mut()),
             query: cx.uri().query(),

@@ -230,7 +230,9 @@ pub(super) async fn pass(
         None => None,
     };
     if let Some(c) = &resume {
-        tracing::info!(bucket = %c.bucket, key = %c.key, "lifecycle pass resumes");
+        // Object keys are user data: named at debug only.
+        tracing::info!(bucket = %c.bucket, "lifecycle pass resumes");
+        tracing::debug!(key = %c.key, "lifecycle pass resumes after this key");
     }
     let mut walk = Walk::new(rate, state.clone());
     let mut sum = Summary::default();

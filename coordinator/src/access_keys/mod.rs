@@ -1,6 +1,7 @@
 //! Access keys: id, secret and the POSIX identity S3 requests act as.
 //!
-//! Persisted as a versioned JSON file, written durably (tmp file, fsync, rename, fsync dir).
+//! Persisted as a versioned JSON file, written durably (tmp file, fsync, rename, fsync dir);
+//! the encodings and their migrations are in [`stored`].
 //! In a replicated cluster the keys are records of the coordinator's replicated state
 //! (`keys/<access key>`) as well, so a key created at any node works at every node's
 //! gateway: each node keeps a copy, looks a key it does not know up in the state at once
@@ -22,6 +23,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::state::StateStore;
+
+mod stored;
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -50,7 +53,8 @@ pub struct AccessKey {
     /// The root key may administer keys.
     pub root: bool,
     /// The key's identity policy (IAM JSON), checked by the gateway; `None`: the key may do
-    /// everything in the namespace (keys made before policies existed).
+    /// nothing but what bucket policies and ACLs grant it (deny by default; keys made before
+    /// that decode with the `admin` policy). The root key has none: it may do everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     /// The key is an account of its own: it owns the buckets it creates, and reaches other
@@ -73,14 +77,6 @@ impl fmt::Debug for AccessKey {
             .finish()
     }
 }
-
-#[derive(Serialize, Deserialize)]
-struct FileV1 {
-    version: u32,
-    keys: Vec<AccessKey>,
-}
-
-const FILE_VERSION: u32 = 1;
 
 pub struct AccessKeyStore {
     path: PathBuf,
@@ -201,7 +197,7 @@ impl AccessKeyStore {
         let recorded = shared.state.scan(KEYS).await?;
         let theirs = recorded
             .iter()
-            .filter_map(|(k, v)| crate::journal::decode::<AccessKey>(k, v).ok())
+            .filter_map(|(k, v)| stored::decode_record(k, v).ok())
             .find(|k| k.root);
         match theirs {
             Some(k) if k.access_key == root.access_key && k.secret_key == root.secret_key => Ok(()),
@@ -211,7 +207,7 @@ impl AccessKeyStore {
                 k.access_key, root.access_key
             ))),
             None => {
-                let body = serde_json::to_vec(&root).expect("keys serialize");
+                let body = stored::encode_record(&root);
                 Ok(shared
                     .state
                     .put(&record(&root.access_key), Some(body))
@@ -242,7 +238,7 @@ impl AccessKeyStore {
         }
         let mut fresh = BTreeMap::new();
         for (key, value) in shared.state.scan(KEYS).await? {
-            let k: AccessKey = crate::journal::decode(&key, &value)?;
+            let k = stored::decode_record(&key, &value)?;
             if !k.root {
                 fresh.insert(k.access_key.clone(), k);
             }
@@ -277,15 +273,7 @@ impl AccessKeyStore {
         let mut keys = BTreeMap::new();
         match fs::read(path) {
             Ok(bytes) => {
-                let file: FileV1 =
-                    serde_json::from_slice(&bytes).map_err(|e| KeyError::Corrupt(e.to_string()))?;
-                if file.version != FILE_VERSION {
-                    return Err(KeyError::Corrupt(format!(
-                        "unknown version {}",
-                        file.version
-                    )));
-                }
-                for k in file.keys {
+                for k in stored::decode_file(&bytes)? {
                     keys.insert(k.access_key.clone(), k);
                 }
             }
@@ -345,17 +333,9 @@ impl AccessKeyStore {
 
     fn persist(&self) -> Result<(), KeyError> {
         let keys = self.keys.read();
-        let file = FileV1 {
-            version: FILE_VERSION,
-            // A replicated key set keeps only the root here.
-            keys: keys
-                .values()
-                .filter(|k| k.root || self.shared.is_none())
-                .cloned()
-                .collect(),
-        };
-        let bytes =
-            serde_json::to_vec_pretty(&file).map_err(|e| KeyError::Corrupt(e.to_string()))?;
+        // A replicated key set keeps only the root here.
+        let kept = keys.values().filter(|k| k.root || self.shared.is_none());
+        let bytes = stored::encode_file(kept.cloned().collect())?;
         let tmp = self.path.with_extension("tmp");
         {
             let mut f = fs::OpenOptions::new()
@@ -431,7 +411,7 @@ impl AccessKeyStore {
             if self.get(&key.access_key).is_some() {
                 return Err(KeyError::Exists(key.access_key));
             }
-            let body = serde_json::to_vec(&key).expect("keys serialize");
+            let body = stored::encode_record(&key);
             shared
                 .state
                 .put(&record(&key.access_key), Some(body))
@@ -469,8 +449,8 @@ impl AccessKeyStore {
 }
 
 impl AccessKeyStore {
-    /// Replaces the identity policy of key `access_key` (`None` removes it). The root key has
-    /// none: it may do everything.
+    /// Replaces the identity policy of key `access_key` (`None` removes it: the key may do
+    /// nothing). The root key has none: it may do everything.
     pub async fn set_policy(
         &self,
         access_key: &str,
@@ -486,7 +466,7 @@ impl AccessKeyStore {
         };
         key.policy = policy;
         if let Some(shared) = &self.shared {
-            let body = serde_json::to_vec(&key).expect("keys serialize");
+            let body = stored::encode_record(&key);
             shared.state.put(&record(access_key), Some(body)).await?;
             self.keys.write().insert(key.access_key.clone(), key);
             return Ok(());
@@ -515,6 +495,26 @@ mod tests {
             1,
             "one root key only"
         );
+    }
+
+    #[test]
+    fn a_key_file_of_version_1_opens_with_its_keys_as_admin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let old = r#"{"version":1,"keys":[
+            {"access_key":"rootak","secret_key":"rootsecret1","uid":0,"gid":0,"root":true},
+            {"access_key":"olduser","secret_key":"oldsecret1","uid":0,"gid":0,"root":false}]}"#;
+        std::fs::write(&path, old).unwrap();
+        let s = AccessKeyStore::open(&path, None).unwrap();
+        assert_eq!(s.root().access_key, "rootak");
+        assert_eq!(s.root().policy, None);
+        let admin = Some(saker_policy::admin_identity_json());
+        assert_eq!(s.get("olduser").unwrap().policy.as_deref(), admin);
+        // Written back as version 2, the policy kept.
+        let file = std::fs::read_to_string(&path).unwrap();
+        assert!(file.contains("\"version\": 2"), "{file}");
+        let again = AccessKeyStore::open(&path, None).unwrap();
+        assert_eq!(again.get("olduser").unwrap().policy.as_deref(), admin);
     }
 
     #[tokio::test]
@@ -636,6 +636,13 @@ mod tests {
         b.delete("user2").await.unwrap();
         a.refresh(Duration::ZERO).await.unwrap();
         assert_eq!(a.lookup("user2").await, None);
+        // A record an older node wrote (version 1, no policy) is an admin key.
+        let old =
+            br#"{"access_key":"olduser","secret_key":"oldsecret1","uid":0,"gid":0,"root":false}"#;
+        state.put("keys/olduser", Some(old.to_vec())).await.unwrap();
+        let admin = Some(saker_policy::admin_identity_json());
+        a.refresh(Duration::ZERO).await.unwrap();
+        assert_eq!(a.get("olduser").unwrap().policy.as_deref(), admin);
         // The node's own file keeps only the root key.
         let file = std::fs::read_to_string(dir.path().join("a.json")).unwrap();
         assert!(!file.contains("password2"));
