@@ -12,16 +12,28 @@ pub fn corpus_root() -> PathBuf {
 /// The seed inputs of target `name`.
 pub fn seeds(name: &str) -> Vec<Vec<u8>> {
     match name {
-        "wire" => spread(
-            saker_rpc::transport::fuzzing::seeds()
-                .into_iter()
-                .map(|(kind, body)| [&[kind.byte()][..], &body].concat()),
-        ),
-        "records" => spread(
-            saker_mnode::fuzzing::record_seeds()
-                .into_iter()
-                .map(|(kind, bytes)| [&[kind.byte()][..], &bytes].concat()),
-        ),
+        "wire" => {
+            use saker_rpc::transport::fuzzing::{check_body, Kind};
+            let version = saker_rpc::transport::WIRE_VERSION;
+            spread(Kind::ALL.iter().flat_map(|&kind| {
+                zero_filled(&[version], |b| check_body(kind, b))
+                    .into_iter()
+                    .map(move |body| [&[kind.byte()][..], &body].concat())
+            }))
+        }
+        "records" => {
+            use saker_mnode::fuzzing::{record, record_seeds, Record};
+            let found = Record::ALL.iter().flat_map(|&kind| {
+                [1, 3]
+                    .iter()
+                    .flat_map(move |&v| zero_filled(&[v], move |b| record(kind, b)))
+                    .map(move |bytes| (kind, bytes))
+            });
+            let input = |(kind, bytes): (Record, Vec<u8>)| [&[kind.byte()][..], &bytes].concat();
+            let mut out = spread(found.map(input));
+            out.extend(record_seeds().into_iter().map(input));
+            out
+        }
         "journal" => saker_mnode::fuzzing::journal_seeds()
             .iter()
             .map(|segments| crate::journal::join(segments))
@@ -33,6 +45,23 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
         "policy" => crate::policy::seeds(),
         other => panic!("no target {other}"),
     }
+}
+
+/// The canonical encodings (as `decode` returns them) of what `prefix`, then a variant index
+/// at the start or after up to six zero fields, then zeros, decode to: every variant of an
+/// enum near the start of a type, with every other field zero, empty or its first variant.
+fn zero_filled(prefix: &[u8], decode: impl Fn(&[u8]) -> Option<Vec<u8>>) -> Vec<Vec<u8>> {
+    let mut found = std::collections::BTreeSet::new();
+    for skip in 0..7 {
+        for variant in 0..128u8 {
+            let mut input = prefix.to_vec();
+            input.extend(std::iter::repeat_n(0, skip));
+            input.push(variant);
+            input.extend([0; 48]);
+            found.extend(decode(&input));
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// At most [`PER_KIND`] of the inputs of each kind (their first byte), spread over them: the

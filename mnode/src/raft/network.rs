@@ -168,20 +168,24 @@ pub(crate) fn fuzz_raft_seeds() -> Vec<Vec<u8>> {
         Answer::Append(Err("no replica".into())),
         Answer::Vote(Ok(openraft::raft::VoteResponse::new(vote, Some(log_id), true))),
         Answer::Snapshot(Ok(openraft::raft::InstallSnapshotResponse { vote })),
-        Answer::Snapshot(Err(SnapshotFailure::Mismatch(SnapshotMismatch {
-            expect: openraft::SnapshotSegmentId {
-                id: "a".into(),
-                offset: 0,
-            },
-            got: openraft::SnapshotSegmentId {
-                id: "b".into(),
-                offset: 5,
-            },
-        }))),
+        Answer::Snapshot(Err(SnapshotFailure::Mismatch(sample_mismatch()))),
         Answer::Snapshot(Err(SnapshotFailure::Other("disk".into()))),
     ];
     out.extend(answers.iter().map(encode));
     out
+}
+
+/// A snapshot chunk at offset 5 of "b" where offset 0 of "a" was expected.
+#[cfg(any(test, feature = "fuzzing"))]
+fn sample_mismatch() -> SnapshotMismatch {
+    let segment = |id: &str, offset| openraft::SnapshotSegmentId {
+        id: id.into(),
+        offset,
+    };
+    SnapshotMismatch {
+        expect: segment("a", 0),
+        got: segment("b", 5),
+    }
 }
 
 /// Makes a group's connections to its peers (openraft asks once per peer and keeps it).
@@ -442,16 +446,7 @@ mod tests {
         let back: Entry<TypeConfig> = postcard::from_bytes(&encode(&entry)).unwrap();
         assert!(matches!(back.payload, EntryPayload::Membership(b) if b == m));
 
-        let mismatch = Answer::Snapshot(Err(SnapshotFailure::Mismatch(SnapshotMismatch {
-            expect: openraft::SnapshotSegmentId {
-                id: "a".into(),
-                offset: 0,
-            },
-            got: openraft::SnapshotSegmentId {
-                id: "b".into(),
-                offset: 5,
-            },
-        })));
+        let mismatch = Answer::Snapshot(Err(SnapshotFailure::Mismatch(sample_mismatch())));
         let back: Answer = postcard::from_bytes(&encode(&mismatch)).unwrap();
         assert!(matches!(
             back,
