@@ -42,7 +42,10 @@ pub fn chunk(data: &[u8]) {
             );
         }
         None => {
-            assert!(whole.is_err(), "the store verified a file the format refuses");
+            assert!(
+                whole.is_err(),
+                "the store verified a file the format refuses"
+            );
         }
     }
 }

@@ -17,11 +17,11 @@
 //! The seed corpus is generated from real encodings ([`seeds`]).
 
 mod chunk;
-mod scratch;
 mod journal;
 mod policy;
 mod raft;
 mod records;
+mod scratch;
 pub mod seeds;
 pub mod smoke;
 mod snapshot;

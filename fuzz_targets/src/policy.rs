@@ -8,8 +8,8 @@
 //! written again.
 
 use saker_policy::{
-    acl_allows, acl_permission, evaluate, wildcard_match, Acl, ObjectOwnership, Policy,
-    PolicyKind, Principal, PublicAccessBlock, Request, Resource, Sources,
+    acl_allows, acl_permission, evaluate, wildcard_match, Acl, ObjectOwnership, Policy, PolicyKind,
+    Principal, PublicAccessBlock, Request, Resource, Sources,
 };
 
 /// Parses a policy (as a bucket and as an identity policy) and an ACL, and evaluates a
@@ -75,9 +75,16 @@ fn reparses(p: &Policy) {
         },
     )
     .expect("a policy written again parses");
-    assert_eq!(again.statements(), p.statements(), "a policy written again differs");
+    assert_eq!(
+        again.statements(),
+        p.statements(),
+        "a policy written again differs"
+    );
     assert_eq!((again.version(), again.id()), (p.version(), p.id()));
-    assert!(matches!(p.kind(), PolicyKind::Bucket | PolicyKind::Identity));
+    assert!(matches!(
+        p.kind(),
+        PolicyKind::Bucket | PolicyKind::Identity
+    ));
 }
 
 /// The request `text` describes (see the module documentation).

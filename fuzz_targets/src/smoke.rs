@@ -35,7 +35,11 @@ pub fn run(
     let start = Instant::now();
     let mut rng = Rng(seed | 1);
     let empty = [Vec::new()];
-    let corpus = if corpus.is_empty() { &empty[..] } else { corpus };
+    let corpus = if corpus.is_empty() {
+        &empty[..]
+    } else {
+        corpus
+    };
     let mut runs = 0;
     while runs < max_runs && start.elapsed() < limit {
         let mut input = corpus[rng.below(corpus.len())].clone();

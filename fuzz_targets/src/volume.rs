@@ -42,7 +42,8 @@ pub fn volume(data: &[u8]) {
     }
     let gone = scanned.iter().copied().find(|&id| id != NEW);
     if let Some(id) = gone {
-        rt.block_on(store.delete(id)).expect("a delete from a scratch volume");
+        rt.block_on(store.delete(id))
+            .expect("a delete from a scratch volume");
     }
     let new = Bytes::from_static(b"a chunk put after replay");
     rt.block_on(store.put(NEW, new.clone()))

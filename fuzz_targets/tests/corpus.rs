@@ -10,7 +10,10 @@ use saker_fuzz_targets::{seeds, smoke, target, TARGETS};
 fn replay(name: &str) {
     let t = target(name).expect("a target");
     let corpus = seeds::corpus(name);
-    assert!(!corpus.is_empty(), "no corpus for {name}: run write_seed_corpus");
+    assert!(
+        !corpus.is_empty(),
+        "no corpus for {name}: run write_seed_corpus"
+    );
     for (path, data) in corpus {
         if std::panic::catch_unwind(|| t(&data)).is_err() {
             panic!("{name} panics on {}", path.display());
@@ -108,7 +111,12 @@ fn write_seed_corpus() {
         std::fs::create_dir_all(&dir).unwrap();
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
-            if path.file_name().unwrap().to_string_lossy().starts_with("seed-") {
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seed-")
+            {
                 std::fs::remove_file(path).unwrap();
             }
         }

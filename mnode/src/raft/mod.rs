@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::store::WriteBatch;
 
 pub use log_store::LogStore;
-pub use network::{Network, RaftPeers};
 #[cfg(feature = "fuzzing")]
 pub(crate) use network::{fuzz_raft_body, fuzz_raft_seeds};
+pub use network::{Network, RaftPeers};
 pub use state_machine::StateMachine;
 
 /// One executor batch, as a raft log entry.

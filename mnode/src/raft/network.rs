@@ -93,7 +93,10 @@ pub(crate) fn fuzz_raft_body(body: &[u8]) -> bool {
         };
         let once = encode(&value);
         let again: T = postcard::from_bytes(&once).expect("an encoding decodes");
-        assert!(encode(&again) == once, "a raft message, decoded and encoded again, differs");
+        assert!(
+            encode(&again) == once,
+            "a raft message, decoded and encoded again, differs"
+        );
         true
     }
     // Not short-circuiting: both decoders see every body.
@@ -166,7 +169,11 @@ pub(crate) fn fuzz_raft_seeds() -> Vec<Vec<u8>> {
     let answers = [
         Answer::Append(Ok(openraft::raft::AppendEntriesResponse::Success)),
         Answer::Append(Err("no replica".into())),
-        Answer::Vote(Ok(openraft::raft::VoteResponse::new(vote, Some(log_id), true))),
+        Answer::Vote(Ok(openraft::raft::VoteResponse::new(
+            vote,
+            Some(log_id),
+            true,
+        ))),
         Answer::Snapshot(Ok(openraft::raft::InstallSnapshotResponse { vote })),
         Answer::Snapshot(Err(SnapshotFailure::Mismatch(sample_mismatch()))),
         Answer::Snapshot(Err(SnapshotFailure::Other("disk".into()))),

@@ -535,13 +535,32 @@ pub(crate) fn fuzz_seeds() -> Vec<Vec<Vec<u8>>> {
     let vote = |group: u32| Bytes::from(format!("vote of {group}"));
     let records = [
         Record::Checkpoint(Vec::new()),
-        Record::Vote { group: 1, vote: vote(1) },
-        Record::Append { group: 1, entries: (1..=3).map(|i| entry(1, i)).collect() },
-        Record::Append { group: 2, entries: vec![entry(2, 1)] },
+        Record::Vote {
+            group: 1,
+            vote: vote(1),
+        },
+        Record::Append {
+            group: 1,
+            entries: (1..=3).map(|i| entry(1, i)).collect(),
+        },
+        Record::Append {
+            group: 2,
+            entries: vec![entry(2, 1)],
+        },
         Record::Truncate { group: 1, from: 3 },
-        Record::Append { group: 1, entries: vec![entry(1, 3), entry(1, 4)] },
-        Record::Purge { group: 1, upto: 1, log_id: Bytes::from_static(b"log id 1") },
-        Record::Vote { group: 3, vote: vote(3) },
+        Record::Append {
+            group: 1,
+            entries: vec![entry(1, 3), entry(1, 4)],
+        },
+        Record::Purge {
+            group: 1,
+            upto: 1,
+            log_id: Bytes::from_static(b"log id 1"),
+        },
+        Record::Vote {
+            group: 3,
+            vote: vote(3),
+        },
         Record::Forget { group: 3 },
     ];
     let frames: Vec<Vec<u8>> = records.iter().map(|r| frame(1, r)).collect();
@@ -552,7 +571,13 @@ pub(crate) fn fuzz_seeds() -> Vec<Vec<Vec<u8>>> {
     let mut groups = BTreeMap::new();
     read_back(&mut groups, 1, PathBuf::new(), &frames.concat()).expect("seed frames read back");
     let mut two = frame(2, &checkpoint(&groups));
-    two.extend(frame(2, &Record::Append { group: 2, entries: vec![entry(2, 2)] }));
+    two.extend(frame(
+        2,
+        &Record::Append {
+            group: 2,
+            entries: vec![entry(2, 2)],
+        },
+    ));
     out.push(vec![frames.concat(), two]);
     out
 }
