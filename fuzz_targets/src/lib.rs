@@ -56,3 +56,15 @@ pub const TARGETS: &[(&str, Target)] = &[
 pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|&(_, t)| t)
 }
+
+/// The kind of input that byte `b` selects among `all` (by index, wrapping).
+pub(crate) fn select<K: Copy>(all: &[K], b: u8) -> K {
+    all[usize::from(b) % all.len()]
+}
+
+/// The byte that selects `kind` among `all`.
+pub(crate) fn selector<K: PartialEq>(all: &[K], kind: &K) -> u8 {
+    all.iter()
+        .position(|k| k == kind)
+        .expect("every kind is in its list") as u8
+}

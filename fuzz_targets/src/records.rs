@@ -11,5 +11,5 @@ pub fn records(data: &[u8]) {
     let Some((&kind, bytes)) = data.split_first() else {
         return;
     };
-    record(Record::from_byte(kind), bytes);
+    record(crate::select(&Record::ALL, kind), bytes);
 }

@@ -18,7 +18,7 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             spread(Kind::ALL.iter().flat_map(|&kind| {
                 zero_filled(&[version], |b| check_body(kind, b))
                     .into_iter()
-                    .map(move |body| [&[kind.byte()][..], &body].concat())
+                    .map(move |body| [&[crate::selector(&Kind::ALL, &kind)][..], &body].concat())
             }))
         }
         "records" => {
@@ -29,7 +29,9 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
                     .flat_map(move |&v| zero_filled(&[v], move |b| record(kind, b)))
                     .map(move |bytes| (kind, bytes))
             });
-            let input = |(kind, bytes): (Record, Vec<u8>)| [&[kind.byte()][..], &bytes].concat();
+            let input = |(kind, bytes): (Record, Vec<u8>)| {
+                [&[crate::selector(&Record::ALL, &kind)][..], &bytes].concat()
+            };
             let mut out = spread(found.map(input));
             out.extend(record_seeds().into_iter().map(input));
             out

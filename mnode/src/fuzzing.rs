@@ -7,6 +7,7 @@
 
 use openraft::{LogId, Vote};
 use saker_namespace::ExceptionTable;
+use saker_rpc::transport::fuzzing::round_trip;
 use saker_rpc::{
     Attr, DirChange, MetaError, MetaResponse, ObjectLock, ObjectMeta, PartRecord, TierRef,
 };
@@ -45,7 +46,7 @@ pub enum Record {
 }
 
 impl Record {
-    /// Every kind, in the order [`Record::from_byte`] selects them.
+    /// Every kind (a fuzz input's first byte selects one, by its index here).
     pub const ALL: [Record; 18] = [
         Record::Attr,
         Record::ObjectMeta,
@@ -66,19 +67,6 @@ impl Record {
         Record::Dedupe,
         Record::ChangeSeq,
     ];
-
-    /// The kind a fuzz input's first byte selects.
-    pub fn from_byte(b: u8) -> Record {
-        Record::ALL[usize::from(b) % Record::ALL.len()]
-    }
-
-    /// The byte that selects this kind.
-    pub fn byte(self) -> u8 {
-        Record::ALL
-            .iter()
-            .position(|&k| k == self)
-            .expect("every kind is in ALL") as u8
-    }
 }
 
 /// Decodes `bytes` as a record of `kind`, as the MNode does; returns the encoding of what it
@@ -100,16 +88,12 @@ pub fn record(kind: Record, bytes: &[u8]) -> Option<Vec<u8>> {
         Record::TierRef => stable::<TierRef>(bytes),
         Record::PartRecord => stable::<PartRecord>(bytes),
         Record::Version => stable::<crate::ops::versions::Stored>(bytes),
-        Record::Upload => {
-            let upload = crate::ops::uploads::decode_upload(bytes).ok()?;
-            let once = crate::records::encode_v3(&upload);
-            let again = crate::ops::uploads::decode_upload(&once).expect("an encoding decodes");
-            assert!(
-                crate::records::encode_v3(&again) == once,
-                "an upload record, decoded and encoded again, differs"
-            );
-            Some(once)
-        }
+        Record::Upload => round_trip(
+            bytes,
+            |b| crate::ops::uploads::decode_upload(b).ok(),
+            crate::records::encode_v3,
+        )
+        .map(|(_, once)| once),
         Record::SmMeta => stable::<SmMeta>(bytes),
         Record::RaftEntry => stable::<openraft::Entry<TypeConfig>>(bytes),
         Record::LogId => stable::<LogId<u64>>(bytes),
@@ -124,14 +108,7 @@ pub fn record(kind: Record, bytes: &[u8]) -> Option<Vec<u8>> {
 /// The encoding of `bytes` decoded as `T`, if it decodes; panics unless it decodes and
 /// encodes to the same bytes again.
 fn stable<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> Option<Vec<u8>> {
-    let value = decode::<T>(bytes).ok()?;
-    let once = encode(&value);
-    let again = decode::<T>(&once).expect("an encoding decodes");
-    assert!(
-        encode(&again) == once,
-        "a record, decoded and encoded again, differs"
-    );
-    Some(once)
+    round_trip(bytes, |b| decode::<T>(b).ok(), encode).map(|(_, once)| once)
 }
 
 /// Hand-made records for the seed corpus (the `saker-fuzz-targets` generator finds one of

@@ -54,7 +54,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in the order [`Kind::from_byte`] selects them.
+    /// Every kind (a fuzz input's first byte selects one, by its index here).
     pub const ALL: [Kind; 18] = [
         Kind::MetaCall,
         Kind::RemoveDirCall,
@@ -75,19 +75,6 @@ impl Kind {
         Kind::AttrReply,
         Kind::BytesReply,
     ];
-
-    /// The kind a fuzz input's first byte selects.
-    pub fn from_byte(b: u8) -> Kind {
-        Kind::ALL[usize::from(b) % Kind::ALL.len()]
-    }
-
-    /// The byte that selects this kind.
-    pub fn byte(self) -> u8 {
-        Kind::ALL
-            .iter()
-            .position(|&k| k == self)
-            .expect("every kind is in ALL") as u8
-    }
 }
 
 /// Decodes `body` as `kind`, as the transport does, and returns the canonical encoding of
@@ -136,12 +123,23 @@ fn canonical<T: Serialize + DeserializeOwned>(body: &[u8]) -> Option<Vec<u8>> {
 /// `body` decoded as `T` and its encoding, if it decodes; panics unless that encoding decodes
 /// and encodes to the same bytes again.
 fn stable<T: Serialize + DeserializeOwned>(body: &[u8]) -> Option<(T, Vec<u8>)> {
-    let value = decode::<T>(body).ok()?;
+    round_trip(body, |b| decode::<T>(b).ok(), |v| encode(v).to_vec())
+}
+
+/// `bytes` decoded (by `decode`) and the encoding of what it decodes to (by `encode`), if it
+/// decodes; panics unless that encoding decodes and encodes to the same bytes again. For the
+/// decoders of every crate.
+pub fn round_trip<T>(
+    bytes: &[u8],
+    decode: impl Fn(&[u8]) -> Option<T>,
+    encode: impl Fn(&T) -> Vec<u8>,
+) -> Option<(T, Vec<u8>)> {
+    let value = decode(bytes)?;
     let once = encode(&value);
-    let again = decode::<T>(&once).expect("an encoded value decodes");
+    let again = decode(&once).expect("an encoding decodes");
     assert!(
         encode(&again) == once,
         "decode(encode(x)) encodes differently"
     );
-    Some((value, once.to_vec()))
+    Some((value, once))
 }
