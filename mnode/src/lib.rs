@@ -13,6 +13,8 @@ mod engine;
 pub mod error;
 mod executor;
 mod frozen;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod keys;
 mod leadership;
 mod lease;

@@ -16,7 +16,7 @@ mod objects;
 mod renames;
 pub(crate) mod retention;
 mod tiers;
-mod uploads;
+pub(crate) mod uploads;
 pub(crate) mod versions;
 
 use saker_namespace::GroupId;

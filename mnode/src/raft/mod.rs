@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::store::WriteBatch;
 
 pub use log_store::LogStore;
+#[cfg(feature = "fuzzing")]
+pub(crate) use network::{fuzz_raft_body, fuzz_raft_seeds};
 pub use network::{Network, RaftPeers};
 pub use state_machine::StateMachine;
 

@@ -23,6 +23,8 @@ const END: u32 = u32::MAX;
 const PAGE: usize = 1024;
 /// Bytes of puts per store batch while installing.
 const BATCH_BYTES: usize = 4 << 20;
+/// Most bytes reserved for a frame before its bytes are read.
+const PREALLOCATE: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -98,26 +100,49 @@ pub fn crc_pair(crc: u32, key: &[u8], value: &[u8]) -> u32 {
 
 /// Writes the group's state-machine tables into `file` (from its start) and rewinds it.
 pub fn write(store: &dyn MetaStore, keys: Keys, file: &mut File) -> Result<u64, SnapshotError> {
-    let mut crc = 0u32;
-    let mut pairs = 0u64;
-    {
-        let mut out = BufWriter::with_capacity(1 << 20, &mut *file);
-        out.write_all(MAGIC)?;
-        for_each_pair(store, keys, |k, v| {
-            crc = crc_pair(crc, k, v);
-            for part in [k, v] {
-                out.write_all(&(part.len() as u32).to_le_bytes())?;
-                out.write_all(part)?;
-            }
-            pairs += 1;
-            Ok(())
-        })?;
-        out.write_all(&END.to_le_bytes())?;
-        out.write_all(&crc.to_le_bytes())?;
-        out.flush()?;
-    }
+    let pairs = {
+        let mut out = Writer::new(BufWriter::with_capacity(1 << 20, &mut *file))?;
+        for_each_pair(store, keys, |k, v| out.pair(k, v))?;
+        out.finish()?
+    };
     file.seek(SeekFrom::Start(0))?;
     Ok(pairs)
+}
+
+/// Writes the frames of a snapshot.
+pub(crate) struct Writer<W: Write> {
+    out: W,
+    crc: u32,
+    pairs: u64,
+}
+
+impl<W: Write> Writer<W> {
+    pub(crate) fn new(mut out: W) -> Result<Self, SnapshotError> {
+        out.write_all(MAGIC)?;
+        Ok(Self {
+            out,
+            crc: 0,
+            pairs: 0,
+        })
+    }
+
+    pub(crate) fn pair(&mut self, key: &[u8], value: &[u8]) -> Result<(), SnapshotError> {
+        self.crc = crc_pair(self.crc, key, value);
+        for part in [key, value] {
+            self.out.write_all(&(part.len() as u32).to_le_bytes())?;
+            self.out.write_all(part)?;
+        }
+        self.pairs += 1;
+        Ok(())
+    }
+
+    /// Writes the trailer and flushes; returns the number of pairs.
+    pub(crate) fn finish(mut self) -> Result<u64, SnapshotError> {
+        self.out.write_all(&END.to_le_bytes())?;
+        self.out.write_all(&self.crc.to_le_bytes())?;
+        self.out.flush()?;
+        Ok(self.pairs)
+    }
 }
 
 /// Reads the frames of a snapshot file, checking the trailer at the end.
@@ -155,10 +180,18 @@ impl<R: Read> Frames<R> {
         if len > 1 << 30 {
             return Err(SnapshotError::Damaged(format!("frame of {len} bytes")));
         }
-        let mut buf = vec![0u8; len as usize];
-        self.input
-            .read_exact(&mut buf)
+        // The buffer grows with what is read, not with what the length claims: a damaged
+        // length is an error at the end of the file, not a 1 GiB allocation.
+        let mut buf = Vec::with_capacity((len as usize).min(PREALLOCATE));
+        let read = (&mut self.input)
+            .take(u64::from(len))
+            .read_to_end(&mut buf)
             .map_err(|e| SnapshotError::Damaged(format!("cut short: {e}")))?;
+        if read != len as usize {
+            return Err(SnapshotError::Damaged(format!(
+                "cut short: {read} of a {len} byte frame"
+            )));
+        }
         self.crc = crc32c::crc32c_append(self.crc, &len.to_le_bytes());
         self.crc = crc32c::crc32c_append(self.crc, &buf);
         Ok(buf)
@@ -185,6 +218,51 @@ impl<R: Read> Frames<R> {
     }
 }
 
+/// Checks that `input` is a whole snapshot (every frame, the trailer and its checksum);
+/// returns the number of pairs.
+pub fn check(input: impl Read) -> Result<u64, SnapshotError> {
+    let mut frames = Frames::new(input)?;
+    let mut pairs = 0;
+    while frames.next_pair()?.is_some() {
+        pairs += 1;
+    }
+    Ok(pairs)
+}
+
+/// Reads the snapshot in `bytes` as `install` does; panics unless a snapshot that checks
+/// whole is one whose pairs, written again, give the same bytes up to its trailer's end.
+/// Returns whether it was whole.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_check(bytes: &[u8]) -> bool {
+    if check(bytes).is_err() {
+        return false;
+    }
+    let mut frames = Frames::new(bytes).expect("checked");
+    let mut written = Vec::new();
+    let mut again = Writer::new(&mut written).expect("writes to memory");
+    while let Some((k, v)) = frames.next_pair().expect("checked") {
+        again.pair(&k, &v).expect("writes to memory");
+    }
+    again.finish().expect("writes to memory");
+    assert!(
+        bytes.starts_with(&written),
+        "a whole snapshot, written again, differs"
+    );
+    true
+}
+
+/// The snapshot file of `pairs`, for the seed corpus.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_file(pairs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out).expect("writes to memory");
+    for (k, v) in pairs {
+        w.pair(k, v).expect("writes to memory");
+    }
+    w.finish().expect("writes to memory");
+    out
+}
+
 /// Replaces the group's state-machine tables with the snapshot in `file`: checked whole first
 /// (nothing is changed for a damaged file), then the old tables are cleared and the new pairs
 /// written in bounded batches. `keep` is given every pair and may hold some back (the caller
@@ -197,9 +275,7 @@ pub fn install(
     mut keep: impl FnMut(&[u8], &[u8]) -> bool,
 ) -> Result<u64, SnapshotError> {
     file.seek(SeekFrom::Start(0))?;
-    let mut check = Frames::new(BufReader::with_capacity(1 << 20, &mut *file))?;
-    while check.next_pair()?.is_some() {}
-    drop(check);
+    check(BufReader::with_capacity(1 << 20, &mut *file))?;
 
     clear_tables(store, keys)?;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 mod fjall_engine;
 mod group_sync;
-mod log_journal;
+pub(crate) mod log_journal;
 mod mem;
 mod redb_engine;
 mod tikv_cache;

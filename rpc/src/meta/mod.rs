@@ -15,6 +15,7 @@ mod classify;
 mod cond;
 mod load;
 mod lock;
+pub mod nesting;
 mod response;
 mod types;
 mod versions;
@@ -537,6 +538,7 @@ pub enum MetaRequest {
     /// every group has dropped its replica entry: apply `set` (a `SetAttr`) to directory `dir`.
     ApplyDirAttr {
         dir: InodeId,
+        #[serde(deserialize_with = "nesting::boxed")]
         set: Box<MetaRequest>,
     },
     /// Set (or, with `value: None`, remove) one S3 user-metadata pair of a file or directory:
@@ -611,6 +613,7 @@ pub enum MetaRequest {
     /// are resolved and checked again here; the target is the shared inode.
     Shared {
         id: InodeId,
+        #[serde(deserialize_with = "nesting::boxed")]
         op: Box<MetaRequest>,
     },
     /// This replica's raft state (answered by every replica, leader or not: `Replica`).

@@ -49,6 +49,7 @@ pub enum MetaResponse {
     /// A deferred write's answer as evaluated (`resp`), not yet durable: `Committed { ticket }`
     /// at `group` waits until it is.
     Deferred {
+        #[serde(deserialize_with = "super::nesting::boxed")]
         resp: Box<MetaResponse>,
         group: u32,
         ticket: u64,

@@ -31,6 +31,8 @@
 //! [`MetaError::Unavailable`]: crate::MetaError::Unavailable
 
 mod client;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod pipe;
 mod secure;
 mod server;

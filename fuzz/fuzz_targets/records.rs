@@ -1,0 +1,4 @@
+//! cargo-fuzz wrapper of `saker_fuzz_targets::records`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| saker_fuzz_targets::records(data));
