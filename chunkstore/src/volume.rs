@@ -34,14 +34,19 @@
 //! after it is indexed: it was never acknowledged, so nothing references it, the leak scrub
 //! removes it, and a read of it fails as corrupt. A damaged record *followed* by whole ones
 //! can only be damage to the medium: replay resumes at the next whole record, logs an error,
-//! and that volume is never compacted.
+//! and that volume is never compacted nor appended to (new records go to a new volume: which
+//! record a resync finds depends on the bytes after it, so records appended there could be
+//! swallowed by the next replay). A resync may land in a chunk body whose data looks like
+//! records, so the records after it may add chunks but not remove or replace earlier ones
+//! (`replay`'s module docs).
 //!
 //! Deletes append a tombstone without syncing it, as the file layout unlinks without syncing
 //! the directory: a chunk that comes back after a crash is unreferenced, and the leak scrub
 //! removes it. Space comes back by compaction: a sealed volume with nothing live is removed at
 //! the delete that empties it; one that has stayed under half live for [`COMPACT_DELAY`] (seen
 //! at a delete, or at open) has its live records copied to the active volume (the same bytes),
-//! synced, the index switched, and is removed. The delay spares the copy when a burst of GC
+//! synced, the index switched, and is removed (unless a live chunk in it is corrupt: then it is
+//! kept as a damaged one, and the chunk stays readable as corrupt). The delay spares the copy when a burst of GC
 //! deletes is emptying the volume anyway. Tombstones in a removed volume go with it, so a
 //! chunk deleted long ago from an older volume can come back after a restart — again as an
 //! unreferenced leak for the scrub. A failed fdatasync poisons the store: the state of the page
@@ -70,14 +75,17 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::disk::{read_image, ReadOut};
 use crate::error::ChunkError;
-use crate::format::{self, Header, HEADER_LEN};
+use crate::format::{self, Header};
 use crate::id::ChunkId;
 use crate::store::ChunkInfo;
+use replay::{image_is_whole, replay, Rest};
+
+mod replay;
 
 /// A new volume starts once the next record would pass this size.
 pub const VOLUME_SIZE: u64 = 1 << 30;
-const PUT_MAGIC: [u8; 4] = *b"SKVP";
-const DELETE_MAGIC: [u8; 4] = *b"SKVD";
+pub(crate) const PUT_MAGIC: [u8; 4] = *b"SKVP";
+pub(crate) const DELETE_MAGIC: [u8; 4] = *b"SKVD";
 /// A sealed volume under half live is compacted only once it has stayed there this long:
 /// the GC deletes in bursts (everything a deleted tree or an overwritten dataset released), and
 /// a volume a burst is emptying reaches zero live soon, when removing it copies nothing.
@@ -110,8 +118,9 @@ struct Volume {
     size: u64,
     /// Bytes of its records the index points at.
     live: u64,
-    /// Recovery found a damaged record in the middle: never compacted (removed), so what is
-    /// left of it stays for inspection.
+    /// Recovery found a damaged record in the middle (or compaction a corrupt live chunk):
+    /// never compacted (removed), so what is left of it stays for inspection, and never
+    /// appended to.
     damaged: bool,
     /// When a delete first left this sealed volume under half live.
     below_half_since: Option<std::time::Instant>,
@@ -211,7 +220,7 @@ fn record_header(magic: [u8; 4], id: ChunkId, body_len: u64, written_ns: u64) ->
 }
 
 /// A decoded record header: (is a put, id, body length, put time).
-fn decode_header(h: &RecordHeader) -> Option<(bool, ChunkId, u64, u64)> {
+pub(crate) fn decode_header(h: &RecordHeader) -> Option<(bool, ChunkId, u64, u64)> {
     let put = match h[0..4].try_into().ok()? {
         PUT_MAGIC => true,
         DELETE_MAGIC => false,
@@ -323,13 +332,22 @@ impl Volumes {
                 .expect("replay indexes only the volumes it read");
             v.live += loc.record_len();
         }
+        // Appends go only after records a replay parses the same way whatever follows them: not
+        // into a volume replay had to resync in (see `replay`'s module docs).
         let tail = match state.volumes.iter().next_back() {
-            Some((&n, v)) if v.size < volume_size => Tail {
+            Some((&n, v)) if v.size < volume_size && !v.damaged => Tail {
                 volume: n,
                 offset: v.size,
                 pending: HashMap::new(),
             },
             other => {
+                if let Some((&n, v)) = other.filter(|(_, v)| v.damaged) {
+                    tracing::warn!(
+                        volume = n,
+                        size = v.size,
+                        "the last chunk volume is damaged; new records go to a new volume"
+                    );
+                }
                 let n = other.map(|(&n, _)| n + 1).unwrap_or(0);
                 let file = open_volume(dir, n, true)?;
                 state.volumes.insert(n, Volume::new(file));
@@ -643,6 +661,15 @@ impl Volumes {
                 .collect();
             (live, v.file.clone())
         };
+        // A live chunk that reads as corrupt stays where it is, reported corrupt: a copy of it
+        // would be a volume's last put at the next open, cut as torn, and the chunk not found.
+        if let Some((id, _)) = live.iter().find(|(id, l)| !image_is_whole(&file, l, *id)) {
+            tracing::error!(volume, chunk = %id, "a live chunk in a chunk volume is corrupt; the volume is kept whole, never compacted");
+            if let Some(v) = self.state.write().volumes.get_mut(&volume) {
+                v.damaged = true;
+            }
+            return Ok(());
+        }
         let mut moved = Vec::with_capacity(live.len());
         let mut last_volume = None;
         for (id, old) in live {
@@ -743,169 +770,6 @@ pub fn scan(dir: &Path) -> Result<Vec<ChunkId>, ChunkError> {
     let mut ids: Vec<ChunkId> = index.into_keys().collect();
     ids.sort_unstable();
     Ok(ids)
-}
-
-/// The header of the whole record at `offset` of a volume `len` bytes long, if there is one.
-fn record_at(file: &File, offset: u64, len: u64) -> Option<(bool, ChunkId, u64, u64)> {
-    let mut head = [0u8; RECORD_HEADER_LEN as usize];
-    if offset.checked_add(RECORD_HEADER_LEN)? > len
-        || file.read_exact_at(&mut head, offset).is_err()
-    {
-        return None;
-    }
-    let (put, id, body_len, written_ns) = decode_header(&head)?;
-    let whole = if put {
-        body_len >= HEADER_LEN as u64
-            && offset
-                .checked_add(RECORD_HEADER_LEN)
-                .and_then(|o| o.checked_add(body_len))
-                .is_some_and(|end| end <= len)
-    } else {
-        body_len == 0
-    };
-    whole.then_some((put, id, body_len, written_ns))
-}
-
-/// The offset of the first whole record at or after `from`, searching for a record magic.
-fn next_record(file: &File, from: u64, len: u64) -> Result<Option<u64>, ChunkError> {
-    const WINDOW: u64 = 1 << 20;
-    let mut at = from;
-    let mut buf = vec![0u8; WINDOW as usize];
-    while at < len {
-        let n = WINDOW.min(len - at) as usize;
-        file.read_exact_at(&mut buf[..n], at)?;
-        for i in 0..n.saturating_sub(3) {
-            let magic = &buf[i..i + 4];
-            if (magic == PUT_MAGIC || magic == DELETE_MAGIC)
-                && record_at(file, at + i as u64, len).is_some()
-            {
-                return Ok(Some(at + i as u64));
-            }
-        }
-        at += (n as u64).saturating_sub(3).max(1);
-    }
-    Ok(None)
-}
-
-/// What follows the last whole record of a volume.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rest {
-    Nothing,
-    /// Zeros (or a hole) to the end of the file: what a crash leaves where the file's new
-    /// length reached the disk before its data.
-    Zeros,
-    /// Anything else: a torn record on the last volume, damage on a sealed one.
-    Torn,
-}
-
-/// What replaying a volume found.
-struct Replayed {
-    /// Where its records end.
-    end: u64,
-    /// The file's length.
-    len: u64,
-    rest: Rest,
-    /// A damaged record was found *followed by* whole ones.
-    damaged: bool,
-}
-
-/// Replays volume `n` into `index`. A damaged record followed by whole ones cannot come from a
-/// crash (an acknowledged record was synced with every byte before it), only from damage to the
-/// medium: the records after it are replayed, and the caller keeps the volume whole and never
-/// compacts it.
-fn replay(file: &File, n: u32, index: &mut HashMap<ChunkId, Loc>) -> Result<Replayed, ChunkError> {
-    let len = file.metadata()?.len();
-    let mut offset = 0u64;
-    let mut damaged = false;
-    let mut rest = Rest::Nothing;
-    // The last record if it is a put: its offset, id, and what the index had for the id before.
-    let mut last_put: Option<(u64, ChunkId, Option<Loc>)> = None;
-    while offset < len {
-        let Some((put, id, body_len, written_ns)) = record_at(file, offset, len) else {
-            if zeros_to_end(file, offset, len)? {
-                rest = Rest::Zeros;
-                break;
-            }
-            match next_record(file, offset + 1, len)? {
-                Some(next) => {
-                    tracing::error!(
-                        volume = n,
-                        at = offset,
-                        resumed_at = next,
-                        "damaged record in a chunk volume; the records after it are kept"
-                    );
-                    damaged = true;
-                    offset = next;
-                    continue;
-                }
-                None => {
-                    rest = Rest::Torn;
-                    break;
-                }
-            }
-        };
-        if put {
-            let loc = Loc {
-                volume: n,
-                offset,
-                body_len,
-                written_ns,
-            };
-            let before = index.get(&id).copied();
-            // A compaction copy moves the chunk only if the copy is whole: a crash before the
-            // copies were synced may have left this one torn, the original intact.
-            if before.is_none() || image_is_whole(file, &loc, id) {
-                index.insert(id, loc);
-                last_put = Some((offset, id, before));
-            } else {
-                last_put = None;
-            }
-        } else {
-            index.remove(&id);
-            last_put = None;
-        }
-        offset += RECORD_HEADER_LEN + body_len;
-    }
-    // Its length does not prove the last put whole: a crash can leave a record its full length
-    // with part of its body never written (zeros).
-    if let (Some((at, id, before)), Rest::Zeros | Rest::Nothing) = (last_put, rest) {
-        let loc = index[&id];
-        if !image_is_whole(file, &loc, id) {
-            match before {
-                Some(before) => index.insert(id, before),
-                None => index.remove(&id),
-            };
-            offset = at;
-            rest = Rest::Torn;
-        }
-    }
-    Ok(Replayed {
-        end: offset.min(len),
-        len,
-        rest,
-        damaged,
-    })
-}
-
-/// Whether the chunk image of the put record at `loc` reads back whole (every CRC matches).
-fn image_is_whole(file: &File, loc: &Loc, id: ChunkId) -> bool {
-    let base = loc.offset + RECORD_HEADER_LEN;
-    read_image(file, None, base, loc.body_len, id, 0, u64::MAX).is_ok()
-}
-
-/// Whether `[from, len)` of `file` is all zeros.
-fn zeros_to_end(file: &File, from: u64, len: u64) -> Result<bool, ChunkError> {
-    let mut buf = vec![0u8; (1 << 20).min(len - from) as usize];
-    let mut at = from;
-    while at < len {
-        let n = buf.len().min((len - at) as usize);
-        file.read_exact_at(&mut buf[..n], at)?;
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        at += n as u64;
-    }
-    Ok(true)
 }
 
 /// With [`Durability::Process`], starts the thread that syncs `volumes` to disk every

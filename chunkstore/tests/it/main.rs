@@ -5,3 +5,4 @@ mod conformance;
 mod disk;
 mod replicated;
 mod volume;
+mod volume_replay;
