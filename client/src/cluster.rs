@@ -543,6 +543,7 @@ mod tests {
 
     #[tokio::test]
     async fn connecting_to_nothing_is_unavailable() {
+        saker_rpc::auth::ensure_installed();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
