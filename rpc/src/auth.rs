@@ -423,6 +423,13 @@ pub fn transport() -> Transport {
     process().map_or(Transport::MutualTls, |p| p.transport)
 }
 
+/// The token a request sent now carries: under `--insecure-rpc` only (over mutual TLS the
+/// certificate speaks, and no bearer token goes on the wire).
+pub(crate) fn request_token() -> Option<String> {
+    let p = process().filter(|p| p.transport == Transport::Insecure)?;
+    p.credential.token(now_secs())
+}
+
 /// The TLS config this process calls with; `None` under `--insecure-rpc`.
 pub(crate) fn client_tls() -> Result<Option<Arc<tokio_rustls::rustls::ClientConfig>>, String> {
     let Some(p) = process() else {

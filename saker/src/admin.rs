@@ -195,8 +195,15 @@ pub struct AdminState {
     pub gateway: Option<saker_gateway::Gateway>,
     /// Requests for the coordinator handed between nodes ([`crate::admin_forward`]).
     pub forward: crate::admin_forward::Shared,
-    /// The admin listener is plaintext on a non-loopback address: secrets are not sent.
+    /// The admin listener is plaintext on a non-loopback address: secrets are not sent
+    /// ([`plain_public`]).
     pub plain_public: bool,
+}
+
+/// Whether an admin listener on `addr`, over TLS or not, is plaintext where others can
+/// listen (not on loopback).
+pub fn plain_public(tls: bool, addr: Option<std::net::SocketAddr>) -> bool {
+    !tls && !addr.is_some_and(|a| a.ip().is_loopback())
 }
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,

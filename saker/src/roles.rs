@@ -341,8 +341,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             groups: sets.clone(),
             gateway: Some(gateway.clone()),
             forward: forward.clone(),
-            plain_public: args.tls_cert.is_none()
-                && !cfg.admin_addr.is_some_and(|a| a.ip().is_loopback()),
+            plain_public: admin::plain_public(args.tls_cert.is_some(), cfg.admin_addr),
         }));
         // Lifecycle passes run once per cluster, like garbage collection.
         tokio::spawn(crate::server::lifecycle_loop(

@@ -399,7 +399,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         groups: Arc::new(sets),
         gateway: Some(gateway.clone()),
         forward: Default::default(),
-        plain_public: tls.is_none() && !admin_addr.ip().is_loopback(),
+        plain_public: admin::plain_public(tls.is_some(), Some(admin_addr)),
     });
     tokio::spawn(crate::listen::serve_router(admin_listener, tls, admin_app));
     tokio::spawn(async move {

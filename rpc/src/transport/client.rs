@@ -443,11 +443,8 @@ pub(super) fn stamp(metadata: &mut tonic::metadata::MetadataMap) {
         tonic::metadata::MetadataValue::from(u32::from(WIRE_VERSION)),
     );
     crate::trace_context::inject(metadata);
-    if crate::auth::transport() == crate::auth::Transport::Insecure {
-        let token = crate::auth::installed().and_then(|c| c.token(crate::auth::now_secs()));
-        if let Some(v) = token.and_then(|t| t.parse().ok()) {
-            metadata.insert(crate::auth::AUTH_HEADER, v);
-        }
+    if let Some(v) = crate::auth::request_token().and_then(|t| t.parse().ok()) {
+        metadata.insert(crate::auth::AUTH_HEADER, v);
     }
 }
 
