@@ -31,6 +31,8 @@ pub struct ChunkWriter {
     total: u64,
     /// Encrypts the bytes as they are buffered (SSE).
     seal: Option<Keystream>,
+    /// The file whose bytes these are, for a mount's commit ([`saker_rpc::chunk_for`]).
+    file: Option<u64>,
 }
 
 /// The stored form of a finished file.
@@ -50,7 +52,15 @@ impl ChunkWriter {
             chunks: Vec::new(),
             total: 0,
             seal: None,
+            file: None,
         }
+    }
+
+    /// This writer's chunks are made for file `id`, as an MNode takes a mount's commit only
+    /// with chunks of the file's own ([`saker_rpc::chunk_of`]).
+    pub fn for_file(mut self, id: u64) -> Self {
+        self.file = Some(id);
+        self
     }
 
     /// This writer encrypts what it stores with `keystream` (the bytes' offsets in the
@@ -93,7 +103,10 @@ impl ChunkWriter {
             return Ok(());
         }
         let data = self.buf.split().freeze();
-        let id = ChunkId::random();
+        let id = match self.file {
+            Some(file) => ChunkId(saker_rpc::chunk_for(file)),
+            None => ChunkId::random(),
+        };
         let span = tracing::debug_span!("client.chunk_put", len = data.len());
         let info = self.chunks_store.put(id, data).instrument(span).await?;
         self.chunks.push(ChunkRef {

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use md5::{Digest, Md5};
 use saker_client::sealed::Keystream;
 use saker_client::{ChunkWriter, Cluster, ReadRange};
-use saker_rpc::{Attr, Layout};
+use saker_rpc::{Attr, CommitReceipt, Cred, Layout};
 
 use crate::error::{FuseError, Result};
 
@@ -31,9 +31,11 @@ pub struct OpenFile {
     pub dirty: bool,
     /// Open handles.
     pub handles: usize,
-    /// The S3 mtime of the bytes these handles committed last: in a bucket that keeps
+    /// The receipt of the bytes these handles committed last: in a bucket that keeps
     /// versions, the next commit replaces them in place instead of making another version.
-    pub committed: Option<i64>,
+    pub committed: Option<CommitReceipt>,
+    /// Who wrote the bytes not yet committed (the commit is made as them).
+    pub writer: Option<Cred>,
     /// A commit made a version not yet given its bucket's default retention (at close).
     pub unlocked_version: bool,
     /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
@@ -214,6 +216,7 @@ impl OpenFile {
             dirty: false,
             handles: 0,
             committed: None,
+            writer: None,
             unlocked_version: false,
             keystream: None,
         }
@@ -285,7 +288,7 @@ impl OpenFile {
         // Content in memory is hashed while the last put runs (below), not before it.
         let deferred = whole_md5.is_some() && matches!(buf.store, Store::Mem(_));
         let mut chunk_md5s: Vec<[u8; 16]> = Vec::new();
-        let mut writer = ChunkWriter::new(cluster);
+        let mut writer = ChunkWriter::new(cluster).for_file(self.attr.id);
         let mut off = 0u64;
         let piece = chunk_size.min(4 * 1024 * 1024);
         let mut chunk_md5 = Md5::new();

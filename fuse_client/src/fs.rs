@@ -521,6 +521,7 @@ impl SakerFs {
             f.buf.as_mut().expect("materialized").truncate(size)?;
         }
         f.dirty = true;
+        f.writer = Some(caller.cred.clone());
         self.commit_locked(ino, &mut f)
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use saker_client::ReadRange;
-use saker_rpc::{Attr, MetaError, MetaRequest};
+use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse};
 
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
@@ -70,10 +70,12 @@ impl SakerFs {
         fh: u64,
         offset: u64,
         data: &[u8],
-        drop_setid: Option<&Caller>,
+        writer: &Caller,
+        drop_setid: bool,
     ) -> Result<u32> {
         let (file, _, append) = self.file(fh)?;
-        if let Some(caller) = drop_setid {
+        if drop_setid {
+            let caller = writer;
             let (ino, mode) = {
                 let f = file.lock();
                 (f.attr.id, f.attr.mode)
@@ -87,6 +89,9 @@ impl SakerFs {
         let buf = f.buf.as_mut().expect("materialized");
         let offset = if append { buf.size } else { offset };
         buf.write(offset, data)?;
+        if !f.dirty || f.writer.is_none() {
+            f.writer = Some(writer.cred.clone());
+        }
         f.dirty = true;
         Ok(data.len() as u32)
     }
@@ -146,7 +151,6 @@ impl SakerFs {
         }
         let path = self.path(ino)?;
         let id = f.attr.id;
-        let versioning = self.versioning(&path)?;
         self.block(async {
             let (stored, guard) = f.store(&self.cluster).await?;
             let req = MetaRequest::CommitFile {
@@ -156,12 +160,18 @@ impl SakerFs {
                 etag: stored.etag,
                 layout: stored.layout,
                 inline: stored.inline.clone(),
-                versioning,
-                replaces: f.committed,
+                cred: f.writer.clone().unwrap_or_else(|| owner(&f.attr)),
+                receipt: f.committed,
+                versioning: Default::default(),
+                replaces: None,
             };
-            match self.call_attr(&path, req).await {
-                Ok(attr) => {
-                    f.committed = Some(attr.s3_mtime_ns);
+            let answer = self.call(&path, req).await.and_then(|r| match r {
+                MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
+                other => Err(MetaError::Internal(format!("CommitFile answered {other:?}")).into()),
+            });
+            match answer {
+                Ok((attr, receipt)) => {
+                    f.committed = Some(receipt);
                     f.unlocked_version = true;
                     f.attr = attr;
                     f.inline = stored.inline;
@@ -230,5 +240,14 @@ impl SakerFs {
             }
         }
         result
+    }
+}
+
+/// The owner of a file, as a commit's writer where no write recorded one.
+fn owner(attr: &Attr) -> saker_rpc::Cred {
+    saker_rpc::Cred {
+        uid: attr.uid,
+        gid: attr.gid,
+        groups: Vec::new(),
     }
 }

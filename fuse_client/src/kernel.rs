@@ -369,10 +369,8 @@ impl fuser::Filesystem for SakerFs {
         reply: ReplyWrite,
     ) {
         let _op = Op::start("write");
-        let unprivileged = write_flags
-            .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
-            .then(|| self.who(req));
-        match SakerFs::write(self, fh.0, offset, data, unprivileged.as_ref()) {
+        let unprivileged = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match SakerFs::write(self, fh.0, offset, data, &self.who(req), unprivileged) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(fail("write", &e)),
         }

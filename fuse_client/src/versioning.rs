@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use saker_rpc::{DefaultLock, LockConfig, MetaError, MetaRequest, MetaResponse, Versioning};
+use saker_rpc::{BucketWrites, MetaError, MetaRequest, MetaResponse, Versioning};
 
 use crate::error::Result;
 use crate::fs::SakerFs;
@@ -20,41 +20,10 @@ use crate::fs::SakerFs;
 /// How long a bucket's settings are used before they are read again (the gateway's refresh).
 pub const REFRESH: Duration = Duration::from_secs(2);
 
-/// What a write needs of its bucket's settings.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BucketWrites {
-    pub versioning: Versioning,
-    /// The bucket's default retention, if it has Object Lock with one.
-    pub default_lock: Option<DefaultLock>,
-}
-
 /// Each bucket's settings, with when they were read.
 #[derive(Default)]
 pub struct Settings {
     read: HashMap<String, (BucketWrites, Instant)>,
-}
-
-/// The versioning setting as the gateway stores it.
-fn parse(value: &[u8]) -> Result<Versioning> {
-    Versioning::from_setting(value).ok_or_else(|| {
-        let text = String::from_utf8_lossy(value);
-        MetaError::Internal(format!("versioning status {text:?}")).into()
-    })
-}
-
-/// The settings in the records group 1 answered (`buckets/<bucket>/<setting>`).
-fn from_records(records: &[(String, Vec<u8>)]) -> Result<BucketWrites> {
-    let mut w = BucketWrites::default();
-    for (key, value) in records {
-        if key.ends_with("/versioning") {
-            w.versioning = parse(value)?;
-        } else if key.ends_with("/object-lock") {
-            let config = LockConfig::parse(value)
-                .map_err(|e| MetaError::Internal(format!("object lock setting: {e}")))?;
-            w.default_lock = config.default;
-        }
-    }
-    Ok(w)
 }
 
 impl SakerFs {
@@ -82,7 +51,7 @@ impl SakerFs {
             bucket: bucket.clone(),
         };
         let w = match self.block(self.cluster.call_group(*first, req))? {
-            MetaResponse::Records(r) => from_records(&r)?,
+            MetaResponse::Records(r) => BucketWrites::from_records(&r)?,
             other => {
                 return Err(
                     MetaError::Internal(format!("BucketVersioning answered {other:?}")).into(),
@@ -103,6 +72,8 @@ mod tests {
 
     #[test]
     fn the_gateway_s_words_parse() {
+        let records = |v: &[u8]| vec![("buckets/b/versioning".to_string(), v.to_vec())];
+        let parse = |v: &[u8]| BucketWrites::from_records(&records(v)).map(|w| w.versioning);
         assert_eq!(parse(b"Enabled").unwrap(), Versioning::Enabled);
         assert_eq!(parse(b"Suspended").unwrap(), Versioning::Suspended);
         assert!(parse(b"enabled").is_err());
@@ -115,12 +86,15 @@ mod tests {
             ("buckets/b/object-lock".to_string(), lock.to_vec()),
             ("buckets/b/versioning".to_string(), b"Enabled".to_vec()),
         ];
-        let w = from_records(&records).unwrap();
+        let w = BucketWrites::from_records(&records).unwrap();
         assert_eq!(w.versioning, Versioning::Enabled);
         let d = w.default_lock.unwrap();
         assert_eq!((d.mode, d.days), (saker_rpc::LockMode::Compliance, Some(3)));
-        assert_eq!(from_records(&[]).unwrap(), BucketWrites::default());
+        assert_eq!(
+            BucketWrites::from_records(&[]).unwrap(),
+            BucketWrites::default()
+        );
         let bad = [("buckets/b/object-lock".to_string(), b"{".to_vec())];
-        assert!(from_records(&bad).is_err());
+        assert!(BucketWrites::from_records(&bad).is_err());
     }
 }

@@ -36,6 +36,19 @@ pub struct ChunkRef {
     pub crc32c: u32,
 }
 
+/// A new chunk id for the bytes of file `id`: random high 64 bits, the inode id low (the
+/// mount's chunks; the S3 path's ids are random throughout). An MNode takes a commit's layout
+/// only where every chunk is the file's own ([`chunk_of`]), so a client cannot point a file
+/// at another file's chunks (whose collection would then delete data still in use).
+pub fn chunk_for(id: InodeId) -> u128 {
+    (u128::from(rand::random::<u64>()) << 64) | u128::from(id)
+}
+
+/// Whether chunk `chunk` was made for file `id` ([`chunk_for`]).
+pub fn chunk_of(id: InodeId, chunk: u128) -> bool {
+    chunk as u64 == id
+}
+
 /// Where a file's bytes are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Layout {

@@ -430,6 +430,14 @@ pub(crate) fn request_token() -> Option<String> {
     p.credential.token(now_secs())
 }
 
+/// A key for `label` derived from the cluster secret of this process's node credential (what
+/// MNodes sign for clients with, [`crate::capability`]); `None` without one.
+pub fn node_key(label: &str) -> Option<Vec<u8>> {
+    let p = process().filter(|p| p.credential.kind == Kind::Node)?;
+    let secret = hex::decode(p.credential.secret.as_deref()?).ok()?;
+    Some(derive(&secret, label))
+}
+
 /// The TLS config this process calls with; `None` under `--insecure-rpc`.
 pub(crate) fn client_tls() -> Result<Option<Arc<tokio_rustls::rustls::ClientConfig>>, String> {
     let Some(p) = process() else {

@@ -6,6 +6,7 @@
 
 pub mod attr;
 pub mod auth;
+pub mod capability;
 pub mod chunk;
 mod cluster_map;
 pub mod error;
@@ -18,9 +19,10 @@ pub mod trace_context;
 pub mod transport;
 
 pub use attr::{
-    check_tier_name, Attr, Checksums, ChunkRef, Entry, FileKind, Layout, ObjectMeta, PartInfo,
-    Restored, Sse, TierRef,
+    check_tier_name, chunk_for, chunk_of, Attr, Checksums, ChunkRef, Entry, FileKind, Layout,
+    ObjectMeta, PartInfo, Restored, Sse, TierRef,
 };
+pub use capability::CommitReceipt;
 pub use chunk::{
     next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
@@ -33,8 +35,8 @@ pub use meta::{
     ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
 };
 pub use meta::{
-    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
-    NULL_VERSION,
+    version_id, version_inode, BucketWrites, RenameVersioning, VersionEntry, VersionKind,
+    Versioning, NULL_VERSION,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

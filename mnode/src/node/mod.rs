@@ -11,6 +11,7 @@ mod leader;
 mod parents;
 mod routing;
 mod serve;
+mod settings;
 mod status;
 
 use std::collections::BTreeMap;
@@ -177,6 +178,8 @@ pub struct Mnode {
     load: Arc<LoadRecorder>,
     /// The group's capacity, when limited.
     ops_limit: Option<OpsLimit>,
+    /// Buckets' settings, for what the MNode decides of clients' writes.
+    settings: settings::Settings,
 }
 
 fn untagged() -> ClientTag {
@@ -285,6 +288,7 @@ impl Mnode {
             snapshot_dir: cfg.snapshot_dir.clone(),
             load,
             ops_limit: cfg.ops_limit.map(OpsLimit::new),
+            settings: Default::default(),
         });
         match &node.engine {
             Engine::Raft(raft) => {

@@ -5,6 +5,7 @@
 use saker_rpc::{Attr, ClientTag, MetaError, MetaRequest, MetaResponse, RemoveCond};
 use tokio::sync::oneshot;
 
+use super::settings::with_receipt;
 use super::{Mnode, MAX_ATTEMPTS};
 use crate::dirty::Need;
 use crate::executor::{ParentUpdates, Pending, Reply};
@@ -38,8 +39,20 @@ impl Mnode {
         }
     }
 
-    /// A request for a name this group owns (or a group-wide one).
+    /// A request for a name this group owns (or a group-wide one), with what the MNode
+    /// decides of it filled in first ([`Mnode::decide`]).
     pub(super) async fn serve(
+        &self,
+        tag: ClientTag,
+        mut req: MetaRequest,
+    ) -> Result<MetaResponse, MetaError> {
+        match self.decide(&mut req).await? {
+            Some(id) => Ok(with_receipt(id, self.serve_decided(tag, req).await?)),
+            None => self.serve_decided(tag, req).await,
+        }
+    }
+
+    async fn serve_decided(
         &self,
         tag: ClientTag,
         req: MetaRequest,

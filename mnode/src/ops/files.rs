@@ -189,6 +189,7 @@ pub(super) struct Committed<'a> {
     pub(super) etag: &'a str,
     pub(super) layout: &'a Layout,
     pub(super) inline: Option<&'a Bytes>,
+    pub(super) cred: &'a Cred,
     pub(super) versioning: Versioning,
     /// The S3 mtime of the bytes this open committed last.
     pub(super) replaces: Option<i64>,
@@ -207,6 +208,27 @@ pub(super) fn commit_file(
         Child::Other(loc) if loc.attr.id == c.id && loc.attr.kind == FileKind::File => loc,
         _ => return Err(MetaError::NotFound),
     };
+    // The owner may commit whatever the mode (a file created read-only is written through
+    // the descriptor that created it; the owner could chmod it anyway), others if they may
+    // write it.
+    if c.cred.uid != loc.attr.uid {
+        perm::check(&loc.attr, c.cred, access::WRITE)?;
+    }
+    // Chunks the file holds now would be released (or locked in a version) while the new
+    // bytes use them; refused before the retention check, whose refusal releases the
+    // commit's chunks.
+    let held = loc.attr.layout.chunks();
+    if let Some(dup) = c
+        .layout
+        .chunks()
+        .iter()
+        .find(|n| held.iter().any(|h| h.id == n.id))
+    {
+        return Err(MetaError::Invalid(format!(
+            "chunk {:032x} is in the bytes this commit replaces",
+            dup.id
+        )));
+    }
     retention::may_remove(txn, ctx, c.id, false)?;
     let mut attr = loc.attr;
     let new_version = c.versioning != Versioning::Off

@@ -236,8 +236,10 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             etag,
             layout,
             inline,
+            cred,
             versioning,
             replaces,
+            ..
         } => commit_file(
             txn,
             ctx,
@@ -248,6 +250,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 etag,
                 layout,
                 inline: inline.as_ref(),
+                cred,
                 versioning: *versioning,
                 replaces: *replaces,
             },

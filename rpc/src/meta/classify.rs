@@ -154,6 +154,12 @@ impl MetaRequest {
                 return Err(crate::MetaError::Invalid("bad tier key length".into()));
             }
         }
+        if let MetaRequest::Shared { op, .. } = self {
+            op.validate()?;
+        }
+        if let MetaRequest::CommitFile { id, layout, .. } = self {
+            check_commit_layout(*id, layout)?;
+        }
         if let MetaRequest::BucketVersioning { bucket } = self {
             saker_namespace::validate_bucket_name(bucket)
                 .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
@@ -460,5 +466,24 @@ impl MetaRequest {
             MetaRequest::CoordScan { .. } => "coord_scan",
             MetaRequest::BucketVersioning { .. } => "bucket_versioning",
         }
+    }
+}
+
+/// A commit's layout: inline bytes, or chunks made for this very file ([`crate::chunk_of`]).
+/// Anything else (another file's chunks, a tier's copy, a hard link's reference) would hand
+/// a client other data, or have the collector delete it while still in use.
+fn check_commit_layout(id: crate::InodeId, layout: &crate::Layout) -> Result<(), crate::MetaError> {
+    match layout {
+        crate::Layout::Inline => Ok(()),
+        crate::Layout::Chunks(chunks) => match chunks.iter().find(|c| !crate::chunk_of(id, c.id)) {
+            None => Ok(()),
+            Some(c) => Err(crate::MetaError::Invalid(format!(
+                "chunk {:032x} was not made for file {id}",
+                c.id
+            ))),
+        },
+        _ => Err(crate::MetaError::Invalid(
+            "a commit brings inline bytes or chunks".into(),
+        )),
     }
 }

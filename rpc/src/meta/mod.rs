@@ -7,7 +7,10 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use crate::attr::chunk_of;
 use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta};
+use crate::capability::CommitReceipt;
 use crate::InodeId;
 pub use saker_namespace::Dentry;
 
@@ -27,8 +30,8 @@ pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
 pub use versions::{
-    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
-    NULL_VERSION,
+    version_id, version_inode, BucketWrites, RenameVersioning, VersionEntry, VersionKind,
+    Versioning, NULL_VERSION,
 };
 
 /// A metadata operation.
@@ -318,10 +321,14 @@ pub enum MetaRequest {
         versioning: Versioning,
     },
     /// Replace the bytes of the file `id` at `path` (a FUSE close or fsync): `NotFound` if
-    /// `path` no longer names `id`. Attributes and S3 metadata stay. In a bucket that keeps
-    /// versions the bytes replaced stay as a noncurrent version, unless they are the ones
-    /// this open committed last (`replaces`: their S3 mtime) or there are none (an empty
-    /// file, as create and truncate leave it).
+    /// `path` no longer names `id`. Attributes and S3 metadata stay. Answers `Committed`.
+    ///
+    /// The serving MNode decides what the commit keeps: in a bucket that keeps versions (its
+    /// own copy of the bucket's setting) the bytes replaced stay as a noncurrent version,
+    /// unless they are the ones this open committed last (`receipt`, signed by an MNode) or
+    /// there are none (an empty file, as create and truncate leave it). It refuses a layout
+    /// other than inline bytes or chunks of this file's own ([`chunk_of`]), and a commit by a
+    /// `cred` that neither owns the file nor may write it.
     CommitFile {
         path: Vec<String>,
         id: InodeId,
@@ -329,7 +336,16 @@ pub enum MetaRequest {
         etag: String,
         layout: Layout,
         inline: Option<Bytes>,
+        /// Who writes, as the client states it (as NFS AUTH_SYS does).
+        cred: Cred,
+        /// The answer to this open's last commit, if it made one.
+        receipt: Option<CommitReceipt>,
+        /// Set by the serving MNode from the bucket's settings; never read from the wire.
+        #[serde(skip)]
         versioning: Versioning,
+        /// Set by the serving MNode from a valid `receipt`: the S3 mtime of the bytes this
+        /// open committed last. Never read from the wire.
+        #[serde(skip)]
         replaces: Option<i64>,
     },
     CreateBucket {

@@ -9,6 +9,11 @@ use super::*;
 pub enum MetaResponse {
     Done,
     Attr(Attr),
+    /// A `CommitFile`'s file as committed, with the receipt its next commit sends back.
+    Committed {
+        attr: Attr,
+        receipt: crate::capability::CommitReceipt,
+    },
     Object(Box<ObjectView>),
     Entries(Vec<Entry>),
     Attrs(Vec<Attr>),

@@ -34,6 +34,36 @@ impl Versioning {
     }
 }
 
+/// What a write needs of its bucket's settings (the gateway's records of it, kept by the
+/// coordinator in the cluster's first group): how it keeps versions, and its default
+/// retention if it has Object Lock with one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BucketWrites {
+    pub versioning: Versioning,
+    pub default_lock: Option<crate::DefaultLock>,
+}
+
+impl BucketWrites {
+    /// The settings in the records group 1 answers to `BucketVersioning`
+    /// (`buckets/<bucket>/<setting>`).
+    pub fn from_records(records: &[(String, Vec<u8>)]) -> Result<Self, crate::MetaError> {
+        let mut w = Self::default();
+        for (key, value) in records {
+            if key.ends_with("/versioning") {
+                w.versioning = Versioning::from_setting(value).ok_or_else(|| {
+                    let text = String::from_utf8_lossy(value);
+                    crate::MetaError::Internal(format!("versioning status {text:?}"))
+                })?;
+            } else if key.ends_with("/object-lock") {
+                let config = crate::LockConfig::parse(value)
+                    .map_err(|e| crate::MetaError::Internal(format!("object lock setting: {e}")))?;
+                w.default_lock = config.default;
+            }
+        }
+        Ok(w)
+    }
+}
+
 /// How the buckets of a mount's rename keep versions: the old name's (where the file leaves
 /// a delete marker) and the new name's (where it is a new version).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,0 +1,256 @@
+//! What an MNode decides of a library client's `CommitFile` (a mount with a client
+//! credential), against a real `saker server`: it checks the writer's identity, refuses a
+//! layout naming another file's chunks (or the chunks the commit replaces), and itself decides
+//! whether the replaced bytes stay as a noncurrent version, taking from the client only a
+//! receipt an MNode signed.
+
+mod common;
+
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use common::*;
+use saker_client::{ChunkWriter, Cluster};
+use saker_rpc::auth::{install, Credential};
+use saker_rpc::{Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse, Want};
+
+const BUCKET: &str = "commits";
+const VERSIONED: &str = "commits-versioned";
+
+fn path(p: &str) -> Vec<String> {
+    p.split('/').map(str::to_string).collect()
+}
+
+fn user() -> Cred {
+    Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    }
+}
+
+async fn attr_of(lib: &Cluster, p: &str) -> Attr {
+    let req = MetaRequest::Access {
+        path: path(p),
+        mask: 0,
+        cred: Cred::ROOT,
+        want: Want::ATTR,
+    };
+    match lib.call(&path(p), req).await.unwrap() {
+        MetaResponse::Object(view) => view.attr,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Makes `p`, owned by root with mode 0644.
+async fn create(lib: &Cluster, p: &str) -> Attr {
+    let req = MetaRequest::Create {
+        path: path(p),
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        exclusive: true,
+        symlink: None,
+        special: None,
+        cred: Cred::ROOT,
+        defer: false,
+        versioning: Default::default(),
+    };
+    match lib.call(&path(p), req).await.unwrap() {
+        MetaResponse::Attr(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Chunks holding `data`, made for file `id` (as a mount makes them).
+async fn chunks_for(lib: &Cluster, id: u64, data: &[u8]) -> Layout {
+    let mut w = ChunkWriter::new(lib).for_file(id);
+    w.write(data).await.unwrap();
+    w.finish_chunked().await.unwrap().layout
+}
+
+fn commit(
+    p: &str,
+    id: u64,
+    size: usize,
+    layout: Layout,
+    cred: Cred,
+    receipt: Option<CommitReceipt>,
+) -> MetaRequest {
+    MetaRequest::CommitFile {
+        path: path(p),
+        id,
+        size: size as u64,
+        etag: "\"0\"".into(),
+        layout,
+        inline: None,
+        cred,
+        receipt,
+        versioning: Default::default(),
+        replaces: None,
+    }
+}
+
+async fn committed(
+    lib: &Cluster,
+    p: &str,
+    req: MetaRequest,
+) -> Result<(Attr, CommitReceipt), MetaError> {
+    match lib.call(&path(p), req).await? {
+        MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
+        other => panic!("CommitFile answered {other:?}"),
+    }
+}
+
+async fn versions(srv: &Server, key: &str) -> usize {
+    let out = srv
+        .client()
+        .list_object_versions()
+        .bucket(VERSIONED)
+        .prefix(key)
+        .send()
+        .await
+        .unwrap();
+    out.versions()
+        .iter()
+        .filter(|v| v.key() == Some(key))
+        .count()
+}
+
+#[tokio::test]
+async fn the_mnode_decides_what_a_client_s_commit_does() {
+    let srv = Server::default_start();
+    let node = Credential::load(&srv.credential_path()).unwrap();
+    install(node.client().unwrap());
+    let s3 = srv.client();
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+
+    // Another file's bytes, written through S3.
+    let theirs = random_bytes(300 * 1024);
+    put(&s3, BUCKET, "theirs", &theirs).await;
+    let their_layout = attr_of(&lib, &format!("{BUCKET}/theirs")).await.layout;
+    assert!(!their_layout.chunks().is_empty());
+
+    let f = format!("{BUCKET}/mine");
+    let id = create(&lib, &f).await.id;
+    let first = random_bytes(200 * 1024);
+    let layout = chunks_for(&lib, id, &first).await;
+
+    // A writer who neither owns the file nor may write it.
+    let r = committed(
+        &lib,
+        &f,
+        commit(&f, id, first.len(), layout.clone(), user(), None),
+    )
+    .await;
+    assert!(matches!(r, Err(MetaError::AccessDenied)), "{r:?}");
+    // Another file's chunks, and chunks made for another file.
+    let r = committed(
+        &lib,
+        &f,
+        commit(&f, id, theirs.len(), their_layout.clone(), Cred::ROOT, None),
+    )
+    .await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    let elsewhere = chunks_for(&lib, id + 1, &first).await;
+    let r = committed(
+        &lib,
+        &f,
+        commit(&f, id, first.len(), elsewhere, Cred::ROOT, None),
+    )
+    .await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    // Nothing of the other file was touched.
+    assert_eq!(get_bytes(&s3, BUCKET, "theirs").await, theirs);
+
+    // The owner commits.
+    let (attr, _) = committed(
+        &lib,
+        &f,
+        commit(&f, id, first.len(), layout.clone(), Cred::ROOT, None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(attr.size, first.len() as u64);
+    assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
+    // The chunks the file holds now cannot be committed again (their release would be the
+    // new bytes' loss).
+    let r = committed(
+        &lib,
+        &f,
+        commit(&f, id, first.len(), layout, Cred::ROOT, None),
+    )
+    .await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
+
+    // In a bucket that keeps versions the client has no say in it (the request carries no
+    // setting). (A bucket of its own: an MNode's copy of a bucket's settings is refreshed
+    // as a gateway's is, within 2 s of a change.)
+    s3.create_bucket().bucket(VERSIONED).send().await.unwrap();
+    s3.put_bucket_versioning()
+        .bucket(VERSIONED)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let f = format!("{VERSIONED}/mine");
+    let id = create(&lib, &f).await.id;
+    // The first bytes replace none.
+    let layout = chunks_for(&lib, id, &first).await;
+    committed(
+        &lib,
+        &f,
+        commit(&f, id, first.len(), layout, Cred::ROOT, None),
+    )
+    .await
+    .unwrap();
+    let before = versions(&srv, "mine").await;
+    let write = |kib: usize, receipt: Option<CommitReceipt>| {
+        let data = random_bytes(kib * 1024);
+        let lib = &lib;
+        let f = f.clone();
+        async move {
+            let layout = chunks_for(lib, id, &data).await;
+            let (_, r) = committed(
+                lib,
+                &f,
+                commit(&f, id, data.len(), layout, Cred::ROOT, receipt),
+            )
+            .await
+            .unwrap();
+            (data, r)
+        }
+    };
+    // Without a receipt, the bytes replaced stay as a noncurrent version.
+    let (data, r1) = write(101, None).await;
+    assert_eq!(versions(&srv, "mine").await, before + 1);
+    assert_eq!(get_bytes(&s3, VERSIONED, "mine").await, data);
+    // With the receipt of the commit that made them, they are replaced in place.
+    let (last, r2) = write(102, Some(r1)).await;
+    assert_eq!(versions(&srv, "mine").await, before + 1);
+    assert_eq!(get_bytes(&s3, VERSIONED, "mine").await, last);
+    // A receipt changed by the client, or one for older bytes, keeps them.
+    let mut forged = r2;
+    forged.mtime_ns += 1;
+    write(103, Some(forged)).await;
+    assert_eq!(versions(&srv, "mine").await, before + 2);
+    let (data, _) = write(104, Some(r2)).await;
+    assert_eq!(versions(&srv, "mine").await, before + 3);
+    assert_eq!(get_bytes(&s3, VERSIONED, "mine").await, data);
+    // The version the forged receipt would have dropped is still there, whole.
+    let listed = s3
+        .list_object_versions()
+        .bucket(VERSIONED)
+        .prefix("mine")
+        .send()
+        .await
+        .unwrap();
+    let sizes: Vec<i64> = listed.versions().iter().filter_map(|v| v.size()).collect();
+    assert!(sizes.contains(&(last.len() as i64)), "{sizes:?}");
+}
