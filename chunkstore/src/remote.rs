@@ -61,6 +61,7 @@ impl ChunkStore for RemoteChunkStore {
                 id: id.0,
                 offset,
                 len,
+                grant: saker_rpc::capability::held(id.0),
             })
             .await?
         {
@@ -137,9 +138,9 @@ impl ChunkService for ChunkServer {
                     crc32c: info.crc32c,
                 }
             }
-            ChunkRequest::Get { id, offset, len } => {
-                ChunkReply::Data(store.get(ChunkId(id), offset, len).await.map_err(to_wire)?)
-            }
+            ChunkRequest::Get {
+                id, offset, len, ..
+            } => ChunkReply::Data(store.get(ChunkId(id), offset, len).await.map_err(to_wire)?),
             ChunkRequest::Delete { id } => {
                 store.delete(ChunkId(id)).await.map_err(to_wire)?;
                 ChunkReply::Done

@@ -1,8 +1,9 @@
-//! What an MNode decides of a library client's `CommitFile` (a mount with a client
-//! credential), against a real `saker server`: it checks the writer's identity, refuses a
-//! layout naming another file's chunks (or the chunks the commit replaces), and itself decides
-//! whether the replaced bytes stay as a noncurrent version, taking from the client only a
-//! receipt an MNode signed.
+//! What an MNode decides of a library client's requests (a mount with a client credential),
+//! against a real `saker server`: a `CommitFile` is checked against the writer's identity,
+//! refused a layout naming another file's chunks (or the chunks the commit replaces), and the
+//! MNode itself decides whether the replaced bytes stay as a noncurrent version, taking from
+//! the client only a receipt an MNode signed. A client reads a chunk only with a grant an
+//! MNode gave after a permission check.
 
 mod common;
 
@@ -10,7 +11,10 @@ use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use common::*;
 use saker_client::{ChunkWriter, Cluster};
 use saker_rpc::auth::{install, Credential};
-use saker_rpc::{Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse, Want};
+use saker_rpc::{
+    access as mode, Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse,
+    ObjectView, Want,
+};
 
 const BUCKET: &str = "commits";
 const VERSIONED: &str = "commits-versioned";
@@ -27,17 +31,21 @@ fn user() -> Cred {
     }
 }
 
-async fn attr_of(lib: &Cluster, p: &str) -> Attr {
+async fn access(lib: &Cluster, p: &str, mask: u32, cred: Cred) -> Result<ObjectView, MetaError> {
     let req = MetaRequest::Access {
         path: path(p),
-        mask: 0,
-        cred: Cred::ROOT,
+        mask,
+        cred,
         want: Want::ATTR,
     };
-    match lib.call(&path(p), req).await.unwrap() {
-        MetaResponse::Object(view) => view.attr,
+    match lib.call(&path(p), req).await? {
+        MetaResponse::Object(view) => Ok(*view),
         other => panic!("{other:?}"),
     }
+}
+
+async fn attr_of(lib: &Cluster, p: &str) -> Attr {
+    access(lib, p, 0, Cred::ROOT).await.unwrap().attr
 }
 
 /// Makes `p`, owned by root with mode 0644.
@@ -253,4 +261,47 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
         .unwrap();
     let sizes: Vec<i64> = listed.versions().iter().filter_map(|v| v.size()).collect();
     assert!(sizes.contains(&(last.len() as i64)), "{sizes:?}");
+}
+
+#[tokio::test]
+async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
+    let srv = Server::default_start();
+    let node = Credential::load(&srv.credential_path()).unwrap();
+    install(node.client().unwrap());
+    let s3 = srv.client();
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let secret = random_bytes(300 * 1024);
+    put(&s3, BUCKET, "secret", &secret).await;
+    let f = format!("{BUCKET}/secret");
+    let chmod = MetaRequest::chmod(path(&f), 0o100600, Cred::ROOT);
+    lib.call(&path(&f), chmod).await.unwrap();
+    let whole = saker_client::ReadRange {
+        start: 0,
+        end: secret.len() as u64,
+    };
+
+    // Attributes alone (no permission checked) come without grants: the chunk ids they name
+    // do not open the chunks.
+    let view = access(&lib, &f, 0, user()).await.unwrap();
+    assert!(!view.attr.layout.chunks().is_empty());
+    assert!(view.grants.is_empty(), "{:?}", view.grants);
+    match lib.read_bytes(&view.attr.layout, None, whole).await {
+        Err(e) => assert!(e.to_string().contains("grant"), "{e}"),
+        Ok(b) => panic!("read {} bytes without a grant", b.len()),
+    }
+    // A caller without read permission gets nothing.
+    let r = access(&lib, &f, mode::READ, user()).await;
+    assert!(matches!(r, Err(MetaError::AccessDenied)), "{r:?}");
+    // One with it gets a grant for each chunk, and reads.
+    let view = access(&lib, &f, mode::READ, Cred::ROOT).await.unwrap();
+    assert_eq!(view.grants.len(), view.attr.layout.chunks().len());
+    saker_rpc::capability::hold(&view.grants);
+    let got = lib
+        .read_bytes(&view.attr.layout, None, whole)
+        .await
+        .unwrap();
+    assert_eq!(got, secret);
 }

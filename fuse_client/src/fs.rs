@@ -358,7 +358,10 @@ impl SakerFs {
             want,
         };
         match self.call(path, req).await? {
-            MetaResponse::Object(v) => Ok(*v),
+            MetaResponse::Object(v) => {
+                saker_rpc::capability::hold(&v.grants);
+                Ok(*v)
+            }
             other => Err(MetaError::Internal(format!("access answered {other:?}")).into()),
         }
     }
@@ -517,6 +520,9 @@ impl SakerFs {
         if size == 0 {
             f.empty(&self.cfg.buffer_dir);
         } else {
+            if f.buf.is_none() {
+                self.ensure_grants(ino, &f.attr.layout, caller, access::WRITE)?;
+            }
             self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
             f.buf.as_mut().expect("materialized").truncate(size)?;
         }

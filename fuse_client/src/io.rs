@@ -3,16 +3,42 @@
 //! retention of a bucket with Object Lock), and release.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use saker_client::ReadRange;
-use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse};
+use saker_rpc::{access, Attr, Layout, MetaError, MetaRequest, MetaResponse, Want};
 
 use crate::error::{FuseError, Result};
 use crate::file::OpenFile;
 use crate::fs::{drop_setid_bits, Caller, SakerFs};
 
+/// How long before its grants lapse a file's chunks are granted again.
+const GRANT_MARGIN: Duration = Duration::from_secs(60);
+
 impl SakerFs {
+    /// Makes sure this process holds grants to read the chunks of `layout`, file `ino`'s,
+    /// for a while yet: else asks the MNode again, as `caller` with `mask` (an open's check
+    /// again, so a reader who lost the permission since stops reading).
+    pub(crate) fn ensure_grants(
+        &self,
+        ino: u64,
+        layout: &Layout,
+        caller: &Caller,
+        mask: u32,
+    ) -> Result<()> {
+        let chunks = layout.chunks().iter().map(|c| c.id);
+        if saker_rpc::capability::covers(chunks, GRANT_MARGIN) {
+            return Ok(());
+        }
+        let path = self.path(ino)?;
+        let view = self.block(self.access_view(&path, mask, caller, Want::ATTR))?;
+        if view.attr.id != ino {
+            return Err(FuseError::Stale);
+        }
+        Ok(())
+    }
+
     /// `fh`'s file: its local state, its inode and whether the handle appends.
     fn file(&self, fh: u64) -> Result<(Arc<Mutex<OpenFile>>, u64, bool)> {
         let (ino, append) = {
@@ -29,8 +55,8 @@ impl SakerFs {
         Ok((f, ino, append))
     }
 
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let (file, _, _) = self.file(fh)?;
+    pub fn read(&self, fh: u64, offset: u64, size: u32, reader: &Caller) -> Result<Vec<u8>> {
+        let (file, ino, _) = self.file(fh)?;
         let (layout, inline, len, keystream) = {
             let f = file.lock();
             if let Some(b) = &f.buf {
@@ -50,6 +76,7 @@ impl SakerFs {
         if offset >= end {
             return Ok(Vec::new());
         }
+        self.ensure_grants(ino, &layout, reader, access::READ)?;
         // This thread waits for the bytes anyway: it reads the chunk itself.
         let range = ReadRange { start: offset, end };
         let mut bytes = saker_chunkstore::reads_in_place(|| {
@@ -85,6 +112,9 @@ impl SakerFs {
             }
         }
         let mut f = file.lock();
+        if f.buf.is_none() {
+            self.ensure_grants(f.attr.id, &f.attr.layout, writer, access::WRITE)?;
+        }
         self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
         let buf = f.buf.as_mut().expect("materialized");
         let offset = if append { buf.size } else { offset };

@@ -340,7 +340,7 @@ impl fuser::Filesystem for SakerFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -350,7 +350,7 @@ impl fuser::Filesystem for SakerFs {
         reply: ReplyData,
     ) {
         let _op = Op::start("read");
-        match SakerFs::read(self, fh.0, offset, size) {
+        match SakerFs::read(self, fh.0, offset, size, &self.who(req)) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(fail("read", &e)),
         }

@@ -156,6 +156,7 @@ fn lookup<V: View + ?Sized>(
             tags: None,
             lock: None,
             acl: None,
+            grants: Vec::new(),
         })));
     }
     let chain = resolve_parents(v, r, path).map_err(|e| match e {
@@ -259,6 +260,7 @@ fn view<V: View + ?Sized>(
         tags,
         lock,
         acl,
+        grants: Vec::new(),
     })))
 }
 

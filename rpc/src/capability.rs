@@ -1,14 +1,17 @@
 //! What an MNode signs for a client, so that a later request of that client can prove it
-//! without the MNode keeping state: a commit's receipt (which version the commit made, so
-//! that the same open's next commit may replace those bytes without keeping them as a
-//! noncurrent version).
+//! without anyone keeping state: a commit's receipt (which version the commit made, so that
+//! the same open's next commit may replace those bytes without keeping them as a noncurrent
+//! version), and chunk grants (a chunkstore serves a client's read of a chunk only with a
+//! grant an MNode gave with the file's layout, after the permission check of the open).
 //!
 //! The key is derived from the cluster secret every node credential holds, so any MNode of
 //! any group checks what another signed. A process without a node credential (tests that
 //! run groups in one process) signs with a random key of its own: what it signed is refused
 //! after a restart, which costs one extra noncurrent version at most.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -17,6 +20,10 @@ use sha2::Sha256;
 use crate::InodeId;
 
 const COMMIT_LABEL: &str = "saker commit receipt v1";
+const GRANT_LABEL: &str = "saker chunk grant v1";
+/// How long a chunk grant lasts: a reader holding a file open longer asks again (and is
+/// checked again).
+pub const GRANT_FOR: Duration = Duration::from_secs(600);
 
 fn key(label: &str) -> Vec<u8> {
     static FALLBACK: OnceLock<[u8; 32]> = OnceLock::new();
@@ -54,15 +61,94 @@ impl CommitReceipt {
     /// The S3 mtime of the version this receipt proves a commit of file `id` made; `None`
     /// for a receipt this cluster did not sign for `id`.
     pub fn verify(&self, id: InodeId) -> Option<i64> {
-        let expected = Self::sign(id, self.mtime_ns);
-        // Constant time: the comparison does not tell how much of a forged MAC was right.
-        let diff = expected
-            .mac
-            .iter()
-            .zip(self.mac)
-            .fold(0u8, |d, (a, b)| d | (a ^ b));
-        (diff == 0).then_some(self.mtime_ns)
+        same(&Self::sign(id, self.mtime_ns).mac, &self.mac).then_some(self.mtime_ns)
     }
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn same(a: &[u8; 16], b: &[u8; 16]) -> bool {
+    // Constant time: the comparison does not tell how much of a forged MAC was right.
+    a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// Leave to read one chunk of file `inode` until `expires_s` (Unix seconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkGrant {
+    pub inode: InodeId,
+    pub expires_s: u64,
+    mac: [u8; 16],
+}
+
+impl ChunkGrant {
+    /// Grants reading chunk `chunk` of file `inode` for [`GRANT_FOR`].
+    pub fn sign(chunk: u128, inode: InodeId) -> Self {
+        Self::sign_until(chunk, inode, now_s() + GRANT_FOR.as_secs())
+    }
+
+    fn sign_until(chunk: u128, inode: InodeId, expires_s: u64) -> Self {
+        let parts: [&[u8]; 3] = [
+            &chunk.to_le_bytes(),
+            &inode.to_le_bytes(),
+            &expires_s.to_le_bytes(),
+        ];
+        Self {
+            inode,
+            expires_s,
+            mac: mac(GRANT_LABEL, &parts),
+        }
+    }
+
+    /// Whether this grant, signed by this cluster, lets its holder read `chunk` now.
+    pub fn allows(&self, chunk: u128) -> bool {
+        self.expires_s > now_s()
+            && same(
+                &Self::sign_until(chunk, self.inode, self.expires_s).mac,
+                &self.mac,
+            )
+    }
+}
+
+/// The chunk grants this process holds (a client's), by chunk id: what its chunk reads
+/// show the chunkstores.
+static HELD: Mutex<Option<HashMap<u128, ChunkGrant>>> = Mutex::new(None);
+
+/// Keeps `grants` for this process's chunk reads.
+pub fn hold(grants: &[(u128, ChunkGrant)]) {
+    if grants.is_empty() {
+        return;
+    }
+    let mut held = HELD.lock().expect("grants lock");
+    let map = held.get_or_insert_with(HashMap::new);
+    if map.len() > 100_000 {
+        let now = now_s();
+        map.retain(|_, g| g.expires_s > now);
+    }
+    map.extend(grants.iter().copied());
+}
+
+/// The grant this process holds for reading `chunk`, if any.
+pub fn held(chunk: u128) -> Option<ChunkGrant> {
+    HELD.lock()
+        .expect("grants lock")
+        .as_ref()?
+        .get(&chunk)
+        .copied()
+}
+
+/// Whether this process holds grants for every chunk of `chunks` lasting at least `margin`.
+pub fn covers(chunks: impl IntoIterator<Item = u128>, margin: Duration) -> bool {
+    let until = now_s() + margin.as_secs();
+    let held = HELD.lock().expect("grants lock");
+    chunks.into_iter().all(|c| {
+        held.as_ref()
+            .and_then(|m| m.get(&c))
+            .is_some_and(|g| g.expires_s > until)
+    })
 }
 
 #[cfg(test)]
@@ -82,5 +168,22 @@ mod tests {
         let mut forged = r;
         forged.mac[0] ^= 1;
         assert_eq!(forged.verify(7), None);
+    }
+
+    #[test]
+    fn a_grant_allows_its_chunk_until_it_expires() {
+        let g = ChunkGrant::sign(42, 7);
+        assert!(g.allows(42));
+        assert!(!g.allows(43), "another chunk");
+        let mut longer = g;
+        longer.expires_s += 3600;
+        assert!(!longer.allows(42), "extended by its holder");
+        let past = ChunkGrant::sign_until(42, 7, now_s() - 1);
+        assert!(!past.allows(42), "expired");
+        hold(&[(42, g)]);
+        assert_eq!(held(42), Some(g));
+        assert!(covers([42], Duration::from_secs(60)));
+        assert!(!covers([42, 43], Duration::from_secs(60)));
+        assert!(!covers([42], GRANT_FOR * 2));
     }
 }

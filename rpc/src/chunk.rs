@@ -28,8 +28,14 @@ pub const NO_CHUNKSTORE: &str = "no chunkstore is served at this address";
 pub enum ChunkRequest {
     /// Store durably; an existing id is `AlreadyExists`.
     Put { id: u128, data: Bytes },
-    /// Read `len` bytes at `offset` (clamped to the chunk's end), CRC-checked.
-    Get { id: u128, offset: u64, len: u64 },
+    /// Read `len` bytes at `offset` (clamped to the chunk's end), CRC-checked. A client's
+    /// read shows the grant its MNode gave it for the chunk ([`crate::capability`]).
+    Get {
+        id: u128,
+        offset: u64,
+        len: u64,
+        grant: Option<crate::capability::ChunkGrant>,
+    },
     /// Delete; a missing chunk is fine.
     Delete { id: u128 },
     /// Ids of chunks last modified before `unix_ns` (nanoseconds since the Unix epoch, by the

@@ -80,6 +80,7 @@ impl MetaService for FakeGroup {
                     version_id: None,
                     lock: None,
                     acl: obj.acl,
+                    grants: Vec::new(),
                 }))),
             },
             MetaRequest::DeleteBucket { name } => Err(MetaError::NotOwner {

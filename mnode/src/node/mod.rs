@@ -6,6 +6,7 @@
 mod backup;
 mod controls;
 mod dispatch;
+mod grants;
 mod holds;
 mod leader;
 mod parents;

@@ -46,6 +46,9 @@ impl Mnode {
         tag: ClientTag,
         mut req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
+        if super::grants::wanted(&req) {
+            return Ok(super::grants::add(self.serve_decided(tag, req).await?));
+        }
         match self.decide(&mut req).await? {
             Some(id) => Ok(with_receipt(id, self.serve_decided(tag, req).await?)),
             None => self.serve_decided(tag, req).await,

@@ -190,6 +190,9 @@ pub struct ObjectView {
     pub lock: Option<ObjectLock>,
     /// The object's ACL (filled with `Want::acl`; `None` if it has none).
     pub acl: Option<String>,
+    /// Leave to read the chunks of `attr`'s layout, given with an `Access` that checked
+    /// read or write permission ([`crate::capability`]).
+    pub grants: Vec<(u128, crate::capability::ChunkGrant)>,
 }
 
 /// A change of a directory's attributes made by an op that ran on another group: commutative

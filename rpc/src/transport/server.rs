@@ -588,6 +588,14 @@ async fn chunk_call(
             "a client credential may not delete or list chunks",
         ));
     }
+    if let (Kind::Client, ChunkRequest::Get { id, grant, .. }) = (kind, &req) {
+        if !grant.is_some_and(|g| g.allows(*id)) {
+            return Err(Status::permission_denied(format!(
+                "chunk {id:032x}: a client reads a chunk with a grant from its MNode (none, \
+                 expired or not this cluster's)"
+            )));
+        }
+    }
     let Some(chunks) = chunks else {
         return Ok(Err(ChunkWireError::Unavailable(
             crate::chunk::NO_CHUNKSTORE.into(),

@@ -177,6 +177,7 @@ mod tests {
                 version_id: None,
                 lock: None,
                 acl: Some("{}".into()),
+                grants: vec![(7, crate::capability::ChunkGrant::sign(7, 1))],
             },
         ))));
         round_trip::<Result<MetaResponse, MetaError>>(Err(MetaError::MissingParent { depth: 2 }));
