@@ -20,6 +20,18 @@
 //! receiver's clock. Such a token can be replayed by whoever sees it, which is why it is not
 //! the default. A process holds one credential ([`install`]), used by every channel it opens
 //! and, on a node, to check what it serves.
+//!
+//! # Changing it online
+//!
+//! A running node replaces its credential with [`reload`] (`saker admin cluster-credential
+//! reload`, after its file was rewritten and copied): from plaintext to mutual TLS through the
+//! two [`Transition`] steps, or to a new CA through the three [`crate::tls::Rotation`] steps.
+//! The steps are kept in the credential file, not in the node, so a node restarted halfway
+//! comes back at the step its file says, and every step is one a cluster can take node by
+//! node: [`check_step`] refuses a credential whose nodes would not understand those still at
+//! the step before (a skipped step, another cluster's credential). After a reload, every
+//! channel of the process dials again at its next call ([`generation`]), and each server
+//! looks again at its open connections, closing those the new credential does not let in.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock, RwLock};
