@@ -48,8 +48,12 @@ impl Load {
         let writers = (0..3)
             .map(|i| {
                 let acks = Progress::default();
-                let w =
-                    Writer::start_under(nodes.client(i, false), BUCKET, &format!("w{i}"), acks.clone());
+                let w = Writer::start_under(
+                    nodes.client(i, false),
+                    BUCKET,
+                    &format!("w{i}"),
+                    acks.clone(),
+                );
                 (w, acks)
             })
             .collect();
@@ -113,7 +117,10 @@ impl Load {
             writes += attempts.len();
             let bad = attempts.iter().filter(|(_, ok)| !ok).count();
             if bad > 0 {
-                failed.push(format!("{bad} PUTs failed, the last: {}", acks.lock().unwrap().1));
+                failed.push(format!(
+                    "{bad} PUTs failed, the last: {}",
+                    acks.lock().unwrap().1
+                ));
             }
             acked.extend(ledger);
         }
@@ -230,7 +237,10 @@ async fn a_cluster_upgrades_from_tokens_to_mutual_tls_online_under_load() {
     // The old-format token over plaintext is refused: on the connection opened before the
     // last step (closed by the reload), and on a new one (at the handshake).
     let r = map_from(&captured).await;
-    assert!(r.is_err(), "an open plaintext connection still served: {r:?}");
+    assert!(
+        r.is_err(),
+        "an open plaintext connection still served: {r:?}"
+    );
     for rpc in &nodes.rpc {
         let r = match RpcChannel::connect(rpc).await {
             Ok(ch) => map_from(&ch).await,
@@ -242,7 +252,9 @@ async fn a_cluster_upgrades_from_tokens_to_mutual_tls_online_under_load() {
     // The upgraded credential (same file) is what the cluster serves now.
     install(Credential::load(&file).unwrap());
     for rpc in &nodes.rpc {
-        map_from(&RpcChannel::connect(rpc).await.unwrap()).await.unwrap();
+        map_from(&RpcChannel::connect(rpc).await.unwrap())
+            .await
+            .unwrap();
     }
 }
 
@@ -267,15 +279,24 @@ async fn a_cluster_rotates_its_ca_online_under_load() {
     before.save(&file).unwrap();
 
     let states = step(&nodes, &load, &file, "rotate", "trust-new").await;
-    assert!(states.iter().all(|s| s.contains("rotation trust-new")), "{states:?}");
+    assert!(
+        states.iter().all(|s| s.contains("rotation trust-new")),
+        "{states:?}"
+    );
     assert!(health(&nodes, 2).await.contains("CA rotation"));
     // Clients exported now: signed by the new CA, trusting both.
     let new_client = nodes.dir.path().join("new-client.json");
     export_client(&nodes, &new_client);
     let states = step(&nodes, &load, &file, "rotate", "present-new").await;
-    assert!(states.iter().all(|s| s.contains("rotation present-new")), "{states:?}");
+    assert!(
+        states.iter().all(|s| s.contains("rotation present-new")),
+        "{states:?}"
+    );
     let states = step(&nodes, &load, &file, "rotate", "done").await;
-    assert!(states.iter().all(|s| s.contains("rotation none")), "{states:?}");
+    assert!(
+        states.iter().all(|s| s.contains("rotation none")),
+        "{states:?}"
+    );
     let (writes, reads) = load.finish(&nodes).await;
     println!("rotation: {writes} PUTs and {reads} GETs during the transition, none failed");
 
@@ -285,8 +306,16 @@ async fn a_cluster_rotates_its_ca_online_under_load() {
     assert_ne!(after.tls, before.tls);
     for (case, cred, served) in [
         ("the old node credential", before, false),
-        ("a client of the old CA", Credential::load(&old_client).unwrap(), false),
-        ("a client exported at trust-new", Credential::load(&new_client).unwrap(), true),
+        (
+            "a client of the old CA",
+            Credential::load(&old_client).unwrap(),
+            false,
+        ),
+        (
+            "a client exported at trust-new",
+            Credential::load(&new_client).unwrap(),
+            true,
+        ),
         ("the new node credential", after, true),
     ] {
         install(cred);

@@ -454,7 +454,10 @@ impl Credential {
         if self.transition.is_some() || !self.mutual_tls() {
             return Err("finish the upgrade to mutual TLS before rotating the CA".into());
         }
-        let tls = self.tls.as_ref().expect("a version 2 credential has its CA");
+        let tls = self
+            .tls
+            .as_ref()
+            .expect("a version 2 credential has its CA");
         let tls = tls.rotated(to).map_err(|e| e.to_string())?;
         Ok(Self {
             tls: Some(tls),
@@ -612,9 +615,11 @@ impl Process {
     /// The kind a plaintext request's `token` proves, if plaintext is served.
     pub(crate) fn verify_plaintext(&self, token: Option<&str>) -> Result<Kind, String> {
         if !self.transport.serves_plaintext() {
-            return Err("this node serves mutual TLS only: plaintext RPC (and any token it \
+            return Err(
+                "this node serves mutual TLS only: plaintext RPC (and any token it \
                  carries) is refused"
-                .into());
+                    .into(),
+            );
         }
         let Some(token) = token else {
             return Err(
@@ -724,7 +729,9 @@ pub fn check_step(
         return Err(OLD_CREDENTIAL.into());
     }
     if new_t.serves_plaintext() && new.secret.is_none() {
-        return Err("plaintext callers need the cluster secret, which this credential lacks".into());
+        return Err(
+            "plaintext callers need the cluster secret, which this credential lacks".into(),
+        );
     }
     let cas = |c: &Credential| -> Vec<String> {
         c.tls
@@ -748,7 +755,9 @@ pub fn check_step(
     if old_t.serves_tls() && new_t.serves_tls() {
         let presented = |c: &Credential| c.tls.as_ref().map(|t| t.ca_cert.clone());
         let (old_p, new_p) = (presented(old), presented(new));
-        if !new_p.is_some_and(|p| old_cas.contains(&p)) || !old_p.is_some_and(|p| new_cas.contains(&p)) {
+        if !new_p.is_some_and(|p| old_cas.contains(&p))
+            || !old_p.is_some_and(|p| new_cas.contains(&p))
+        {
             return Err(
                 "this CA change skips a rotation step: nodes still at the old step would not \
                  trust this one's certificate, or it theirs (cluster-credential rotate FILE \
@@ -803,7 +812,12 @@ pub fn describe() -> String {
         return "no cluster credential".into();
     };
     let mut line = format!("rpc {}", p.transport.name());
-    if let Some(tls) = p.credential.tls.as_ref().filter(|_| p.credential.mutual_tls()) {
+    if let Some(tls) = p
+        .credential
+        .tls
+        .as_ref()
+        .filter(|_| p.credential.mutual_tls())
+    {
         let trusted: Vec<String> = tls
             .trusted()
             .into_iter()
@@ -867,11 +881,9 @@ pub const OLD_CREDENTIAL: &str = "this cluster credential predates mutual TLS: u
 /// servers and clients of a test share it).
 pub fn ensure_installed() -> Arc<Credential> {
     let mut set = PROCESS.write().expect("credential lock");
-    set.get_or_insert_with(|| {
-        Arc::new(Process::new(Credential::generate(), Transport::MutualTls))
-    })
-    .credential
-    .clone()
+    set.get_or_insert_with(|| Arc::new(Process::new(Credential::generate(), Transport::MutualTls)))
+        .credential
+        .clone()
 }
 
 /// Seconds since the Unix epoch.
@@ -960,5 +972,75 @@ mod tests {
             up.client().unwrap().upgraded().is_err(),
             "a client is exported anew"
         );
+    }
+
+    #[test]
+    fn upgrade_steps_go_one_at_a_time_and_keep_the_secret() {
+        let v1 = format!(
+            "{{\"version\":1,\"kind\":\"node\",\"secret\":\"{}\"}}",
+            "cd".repeat(32)
+        );
+        let v1 = Credential::decode(v1.as_bytes()).unwrap();
+        let t = Transport::of;
+        assert_eq!(t(&v1, true), Transport::Insecure);
+        assert!(v1.upgrade_step(Some(Transition::DialTls)).is_err());
+        let accept = v1.upgrade_step(Some(Transition::AcceptTls)).unwrap();
+        assert_eq!(t(&accept, true), Transport::AcceptTls, "the file decides");
+        assert_eq!(accept.token(5), v1.token(5));
+        let dial = accept.upgrade_step(Some(Transition::DialTls)).unwrap();
+        assert!(accept.upgrade_step(None).is_err(), "done follows dial-tls");
+        let done = dial.upgrade_step(None).unwrap();
+        assert_eq!(t(&done, false), Transport::MutualTls);
+        assert!(done.upgrade_step(None).is_err());
+        // Saved and loaded, the step is kept.
+        let text = serde_json::to_vec(&dial).unwrap();
+        assert_eq!(Credential::decode(&text).unwrap(), dial);
+
+        // Neighbouring steps only, of the same cluster.
+        let steps = [
+            (&v1, Transport::Insecure),
+            (&accept, Transport::AcceptTls),
+            (&dial, Transport::DialTls),
+            (&done, Transport::MutualTls),
+        ];
+        for (i, (a, ta)) in steps.iter().enumerate() {
+            for (j, (b, tb)) in steps.iter().enumerate() {
+                let r = check_step(a, *ta, b, *tb);
+                assert_eq!(r.is_ok(), i.abs_diff(j) <= 1, "{ta:?} -> {tb:?}: {r:?}");
+            }
+        }
+        let other = Credential::generate().upgrade_step(Some(Transition::AcceptTls));
+        let r = check_step(
+            &v1,
+            Transport::Insecure,
+            &other.unwrap(),
+            Transport::AcceptTls,
+        );
+        assert!(r.unwrap_err().contains("not this cluster's"));
+    }
+
+    #[test]
+    fn rotation_steps_keep_each_neighbour_trusting_the_other() {
+        use crate::tls::Rotation;
+        let a = Credential::generate();
+        let t = Transport::MutualTls;
+        let trust = a.rotation_step(Rotation::TrustNew).unwrap();
+        assert!(a.rotation_step(Rotation::PresentNew).is_err());
+        let present = trust.rotation_step(Rotation::PresentNew).unwrap();
+        let done = present.rotation_step(Rotation::None).unwrap();
+        let steps = [&a, &trust, &present, &done];
+        for (i, x) in steps.iter().enumerate() {
+            for (j, y) in steps.iter().enumerate() {
+                let r = check_step(x, t, y, t);
+                assert_eq!(r.is_ok(), i.abs_diff(j) <= 1, "{i} -> {j}: {r:?}");
+            }
+        }
+        // A client exported at trust-new is signed by the new CA and trusts both.
+        let client = trust.client().unwrap();
+        let ctls = client.tls.as_ref().unwrap();
+        assert_eq!(ctls.ca_cert, done.tls.as_ref().unwrap().ca_cert);
+        assert_eq!(ctls.trusted().len(), 2);
+        assert_eq!(done.tls.as_ref().unwrap().trusted().len(), 1);
+        assert_eq!(done.token(9), a.token(9), "the secret is kept");
     }
 }

@@ -105,7 +105,11 @@ impl std::fmt::Debug for ClusterTls {
             .field("next", &self.next.as_ref().map(|n| fingerprint(&n.ca_cert)))
             .field(
                 "also_trusted",
-                &self.also_trusted.iter().map(|c| fingerprint(c)).collect::<Vec<_>>(),
+                &self
+                    .also_trusted
+                    .iter()
+                    .map(|c| fingerprint(c))
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }

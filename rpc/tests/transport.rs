@@ -688,15 +688,25 @@ async fn a_node_in_the_upgrade_takes_both_then_refuses_plaintext() {
     );
     let addr = running.addr.to_string();
     let map_from = |ch: RpcChannel| async move { ch.cluster_map().await.map(|_| ()) };
+    // The server takes its credential when it starts serving: at this first call (a node at
+    // accept-tls calls in plaintext).
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
 
     auth::install(node.clone());
-    map_from(RpcChannel::connect(&addr).await.unwrap()).await.unwrap();
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
     auth::install_insecure(node.clone());
     let plaintext = RpcChannel::connect(&addr).await.unwrap();
     map_from(plaintext.clone()).await.unwrap();
     auth::install_insecure(Credential::generate());
     let other = map_from(RpcChannel::connect(&addr).await.unwrap()).await;
-    assert!(matches!(other, Err(MetaError::Unauthenticated(_))), "{other:?}");
+    assert!(
+        matches!(other, Err(MetaError::Unauthenticated(_))),
+        "{other:?}"
+    );
 
     // From accept-tls straight to mutual TLS skips dial-tls: refused.
     auth::install_as(accept.clone(), Transport::AcceptTls);
@@ -719,6 +729,8 @@ async fn a_node_in_the_upgrade_takes_both_then_refuses_plaintext() {
     let r = map_from(plaintext).await;
     assert!(r.is_err(), "{r:?}");
     auth::install(node);
-    map_from(RpcChannel::connect(&addr).await.unwrap()).await.unwrap();
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
     running.stop().await;
 }

@@ -237,8 +237,7 @@ impl RpcChannel {
             body: body.clone(),
         };
         let (client, pipe) = self.current();
-        match pipe.call(&client, &self.addr, msg, Some(timeout)).await
-        {
+        match pipe.call(&client, &self.addr, msg, Some(timeout)).await {
             Ok(answer) => return answer.map_err(|e| self.unanswered(e)),
             Err(PipeError::Failed(e)) => return Err(e),
             Err(PipeError::Unsupported(_)) => {}

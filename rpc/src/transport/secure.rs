@@ -334,3 +334,38 @@ impl tower::Service<http::Uri> for Connector {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the acceptor sees first: a TLS ClientHello record, or an HTTP/2 preface.
+    #[tokio::test]
+    async fn the_first_byte_tells_tls_from_plaintext() {
+        use tokio::io::AsyncWriteExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        for (first, tls) in [
+            (&[0x16u8, 0x03, 0x01][..], Some(true)),
+            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", Some(false)),
+            (b"", None),
+        ] {
+            let mut caller = TcpStream::connect(addr).await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            if first.is_empty() {
+                caller.shutdown().await.unwrap();
+            } else {
+                caller.write_all(first).await.unwrap();
+            }
+            assert_eq!(speaks_tls(&tcp).await, tls, "{first:?}");
+            // Peeked, not read: the whole of it is still there.
+            let mut buf = vec![0u8; first.len()];
+            if !first.is_empty() {
+                tokio::io::AsyncReadExt::read_exact(&mut { tcp }, &mut buf)
+                    .await
+                    .unwrap();
+                assert_eq!(buf, first);
+            }
+        }
+    }
+}
