@@ -218,8 +218,14 @@ async fn a_cluster_upgrades_from_tokens_to_mutual_tls_online_under_load() {
     }
     // Step 2: every node calls over TLS. A caller in plaintext with the old token is still
     // served (nodes at step 1 call so): the channel opened here is used again at the end.
+    let plaintext_before = plaintext_requests(&nodes).await;
+    assert!(plaintext_before > 0.0, "no node served plaintext");
     let states = step(&nodes, &load, &file, "upgrade", "dial-tls").await;
     assert!(states.iter().all(|s| s.contains("dial-tls")), "{states:?}");
+    // No node calls in plaintext any more: under the load, no plaintext request is served.
+    let plaintext = plaintext_requests(&nodes).await;
+    load.progress(&nodes).await;
+    assert_eq!(plaintext_requests(&nodes).await, plaintext);
     install_insecure(old.clone());
     let captured = RpcChannel::connect(&nodes.rpc[1]).await.unwrap();
     map_from(&captured).await.unwrap();
@@ -374,4 +380,13 @@ fn export_client(nodes: &Nodes, file: &Path) {
 
 async fn handshakes_refused(nodes: &Nodes, i: usize) -> f64 {
     nodes.metric(i, "saker_rpc_handshakes_refused_total").await
+}
+
+/// Plaintext requests served by all three nodes so far.
+async fn plaintext_requests(nodes: &Nodes) -> f64 {
+    let mut sum = 0.0;
+    for i in 0..3 {
+        sum += nodes.metric(i, "saker_rpc_plaintext_requests_total").await;
+    }
+    sum
 }

@@ -213,31 +213,27 @@ async fn secure(tcp: TcpStream, remote: SocketAddr, started: Arc<Process>) -> Op
         Ok(tls) => tls.cloned(),
         Err(e) => return refused(remote, &format!("this node cannot serve TLS: {e}")),
     };
-    let plain = match (&tls, transport.serves_plaintext()) {
-        (None, _) => true,
-        (Some(_), false) => false,
+    drop(serving);
+    let tls = match tls {
         // Both (an upgrade's middle steps): the caller's first byte says which.
-        (Some(_), true) => match speaks_tls(&tcp).await {
-            Some(is_tls) => !is_tls,
+        Some(tls) if transport.serves_plaintext() => match speaks_tls(&tcp).await {
+            Some(true) => Some(tls),
+            Some(false) => None,
             None => return refused(remote, "it sent nothing in time"),
         },
+        tls => tls,
     };
-    drop(serving);
-    let (tls, plain) = match tls {
-        Some(tls) if !plain => (tls, false),
-        _ => {
-            let info = PeerInfo {
-                remote: Some(remote),
-                kind: None,
-            };
-            return Some(Secured {
-                io: Either::Plain(tcp),
-                info,
-                revoked: Some(revoked(started, None)),
-            });
-        }
+    let Some(tls) = tls else {
+        let info = PeerInfo {
+            remote: Some(remote),
+            kind: None,
+        };
+        return Some(Secured {
+            io: Either::Plain(tcp),
+            info,
+            revoked: Some(revoked(started, None)),
+        });
     };
-    debug_assert!(!plain);
     let handshake = tokio_rustls::TlsAcceptor::from(tls.config).accept(tcp);
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(tls)) => tls,

@@ -282,6 +282,7 @@ fn authenticate(serving: &Process, mut request: Request<()>) -> Result<Request<(
         .and_then(|v| v.to_str().ok());
     match serving.verify_plaintext(token) {
         Ok(kind) => {
+            metrics::PLAINTEXT_REQUESTS.inc();
             request.extensions_mut().insert(kind);
             Ok(request)
         }
