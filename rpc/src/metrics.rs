@@ -19,6 +19,16 @@ pub static SERVER_LATENCY: LazyLock<HistogramVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
+/// RPC requests served in plaintext with a token (`--insecure-rpc`, an online upgrade's middle
+/// steps): once every node calls over TLS, this stops growing, and the upgrade can be done.
+pub static PLAINTEXT_REQUESTS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    prometheus::register_int_counter!(
+        "saker_rpc_plaintext_requests_total",
+        "RPC requests served in plaintext with a token"
+    )
+    .expect("metric registers once")
+});
+
 /// RPC connections refused at the TLS handshake (no certificate, another CA's, an expired
 /// one, a plaintext caller, or one that never finished).
 pub static HANDSHAKES_REFUSED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {

@@ -77,14 +77,40 @@ pub struct ClusterTls {
     /// PEM: the key of `cert`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<String>,
+    /// During a CA rotation's first step (`trust-new`): the CA that replaces this one, with
+    /// its key; trusted already, and what client certificates are signed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next: Option<NextCa>,
+    /// Certificates (PEM) of other CAs trusted too: during a rotation's second step
+    /// (`present-new`), the CA being replaced; in a client's credential exported during a
+    /// rotation, the CA its signer replaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    also_trusted: Vec<String>,
+}
+
+/// The CA a rotation moves to, with its key (PEM both).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextCa {
+    pub ca_cert: String,
+    ca_key: String,
 }
 
 impl std::fmt::Debug for ClusterTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterTls")
+            .field("ca", &fingerprint(&self.ca_cert))
             .field("ca_key", &self.ca_key.as_ref().map(|_| "<redacted>"))
             .field("cert", &self.cert.is_some())
             .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("next", &self.next.as_ref().map(|n| fingerprint(&n.ca_cert)))
+            .field(
+                "also_trusted",
+                &self
+                    .also_trusted
+                    .iter()
+                    .map(|c| fingerprint(c))
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -157,6 +183,8 @@ impl ClusterTls {
             ca_key: Some(key.serialize_pem()),
             cert: None,
             key: None,
+            next: None,
+            also_trusted: Vec::new(),
         })
     }
 
@@ -172,32 +200,124 @@ impl ClusterTls {
             ca_key: None,
             cert: Some(cert),
             key: Some(key),
+            next: None,
+            also_trusted: Vec::new(),
         }
     }
 
-    /// The CA as an issuer of certificates.
+    /// This (client's) credential also trusting the CAs of `others` (PEM; during a rotation).
+    pub fn trusting(mut self, others: Vec<String>) -> Self {
+        self.also_trusted = others;
+        self
+    }
+
+    /// The CA as an issuer of certificates: the one this node's own certificates come from.
     fn issuer(&self) -> Result<Issuer<'static, KeyPair>, TlsError> {
         let key = KeyPair::from_pem(self.ca_key.as_deref().ok_or(TlsError::NoCaKey)?)?;
         Ok(Issuer::from_ca_cert_pem(&self.ca_cert, key)?)
+    }
+
+    /// The CA client certificates are signed with: during a rotation's first step the new
+    /// one (already trusted by every node once the step is done everywhere, and the only one
+    /// trusted at its end), else this one.
+    fn client_issuer(&self) -> Result<(Issuer<'static, KeyPair>, &str), TlsError> {
+        match &self.next {
+            Some(next) => {
+                let key = KeyPair::from_pem(&next.ca_key)?;
+                Ok((Issuer::from_ca_cert_pem(&next.ca_cert, key)?, &next.ca_cert))
+            }
+            None => Ok((self.issuer()?, &self.ca_cert)),
+        }
+    }
+
+    /// The certificate (PEM) of the CA client certificates are signed with now, and those of
+    /// the other CAs trusted (a client exported during a rotation trusts them all).
+    pub fn client_cas(&self) -> (String, Vec<String>) {
+        let signer = self.next.as_ref().map_or(&self.ca_cert, |n| &n.ca_cert);
+        let others = self
+            .trusted()
+            .into_iter()
+            .filter(|c| *c != signer)
+            .cloned()
+            .collect();
+        (signer.clone(), others)
+    }
+
+    /// The certificates (PEM) of every CA this trusts: its own, the next one's during a
+    /// rotation, and the ones it also trusts.
+    pub fn trusted(&self) -> Vec<&String> {
+        let mut all = vec![&self.ca_cert];
+        all.extend(self.next.as_ref().map(|n| &n.ca_cert));
+        all.extend(&self.also_trusted);
+        all
+    }
+
+    /// Where a CA rotation stands in this (node) credential.
+    pub fn rotation(&self) -> Rotation {
+        match (&self.next, self.also_trusted.is_empty()) {
+            (Some(_), _) => Rotation::TrustNew,
+            (None, false) => Rotation::PresentNew,
+            (None, true) => Rotation::None,
+        }
+    }
+
+    /// The next step of a CA rotation of this node credential ([`Rotation`]): `TrustNew`
+    /// makes the new CA, `PresentNew` makes it this node's own (the old one still trusted),
+    /// `None` drops the old one. Each step follows the one before only.
+    pub fn rotated(&self, to: Rotation) -> Result<Self, TlsError> {
+        if self.ca_key.is_none() {
+            return Err(TlsError::NoCaKey);
+        }
+        let step = |from: Rotation| {
+            if self.rotation() == from {
+                Ok(())
+            } else {
+                Err(TlsError::Invalid(format!(
+                    "the rotation step {} follows {} only; this credential is at {}",
+                    to.name(),
+                    from.name(),
+                    self.rotation().name()
+                )))
+            }
+        };
+        let mut new = self.clone();
+        match to {
+            Rotation::TrustNew => {
+                step(Rotation::None)?;
+                let ca = Self::generate()?;
+                new.next = Some(NextCa {
+                    ca_cert: ca.ca_cert,
+                    ca_key: ca.ca_key.expect("a new CA has its key"),
+                });
+            }
+            Rotation::PresentNew => {
+                step(Rotation::TrustNew)?;
+                let next = new.next.take().expect("checked");
+                new.also_trusted = vec![std::mem::replace(&mut new.ca_cert, next.ca_cert)];
+                new.ca_key = Some(next.ca_key);
+            }
+            Rotation::None => {
+                step(Rotation::PresentNew)?;
+                new.also_trusted.clear();
+            }
+        }
+        Ok(new)
     }
 
     /// A client's credential made here, with a key made here (an in-process client of this
     /// node's cluster, or a test): valid for `days`.
     pub fn for_client(&self, days_valid: u32) -> Result<Self, TlsError> {
         let key = KeyPair::generate()?;
-        let cert =
-            leaf_params(Kind::Client, now(), days(days_valid)).signed_by(&key, &self.issuer()?)?;
-        Ok(Self::client(
-            self.ca_cert.clone(),
-            cert.pem(),
-            key.serialize_pem(),
-        ))
+        let (issuer, _) = self.client_issuer()?;
+        let cert = leaf_params(Kind::Client, now(), days(days_valid)).signed_by(&key, &issuer)?;
+        let (signer, others) = self.client_cas();
+        Ok(Self::client(signer, cert.pem(), key.serialize_pem()).trusting(others))
     }
 
     /// A client certificate for the key of `csr_pem` (PEM), valid for `days`. Only the key is
     /// taken from the request: names, usages and constraints are the CA's choice.
     pub fn sign_client_csr(&self, csr_pem: &str, days_valid: u32) -> Result<String, TlsError> {
-        let issuer = self.issuer()?;
+        let (issuer, _) = self.client_issuer()?;
         let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| TlsError::Invalid(format!("not a certificate signing request: {e}")))?;
         csr.params = leaf_params(Kind::Client, now(), days(days_valid));
@@ -220,7 +340,9 @@ impl ClusterTls {
 
     fn roots(&self) -> Result<Arc<rustls::RootCertStore>, TlsError> {
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(pem_cert(&self.ca_cert)?)?;
+        for ca in self.trusted() {
+            roots.add(pem_cert(ca)?)?;
+        }
         Ok(Arc::new(roots))
     }
 
@@ -246,8 +368,14 @@ impl ClusterTls {
         )))))
     }
 
-    /// The server side of a node: TLS 1.3, a client certificate of this CA required.
+    /// The server side of a node: TLS 1.3, a client certificate of a trusted CA required.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        Ok(self.server()?.config)
+    }
+
+    /// [`ClusterTls::server_config`] and the check of its client certificates (to look again
+    /// at a connection's certificate when what is trusted changes).
+    pub fn server(&self) -> Result<ServerTls, TlsError> {
         if self.ca_key.is_none() {
             return Err(TlsError::NoCaKey);
         }
@@ -260,13 +388,16 @@ impl ClusterTls {
         .map_err(|e| TlsError::Invalid(e.to_string()))?;
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_client_cert_verifier(verifier)
+            .with_client_cert_verifier(verifier.clone())
             .with_cert_resolver(self.identity()?);
         config.alpn_protocols = vec![b"h2".to_vec()];
         // Resumed sessions skip the certificate exchange: reconnects after a peer's restart
         // or an idle drop cost one round trip and no signatures.
         config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
-        Ok(Arc::new(config))
+        Ok(ServerTls {
+            config: Arc::new(config),
+            verifier,
+        })
     }
 
     /// The calling side: trusts this CA only, for [`NODE_NAME`], and shows this process's
@@ -280,6 +411,56 @@ impl ClusterTls {
             .with_client_cert_resolver(self.identity()?);
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+/// A node's server side: its config, and the check of a client's certificate it makes.
+#[derive(Clone)]
+pub struct ServerTls {
+    pub config: Arc<rustls::ServerConfig>,
+    verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+}
+
+impl ServerTls {
+    /// Whether a caller showing `chain` (leaf first) would be let in now.
+    pub fn accepts(&self, chain: &[CertificateDer<'static>]) -> bool {
+        let Some((leaf, rest)) = chain.split_first() else {
+            return false;
+        };
+        let now = rustls::pki_types::UnixTime::now();
+        self.verifier.verify_client_cert(leaf, rest, now).is_ok()
+    }
+}
+
+/// Where a CA rotation stands, the steps in their order (each safe to take node by node, the
+/// cluster all at one step or the next).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// No rotation: one CA.
+    None,
+    /// Step 1: trust the new CA too (certificates still from the old one).
+    TrustNew,
+    /// Step 2: certificates from the new CA, the old one still trusted.
+    PresentNew,
+}
+
+impl Rotation {
+    /// The step's name, as the CLI takes it (`None` is the last step, `done`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rotation::None => "done",
+            Rotation::TrustNew => "trust-new",
+            Rotation::PresentNew => "present-new",
+        }
+    }
+}
+
+/// A short name of a CA certificate (PEM): the first 8 bytes of the SHA-256 of its DER, hex.
+pub fn fingerprint(ca_pem: &str) -> String {
+    use sha2::Digest;
+    match pem_der(ca_pem, "CERTIFICATE") {
+        Ok(der) => hex::encode(&sha2::Sha256::digest(der)[..8]),
+        Err(_) => "unreadable".into(),
     }
 }
 

@@ -671,3 +671,67 @@ async fn the_raft_pipe_opens_again_after_the_server_comes_back() {
     );
     server.stop().await;
 }
+
+/// An online upgrade's middle step on one port: a node at `accept-tls` takes TLS and
+/// plaintext with a token (the acceptor peeks at the first byte), refuses a plaintext caller
+/// of another cluster, refuses a reload that skips a step, and once at mutual TLS refuses
+/// the same plaintext token, on a new connection as on the one opened before.
+#[tokio::test]
+async fn a_node_in_the_upgrade_takes_both_then_refuses_plaintext() {
+    use saker_rpc::auth::{self, Credential, Transition, Transport};
+    let node = Credential::generate();
+    let accept = node.upgrade_step(Some(Transition::AcceptTls)).unwrap();
+    auth::install_as(accept.clone(), Transport::AcceptTls);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = run(
+        listener,
+        RpcServer::new(BTreeMap::new(), Arc::<FakeCoordinator>::default(), map()),
+    );
+    let addr = running.addr.to_string();
+    let map_from = |ch: RpcChannel| async move { ch.cluster_map().await.map(|_| ()) };
+    // The server takes its credential when it starts serving: at this first call (a node at
+    // accept-tls calls in plaintext).
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
+
+    auth::install(node.clone());
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
+    auth::install_insecure(node.clone());
+    let plaintext = RpcChannel::connect(&addr).await.unwrap();
+    map_from(plaintext.clone()).await.unwrap();
+    auth::install_insecure(Credential::generate());
+    let other = map_from(RpcChannel::connect(&addr).await.unwrap()).await;
+    assert!(
+        matches!(other, Err(MetaError::Unauthenticated(_))),
+        "{other:?}"
+    );
+
+    // From accept-tls straight to mutual TLS skips dial-tls: refused.
+    auth::install_as(accept.clone(), Transport::AcceptTls);
+    let done = node.clone();
+    let r = auth::reload(done.clone(), Transport::MutualTls);
+    assert!(r.unwrap_err().contains("skips a step"));
+    let dial = accept.upgrade_step(Some(Transition::DialTls)).unwrap();
+    auth::reload(dial, Transport::DialTls).unwrap();
+    auth::reload(done, Transport::MutualTls).unwrap();
+    assert!(auth::warning().is_none());
+
+    // The plaintext token is refused now, on a new connection and through the channel made
+    // before (which dials again: this process's credential changed since).
+    auth::install_insecure(node.clone());
+    let r = match RpcChannel::connect(&addr).await {
+        Ok(ch) => map_from(ch).await,
+        Err(e) => Err(e),
+    };
+    assert!(r.is_err(), "{r:?}");
+    let r = map_from(plaintext).await;
+    assert!(r.is_err(), "{r:?}");
+    auth::install(node);
+    map_from(RpcChannel::connect(&addr).await.unwrap())
+        .await
+        .unwrap();
+    running.stop().await;
+}

@@ -262,6 +262,10 @@ pub fn router(state: AdminState) -> Router {
             axum::routing::post(sign_client_credential),
         )
         .route(
+            "/admin/cluster-credential/reload",
+            axum::routing::post(reload_credential),
+        )
+        .route(
             "/admin/tiers",
             get(crate::admin_tiers::list).post(crate::admin_tiers::add),
         )
@@ -329,6 +333,7 @@ async fn export_credential(
                 .to_string(),
         ),
         "node" => crate::cluster_credential::export_node(),
+        "state" => Ok(crate::cluster_credential::state()),
         "client" => Err(
             "a client credential is made from a CSR: POST it (saker admin \
              cluster-credential export FILE --client)"
@@ -339,6 +344,18 @@ async fn export_credential(
     match answer {
         Ok(text) => text.into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
+/// Reads the node credential's file again (`cluster-credential reload`).
+async fn reload_credential(State(st): State<AdminState>, headers: HeaderMap) -> Response {
+    let path = "/admin/cluster-credential/reload";
+    if !authorized(&st, &Method::POST, path, &headers, b"") {
+        return deny();
+    }
+    match crate::cluster_credential::reload() {
+        Ok(text) => format!("{text}\n").into_response(),
+        Err(e) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
     }
 }
 

@@ -4,9 +4,15 @@
 //! `saker admin cluster-credential` commands.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context};
-use saker_rpc::auth::{self, Credential, Kind};
+use saker_rpc::auth::{self, Credential, Kind, Transition, Transport};
+use saker_rpc::tls::Rotation;
+
+/// The node credential's file and whether the node was started with `--insecure-rpc`
+/// (what `cluster-credential reload` reads again).
+static NODE_FILE: OnceLock<(PathBuf, bool)> = OnceLock::new();
 
 /// The environment variable naming a client's credential file.
 pub const ENV: &str = "SAKER_CLUSTER_CREDENTIAL";
@@ -33,7 +39,63 @@ pub fn install_node(path: &Path, create: bool, insecure: bool) -> anyhow::Result
             path.display()
         );
     }
+    let _ = NODE_FILE.set((path.to_path_buf(), insecure));
+    if credential.transition.is_some() {
+        // The upgrade step in the file decides; --insecure-rpc changes nothing then.
+        let transport = Transport::of(&credential, insecure);
+        warn_upgrade_step(transport);
+        auth::install_as(credential, transport);
+        return Ok(());
+    }
     install(credential, insecure, path)
+}
+
+fn warn_upgrade_step(transport: Transport) {
+    tracing::warn!(
+        "the cluster credential is at {}: this node also takes plaintext RPC with replayable \
+         tokens until the upgrade is done (`saker admin cluster-credential upgrade FILE --step \
+         done`, then `reload` on every node)",
+        transport.name()
+    );
+}
+
+/// Reads the node credential's file again and runs with it from now on, if it is a step
+/// the cluster can take node by node ([`auth::check_step`]); answers what the node now runs.
+pub fn reload() -> Result<String, String> {
+    let (path, insecure) = NODE_FILE
+        .get()
+        .ok_or("this process was not started with a node credential file")?;
+    let credential = Credential::load(path).map_err(|e| e.to_string())?;
+    if credential.kind != Kind::Node {
+        return Err(format!("{} is not a node credential", path.display()));
+    }
+    // --insecure-rpc keeps a plaintext node plaintext; once it left plaintext, the file says.
+    let was = auth::transport();
+    let transport = Transport::of(&credential, *insecure && was == Transport::Insecure);
+    auth::reload(credential, transport)?;
+    if transport.serves_plaintext() && transport != Transport::Insecure {
+        warn_upgrade_step(transport);
+    }
+    let mut answer = auth::describe();
+    if *insecure && transport != Transport::Insecure {
+        let note = "this node was started with --insecure-rpc: remove the flag from its command \
+                    line (the credential file decides now; a restart with the flag and a \
+                    credential at no upgrade step would run plaintext)";
+        tracing::warn!("{note}");
+        answer.push_str(&format!("\nnote: {note}"));
+    }
+    tracing::info!(state = %answer, "reloaded the cluster credential");
+    Ok(answer)
+}
+
+/// What `cluster-credential status` shows for this node.
+pub fn state() -> String {
+    let mut text = auth::describe();
+    if let Some(w) = auth::warning() {
+        text.push('\n');
+        text.push_str(&w);
+    }
+    text
 }
 
 /// The environment variable that makes a library client speak plaintext RPC with tokens to
@@ -106,8 +168,52 @@ pub enum CredentialCommand {
         days: u32,
     },
     /// Rewrite FILE, a node credential made before mutual TLS, with a new cluster CA (the
-    /// secret kept, for --insecure-rpc). Copy the result to every node and restart them.
-    Upgrade { file: PathBuf },
+    /// secret kept, for --insecure-rpc). Without --step: copy the result to every node and
+    /// restart them. With --step, online (no restart): the steps accept-tls, dial-tls and
+    /// done in turn, each copied to every node and applied there with `reload`, node by
+    /// node, before the next.
+    Upgrade {
+        file: PathBuf,
+        /// The online upgrade step to rewrite FILE to.
+        #[arg(long, value_enum)]
+        step: Option<UpgradeStep>,
+    },
+    /// Rewrite FILE, the node credential, to the next step of a CA rotation (online): trust-new
+    /// (a new CA, trusted besides the old), present-new (nodes' certificates from the new
+    /// one), done (the old one dropped). Each step: copy FILE to every node and `reload` each,
+    /// before the next. Re-export client credentials once every node is at trust-new:
+    /// clients of the old CA are refused after done.
+    Rotate {
+        file: PathBuf,
+        #[arg(long, value_enum)]
+        step: RotateStep,
+    },
+    /// Make the node behind --admin-endpoint read its credential file again and run with it
+    /// (an upgrade or rotation step; refused unless its peers at the step before or after
+    /// still understand it).
+    Reload,
+    /// What the node behind --admin-endpoint runs its RPC as: plaintext, an upgrade step or
+    /// mutual TLS, and the CAs it uses (fingerprints).
+    Status,
+}
+
+/// `upgrade --step`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum UpgradeStep {
+    /// Step 1: nodes take TLS too, still call in plaintext.
+    AcceptTls,
+    /// Step 2: nodes call over TLS, still take plaintext.
+    DialTls,
+    /// Step 3: mutual TLS only; plaintext and tokens refused.
+    Done,
+}
+
+/// `rotate --step`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum RotateStep {
+    TrustNew,
+    PresentNew,
+    Done,
 }
 
 /// What a client sends to have its key signed.
@@ -124,6 +230,9 @@ pub struct ClientRequest {
 pub struct SignedClient {
     pub ca_cert: String,
     pub cert: String,
+    /// Other CAs the client trusts (during a CA rotation: the one being replaced).
+    #[serde(default)]
+    pub also_trusted: Vec<String>,
     /// The client key, for a cluster running --insecure-rpc.
     #[serde(default)]
     pub secret: Option<String>,
@@ -151,7 +260,8 @@ where
             let body = serde_json::to_vec(&ClientRequest { csr, days }).expect("serializes");
             let text = call(http::Method::POST, path, body).await?;
             let signed: SignedClient = serde_json::from_str(&text).context("unexpected reply")?;
-            let tls = saker_rpc::tls::ClusterTls::client(signed.ca_cert, signed.cert, key);
+            let tls = saker_rpc::tls::ClusterTls::client(signed.ca_cert, signed.cert, key)
+                .trusting(signed.also_trusted);
             Credential::client_signed(tls, signed.secret).save(&file)?;
             println!(
                 "wrote a client credential to {} (certificate valid for {days} days)",
@@ -166,7 +276,63 @@ where
             credential.save(&file)?;
             println!("wrote the node credential to {}", file.display());
         }
-        CredentialCommand::Upgrade { file } => {
+        CredentialCommand::Upgrade {
+            file,
+            step: Some(step),
+        } => {
+            let to = match step {
+                UpgradeStep::AcceptTls => Some(Transition::AcceptTls),
+                UpgradeStep::DialTls => Some(Transition::DialTls),
+                UpgradeStep::Done => None,
+            };
+            let new = Credential::load(&file)?
+                .upgrade_step(to)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            new.replace(&file)?;
+            println!(
+                "{}: upgrade step {}. Copy it to every node, then `saker admin \
+                 cluster-credential reload` on each in turn; once every node reports it, the \
+                 next step.",
+                file.display(),
+                clap::ValueEnum::to_possible_value(&step)
+                    .expect("named")
+                    .get_name()
+            );
+        }
+        CredentialCommand::Rotate { file, step } => {
+            let to = match step {
+                RotateStep::TrustNew => Rotation::TrustNew,
+                RotateStep::PresentNew => Rotation::PresentNew,
+                RotateStep::Done => Rotation::None,
+            };
+            let new = Credential::load(&file)?
+                .rotation_step(to)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            new.replace(&file)?;
+            println!(
+                "{}: CA rotation step {}. Copy it to every node, then `saker admin \
+                 cluster-credential reload` on each in turn.{}",
+                file.display(),
+                to.name(),
+                if to == Rotation::TrustNew {
+                    " Once every node is at trust-new, export client credentials anew: those \
+                     of the old CA are refused once the rotation is done."
+                } else {
+                    ""
+                }
+            );
+        }
+        CredentialCommand::Reload => {
+            let path = "/admin/cluster-credential/reload".to_string();
+            let text = call(http::Method::POST, path, Vec::new()).await?;
+            println!("{}", text.trim());
+        }
+        CredentialCommand::Status => {
+            let path = "/admin/cluster-credential/state".to_string();
+            let text = call(http::Method::GET, path, Vec::new()).await?;
+            println!("{}", text.trim());
+        }
+        CredentialCommand::Upgrade { file, step: None } => {
             let old = Credential::load(&file)?;
             let new = old
                 .upgraded()
@@ -205,10 +371,13 @@ pub fn sign_client(csr: &str, days: u32) -> Result<String, String> {
         .filter(|t| t.has_ca_key())
         .ok_or(auth::OLD_CREDENTIAL)?;
     let cert = tls.sign_client_csr(csr, days).map_err(|e| e.to_string())?;
+    let (ca_cert, also_trusted) = tls.client_cas();
     let signed = SignedClient {
-        ca_cert: tls.ca_cert.clone(),
+        ca_cert,
+        also_trusted,
         cert,
-        secret: (auth::transport() == auth::Transport::Insecure)
+        secret: auth::transport()
+            .serves_plaintext()
             .then(|| node.client_secret())
             .flatten(),
     };

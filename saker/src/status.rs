@@ -159,11 +159,9 @@ pub async fn health(
     missing.extend(chunks.and_then(|c| c.full()));
     missing.extend(saker_mnode::space::low());
     if missing.is_empty() {
-        match saker_rpc::auth::transport() {
-            saker_rpc::auth::Transport::MutualTls => "ok\n".into_response(),
-            saker_rpc::auth::Transport::Insecure => {
-                "ok\nwarning: the cluster RPC runs in plaintext (--insecure-rpc)\n".into_response()
-            }
+        match saker_rpc::auth::warning() {
+            None => "ok\n".into_response(),
+            Some(w) => format!("ok\n{w}\n").into_response(),
         }
     } else {
         (

@@ -4,7 +4,7 @@
 //! PUTs through one gateway and keeps a ledger of what was acknowledged.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -78,6 +78,12 @@ impl Nodes {
         Self::start_with(loopback(), Vec::new(), extra_args, &[])
     }
 
+    /// [`Nodes::start`] with the cluster credential `credential` writes (an old one, say)
+    /// instead of a new one; this process installs none.
+    pub fn start_with_credential(extra_args: &[&str], credential: &dyn Fn(&Path)) -> Nodes {
+        Self::start_from(loopback(), Vec::new(), extra_args, &[], Some(credential))
+    }
+
     /// Three nodes on loopback, the data directory of each node in `small` (0-based) on a
     /// tmpfs of its own of `size` (a small disk that fills up).
     pub fn start_on_small_disks(small: &[usize], size: &str, extra_args: &[&str]) -> Nodes {
@@ -109,6 +115,16 @@ impl Nodes {
         extra_args: &[&str],
         small_disks: &[(usize, String)],
     ) -> Nodes {
+        Self::start_from(listen, netns, extra_args, small_disks, None)
+    }
+
+    fn start_from(
+        listen: Vec<Listen>,
+        netns: Vec<Vec<String>>,
+        extra_args: &[&str],
+        small_disks: &[(usize, String)],
+        write_credential: Option<&dyn Fn(&Path)>,
+    ) -> Nodes {
         let dir = tempfile::Builder::new()
             .prefix("saker-replicated-")
             .tempdir()
@@ -122,8 +138,13 @@ impl Nodes {
             })
             .collect();
         let credential = dir.path().join("cluster-credential.json");
-        create_credential(&credential);
-        install_credential(&credential);
+        match write_credential {
+            Some(write) => write(&credential),
+            None => {
+                create_credential(&credential);
+                install_credential(&credential);
+            }
+        }
         let nodes_list = listen
             .iter()
             .map(|l| format!("\"{}\"", l.rpc))

@@ -44,47 +44,90 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A connection to one RPC endpoint, shared by every handle made from it (calls are
 /// multiplexed on one HTTP/2 connection, re-established after a failure). Cheap to clone.
+///
+/// The connection is made with the process's credential as it was when the channel was made
+/// ([`crate::auth`]); once that changes (a node reloads its credential during an online
+/// upgrade or CA rotation), the next call dials a new connection with the new one, shared by
+/// every clone, while calls already under way finish on the old one, which closes after them.
 #[derive(Clone, Debug)]
 pub struct RpcChannel {
     addr: String,
+    conn: Arc<std::sync::RwLock<Conn>>,
+    /// The base of every chunk call's deadline ([`ChunkRequest::deadline`]).
+    chunk_deadline: Duration,
+}
+
+/// One connection of an [`RpcChannel`], made under credential `generation`.
+#[derive(Debug)]
+struct Conn {
+    generation: u64,
     client: SakerClient<Channel>,
     /// The stream that carries raft messages and Meta calls to this endpoint
     /// ([`super::pipe`]).
     pipe: Arc<Pipe>,
-    /// The base of every chunk call's deadline ([`ChunkRequest::deadline`]).
-    chunk_deadline: Duration,
+}
+
+impl Conn {
+    fn new(generation: u64, channel: Channel) -> Self {
+        Self {
+            generation,
+            client: SakerClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+            pipe: Arc::default(),
+        }
+    }
 }
 
 impl RpcChannel {
     /// Connects to `addr` (`host:port`, or a `http://` URI), failing with `Unavailable` if the
     /// endpoint cannot be reached.
     pub async fn connect(addr: &str) -> Result<Self, MetaError> {
+        let generation = crate::auth::generation();
         let (endpoint, connector) = endpoint(addr)?;
         let channel = endpoint
             .connect_with_connector(connector)
             .await
             .map_err(|e| unavailable(addr, &error_chain(&e)))?;
-        Ok(Self::new(addr, channel))
+        Ok(Self::new(addr, Conn::new(generation, channel)))
     }
 
     /// A channel that connects at its first call (must be made inside a tokio runtime).
     pub fn lazy(addr: &str) -> Result<Self, MetaError> {
-        let (endpoint, connector) = endpoint(addr)?;
-        Ok(Self::new(
-            addr,
-            endpoint.connect_with_connector_lazy(connector),
-        ))
+        Ok(Self::new(addr, lazy_conn(addr)?))
     }
 
-    fn new(addr: &str, channel: Channel) -> Self {
+    fn new(addr: &str, conn: Conn) -> Self {
         Self {
             addr: addr.to_string(),
-            client: SakerClient::new(channel)
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
-            pipe: Arc::default(),
+            conn: Arc::new(std::sync::RwLock::new(conn)),
             chunk_deadline: crate::chunk::CHUNK_DEADLINE,
         }
+    }
+
+    /// The client and pipe a call goes on: the current connection, or, if the process's
+    /// credential changed since it was made, a new one (made lazily, under the new one).
+    fn current(&self) -> (SakerClient<Channel>, Arc<Pipe>) {
+        let generation = crate::auth::generation();
+        {
+            let conn = self.conn.read().expect("channel lock");
+            if conn.generation == generation {
+                return (conn.client.clone(), conn.pipe.clone());
+            }
+        }
+        let mut conn = self.conn.write().expect("channel lock");
+        if conn.generation != generation {
+            match lazy_conn(&self.addr) {
+                Ok(new) => *conn = new,
+                // Keep the old connection: the call fails or not as it would have.
+                Err(e) => tracing::warn!(addr = %self.addr, error = %e, "cannot redial"),
+            }
+        }
+        (conn.client.clone(), conn.pipe.clone())
+    }
+
+    fn client(&self) -> SakerClient<Channel> {
+        self.current().0
     }
 
     /// The same channel with chunk calls given `base` beyond their transfer
@@ -117,14 +160,14 @@ impl RpcChannel {
 
     /// The endpoint's cluster map.
     pub async fn cluster_map(&self) -> Result<ClusterMap, MetaError> {
-        let reply = self.client.clone().cluster_map(frame(&())).await;
+        let reply = self.client().cluster_map(frame(&())).await;
         self.reply(reply)
     }
 
     /// Hands an admin request this process authorized to the node behind this endpoint
     /// ([`crate::AdminService`]; a node credential's).
     pub async fn admin(&self, call: &crate::AdminCall) -> Result<crate::AdminReply, MetaError> {
-        let reply = self.client.clone().admin(frame(call)).await;
+        let reply = self.client().admin(frame(call)).await;
         self.reply(reply)
     }
 
@@ -137,7 +180,7 @@ impl RpcChannel {
         let mut request = frame(&req);
         // The server stops working on it then too.
         request.set_timeout(deadline);
-        let mut client = self.client.clone();
+        let mut client = self.client();
         let reply = tokio::time::timeout(deadline, client.chunk(request))
             .await
             .map_err(|_| {
@@ -174,7 +217,7 @@ impl RpcChannel {
             end,
         });
         request.set_timeout(deadline);
-        let reply = tokio::time::timeout(deadline, self.client.clone().tier_read(request))
+        let reply = tokio::time::timeout(deadline, self.client().tier_read(request))
             .await
             .map_err(|_| unavailable(&self.addr, "no answer to a tier read in time"))?;
         self.reply::<Result<Bytes, String>>(reply)?
@@ -193,18 +236,15 @@ impl RpcChannel {
             group,
             body: body.clone(),
         };
-        match self
-            .pipe
-            .call(&self.client, &self.addr, msg, Some(timeout))
-            .await
-        {
+        let (client, pipe) = self.current();
+        match pipe.call(&client, &self.addr, msg, Some(timeout)).await {
             Ok(answer) => return answer.map_err(|e| self.unanswered(e)),
             Err(PipeError::Failed(e)) => return Err(e),
             Err(PipeError::Unsupported(_)) => {}
         }
         let mut request = frame(&RaftCall { group, body });
         request.set_timeout(timeout);
-        let reply = self.client.clone().raft(request).await;
+        let reply = self.client().raft(request).await;
         self.reply::<Result<Bytes, String>>(reply)?
             .map_err(|e| unavailable(&self.addr, &e))
     }
@@ -215,7 +255,8 @@ impl RpcChannel {
             call: Box::new(call),
             traceparent: crate::trace_context::current(),
         };
-        let answer = match self.pipe.call(&self.client, &self.addr, msg, None).await {
+        let (client, pipe) = self.current();
+        let answer = match pipe.call(&client, &self.addr, msg, None).await {
             Ok(answer) => answer,
             Err(PipeError::Failed(e)) => return Ok(failed_reply(e)),
             Err(PipeError::Unsupported(Piped::Meta { call, .. })) => return Err(*call),
@@ -350,7 +391,7 @@ impl MetaService for RemoteMeta {
         let reply = match self.channel.pipe_meta(call).await {
             Ok(reply) => reply,
             Err(call) => {
-                let reply = self.channel.client.clone().meta(frame(&call)).await;
+                let reply = self.channel.client().meta(frame(&call)).await;
                 self.channel.reply::<MetaReply>(reply)?
             }
         };
@@ -380,7 +421,7 @@ impl RemoteCoordinator {
 impl CoordinatorService for RemoteCoordinator {
     async fn remove_dir(&self, path: Vec<String>, cond: RemoveCond) -> Result<(), MetaError> {
         let call = RemoveDirCall { path, cond };
-        let reply = self.channel.client.clone().remove_dir(frame(&call)).await;
+        let reply = self.channel.client().remove_dir(frame(&call)).await;
         self.channel.reply::<Result<(), MetaError>>(reply)?
     }
 
@@ -399,13 +440,13 @@ impl CoordinatorService for RemoteCoordinator {
             cred,
             versioning,
         };
-        let reply = self.channel.client.clone().rename(frame(&call)).await;
+        let reply = self.channel.client().rename(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 
     async fn set_dir_attr(&self, set: MetaRequest) -> Result<Attr, MetaError> {
         let call = SetDirAttrCall { set };
-        let reply = self.channel.client.clone().set_dir_attr(frame(&call)).await;
+        let reply = self.channel.client().set_dir_attr(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 
@@ -422,7 +463,7 @@ impl CoordinatorService for RemoteCoordinator {
             expect,
             cred,
         };
-        let reply = self.channel.client.clone().link(frame(&call)).await;
+        let reply = self.channel.client().link(frame(&call)).await;
         self.channel.reply::<Result<Attr, MetaError>>(reply)?
     }
 }
@@ -462,6 +503,16 @@ fn failed_reply(e: MetaError) -> MetaReply {
         routing_version: 0,
         result: Err(e),
     }
+}
+
+/// A connection to `addr` made at its first call, under the process's credential now.
+fn lazy_conn(addr: &str) -> Result<Conn, MetaError> {
+    let generation = crate::auth::generation();
+    let (endpoint, connector) = endpoint(addr)?;
+    Ok(Conn::new(
+        generation,
+        endpoint.connect_with_connector_lazy(connector),
+    ))
 }
 
 /// An endpoint for `addr` and the dialer its connections are made with: mutual TLS, or

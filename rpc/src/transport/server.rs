@@ -22,8 +22,8 @@ use super::{MAX_MESSAGE, VERSION_HEADER};
 /// Calls one connection may have in flight (HTTP/2 streams). Every group of a node shares
 /// one connection to a peer, and a library client's connection carries its concurrency.
 const MAX_STREAMS: u32 = 4096;
-use super::secure::{incoming, Accept, PeerInfo};
-use crate::auth::{Kind, Transport};
+use super::secure::{incoming, PeerInfo};
+use crate::auth::{Kind, Process};
 use crate::chunk::{ChunkReply, ChunkRequest, ChunkService, ChunkWireError};
 use crate::cluster_map::{ClusterMap, MapSource};
 use crate::error::MetaError;
@@ -219,31 +219,23 @@ impl RpcServer {
         let service = SakerServer::from_arc(self.handler)
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
-        let Some(credential) = crate::auth::installed().filter(|c| c.kind == Kind::Node) else {
+        let Some(started) = crate::auth::process().filter(|p| p.kind() == Kind::Node) else {
             return Err(std::io::Error::other(
                 "an RPC server needs this process's node credential (saker_rpc::auth::install)",
             ));
         };
-        let transport = crate::auth::transport();
-        let accept = match transport {
-            Transport::Insecure => Accept::Plain,
-            Transport::MutualTls => {
-                let Some(tls) = credential.tls.as_ref().filter(|_| credential.mutual_tls()) else {
-                    return Err(std::io::Error::other(crate::auth::OLD_CREDENTIAL));
-                };
-                Accept::Tls(tls.server_config().map_err(std::io::Error::other)?)
-            }
-        };
-        let auth = credential.clone();
+        // Fails now, not at the first connection, if this credential cannot serve.
+        started.server_tls().map_err(std::io::Error::other)?;
+        let serving = started.clone();
         let service = tonic::service::interceptor::InterceptedService::new(service, move |r| {
-            authenticate(&auth, transport, check_version(r)?)
+            authenticate(&crate::auth::serving(&serving), check_version(r)?)
         });
         Server::builder()
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
             // Calls in flight per connection: a caller past it waits for one to finish.
             .max_concurrent_streams(Some(MAX_STREAMS))
-            .serve_with_incoming_shutdown(service, incoming(listener, accept), signal)
+            .serve_with_incoming_shutdown(service, incoming(listener, started), signal)
             .await
             .map_err(std::io::Error::other)
     }
@@ -273,42 +265,29 @@ fn check_version(request: Request<()>) -> Result<Request<()>, Status> {
     }
 }
 
-/// Passes the kind a caller proved to the handler: over mutual TLS the one its certificate
-/// names (checked at the handshake, [`super::secure`]); under `--insecure-rpc` the one its
-/// token proves. A token on a TLS connection is ignored, one is never enough there.
-fn authenticate(
-    credential: &crate::auth::Credential,
-    transport: Transport,
-    mut request: Request<()>,
-) -> Result<Request<()>, Status> {
+/// Passes the kind a caller proved to the handler: over TLS the one its certificate names
+/// (checked at the handshake, [`super::secure`]); on a plaintext connection (`--insecure-rpc`,
+/// an upgrade's middle steps) the one its token proves, while the node serves plaintext at
+/// all: once its upgrade is done, a plaintext request is refused whatever token it carries. A
+/// token on a TLS connection is ignored, one is never enough there.
+fn authenticate(serving: &Process, mut request: Request<()>) -> Result<Request<()>, Status> {
     let proved = request.extensions().get::<PeerInfo>().and_then(|p| p.kind);
     if let Some(kind) = proved {
         request.extensions_mut().insert(kind);
         return Ok(request);
     }
-    if transport == Transport::MutualTls {
-        // Cannot happen: the listener hands on TLS connections with a kind only.
-        return Err(Status::unauthenticated(
-            "this node serves mutual-TLS connections only",
-        ));
-    }
     let token = request
         .metadata()
         .get(crate::auth::AUTH_HEADER)
         .and_then(|v| v.to_str().ok());
-    let Some(token) = token else {
-        return Err(Status::unauthenticated(
-            "no cluster credential: this node serves only holders of its cluster's credential \
-             (saker admin cluster-credential export)",
-        ));
-    };
-    match credential.verify(token, crate::auth::now_secs()) {
+    match serving.verify_plaintext(token) {
         Ok(kind) => {
+            metrics::PLAINTEXT_REQUESTS.inc();
             request.extensions_mut().insert(kind);
             Ok(request)
         }
         Err(why) => {
-            tracing::warn!(why, "RPC with a bad cluster credential refused");
+            tracing::warn!(why, "plaintext RPC refused");
             Err(Status::unauthenticated(why))
         }
     }
