@@ -27,8 +27,7 @@ impl SakerFs {
         caller: &Caller,
         mask: u32,
     ) -> Result<()> {
-        let chunks = layout.chunks().iter().map(|c| c.id);
-        if saker_rpc::capability::covers(chunks, GRANT_MARGIN) {
+        if saker_rpc::capability::covers(saker_rpc::capability::readable(layout), GRANT_MARGIN) {
             return Ok(());
         }
         let path = self.path(ino)?;

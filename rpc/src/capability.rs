@@ -113,6 +113,27 @@ impl ChunkGrant {
     }
 }
 
+/// What a grant for a version's remote tier copy names in place of a chunk id: the first 128
+/// bits of the SHA-256 of its tier and key.
+pub fn tier_copy(t: &crate::TierRef) -> u128 {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    h.update(t.tier.as_bytes());
+    h.update([0]);
+    h.update(t.key.as_bytes());
+    let d = h.finalize();
+    let mut first = [0u8; 16];
+    first.copy_from_slice(&d[..16]);
+    u128::from_le_bytes(first)
+}
+
+/// What reading the bytes of `layout` takes grants for: its chunks, and its remote tier
+/// copy if it has one.
+pub fn readable(layout: &crate::Layout) -> impl Iterator<Item = u128> + '_ {
+    let tiered = layout.tiered().map(tier_copy);
+    layout.chunks().iter().map(|c| c.id).chain(tiered)
+}
+
 /// The chunk grants this process holds (a client's), by chunk id: what its chunk reads
 /// show the chunkstores.
 static HELD: Mutex<Option<HashMap<u128, ChunkGrant>>> = Mutex::new(None);

@@ -1,6 +1,6 @@
 //! Chunk grants: an `Access` that checked read or write permission answers, with the file's
-//! layout, leave to read its chunks ([`saker_rpc::capability`]); a chunkstore serves a
-//! client's chunk read only with one. (Write: a mount rewrites a file whole, so it reads the
+//! layout, leave to read its chunks and its remote tier copy ([`saker_rpc::capability`]); a
+//! chunkstore (a node reading a tier through) serves a client's read only with one. (Write: a mount rewrites a file whole, so it reads the
 //! bytes it keeps.)
 
 use saker_rpc::capability::ChunkGrant;
@@ -16,12 +16,8 @@ pub(super) fn add(answer: MetaResponse) -> MetaResponse {
     match answer {
         MetaResponse::Object(mut view) => {
             let id = view.attr.id;
-            view.grants = view
-                .attr
-                .layout
-                .chunks()
-                .iter()
-                .map(|c| (c.id, ChunkGrant::sign(c.id, id)))
+            view.grants = saker_rpc::capability::readable(&view.attr.layout)
+                .map(|c| (c, ChunkGrant::sign(c, id)))
                 .collect();
             MetaResponse::Object(view)
         }

@@ -215,6 +215,7 @@ impl RpcChannel {
             tier: tier.clone(),
             start,
             end,
+            grant: crate::capability::held(crate::capability::tier_copy(tier)),
         });
         request.set_timeout(deadline);
         let reply = tokio::time::timeout(deadline, self.client().tier_read(request))

@@ -509,9 +509,17 @@ impl Saker for Handler {
     }
 
     async fn tier_read(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let kind = kind_of(&request);
         let (metadata, _, body) = request.into_parts();
         let call: TierReadCall =
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let copy = crate::capability::tier_copy(&call.tier);
+        if kind == Kind::Client && !call.grant.is_some_and(|g| g.allows(copy)) {
+            return Err(Status::permission_denied(
+                "a client reads a tier copy with a grant from its MNode (none, expired or not \
+                 this cluster's)",
+            ));
+        }
         if call.end < call.start || call.end - call.start > crate::MAX_TIER_READ {
             return Err(Status::invalid_argument(format!(
                 "tier read of {}..{}: at most {} bytes, start before end",

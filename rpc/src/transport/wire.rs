@@ -75,6 +75,8 @@ pub(super) struct TierReadCall {
     pub tier: crate::TierRef,
     pub start: u64,
     pub end: u64,
+    /// A client's leave to read the copy ([`crate::capability::tier_copy`]).
+    pub grant: Option<crate::capability::ChunkGrant>,
 }
 
 /// `Raft`: one openraft message (append, vote, snapshot chunk) to one group's replica, encoded
