@@ -528,12 +528,17 @@ pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()
 }
 
 /// Refuses a request whose `x-amz-expected-bucket-owner` names another account than the
-/// owner of the bucket of settings `s`.
+/// owner of the bucket of settings `s` (by its canonical user id, or the access key id saker
+/// took before accounts had one).
 fn expected_owner(gw: &Gateway, headers: &http::HeaderMap, s: &Bucket) -> S3Result<()> {
     let Some(expected) = headers.get("x-amz-expected-bucket-owner") else {
         return Ok(());
     };
-    if expected.as_bytes() == crate::owner::of_bucket(gw, s).as_bytes() {
+    let owner = crate::owner::of_bucket(gw, s);
+    let canonical = gw.keys.canonical_of(&owner).map(|c| c.id);
+    if expected.as_bytes() == owner.as_bytes()
+        || canonical.is_some_and(|id| expected.as_bytes() == id.as_bytes())
+    {
         return Ok(());
     }
     Err(s3_error!(AccessDenied, "the bucket has another owner"))
