@@ -522,6 +522,26 @@ async fn owners_are_shown_by_canonical_user_never_by_access_key() {
         Some(alt_id.as_str())
     );
     no_access_key(&format!("{parts:?}"), &keys);
+    // A bucket policy names an account by its canonical user id as well.
+    let pol = new_bucket(&root, "bypolicy").await;
+    put(&root, &pol, "p", b"by policy").await;
+    assert_fails(
+        alt.get_object().bucket(&pol).key("p").send().await,
+        403,
+        "AccessDenied",
+    );
+    let doc = format!(
+        r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow",
+          "Principal":{{"CanonicalUser":"{alt_id}"}},"Action":"s3:GetObject",
+          "Resource":"arn:aws:s3:::{pol}/*"}}]}}"#
+    );
+    root.put_bucket_policy()
+        .bucket(&pol)
+        .policy(doc)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get_bytes(&alt, &pol, "p").await, b"by policy");
     // Grants to a canonical id nobody has are refused.
     let nobody = "0".repeat(64);
     let r = root
