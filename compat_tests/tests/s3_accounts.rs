@@ -660,3 +660,70 @@ fn read_policy(path: &std::path::Path, ak: &str) -> serde_json::Value {
         .map(|k| k["policy"].clone())
         .unwrap()
 }
+
+/// In a cluster every node shows an account by the same canonical user: the root account's
+/// (derived from the root key, the same at every node without a write) and one made through
+/// one node's admin API, at every node's gateway, in `key list` and in ACLs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_node_of_a_cluster_shows_the_same_canonical_users() {
+    let nodes = common::cluster::Nodes::start(&[]);
+    nodes.wait_voters(&[]).await;
+    let args = [
+        "key",
+        "create",
+        "--account",
+        "--display-name",
+        "Cluster Team",
+        "--access-key",
+        ALT_AK,
+        "--secret-key",
+        ALT_SK,
+        "--policy",
+        "admin",
+    ];
+    nodes.admin(0, &args);
+    let listed: Vec<Vec<serde_json::Value>> = (0..3)
+        .map(|i| serde_json::from_str(&nodes.admin(i, &["key", "list", "--json"])).unwrap())
+        .collect();
+    let user_of = |keys: &[serde_json::Value], ak: &str| {
+        let k = keys.iter().find(|k| k["access_key"] == ak).unwrap();
+        let field = |f: &str| k[f].as_str().unwrap().to_string();
+        (field("canonical_id"), field("display_name"))
+    };
+    let root_user = user_of(&listed[0], ROOT_AK);
+    let alt_user = user_of(&listed[0], ALT_AK);
+    assert!(is_canonical_id(&root_user.0) && is_canonical_id(&alt_user.0));
+    assert_eq!(alt_user.1, "Cluster Team");
+    for keys in &listed[1..] {
+        assert_eq!(user_of(keys, ROOT_AK), root_user);
+        assert_eq!(user_of(keys, ALT_AK), alt_user);
+    }
+    let alt0 = nodes.client_as(0, true, ALT_AK, ALT_SK);
+    let b = new_bucket(&alt0, "clusteracct").await;
+    put(&alt0, &b, "k", b"v").await;
+    for i in 0..3 {
+        let root = nodes.client(i, true);
+        let out = root.list_buckets().send().await.unwrap();
+        assert_eq!(shown(out.owner()), root_user, "node {}", i + 1);
+        let alt = nodes.client_as(i, true, ALT_AK, ALT_SK);
+        let out = alt.list_buckets().send().await.unwrap();
+        assert_eq!(shown(out.owner()), alt_user, "node {}", i + 1);
+        // The bucket's owner record reaches every gateway within its refresh.
+        let acl = eventually("the bucket's owner at every node", || {
+            let root = root.clone();
+            let b = b.clone();
+            let want = alt_user.0.clone();
+            async move {
+                let acl = root.get_object_acl().bucket(&b).key("k").send().await;
+                let acl = acl.map_err(|e| format!("{e:?}"))?;
+                match acl.owner().and_then(|o| o.id()) {
+                    Some(id) if id == want => Ok(acl),
+                    other => Err(format!("owner {other:?}")),
+                }
+            }
+        })
+        .await;
+        assert_eq!(shown(acl.owner()), alt_user, "node {}", i + 1);
+        no_access_key(&format!("{acl:?}{out:?}"), &[ALT_AK, ROOT_AK]);
+    }
+}

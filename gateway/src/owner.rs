@@ -12,7 +12,7 @@
 
 use s3s::dto::Owner;
 use s3s::S3Result;
-use saker_coordinator::access_keys::CanonicalUser;
+use saker_coordinator::access_keys::{is_canonical_id, CanonicalUser};
 use saker_policy::{CannedAcl, ObjectOwnership};
 
 use crate::settings::Bucket;
@@ -76,8 +76,10 @@ pub async fn dto(gw: &Gateway, account: &str) -> Owner {
 /// what saker showed as canonical user id before accounts had one, is still taken (it names
 /// that key), so ACLs written then can be written again.
 pub async fn named(gw: &Gateway, id: &str) -> Option<String> {
-    if let Some(account) = gw.keys.account_with_id(id).await {
-        return Some(account);
+    if is_canonical_id(id) {
+        if let Some(account) = gw.keys.account_with_id(id).await {
+            return Some(account);
+        }
     }
     gw.keys.get(id).map(|k| k.access_key)
 }
