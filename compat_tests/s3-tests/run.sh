@@ -16,7 +16,8 @@
 #   KEEP_DATA=1    keep the server's data directory
 #
 # Writes to S3TESTS_OUT: junit.xml, summary.txt (counts and failing tests grouped by error),
-# failures.tsv, pytest.log, saker.log, s3tests.conf. Exits 0 whatever the tests do (a report,
+# failures.tsv, pytest.log, saker.log, s3tests.conf, keys.json (`key list --json`: the users'
+# canonical ids and display names). Exits 0 whatever the tests do (a report,
 # not a gate); non-zero only when the run itself could not be set up.
 set -euo pipefail
 
@@ -142,9 +143,24 @@ done
 for pair in "$alt_ak:$alt_sk" "$tenant_ak:$tenant_sk"; do
     SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
         "$saker" admin key create --account --policy admin --access-key "${pair%%:*}" --secret-key "${pair#*:}" \
-        --admin-endpoint "$admin" >/dev/null \
+        --display-name "${pair%%:*} user" --admin-endpoint "$admin" >/dev/null \
         || die "cannot create access key ${pair%%:*}"
 done
+
+# The canonical user id and display name saker shows for each user's account (what the suite
+# expects as Owner ID / DisplayName and grants by id): never the access key.
+SAKER_ACCESS_KEY="$main_ak" SAKER_SECRET_KEY="$main_sk" \
+    "$saker" admin key list --json --admin-endpoint "$admin" >"$out/keys.json" \
+    || die "cannot list the keys"
+account() { # access key, field (canonical_id or display_name)
+    "$python" -c 'import json, sys
+keys = {k["access_key"]: k for k in json.load(open(sys.argv[1]))}
+print(keys[sys.argv[2]][sys.argv[3]])' "$out/keys.json" "$1" "$2" \
+        || die "key list shows no $2 for $1"
+}
+main_id="$(account "$main_ak" canonical_id)";     main_name="$(account "$main_ak" display_name)"
+alt_id="$(account "$alt_ak" canonical_id)";       alt_name="$(account "$alt_ak" display_name)"
+tenant_id="$(account "$tenant_ak" canonical_id)"; tenant_name="$(account "$tenant_ak" display_name)"
 
 # --- config -----------------------------------------------------------------------------------
 conf="$out/s3tests.conf"
@@ -152,6 +168,9 @@ sed -e "s|@HOST@|127.0.0.1|g" -e "s|@PORT@|$s3_port|g" \
     -e "s|@MAIN_ACCESS_KEY@|$main_ak|g" -e "s|@MAIN_SECRET_KEY@|$main_sk|g" \
     -e "s|@ALT_ACCESS_KEY@|$alt_ak|g" -e "s|@ALT_SECRET_KEY@|$alt_sk|g" \
     -e "s|@TENANT_ACCESS_KEY@|$tenant_ak|g" -e "s|@TENANT_SECRET_KEY@|$tenant_sk|g" \
+    -e "s|@MAIN_USER_ID@|$main_id|g" -e "s|@MAIN_DISPLAY_NAME@|$main_name|g" \
+    -e "s|@ALT_USER_ID@|$alt_id|g" -e "s|@ALT_DISPLAY_NAME@|$alt_name|g" \
+    -e "s|@TENANT_USER_ID@|$tenant_id|g" -e "s|@TENANT_DISPLAY_NAME@|$tenant_name|g" \
     "$here/s3tests.conf.template" >"$conf"
 ! grep -v '^#' "$conf" | grep -q '@[A-Z_]*@' || die "unrendered placeholder in $conf"
 

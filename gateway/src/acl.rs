@@ -1,7 +1,9 @@
 //! ACLs on the S3 API: what a request asks for (a canned ACL, `x-amz-grant-*` headers or an
 //! `AccessControlPolicy` body) as a [`saker_policy::Acl`], with every grantee checked (a
-//! canonical user id is an access key, saker knows no e-mail addresses, groups are S3's),
-//! and an `Acl` as S3's owner and grants.
+//! canonical user id names an account, [`crate::owner::named`]; saker knows no e-mail
+//! addresses; groups are S3's), and an `Acl` as S3's owner and grants, accounts shown by
+//! their canonical users. A stored `Acl` names accounts as saker does inside
+//! ([`crate::owner`]).
 //!
 //! Bucket ACLs are stored with the bucket's settings and grant what S3's ACLs grant (bucket
 //! READ lists, WRITE writes and deletes objects, READ_ACP/WRITE_ACP the ACL itself), unless
@@ -50,6 +52,7 @@ macro_rules! upload_acl {
             ),
             $writer,
         )
+        .await
     };
 }
 pub(crate) use upload_acl;
@@ -110,12 +113,12 @@ fn invalid(msg: impl Into<String>) -> S3Error {
 
 /// The grantee `kind`=`value` names (`kind` as in the header form: `id`, `emailAddress` or
 /// `uri`), if it exists.
-fn grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<saker_policy::Grantee> {
+async fn grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<saker_policy::Grantee> {
     match kind {
-        "id" if gw.keys.get(value).is_some() => {
-            Ok(saker_policy::Grantee::CanonicalUser(value.to_string()))
-        }
-        "id" => Err(invalid("Invalid id")),
+        "id" => match crate::owner::named(gw, value).await {
+            Some(account) => Ok(saker_policy::Grantee::CanonicalUser(account)),
+            None => Err(invalid("Invalid id")),
+        },
         "emailAddress" => Err(S3Error::with_message(
             S3ErrorCode::UnresolvableGrantByEmailAddress,
             "The e-mail address you provided does not match any account on record.",
@@ -132,7 +135,7 @@ fn grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<saker_policy::Gran
 /// The ACL a request asks for, owned by `owner`, of a resource in a bucket of
 /// `bucket_owner` (`None` when it names none). Grantees that do not exist are refused, as S3
 /// refuses them; so is a canned ACL with explicit grants.
-pub fn requested(
+pub async fn requested(
     gw: &Gateway,
     req: &AclRequest<'_>,
     owner: &str,
@@ -145,7 +148,7 @@ pub fn requested(
             let (kind, value) = g
                 .split_once('=')
                 .ok_or_else(|| invalid("a grant is not key=\"value\""))?;
-            let who = grantee(gw, kind.trim(), value.trim().trim_matches('"'))?;
+            let who = grantee(gw, kind.trim(), value.trim().trim_matches('"')).await?;
             grants.push(saker_policy::Grant::new(who, permission));
         }
     }
@@ -155,14 +158,13 @@ pub fn requested(
                 .grantee
                 .as_ref()
                 .ok_or_else(|| invalid("a grant has no grantee"))?;
-            let who = match e.type_.as_str() {
-                Type::CANONICAL_USER => grantee(gw, "id", e.id.as_deref().unwrap_or(""))?,
-                Type::AMAZON_CUSTOMER_BY_EMAIL => {
-                    grantee(gw, "emailAddress", e.email_address.as_deref().unwrap_or(""))?
-                }
-                Type::GROUP => grantee(gw, "uri", e.uri.as_deref().unwrap_or(""))?,
-                other => grantee(gw, other, "")?,
+            let (kind, value) = match e.type_.as_str() {
+                Type::CANONICAL_USER => ("id", e.id.as_deref()),
+                Type::AMAZON_CUSTOMER_BY_EMAIL => ("emailAddress", e.email_address.as_deref()),
+                Type::GROUP => ("uri", e.uri.as_deref()),
+                other => (other, None),
             };
+            let who = grantee(gw, kind, value.unwrap_or("")).await?;
             let permission: Permission = g
                 .permission
                 .as_ref()
@@ -230,37 +232,39 @@ pub fn ownership(set: Option<ObjectOwnership>) -> ObjectOwnership {
     set.unwrap_or(ObjectOwnership::ObjectWriter)
 }
 
-/// `acl` as S3's owner and grants: group grants first, then the users' (the order RGW
-/// answers in, which clients such as ceph's s3-tests rely on).
-pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
-    let owner = crate::owner::dto(&acl.owner);
+/// `acl` as S3's owner and grants, accounts shown by their canonical users: group grants
+/// first, then the users' (the order RGW answers in, which clients such as ceph's s3-tests
+/// rely on).
+pub async fn to_dto(gw: &Gateway, acl: &Acl) -> (Owner, Vec<Grant>) {
+    let owner = crate::owner::dto(gw, &acl.owner).await;
     let mut ordered: Vec<&saker_policy::Grant> = acl.grants.iter().collect();
     ordered.sort_by_key(|g| matches!(g.grantee, saker_policy::Grantee::CanonicalUser(_)));
-    let grants = ordered
-        .into_iter()
-        .map(|g| {
-            let grantee = match &g.grantee {
-                saker_policy::Grantee::CanonicalUser(id) => Grantee {
-                    display_name: Some(id.clone()),
+    let mut grants = Vec::with_capacity(ordered.len());
+    for g in ordered {
+        let grantee = match &g.grantee {
+            saker_policy::Grantee::CanonicalUser(account) => {
+                let user = crate::owner::user(gw, account).await;
+                Grantee {
+                    display_name: Some(user.display_name),
                     email_address: None,
-                    id: Some(id.clone()),
+                    id: Some(user.id),
                     type_: Type::from_static(Type::CANONICAL_USER),
                     uri: None,
-                },
-                saker_policy::Grantee::Group(group) => Grantee {
-                    display_name: None,
-                    email_address: None,
-                    id: None,
-                    type_: Type::from_static(Type::GROUP),
-                    uri: Some(group.uri().to_string()),
-                },
-            };
-            Grant {
-                grantee: Some(grantee),
-                permission: Some(DtoPermission::from(g.permission.as_str().to_string())),
+                }
             }
-        })
-        .collect();
+            saker_policy::Grantee::Group(group) => Grantee {
+                display_name: None,
+                email_address: None,
+                id: None,
+                type_: Type::from_static(Type::GROUP),
+                uri: Some(group.uri().to_string()),
+            },
+        };
+        grants.push(Grant {
+            grantee: Some(grantee),
+            permission: Some(DtoPermission::from(g.permission.as_str().to_string())),
+        });
+    }
     (owner, grants)
 }
 
@@ -269,7 +273,7 @@ pub fn to_dto(acl: &Acl) -> (Owner, Vec<Grant>) {
 /// writer or the bucket's owner ([`crate::owner::of_new_object`]); grantees must exist, and
 /// the bucket's Object Ownership and Public Access Block apply as to a bucket ACL. (The
 /// upload's own request answers NoSuchBucket: no lookup here.)
-pub fn for_upload(
+pub async fn for_upload(
     gw: &Gateway,
     s: &crate::settings::Bucket,
     req: &AclRequest<'_>,
@@ -280,7 +284,7 @@ pub fn for_upload(
     let writer = crate::owner::account(gw, writer);
     let owner =
         crate::owner::of_new_object(ownership, &bucket_owner, writer.as_deref(), req.canned);
-    let acl = match requested(gw, req, &owner, &bucket_owner)? {
+    let acl = match requested(gw, req, &owner, &bucket_owner).await? {
         Some(acl) => {
             check_settable(
                 req,

@@ -29,7 +29,7 @@ pub async fn create_bucket(
         crate::owner::account(gw, req.credentials.as_ref().map(|c| c.access_key.as_str()))
             .ok_or_else(|| s3s::s3_error!(AccessDenied, "a bucket is created by an access key"))?;
     let asked = crate::acl::acl_request!(i, None);
-    let acl = crate::acl::requested(gw, &asked, &creator, &creator)?;
+    let acl = crate::acl::requested(gw, &asked, &creator, &creator).await?;
     if let Some(acl) = &acl {
         // Refused before the bucket is made, as S3 does.
         let ownership = crate::acl::ownership(ownership);
@@ -225,7 +225,7 @@ pub async fn list_buckets(
     }
     Ok(S3Response::new(ListBucketsOutput {
         buckets: Some(buckets),
-        owner: Some(crate::owner::dto(&account)),
+        owner: Some(crate::owner::dto(gw, &account).await),
         prefix: req.input.prefix,
         continuation_token,
     }))
@@ -240,7 +240,7 @@ pub async fn get_bucket_acl(
         Some(acl) => acl.clone(),
         None => saker_policy::Acl::private(&crate::owner::of_bucket(gw, &s)),
     };
-    let (owner, grants) = crate::acl::to_dto(&acl);
+    let (owner, grants) = crate::acl::to_dto(gw, &acl).await;
     Ok(S3Response::new(GetBucketAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -255,7 +255,7 @@ pub async fn put_bucket_acl(
     let s = crate::bucket_access::settings(gw, &i.bucket).await?;
     let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
     let owner = crate::owner::of_bucket(gw, &s);
-    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &owner)? else {
+    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &owner).await? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "an ACL, grant headers or an AccessControlPolicy body is needed",

@@ -122,9 +122,8 @@ pub(crate) fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
 
 /// The owner listings show for the objects of `bucket`.
 async fn owner_of(gw: &Gateway, bucket: &str) -> S3Result<Owner> {
-    Ok(crate::owner::dto(
-        &crate::owner::of_bucket_named(gw, bucket).await?,
-    ))
+    let owner = crate::owner::of_bucket_named(gw, bucket).await?;
+    Ok(crate::owner::dto(gw, &owner).await)
 }
 
 /// The objects of a listing page; with their owner, `owner` (listings show the bucket's

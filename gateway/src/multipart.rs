@@ -610,10 +610,8 @@ pub async fn list_parts(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
-    let (owner, initiator) = initiator(
-        &upload,
-        &crate::owner::of_bucket_named(gw, &input.bucket).await?,
-    );
+    let of_bucket = crate::owner::of_bucket_named(gw, &input.bucket).await?;
+    let (owner, initiator) = initiator(gw, &upload, &of_bucket).await;
     let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
     let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
     let after: Vec<_> = upload.parts.iter().filter(|(n, _)| *n > marker).collect();
@@ -707,7 +705,7 @@ pub async fn list_uploads(
             break;
         }
         last = Some((u.key.clone(), u.upload_id.clone()));
-        let (owner, initiator) = initiator(&u, &of_bucket);
+        let (owner, initiator) = initiator(gw, &u, &of_bucket).await;
         uploads.push(MultipartUpload {
             checksum_algorithm: upload_algorithm(&u.upload_id)
                 .map(|a| ChecksumAlgorithm::from_static(a.as_str())),
@@ -750,12 +748,13 @@ pub async fn list_uploads(
 }
 
 /// Who started upload `u` in a bucket of `bucket_owner`, as the listings show it (as owner
-/// and as initiator): the owner of the ACL its object gets.
-fn initiator(u: &UploadInfo, bucket_owner: &str) -> (Owner, Initiator) {
-    let id = crate::acl::of_object(u.acl.as_deref(), bucket_owner).owner;
+/// and as initiator): the owner of the ACL its object gets, by its canonical user.
+async fn initiator(gw: &Gateway, u: &UploadInfo, bucket_owner: &str) -> (Owner, Initiator) {
+    let account = crate::acl::of_object(u.acl.as_deref(), bucket_owner).owner;
+    let owner = crate::owner::dto(gw, &account).await;
     let initiator = Initiator {
-        display_name: Some(id.clone()),
-        id: Some(id.clone()),
+        display_name: owner.display_name.clone(),
+        id: owner.id.clone(),
     };
-    (crate::owner::dto(&id), initiator)
+    (owner, initiator)
 }

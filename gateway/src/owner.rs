@@ -1,11 +1,18 @@
-//! Who owns what. An account is the id ACLs and listings name as an owner: an access key
-//! made with `--account` is an account of its own, every other key (the root key included)
-//! belongs to the root key's account. A bucket is owned by the account that created it (a
-//! bucket setting, unset for the root account's); an object by its bucket's owner, unless
-//! the bucket's Object Ownership lets the writer keep it (its ACL then names the writer).
+//! Who owns what. An access key made with `--account` is an account of its own, every
+//! other key (the root key included) belongs to the root key's account. A bucket is owned by
+//! the account that created it (a bucket setting, unset for the root account's); an object
+//! by its bucket's owner, unless the bucket's Object Ownership lets the writer keep it (its
+//! ACL then names the writer).
+//!
+//! Inside saker an account is named by its key's access key id (bucket settings and ACLs
+//! keep it so, as they did before accounts had canonical ids); S3 never sees that id. At the
+//! S3 boundary an account is its canonical user ([`saker_coordinator::access_keys`]): a 64
+//! hex id and a display name, in owners, grantees and initiators ([`dto`], [`user`]), and
+//! the id by which grants and `x-amz-expected-bucket-owner` name it ([`named`]).
 
 use s3s::dto::Owner;
 use s3s::S3Result;
+use saker_coordinator::access_keys::{is_canonical_id, CanonicalUser};
 use saker_policy::{CannedAcl, ObjectOwnership};
 
 use crate::settings::Bucket;
@@ -51,12 +58,30 @@ pub fn of_new_object(
     }
 }
 
-/// An owner as S3 shows one (the id is also the display name).
-pub fn dto(id: &str) -> Owner {
+/// The canonical user S3 shows for `account`.
+pub async fn user(gw: &Gateway, account: &str) -> CanonicalUser {
+    gw.keys.canonical_user(account).await
+}
+
+/// `account` as S3 shows an owner: its canonical user id and display name.
+pub async fn dto(gw: &Gateway, account: &str) -> Owner {
+    let user = user(gw, account).await;
     Owner {
-        display_name: Some(id.to_string()),
-        id: Some(id.to_string()),
+        display_name: Some(user.display_name),
+        id: Some(user.id),
     }
+}
+
+/// The account a grant's canonical user id `id` names (`None`: none). An access key id,
+/// what saker showed as canonical user id before accounts had one, is still taken (it names
+/// that key), so ACLs written then can be written again.
+pub async fn named(gw: &Gateway, id: &str) -> Option<String> {
+    if is_canonical_id(id) {
+        if let Some(account) = gw.keys.account_with_id(id).await {
+            return Some(account);
+        }
+    }
+    gw.keys.get(id).map(|k| k.access_key)
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ pub async fn get_object_acl(
     let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     let bucket_owner = crate::owner::of_bucket_named(gw, &req.input.bucket).await?;
     let acl = crate::acl::of_object(view.acl.as_deref(), &bucket_owner);
-    let (owner, grants) = crate::acl::to_dto(&acl);
+    let (owner, grants) = crate::acl::to_dto(gw, &acl).await;
     Ok(S3Response::new(GetObjectAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -217,7 +217,7 @@ pub async fn put_object_acl(
     // The object keeps its owner; only the grants change.
     let owner = crate::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;
     let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &bucket_owner)? else {
+    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &bucket_owner).await? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "PutObjectAcl needs a canned ACL, grant headers or an AccessControlPolicy",

@@ -396,7 +396,8 @@ pub async fn list_object_versions(
     let resumed = id_marker.map(|_| key_marker.as_str());
     let lines = merge(current, versions, resumed);
     let delimiter = input.delimiter.clone().filter(|d| !d.is_empty());
-    let owner = crate::owner::dto(&crate::owner::of_bucket_named(gw, &input.bucket).await?);
+    let owner = crate::owner::of_bucket_named(gw, &input.bucket).await?;
+    let owner = crate::owner::dto(gw, &owner).await;
     let mut out_versions = Vec::new();
     let mut markers = Vec::new();
     let mut common: Vec<String> = Vec::new();

@@ -5,8 +5,10 @@
 //! same), `{"AWS": "AKEXAMPLE"}` (a bare access key id),
 //! `{"AWS": "arn:aws:iam::<any>:user/<path/>AKEXAMPLE"}` (the same key: the last path
 //! segment), `{"AWS": "arn:aws:iam::<any>:root"}` (any signed request) and
-//! `{"CanonicalUser": "AKEXAMPLE"}`. `Service` and `Federated` principals are accepted but
-//! never match.
+//! `{"CanonicalUser": "AKEXAMPLE"}`. A key id also matches the request's canonical user id
+//! ([`Request::with_canonical_user`]: the account's, for a key that is an account), so
+//! `{"CanonicalUser": "<64 hex>"}` names an account as on AWS. `Service` and `Federated`
+//! principals are accepted but never match.
 
 use std::collections::BTreeSet;
 
@@ -66,11 +68,14 @@ pub enum PrincipalEntry {
 }
 
 impl PrincipalEntry {
-    fn matches(&self, p: &Principal) -> bool {
+    /// Whether the entry names `p`, whose canonical user id is `canonical`.
+    fn matches(&self, p: &Principal, canonical: Option<&str>) -> bool {
         match (self, p) {
             (PrincipalEntry::Everyone, _) => true,
             (PrincipalEntry::AnyKey, Principal::Key { .. }) => true,
-            (PrincipalEntry::Key(k), Principal::Key { access_key, .. }) => k == access_key,
+            (PrincipalEntry::Key(k), Principal::Key { access_key, .. }) => {
+                k == access_key || canonical == Some(k.as_str())
+            }
             _ => false,
         }
     }
@@ -107,13 +112,19 @@ impl Statement {
     /// Whether the statement's principal covers `p`. `NotPrincipal` never covers an
     /// anonymous request in an `Allow` statement: only `"*"` grants to anonymous users.
     pub fn principal_matches(&self, p: &Principal) -> bool {
+        self.principal_covers(p, None)
+    }
+
+    /// [`Statement::principal_matches`] for a principal whose canonical user id is
+    /// `canonical`.
+    fn principal_covers(&self, p: &Principal, canonical: Option<&str>) -> bool {
         match &self.principal {
             None => true,
             Some(ps) if ps.negated => {
                 let allow_anonymous = self.effect == Effect::Allow && p.is_anonymous();
-                !allow_anonymous && !ps.entries.iter().any(|e| e.matches(p))
+                !allow_anonymous && !ps.entries.iter().any(|e| e.matches(p, canonical))
             }
-            Some(ps) => ps.entries.iter().any(|e| e.matches(p)),
+            Some(ps) => ps.entries.iter().any(|e| e.matches(p, canonical)),
         }
     }
 
@@ -146,7 +157,7 @@ impl Statement {
 
     /// [`Statement::applies`] with the request's resource ARN made once by the caller.
     pub fn applies_to(&self, req: &Request, arn: &str, vars: bool) -> bool {
-        self.principal_matches(&req.principal)
+        self.principal_covers(&req.principal, req.canonical_user())
             && self.action_matches(&req.action)
             && self.resource_matches(arn, req, vars)
             && self.condition.matches(req, vars)
@@ -541,6 +552,40 @@ mod tests {
             let got = bucket(&doc).map(|p| p.statements()[0].principal.clone().unwrap().entries);
             assert_eq!(got.ok(), want, "{principal}");
         }
+    }
+
+    /// A principal naming a canonical user id matches the key of that account, however the
+    /// key is called; one naming the key id still matches the key.
+    #[test]
+    fn a_canonical_user_principal_names_the_account() {
+        let id = "5f".repeat(32);
+        let doc = |who: &str| {
+            format!(
+                r#"{{"Statement":{{"Effect":"Allow","Principal":{who},"Action":"s3:*","Resource":"*"}}}}"#
+            )
+        };
+        let canonical = bucket(&doc(&format!(r#"{{"CanonicalUser":"{id}"}}"#))).unwrap();
+        let by_key = bucket(&doc(r#"{"CanonicalUser":"AKTEAM"}"#)).unwrap();
+        let req = |canonical: Option<&str>| {
+            Request::new(
+                Principal::key("AKTEAM"),
+                "s3:GetObject",
+                crate::Resource::Service,
+            )
+            .with_canonical_user(canonical.map(str::to_string))
+        };
+        let applies = |p: &Policy, r: &Request| p.statements()[0].applies(r, false);
+        assert!(applies(&canonical, &req(Some(&id))));
+        assert!(!applies(&canonical, &req(None)));
+        assert!(!applies(&canonical, &req(Some(&"00".repeat(32)))));
+        assert!(applies(&by_key, &req(Some(&id))));
+        assert!(applies(&by_key, &req(None)));
+        let not = bucket(&format!(
+            r#"{{"Statement":{{"Effect":"Deny","NotPrincipal":{{"CanonicalUser":"{id}"}},"Action":"s3:*","Resource":"*"}}}}"#
+        ))
+        .unwrap();
+        assert!(!applies(&not, &req(Some(&id))), "NotPrincipal spares it");
+        assert!(applies(&not, &req(None)));
     }
 
     #[test]

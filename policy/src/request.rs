@@ -98,6 +98,9 @@ pub struct Request {
     pub action: String,
     pub resource: Resource,
     context: BTreeMap<String, Vec<String>>,
+    /// The canonical user id of the principal's account, for a key that is an account (the
+    /// root key, an account key): a bucket policy's principal may name it by that id.
+    canonical_user: Option<String>,
 }
 
 impl Request {
@@ -111,6 +114,7 @@ impl Request {
             action: action.into(),
             resource,
             context: BTreeMap::new(),
+            canonical_user: None,
         };
         match r.principal.clone() {
             Principal::Anonymous => {
@@ -124,6 +128,19 @@ impl Request {
             }
         }
         r
+    }
+
+    /// The request of a principal whose account's canonical user id is `id` (see
+    /// [`Request::canonical_user`]).
+    pub fn with_canonical_user(mut self, id: Option<String>) -> Self {
+        self.canonical_user = id;
+        self
+    }
+
+    /// The canonical user id of the principal, when it is an account's key: a policy
+    /// principal naming that id names it.
+    pub fn canonical_user(&self) -> Option<&str> {
+        self.canonical_user.as_deref()
     }
 
     /// Replaces the values of condition key `key`.

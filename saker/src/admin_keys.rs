@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use clap::Subcommand;
+use saker_coordinator::access_keys::CanonicalUser;
 use saker_coordinator::{AccessKey, KeyError};
 use serde::{Deserialize, Serialize};
 
@@ -38,12 +39,23 @@ pub enum KeyCommand {
         bucket: Option<String>,
         /// Make the key an account of its own: it owns the buckets it creates and reaches
         /// other accounts' buckets only through their bucket policies and ACLs. Without it
-        /// the key belongs to the root key's account.
+        /// the key belongs to the root key's account. The account gets a canonical user id
+        /// (64 hex digits), which S3 shows as its owner id in listings and ACLs and which
+        /// ACL grants name it by.
         #[arg(long)]
         account: bool,
+        /// The account's display name, shown with its canonical user id (default
+        /// `saker-` and the id's first 8 hex digits).
+        #[arg(long, requires = "account")]
+        display_name: Option<String>,
     },
-    /// List access keys (secrets are not shown).
-    List,
+    /// List access keys (secrets are not shown) with the canonical user id and display name
+    /// of the account each belongs to.
+    List {
+        /// Print JSON (one object per key) instead of tab-separated lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete an access key.
     Delete {
         #[arg(long)]
@@ -91,6 +103,8 @@ struct CreateKey {
     policy: Option<String>,
     #[serde(default)]
     account: bool,
+    #[serde(default)]
+    display_name: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -103,6 +117,28 @@ struct KeyInfo {
     policy: Option<String>,
     #[serde(default)]
     account: bool,
+    /// The canonical user id and display name of the key's account (its own for the root
+    /// key and account keys, the root account's for others): what S3 shows as its owner.
+    #[serde(default)]
+    canonical_id: Option<String>,
+    #[serde(default)]
+    display_name: Option<String>,
+}
+
+impl KeyInfo {
+    /// `k` as the admin API shows it, of the account `owner`.
+    fn of(k: AccessKey, owner: Option<CanonicalUser>) -> Self {
+        KeyInfo {
+            access_key: k.access_key,
+            uid: k.uid,
+            gid: k.gid,
+            root: k.root,
+            policy: k.policy,
+            account: k.account,
+            canonical_id: owner.as_ref().map(|o| o.id.clone()),
+            display_name: owner.map(|o| o.display_name),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -147,15 +183,15 @@ pub async fn list(State(st): State<AdminState>, headers: HeaderMap) -> Response 
         Ok(keys) => keys,
         Err(e) => return key_error(e),
     };
+    let root = keys
+        .iter()
+        .find(|k| k.root)
+        .and_then(|k| k.canonical.clone());
     let keys: Vec<KeyInfo> = keys
         .into_iter()
-        .map(|k| KeyInfo {
-            access_key: k.access_key,
-            uid: k.uid,
-            gid: k.gid,
-            root: k.root,
-            policy: k.policy,
-            account: k.account,
+        .map(|k| {
+            let owner = k.canonical.clone().or_else(|| root.clone());
+            KeyInfo::of(k, owner)
         })
         .collect();
     axum::Json(keys).into_response()
@@ -173,6 +209,20 @@ pub async fn create(State(st): State<AdminState>, headers: HeaderMap, body: Byte
         Ok(p) => p,
         Err(r) => return *r,
     };
+    let canonical = match (req.account, req.display_name) {
+        (true, name) => match CanonicalUser::generate(name) {
+            Ok(c) => Some(c),
+            Err(e) => return key_error(e),
+        },
+        (false, None) => None,
+        (false, Some(_)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                "a display name is an account's: create the key with --account\n",
+            )
+                .into_response()
+        }
+    };
     let key = AccessKey {
         access_key: req.access_key,
         secret_key: req.secret_key,
@@ -181,9 +231,13 @@ pub async fn create(State(st): State<AdminState>, headers: HeaderMap, body: Byte
         root: false,
         policy,
         account: req.account,
+        canonical,
     };
     match st.keys.create(key).await {
-        Ok(()) => (StatusCode::CREATED, "created\n").into_response(),
+        Ok(k) => {
+            let owner = k.canonical.clone().or_else(|| st.keys.root().canonical);
+            (StatusCode::CREATED, axum::Json(KeyInfo::of(k, owner))).into_response()
+        }
         Err(e) => key_error(e),
     }
 }
@@ -270,6 +324,7 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
             policy,
             bucket,
             account,
+            display_name,
         } => {
             let policy = policy
                 .map(|p| policy_document(&p, bucket.as_deref()))
@@ -285,11 +340,24 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
                 gid,
                 policy,
                 account,
+                display_name,
             })?;
-            send(endpoint, Method::POST, "/admin/keys", body).await?;
+            let reply = send(endpoint, Method::POST, "/admin/keys", body).await?;
             println!("created access key {access_key}");
             if generated {
                 println!("secret key: {secret_key}");
+            }
+            // (A server from before canonical ids answers plain text.)
+            if let Ok(k) = serde_json::from_str::<KeyInfo>(&reply) {
+                let of = if account {
+                    "its account"
+                } else {
+                    "the root account"
+                };
+                if let (Some(id), Some(name)) = (k.canonical_id, k.display_name) {
+                    println!("canonical user id ({of}): {id}");
+                    println!("display name: {name}");
+                }
             }
             if no_policy {
                 eprintln!(
@@ -298,9 +366,13 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
                 );
             }
         }
-        KeyCommand::List => {
+        KeyCommand::List { json } => {
             let text = send(endpoint, Method::GET, "/admin/keys", Vec::new()).await?;
             let keys: Vec<KeyInfo> = serde_json::from_str(&text).context("unexpected reply")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+                return Ok(());
+            }
             for k in keys {
                 let policy = if k.root {
                     "root".to_string()
@@ -308,8 +380,12 @@ pub async fn run(endpoint: &str, command: KeyCommand) -> anyhow::Result<()> {
                     format!("policy={}", policy_label(k.policy.as_deref()))
                 };
                 let account = if k.account { "\taccount" } else { "" };
+                let owner = match (k.canonical_id, k.display_name) {
+                    (Some(id), Some(name)) => format!("\tcanonical-id={id}\tdisplay-name={name}"),
+                    _ => String::new(),
+                };
                 println!(
-                    "{}\tuid={}\tgid={}\t{policy}{account}",
+                    "{}\tuid={}\tgid={}\t{policy}{account}{owner}",
                     k.access_key, k.uid, k.gid
                 );
             }

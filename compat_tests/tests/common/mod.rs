@@ -622,6 +622,25 @@ pub fn key_list_line(srv: &Server, ak: &str) -> String {
     line.to_string()
 }
 
+/// The canonical user id and display name of the account key `ak` belongs to, as `saker
+/// admin key list --json` shows them (what S3 shows as its owner).
+#[track_caller]
+pub fn canonical_user(srv: &Server, ak: &str) -> (String, String) {
+    let listed = ok_stdout(srv.admin_cmd(&["key", "list", "--json"]), "key list --json");
+    let keys: Vec<serde_json::Value> = serde_json::from_str(&listed).expect("key list --json");
+    let key = keys
+        .iter()
+        .find(|k| k["access_key"] == ak)
+        .unwrap_or_else(|| panic!("key list does not show {ak}:\n{listed}"));
+    let field = |name: &str| {
+        key[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("{ak} has no {name}:\n{listed}"))
+            .to_string()
+    };
+    (field("canonical_id"), field("display_name"))
+}
+
 /// Asserts a request failed with `status` and S3 error `code`.
 #[track_caller]
 pub fn assert_fails<T: std::fmt::Debug, E>(

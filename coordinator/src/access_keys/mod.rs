@@ -24,7 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::StateStore;
 
+mod canonical;
 mod stored;
+
+pub use canonical::{is_canonical_id, validate_display_name, CanonicalUser};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
@@ -62,6 +65,11 @@ pub struct AccessKey {
     /// root key's account.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub account: bool,
+    /// The account's canonical user id and display name, what S3 shows as its owner id
+    /// ([`canonical`]): the root key's and account keys' (made when the key is, derived for
+    /// keys from before). `None` for other keys: theirs is the root key's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canonical: Option<CanonicalUser>,
 }
 
 impl fmt::Debug for AccessKey {
@@ -74,6 +82,7 @@ impl fmt::Debug for AccessKey {
             .field("root", &self.root)
             .field("policy", &self.policy.is_some())
             .field("account", &self.account)
+            .field("canonical", &self.canonical)
             .finish()
     }
 }
@@ -104,6 +113,20 @@ const KEYS: &str = "keys/";
 /// The record of access key `access_key` in the coordinator's state.
 fn record(access_key: &str) -> String {
     format!("{KEYS}{access_key}")
+}
+
+/// The root key `ak`, `sk`, of the account `canonical`.
+fn root_key(ak: String, sk: String, canonical: CanonicalUser) -> AccessKey {
+    AccessKey {
+        access_key: ak,
+        secret_key: sk,
+        uid: 0,
+        gid: 0,
+        root: true,
+        policy: None,
+        account: false,
+        canonical: Some(canonical),
+    }
 }
 
 /// A random string of `len` characters from `alphabet`.
@@ -200,7 +223,9 @@ impl AccessKeyStore {
             .filter_map(|(k, v)| stored::decode_record(k, v).ok())
             .find(|k| k.root);
         match theirs {
-            Some(k) if k.access_key == root.access_key && k.secret_key == root.secret_key => Ok(()),
+            Some(k) if k.access_key == root.access_key && k.secret_key == root.secret_key => {
+                self.adopt_root_account(k.canonical)
+            }
             Some(k) => Err(KeyError::Invalid(format!(
                 "the cluster's root key is {}, not this node's {}: the root key is fixed at \
                  bootstrap",
@@ -214,6 +239,25 @@ impl AccessKeyStore {
                     .await?)
             }
         }
+    }
+
+    /// Makes `canonical`, the root account's in the cluster's state, this node's too (they
+    /// differ only where nodes bootstrapped at once from files of another root account).
+    fn adopt_root_account(&self, canonical: Option<CanonicalUser>) -> Result<(), KeyError> {
+        let Some(canonical) = canonical else {
+            return Ok(());
+        };
+        {
+            let mut keys = self.keys.write();
+            let root = keys
+                .get_mut(self.root_ak.get().expect("the store always has a root key"))
+                .expect("the store always has a root key");
+            if root.canonical.as_ref() == Some(&canonical) {
+                return Ok(());
+            }
+            root.canonical = Some(canonical);
+        }
+        self.persist()
     }
 
     /// Refreshes a replicated key set every [`REFRESH`], for ever.
@@ -237,12 +281,16 @@ impl AccessKeyStore {
             return Ok(());
         }
         let mut fresh = BTreeMap::new();
+        let mut root_account = None;
         for (key, value) in shared.state.scan(KEYS).await? {
             let k = stored::decode_record(&key, &value)?;
             if !k.root {
                 fresh.insert(k.access_key.clone(), k);
+            } else if k.access_key == self.root_account() {
+                root_account = k.canonical;
             }
         }
+        self.adopt_root_account(root_account)?;
         let mut keys = self.keys.write();
         keys.retain(|_, k| k.root);
         for (ak, k) in fresh {
@@ -285,41 +333,27 @@ impl AccessKeyStore {
 
     /// Sets the root key (once, at open: it stays for the store's life).
     fn set_root(&self, root: Option<(String, String)>) -> Result<(), KeyError> {
-        let has_root = self.keys.read().values().any(|k| k.root);
-        match root {
-            Some((ak, sk)) => {
+        let stored = self.keys.read().values().find(|k| k.root).cloned();
+        let new = match (root, stored) {
+            (Some((ak, sk)), stored) => {
                 validate(&ak, &sk)?;
-                let mut keys = self.keys.write();
-                keys.retain(|_, k| !k.root);
-                keys.insert(
-                    ak.clone(),
-                    AccessKey {
-                        access_key: ak,
-                        secret_key: sk,
-                        uid: 0,
-                        gid: 0,
-                        root: true,
-                        policy: None,
-                        account: false,
-                    },
-                );
+                // The root account keeps its canonical user when its key is replaced.
+                let canonical = stored
+                    .and_then(|k| k.canonical)
+                    .unwrap_or_else(|| CanonicalUser::derived(&ak, &sk));
+                Some(root_key(ak, sk, canonical))
             }
-            None if !has_root => {
-                let ak = generate_access_key();
-                self.keys.write().insert(
-                    ak.clone(),
-                    AccessKey {
-                        access_key: ak,
-                        secret_key: generate_secret_key(),
-                        uid: 0,
-                        gid: 0,
-                        root: true,
-                        policy: None,
-                        account: false,
-                    },
-                );
+            (None, None) => {
+                let (ak, sk) = (generate_access_key(), generate_secret_key());
+                let canonical = CanonicalUser::derived(&ak, &sk);
+                Some(root_key(ak, sk, canonical))
             }
-            None => {}
+            (None, Some(_)) => None,
+        };
+        if let Some(new) = new {
+            let mut keys = self.keys.write();
+            keys.retain(|_, k| !k.root);
+            keys.insert(new.access_key.clone(), new);
         }
         let root = self
             .keys
@@ -367,8 +401,9 @@ impl AccessKeyStore {
         self.keys.read().get(access_key).map(f)
     }
 
-    /// The account `access_key` belongs to (its owner id in ACLs and listings): the key
-    /// itself for an account key, the root key for every other key (`None`: no such key).
+    /// The account `access_key` belongs to, as saker records owners (bucket settings, ACLs):
+    /// the key itself for an account key, the root key for every other key (`None`: no such
+    /// key). S3 is shown the account's canonical user instead ([`Self::canonical_user`]).
     pub fn account_of(&self, access_key: &str) -> Option<String> {
         let keys = self.keys.read();
         let key = keys.get(access_key)?;
@@ -376,6 +411,52 @@ impl AccessKeyStore {
             return Some(key.access_key.clone());
         }
         Some(self.root_account())
+    }
+
+    /// The canonical user S3 shows for `account` (an account as [`Self::account_of`] names
+    /// it; a key of the root's account is shown as that): the key's, looked up in the
+    /// replicated state if this copy lacks it, else (an account deleted since) a stand-in
+    /// derived from it keyed by the root key's secret, stable and telling nothing of it.
+    pub async fn canonical_user(&self, account: &str) -> CanonicalUser {
+        if let Some(c) = self.canonical_of(account) {
+            return c;
+        }
+        if self.lookup(account).await.is_some() {
+            if let Some(c) = self.canonical_of(account) {
+                return c;
+            }
+        }
+        CanonicalUser::unknown(&self.root().secret_key, account)
+    }
+
+    /// The canonical user of `account` in this copy (see [`Self::canonical_user`]).
+    pub fn canonical_of(&self, account: &str) -> Option<CanonicalUser> {
+        let keys = self.keys.read();
+        let key = keys.get(account)?;
+        if let Some(c) = &key.canonical {
+            return Some(c.clone());
+        }
+        keys.get(self.root_ak.get()?)?.canonical.clone()
+    }
+
+    /// The account whose canonical user id is `id`, looked up in the replicated state if
+    /// this copy has none (`None`: no account has it).
+    pub async fn account_with_id(&self, id: &str) -> Option<String> {
+        let find = || {
+            self.keys
+                .read()
+                .values()
+                .find(|k| k.canonical.as_ref().is_some_and(|c| c.id == id))
+                .map(|k| k.access_key.clone())
+        };
+        if let Some(account) = find() {
+            return Some(account);
+        }
+        self.shared.as_ref()?;
+        if let Err(e) = self.refresh(MISS_REFRESH).await {
+            tracing::warn!(error = %e, "access keys not refreshed");
+        }
+        find()
     }
 
     /// The root key's access key: the id of the account every non-account key belongs to.
@@ -403,30 +484,73 @@ impl AccessKeyStore {
         self.keys.read().values().cloned().collect()
     }
 
-    pub async fn create(&self, key: AccessKey) -> Result<(), KeyError> {
+    /// Adds `key` (never as a root key) and returns it as stored. An account key has the
+    /// canonical user it comes with (a canonical id no other account has, a valid display
+    /// name) or a new one ([`CanonicalUser::generate`]); other keys have none (theirs is the
+    /// root account's).
+    pub async fn create(&self, key: AccessKey) -> Result<AccessKey, KeyError> {
         validate(&key.access_key, &key.secret_key)?;
-        let key = AccessKey { root: false, ..key };
+        let canonical = match (key.account, key.canonical) {
+            (true, Some(c)) => {
+                if !is_canonical_id(&c.id) {
+                    return Err(KeyError::Invalid(
+                        "a canonical user id is 64 lowercase hex digits".into(),
+                    ));
+                }
+                validate_display_name(&c.display_name)?;
+                Some(c)
+            }
+            (true, None) => Some(CanonicalUser::generate(None)?),
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(KeyError::Invalid(
+                    "only an account (--account) has a canonical user id and display name".into(),
+                ))
+            }
+        };
+        let key = AccessKey {
+            root: false,
+            canonical,
+            ..key
+        };
+        let id_taken = |keys: &BTreeMap<String, AccessKey>| {
+            let id = key.canonical.as_ref().map(|c| &c.id);
+            id.is_some()
+                && keys
+                    .values()
+                    .any(|k| k.canonical.as_ref().map(|c| &c.id) == id)
+        };
+        let id_exists = || KeyError::Exists("an account of that canonical user id".into());
         if let Some(shared) = &self.shared {
             self.refresh(Duration::ZERO).await?;
             if self.get(&key.access_key).is_some() {
                 return Err(KeyError::Exists(key.access_key));
+            }
+            if id_taken(&self.keys.read()) {
+                return Err(id_exists());
             }
             let body = stored::encode_record(&key);
             shared
                 .state
                 .put(&record(&key.access_key), Some(body))
                 .await?;
-            self.keys.write().insert(key.access_key.clone(), key);
-            return Ok(());
+            self.keys
+                .write()
+                .insert(key.access_key.clone(), key.clone());
+            return Ok(key);
         }
         {
             let mut keys = self.keys.write();
             if keys.contains_key(&key.access_key) {
                 return Err(KeyError::Exists(key.access_key));
             }
-            keys.insert(key.access_key.clone(), key);
+            if id_taken(&keys) {
+                return Err(id_exists());
+            }
+            keys.insert(key.access_key.clone(), key.clone());
         }
-        self.persist()
+        self.persist()?;
+        Ok(key)
     }
 
     pub async fn delete(&self, access_key: &str) -> Result<(), KeyError> {
@@ -530,6 +654,7 @@ mod tests {
             root: false,
             policy: None,
             account,
+            canonical: None,
         };
         s.create(key("team", true)).await.unwrap();
         s.create(key("member", false)).await.unwrap();
@@ -538,9 +663,113 @@ mod tests {
         assert_eq!(s.account_of("rootak").as_deref(), Some("rootak"));
         assert_eq!(s.account_of("nobody"), None);
         assert_eq!(s.root_account(), "rootak");
-        // The flag survives a reopen.
+        // The flag survives a reopen, and so does the account's canonical user.
+        let team = s.canonical_user("team").await;
+        assert!(is_canonical_id(&team.id), "{team:?}");
+        assert_eq!(team.display_name, format!("saker-{}", &team.id[..8]));
         let again = AccessKeyStore::open(&dir.path().join("keys.json"), None).unwrap();
         assert_eq!(again.account_of("team").as_deref(), Some("team"));
+        assert_eq!(again.canonical_user("team").await, team);
+    }
+
+    #[tokio::test]
+    async fn accounts_are_shown_by_canonical_user_never_by_access_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let root = ("rootak".to_string(), "rootsecret1".to_string());
+        let s = AccessKeyStore::open(&path, Some(root.clone())).unwrap();
+        let key = |ak: &str, account, canonical| AccessKey {
+            access_key: ak.into(),
+            secret_key: "password1".into(),
+            uid: 0,
+            gid: 0,
+            root: false,
+            policy: None,
+            account,
+            canonical,
+        };
+        let named = CanonicalUser::generate(Some("Team A".into())).unwrap();
+        let made = s
+            .create(key("team", true, Some(named.clone())))
+            .await
+            .unwrap();
+        assert_eq!(made.canonical.as_ref(), Some(&named));
+        let other = s.create(key("other", true, None)).await.unwrap();
+        let other = other.canonical.expect("an account gets a canonical user");
+        assert_ne!(other.id, named.id);
+        s.create(key("member", false, None)).await.unwrap();
+        // The root account's: derived from its key, the same for its other keys.
+        let root_user = s.canonical_user("rootak").await;
+        assert_eq!(root_user, CanonicalUser::derived("rootak", "rootsecret1"));
+        assert_eq!(s.canonical_user("member").await, root_user);
+        assert_eq!(s.canonical_user("team").await, named);
+        assert_eq!(s.account_with_id(&named.id).await.as_deref(), Some("team"));
+        assert_eq!(
+            s.account_with_id(&root_user.id).await.as_deref(),
+            Some("rootak")
+        );
+        assert_eq!(s.account_with_id("team").await, None);
+        // A deleted account is shown by a stable stand-in, not by its key.
+        s.delete("other").await.unwrap();
+        let gone = s.canonical_user("other").await;
+        assert!(is_canonical_id(&gone.id) && gone.id != other.id);
+        assert_eq!(s.canonical_user("other").await, gone);
+        assert!(!gone.display_name.contains("other"));
+        // Refused: an id another account has, a bad display name, a name for a non-account.
+        let dup = s.create(key("dup", true, Some(named.clone()))).await;
+        assert!(matches!(dup, Err(KeyError::Exists(_))), "{dup:?}");
+        let bad = CanonicalUser {
+            id: named.id.to_uppercase(),
+            display_name: "x".into(),
+        };
+        let bad = s.create(key("bad", true, Some(bad))).await;
+        assert!(matches!(bad, Err(KeyError::Invalid(_))), "{bad:?}");
+        let blank = CanonicalUser {
+            id: "cd".repeat(32),
+            display_name: "tab\there".into(),
+        };
+        let blank = s.create(key("blank", true, Some(blank))).await;
+        assert!(matches!(blank, Err(KeyError::Invalid(_))), "{blank:?}");
+        let not_account = s.create(key("plain", false, Some(other.clone()))).await;
+        assert!(matches!(not_account, Err(KeyError::Invalid(_))));
+        // The root account keeps its canonical user across restarts, and when its key is
+        // replaced.
+        let again = AccessKeyStore::open(&path, None).unwrap();
+        assert_eq!(again.canonical_user("rootak").await, root_user);
+        assert_eq!(again.canonical_user("team").await, named);
+        let replaced =
+            AccessKeyStore::open(&path, Some(("newroot".into(), "newsecret1".into()))).unwrap();
+        assert_eq!(replaced.canonical_user("newroot").await, root_user);
+    }
+
+    /// A key file of version 2 written before accounts had canonical ids: the root key and
+    /// the account keys get the ids derived from them, written back at open, kept after.
+    #[tokio::test]
+    async fn a_key_file_from_before_canonical_ids_gets_them_once_and_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let old = r#"{"version":2,"keys":[
+            {"access_key":"rootak","secret_key":"rootsecret1","uid":0,"gid":0,"root":true},
+            {"access_key":"team","secret_key":"teamsecret1","uid":0,"gid":0,"root":false,
+             "policy":"{}","account":true},
+            {"access_key":"member","secret_key":"membersecret1","uid":0,"gid":0,
+             "root":false}]}"#;
+        std::fs::write(&path, old).unwrap();
+        let root = ("rootak".to_string(), "rootsecret1".to_string());
+        let s = AccessKeyStore::open(&path, Some(root)).unwrap();
+        let root_user = CanonicalUser::derived("rootak", "rootsecret1");
+        let team = CanonicalUser::derived("team", "teamsecret1");
+        assert_eq!(s.canonical_user("rootak").await, root_user);
+        assert_eq!(s.canonical_user("team").await, team);
+        assert_eq!(s.canonical_user("member").await, root_user);
+        let file = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            file.contains(&root_user.id) && file.contains(&team.id),
+            "{file}"
+        );
+        assert_eq!(s.get("member").unwrap().canonical, None);
+        let again = AccessKeyStore::open(&path, None).unwrap();
+        assert_eq!(again.canonical_user("team").await, team);
     }
 
     #[tokio::test]
@@ -556,6 +785,7 @@ mod tests {
             root: false,
             policy: None,
             account: false,
+            canonical: None,
         };
         s.create(k.clone()).await.unwrap();
         assert!(matches!(
@@ -612,6 +842,7 @@ mod tests {
             root: false,
             policy: None,
             account: false,
+            canonical: None,
         };
         a.create(k.clone()).await.unwrap();
         assert_eq!(b.get("user2"), None, "b has not refreshed yet");
@@ -633,6 +864,36 @@ mod tests {
             a.set_policy(&root, Some("{}".into())).await,
             Err(KeyError::Root)
         ));
+        // An account made at one node is shown by the same canonical user at every node; so
+        // is the root account, and an account recorded before canonical ids existed.
+        let team = AccessKey {
+            access_key: "team".into(),
+            account: true,
+            ..k.clone()
+        };
+        let team = a.create(team).await.unwrap().canonical.unwrap();
+        // (b refreshed less than MISS_REFRESH ago: a node that has not looks it up.)
+        let root_pair = ("rootkey".to_string(), "rootsecret".to_string());
+        let c = AccessKeyStore::replicated(&dir.path().join("c.json"), root_pair, state.clone())
+            .unwrap();
+        assert_eq!(c.account_with_id(&team.id).await.as_deref(), Some("team"));
+        b.refresh(Duration::ZERO).await.unwrap();
+        assert_eq!(b.canonical_user("team").await, team);
+        assert_eq!(
+            a.canonical_user("rootkey").await,
+            b.canonical_user("rootkey").await
+        );
+        let before = br#"{"version":2,"access_key":"oldteam","secret_key":"oldsecret1",
+            "uid":0,"gid":0,"root":false,"policy":"{}","account":true}"#;
+        state
+            .put("keys/oldteam", Some(before.to_vec()))
+            .await
+            .unwrap();
+        let derived = CanonicalUser::derived("oldteam", "oldsecret1");
+        a.refresh(Duration::ZERO).await.unwrap();
+        b.refresh(Duration::ZERO).await.unwrap();
+        assert_eq!(a.canonical_user("oldteam").await, derived);
+        assert_eq!(b.canonical_user("oldteam").await, derived);
         b.delete("user2").await.unwrap();
         a.refresh(Duration::ZERO).await.unwrap();
         assert_eq!(a.lookup("user2").await, None);
@@ -647,7 +908,7 @@ mod tests {
         let file = std::fs::read_to_string(dir.path().join("a.json")).unwrap();
         assert!(!file.contains("password2"));
         let other = AccessKeyStore::replicated(
-            &dir.path().join("c.json"),
+            &dir.path().join("d.json"),
             ("otherroot".into(), "othersecret".into()),
             state,
         )

@@ -8,10 +8,17 @@
 //! A node still running version 1 code reads a version 2 record as before (it ignores the
 //! marker): a key made without a policy can do everything at such a node until it is
 //! upgraded. Upgrade every node before making keys without a policy.
+//!
+//! The account's canonical user id and display name (`canonical`, of the root key and keys
+//! made with `--account`) are an optional field of version 2, not a version of their own: a
+//! node of older code ignores the field (and shows access keys as owners, as it did), and a
+//! record or file without it, of either version, gets the id derived from the key
+//! ([`CanonicalUser::derived`]), the same at every node, without a write. Those are the
+//! records and files saker wrote before accounts had canonical ids.
 
 use serde::{Deserialize, Serialize};
 
-use super::{AccessKey, KeyError};
+use super::{AccessKey, CanonicalUser, KeyError};
 
 /// The version written.
 pub const VERSION: u32 = 2;
@@ -49,7 +56,7 @@ pub mod v1 {
                 (false, None) => Some(saker_policy::admin_identity_json().to_string()),
                 (_, policy) => policy,
             };
-            AccessKey {
+            super::completed(AccessKey {
                 access_key: self.access_key,
                 secret_key: self.secret_key,
                 uid: self.uid,
@@ -57,7 +64,8 @@ pub mod v1 {
                 root: self.root,
                 policy,
                 account: self.account,
-            }
+                canonical: None,
+            })
         }
     }
 }
@@ -88,6 +96,15 @@ struct File<K> {
     keys: Vec<K>,
 }
 
+/// `key` with the canonical user its account has when it has none recorded: the root key
+/// and account keys from before canonical ids get the derived one.
+fn completed(mut key: AccessKey) -> AccessKey {
+    if key.canonical.is_none() && (key.root || key.account) {
+        key.canonical = Some(CanonicalUser::derived(&key.access_key, &key.secret_key));
+    }
+    key
+}
+
 fn corrupt(what: &str) -> impl FnOnce(serde_json::Error) -> KeyError + '_ {
     move |e| KeyError::Corrupt(format!("{what}: {e}"))
 }
@@ -115,7 +132,7 @@ pub fn decode_record(name: &str, bytes: &[u8]) -> Result<AccessKey, KeyError> {
         }
         VERSION => {
             let record: Record<AccessKey> = serde_json::from_slice(bytes).map_err(corrupt(name))?;
-            Ok(record.key)
+            Ok(completed(record.key))
         }
         v => Err(unknown(name, v)),
     }
@@ -141,7 +158,7 @@ pub fn decode_file(bytes: &[u8]) -> Result<Vec<AccessKey>, KeyError> {
         }
         VERSION => {
             let file: File<AccessKey> = serde_json::from_slice(bytes).map_err(corrupt(WHAT))?;
-            Ok(file.keys)
+            Ok(file.keys.into_iter().map(completed).collect())
         }
         v => Err(unknown(WHAT, v)),
     }
@@ -170,14 +187,66 @@ mod tests {
         let k = decode_record("keys/AKRO", limited.as_bytes()).unwrap();
         assert_eq!(k.policy.as_deref(), Some(r#"{"Statement":[]}"#));
         assert!(k.account);
-        let root =
-            r#"{"access_key":"AKROOT","secret_key":"root-secret","uid":0,"gid":0,"root":true}"#;
+        // An account gets the id derived from its key; a key of the root's account none.
         assert_eq!(
-            decode_record("keys/AKROOT", root.as_bytes())
+            k.canonical,
+            Some(CanonicalUser::derived("AKRO", "ro-secret-1"))
+        );
+        assert_eq!(
+            decode_record("keys/AKOLD", V1_RECORD.as_bytes())
                 .unwrap()
-                .policy,
+                .canonical,
             None
         );
+        let root =
+            r#"{"access_key":"AKROOT","secret_key":"root-secret","uid":0,"gid":0,"root":true}"#;
+        let root = decode_record("keys/AKROOT", root.as_bytes()).unwrap();
+        assert_eq!(root.policy, None);
+        assert_eq!(
+            root.canonical,
+            Some(CanonicalUser::derived("AKROOT", "root-secret"))
+        );
+    }
+
+    /// Records and files of version 2 as saker wrote them before accounts had canonical ids:
+    /// the root key and account keys get the derived id (every node the same one), other
+    /// keys none; one recorded is kept, and written back.
+    #[test]
+    fn version_2_keys_from_before_canonical_ids_get_a_derived_one() {
+        let account = r#"{"version":2,"access_key":"AKTEAM","secret_key":"team-secret-1",
+            "uid":0,"gid":0,"root":false,"policy":"{}","account":true}"#;
+        let k = decode_record("keys/AKTEAM", account.as_bytes()).unwrap();
+        let derived = CanonicalUser::derived("AKTEAM", "team-secret-1");
+        assert!(super::super::is_canonical_id(&derived.id));
+        assert_eq!(k.canonical.as_ref(), Some(&derived));
+        assert_eq!(derived.display_name, format!("saker-{}", &derived.id[..8]));
+        let member = r#"{"version":2,"access_key":"AKMEMBER","secret_key":"member-secret-1",
+            "uid":0,"gid":0,"root":false}"#;
+        assert_eq!(
+            decode_record("keys/AKMEMBER", member.as_bytes())
+                .unwrap()
+                .canonical,
+            None
+        );
+        let file = r#"{"version":2,"keys":[{"access_key":"AKROOT","secret_key":"root-secret",
+            "uid":0,"gid":0,"root":true}]}"#;
+        let keys = decode_file(file.as_bytes()).unwrap();
+        assert_eq!(
+            keys[0].canonical,
+            Some(CanonicalUser::derived("AKROOT", "root-secret"))
+        );
+        // A recorded one is kept as is, and round trips.
+        let named = AccessKey {
+            canonical: Some(CanonicalUser {
+                id: "ab".repeat(32),
+                display_name: "Team A".into(),
+            }),
+            ..k
+        };
+        let bytes = encode_record(&named);
+        assert_eq!(decode_record("keys/AKTEAM", &bytes).unwrap(), named);
+        let file = encode_file(vec![named.clone()]).unwrap();
+        assert_eq!(decode_file(&file).unwrap(), vec![named]);
     }
 
     #[test]
@@ -190,6 +259,7 @@ mod tests {
             root: false,
             policy: None,
             account: false,
+            canonical: None,
         };
         let bytes = encode_record(&k);
         assert!(String::from_utf8_lossy(&bytes).contains(r#""version":2"#));

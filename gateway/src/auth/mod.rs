@@ -89,6 +89,9 @@ type Parsed = (String, Arc<Policy>);
 /// its own).
 struct Requester {
     principal: Principal,
+    /// The canonical user id of the key's account, for the root key and account keys (a
+    /// bucket policy may name them so).
+    canonical: Option<String>,
     account: Account,
     identity: Option<Arc<Policy>>,
     /// The root key, or a key whose policy is the ready-made `admin` for every bucket: its
@@ -117,6 +120,7 @@ impl Requester {
                 root: true,
             } => Requester {
                 principal: Principal::key(access_key),
+                canonical: self.canonical,
                 account: self.account,
                 identity: Some(full_access()),
                 unrestricted: true,
@@ -138,16 +142,20 @@ impl Access {
         let Some(ak) = access_key else {
             return Ok(Requester {
                 principal: Principal::Anonymous,
+                canonical: None,
                 account: Account::Anonymous,
                 identity: None,
                 unrestricted: false,
             });
         };
         // SigV4 already found the key; it may have been deleted since.
-        let (root, policy, own) = self
+        let (root, policy, own, canonical) = self
             .gw
             .keys
-            .with(ak, |k| (k.root, k.policy.clone(), k.account))
+            .with(ak, |k| {
+                let canonical = k.canonical.as_ref().map(|c| c.id.clone());
+                (k.root, k.policy.clone(), k.account, canonical)
+            })
             .ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
         let account = if own {
             Account::Own(ak.to_string())
@@ -157,6 +165,7 @@ impl Access {
         if root {
             return Ok(Requester {
                 principal: Principal::root(ak),
+                canonical,
                 account,
                 identity: None,
                 unrestricted: true,
@@ -166,6 +175,7 @@ impl Access {
         let unrestricted = policy.as_deref() == Some(saker_policy::admin_identity_json());
         Ok(Requester {
             principal: Principal::key(ak),
+            canonical,
             account,
             identity,
             unrestricted,
@@ -223,7 +233,8 @@ impl Access {
     ) -> Decision {
         let bucket_policy = settings.and_then(|s| s.policy.as_ref().map(|(_, p)| p));
         let wanted = Wanted::new([who.identity.as_deref(), bucket_policy]);
-        let mut req = Request::new(who.principal.clone(), action, resource);
+        let mut req = Request::new(who.principal.clone(), action, resource)
+            .with_canonical_user(who.canonical.clone());
         if wanted.any(&["aws:currenttime", "aws:epochtime"]) {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -528,12 +539,17 @@ pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()
 }
 
 /// Refuses a request whose `x-amz-expected-bucket-owner` names another account than the
-/// owner of the bucket of settings `s`.
+/// owner of the bucket of settings `s` (by its canonical user id, or the access key id saker
+/// took before accounts had one).
 fn expected_owner(gw: &Gateway, headers: &http::HeaderMap, s: &Bucket) -> S3Result<()> {
     let Some(expected) = headers.get("x-amz-expected-bucket-owner") else {
         return Ok(());
     };
-    if expected.as_bytes() == crate::owner::of_bucket(gw, s).as_bytes() {
+    let owner = crate::owner::of_bucket(gw, s);
+    let canonical = gw.keys.canonical_of(&owner).map(|c| c.id);
+    if expected.as_bytes() == owner.as_bytes()
+        || canonical.is_some_and(|id| expected.as_bytes() == id.as_bytes())
+    {
         return Ok(());
     }
     Err(s3_error!(AccessDenied, "the bucket has another owner"))
