@@ -1,8 +1,8 @@
 //! What an MNode decides of a library client's requests (a mount with a client credential),
 //! against a real `saker server`: a `CommitFile` is checked against the writer's identity,
 //! refused a layout naming another file's chunks (or the chunks the commit replaces), and the
-//! MNode itself decides whether the replaced bytes stay as a noncurrent version, taking from
-//! the client only a receipt an MNode signed. A client reads a chunk only with a grant an
+//! MNode itself decides whether the replaced bytes (or an unlinked file) stay as a noncurrent
+//! version, taking from the client only a receipt an MNode signed. A client reads a chunk only with a grant an
 //! MNode gave after a permission check.
 
 mod common;
@@ -261,6 +261,38 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
         .unwrap();
     let sizes: Vec<i64> = listed.versions().iter().filter_map(|v| v.size()).collect();
     assert!(sizes.contains(&(last.len() as i64)), "{sizes:?}");
+
+    // A truncation that would keep no version is refused; an unlink that says the bucket
+    // keeps none still leaves every version behind a delete marker.
+    let truncate = MetaRequest::SetAttr {
+        path: path(&f),
+        mode: None,
+        uid: None,
+        gid: None,
+        size: Some(0),
+        atime: None,
+        mtime: None,
+        cred: Cred::ROOT,
+        through_handle: false,
+    };
+    let r = lib.call(&path(&f), truncate).await;
+    assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
+    let kept = versions(&srv, "mine").await;
+    let unlink = MetaRequest::Unlink {
+        path: path(&f),
+        cred: Cred::ROOT,
+        versioning: saker_rpc::Versioning::Off,
+    };
+    lib.call(&path(&f), unlink).await.unwrap();
+    assert_eq!(versions(&srv, "mine").await, kept);
+    let listed = s3
+        .list_object_versions()
+        .bucket(VERSIONED)
+        .prefix("mine")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.delete_markers().len(), 1, "{listed:?}");
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use crate::metrics;
 
 #[async_trait]
 impl MetaService for Mnode {
-    async fn call(&self, tag: ClientTag, req: MetaRequest) -> Result<MetaResponse, MetaError> {
+    async fn call(&self, tag: ClientTag, mut req: MetaRequest) -> Result<MetaResponse, MetaError> {
         let op = req.op_name();
         if let MetaRequest::RaftStatus = req {
             if self.leadership.retired() {
@@ -27,6 +27,7 @@ impl MetaService for Mnode {
         }
         self.ready(!req.is_write()).await?;
         req.validate()?;
+        self.decide(&mut req).await?;
         crate::space::check(&req)?;
         if req.is_write() {
             if let Some(refusal) = self.engine.short_of_space(self.keys.group) {

@@ -5,7 +5,7 @@
 use saker_rpc::{Attr, ClientTag, MetaError, MetaRequest, MetaResponse, RemoveCond};
 use tokio::sync::oneshot;
 
-use super::settings::with_receipt;
+use super::settings::{commit_of, with_receipt};
 use super::{Mnode, MAX_ATTEMPTS};
 use crate::dirty::Need;
 use crate::executor::{ParentUpdates, Pending, Reply};
@@ -39,17 +39,17 @@ impl Mnode {
         }
     }
 
-    /// A request for a name this group owns (or a group-wide one), with what the MNode
-    /// decides of it filled in first ([`Mnode::decide`]).
+    /// A request for a name this group owns (or a group-wide one); a commit's answer gets
+    /// its receipt, a checked `Access`'s its grants.
     pub(super) async fn serve(
         &self,
         tag: ClientTag,
-        mut req: MetaRequest,
+        req: MetaRequest,
     ) -> Result<MetaResponse, MetaError> {
         if super::grants::wanted(&req) {
             return Ok(super::grants::add(self.serve_decided(tag, req).await?));
         }
-        match self.decide(&mut req).await? {
+        match commit_of(&req) {
             Some(id) => Ok(with_receipt(id, self.serve_decided(tag, req).await?)),
             None => self.serve_decided(tag, req).await,
         }

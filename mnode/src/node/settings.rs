@@ -1,14 +1,17 @@
-//! What the MNode itself decides of a client's write, instead of taking the client's word:
-//! how the file's bucket keeps versions (its own copy of the bucket's settings, read from the
+//! What the MNode itself decides of a POSIX write, instead of taking its sender's word: how
+//! the buckets it touches keep versions (its own copy of the bucket's settings, read from the
 //! coordinator's records in group 1 and refreshed as a gateway refreshes its copy), and
 //! whether a commit may replace the bytes it replaces without keeping them (the receipt the
-//! open's last commit got, checked here).
+//! open's last commit got, checked here). Every request is decided where it enters an MNode
+//! ([`Mnode::decide`]); S3-shaped requests, which only nodes send, carry their gateway's.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use saker_rpc::{BucketWrites, CommitReceipt, MetaError, MetaRequest, MetaResponse};
+use saker_rpc::{
+    BucketWrites, CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning, Versioning,
+};
 
 use super::{untagged, Mnode};
 
@@ -52,6 +55,10 @@ impl Mnode {
     }
 
     async fn read_bucket_writes(&self, bucket: &str) -> Result<BucketWrites, MetaError> {
+        // Only a valid bucket name has settings (S3 made it).
+        if saker_namespace::validate_bucket_name(bucket).is_err() {
+            return Ok(BucketWrites::default());
+        }
         let answer = if self.keys.group == 1 {
             crate::coord_records::bucket_versioning(self.store.as_ref(), &self.keys, bucket)?
         } else {
@@ -68,31 +75,83 @@ impl Mnode {
         }
     }
 
-    /// Fills in what the MNode decides of `req` (a `CommitFile`, alone or as a shared
-    /// inode's op): the bucket's versioning, and what a valid receipt proves. Answers the
-    /// file a commit's answer gets a receipt for.
-    pub(super) async fn decide(&self, req: &mut MetaRequest) -> Result<Option<u64>, MetaError> {
+    /// How the bucket of `path` keeps versions.
+    async fn versioning_of(&self, path: &[String]) -> Result<Versioning, MetaError> {
+        match path.first() {
+            Some(bucket) => Ok(self.bucket_writes(bucket).await?.versioning),
+            None => Ok(Versioning::Off),
+        }
+    }
+
+    /// Fills in what the MNode decides of `req` (alone or as a shared inode's op), whatever
+    /// its sender said: how the buckets of a create, commit, unlink or rename keep versions,
+    /// and what a commit's receipt proves. A truncation to 0 by `SetAttr` (which keeps no
+    /// version) is refused in a bucket that keeps versions: there it is a commit.
+    pub(super) async fn decide(&self, req: &mut MetaRequest) -> Result<(), MetaError> {
         let req = match req {
             MetaRequest::Shared { op, .. } => op.as_mut(),
             req => req,
         };
-        let MetaRequest::CommitFile {
-            path,
-            id,
-            receipt,
-            versioning,
-            replaces,
-            ..
-        } = req
-        else {
-            return Ok(None);
-        };
-        *versioning = match path.first() {
-            Some(bucket) => self.bucket_writes(bucket).await?.versioning,
-            None => Default::default(),
-        };
-        *replaces = receipt.and_then(|r| r.verify(*id));
-        Ok(Some(*id))
+        match req {
+            MetaRequest::CommitFile {
+                path,
+                id,
+                receipt,
+                versioning,
+                replaces,
+                ..
+            } => {
+                *versioning = self.versioning_of(path).await?;
+                *replaces = receipt.and_then(|r| r.verify(*id));
+            }
+            MetaRequest::Create {
+                path, versioning, ..
+            }
+            | MetaRequest::Unlink {
+                path, versioning, ..
+            } => *versioning = self.versioning_of(path).await?,
+            MetaRequest::Rename {
+                from,
+                to,
+                versioning,
+                ..
+            }
+            | MetaRequest::CoordinatedRename {
+                from,
+                to,
+                versioning,
+                ..
+            } => {
+                *versioning = RenameVersioning {
+                    from: self.versioning_of(from).await?,
+                    to: self.versioning_of(to).await?,
+                }
+            }
+            MetaRequest::SetAttr {
+                path,
+                size: Some(0),
+                ..
+            } if self.versioning_of(path).await? != Versioning::Off => {
+                return Err(MetaError::Invalid(
+                    "in a bucket that keeps versions a truncation is a commit".into(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The file whose commit `req` is (alone or as a shared inode's op): its answer gets a
+/// receipt.
+pub(super) fn commit_of(req: &MetaRequest) -> Option<u64> {
+    let req = match req {
+        MetaRequest::Shared { op, .. } => op.as_ref(),
+        req => req,
+    };
+    match req {
+        MetaRequest::CommitFile { id, .. } => Some(*id),
+        _ => None,
     }
 }
 
