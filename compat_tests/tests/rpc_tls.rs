@@ -1,11 +1,13 @@
 //! The cluster RPC is mutual TLS by default: a 3-node replicated cluster made as the README
 //! says replicates metadata and chunks, fails over and serves its library clients over it,
 //! while a plaintext caller or one of another CA gets nothing from any node. Plaintext RPC
-//! runs only behind `--insecure-rpc`, which warns at start and on `/health`.
+//! runs only behind `--insecure-rpc`, which warns at start and on `/health`. A node whose
+//! admin listener is plaintext off loopback does not send the node credential (the CA key).
 
 mod common;
 
 use common::cluster::*;
+use common::netns::Netns;
 use common::*;
 use saker_rpc::auth::{install, install_insecure, Credential};
 use saker_rpc::{MetaError, RpcChannel};
@@ -120,4 +122,33 @@ async fn insecure_rpc_is_plaintext_behind_a_flag_that_warns() {
     install(credential);
     let r = map_from(&nodes.rpc[0]).await;
     assert!(r.is_err(), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_node_credential_is_not_sent_over_a_plaintext_admin_listener_off_loopback() {
+    // Declared first, dropped last: the servers are killed before their namespaces go.
+    let net = Netns::new(3);
+    let nodes = Nodes::start_in(&net, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let node_file = dir.path().join("node.json");
+    let node_path = node_file.to_str().unwrap();
+    let out = nodes.admin_output(0, &["cluster-credential", "export", node_path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exported: {stderr}");
+    assert!(stderr.contains("plaintext admin listener"), "{stderr}");
+    assert!(!node_file.exists(), "a node credential was written");
+    // A client credential (its key made here, its CSR signed there) is no secret of the
+    // cluster's: it still comes.
+    let client_file = dir.path().join("client.json");
+    nodes.admin(
+        0,
+        &[
+            "cluster-credential",
+            "export",
+            client_file.to_str().unwrap(),
+            "--client",
+        ],
+    );
+    let client = Credential::load(&client_file).unwrap();
+    assert_eq!(client.kind, saker_rpc::auth::Kind::Client);
 }

@@ -286,9 +286,9 @@ impl Nodes {
         Client::from_conf(b.build())
     }
 
-    /// Runs `saker admin ARGS` against node `i`'s admin listener; panics unless it succeeds.
-    pub fn admin(&self, i: usize, args: &[&str]) -> String {
-        let out = Command::new(saker_bin())
+    /// Runs `saker admin ARGS` against node `i`'s admin listener, whatever its outcome.
+    pub fn admin_output(&self, i: usize, args: &[&str]) -> std::process::Output {
+        Command::new(saker_bin())
             .arg("admin")
             .args(args)
             .args(["--admin-endpoint", &self.nodes[i].admin])
@@ -296,7 +296,12 @@ impl Nodes {
             .env("SAKER_SECRET_KEY", ROOT_SK)
             .stdin(Stdio::null())
             .output()
-            .expect("run saker admin");
+            .expect("run saker admin")
+    }
+
+    /// Runs `saker admin ARGS` against node `i`'s admin listener; panics unless it succeeds.
+    pub fn admin(&self, i: usize, args: &[&str]) -> String {
+        let out = self.admin_output(i, args);
         assert!(
             out.status.success(),
             "saker admin {args:?} at node {}: {}\nlogs:\n{}",

@@ -604,6 +604,20 @@ impl AccessKeyStore {
 mod tests {
     use super::*;
 
+    /// A key without privileges, of its own account or the root's.
+    fn test_key(ak: &str, account: bool, canonical: Option<CanonicalUser>) -> AccessKey {
+        AccessKey {
+            access_key: ak.into(),
+            secret_key: "password1".into(),
+            uid: 0,
+            gid: 0,
+            root: false,
+            policy: None,
+            account,
+            canonical,
+        }
+    }
+
     #[test]
     fn root_key_is_generated_once_and_kept() {
         let dir = tempfile::tempdir().unwrap();
@@ -646,16 +660,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = ("rootak".to_string(), "rootsecret1".to_string());
         let s = AccessKeyStore::open(&dir.path().join("keys.json"), Some(root)).unwrap();
-        let key = |ak: &str, account| AccessKey {
-            access_key: ak.into(),
-            secret_key: "password1".into(),
-            uid: 0,
-            gid: 0,
-            root: false,
-            policy: None,
-            account,
-            canonical: None,
-        };
+        let key = |ak: &str, account| test_key(ak, account, None);
         s.create(key("team", true)).await.unwrap();
         s.create(key("member", false)).await.unwrap();
         assert_eq!(s.account_of("team").as_deref(), Some("team"));
@@ -678,16 +683,7 @@ mod tests {
         let path = dir.path().join("keys.json");
         let root = ("rootak".to_string(), "rootsecret1".to_string());
         let s = AccessKeyStore::open(&path, Some(root.clone())).unwrap();
-        let key = |ak: &str, account, canonical| AccessKey {
-            access_key: ak.into(),
-            secret_key: "password1".into(),
-            uid: 0,
-            gid: 0,
-            root: false,
-            policy: None,
-            account,
-            canonical,
-        };
+        let key = test_key;
         let named = CanonicalUser::generate(Some("Team A".into())).unwrap();
         let made = s
             .create(key("team", true, Some(named.clone())))
