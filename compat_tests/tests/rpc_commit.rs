@@ -94,6 +94,7 @@ fn commit(
         receipt,
         versioning: Default::default(),
         replaces: None,
+        default_lock: None,
     }
 }
 
@@ -336,4 +337,98 @@ async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
         .await
         .unwrap();
     assert_eq!(got, secret);
+}
+
+/// In a bucket with a default retention the MNode locks the version a library client's
+/// commit makes, in the commit's own batch; the next commit of the same open cannot replace
+/// it in place (its receipt notwithstanding) and makes another locked version; the locked
+/// versions cannot be deleted without the governance bypass.
+#[tokio::test]
+async fn a_client_s_commit_is_locked_by_the_mnode() {
+    use aws_sdk_s3::types::{
+        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
+        ObjectLockRule,
+    };
+    let srv = Server::default_start();
+    let node = Credential::load(&srv.credential_path()).unwrap();
+    install(node.client().unwrap());
+    let s3 = srv.client();
+    s3.create_bucket()
+        .bucket(VERSIONED)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    let one_day = DefaultRetention::builder()
+        .mode(ObjectLockRetentionMode::Governance)
+        .days(1)
+        .build();
+    s3.put_object_lock_configuration()
+        .bucket(VERSIONED)
+        .object_lock_configuration(
+            ObjectLockConfiguration::builder()
+                .object_lock_enabled(ObjectLockEnabled::Enabled)
+                .rule(ObjectLockRule::builder().default_retention(one_day).build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let f = format!("{VERSIONED}/worm");
+    let id = create(&lib, &f).await.id;
+    let mut receipt = None;
+    for kib in [64, 65] {
+        let data = random_bytes(kib * 1024);
+        let layout = chunks_for(&lib, id, &data).await;
+        let (_, r) = committed(
+            &lib,
+            &f,
+            commit(&f, id, data.len(), layout, Cred::ROOT, receipt),
+        )
+        .await
+        .unwrap();
+        receipt = Some(r);
+        assert_eq!(get_bytes(&s3, VERSIONED, "worm").await, data);
+    }
+    let listed = s3
+        .list_object_versions()
+        .bucket(VERSIONED)
+        .prefix("worm")
+        .send()
+        .await
+        .unwrap();
+    let ids: Vec<String> = listed
+        .versions()
+        .iter()
+        .filter(|v| v.size() != Some(0))
+        .filter_map(|v| v.version_id().map(str::to_string))
+        .collect();
+    assert_eq!(ids.len(), 2, "each commit made a version: {listed:?}");
+    for vid in &ids {
+        let r = s3
+            .get_object_retention()
+            .bucket(VERSIONED)
+            .key("worm")
+            .version_id(vid)
+            .send()
+            .await
+            .unwrap();
+        let mode = r.retention().and_then(|r| r.mode()).cloned();
+        assert_eq!(
+            mode,
+            Some(aws_sdk_s3::types::ObjectLockRetentionMode::Governance)
+        );
+        let e = s3
+            .delete_object()
+            .bucket(VERSIONED)
+            .key("worm")
+            .version_id(vid)
+            .send()
+            .await
+            .expect_err("a locked version is deleted");
+        assert_eq!(e.raw_response().map(|r| r.status().as_u16()), Some(403));
+    }
 }

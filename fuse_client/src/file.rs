@@ -36,8 +36,6 @@ pub struct OpenFile {
     pub committed: Option<CommitReceipt>,
     /// Who wrote the bytes not yet committed (the commit is made as them).
     pub writer: Option<Cred>,
-    /// A commit made a version not yet given its bucket's default retention (at close).
-    pub unlocked_version: bool,
     /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
     pub keystream: Option<std::sync::Arc<Keystream>>,
 }
@@ -217,7 +215,6 @@ impl OpenFile {
             handles: 0,
             committed: None,
             writer: None,
-            unlocked_version: false,
             keystream: None,
         }
     }

@@ -193,6 +193,7 @@ impl SakerFs {
                 receipt: f.committed,
                 versioning: Default::default(),
                 replaces: None,
+                default_lock: None,
             };
             let answer = self.call(&path, req).await.and_then(|r| match r {
                 MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
@@ -201,7 +202,6 @@ impl SakerFs {
             match answer {
                 Ok((attr, receipt)) => {
                     f.committed = Some(receipt);
-                    f.unlocked_version = true;
                     f.attr = attr;
                     f.inline = stored.inline;
                     f.dirty = false;
@@ -221,38 +221,13 @@ impl SakerFs {
         })
     }
 
-    /// close(2) of a descriptor (flush): commit, then give the version its open made the
-    /// bucket's default retention, if it has one. The lock comes at close, not at each commit,
-    /// so that an open's own fsyncs may still replace the version they made.
+    /// close(2) of a descriptor (flush): commit. (In a bucket with a default retention the
+    /// MNode locks the version a commit makes, in the commit's own batch.)
     pub fn flush(&self, fh: u64) -> Result<()> {
-        self.with_file(fh, |ino, f| {
-            self.commit_locked(ino, f)?;
-            self.lock_made_version(ino, f)
-        })
+        self.with_file(fh, |ino, f| self.commit_locked(ino, f))
     }
 
-    /// In a bucket with a default retention, locks the file's current version (the one its
-    /// open committed) with it, as S3 locks each new version.
-    fn lock_made_version(&self, ino: u64, f: &mut OpenFile) -> Result<()> {
-        if !f.unlocked_version {
-            return Ok(());
-        }
-        let path = self.path(ino)?;
-        if let Some(d) = self.bucket_writes(&path)?.default_lock {
-            let req = MetaRequest::SetObjectLock {
-                path: path.clone(),
-                version_id: None,
-                retention: Some(d.retention(saker_client::now_ns())),
-                legal_hold: None,
-                bypass_governance: false,
-            };
-            self.block(self.call(&path, req))?;
-        }
-        f.unlocked_version = false;
-        Ok(())
-    }
-
-    /// The last close of a handle: commit (and lock, as [`Self::flush`]), then forget the
+    /// The last close of a handle: commit (as [`Self::flush`]), then forget the
     /// handle (and the file's local state with its last handle).
     pub fn release(&self, fh: u64) -> Result<()> {
         let result = self.flush(fh);

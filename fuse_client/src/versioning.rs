@@ -2,12 +2,12 @@
 //! the coordinator in the cluster's first group, as the gateway's copy of them is).
 //!
 //! The mount reads a bucket's settings when a write first needs them and again after
-//! [`REFRESH`], as a gateway does; an MNode takes the writes' word for them, as it takes the
-//! gateway's. A write in a bucket that keeps versions (close, fsync, truncate, unlink,
-//! create) keeps what it replaces as a noncurrent version; link(2) there is refused (EPERM):
-//! a second name would share one file's versions between two keys. In a bucket with a
-//! default retention, the version a file's open made is locked with it at close
-//! ([`SakerFs::lock_made_version`]).
+//! [`REFRESH`], as a gateway does, to choose its requests (a truncation is a commit where
+//! versions are kept; link(2) there is refused, EPERM: a second name would share one file's
+//! versions between two keys). What a write keeps is the MNode's decision, from its own copy
+//! of the settings: in a bucket that keeps versions a write (close, fsync, truncate, unlink,
+//! create) keeps what it replaces as a noncurrent version, and in one with a default
+//! retention the version a commit makes is locked with it in the commit's batch.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

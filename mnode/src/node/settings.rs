@@ -99,9 +99,17 @@ impl Mnode {
                 receipt,
                 versioning,
                 replaces,
+                default_lock,
                 ..
             } => {
-                *versioning = self.versioning_of(path).await?;
+                let w = match path.first() {
+                    Some(bucket) => self.bucket_writes(bucket).await?,
+                    None => BucketWrites::default(),
+                };
+                *versioning = w.versioning;
+                *default_lock = w
+                    .default_lock
+                    .filter(|_| w.versioning == Versioning::Enabled);
                 *replaces = receipt.and_then(|r| r.verify(*id));
             }
             MetaRequest::Create {

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 use saker_rpc::{
-    access, Attr, Cred, FileKind, InodeId, Layout, MetaError, MetaResponse, ObjectMeta, Versioning,
-    NULL_VERSION,
+    access, Attr, Cred, DefaultLock, FileKind, InodeId, Layout, MetaError, MetaResponse,
+    ObjectLock, ObjectMeta, Versioning, NULL_VERSION,
 };
 
 use super::attrs::EMPTY_ETAG;
@@ -193,6 +193,8 @@ pub(super) struct Committed<'a> {
     pub(super) versioning: Versioning,
     /// The S3 mtime of the bytes this open committed last.
     pub(super) replaces: Option<i64>,
+    /// The bucket's default retention: the new version's lock.
+    pub(super) default_lock: Option<&'a DefaultLock>,
 }
 
 pub(super) fn commit_file(
@@ -229,15 +231,25 @@ pub(super) fn commit_file(
             dup.id
         )));
     }
-    retention::may_remove(txn, ctx, c.id, false)?;
+    // Bytes under a lock are never replaced in place: the commit keeps them as a version
+    // (where the bucket keeps versions) or is refused.
+    let locked = retention::may_remove(txn, ctx, c.id, false);
     let mut attr = loc.attr;
     let new_version = c.versioning != Versioning::Off
         && attr.size > 0
-        && c.replaces != Some(attr.s3_mtime_ns)
+        && (c.replaces != Some(attr.s3_mtime_ns) || locked.is_err())
         && attr.layout.shared_home().is_none();
     if !(new_version && version_before_write(txn, ctx, path, &attr, c.versioning)?) {
+        locked?;
         release(txn, ctx, &attr.layout);
     }
+    // The version made here gets the bucket's default retention (and nothing of the lock of
+    // the bytes it replaced, which stayed with them).
+    let lock = c.default_lock.map(|d| ObjectLock {
+        retention: Some(d.retention(ctx.now_ns)),
+        legal_hold: false,
+    });
+    retention::put_lock(txn, ctx.keys, c.id, lock.as_ref());
     attr.size = c.size;
     attr.etag = c.etag.to_string();
     attr.layout = c.layout.clone();

@@ -239,6 +239,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             cred,
             versioning,
             replaces,
+            default_lock,
             ..
         } => commit_file(
             txn,
@@ -253,6 +254,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 cred,
                 versioning: *versioning,
                 replaces: *replaces,
+                default_lock: default_lock.as_ref(),
             },
         ),
         MetaRequest::DeleteObject {

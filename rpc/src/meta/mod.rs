@@ -325,8 +325,10 @@ pub enum MetaRequest {
     ///
     /// The serving MNode decides what the commit keeps: in a bucket that keeps versions (its
     /// own copy of the bucket's setting) the bytes replaced stay as a noncurrent version,
-    /// unless they are the ones this open committed last (`receipt`, signed by an MNode) or
-    /// there are none (an empty file, as create and truncate leave it). It refuses a layout
+    /// unless they are the ones this open committed last (`receipt`, signed by an MNode, and
+    /// not locked since) or there are none (an empty file, as create and truncate leave it).
+    /// In a bucket with a default retention the version a commit makes is locked with it in
+    /// the same batch; a locked version is never replaced in place (the commit makes another). It refuses a layout
     /// other than inline bytes or chunks of this file's own ([`chunk_of`]), and a commit by a
     /// `cred` that neither owns the file nor may write it.
     CommitFile {
@@ -347,6 +349,10 @@ pub enum MetaRequest {
         /// open committed last. Never read from the wire.
         #[serde(skip)]
         replaces: Option<i64>,
+        /// Set by the serving MNode from the bucket's settings: the default retention the
+        /// version this commit makes gets, in the same batch. Never read from the wire.
+        #[serde(skip)]
+        default_lock: Option<DefaultLock>,
     },
     CreateBucket {
         name: String,
