@@ -19,6 +19,19 @@ use saker_rpc::{
 const BUCKET: &str = "commits";
 const VERSIONED: &str = "commits-versioned";
 
+/// A server, an S3 client of its root key, and a library client holding the server's client
+/// credential (the process's, from now on).
+async fn start() -> (Server, aws_sdk_s3::Client, Cluster) {
+    let srv = Server::default_start();
+    let node = Credential::load(&srv.credential_path()).unwrap();
+    install(node.client().unwrap());
+    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
+        .await
+        .unwrap();
+    let s3 = srv.client();
+    (srv, s3, lib)
+}
+
 fn path(p: &str) -> Vec<String> {
     p.split('/').map(str::to_string).collect()
 }
@@ -126,14 +139,8 @@ async fn versions(srv: &Server, key: &str) -> usize {
 
 #[tokio::test]
 async fn the_mnode_decides_what_a_client_s_commit_does() {
-    let srv = Server::default_start();
-    let node = Credential::load(&srv.credential_path()).unwrap();
-    install(node.client().unwrap());
-    let s3 = srv.client();
+    let (srv, s3, lib) = start().await;
     s3.create_bucket().bucket(BUCKET).send().await.unwrap();
-    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
-        .await
-        .unwrap();
 
     // Another file's bytes, written through S3.
     let theirs = random_bytes(300 * 1024);
@@ -298,14 +305,8 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
 
 #[tokio::test]
 async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
-    let srv = Server::default_start();
-    let node = Credential::load(&srv.credential_path()).unwrap();
-    install(node.client().unwrap());
-    let s3 = srv.client();
+    let (_srv, s3, lib) = start().await;
     s3.create_bucket().bucket(BUCKET).send().await.unwrap();
-    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
-        .await
-        .unwrap();
     let secret = random_bytes(300 * 1024);
     put(&s3, BUCKET, "secret", &secret).await;
     let f = format!("{BUCKET}/secret");
@@ -349,10 +350,7 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
         DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
         ObjectLockRule,
     };
-    let srv = Server::default_start();
-    let node = Credential::load(&srv.credential_path()).unwrap();
-    install(node.client().unwrap());
-    let s3 = srv.client();
+    let (_srv, s3, lib) = start().await;
     s3.create_bucket()
         .bucket(VERSIONED)
         .object_lock_enabled_for_bucket(true)
@@ -372,9 +370,6 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
                 .build(),
         )
         .send()
-        .await
-        .unwrap();
-    let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
         .await
         .unwrap();
     let f = format!("{VERSIONED}/worm");
