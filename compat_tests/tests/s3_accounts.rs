@@ -14,6 +14,23 @@ use common::*;
 const ALT_AK: &str = "AKALTACCOUNT";
 const ALT_SK: &str = "alt-account-secret-1";
 
+/// `saker admin` arguments that make the alt account (an admin policy), with `display_name`.
+fn alt_account(display_name: Option<&str>) -> Vec<&str> {
+    let mut args = vec!["key", "create", "--account"];
+    if let Some(name) = display_name {
+        args.extend(["--display-name", name]);
+    }
+    args.extend([
+        "--access-key",
+        ALT_AK,
+        "--secret-key",
+        ALT_SK,
+        "--policy",
+        "admin",
+    ]);
+    args
+}
+
 /// The owner id GetObjectAcl shows for `key` of `bucket`.
 async fn object_owner(c: &aws_sdk_s3::Client, bucket: &str, key: &str) -> String {
     let acl = c
@@ -38,17 +55,7 @@ async fn bucket_names(c: &aws_sdk_s3::Client) -> Vec<String> {
 async fn an_account_reaches_another_accounts_bucket_only_through_its_grants() {
     let srv = Server::default_start();
     let root = srv.client();
-    let args = [
-        "key",
-        "create",
-        "--account",
-        "--access-key",
-        ALT_AK,
-        "--secret-key",
-        ALT_SK,
-        "--policy",
-        "admin",
-    ];
+    let args = alt_account(None);
     ok_stdout(srv.admin_cmd(&args), "key create --account");
     let line = key_list_line(&srv, ALT_AK);
     assert!(line.contains("policy=admin\taccount\t"), "{line}");
@@ -298,19 +305,7 @@ async fn anonymous_get(url: &str) -> (u16, String) {
 #[tokio::test]
 async fn owners_are_shown_by_canonical_user_never_by_access_key() {
     let mut srv = Server::default_start();
-    let args = [
-        "key",
-        "create",
-        "--account",
-        "--display-name",
-        "Alt Team",
-        "--access-key",
-        ALT_AK,
-        "--secret-key",
-        ALT_SK,
-        "--policy",
-        "admin",
-    ];
+    let args = alt_account(Some("Alt Team"));
     let created = ok_stdout(srv.admin_cmd(&args), "key create --account --display-name");
     let (alt_id, alt_name) = canonical_user(&srv, ALT_AK);
     assert!(is_canonical_id(&alt_id), "{alt_id}");
@@ -598,17 +593,7 @@ async fn owners_are_shown_by_canonical_user_never_by_access_key() {
 #[tokio::test]
 async fn accounts_from_before_canonical_ids_get_one_and_keep_it() {
     let mut srv = Server::default_start();
-    let args = [
-        "key",
-        "create",
-        "--account",
-        "--access-key",
-        ALT_AK,
-        "--secret-key",
-        ALT_SK,
-        "--policy",
-        "admin",
-    ];
+    let args = alt_account(None);
     ok_stdout(srv.admin_cmd(&args), "key create --account");
     let alt = srv.client_with(ALT_AK, ALT_SK);
     let mine = new_bucket(&alt, "oldacct").await;
@@ -668,19 +653,7 @@ fn read_policy(path: &std::path::Path, ak: &str) -> serde_json::Value {
 async fn every_node_of_a_cluster_shows_the_same_canonical_users() {
     let nodes = common::cluster::Nodes::start(&[]);
     nodes.wait_voters(&[]).await;
-    let args = [
-        "key",
-        "create",
-        "--account",
-        "--display-name",
-        "Cluster Team",
-        "--access-key",
-        ALT_AK,
-        "--secret-key",
-        ALT_SK,
-        "--policy",
-        "admin",
-    ];
+    let args = alt_account(Some("Cluster Team"));
     nodes.admin(0, &args);
     let listed: Vec<Vec<serde_json::Value>> = (0..3)
         .map(|i| serde_json::from_str(&nodes.admin(i, &["key", "list", "--json"])).unwrap())
