@@ -87,7 +87,7 @@ pub struct SakerFs {
     /// When each directory last had a create answered (which creates queue on its lock).
     pub(crate) recent: Mutex<RecentCreates>,
     /// The buckets' versioning ([`crate::versioning`]).
-    pub(crate) versioning: Mutex<crate::versioning::Settings>,
+    pub(crate) versioning: saker_rpc::BucketWritesCache,
 }
 
 /// The caller of a kernel request: uid and gid from the request, supplementary groups from
@@ -294,7 +294,7 @@ impl SakerFs {
             split_create,
             created: Mutex::new(HashMap::new()),
             recent: Mutex::new(RecentCreates::default()),
-            versioning: Mutex::default(),
+            versioning: Default::default(),
         }
     }
 
@@ -520,10 +520,7 @@ impl SakerFs {
         if size == 0 {
             f.empty(&self.cfg.buffer_dir);
         } else {
-            if f.buf.is_none() {
-                self.ensure_grants(ino, &f.attr.layout, caller, access::WRITE)?;
-            }
-            self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+            self.materialize(&mut f, caller)?;
             f.buf.as_mut().expect("materialized").truncate(size)?;
         }
         f.dirty = true;

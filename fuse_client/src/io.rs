@@ -1,6 +1,6 @@
-//! Open files' bytes: reads and writes of a handle, and the commits that send a file's
-//! local bytes to the cluster (flush at close(2), fsync) with what close adds (the default
-//! retention of a bucket with Object Lock), and release.
+//! Open files' bytes: reads and writes of a handle (with the chunk grants they need), the
+//! commits that send a file's local bytes to the cluster (flush at close(2), fsync), and
+//! release.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +36,15 @@ impl SakerFs {
             return Err(FuseError::Stale);
         }
         Ok(())
+    }
+
+    /// Brings `f`'s current bytes into its local buffer for `writer` (who may read them: an
+    /// open for writing got grants), if they are not there yet.
+    pub(crate) fn materialize(&self, f: &mut OpenFile, writer: &Caller) -> Result<()> {
+        if f.buf.is_none() {
+            self.ensure_grants(f.attr.id, &f.attr.layout, writer, access::WRITE)?;
+        }
+        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))
     }
 
     /// `fh`'s file: its local state, its inode and whether the handle appends.
@@ -111,10 +120,7 @@ impl SakerFs {
             }
         }
         let mut f = file.lock();
-        if f.buf.is_none() {
-            self.ensure_grants(f.attr.id, &f.attr.layout, writer, access::WRITE)?;
-        }
-        self.block(f.materialize(&self.cluster, &self.cfg.buffer_dir))?;
+        self.materialize(&mut f, writer)?;
         let buf = f.buf.as_mut().expect("materialized");
         let offset = if append { buf.size } else { offset };
         buf.write(offset, data)?;

@@ -25,20 +25,38 @@ const GRANT_LABEL: &str = "saker chunk grant v1";
 /// checked again).
 pub const GRANT_FOR: Duration = Duration::from_secs(600);
 
-fn key(label: &str) -> Vec<u8> {
-    static FALLBACK: OnceLock<[u8; 32]> = OnceLock::new();
-    crate::auth::node_key(label).unwrap_or_else(|| FALLBACK.get_or_init(rand::random).to_vec())
-}
+/// The key of one kind of capability (`label`), derived once for what it signs or checks.
+struct Signer(Vec<u8>);
 
-fn mac(label: &str, parts: &[&[u8]]) -> [u8; 16] {
-    let mut m = Hmac::<Sha256>::new_from_slice(&key(label)).expect("HMAC takes any key length");
-    for p in parts {
-        m.update(p);
+impl Signer {
+    fn new(label: &str) -> Self {
+        static FALLBACK: OnceLock<[u8; 32]> = OnceLock::new();
+        Self(
+            crate::auth::node_key(label)
+                .unwrap_or_else(|| FALLBACK.get_or_init(rand::random).to_vec()),
+        )
     }
-    let full = m.finalize().into_bytes();
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&full[..16]);
-    out
+
+    fn hmac(&self, parts: &[&[u8]]) -> Hmac<Sha256> {
+        let mut m = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        for p in parts {
+            m.update(p);
+        }
+        m
+    }
+
+    /// The first 16 bytes of the HMAC of `parts`.
+    fn mac(&self, parts: &[&[u8]]) -> [u8; 16] {
+        let full = self.hmac(parts).finalize().into_bytes();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&full[..16]);
+        out
+    }
+
+    /// Whether `mac` is [`Signer::mac`] of `parts` (compared in constant time).
+    fn checks(&self, parts: &[&[u8]], mac: &[u8; 16]) -> bool {
+        self.hmac(parts).verify_truncated_left(mac).is_ok()
+    }
 }
 
 /// Proof that a commit made the version of file `id` whose S3 mtime is `mtime_ns`
@@ -54,14 +72,17 @@ impl CommitReceipt {
     pub fn sign(id: InodeId, mtime_ns: i64) -> Self {
         Self {
             mtime_ns,
-            mac: mac(COMMIT_LABEL, &[&id.to_le_bytes(), &mtime_ns.to_le_bytes()]),
+            mac: Signer::new(COMMIT_LABEL).mac(&[&id.to_le_bytes(), &mtime_ns.to_le_bytes()]),
         }
     }
 
     /// The S3 mtime of the version this receipt proves a commit of file `id` made; `None`
     /// for a receipt this cluster did not sign for `id`.
     pub fn verify(&self, id: InodeId) -> Option<i64> {
-        same(&Self::sign(id, self.mtime_ns).mac, &self.mac).then_some(self.mtime_ns)
+        let parts: [&[u8]; 2] = [&id.to_le_bytes(), &self.mtime_ns.to_le_bytes()];
+        Signer::new(COMMIT_LABEL)
+            .checks(&parts, &self.mac)
+            .then_some(self.mtime_ns)
     }
 }
 
@@ -69,11 +90,6 @@ fn now_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-fn same(a: &[u8; 16], b: &[u8; 16]) -> bool {
-    // Constant time: the comparison does not tell how much of a forged MAC was right.
-    a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// Leave to read one chunk of file `inode` until `expires_s` (Unix seconds).
@@ -87,27 +103,44 @@ pub struct ChunkGrant {
 impl ChunkGrant {
     /// Grants reading chunk `chunk` of file `inode` for [`GRANT_FOR`].
     pub fn sign(chunk: u128, inode: InodeId) -> Self {
-        Self::sign_until(chunk, inode, now_s() + GRANT_FOR.as_secs())
+        Self::sign_all(inode, [chunk]).remove(0).1
     }
 
-    fn sign_until(chunk: u128, inode: InodeId, expires_s: u64) -> Self {
-        let parts: [&[u8]; 3] = [
-            &chunk.to_le_bytes(),
-            &inode.to_le_bytes(),
-            &expires_s.to_le_bytes(),
-        ];
+    /// Grants reading each of `chunks` (of file `inode`) for [`GRANT_FOR`], with one key.
+    pub fn sign_all(
+        inode: InodeId,
+        chunks: impl IntoIterator<Item = u128>,
+    ) -> Vec<(u128, ChunkGrant)> {
+        let signer = Signer::new(GRANT_LABEL);
+        let expires_s = now_s() + GRANT_FOR.as_secs();
+        chunks
+            .into_iter()
+            .map(|c| (c, Self::signed(&signer, c, inode, expires_s)))
+            .collect()
+    }
+
+    fn signed(signer: &Signer, chunk: u128, inode: InodeId, expires_s: u64) -> Self {
         Self {
             inode,
             expires_s,
-            mac: mac(GRANT_LABEL, &parts),
+            mac: signer.mac(&[&Self::message(chunk, inode, expires_s)]),
         }
+    }
+
+    /// What a grant's MAC covers: the chunk id, the inode and the expiry.
+    fn message(chunk: u128, inode: InodeId, expires_s: u64) -> [u8; 32] {
+        let mut m = [0u8; 32];
+        m[..16].copy_from_slice(&chunk.to_le_bytes());
+        m[16..24].copy_from_slice(&inode.to_le_bytes());
+        m[24..].copy_from_slice(&expires_s.to_le_bytes());
+        m
     }
 
     /// Whether this grant, signed by this cluster, lets its holder read `chunk` now.
     pub fn allows(&self, chunk: u128) -> bool {
         self.expires_s > now_s()
-            && same(
-                &Self::sign_until(chunk, self.inode, self.expires_s).mac,
+            && Signer::new(GRANT_LABEL).checks(
+                &[&Self::message(chunk, self.inode, self.expires_s)],
                 &self.mac,
             )
     }
@@ -199,7 +232,7 @@ mod tests {
         let mut longer = g;
         longer.expires_s += 3600;
         assert!(!longer.allows(42), "extended by its holder");
-        let past = ChunkGrant::sign_until(42, 7, now_s() - 1);
+        let past = ChunkGrant::signed(&Signer::new(GRANT_LABEL), 42, 7, now_s() - 1);
         assert!(!past.allows(42), "expired");
         hold(&[(42, g)]);
         assert_eq!(held(42), Some(g));

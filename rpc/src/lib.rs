@@ -35,8 +35,8 @@ pub use meta::{
     ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
 };
 pub use meta::{
-    version_id, version_inode, BucketWrites, RenameVersioning, VersionEntry, VersionKind,
-    Versioning, NULL_VERSION,
+    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
+    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

@@ -3,7 +3,7 @@
 //! chunkstore (a node reading a tier through) serves a client's read only with one. (Write: a mount rewrites a file whole, so it reads the
 //! bytes it keeps.)
 
-use saker_rpc::capability::ChunkGrant;
+use saker_rpc::capability::{readable, ChunkGrant};
 use saker_rpc::{access, MetaRequest, MetaResponse};
 
 /// Whether `req`'s answer carries grants: an `Access` whose check covered read or write.
@@ -16,9 +16,7 @@ pub(super) fn add(answer: MetaResponse) -> MetaResponse {
     match answer {
         MetaResponse::Object(mut view) => {
             let id = view.attr.id;
-            view.grants = saker_rpc::capability::readable(&view.attr.layout)
-                .map(|c| (c, ChunkGrant::sign(c, id)))
-                .collect();
+            view.grants = ChunkGrant::sign_all(id, readable(&view.attr.layout));
             MetaResponse::Object(view)
         }
         other => other,

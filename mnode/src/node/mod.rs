@@ -180,7 +180,7 @@ pub struct Mnode {
     /// The group's capacity, when limited.
     ops_limit: Option<OpsLimit>,
     /// Buckets' settings, for what the MNode decides of clients' writes.
-    settings: settings::Settings,
+    settings: saker_rpc::BucketWritesCache,
 }
 
 fn untagged() -> ClientTag {

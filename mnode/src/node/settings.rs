@@ -5,53 +5,34 @@
 //! open's last commit got, checked here). Every request is decided where it enters an MNode
 //! ([`Mnode::decide`]); S3-shaped requests, which only nodes send, carry their gateway's.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
 use saker_rpc::{
-    BucketWrites, CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning, Versioning,
+    BucketWrites, CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning,
+    Versioning, SETTINGS_REFRESH,
 };
 
 use super::{untagged, Mnode};
 
-/// How long a copy of a bucket's settings is used before it is read again (a gateway's
-/// refresh: a change reaches the MNodes as soon as it reaches the gateways).
-pub(super) const REFRESH: Duration = Duration::from_secs(2);
 /// How long a copy stands in when group 1 cannot be asked; past it a write is refused
 /// (retried by the client) rather than decided on settings that may have changed.
 const STALE_FOR: Duration = Duration::from_secs(60);
 
-/// Each bucket's settings as last read, with when.
-#[derive(Default)]
-pub(super) struct Settings(Mutex<HashMap<String, (BucketWrites, Instant)>>);
-
 impl Mnode {
     /// What writes into `bucket` need of its settings.
     pub(super) async fn bucket_writes(&self, bucket: &str) -> Result<BucketWrites, MetaError> {
-        let cached = self.settings.0.lock().get(bucket).cloned();
-        if let Some((w, at)) = &cached {
-            if at.elapsed() < REFRESH {
-                return Ok(w.clone());
-            }
+        if let Some(w) = self.settings.get(bucket, SETTINGS_REFRESH) {
+            return Ok(w);
         }
-        let read = match self.read_bucket_writes(bucket).await {
-            Ok(w) => w,
-            Err(e) => {
-                return match cached {
-                    Some((w, at)) if at.elapsed() < STALE_FOR => Ok(w),
-                    _ => Err(MetaError::Unavailable(format!(
-                        "the settings of bucket {bucket}: {e}"
-                    ))),
-                };
+        match self.read_bucket_writes(bucket).await {
+            Ok(w) => {
+                self.settings.put(bucket, w.clone());
+                Ok(w)
             }
-        };
-        let mut map = self.settings.0.lock();
-        if map.len() >= 4096 {
-            map.retain(|_, (_, at)| at.elapsed() < REFRESH);
+            Err(e) => self.settings.get(bucket, STALE_FOR).ok_or_else(|| {
+                MetaError::Unavailable(format!("the settings of bucket {bucket}: {e}"))
+            }),
         }
-        map.insert(bucket.to_string(), (read.clone(), Instant::now()));
-        Ok(read)
     }
 
     async fn read_bucket_writes(&self, bucket: &str) -> Result<BucketWrites, MetaError> {
@@ -75,12 +56,17 @@ impl Mnode {
         }
     }
 
+    /// What writes need of the settings of the bucket of `path`.
+    async fn writes_of(&self, path: &[String]) -> Result<BucketWrites, MetaError> {
+        match path.first() {
+            Some(bucket) => self.bucket_writes(bucket).await,
+            None => Ok(BucketWrites::default()),
+        }
+    }
+
     /// How the bucket of `path` keeps versions.
     async fn versioning_of(&self, path: &[String]) -> Result<Versioning, MetaError> {
-        match path.first() {
-            Some(bucket) => Ok(self.bucket_writes(bucket).await?.versioning),
-            None => Ok(Versioning::Off),
-        }
+        Ok(self.writes_of(path).await?.versioning)
     }
 
     /// Fills in what the MNode decides of `req` (alone or as a shared inode's op), whatever
@@ -102,10 +88,7 @@ impl Mnode {
                 default_lock,
                 ..
             } => {
-                let w = match path.first() {
-                    Some(bucket) => self.bucket_writes(bucket).await?,
-                    None => BucketWrites::default(),
-                };
+                let w = self.writes_of(path).await?;
                 *versioning = w.versioning;
                 *default_lock = w
                     .default_lock

@@ -30,8 +30,8 @@ pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
 pub use types::*;
 pub use versions::{
-    version_id, version_inode, BucketWrites, RenameVersioning, VersionEntry, VersionKind,
-    Versioning, NULL_VERSION,
+    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
+    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
 };
 
 /// A metadata operation.

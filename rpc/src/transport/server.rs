@@ -513,13 +513,12 @@ impl Saker for Handler {
         let (metadata, _, body) = request.into_parts();
         let call: TierReadCall =
             decode(&body.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let copy = crate::capability::tier_copy(&call.tier);
-        if kind == Kind::Client && !call.grant.is_some_and(|g| g.allows(copy)) {
-            return Err(Status::permission_denied(
-                "a client reads a tier copy with a grant from its MNode (none, expired or not \
-                 this cluster's)",
-            ));
-        }
+        granted(
+            kind,
+            call.grant,
+            crate::capability::tier_copy(&call.tier),
+            "a tier copy",
+        )?;
         if call.end < call.start || call.end - call.start > crate::MAX_TIER_READ {
             return Err(Status::invalid_argument(format!(
                 "tier read of {}..{}: at most {} bytes, start before end",
@@ -575,13 +574,8 @@ async fn chunk_call(
             "a client credential may not delete or list chunks",
         ));
     }
-    if let (Kind::Client, ChunkRequest::Get { id, grant, .. }) = (kind, &req) {
-        if !grant.is_some_and(|g| g.allows(*id)) {
-            return Err(Status::permission_denied(format!(
-                "chunk {id:032x}: a client reads a chunk with a grant from its MNode (none, \
-                 expired or not this cluster's)"
-            )));
-        }
+    if let ChunkRequest::Get { id, grant, .. } = &req {
+        granted(kind, *grant, *id, &format!("chunk {id:032x}"))?;
     }
     let Some(chunks) = chunks else {
         return Ok(Err(ChunkWireError::Unavailable(
@@ -594,6 +588,23 @@ async fn chunk_call(
         chunks.call(req).await
     })
     .await
+}
+
+/// `Ok` unless a client reads `what` (`id` in [`crate::capability`]'s terms) without a grant
+/// from its MNode that allows it now.
+fn granted(
+    kind: Kind,
+    grant: Option<crate::capability::ChunkGrant>,
+    id: u128,
+    what: &str,
+) -> Result<(), Status> {
+    if kind == Kind::Client && !grant.is_some_and(|g| g.allows(id)) {
+        return Err(Status::permission_denied(format!(
+            "{what}: a client reads it with a grant from its MNode (none, expired or not this \
+             cluster's)"
+        )));
+    }
+    Ok(())
 }
 
 fn coordinator_span(op: &'static str) -> tracing::Span {
