@@ -88,15 +88,18 @@ async fn chunks_for(lib: &Cluster, id: u64, data: &[u8]) -> Layout {
     w.finish_chunked().await.unwrap().layout
 }
 
-fn commit(
+/// Commits `layout` (`size` bytes) as the bytes of file `id` at `p`, as `cred`, with
+/// `receipt`: the file as committed and the commit's receipt.
+async fn commit(
+    lib: &Cluster,
     p: &str,
     id: u64,
     size: usize,
     layout: Layout,
     cred: Cred,
     receipt: Option<CommitReceipt>,
-) -> MetaRequest {
-    MetaRequest::CommitFile {
+) -> Result<(Attr, CommitReceipt), MetaError> {
+    let req = MetaRequest::CommitFile {
         path: path(p),
         id,
         size: size as u64,
@@ -108,14 +111,7 @@ fn commit(
         versioning: Default::default(),
         replaces: None,
         default_lock: None,
-    }
-}
-
-async fn committed(
-    lib: &Cluster,
-    p: &str,
-    req: MetaRequest,
-) -> Result<(Attr, CommitReceipt), MetaError> {
+    };
     match lib.call(&path(p), req).await? {
         MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
         other => panic!("CommitFile answered {other:?}"),
@@ -154,50 +150,35 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
     let layout = chunks_for(&lib, id, &first).await;
 
     // A writer who neither owns the file nor may write it.
-    let r = committed(
-        &lib,
-        &f,
-        commit(&f, id, first.len(), layout.clone(), user(), None),
-    )
-    .await;
+    let r = commit(&lib, &f, id, first.len(), layout.clone(), user(), None).await;
     assert!(matches!(r, Err(MetaError::AccessDenied)), "{r:?}");
     // Another file's chunks, and chunks made for another file.
-    let r = committed(
+    let r = commit(
         &lib,
         &f,
-        commit(&f, id, theirs.len(), their_layout.clone(), Cred::ROOT, None),
+        id,
+        theirs.len(),
+        their_layout.clone(),
+        Cred::ROOT,
+        None,
     )
     .await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     let elsewhere = chunks_for(&lib, id + 1, &first).await;
-    let r = committed(
-        &lib,
-        &f,
-        commit(&f, id, first.len(), elsewhere, Cred::ROOT, None),
-    )
-    .await;
+    let r = commit(&lib, &f, id, first.len(), elsewhere, Cred::ROOT, None).await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     // Nothing of the other file was touched.
     assert_eq!(get_bytes(&s3, BUCKET, "theirs").await, theirs);
 
     // The owner commits.
-    let (attr, _) = committed(
-        &lib,
-        &f,
-        commit(&f, id, first.len(), layout.clone(), Cred::ROOT, None),
-    )
-    .await
-    .unwrap();
+    let (attr, _) = commit(&lib, &f, id, first.len(), layout.clone(), Cred::ROOT, None)
+        .await
+        .unwrap();
     assert_eq!(attr.size, first.len() as u64);
     assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
     // The chunks the file holds now cannot be committed again (their release would be the
     // new bytes' loss).
-    let r = committed(
-        &lib,
-        &f,
-        commit(&f, id, first.len(), layout, Cred::ROOT, None),
-    )
-    .await;
+    let r = commit(&lib, &f, id, first.len(), layout, Cred::ROOT, None).await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
 
@@ -219,13 +200,9 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
     let id = create(&lib, &f).await.id;
     // The first bytes replace none.
     let layout = chunks_for(&lib, id, &first).await;
-    committed(
-        &lib,
-        &f,
-        commit(&f, id, first.len(), layout, Cred::ROOT, None),
-    )
-    .await
-    .unwrap();
+    commit(&lib, &f, id, first.len(), layout, Cred::ROOT, None)
+        .await
+        .unwrap();
     let before = versions(&srv, "mine").await;
     let write = |kib: usize, receipt: Option<CommitReceipt>| {
         let data = random_bytes(kib * 1024);
@@ -233,13 +210,9 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
         let f = f.clone();
         async move {
             let layout = chunks_for(lib, id, &data).await;
-            let (_, r) = committed(
-                lib,
-                &f,
-                commit(&f, id, data.len(), layout, Cred::ROOT, receipt),
-            )
-            .await
-            .unwrap();
+            let (_, r) = commit(lib, &f, id, data.len(), layout, Cred::ROOT, receipt)
+                .await
+                .unwrap();
             (data, r)
         }
     };
@@ -378,13 +351,9 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
     for kib in [64, 65] {
         let data = random_bytes(kib * 1024);
         let layout = chunks_for(&lib, id, &data).await;
-        let (_, r) = committed(
-            &lib,
-            &f,
-            commit(&f, id, data.len(), layout, Cred::ROOT, receipt),
-        )
-        .await
-        .unwrap();
+        let (_, r) = commit(&lib, &f, id, data.len(), layout, Cred::ROOT, receipt)
+            .await
+            .unwrap();
         receipt = Some(r);
         assert_eq!(get_bytes(&s3, VERSIONED, "worm").await, data);
     }
