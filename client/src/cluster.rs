@@ -23,8 +23,9 @@ pub struct ClusterConfig {
     pub inline_threshold: usize,
     /// Larger objects are split into chunks of this size.
     pub chunk_size: usize,
-    /// The master key of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read).
-    pub master_key: Option<std::sync::Arc<crate::sealed::WrappingKey>>,
+    /// The master keys of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read,
+    /// except by a library mount, which asks a node for data keys).
+    pub master_key: Option<std::sync::Arc<crate::master_keys::MasterKeys>>,
     /// The keys of SSE-KMS, by id (none: SSE-KMS is refused).
     pub kms_keys: Option<std::sync::Arc<crate::sealed::Keyring>>,
 }

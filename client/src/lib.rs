@@ -10,6 +10,7 @@ mod data;
 mod error;
 mod gc;
 mod list;
+pub mod master_keys;
 pub mod metrics;
 mod repair;
 pub mod sealed;

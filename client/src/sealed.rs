@@ -74,6 +74,19 @@ impl WrappingKey {
         kms_key_id: Option<String>,
     ) -> (DataKey, Sse) {
         let key = DataKey(rand::random());
+        let sse = Sse {
+            customer_key_md5,
+            kms_key_id,
+            wrapped: self.wrap(&key),
+            nonce: rand::random(),
+            parts: Vec::new(),
+        };
+        (key, sse)
+    }
+
+    /// `key` wrapped under this key (GCM nonce, encrypted key, tag): what [`Sse::wrapped`]
+    /// holds.
+    pub fn wrap(&self, key: &DataKey) -> Vec<u8> {
         let gcm_nonce: [u8; NONCE_LEN] = rand::random();
         let mut sealed = key.0.to_vec();
         self.0
@@ -85,14 +98,7 @@ impl WrappingKey {
             .expect("AES-GCM seals 32 bytes");
         let mut wrapped = gcm_nonce.to_vec();
         wrapped.extend_from_slice(&sealed);
-        let sse = Sse {
-            customer_key_md5,
-            kms_key_id,
-            wrapped,
-            nonce: rand::random(),
-            parts: Vec::new(),
-        };
-        (key, sse)
+        wrapped
     }
 
     /// The data key of `sse`, when it was wrapped under this key.
@@ -115,7 +121,7 @@ impl WrappingKey {
 
 /// Writes the line `{prefix}{a new random 256-bit key in hex}` to `path`, opened with `options`
 /// and mode 600 when it makes the file, and syncs it.
-fn write_new_key(
+pub(crate) fn write_new_key(
     path: &Path,
     options: &mut std::fs::OpenOptions,
     prefix: &str,
@@ -130,7 +136,7 @@ fn write_new_key(
 }
 
 /// The text of a key file that is neither inside `data_dir` nor readable by others.
-fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealError> {
+pub(crate) fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealError> {
     let fail = |reason: String| SealError::KeyFile {
         path: path.to_path_buf(),
         reason,
@@ -162,7 +168,7 @@ fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealErr
 }
 
 /// A key written as 64 hex digits.
-fn parse_key(hex_key: &str) -> Result<WrappingKey, String> {
+pub(crate) fn parse_key(hex_key: &str) -> Result<WrappingKey, String> {
     let bytes = hex::decode(hex_key).map_err(|_| "not hex".to_string())?;
     let key: [u8; 32] = bytes
         .try_into()
@@ -233,6 +239,16 @@ impl Drop for DataKey {
 }
 
 impl DataKey {
+    /// The data key a node handed over ([`saker_rpc::MetaRequest::SseKey`]).
+    pub fn from_plain(key: &saker_rpc::PlainKey) -> Self {
+        DataKey(key.0)
+    }
+
+    /// This key as a node hands it to a library mount (over mutual TLS only).
+    pub fn to_plain(&self) -> saker_rpc::PlainKey {
+        saker_rpc::PlainKey(self.0)
+    }
+
     /// The keystream of an object written at once (or of one multipart part, `part`).
     pub fn stream(&self, sse: &Sse, part: u32) -> Keystream {
         Keystream {

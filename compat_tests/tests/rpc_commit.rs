@@ -111,6 +111,7 @@ async fn commit(
         versioning: Default::default(),
         replaces: None,
         default_lock: None,
+        sse: None,
     };
     match lib.call(&path(p), req).await? {
         MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),

@@ -237,12 +237,11 @@ impl OpenFile {
         if self.buf.is_some() {
             return Ok(());
         }
-        if self.attr.sealed {
-            // Rewritten here it would be stored in the clear.
-            return Err(FuseError::Sealed(
-                "encrypted objects are read-only through the mount",
-            ));
-        }
+        let keystream = match (self.attr.sealed, &self.keystream) {
+            (false, _) => None,
+            (true, Some(ks)) => Some(ks.clone()),
+            (true, None) => return Err(FuseError::Sealed("opened without its key")),
+        };
         let mut buf = Buffer::empty(dir);
         if self.attr.size > 0 {
             let mut stream = cluster.read_data(
@@ -256,7 +255,10 @@ impl OpenFile {
             while let Some(piece) = stream.next().await {
                 let piece = piece?;
                 let at = buf.size;
-                buf.write(at, &piece)?;
+                match &keystream {
+                    Some(ks) => buf.write(at, &ks.applied(at, &piece))?,
+                    None => buf.write(at, &piece)?,
+                }
             }
             // The running MD5 stays valid: it covers [0, size) whoever wrote those bytes.
             if buf.size != self.attr.size {
@@ -267,9 +269,13 @@ impl OpenFile {
         Ok(())
     }
 
-    /// Writes the buffer to the chunkstores (or inline) and computes its ETag; the caller sends
-    /// the `CommitFile`.
-    pub async fn store(&mut self, cluster: &Cluster) -> Result<(Committed, ChunkWriterGuard)> {
+    /// Writes the buffer to the chunkstores (or inline), encrypted with `seal` if given, and
+    /// computes its ETag (of the plaintext); the caller sends the `CommitFile`.
+    pub async fn store(
+        &mut self,
+        cluster: &Cluster,
+        seal: Option<Keystream>,
+    ) -> Result<(Committed, ChunkWriterGuard)> {
         let buf = self
             .buf
             .as_mut()
@@ -285,7 +291,9 @@ impl OpenFile {
         // Content in memory is hashed while the last put runs (below), not before it.
         let deferred = whole_md5.is_some() && matches!(buf.store, Store::Mem(_));
         let mut chunk_md5s: Vec<[u8; 16]> = Vec::new();
-        let mut writer = ChunkWriter::new(cluster).for_file(self.attr.id);
+        let mut writer = ChunkWriter::new(cluster)
+            .for_file(self.attr.id)
+            .sealed(seal);
         let mut off = 0u64;
         let piece = chunk_size.min(4 * 1024 * 1024);
         let mut chunk_md5 = Md5::new();

@@ -186,8 +186,12 @@ impl SakerFs {
         }
         let path = self.path(ino)?;
         let id = f.attr.id;
+        let writer = f.writer.clone().unwrap_or_else(|| owner(&f.attr));
+        let seal = self.commit_seal(&path, id, f.attr.sealed, &writer)?;
         self.block(async {
-            let (stored, guard) = f.store(&self.cluster).await?;
+            let (stored, guard) = f
+                .store(&self.cluster, seal.as_ref().map(|s| s.stream()))
+                .await?;
             let req = MetaRequest::CommitFile {
                 path: path.clone(),
                 id,
@@ -195,8 +199,9 @@ impl SakerFs {
                 etag: stored.etag,
                 layout: stored.layout,
                 inline: stored.inline.clone(),
-                cred: f.writer.clone().unwrap_or_else(|| owner(&f.attr)),
+                cred: writer,
                 receipt: f.committed,
+                sse: seal.as_ref().map(|s| s.sse.clone()),
                 versioning: Default::default(),
                 replaces: None,
                 default_lock: None,
@@ -210,6 +215,8 @@ impl SakerFs {
                     f.committed = Some(receipt);
                     f.attr = attr;
                     f.inline = stored.inline;
+                    // The server's bytes are now the ones sealed here (or plaintext).
+                    f.keystream = seal.map(|s| Arc::new(s.stream()));
                     f.dirty = false;
                     Ok(())
                 }

@@ -34,6 +34,7 @@ pub use meta::{
     NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention,
     ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
 };
+pub use meta::{is_sse_s3, PlainKey, SseKeys};
 pub use meta::{
     version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
     VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,

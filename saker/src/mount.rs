@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use saker_client::sealed::WrappingKey;
 use saker_client::{Cluster, ClusterConfig};
 use saker_fuse::MountConfig;
 use saker_rpc::Durability;
@@ -87,9 +86,9 @@ pub struct MountArgs {
     /// Must match the server's `--chunk-size`.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     chunk_size: u64,
-    /// The cluster's SSE-S3 master key (the server's `--sse-key-file`), to read objects
-    /// stored with SSE-S3; without it they answer EACCES.
-    #[arg(long, value_name = "FILE")]
+    /// Deprecated and ignored: the master key never leaves the nodes. The mount asks a node
+    /// for each encrypted file's data key over mutual TLS.
+    #[arg(long, value_name = "FILE", hide = true)]
     sse_key_file: Option<PathBuf>,
     #[command(flatten)]
     fuse: FuseArgs,
@@ -111,14 +110,18 @@ impl MountArgs {
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
     crate::cluster_credential::install_client(args.credential.as_deref(), args.insecure_rpc)?;
     // File data goes to the cluster's chunkstore over RPC, as the map says.
-    let master_key = match &args.sse_key_file {
-        Some(path) => Some(Arc::new(WrappingKey::load(path, None)?)),
-        None => None,
-    };
+    if let Some(path) = &args.sse_key_file {
+        // Not even read: the master key belongs on the nodes only.
+        tracing::warn!(
+            file = %path.display(),
+            "--sse-key-file is ignored by `saker mount`: encrypted files' data keys come from \
+             the nodes (over mutual TLS); keep the master key off client hosts"
+        );
+    }
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
-        master_key,
+        master_key: None,
         ..ClusterConfig::default()
     };
     let cluster = connect(&args.cluster, config)

@@ -92,6 +92,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .map(|a| a.to_string())
             .unwrap_or_default();
         template.snapshot_dir = cfg.data_dir.join("snapshots");
+        template.sse_keys = crate::server::sse_keys(args.master_keys(&cfg.data_dir)?);
         let h = Hosting::open(store, template, map.groups.clone(), &cfg.data_dir, hosted).await?;
         hosting = Some(Arc::new(h));
     }

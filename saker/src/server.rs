@@ -16,7 +16,8 @@ use anyhow::Context;
 use crate::access_log::AccessLog;
 use clap::Args;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
-use saker_client::sealed::{Keyring, WrappingKey};
+use saker_client::master_keys::MasterKeys;
+use saker_client::sealed::Keyring;
 use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -293,10 +294,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
         DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
     );
+    let mut mnode_config = args.mnode_config(1, opened.tikv);
+    mnode_config.sse_keys = sse_keys(args.master_keys(&args.data_dir)?);
     let local = LocalGroups::start_placed(
         store,
         mnodes,
-        args.mnode_config(1, opened.tikv),
+        mnode_config,
         recorded.vnodes,
         pathwalk_table(&args.pathwalk),
     )
@@ -519,14 +522,19 @@ impl ServerArgs {
         cfg
     }
 
-    /// The data-path settings of a front end from the flags.
+    /// The SSE-S3 master keys of `--sse-key-file` (which must not lie in `data_dir`): the
+    /// gateway's, and the MNodes', which give library mounts data keys.
+    pub(crate) fn master_keys(&self, data_dir: &Path) -> anyhow::Result<Option<Arc<MasterKeys>>> {
+        Ok(match &self.sse_key_file {
+            Some(path) => Some(Arc::new(MasterKeys::load(path, Some(data_dir))?)),
+            None => None,
+        })
+    }
+
     /// The data-path settings of a front end from the flags, with the master key read (it
     /// must not lie in `data_dir`).
     pub(crate) fn client_config(&self, data_dir: &Path) -> anyhow::Result<ClusterConfig> {
-        let master_key = match &self.sse_key_file {
-            Some(path) => Some(Arc::new(WrappingKey::load(path, Some(data_dir))?)),
-            None => None,
-        };
+        let master_key = self.master_keys(data_dir)?;
         let kms_keys = match &self.sse_kms_keyring {
             Some(path) => Some(Arc::new(Keyring::load(path, Some(data_dir))?)),
             None => None,
@@ -666,4 +674,9 @@ pub(crate) async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// The master keys as the MNodes use them.
+pub(crate) fn sse_keys(keys: Option<Arc<MasterKeys>>) -> Option<Arc<dyn saker_rpc::SseKeys>> {
+    keys.map(|k| k as Arc<dyn saker_rpc::SseKeys>)
 }

@@ -52,6 +52,12 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
+            MetaRequest::SseKey {
+                path,
+                id,
+                cred,
+                fresh,
+            } => self.sse_key(tag, path, id, cred, fresh).await,
             MetaRequest::CoordinatedRename {
                 from,
                 to,

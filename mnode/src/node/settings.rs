@@ -86,9 +86,11 @@ impl Mnode {
                 versioning,
                 replaces,
                 default_lock,
+                sse,
                 ..
             } => {
                 let w = self.writes_of(path).await?;
+                self.check_commit_sse(&w, sse.as_ref())?;
                 *versioning = w.versioning;
                 *default_lock = w
                     .default_lock

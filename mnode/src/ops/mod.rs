@@ -27,7 +27,7 @@ use crate::tree::Resolver;
 use crate::txn::Txn;
 use attrs::{set_attr_request, set_user_meta};
 use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
-use files::{commit_file, create, unlink, Committed, NewFile};
+use files::{commit_file, create, rewrap_sse, unlink, Committed, NewFile};
 use links::{link_source, link_target, settle_link, shared_op};
 use objects::{delete_object, delete_version, put_acl, put_dir_marker, put_object, put_tags};
 use renames::{
@@ -240,6 +240,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             versioning,
             replaces,
             default_lock,
+            sse,
             ..
         } => commit_file(
             txn,
@@ -255,8 +256,10 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 versioning: *versioning,
                 replaces: *replaces,
                 default_lock: default_lock.as_ref(),
+                sse: sse.as_ref(),
             },
         ),
+        MetaRequest::RewrapSse { id, from, to, .. } => rewrap_sse(txn, ctx, *id, from, to),
         MetaRequest::DeleteObject {
             path,
             version_id: Some(vid),

@@ -23,6 +23,7 @@ impl MetaRequest {
             self,
             MetaRequest::Lookup { .. }
                 | MetaRequest::Access { .. }
+                | MetaRequest::SseKey { .. }
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
                 | MetaRequest::ScanVersions { .. }
@@ -196,6 +197,12 @@ impl MetaRequest {
         )
     }
 
+    /// Whether the answer carries a plaintext data key: served only over mutual TLS or from
+    /// loopback ([`crate::transport`]).
+    pub fn hands_out_keys(&self) -> bool {
+        matches!(self, MetaRequest::SseKey { .. })
+    }
+
     /// Whether a client credential may send this request: the POSIX namespace operations,
     /// each carrying the caller's identity (`cred`) which the MNode checks, the operations on
     /// what such a check let the caller open (a directory's pages, a file's new bytes), and
@@ -211,6 +218,7 @@ impl MetaRequest {
         matches!(
             self,
             MetaRequest::Access { .. }
+                | MetaRequest::SseKey { .. }
                 | MetaRequest::Scan {
                     reader: Some(_),
                     ..
@@ -288,6 +296,8 @@ impl MetaRequest {
             MetaRequest::Lookup { path, .. }
             | MetaRequest::LookupVersion { path, .. }
             | MetaRequest::Access { path, .. }
+            | MetaRequest::SseKey { path, .. }
+            | MetaRequest::RewrapSse { path, .. }
             | MetaRequest::Create { path, .. }
             | MetaRequest::CommitFile { path, .. }
             | MetaRequest::Rename { to: path, .. }
@@ -381,6 +391,8 @@ impl MetaRequest {
         match self {
             MetaRequest::Lookup { .. } => "lookup",
             MetaRequest::Access { .. } => "access",
+            MetaRequest::SseKey { .. } => "sse_key",
+            MetaRequest::RewrapSse { .. } => "rewrap_sse",
             MetaRequest::Create { .. } => "create",
             MetaRequest::CommitFile { .. } => "commit_file",
             MetaRequest::Rename { .. } => "rename",

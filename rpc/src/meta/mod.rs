@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use crate::attr::chunk_of;
-use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta};
+use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta, Sse};
 use crate::capability::CommitReceipt;
 use crate::InodeId;
 pub use saker_namespace::Dentry;
@@ -20,6 +20,7 @@ mod load;
 mod lock;
 pub mod nesting;
 mod response;
+mod sse_key;
 mod types;
 mod versions;
 
@@ -28,6 +29,7 @@ pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
+pub use sse_key::{is_sse_s3, PlainKey, SseKeys};
 pub use types::*;
 pub use versions::{
     version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
@@ -121,6 +123,23 @@ pub enum MetaRequest {
         mask: u32,
         cred: Cred,
         want: Want,
+    },
+    /// A library mount's data key for SSE-S3 file `id` at `path` (`fresh`: a new key for the
+    /// bytes it writes there), after the check a read (`fresh`: a write) gets; answers
+    /// `SseKey`. Needs the master key on the serving node; only over mutual TLS or loopback.
+    SseKey {
+        path: Vec<String>,
+        id: InodeId,
+        cred: Cred,
+        fresh: bool,
+    },
+    /// `saker admin sse rewrap`: version `id` at `path` gets its data key wrapped as `to`
+    /// (under the current master key) if it is wrapped as `from`; done if it is `to` already.
+    RewrapSse {
+        path: Vec<String>,
+        id: InodeId,
+        from: Vec<u8>,
+        to: Vec<u8>,
     },
     /// Remote lookup of a directory entry by its owner, to fill a dentry replica.
     LookupDentry {
@@ -342,6 +361,9 @@ pub enum MetaRequest {
         cred: Cred,
         /// The answer to this open's last commit, if it made one.
         receipt: Option<CommitReceipt>,
+        /// The new bytes' SSE-S3 record (a data key from `SseKey { fresh }`); refused without
+        /// one in a bucket with default encryption, and unless the node's master key opens it.
+        sse: Option<Sse>,
         /// Set by the serving MNode from the bucket's settings; never read from the wire.
         #[serde(skip)]
         versioning: Versioning,
@@ -710,15 +732,4 @@ pub enum MetaRequest {
     RepairDone {
         keys: Vec<Vec<u8>>,
     },
-}
-
-/// setxattr(2)'s flags: whether the name must (not) exist already.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum XattrMode {
-    /// Create or replace.
-    Any,
-    /// `XATTR_CREATE`: `Exists` if the name is set.
-    Create,
-    /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
-    Replace,
 }

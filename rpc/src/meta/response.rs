@@ -15,6 +15,11 @@ pub enum MetaResponse {
         receipt: crate::capability::CommitReceipt,
     },
     Object(Box<ObjectView>),
+    /// A data key and its record (`SseKey`).
+    SseKey {
+        key: PlainKey,
+        sse: crate::attr::Sse,
+    },
     Entries(Vec<Entry>),
     Attrs(Vec<Attr>),
     /// A yes/no answer.

@@ -41,6 +41,9 @@ impl Versioning {
 pub struct BucketWrites {
     pub versioning: Versioning,
     pub default_lock: Option<crate::DefaultLock>,
+    /// The bucket's default encryption (PutBucketEncryption) as stored: `AES256` (SSE-S3) or
+    /// `aws:kms KEY-ID`. A mount seals what it writes there, or is refused.
+    pub encryption: Option<String>,
 }
 
 impl BucketWrites {
@@ -58,6 +61,8 @@ impl BucketWrites {
                 let config = crate::LockConfig::parse(value)
                     .map_err(|e| crate::MetaError::Internal(format!("object lock setting: {e}")))?;
                 w.default_lock = config.default;
+            } else if key.ends_with("/encryption") {
+                w.encryption = Some(String::from_utf8_lossy(value).into_owned());
             }
         }
         Ok(w)
@@ -176,9 +181,11 @@ mod bucket_writes_tests {
         let records = vec![
             ("buckets/b/object-lock".to_string(), lock.to_vec()),
             ("buckets/b/versioning".to_string(), b"Enabled".to_vec()),
+            ("buckets/b/encryption".to_string(), b"AES256".to_vec()),
         ];
         let w = BucketWrites::from_records(&records).unwrap();
         assert_eq!(w.versioning, Versioning::Enabled);
+        assert_eq!(w.encryption.as_deref(), Some("AES256"));
         let d = w.default_lock.unwrap();
         assert_eq!((d.mode, d.days), (crate::LockMode::Compliance, Some(3)));
         assert_eq!(
