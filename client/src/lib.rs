@@ -20,6 +20,6 @@ pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, TierReader, Written};
 pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
-pub use list::{ListItem, Lister};
+pub use list::{buckets, ListItem, Lister};
 pub use repair::{repair_noted_chunks, GroupsRepairLog};
 pub use tier_proxy::NodeTierReads;

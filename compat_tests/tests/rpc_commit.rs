@@ -13,7 +13,7 @@ use saker_client::{ChunkWriter, Cluster};
 use saker_rpc::auth::{install, Credential};
 use saker_rpc::{
     access as mode, Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse,
-    ObjectView, Want,
+    ObjectView, Sse, Want,
 };
 
 const BUCKET: &str = "commits";
@@ -22,7 +22,12 @@ const VERSIONED: &str = "commits-versioned";
 /// A server, an S3 client of its root key, and a library client holding the server's client
 /// credential (the process's, from now on).
 async fn start() -> (Server, aws_sdk_s3::Client, Cluster) {
-    let srv = Server::default_start();
+    start_with(Opts::default()).await
+}
+
+/// [`start`] with the server's options `opts`.
+async fn start_with(opts: Opts) -> (Server, aws_sdk_s3::Client, Cluster) {
+    let srv = Server::start(opts);
     let node = Credential::load(&srv.credential_path()).unwrap();
     install(node.client().unwrap());
     let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
@@ -99,6 +104,21 @@ async fn commit(
     cred: Cred,
     receipt: Option<CommitReceipt>,
 ) -> Result<(Attr, CommitReceipt), MetaError> {
+    commit_sealed(lib, p, id, size, layout, cred, receipt, None).await
+}
+
+/// [`commit`] of bytes sealed as `sse` says.
+#[allow(clippy::too_many_arguments)]
+async fn commit_sealed(
+    lib: &Cluster,
+    p: &str,
+    id: u64,
+    size: usize,
+    layout: Layout,
+    cred: Cred,
+    receipt: Option<CommitReceipt>,
+    sse: Option<Sse>,
+) -> Result<(Attr, CommitReceipt), MetaError> {
     let req = MetaRequest::CommitFile {
         path: path(p),
         id,
@@ -111,7 +131,7 @@ async fn commit(
         versioning: Default::default(),
         replaces: None,
         default_lock: None,
-        sse: None,
+        sse,
     };
     match lib.call(&path(p), req).await? {
         MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
@@ -395,5 +415,111 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
             .await
             .expect_err("a locked version is deleted");
         assert_eq!(e.raw_response().map(|r| r.status().as_u16()), Some(403));
+    }
+}
+
+/// A data key request by a library client: the key and its record, or the refusal.
+async fn sse_key(
+    lib: &Cluster,
+    p: &str,
+    id: u64,
+    cred: Cred,
+    fresh: bool,
+) -> Result<(saker_rpc::PlainKey, Sse), MetaError> {
+    let req = MetaRequest::SseKey {
+        path: path(p),
+        id,
+        cred,
+        fresh,
+    };
+    match lib.call(&path(p), req).await? {
+        MetaResponse::SseKey { key, sse } => Ok((key, sse)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
+    let (_keys, master) = common::sse::master_key();
+    let (srv, s3, lib) = start_with(common::sse::with_key(&master)).await;
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let aes = aws_sdk_s3::types::ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+        .build()
+        .unwrap();
+    common::sse::set_default_encryption(&s3, BUCKET, aes).await;
+    let p = "commits/sealed";
+    let id = create(&lib, p).await.id;
+    // A fresh key for new bytes: the commit's check (owner, or write permission).
+    let denied = sse_key(&lib, p, id, user(), true).await;
+    assert_eq!(denied.unwrap_err(), MetaError::AccessDenied);
+    let (key, sse) = sse_key(&lib, p, id, Cred::ROOT, true).await.unwrap();
+    assert!(saker_rpc::is_sse_s3(&sse));
+    assert_eq!(
+        sse_key(&lib, p, id + 1, Cred::ROOT, true)
+            .await
+            .unwrap_err(),
+        MetaError::NotFound,
+        "a key for another file than the path names"
+    );
+    // The bucket encrypts by default: a commit in the clear is refused, and so is one
+    // sealed under a key of the client's own making.
+    let data = b"sealed by a library client with a key from the node".to_vec();
+    let clear = chunks_for(&lib, id, &data).await;
+    let refused = commit(&lib, p, id, data.len(), clear, Cred::ROOT, None).await;
+    assert_eq!(refused.unwrap_err(), MetaError::AccessDenied);
+    let own = saker_client::sealed::WrappingKey::new(&[9; 32]).new_data_key(None, None);
+    let layout = chunks_for(&lib, id, &data).await;
+    let forged = commit_sealed(
+        &lib,
+        p,
+        id,
+        data.len(),
+        layout,
+        Cred::ROOT,
+        None,
+        Some(own.1),
+    );
+    assert!(
+        matches!(forged.await, Err(MetaError::Invalid(_))),
+        "a record the master key did not make is refused"
+    );
+    // Sealed under the node's key, the bytes read back through S3 as sent.
+    let dk = saker_client::sealed::DataKey::from_plain(&key);
+    let mut w = ChunkWriter::new(&lib)
+        .for_file(id)
+        .sealed(Some(dk.object_stream(&sse, &[])));
+    w.write(&data).await.unwrap();
+    let layout = w.finish_chunked().await.unwrap().layout;
+    let sealed = commit_sealed(&lib, p, id, data.len(), layout, Cred::ROOT, None, Some(sse));
+    assert!(sealed.await.unwrap().0.sealed);
+    let got = s3
+        .get_object()
+        .bucket(BUCKET)
+        .key("sealed")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        got.server_side_encryption(),
+        Some(&aws_sdk_s3::types::ServerSideEncryption::Aes256)
+    );
+    assert_eq!(
+        got.body.collect().await.unwrap().into_bytes().to_vec(),
+        data
+    );
+    // The stored version's key: to whoever may read the file, and no one else.
+    let (opened, _) = sse_key(&lib, p, id, user(), false).await.unwrap();
+    assert!(opened == key, "the key of the stored version");
+    let chmod = MetaRequest::chmod(path(p), 0o100600, Cred::ROOT);
+    lib.call(&path(p), chmod).await.unwrap();
+    let denied = sse_key(&lib, p, id, user(), false).await;
+    assert_eq!(denied.unwrap_err(), MetaError::AccessDenied);
+    assert!(sse_key(&lib, p, id, Cred::ROOT, false).await.is_ok());
+    // Counted.
+    let metrics = metrics_text(&srv.admin).await;
+    for (kind, outcome) in [("fresh", "denied"), ("fresh", "given"), ("open", "denied")] {
+        let line = format!("saker_mnode_sse_keys_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}");
+        assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
     }
 }

@@ -55,6 +55,11 @@ pub enum AdminCommand {
         file: std::path::PathBuf,
         id: String,
     },
+    /// SSE-S3 master key rotation: rotate, rewrap, retire-previous.
+    Sse {
+        #[command(subcommand)]
+        command: crate::admin_sse::SseCommand,
+    },
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
     Scrub,
@@ -251,6 +256,8 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/nodes/remove", post(remove_node))
         .route("/admin/scrub", post(crate::admin_chunks::run_scrub))
+        .route("/admin/sse/buckets", get(crate::admin_sse::buckets))
+        .route("/admin/sse/rewrap/{bucket}", post(crate::admin_sse::rewrap))
         .route(
             "/admin/lifecycle",
             get(lifecycle_status).post(run_lifecycle_all),
@@ -830,6 +837,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             println!("wrote a new master key to {}", file.display());
             return Ok(());
         }
+        AdminCommand::Sse { command } => return crate::admin_sse::run(endpoint, command).await,
         AdminCommand::KmsKey { file, id } => {
             saker_client::sealed::Keyring::add(&file, &id)
                 .with_context(|| format!("cannot add key {id} to {}", file.display()))?;

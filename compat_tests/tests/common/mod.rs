@@ -11,6 +11,7 @@ pub mod fuse;
 pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
+pub mod sse;
 pub mod versions;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,149 @@
+//! Master key rotation (`saker admin sse rotate`, `rewrap`, `retire-previous`): after a
+//! rewrap every SSE-S3 object, current or noncurrent, reads back with the new key alone; a
+//! rewrap run again finds nothing to do; without a rewrap the old key cannot go (control).
+
+mod common;
+
+use aws_sdk_s3::types::ServerSideEncryptionByDefault;
+use aws_sdk_s3::types::{BucketVersioningStatus, ServerSideEncryption};
+use common::sse::*;
+use common::*;
+
+const MIB: usize = 1024 * 1024;
+
+/// `saker admin sse ARGS` against `srv`: (succeeded, stdout, stderr).
+fn sse_admin(srv: &Server, args: &[&str]) -> (bool, String, String) {
+    let out = srv.admin_cmd(&[&["sse"][..], args].concat());
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn get_version(c: &aws_sdk_s3::Client, b: &str, k: &str, v: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .version_id(v)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rewrap_lets_the_previous_master_key_go() {
+    let (keys, key) = master_key();
+    let mut srv = Server::start(with_key(&key));
+    let c = srv.client();
+    let b = new_bucket(&c, "rewrap").await;
+    set_versioning(&c, &b, BucketVersioningStatus::Enabled).await;
+    let v1 = marked(b"REWRAP-V1-0123456789abcdefghij!", MIB + 3);
+    let first = put_sealed(&c, &b, "obj", ServerSideEncryption::Aes256, &v1)
+        .await
+        .unwrap();
+    let v1_id = first.version_id().unwrap().to_string();
+    put_sealed(&c, &b, "obj", ServerSideEncryption::Aes256, b"v2")
+        .await
+        .unwrap();
+    put_sealed(
+        &c,
+        &b,
+        "dir/inline",
+        ServerSideEncryption::Aes256,
+        b"inline",
+    )
+    .await
+    .unwrap();
+    put(&c, &b, "clear", b"never sealed").await;
+    let by_default = new_bucket(&c, "rewrap-default").await;
+    let aes = ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(ServerSideEncryption::Aes256)
+        .build()
+        .unwrap();
+    set_default_encryption(&c, &by_default, aes).await;
+    put(&c, &by_default, "x", b"sealed by default").await;
+    let upload = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("pending")
+        .server_side_encryption(ServerSideEncryption::Aes256)
+        .send()
+        .await
+        .unwrap();
+    let upload_id = upload.upload_id().unwrap().to_string();
+
+    ok_stdout(
+        key_admin(&["sse", "rotate", key.to_str().unwrap()]),
+        "sse rotate",
+    );
+    // Control: the old key dropped without a rewrap, the objects cannot be read.
+    let early = keys.path().join("retired-early.key");
+    std::fs::copy(&key, &early).unwrap();
+    ok_stdout(
+        key_admin(&["sse", "retire-previous", early.to_str().unwrap()]),
+        "sse retire-previous",
+    );
+    srv.restart_with(with_key(&early));
+    assert_status(c.get_object().bucket(&b).key("obj").send().await, 500);
+
+    srv.restart_with(with_key(&key));
+    put_sealed(
+        &c,
+        &b,
+        "after",
+        ServerSideEncryption::Aes256,
+        b"under the new key",
+    )
+    .await
+    .unwrap();
+    // The upload in progress keeps the previous key: the rewrap says so and fails.
+    let (ok, out, err) = sse_admin(&srv, &["rewrap"]);
+    assert!(!ok, "{out}{err}");
+    let line = |bucket: &str, text: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {bucket}: ")))
+            .unwrap_or_else(|| panic!("no line for {bucket} in {text}"))
+            .to_string()
+    };
+    // obj (2 versions), dir/inline, after: the 3 older ones rewrapped.
+    let first_pass = line(&b, &out);
+    assert!(
+        first_pass.contains("4 SSE-S3 versions, 3 rewrapped now")
+            && first_pass.contains("1 uploads in progress under a previous key"),
+        "{first_pass}"
+    );
+    assert!(
+        line(&by_default, &out).contains("1 SSE-S3 versions, 1 rewrapped now"),
+        "{out}"
+    );
+    c.abort_multipart_upload()
+        .bucket(&b)
+        .key("pending")
+        .upload_id(&upload_id)
+        .send()
+        .await
+        .unwrap();
+    // Run again: nothing left to do.
+    let (ok, out, err) = sse_admin(&srv, &["rewrap"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        line(&b, &out).contains("4 SSE-S3 versions, 0 rewrapped now"),
+        "{out}"
+    );
+    assert!(out.contains("done: every SSE-S3 data key"), "{out}");
+
+    ok_stdout(
+        key_admin(&["sse", "retire-previous", key.to_str().unwrap()]),
+        "sse retire-previous",
+    );
+    srv.restart_with(with_key(&key));
+    assert!(get_version(&c, &b, "obj", &v1_id).await == v1);
+    assert_eq!(get_bytes(&c, &b, "obj").await, b"v2");
+    assert_eq!(get_bytes(&c, &b, "dir/inline").await, b"inline");
+    assert_eq!(get_bytes(&c, &b, "after").await, b"under the new key");
+    assert_eq!(get_bytes(&c, &b, "clear").await, b"never sealed");
+    assert_eq!(get_bytes(&c, &by_default, "x").await, b"sealed by default");
+}
