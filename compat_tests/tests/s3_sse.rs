@@ -6,15 +6,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::types::{
     CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
-    ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
 };
 use aws_sdk_s3::Client;
-use base64::Engine as _;
 use common::fuse::{errno, Mounted};
 use common::sse::*;
 use common::*;

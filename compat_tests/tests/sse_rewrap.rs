@@ -87,9 +87,12 @@ async fn a_rewrap_lets_the_previous_master_key_go() {
         "sse retire-previous",
     );
     srv.restart_with(with_key(&early));
+    // (A restart serves on new ports.)
+    let c = srv.client();
     assert_status(c.get_object().bucket(&b).key("obj").send().await, 500);
 
     srv.restart_with(with_key(&key));
+    let c = srv.client();
     put_sealed(
         &c,
         &b,
@@ -140,6 +143,7 @@ async fn a_rewrap_lets_the_previous_master_key_go() {
         "sse retire-previous",
     );
     srv.restart_with(with_key(&key));
+    let c = srv.client();
     assert!(get_version(&c, &b, "obj", &v1_id).await == v1);
     assert_eq!(get_bytes(&c, &b, "obj").await, b"v2");
     assert_eq!(get_bytes(&c, &b, "dir/inline").await, b"inline");

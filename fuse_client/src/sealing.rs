@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use saker_client::sealed::{DataKey, Keystream};
+use saker_client::ClientError;
 use saker_rpc::{access, is_sse_s3, Cred, MetaError, MetaRequest, MetaResponse, Sse, Want};
 
 use crate::error::{FuseError, Result};
@@ -107,11 +108,22 @@ impl SakerFs {
             cred: cred.clone(),
             fresh,
         };
-        match self.block(self.call(path, req))? {
-            MetaResponse::SseKey { key, sse } if is_sse_s3(&sse) => {
+        match self.block(self.call(path, req)) {
+            Ok(MetaResponse::SseKey { key, sse }) if is_sse_s3(&sse) => {
                 Ok((DataKey::from_plain(&key), sse))
             }
-            other => Err(MetaError::Internal(format!("SseKey answered {other:?}")).into()),
+            Ok(other) => Err(MetaError::Internal(format!("SseKey answered {other:?}")).into()),
+            // The node cannot give this file a key (no master key there, SSE-C or SSE-KMS).
+            Err(
+                FuseError::Meta(MetaError::Invalid(why))
+                | FuseError::Client(ClientError::Meta(MetaError::Invalid(why))),
+            ) => {
+                tracing::warn!(why, "a node refused a data key");
+                Err(FuseError::Sealed(
+                    "the cluster gives no data key for this file (see the mount's log)",
+                ))
+            }
+            Err(e) => Err(e),
         }
     }
 }

@@ -3,7 +3,7 @@
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_namespace::validate_bucket_name;
-use saker_rpc::{FileKind, MetaError, MetaRequest, MetaResponse, Want};
+use saker_rpc::{FileKind, MetaError, MetaRequest, Want};
 
 use crate::error;
 use crate::keys::timestamp;
@@ -182,7 +182,7 @@ pub async fn list_buckets(
     let all = saker_client::buckets(&gw.cluster)
         .await
         .map_err(error::client)?;
-    let buckets: Vec<Bucket> = all
+    let mut buckets: Vec<Bucket> = all
         .into_iter()
         .filter(|e| e.name.starts_with(&prefix) && owned(&e.name))
         .map(|e| Bucket {

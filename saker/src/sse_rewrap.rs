@@ -157,13 +157,13 @@ async fn uploads(
             for u in &page {
                 key_marker.clone_from(&u.key);
                 upload_id_marker.clone_from(&u.upload_id);
+                // Under a previous key (or one this node lacks).
                 let old = u
                     .meta
                     .sse
                     .as_ref()
-                    .filter(|s| is_sse_s3(s))
-                    .map(|s| keys.rewrapped(s).map_or(false, |wrapped| wrapped.is_some()));
-                if old == Some(true) {
+                    .is_some_and(|s| is_sse_s3(s) && !matches!(keys.rewrapped(s), Ok(None)));
+                if old {
                     sum.uploads_under_previous += 1;
                 }
             }

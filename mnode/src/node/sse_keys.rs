@@ -12,11 +12,10 @@ use saker_rpc::{
 use super::Mnode;
 use crate::metrics::SSE_KEYS;
 
-/// Refusal of a key or commit this node cannot serve without the master key.
+/// Refusal of a key or commit this node cannot serve without the master key (not retried:
+/// another try would find no key either).
 fn no_master_key() -> MetaError {
-    MetaError::Unavailable(
-        "this node holds no SSE-S3 master key (start it with --sse-key-file)".into(),
-    )
+    MetaError::Invalid("this node holds no SSE-S3 master key (start it with --sse-key-file)".into())
 }
 
 impl Mnode {

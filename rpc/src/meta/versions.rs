@@ -202,7 +202,7 @@ mod bucket_writes_tests {
         assert_eq!(c.get("b", SETTINGS_REFRESH), None);
         let w = BucketWrites {
             versioning: Versioning::Enabled,
-            default_lock: None,
+            ..Default::default()
         };
         c.put("b", w.clone());
         assert_eq!(c.get("b", SETTINGS_REFRESH), Some(w));
