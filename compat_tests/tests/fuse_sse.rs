@@ -31,17 +31,7 @@ async fn a_library_mount_reads_sse_s3_objects_with_keys_from_the_nodes() {
             .await
             .unwrap();
     }
-    let (ck, cmd5) = customer(3);
-    c.put_object()
-        .bucket(&b)
-        .key("customer")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&ck)
-        .sse_customer_key_md5(&cmd5)
-        .body(body(b"only with the client's key"))
-        .send()
-        .await
-        .unwrap();
+    put_customer_sealed(&c, &b, "customer", 3, b"only with the client's key").await;
     let lib = tokio::task::block_in_place(|| LibraryMount::start(&srv));
     let dir = lib.root.join(&b);
     let (got_big, got_small, sse_c, other_user) = tokio::task::block_in_place(|| {

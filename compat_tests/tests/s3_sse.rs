@@ -468,17 +468,7 @@ async fn the_mount_reads_sse_s3_objects_and_rewrites_them_sealed() {
             .await
             .unwrap();
     }
-    let (key_c, md5_c) = customer(3);
-    c.put_object()
-        .bucket(&b)
-        .key("customer")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&key_c)
-        .sse_customer_key_md5(&md5_c)
-        .body(body(b"only with the client's key"))
-        .send()
-        .await
-        .unwrap();
+    put_customer_sealed(&c, &b, "customer", 3, b"only with the client's key").await;
     let dir = mounted.root.join(&b);
     let rewritten = b"REWRITE-MARKER-0123456789abcdef".to_vec();
     let new_bytes = rewritten.clone();

@@ -21,18 +21,6 @@ fn sse_admin(srv: &Server, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-async fn get_version(c: &aws_sdk_s3::Client, b: &str, k: &str, v: &str) -> Vec<u8> {
-    let out = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .version_id(v)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rewrap_lets_the_previous_master_key_go() {
     let (keys, key) = master_key();
@@ -144,7 +132,7 @@ async fn a_rewrap_lets_the_previous_master_key_go() {
     );
     srv.restart_with(with_key(&key));
     let c = srv.client();
-    assert!(get_version(&c, &b, "obj", &v1_id).await == v1);
+    assert!(common::versions::get_v(&c, &b, "obj", &v1_id).await == v1);
     assert_eq!(get_bytes(&c, &b, "obj").await, b"v2");
     assert_eq!(get_bytes(&c, &b, "dir/inline").await, b"inline");
     assert_eq!(get_bytes(&c, &b, "after").await, b"under the new key");

@@ -6,6 +6,7 @@ mod admin;
 mod admin_auth;
 mod admin_balance;
 mod admin_chunks;
+mod admin_exceptions;
 mod admin_forward;
 mod admin_keys;
 mod admin_sse;

@@ -123,3 +123,18 @@ pub fn customer(seed: u8) -> (String, String) {
     let b64 = base64::engine::general_purpose::STANDARD;
     (b64.encode(key), b64.encode(md5_raw(&key)))
 }
+
+/// A PUT of `data` at `k` under the SSE-C key of `seed` ([`customer`]).
+pub async fn put_customer_sealed(c: &Client, b: &str, k: &str, seed: u8, data: &[u8]) {
+    let (key, md5) = customer(seed);
+    c.put_object()
+        .bucket(b)
+        .key(k)
+        .sse_customer_algorithm("AES256")
+        .sse_customer_key(&key)
+        .sse_customer_key_md5(&md5)
+        .body(body(data))
+        .send()
+        .await
+        .unwrap();
+}
