@@ -32,7 +32,8 @@ pub use meta::{
     access, check_cond, ClientTag, CostKind, Costs, Cred, DefaultLock, Dentry, DirChange, DirUsage,
     EtagCond, GroupCounters, LoadWindow, LockConfig, LockMode, MetaRequest, MetaResponse,
     NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention,
-    ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
+    ScanReader, SealedRecord, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD,
+    MAX_PAGE,
 };
 pub use meta::{is_sse_s3, PlainKey, SseKeys};
 pub use meta::{

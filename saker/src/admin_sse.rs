@@ -69,23 +69,24 @@ pub async fn run(endpoint: &str, command: SseCommand) -> anyhow::Result<()> {
                 let r: Rewrapped = serde_json::from_str(&text)
                     .map_err(|e| anyhow::anyhow!("unexpected reply {text:?}: {e}"))?;
                 println!(
-                    "[{}/{n}] {}: {} SSE-S3 versions, {} rewrapped now, {} changed meanwhile, \
-                     {} uploads in progress under a previous key",
+                    "[{}/{n}] {}: {} SSE-S3 versions, {} rewrapped now; {} uploads in \
+                     progress, {} rewrapped now; {} changed meanwhile",
                     i + 1,
                     r.bucket,
                     r.sealed,
                     r.rewrapped,
-                    r.changed,
-                    r.uploads_under_previous
+                    r.uploads,
+                    r.uploads_rewrapped,
+                    r.changed
                 );
-                left += r.changed + r.uploads_under_previous;
+                left += r.changed;
             }
             if left == 0 {
                 println!("done: every SSE-S3 data key is under the current master key");
             } else {
                 anyhow::bail!(
-                    "{left} versions or uploads may still be under a previous key: complete or \
-                     abort those uploads and run the rewrap again before retiring it"
+                    "{left} records changed while the rewrap ran and may still be under a \
+                     previous key: run it again before retiring that key"
                 );
             }
         }

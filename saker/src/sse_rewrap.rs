@@ -1,14 +1,16 @@
 //! `saker admin sse rewrap`, the node's side: every SSE-S3 data key a bucket stores (its
-//! current objects' and its noncurrent versions') is wrapped anew under the current master
-//! key, by a metadata write per version ([`MetaRequest::RewrapSse`]); no object byte is
-//! rewritten. Each write applies only while the record is as read (another writer's new
-//! version is left alone) and is done already if it is under the new key, so a pass cut
-//! short is simply run again. Multipart uploads in progress keep their key until they
-//! complete (counted, so the previous key is not retired under them).
+//! current objects', its noncurrent versions' and its multipart uploads in progress') is
+//! wrapped anew under the current master key, by a metadata write per record
+//! ([`MetaRequest::RewrapSse`]); no object byte is rewritten. Each write applies only while
+//! the record is as read (a version or upload written meanwhile is left alone, and counted:
+//! run again) and is done already if it is under the new key, so a pass cut short is simply
+//! run again.
 
 use saker_client::master_keys::MasterKeys;
 use saker_client::{Cluster, Lister};
-use saker_rpc::{is_sse_s3, MetaError, MetaRequest, MetaResponse, Sse, VersionKind, Want};
+use saker_rpc::{
+    is_sse_s3, MetaError, MetaRequest, MetaResponse, SealedRecord, Sse, VersionKind, Want,
+};
 use serde::{Deserialize, Serialize};
 
 /// Versions a page of the version walk asks for.
@@ -22,9 +24,11 @@ pub struct Rewrapped {
     pub sealed: u64,
     /// Of those, wrapped anew by this pass.
     pub rewrapped: u64,
-    /// Multipart uploads in progress whose data key is under a previous key.
-    pub uploads_under_previous: u64,
-    /// Versions that changed while the pass ran (rewritten or removed): run it again.
+    /// SSE-S3 multipart uploads in progress seen.
+    pub uploads: u64,
+    /// Of those, wrapped anew by this pass.
+    pub uploads_rewrapped: u64,
+    /// Records that changed while the pass ran (rewritten, completed or removed): run again.
     pub changed: u64,
 }
 
@@ -66,7 +70,7 @@ async fn current_objects(
             Err(e) => return Err(e.to_string()),
         };
         if let Some(sse) = view.meta.and_then(|m| m.sse) {
-            rewrap(cluster, keys, path, view.attr.id, &sse, sum).await?;
+            rewrap_version(cluster, keys, path, view.attr.id, &sse, sum).await?;
         }
     }
     Ok(())
@@ -119,7 +123,7 @@ async fn noncurrent_versions(
                     Err(e) => return Err(e.to_string()),
                 };
                 if let Some(sse) = view.meta.and_then(|m| m.sse) {
-                    rewrap(cluster, keys, path, v.id, &sse, sum).await?;
+                    rewrap_version(cluster, keys, path, v.id, &sse, sum).await?;
                 }
             }
             if !full {
@@ -130,7 +134,7 @@ async fn noncurrent_versions(
     Ok(())
 }
 
-/// Counts the uploads in progress whose data key only a previous key opens.
+/// The bucket's multipart uploads in progress, group by group.
 async fn uploads(
     cluster: &Cluster,
     keys: &MasterKeys,
@@ -154,17 +158,17 @@ async fn uploads(
                 Err(e) => return Err(e.to_string()),
             };
             let full = page.len() == PAGE as usize;
-            for u in &page {
+            for u in page {
                 key_marker.clone_from(&u.key);
                 upload_id_marker.clone_from(&u.upload_id);
-                // Under a previous key (or one this node lacks).
-                let old = u
-                    .meta
-                    .sse
-                    .as_ref()
-                    .is_some_and(|s| is_sse_s3(s) && !matches!(keys.rewrapped(s), Ok(None)));
-                if old {
-                    sum.uploads_under_previous += 1;
+                let Some(sse) = u.meta.sse.filter(is_sse_s3) else {
+                    continue;
+                };
+                sum.uploads += 1;
+                let path = object_path(bucket, &u.key)?;
+                let record = SealedRecord::Upload(u.upload_id);
+                if rewrap(cluster, keys, path, record, &sse, sum).await? {
+                    sum.uploads_rewrapped += 1;
                 }
             }
             if !full {
@@ -175,8 +179,43 @@ async fn uploads(
     Ok(())
 }
 
-/// Rewraps the SSE-S3 record `sse` of version `id` at `path` if a previous key wrapped it.
+/// Rewraps the SSE-S3 record `sse` kept as `record` of the object at `path` if a previous
+/// key wrapped it: whether it did.
 async fn rewrap(
+    cluster: &Cluster,
+    keys: &MasterKeys,
+    path: Vec<String>,
+    record: SealedRecord,
+    sse: &Sse,
+    sum: &mut Rewrapped,
+) -> Result<bool, String> {
+    let Some(to) = keys.rewrapped(sse).map_err(|_| {
+        format!(
+            "{record:?} of /{}: none of this node's master keys opens its data key",
+            path.join("/")
+        )
+    })?
+    else {
+        return Ok(false);
+    };
+    let req = MetaRequest::RewrapSse {
+        path: path.clone(),
+        record,
+        from: sse.wrapped.clone(),
+        to,
+    };
+    match cluster.call(&path, req).await {
+        Ok(_) => Ok(true),
+        Err(MetaError::Conflict { .. } | MetaError::NotFound | MetaError::NoSuchUpload) => {
+            sum.changed += 1;
+            Ok(false)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`rewrap`] of version `id`, counted as a version.
+async fn rewrap_version(
     cluster: &Cluster,
     keys: &MasterKeys,
     path: Vec<String>,
@@ -188,26 +227,8 @@ async fn rewrap(
         return Ok(());
     }
     sum.sealed += 1;
-    let Some(to) = keys.rewrapped(sse).map_err(|_| {
-        format!(
-            "version {} of /{}: none of this node's master keys opens its data key",
-            saker_rpc::version_id(id),
-            path.join("/")
-        )
-    })?
-    else {
-        return Ok(());
-    };
-    let req = MetaRequest::RewrapSse {
-        path: path.clone(),
-        id,
-        from: sse.wrapped.clone(),
-        to,
-    };
-    match cluster.call(&path, req).await {
-        Ok(_) => sum.rewrapped += 1,
-        Err(MetaError::Conflict { .. } | MetaError::NotFound) => sum.changed += 1,
-        Err(e) => return Err(e.to_string()),
+    if rewrap(cluster, keys, path, SealedRecord::Version(id), sse, sum).await? {
+        sum.rewrapped += 1;
     }
     Ok(())
 }

@@ -302,7 +302,7 @@ fn replace_byte_meta(
 }
 
 /// `saker admin sse rewrap`: version `id`'s data key, wrapped as `from`, is wrapped as `to`
-/// from now on (done already if it is `to`; `Conflict` if it is neither: rewritten since).
+/// from now on ([`rewrap_in`]).
 pub(super) fn rewrap_sse(
     txn: &mut Txn<'_>,
     ctx: &Ctx<'_>,
@@ -316,20 +316,28 @@ pub(super) fn rewrap_sse(
         .map_err(internal)?
         .ok_or(MetaError::NotFound)?;
     let mut meta: ObjectMeta = decode(&v).map_err(internal)?;
+    if rewrap_in(&mut meta, from, to)? {
+        txn.put(key, encode(&meta));
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Sets the wrapped key of `meta`'s SSE-S3 record from `from` to `to`: whether it changed
+/// (not if it is `to` already); `NotFound` without such a record, `Conflict` if it is neither.
+pub(super) fn rewrap_in(meta: &mut ObjectMeta, from: &[u8], to: &[u8]) -> Result<bool, MetaError> {
     let Some(sse) = meta.sse.as_mut().filter(|s| saker_rpc::is_sse_s3(s)) else {
         return Err(MetaError::NotFound);
     };
     if sse.wrapped == to {
-        return Ok(MetaResponse::Done);
+        return Ok(false);
     }
     if sse.wrapped != from {
         return Err(MetaError::Conflict {
-            path: format!("version {id:016x}"),
+            path: "a data key rewrapped since it was read".into(),
         });
     }
     sse.wrapped = to.to_vec();
-    txn.put(key, encode(&meta));
-    Ok(MetaResponse::Done)
+    Ok(true)
 }
 
 /// Before a mount's write replaces the bytes of `attr`, the current object at `path`, in a

@@ -20,7 +20,9 @@ pub(crate) mod uploads;
 pub(crate) mod versions;
 
 use saker_namespace::GroupId;
-use saker_rpc::{DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject};
+use saker_rpc::{
+    DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject, SealedRecord,
+};
 
 use crate::keys::Keys;
 use crate::tree::Resolver;
@@ -33,7 +35,7 @@ use objects::{delete_object, delete_version, put_acl, put_dir_marker, put_object
 use renames::{
     adopt_entry, drop_entry, rename, rename_dir_in, rename_dir_out, rename_in, rename_out,
 };
-use uploads::{abort_upload, complete_upload, create_upload, put_part};
+use uploads::{abort_upload, complete_upload, create_upload, put_part, rewrap_upload};
 
 pub use attrs::{EMPTY_ETAG, USER_META_LIMIT};
 pub use links::LINK_MAX;
@@ -259,7 +261,15 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 sse: sse.as_ref(),
             },
         ),
-        MetaRequest::RewrapSse { id, from, to, .. } => rewrap_sse(txn, ctx, *id, from, to),
+        MetaRequest::RewrapSse {
+            path,
+            record,
+            from,
+            to,
+        } => match record {
+            SealedRecord::Version(id) => rewrap_sse(txn, ctx, *id, from, to),
+            SealedRecord::Upload(upload_id) => rewrap_upload(txn, ctx, path, upload_id, from, to),
+        },
         MetaRequest::DeleteObject {
             path,
             version_id: Some(vid),

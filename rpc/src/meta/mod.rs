@@ -133,11 +133,11 @@ pub enum MetaRequest {
         cred: Cred,
         fresh: bool,
     },
-    /// `saker admin sse rewrap`: version `id` at `path` gets its data key wrapped as `to`
-    /// (under the current master key) if it is wrapped as `from`; done if it is `to` already.
+    /// `saker admin sse rewrap`: `record` of the object at `path` gets its data key wrapped
+    /// as `to` (under the current master key) if it is wrapped as `from`; done if it is `to`.
     RewrapSse {
         path: Vec<String>,
-        id: InodeId,
+        record: SealedRecord,
         from: Vec<u8>,
         to: Vec<u8>,
     },

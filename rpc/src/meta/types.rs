@@ -275,3 +275,12 @@ pub enum XattrMode {
     /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
     Replace,
 }
+
+/// Where a wrapped data key is kept ([`super::MetaRequest::RewrapSse`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SealedRecord {
+    /// The version stored as this inode (current or not).
+    Version(InodeId),
+    /// A multipart upload in progress (its parts are sealed under its data key).
+    Upload(String),
+}
