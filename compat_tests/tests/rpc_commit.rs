@@ -12,8 +12,8 @@ use common::*;
 use saker_client::{ChunkWriter, Cluster};
 use saker_rpc::auth::{install, Credential};
 use saker_rpc::{
-    access as mode, Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse,
-    ObjectView, Sse, Want,
+    access as mode, Attr, CommitReceipt, CommitSeal, Cred, FreshKey, Layout, MetaError,
+    MetaRequest, MetaResponse, ObjectView, Sse, Want,
 };
 
 const BUCKET: &str = "commits";
@@ -117,7 +117,7 @@ async fn commit_sealed(
     layout: Layout,
     cred: Cred,
     receipt: Option<CommitReceipt>,
-    sse: Option<Sse>,
+    sse: Option<CommitSeal>,
 ) -> Result<(Attr, CommitReceipt), MetaError> {
     let req = MetaRequest::CommitFile {
         path: path(p),
@@ -418,14 +418,18 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
     }
 }
 
-/// A data key request by a library client: the key and its record, or the refusal.
+/// What a node gives a library client for a file: a data key, its record, and for a fresh
+/// key the proof its commit brings.
+type GivenKey = (saker_rpc::PlainKey, Sse, Option<FreshKey>);
+
+/// A data key request by a library client: the key, or the refusal.
 async fn sse_key(
     lib: &Cluster,
     p: &str,
     id: u64,
     cred: Cred,
     fresh: bool,
-) -> Result<(saker_rpc::PlainKey, Sse), MetaError> {
+) -> Result<GivenKey, MetaError> {
     let req = MetaRequest::SseKey {
         path: path(p),
         id,
@@ -433,7 +437,7 @@ async fn sse_key(
         fresh,
     };
     match lib.call(&path(p), req).await? {
-        MetaResponse::SseKey { key, sse } => Ok((key, sse)),
+        MetaResponse::SseKey { key, sse, fresh } => Ok((key, sse, fresh)),
         other => panic!("{other:?}"),
     }
 }
@@ -453,8 +457,9 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
     // A fresh key for new bytes: the commit's check (owner, or write permission).
     let denied = sse_key(&lib, p, id, user(), true).await;
     assert_eq!(denied.unwrap_err(), MetaError::AccessDenied);
-    let (key, sse) = sse_key(&lib, p, id, Cred::ROOT, true).await.unwrap();
+    let (key, sse, fresh) = sse_key(&lib, p, id, Cred::ROOT, true).await.unwrap();
     assert!(saker_rpc::is_sse_s3(&sse));
+    let fresh = fresh.expect("a fresh key comes with its proof");
     assert_eq!(
         sse_key(&lib, p, id + 1, Cred::ROOT, true)
             .await
@@ -462,28 +467,28 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
         MetaError::NotFound,
         "a key for another file than the path names"
     );
-    // The bucket encrypts by default: a commit in the clear is refused, and so is one
-    // sealed under a key of the client's own making.
+    // The bucket encrypts by default: a commit in the clear is refused, and so is one sealed
+    // under a key of the client's own making, or under a key given for another file.
     let data = b"sealed by a library client with a key from the node".to_vec();
     let clear = chunks_for(&lib, id, &data).await;
     let refused = commit(&lib, p, id, data.len(), clear, Cred::ROOT, None).await;
     assert_eq!(refused.unwrap_err(), MetaError::AccessDenied);
-    let own = saker_client::sealed::WrappingKey::new(&[9; 32]).new_data_key(None, None);
-    let layout = chunks_for(&lib, id, &data).await;
-    let forged = commit_sealed(
-        &lib,
-        p,
-        id,
-        data.len(),
-        layout,
-        Cred::ROOT,
-        None,
-        Some(own.1),
-    );
-    assert!(
-        matches!(forged.await, Err(MetaError::Invalid(_))),
-        "a record the master key did not make is refused"
-    );
+    let own = saker_client::sealed::WrappingKey::new(&[9; 32])
+        .new_data_key(None, None)
+        .1;
+    let other = "commits/other";
+    let other_id = create(&lib, other).await.id;
+    let wrong = [
+        (p, id, own.clone(), FreshKey::sign(id, &own)),
+        (p, id, own, fresh),
+        (other, other_id, sse.clone(), fresh),
+    ];
+    for (at, file, sse, fresh) in wrong {
+        let layout = chunks_for(&lib, file, &data).await;
+        let seal = Some(CommitSeal { sse, fresh });
+        let r = commit_sealed(&lib, at, file, data.len(), layout, Cred::ROOT, None, seal).await;
+        assert!(matches!(r, Err(MetaError::Invalid(_))), "{at}: {r:?}");
+    }
     // Sealed under the node's key, the bytes read back through S3 as sent.
     let dk = saker_client::sealed::DataKey::from_plain(&key);
     let mut w = ChunkWriter::new(&lib)
@@ -491,7 +496,8 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
         .sealed(Some(dk.object_stream(&sse, &[])));
     w.write(&data).await.unwrap();
     let layout = w.finish_chunked().await.unwrap().layout;
-    let sealed = commit_sealed(&lib, p, id, data.len(), layout, Cred::ROOT, None, Some(sse));
+    let seal = Some(CommitSeal { sse, fresh });
+    let sealed = commit_sealed(&lib, p, id, data.len(), layout, Cred::ROOT, None, seal);
     assert!(sealed.await.unwrap().0.sealed);
     let got = s3
         .get_object()
@@ -509,7 +515,8 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
         data
     );
     // The stored version's key: to whoever may read the file, and no one else.
-    let (opened, _) = sse_key(&lib, p, id, user(), false).await.unwrap();
+    let (opened, _, proof) = sse_key(&lib, p, id, user(), false).await.unwrap();
+    assert_eq!(proof, None, "the stored version's key is for reading only");
     assert!(opened == key, "the key of the stored version");
     let chmod = MetaRequest::chmod(path(p), 0o100600, Cred::ROOT);
     lib.call(&path(p), chmod).await.unwrap();

@@ -201,7 +201,7 @@ impl SakerFs {
                 inline: stored.inline.clone(),
                 cred: writer,
                 receipt: f.committed,
-                sse: seal.as_ref().map(|s| s.sse.clone()),
+                sse: seal.as_ref().map(|s| s.commit.clone()),
                 versioning: Default::default(),
                 replaces: None,
                 default_lock: None,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use saker_client::sealed::{DataKey, Keystream};
 use saker_client::ClientError;
-use saker_rpc::{access, is_sse_s3, Cred, MetaError, MetaRequest, MetaResponse, Sse, Want};
+use saker_rpc::{
+    access, is_sse_s3, CommitSeal, Cred, FreshKey, MetaError, MetaRequest, MetaResponse, Sse, Want,
+};
 
 use crate::error::{FuseError, Result};
 use crate::fs::{Caller, SakerFs};
@@ -21,13 +23,14 @@ use crate::fs::{Caller, SakerFs};
 /// the commit stores.
 pub(crate) struct Seal {
     pub key: DataKey,
-    pub sse: Sse,
+    /// The record and the proof that a node gave it out for these bytes.
+    pub commit: CommitSeal,
 }
 
 impl Seal {
     /// The keystream the new bytes are written (and read back) with.
     pub fn stream(&self) -> Keystream {
-        self.key.object_stream(&self.sse, &[])
+        self.key.object_stream(&self.commit.sse, &[])
     }
 }
 
@@ -62,7 +65,10 @@ impl SakerFs {
                     .map_err(|_| FuseError::Sealed("the master key is not this object's"))?;
                 (key, sse)
             }
-            None => self.node_key(path, id, &caller.cred, false)?,
+            None => {
+                let (key, sse, _) = self.node_key(path, id, &caller.cred, false)?;
+                (key, sse)
+            }
         };
         Ok(Arc::new(key.object_stream(&sse, &view.attr.parts)))
     }
@@ -87,21 +93,31 @@ impl SakerFs {
             None if sealed => {}
             None => return Ok(None),
         }
-        let (key, sse) = match &self.cluster.config().master_key {
-            Some(master) => master.new_data_key(),
+        let (key, sse, fresh) = match &self.cluster.config().master_key {
+            // In a node's process, which signs as any node does.
+            Some(master) => {
+                let (key, sse) = master.new_data_key();
+                let fresh = FreshKey::sign(id, &sse);
+                (key, sse, Some(fresh))
+            }
             None => self.node_key(path, id, writer, true)?,
         };
-        Ok(Some(Seal { key, sse }))
+        let fresh =
+            fresh.ok_or_else(|| MetaError::Internal("a fresh key without its proof".into()))?;
+        Ok(Some(Seal {
+            key,
+            commit: CommitSeal { sse, fresh },
+        }))
     }
 
-    /// A data key from the file's MNode (`fresh`: a new one for new bytes).
+    /// A data key from the file's MNode (`fresh`: a new one for new bytes, with its proof).
     fn node_key(
         &self,
         path: &[String],
         id: u64,
         cred: &Cred,
         fresh: bool,
-    ) -> Result<(DataKey, Sse)> {
+    ) -> Result<(DataKey, Sse, Option<FreshKey>)> {
         let req = MetaRequest::SseKey {
             path: path.to_vec(),
             id,
@@ -109,8 +125,8 @@ impl SakerFs {
             fresh,
         };
         match self.block(self.call(path, req)) {
-            Ok(MetaResponse::SseKey { key, sse }) if is_sse_s3(&sse) => {
-                Ok((DataKey::from_plain(&key), sse))
+            Ok(MetaResponse::SseKey { key, sse, fresh }) if is_sse_s3(&sse) => {
+                Ok((DataKey::from_plain(&key), sse, fresh))
             }
             Ok(other) => Err(MetaError::Internal(format!("SseKey answered {other:?}")).into()),
             // The node cannot give this file a key (no master key there, SSE-C or SSE-KMS).

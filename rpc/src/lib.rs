@@ -22,7 +22,7 @@ pub use attr::{
     check_tier_name, chunk_for, chunk_of, Attr, Checksums, ChunkRef, Entry, FileKind, Layout,
     ObjectMeta, PartInfo, Restored, Sse, TierRef,
 };
-pub use capability::CommitReceipt;
+pub use capability::{CommitReceipt, FreshKey};
 pub use chunk::{
     next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
@@ -35,7 +35,7 @@ pub use meta::{
     ScanReader, SealedRecord, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD,
     MAX_PAGE,
 };
-pub use meta::{is_sse_s3, PlainKey, SseKeys};
+pub use meta::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use meta::{
     version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
     VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,

@@ -90,7 +90,7 @@ impl Mnode {
                 ..
             } => {
                 let w = self.writes_of(path).await?;
-                self.check_commit_sse(&w, sse.as_ref())?;
+                self.check_commit_sse(&w, *id, sse.as_ref())?;
                 *versioning = w.versioning;
                 *default_lock = w
                     .default_lock

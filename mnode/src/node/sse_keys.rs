@@ -5,8 +5,8 @@
 //! stored). The RPC server hands keys out over mutual TLS (or to loopback) only.
 
 use saker_rpc::{
-    access, is_sse_s3, BucketWrites, ClientTag, Cred, MetaError, MetaRequest, MetaResponse,
-    MetaService, Sse, Want,
+    access, is_sse_s3, BucketWrites, ClientTag, CommitSeal, Cred, FreshKey, MetaError, MetaRequest,
+    MetaResponse, MetaService, Want,
 };
 
 use super::Mnode;
@@ -69,7 +69,8 @@ impl Mnode {
                 crate::perm::check(&view.attr, &cred, access::WRITE)?;
             }
             let (key, sse) = keys.fresh();
-            return Ok(MetaResponse::SseKey { key, sse });
+            let fresh = Some(FreshKey::sign(id, &sse));
+            return Ok(MetaResponse::SseKey { key, sse, fresh });
         }
         let sse = view
             .meta
@@ -83,18 +84,24 @@ impl Mnode {
         let key = keys.open(&sse).ok_or_else(|| {
             MetaError::Internal("no master key of this node opens the file's data key".into())
         })?;
-        Ok(MetaResponse::SseKey { key, sse })
+        Ok(MetaResponse::SseKey {
+            key,
+            sse,
+            fresh: None,
+        })
     }
 
-    /// Checks the SSE record of a mount's commit into a bucket with settings `w`: required
-    /// where the bucket encrypts by default (SSE-S3; other defaults are S3's alone), and
-    /// only an SSE-S3 record this node's master key opens.
+    /// Checks the SSE record of a mount's commit of file `id` into a bucket with settings
+    /// `w`: required where the bucket encrypts by default (SSE-S3; other defaults are S3's
+    /// alone), and only an SSE-S3 record a node gave out for new bytes of this file (not one
+    /// read from another file, nor the file's own: no two contents under one keystream).
     pub(super) fn check_commit_sse(
         &self,
         w: &BucketWrites,
-        sse: Option<&Sse>,
+        id: u64,
+        seal: Option<&CommitSeal>,
     ) -> Result<(), MetaError> {
-        let Some(sse) = sse else {
+        let Some(seal) = seal else {
             return match &w.encryption {
                 Some(_) => Err(MetaError::AccessDenied),
                 None => Ok(()),
@@ -104,9 +111,11 @@ impl Mnode {
             return Err(MetaError::AccessDenied);
         }
         let keys = self.sse_keys.as_ref().ok_or_else(no_master_key)?;
-        if !is_sse_s3(sse) || keys.open(sse).is_none() {
+        let sse = &seal.sse;
+        if !is_sse_s3(sse) || !seal.fresh.verify(id, sse) || keys.open(sse).is_none() {
             return Err(MetaError::Invalid(
-                "a commit's SSE record must be one this cluster's master key made".into(),
+                "a commit's SSE record must be one a node gave out for this file's new bytes"
+                    .into(),
             ));
         }
         Ok(())

@@ -258,7 +258,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 versioning: *versioning,
                 replaces: *replaces,
                 default_lock: default_lock.as_ref(),
-                sse: sse.as_ref(),
+                sse: sse.as_ref().map(|s| &s.sse),
             },
         ),
         MetaRequest::RewrapSse {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use crate::attr::chunk_of;
-use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta, Sse};
+use crate::attr::{Attr, Checksums, Entry, FileKind, Layout, ObjectMeta};
 use crate::capability::CommitReceipt;
 use crate::InodeId;
 pub use saker_namespace::Dentry;
@@ -29,7 +29,7 @@ pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
-pub use sse_key::{is_sse_s3, PlainKey, SseKeys};
+pub use sse_key::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use types::*;
 pub use versions::{
     version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
@@ -361,9 +361,9 @@ pub enum MetaRequest {
         cred: Cred,
         /// The answer to this open's last commit, if it made one.
         receipt: Option<CommitReceipt>,
-        /// The new bytes' SSE-S3 record (a data key from `SseKey { fresh }`); refused without
-        /// one in a bucket with default encryption, and unless the node's master key opens it.
-        sse: Option<Sse>,
+        /// The new bytes' SSE-S3 record, given for them by `SseKey { fresh }`; required in a
+        /// bucket with default encryption.
+        sse: Option<CommitSeal>,
         /// Set by the serving MNode from the bucket's settings; never read from the wire.
         #[serde(skip)]
         versioning: Versioning,

@@ -15,10 +15,11 @@ pub enum MetaResponse {
         receipt: crate::capability::CommitReceipt,
     },
     Object(Box<ObjectView>),
-    /// A data key and its record (`SseKey`).
+    /// A data key and its record (`SseKey`), with the proof a commit brings for a fresh one.
     SseKey {
         key: PlainKey,
         sse: crate::attr::Sse,
+        fresh: Option<crate::capability::FreshKey>,
     },
     Entries(Vec<Entry>),
     Attrs(Vec<Attr>),

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::attr::Sse;
+use crate::capability::FreshKey;
 
 /// A version's data key in plaintext, as a node hands it to a mount over mutual TLS. Never
 /// printed (its `Debug` is redacted) and zeroed when dropped.
@@ -35,4 +36,12 @@ pub trait SseKeys: Send + Sync + std::fmt::Debug + 'static {
 /// Whether `sse` is SSE-S3 (under the master key), not SSE-C or SSE-KMS.
 pub fn is_sse_s3(sse: &Sse) -> bool {
     sse.customer_key_md5.is_none() && sse.kms_key_id.is_none()
+}
+
+/// The SSE record of a commit's new bytes, with the proof that a node gave its data key out
+/// for them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitSeal {
+    pub sse: Sse,
+    pub fresh: FreshKey,
 }
