@@ -11,6 +11,7 @@ mod error;
 mod gc;
 mod list;
 pub mod metrics;
+mod opened;
 mod repair;
 pub mod sealed;
 mod tier_proxy;

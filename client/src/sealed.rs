@@ -1,13 +1,20 @@
-//! Server-side encryption of object bytes (SSE-S3 and SSE-C), as envelope encryption.
+//! Server-side encryption of object bytes (SSE-S3, SSE-KMS and SSE-C), as envelope encryption.
 //!
-//! Each encrypted version has a random 256-bit data key. Its bytes are encrypted with
-//! AES-256-CTR at their offset in the stream they were uploaded as (the object, or each part
-//! of a multipart upload, [`saker_rpc::Sse::parts`]), so ciphertext is as long as the
-//! plaintext: ranges, parts, chunk boundaries and tier copies need no translation. The data
-//! key is kept in the version's metadata wrapped with AES-256-GCM under a key-encryption key:
-//! the cluster's master key (SSE-S3; a key file outside any data directory) or the key the
-//! client sends with each request (SSE-C, never stored). Unwrapping checks the GCM tag, so a
-//! wrong key is refused, never used to produce garbage.
+//! Each encrypted version has a random 256-bit data key. Its bytes are sealed in AES-256-GCM
+//! packages ([`packages`]): ciphertext as long as the plaintext, each package's tag kept apart.
+//! Versions written before this format have their bytes in AES-256-CTR at their offset in the
+//! stream they were uploaded as ([`Keystream`]); they stay readable, unauthenticated, and a
+//! multipart upload begun in that format finishes in it. The data key is kept in the
+//! version's metadata wrapped with AES-256-GCM under a key-encryption key: the cluster's
+//! master key (SSE-S3; a key file outside any data directory), a keyring's key (SSE-KMS) or
+//! the key the client sends with each request (SSE-C, never stored). Unwrapping checks the
+//! GCM tag, so a wrong key is refused, never used to produce garbage. The wrapped record
+//! names the format: [`PACKAGED`] then the wrapping, or the bare wrapping (60 bytes) of the
+//! stream format.
+
+pub mod packages;
+
+use std::sync::Arc;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +32,15 @@ type Aes256Ctr = ctr::Ctr64BE<aes::Aes256>;
 const WRAP_AAD: &[u8] = b"saker sse data key v1";
 /// Bit position of the part number in the keystream counter (parts up to 2^40 blocks).
 const PART_SHIFT: u32 = 40;
+/// First byte of the wrapped record of a version sealed in packages.
+pub const PACKAGED: u8 = 2;
+/// Length of a bare wrapping: GCM nonce, sealed 32-byte key, tag.
+const WRAPPED_LEN: usize = NONCE_LEN + 32 + 16;
+
+/// Whether the version `sse` describes is sealed in packages (else in the stream format).
+pub fn packaged(sse: &Sse) -> bool {
+    sse.wrapped.len() == WRAPPED_LEN + 1 && sse.wrapped[0] == PACKAGED
+}
 
 /// Why a key could not be loaded or a data key unwrapped.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +99,8 @@ impl WrappingKey {
                 &mut sealed,
             )
             .expect("AES-GCM seals 32 bytes");
-        let mut wrapped = gcm_nonce.to_vec();
+        let mut wrapped = vec![PACKAGED];
+        wrapped.extend_from_slice(&gcm_nonce);
         wrapped.extend_from_slice(&sealed);
         let sse = Sse {
             customer_key_md5,
@@ -97,10 +114,12 @@ impl WrappingKey {
 
     /// The data key of `sse`, when it was wrapped under this key.
     pub fn open(&self, sse: &Sse) -> Result<DataKey, SealError> {
-        if sse.wrapped.len() != NONCE_LEN + 32 + AES_256_GCM.tag_len() {
-            return Err(SealError::WrongKey);
-        }
-        let (nonce, sealed) = sse.wrapped.split_at(NONCE_LEN);
+        let wrapping = match sse.wrapped.len() {
+            WRAPPED_LEN => &sse.wrapped[..],
+            _ if packaged(sse) => &sse.wrapped[1..],
+            _ => return Err(SealError::WrongKey),
+        };
+        let (nonce, sealed) = wrapping.split_at(NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::WrongKey)?;
         let mut buf = sealed.to_vec();
         let plain = self
@@ -232,9 +251,67 @@ impl Drop for DataKey {
     }
 }
 
+/// How a writer seals the bytes of one stream of a version (the object, or part `part`).
+pub enum Sealing {
+    Packages {
+        packager: Arc<packages::Packager>,
+        part: u32,
+    },
+    /// The stream format, for a multipart upload begun in it.
+    Stream(Keystream),
+}
+
+/// How a reader opens a version's bytes.
+pub enum Opening {
+    Packages {
+        packager: Box<packages::Packager>,
+        /// Where each stream the version was uploaded as starts, and its part number.
+        segments: Vec<(u64, u32)>,
+    },
+    Stream(Keystream),
+}
+
+impl std::fmt::Debug for Opening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opening(..)")
+    }
+}
+
 impl DataKey {
+    /// How the bytes of stream `part` (0: an object written at once) of the version `sse`
+    /// are sealed.
+    pub fn sealing(&self, sse: &Sse, part: u32) -> Sealing {
+        match packaged(sse) {
+            true => Sealing::Packages {
+                packager: Arc::new(packages::Packager::new(&self.0, sse)),
+                part,
+            },
+            false => Sealing::Stream(self.stream(sse, part)),
+        }
+    }
+
+    /// How the bytes of the version `sse`, made of `parts` (empty: not multipart), open.
+    pub fn opening(&self, sse: &Sse, parts: &[PartInfo]) -> Opening {
+        if !packaged(sse) {
+            return Opening::Stream(self.object_stream(sse, parts));
+        }
+        let mut segments = vec![(0, 0)];
+        if !parts.is_empty() && sse.parts.len() == parts.len() {
+            segments.clear();
+            let mut start = 0;
+            for (part, number) in parts.iter().zip(&sse.parts) {
+                segments.push((start, *number));
+                start += part.size;
+            }
+        }
+        Opening::Packages {
+            packager: Box::new(packages::Packager::new(&self.0, sse)),
+            segments,
+        }
+    }
+
     /// The keystream of an object written at once (or of one multipart part, `part`).
-    pub fn stream(&self, sse: &Sse, part: u32) -> Keystream {
+    fn stream(&self, sse: &Sse, part: u32) -> Keystream {
         Keystream {
             key: self.0,
             nonce: sse.nonce,
@@ -244,7 +321,7 @@ impl DataKey {
 
     /// The keystream of a whole version made of `parts` (empty: not multipart), as
     /// [`saker_rpc::Sse::parts`] numbers them.
-    pub fn object_stream(&self, sse: &Sse, parts: &[PartInfo]) -> Keystream {
+    fn object_stream(&self, sse: &Sse, parts: &[PartInfo]) -> Keystream {
         let mut segments = Vec::with_capacity(parts.len().max(1));
         if sse.parts.is_empty() || sse.parts.len() != parts.len() {
             segments.push((0, 0));

@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::types::{
@@ -16,29 +16,10 @@ use aws_sdk_s3::types::{
 use aws_sdk_s3::Client;
 use base64::Engine as _;
 use common::fuse::{errno, Mounted};
+use common::sse::{key_admin, master_key};
 use common::*;
 
 const MIB: usize = 1024 * 1024;
-
-/// A new master key in a directory of its own (not the server's data directory).
-fn master_key() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("master.key");
-    ok_stdout(
-        key_admin(&["master-key", path.to_str().unwrap()]),
-        "master-key",
-    );
-    (dir, path)
-}
-
-/// `saker admin ARGS` (the key commands, which need no server).
-fn key_admin(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(saker_bin())
-        .arg("admin")
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn with_key(path: &Path) -> Opts {
     Opts::default()

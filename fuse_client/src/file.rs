@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 use futures::StreamExt;
 use md5::{Digest, Md5};
-use saker_client::sealed::Keystream;
+use saker_client::sealed::Opening;
 use saker_client::{ChunkWriter, Cluster, ReadRange};
 use saker_rpc::{Attr, CommitReceipt, Cred, Layout};
 
@@ -37,7 +37,7 @@ pub struct OpenFile {
     /// Who wrote the bytes not yet committed (the commit is made as them).
     pub writer: Option<Cred>,
     /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
-    pub keystream: Option<std::sync::Arc<Keystream>>,
+    pub opening: Option<std::sync::Arc<Opening>>,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an
@@ -215,7 +215,7 @@ impl OpenFile {
             handles: 0,
             committed: None,
             writer: None,
-            keystream: None,
+            opening: None,
         }
     }
 

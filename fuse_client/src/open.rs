@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use saker_client::sealed::Keystream;
+use saker_client::sealed::Opening;
 use saker_rpc::{access, Attr, FileKind, MetaError, MetaRequest, MetaResponse, Want};
 
 use crate::created::{syscall_of, Created, Syscall, Ticket};
@@ -28,7 +28,7 @@ impl SakerFs {
         &self,
         attr: Attr,
         inline: Option<Bytes>,
-        keystream: Option<Arc<Keystream>>,
+        opening: Option<Arc<Opening>>,
         append: bool,
     ) -> u64 {
         let ino = attr.id;
@@ -43,7 +43,7 @@ impl SakerFs {
             if f.buf.is_none() {
                 f.attr = attr;
                 f.inline = inline;
-                f.keystream = keystream;
+                f.opening = opening;
             }
             f.handles += 1;
         }
@@ -167,22 +167,22 @@ impl SakerFs {
         if view.attr.kind == FileKind::Dir {
             return Err(MetaError::IsDir.into());
         }
-        let keystream = match view.attr.sealed {
+        let opening = match view.attr.sealed {
             true if mask & access::WRITE != 0 => {
                 // Rewritten here it would be stored in the clear.
                 return Err(FuseError::Sealed(
                     "encrypted objects are read-only through the mount",
                 ));
             }
-            true => Some(self.keystream(&path)?),
+            true => Some(self.opening(&path)?),
             false => None,
         };
-        Ok(self.opened(view.attr, view.data, keystream, flags & libc::O_APPEND != 0))
+        Ok(self.opened(view.attr, view.data, opening, flags & libc::O_APPEND != 0))
     }
 
-    /// The keystream that decrypts the SSE-S3 object at `path` (its key wrapped under the
+    /// How the SSE-S3 object at `path` decrypts (its key wrapped under the
     /// master key, which this mount must hold); an SSE-C object's key is its client's alone.
-    fn keystream(&self, path: &[String]) -> Result<Arc<Keystream>> {
+    fn opening(&self, path: &[String]) -> Result<Arc<Opening>> {
         let view = self.block(self.cluster.lookup(path, Want::HEAD))?;
         let sse = view.meta.and_then(|m| m.sse).ok_or(FuseError::Stale)?;
         if sse.customer_key_md5.is_some() {
@@ -206,7 +206,7 @@ impl SakerFs {
         let key = master
             .open(&sse)
             .map_err(|_| FuseError::Sealed("the master key is not this object's"))?;
-        Ok(Arc::new(key.object_stream(&sse, &view.attr.parts)))
+        Ok(Arc::new(key.opening(&sse, &view.attr.parts)))
     }
 
     /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN

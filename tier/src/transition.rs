@@ -57,6 +57,13 @@ pub async fn transition(
         Layout::Shared { .. } => return Ok(Moved::Skipped("a file with hard links")),
         Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) => {}
     }
+    let packaged = view.meta.as_ref().and_then(|m| m.sse.as_ref());
+    if packaged.is_some_and(saker_client::sealed::packaged) {
+        // Its tags live beside its chunks' data; a tier copy would not carry them yet.
+        return Ok(Moved::Skipped(
+            "encrypted in packages, which tier copies do not carry yet",
+        ));
+    }
     let remote = tiers.remote(tier).await?;
     let cid = tiers.cluster_id().await?;
     let key = remote.config().key_for(cid, attr.id, attr.s3_mtime_ns);

@@ -11,6 +11,7 @@ pub mod fuse;
 pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
+pub mod sse;
 pub mod versions;
 
 use std::io::{BufRead, BufReader};
@@ -780,6 +781,17 @@ pub async fn metrics_text(admin: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+/// The sum of the samples of `name_and_labels` (a prefix of their lines) that the server's
+/// admin listener exports.
+pub async fn metric(admin: &str, name_and_labels: &str) -> f64 {
+    metrics_text(admin)
+        .await
+        .lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Bytes available on the file system of `dir`.
