@@ -308,6 +308,12 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// `range` (at or past its data's end) of the tier copy `t`: the records of an encrypted
+    /// version ([`crate::packaged_copy`]).
+    pub(crate) fn read_data_past(&self, t: &TierRef, range: ReadRange) -> DataStream {
+        self.tier_read(t, range)
+    }
+
     /// `range` of a tiered version, from its tier.
     fn tier_read(&self, t: &TierRef, range: ReadRange) -> DataStream {
         let reader = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -328,7 +334,7 @@ pub trait TierReader: Send + Sync + 'static {
 }
 
 /// The chunks of a tiered version's restored copy, while it lasts.
-fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
+pub(crate) fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
     let r = t.restored.as_ref()?;
     (r.until_ns > crate::gc::now_ns()).then_some(&r.chunks[..])
 }

@@ -9,17 +9,20 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use saker_chunkstore::{ChunkError, ChunkId, ChunkStore};
-use saker_rpc::{ChunkRef, Layout};
+use saker_rpc::{ChunkRef, Layout, TierRef};
 use tracing::Instrument;
 
 use crate::cluster::Cluster;
-use crate::data::{channel_stream, collect, DataStream, ReadRange};
+use crate::data::{channel_stream, collect, local_copy, DataStream, ReadRange, TierReader};
 use crate::error::ClientError;
+use crate::packaged_copy::first_packages;
 use crate::sealed::packages::{records_len, Packager, PACKAGE, RECORD};
 use crate::sealed::Opening;
 
 /// Packages a read fetches from a chunk at once (1 MiB).
 const PIECE_PACKAGES: u64 = 16;
+/// Packages a read fetches from a tier at once (4 MiB: each is a request to the tier).
+const TIER_PIECE_PACKAGES: u64 = 64;
 
 impl Cluster {
     /// Streams `range` of the version stored with `layout` (inline bytes in `inline`),
@@ -37,6 +40,7 @@ impl Cluster {
                 .decrypt(self.read_data(layout, inline, range), range.start);
         }
         let store = self.chunks.clone();
+        let tiers = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
         let layout = layout.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(2);
         let span = tracing::debug_span!("client.read_sealed");
@@ -47,6 +51,7 @@ impl Cluster {
                 };
                 let reader = Reader {
                     store,
+                    tiers,
                     packager,
                     segments,
                     tx: &tx,
@@ -76,6 +81,7 @@ impl Cluster {
 /// One packaged read, sending what it opened into `tx`.
 struct Reader<'a> {
     store: Arc<dyn ChunkStore>,
+    tiers: Option<Arc<dyn TierReader>>,
     packager: &'a Packager,
     /// Where each stream of the version starts, and its part number.
     segments: &'a [(u64, u32)],
@@ -110,9 +116,13 @@ impl Reader<'_> {
                 return Ok(());
             }
             Layout::Chunks(chunks) => chunks,
-            Layout::Tiered(_) | Layout::Shared { .. } => {
+            Layout::Tiered(t) => match local_copy(t) {
+                Some(chunks) => chunks,
+                None => return self.tiered(t, range).await,
+            },
+            Layout::Shared { .. } => {
                 return Err(ClientError::Protocol(
-                    "an encrypted version's bytes are read from its chunks or inline".into(),
+                    "read through a hard link's reference instead of its file".into(),
                 ))
             }
         };
@@ -125,6 +135,61 @@ impl Reader<'_> {
             c0 += c.len;
             if c0 >= range.end {
                 break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `range` of a version from its tier copy: its data, then the records of all its
+    /// packages in order ([`crate::packaged_copy`]).
+    async fn tiered(&self, t: &TierRef, range: ReadRange) -> Result<(), ClientError> {
+        let Some(tiers) = &self.tiers else {
+            return Err(ClientError::Tier(format!(
+                "no tier reader here for tier {}",
+                t.tier
+            )));
+        };
+        let read = |from: u64, to: u64| {
+            collect(tiers.read(
+                t,
+                ReadRange {
+                    start: from,
+                    end: to,
+                },
+            ))
+        };
+        let (firsts, _) = first_packages(self.segments, t.size);
+        let end = range.end.min(t.size);
+        for (i, (s0, part)) in self.segments.iter().enumerate() {
+            let s1 = self.segments.get(i + 1).map_or(t.size, |(s, _)| *s);
+            let (a, b) = (range.start.max(*s0), end.min(s1));
+            if a >= b {
+                continue;
+            }
+            let (k0, k1) = ((a - s0) / PACKAGE, (b - s0).div_ceil(PACKAGE));
+            let at = t.size + (firsts[i] + k0) * RECORD;
+            let records = read(at, at + (k1 - k0) * RECORD).await?;
+            let mut k = k0;
+            while k < k1 {
+                let n = (k1 - k).min(TIER_PIECE_PACKAGES);
+                let (from, to) = (s0 + k * PACKAGE, (s0 + (k + n) * PACKAGE).min(s1));
+                let mut data = read(from, to).await?;
+                let r = ((k - k0) * RECORD) as usize..((k - k0 + n) * RECORD) as usize;
+                let record = records.get(r).unwrap_or_default();
+                if data.len() as u64 != to - from
+                    || self.packager.open(*part, k, &mut data, record).is_err()
+                {
+                    tracing::error!(tier = %t.tier, key = %t.key, "a tier copy fails its encryption tags");
+                    return Err(ClientError::Tier(format!(
+                        "the copy in tier {} fails its encryption tags",
+                        t.tier
+                    )));
+                }
+                let (s, e) = ((a.max(from) - from) as usize, (b.min(to) - from) as usize);
+                if !self.give(Bytes::from(data).slice(s..e)).await {
+                    return Ok(());
+                }
+                k += n;
             }
         }
         Ok(())

@@ -251,6 +251,21 @@ impl Drop for DataKey {
     }
 }
 
+/// Where each stream a version of `parts` (empty: not multipart) was uploaded as starts in
+/// it, and its part number (0: an object written at once).
+pub fn segments(sse: &Sse, parts: &[PartInfo]) -> Vec<(u64, u32)> {
+    if parts.is_empty() || sse.parts.len() != parts.len() {
+        return vec![(0, 0)];
+    }
+    let mut start = 0;
+    let mut out = Vec::with_capacity(parts.len());
+    for (part, number) in parts.iter().zip(&sse.parts) {
+        out.push((start, *number));
+        start += part.size;
+    }
+    out
+}
+
 /// How a writer seals the bytes of one stream of a version (the object, or part `part`).
 pub enum Sealing {
     Packages {
@@ -295,18 +310,9 @@ impl DataKey {
         if !packaged(sse) {
             return Opening::Stream(self.object_stream(sse, parts));
         }
-        let mut segments = vec![(0, 0)];
-        if !parts.is_empty() && sse.parts.len() == parts.len() {
-            segments.clear();
-            let mut start = 0;
-            for (part, number) in parts.iter().zip(&sse.parts) {
-                segments.push((start, *number));
-                start += part.size;
-            }
-        }
         Opening::Packages {
             packager: Box::new(packages::Packager::new(&self.0, sse)),
-            segments,
+            segments: segments(sse, parts),
         }
     }
 

@@ -14,41 +14,8 @@ use aws_sdk_s3::types::{
 };
 use aws_sdk_s3::Client;
 use common::fuse::{LibraryMount, Mounted};
+use common::tier::{add_tier, archive_cmd, remote_keys};
 use common::*;
-
-/// Defines tier `name` on `hot`: bucket `bucket` of `cold`, under `lake/`.
-fn add_tier(
-    hot: &Server,
-    cold: &Server,
-    name: &str,
-    bucket: &str,
-    secret: &str,
-) -> std::process::Output {
-    hot.admin_cmd(&[
-        "tier",
-        "add",
-        name,
-        "--endpoint",
-        &cold.endpoint,
-        "--bucket",
-        bucket,
-        "--prefix",
-        "lake/",
-        "--access-key",
-        ROOT_AK,
-        "--secret-key",
-        secret,
-    ])
-}
-
-/// Keys and sizes in the tier's bucket.
-async fn remote_keys(cold: &Client, bucket: &str) -> Vec<(String, i64)> {
-    let r = cold.list_objects_v2().bucket(bucket).send().await.unwrap();
-    r.contents()
-        .iter()
-        .map(|o| (o.key().unwrap().to_string(), o.size().unwrap()))
-        .collect()
-}
 
 /// (key, storage class) of every object of `b`.
 async fn classes(c: &Client, b: &str) -> Vec<(String, String)> {
@@ -383,24 +350,6 @@ async fn tier_reads_stay_in_this_cluster(hot: &Server, bucket: &str, key: &str) 
     }
     let e = ch.tier_read(&ours, 0, 64 << 20).await.unwrap_err();
     assert!(e.to_string().contains("at most"), "{e}");
-}
-
-/// The `saker archive` command against `hot`.
-fn archive_cmd(hot: &Server, target: &str, extra: &[&str]) -> std::process::Command {
-    let mut cmd = std::process::Command::new(saker_bin());
-    cmd.args([
-        "archive",
-        target,
-        "--tier",
-        "COLD",
-        "--admin-endpoint",
-        &hot.admin,
-    ])
-    .args(extra)
-    .env("SAKER_ACCESS_KEY", ROOT_AK)
-    .env("SAKER_SECRET_KEY", ROOT_SK)
-    .stdin(std::process::Stdio::null());
-    cmd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -12,6 +12,7 @@ pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
 pub mod sse;
+pub mod tier;
 pub mod versions;
 
 use std::io::{BufRead, BufReader};
