@@ -8,15 +8,14 @@ mod common;
 
 use std::path::Path;
 
-use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
-    ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
+    ServerSideEncryption, ServerSideEncryptionByDefault, ServerSideEncryptionConfiguration,
+    ServerSideEncryptionRule,
 };
 use aws_sdk_s3::Client;
 use base64::Engine as _;
 use common::fuse::{errno, Mounted};
-use common::sse::{key_admin, master_key};
+use common::sse::{key_admin, master_key, multipart, put_sealed};
 use common::*;
 
 const MIB: usize = 1024 * 1024;
@@ -62,63 +61,6 @@ fn under(dir: &Path, needle: &[u8]) -> bool {
                 .unwrap_or(false)
         }
     })
-}
-
-async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
-    let out = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .range(range)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
-/// Uploads `parts` as part numbers 1, 3, 5… (gaps on purpose: each part is its own stream).
-async fn multipart(c: &Client, b: &str, k: &str, parts: &[&[u8]], sse: bool) {
-    let mut create = c.create_multipart_upload().bucket(b).key(k);
-    if sse {
-        create = create.server_side_encryption(ServerSideEncryption::Aes256);
-    }
-    let up = create.send().await.unwrap();
-    assert_eq!(
-        up.server_side_encryption(),
-        sse.then_some(&ServerSideEncryption::Aes256)
-    );
-    let id = up.upload_id().unwrap();
-    let mut done = Vec::new();
-    for (i, data) in parts.iter().enumerate() {
-        let n = 1 + 2 * i as i32;
-        let p = c
-            .upload_part()
-            .bucket(b)
-            .key(k)
-            .upload_id(id)
-            .part_number(n)
-            .body(body(data))
-            .send()
-            .await
-            .unwrap();
-        done.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(p.e_tag().unwrap())
-                .build(),
-        );
-    }
-    let parts = CompletedMultipartUpload::builder()
-        .set_parts(Some(done))
-        .build();
-    c.complete_multipart_upload()
-        .bucket(b)
-        .key(k)
-        .upload_id(id)
-        .multipart_upload(parts)
-        .send()
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -378,25 +320,6 @@ async fn head(
 }
 
 /// A PUT of `data` at `k` with `x-amz-server-side-encryption: sse`.
-async fn put_sealed(
-    c: &Client,
-    b: &str,
-    k: &str,
-    sse: ServerSideEncryption,
-    data: &[u8],
-) -> Result<
-    aws_sdk_s3::operation::put_object::PutObjectOutput,
-    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError, HttpResponse>,
-> {
-    c.put_object()
-        .bucket(b)
-        .key(k)
-        .server_side_encryption(sse)
-        .body(body(data))
-        .send()
-        .await
-}
-
 /// A GET of `k` with the SSE-C key `key` (and `md5` as its MD5).
 fn keyed_get(
     c: &Client,

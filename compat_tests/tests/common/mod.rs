@@ -774,6 +774,19 @@ where
     }
 }
 
+/// The bytes of a GET of `k` with `range` (`bytes=A-B`).
+pub async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .range(range)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
 /// The Prometheus text a server's admin listener (`http://host:port`) exports.
 pub async fn metrics_text(admin: &str) -> String {
     reqwest::get(format!("{admin}/metrics"))

@@ -4,7 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ok_stdout, saker_bin};
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ServerSideEncryption};
+use aws_sdk_s3::Client;
+
+use super::{body, ok_stdout, saker_bin};
 
 /// A new master key in a directory of its own (not the server's data directory).
 pub fn master_key() -> (tempfile::TempDir, PathBuf) {
@@ -65,4 +69,69 @@ pub fn tamper_consistently(file: &mut [u8], at: usize) {
     }
     let whole = table + 4 * len.div_ceil(block);
     file[whole..whole + 4].copy_from_slice(&crc32c::crc32c(&data).to_le_bytes());
+}
+
+/// A PUT of `k` encrypted as `sse` says.
+pub async fn put_sealed(
+    c: &Client,
+    b: &str,
+    k: &str,
+    sse: ServerSideEncryption,
+    data: &[u8],
+) -> Result<
+    aws_sdk_s3::operation::put_object::PutObjectOutput,
+    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError, HttpResponse>,
+> {
+    c.put_object()
+        .bucket(b)
+        .key(k)
+        .server_side_encryption(sse)
+        .body(body(data))
+        .send()
+        .await
+}
+
+/// Uploads `parts` as part numbers 1, 3, 5… (gaps on purpose: each part is its own stream).
+pub async fn multipart(c: &Client, b: &str, k: &str, parts: &[&[u8]], sse: bool) {
+    let mut create = c.create_multipart_upload().bucket(b).key(k);
+    if sse {
+        create = create.server_side_encryption(ServerSideEncryption::Aes256);
+    }
+    let up = create.send().await.unwrap();
+    assert_eq!(
+        up.server_side_encryption(),
+        sse.then_some(&ServerSideEncryption::Aes256)
+    );
+    let id = up.upload_id().unwrap();
+    let mut done = Vec::new();
+    for (i, data) in parts.iter().enumerate() {
+        let n = 1 + 2 * i as i32;
+        let p = c
+            .upload_part()
+            .bucket(b)
+            .key(k)
+            .upload_id(id)
+            .part_number(n)
+            .body(body(data))
+            .send()
+            .await
+            .unwrap();
+        done.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .e_tag(p.e_tag().unwrap())
+                .build(),
+        );
+    }
+    let parts = CompletedMultipartUpload::builder()
+        .set_parts(Some(done))
+        .build();
+    c.complete_multipart_upload()
+        .bucket(b)
+        .key(k)
+        .upload_id(id)
+        .multipart_upload(parts)
+        .send()
+        .await
+        .unwrap();
 }
