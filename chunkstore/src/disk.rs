@@ -39,6 +39,7 @@ use crate::id::ChunkId;
 use crate::stats::{ChunkStats, Counters};
 use crate::store::{ChunkInfo, ChunkStore};
 use crate::volume::{start_background_sync, Volumes, VOLUME_SIZE};
+use saker_durable::sync_dir;
 use saker_rpc::Durability;
 
 /// Chunks up to this size go to volumes by default: group commit pays where fsyncs dominate the
@@ -307,10 +308,6 @@ where
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(io::Error::other(format!("blocking chunk I/O task failed: {e}")).into()),
     }
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Chunk files of at least this much data (parts of large objects: 8 MiB chunks, multipart

@@ -512,6 +512,45 @@ impl ChunkStore for ReplicatedChunkStore {
         Err(failure.unwrap_or(ChunkError::NotFound(id)))
     }
 
+    async fn get_checked(
+        &self,
+        id: ChunkId,
+        check: &(dyn for<'b> Fn(&'b [u8]) -> bool + Send + Sync),
+    ) -> Result<Bytes, ChunkError> {
+        let view = self.view();
+        let order = view.placement(id);
+        let replicas = &order[..view.replicas];
+        let mut refused: Vec<usize> = Vec::new();
+        let mut failure = None;
+        for i in view.read_order(&order) {
+            match view.members[i].store.get_checked(id, check).await {
+                Ok(bytes) => {
+                    // Rewritten from this copy before the answer: the reader asked because
+                    // it found a bad one.
+                    let from = view.members[i].store.clone();
+                    for j in refused {
+                        let to = view.members[j].store.clone();
+                        match Self::copy(&from, &to, id, true).await {
+                            Ok(_) => {
+                                self.counters.read_repairs.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => tracing::warn!(chunk = %id, error = %e, "read repair failed"),
+                        }
+                    }
+                    return Ok(bytes);
+                }
+                Err(e) => {
+                    if replicas.contains(&i) && matches!(e, ChunkError::Corrupt { .. }) {
+                        tracing::warn!(chunk = %id, store = %view.members[i].name, error = %e, "a chunk replica its reader refused");
+                        refused.push(i);
+                    }
+                    failure = Some(e);
+                }
+            }
+        }
+        Err(failure.unwrap_or(ChunkError::NotFound(id)))
+    }
+
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
         let view = self.view();
         let order = view.placement(id);

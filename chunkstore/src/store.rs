@@ -29,6 +29,25 @@ pub trait ChunkStore: Send + Sync + 'static {
     /// [`ChunkError::Corrupt`] and is counted in [`ChunkStats::crc_failures`].
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError>;
 
+    /// The whole of chunk `id` from a copy whose bytes `check` accepts: a check the store
+    /// cannot make itself, such as an encryption tag. A store of one copy answers its bytes or
+    /// [`ChunkError::Corrupt`]; a replicated one tries each copy and rewrites those `check`
+    /// refused from the one it accepted.
+    async fn get_checked(
+        &self,
+        id: ChunkId,
+        check: &(dyn for<'b> Fn(&'b [u8]) -> bool + Send + Sync),
+    ) -> Result<Bytes, ChunkError> {
+        let data = self.get(id, 0, u64::MAX).await?;
+        match check(&data) {
+            true => Ok(data),
+            false => Err(ChunkError::corrupt(
+                id,
+                "its bytes fail their reader's check",
+            )),
+        }
+    }
+
     /// Deletes; deleting a missing chunk is Ok.
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError>;
 

@@ -79,6 +79,7 @@ use crate::format::{self, Header};
 use crate::id::ChunkId;
 use crate::store::ChunkInfo;
 use replay::{image_is_whole, replay, Rest};
+use saker_durable::sync_dir;
 
 mod replay;
 
@@ -191,18 +192,11 @@ pub struct Volumes {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    saker_durable::now_ns().max(0) as u64
 }
 
 fn volume_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("{n:08}{VOLUME_SUFFIX}"))
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// A record header's bytes.

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::cluster::Cluster;
 use crate::error::ClientError;
-use crate::sealed::Keystream;
+use crate::sealed::{packages, Sealing};
 
 /// Largest piece a read fetches from a chunkstore at once.
 const READ_PIECE: u64 = 1024 * 1024;
@@ -29,8 +29,9 @@ pub struct ChunkWriter {
     buf: BytesMut,
     chunks: Vec<ChunkRef>,
     total: u64,
-    /// Encrypts the bytes as they are buffered (SSE).
-    seal: Option<Keystream>,
+    /// Encrypts the bytes (SSE): in the stream format as they are buffered, in packages as
+    /// each chunk (or the inline bytes) is stored.
+    seal: Option<Sealing>,
     /// The file whose bytes these are, for a mount's commit ([`saker_rpc::chunk_for`]).
     file: Option<u64>,
 }
@@ -63,11 +64,27 @@ impl ChunkWriter {
         self
     }
 
-    /// This writer encrypts what it stores with `keystream` (the bytes' offsets in the
-    /// stream are their offsets in this write).
-    pub fn sealed(mut self, keystream: Option<Keystream>) -> Self {
-        self.seal = keystream;
+    /// This writer encrypts what it stores as `sealing` says (the bytes' offsets in the
+    /// stream are their offsets in this write). Sealed in packages, chunks are cut on package
+    /// boundaries.
+    pub fn sealed(mut self, sealing: Option<Sealing>) -> Self {
+        if let Some(Sealing::Packages { .. }) = &sealing {
+            self.chunk_size = packages::aligned_chunk_size(self.chunk_size);
+        }
+        self.seal = sealing;
         self
+    }
+
+    /// `data` sealed in packages when this writer seals so (its records appended), as it is
+    /// stored; `at` is the offset of `data` in the stream.
+    fn packaged(&self, at: u64, data: BytesMut) -> Bytes {
+        let Some(Sealing::Packages { packager, part }) = &self.seal else {
+            return data.freeze();
+        };
+        let mut data = data;
+        let records = packager.seal(*part, at / packages::PACKAGE, &mut data);
+        data.extend_from_slice(&records);
+        data.freeze()
     }
 
     pub async fn write(&mut self, data: &[u8]) -> Result<(), ClientError> {
@@ -85,7 +102,7 @@ impl ChunkWriter {
                 self.buf.reserve(self.chunk_size - self.buf.len());
             }
             self.buf.extend_from_slice(&rest[..take]);
-            if let Some(ks) = &self.seal {
+            if let Some(Sealing::Stream(ks)) = &self.seal {
                 let at = self.buf.len() - take;
                 ks.apply(pos, &mut self.buf[at..]);
             }
@@ -102,16 +119,20 @@ impl ChunkWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let data = self.buf.split().freeze();
+        let len = self.buf.len() as u64;
+        let at = self.chunks.iter().map(|c| c.len).sum::<u64>();
+        let buf = self.buf.split();
+        let data = self.packaged(at, buf);
         let id = match self.file {
             Some(file) => ChunkId(saker_rpc::chunk_for(file)),
             None => ChunkId::random(),
         };
         let span = tracing::debug_span!("client.chunk_put", len = data.len());
         let info = self.chunks_store.put(id, data).instrument(span).await?;
+        // A packaged chunk's records follow its data: the layout counts the data.
         self.chunks.push(ChunkRef {
             id: id.0,
-            len: info.len,
+            len,
             crc32c: info.crc32c,
         });
         Ok(())
@@ -120,7 +141,8 @@ impl ChunkWriter {
     /// Finishes the file: small files stay inline, the rest is flushed to chunks.
     pub async fn finish(mut self) -> Result<Written, ClientError> {
         if self.chunks.is_empty() && self.buf.len() <= self.inline_threshold {
-            let inline = self.buf.split().freeze();
+            let buf = self.buf.split();
+            let inline = self.packaged(0, buf);
             return Ok(Written {
                 layout: Layout::Inline,
                 inline: Some(inline),
@@ -286,6 +308,12 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// `range` (at or past its data's end) of the tier copy `t`: the records of an encrypted
+    /// version ([`crate::packaged_copy`]).
+    pub(crate) fn read_data_past(&self, t: &TierRef, range: ReadRange) -> DataStream {
+        self.tier_read(t, range)
+    }
+
     /// `range` of a tiered version, from its tier.
     fn tier_read(&self, t: &TierRef, range: ReadRange) -> DataStream {
         let reader = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -306,7 +334,7 @@ pub trait TierReader: Send + Sync + 'static {
 }
 
 /// The chunks of a tiered version's restored copy, while it lasts.
-fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
+pub(crate) fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
     let r = t.restored.as_ref()?;
     (r.until_ns > crate::gc::now_ns()).then_some(&r.chunks[..])
 }

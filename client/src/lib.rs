@@ -12,6 +12,8 @@ mod gc;
 mod list;
 pub mod master_keys;
 pub mod metrics;
+mod opened;
+mod packaged_copy;
 mod repair;
 pub mod sealed;
 mod tier_proxy;
@@ -21,5 +23,6 @@ pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, Tier
 pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
 pub use list::{buckets, ListItem, Lister};
+pub use packaged_copy::first_packages;
 pub use repair::{repair_noted_chunks, GroupsRepairLog};
 pub use tier_proxy::NodeTierReads;

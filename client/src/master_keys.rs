@@ -8,7 +8,6 @@
 //! which after a rewrap is the only one that opens anything). A file written before rotation
 //! existed (one key) reads as a current key without previous ones.
 
-use std::io::Write;
 use std::path::Path;
 
 use saker_rpc::{PlainKey, Sse, SseKeys};
@@ -87,15 +86,15 @@ impl MasterKeys {
             return Ok(None);
         }
         let key = self.open(sse)?;
-        Ok(Some(self.current().wrap(&key)))
+        Ok(Some(self.current().rewrap(&key, sse)))
     }
 
     /// Makes a new current key in the key file at `path`, keeping the others as previous
-    /// keys (written whole to a new file, synced and renamed over the old one).
+    /// keys (written whole to a new file, synced and renamed over the old one, mode 600).
     pub fn rotate(path: &Path) -> std::io::Result<()> {
         let old = std::fs::read_to_string(path)?;
         let key: [u8; 32] = rand::random();
-        replace_file(path, &format!("{}\n{old}", hex::encode(key)))
+        saker_durable::replace_private_file(path, format!("{}\n{old}", hex::encode(key)).as_bytes())
     }
 
     /// Drops every key but the current one from the key file at `path` (after a rewrap);
@@ -110,7 +109,7 @@ impl MasterKeys {
             .next()
             .ok_or_else(|| std::io::Error::other("the key file holds no key"))?;
         let dropped = keys.count();
-        replace_file(path, &format!("{current}\n"))?;
+        saker_durable::replace_private_file(path, format!("{current}\n").as_bytes())?;
         Ok(dropped)
     }
 }
@@ -124,24 +123,6 @@ impl SseKeys for MasterKeys {
         let (key, sse) = self.new_data_key();
         (key.to_plain(), sse)
     }
-}
-
-/// Replaces `path` with `text` durably: a new file (mode 600) written and synced, renamed over
-/// it, the directory synced.
-fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("rotating");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -185,9 +166,9 @@ mod tests {
     fn an_empty_or_garbled_key_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k");
-        replace_file(&path, "# nothing\n").unwrap();
+        saker_durable::replace_private_file(&path, b"# nothing\n").unwrap();
         assert!(MasterKeys::load(&path, None).is_err());
-        replace_file(&path, "abc\n").unwrap();
+        saker_durable::replace_private_file(&path, b"abc\n").unwrap();
         let err = MasterKeys::load(&path, None).unwrap_err().to_string();
         assert!(err.contains("line 1"), "{err}");
     }

@@ -1,13 +1,20 @@
-//! Server-side encryption of object bytes (SSE-S3 and SSE-C), as envelope encryption.
+//! Server-side encryption of object bytes (SSE-S3, SSE-KMS and SSE-C), as envelope encryption.
 //!
-//! Each encrypted version has a random 256-bit data key. Its bytes are encrypted with
-//! AES-256-CTR at their offset in the stream they were uploaded as (the object, or each part
-//! of a multipart upload, [`saker_rpc::Sse::parts`]), so ciphertext is as long as the
-//! plaintext: ranges, parts, chunk boundaries and tier copies need no translation. The data
-//! key is kept in the version's metadata wrapped with AES-256-GCM under a key-encryption key:
-//! the cluster's master key (SSE-S3; a key file outside any data directory) or the key the
-//! client sends with each request (SSE-C, never stored). Unwrapping checks the GCM tag, so a
-//! wrong key is refused, never used to produce garbage.
+//! Each encrypted version has a random 256-bit data key. Its bytes are sealed in AES-256-GCM
+//! packages ([`packages`]): ciphertext as long as the plaintext, each package's tag kept apart.
+//! Versions written before this format have their bytes in AES-256-CTR at their offset in the
+//! stream they were uploaded as ([`Keystream`]); they stay readable, unauthenticated, and a
+//! multipart upload begun in that format finishes in it. The data key is kept in the
+//! version's metadata wrapped with AES-256-GCM under a key-encryption key: the cluster's
+//! master key (SSE-S3; a key file outside any data directory), a keyring's key (SSE-KMS) or
+//! the key the client sends with each request (SSE-C, never stored). Unwrapping checks the
+//! GCM tag, so a wrong key is refused, never used to produce garbage. The wrapped record
+//! names the format: [`PACKAGED`] then the wrapping, or the bare wrapping (60 bytes) of the
+//! stream format.
+
+pub mod packages;
+
+use std::sync::Arc;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +32,15 @@ type Aes256Ctr = ctr::Ctr64BE<aes::Aes256>;
 const WRAP_AAD: &[u8] = b"saker sse data key v1";
 /// Bit position of the part number in the keystream counter (parts up to 2^40 blocks).
 const PART_SHIFT: u32 = 40;
+/// First byte of the wrapped record of a version sealed in packages.
+pub const PACKAGED: u8 = 2;
+/// Length of a bare wrapping: GCM nonce, sealed 32-byte key, tag.
+const WRAPPED_LEN: usize = NONCE_LEN + 32 + 16;
+
+/// Whether the version `sse` describes is sealed in packages (else in the stream format).
+pub fn packaged(sse: &Sse) -> bool {
+    sse.wrapped.len() == WRAPPED_LEN + 1 && sse.wrapped[0] == PACKAGED
+}
 
 /// Why a key could not be loaded or a data key unwrapped.
 #[derive(Debug, thiserror::Error)]
@@ -84,9 +100,24 @@ impl WrappingKey {
         (key, sse)
     }
 
-    /// `key` wrapped under this key (GCM nonce, encrypted key, tag): what [`Sse::wrapped`]
-    /// holds.
+    /// `key` wrapped under this key for a new version: what [`Sse::wrapped`] holds.
     pub fn wrap(&self, key: &DataKey) -> Vec<u8> {
+        let mut wrapped = vec![PACKAGED];
+        wrapped.extend_from_slice(&self.wrapping(key));
+        wrapped
+    }
+
+    /// `key`, the data key of `sse`, wrapped anew under this key in the format `sse` names
+    /// (a master key rotation: the version's bytes stay as they are).
+    pub fn rewrap(&self, key: &DataKey, sse: &Sse) -> Vec<u8> {
+        match packaged(sse) {
+            true => self.wrap(key),
+            false => self.wrapping(key),
+        }
+    }
+
+    /// The bare wrapping of `key`: GCM nonce, encrypted key, tag.
+    fn wrapping(&self, key: &DataKey) -> Vec<u8> {
         let gcm_nonce: [u8; NONCE_LEN] = rand::random();
         let mut sealed = key.0.to_vec();
         self.0
@@ -103,10 +134,12 @@ impl WrappingKey {
 
     /// The data key of `sse`, when it was wrapped under this key.
     pub fn open(&self, sse: &Sse) -> Result<DataKey, SealError> {
-        if sse.wrapped.len() != NONCE_LEN + 32 + AES_256_GCM.tag_len() {
-            return Err(SealError::WrongKey);
-        }
-        let (nonce, sealed) = sse.wrapped.split_at(NONCE_LEN);
+        let wrapping = match sse.wrapped.len() {
+            WRAPPED_LEN => &sse.wrapped[..],
+            _ if packaged(sse) => &sse.wrapped[1..],
+            _ => return Err(SealError::WrongKey),
+        };
+        let (nonce, sealed) = wrapping.split_at(NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::WrongKey)?;
         let mut buf = sealed.to_vec();
         let plain = self
@@ -238,6 +271,47 @@ impl Drop for DataKey {
     }
 }
 
+/// Where each stream a version of `parts` (empty: not multipart) was uploaded as starts in
+/// it, and its part number (0: an object written at once).
+pub fn segments(sse: &Sse, parts: &[PartInfo]) -> Vec<(u64, u32)> {
+    if parts.is_empty() || sse.parts.len() != parts.len() {
+        return vec![(0, 0)];
+    }
+    let mut start = 0;
+    let mut out = Vec::with_capacity(parts.len());
+    for (part, number) in parts.iter().zip(&sse.parts) {
+        out.push((start, *number));
+        start += part.size;
+    }
+    out
+}
+
+/// How a writer seals the bytes of one stream of a version (the object, or part `part`).
+pub enum Sealing {
+    Packages {
+        packager: Arc<packages::Packager>,
+        part: u32,
+    },
+    /// The stream format, for a multipart upload begun in it.
+    Stream(Keystream),
+}
+
+/// How a reader opens a version's bytes.
+pub enum Opening {
+    Packages {
+        packager: Box<packages::Packager>,
+        /// Where each stream the version was uploaded as starts, and its part number.
+        segments: Vec<(u64, u32)>,
+    },
+    Stream(Keystream),
+}
+
+impl std::fmt::Debug for Opening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opening(..)")
+    }
+}
+
 impl DataKey {
     /// The data key a node handed over ([`saker_rpc::MetaRequest::SseKey`]).
     pub fn from_plain(key: &saker_rpc::PlainKey) -> Self {
@@ -249,8 +323,31 @@ impl DataKey {
         saker_rpc::PlainKey(self.0)
     }
 
+    /// How the bytes of stream `part` (0: an object written at once) of the version `sse`
+    /// are sealed.
+    pub fn sealing(&self, sse: &Sse, part: u32) -> Sealing {
+        match packaged(sse) {
+            true => Sealing::Packages {
+                packager: Arc::new(packages::Packager::new(&self.0, sse)),
+                part,
+            },
+            false => Sealing::Stream(self.stream(sse, part)),
+        }
+    }
+
+    /// How the bytes of the version `sse`, made of `parts` (empty: not multipart), open.
+    pub fn opening(&self, sse: &Sse, parts: &[PartInfo]) -> Opening {
+        if !packaged(sse) {
+            return Opening::Stream(self.object_stream(sse, parts));
+        }
+        Opening::Packages {
+            packager: Box::new(packages::Packager::new(&self.0, sse)),
+            segments: segments(sse, parts),
+        }
+    }
+
     /// The keystream of an object written at once (or of one multipart part, `part`).
-    pub fn stream(&self, sse: &Sse, part: u32) -> Keystream {
+    fn stream(&self, sse: &Sse, part: u32) -> Keystream {
         Keystream {
             key: self.0,
             nonce: sse.nonce,
@@ -260,7 +357,7 @@ impl DataKey {
 
     /// The keystream of a whole version made of `parts` (empty: not multipart), as
     /// [`saker_rpc::Sse::parts`] numbers them.
-    pub fn object_stream(&self, sse: &Sse, parts: &[PartInfo]) -> Keystream {
+    fn object_stream(&self, sse: &Sse, parts: &[PartInfo]) -> Keystream {
         let mut segments = Vec::with_capacity(parts.len().max(1));
         if sse.parts.is_empty() || sse.parts.len() != parts.len() {
             segments.push((0, 0));

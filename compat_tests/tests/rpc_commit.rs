@@ -493,7 +493,7 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
     let dk = saker_client::sealed::DataKey::from_plain(&key);
     let mut w = ChunkWriter::new(&lib)
         .for_file(id)
-        .sealed(Some(dk.object_stream(&sse, &[])));
+        .sealed(Some(dk.sealing(&sse, 0)));
     w.write(&data).await.unwrap();
     let layout = w.finish_chunked().await.unwrap().layout;
     let seal = Some(CommitSeal { sse, fresh });

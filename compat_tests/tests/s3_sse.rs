@@ -1,77 +1,19 @@
 //! Server-side encryption end to end: SSE-S3 (under a master key file kept outside the data
 //! directory), SSE-KMS (under a named key of a local keyring), SSE-C (under the client's key,
-//! sent with every request) and bucket default encryption. The bytes on disk are ciphertext (a marker written in the clear in a control
-//! object is found on disk, the encrypted objects' markers are not); reads, ranges, parts,
-//! copies and the mount give the plaintext back; a wrong or missing key is refused.
+//! sent with every request) and bucket default encryption. The bytes on disk are ciphertext
+//! (a marker written in the clear in a control object is found on disk, the encrypted
+//! objects' markers are not); reads, ranges, parts, copies and the mount give the plaintext
+//! back; a wrong or missing key is refused.
 
 mod common;
 
-use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
-};
+use aws_sdk_s3::types::{ServerSideEncryption, ServerSideEncryptionByDefault};
 use aws_sdk_s3::Client;
 use common::fuse::{errno, Mounted};
 use common::sse::*;
 use common::*;
 
 const MIB: usize = 1024 * 1024;
-
-async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
-    let out = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .range(range)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
-/// Uploads `parts` as part numbers 1, 3, 5… (gaps on purpose: each part is its own stream).
-async fn multipart(c: &Client, b: &str, k: &str, parts: &[&[u8]], sse: bool) {
-    let mut create = c.create_multipart_upload().bucket(b).key(k);
-    if sse {
-        create = create.server_side_encryption(ServerSideEncryption::Aes256);
-    }
-    let up = create.send().await.unwrap();
-    assert_eq!(
-        up.server_side_encryption(),
-        sse.then_some(&ServerSideEncryption::Aes256)
-    );
-    let id = up.upload_id().unwrap();
-    let mut done = Vec::new();
-    for (i, data) in parts.iter().enumerate() {
-        let n = 1 + 2 * i as i32;
-        let p = c
-            .upload_part()
-            .bucket(b)
-            .key(k)
-            .upload_id(id)
-            .part_number(n)
-            .body(body(data))
-            .send()
-            .await
-            .unwrap();
-        done.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(p.e_tag().unwrap())
-                .build(),
-        );
-    }
-    let parts = CompletedMultipartUpload::builder()
-        .set_parts(Some(done))
-        .build();
-    c.complete_multipart_upload()
-        .bucket(b)
-        .key(k)
-        .upload_id(id)
-        .multipart_upload(parts)
-        .send()
-        .await
-        .unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
@@ -312,6 +254,7 @@ async fn head(
     c.head_object().bucket(b).key(k).send().await.unwrap()
 }
 
+/// A PUT of `data` at `k` with `x-amz-server-side-encryption: sse`.
 /// A GET of `k` with the SSE-C key `key` (and `md5` as its MD5).
 fn keyed_get(
     c: &Client,

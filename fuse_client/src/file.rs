@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 use futures::StreamExt;
 use md5::{Digest, Md5};
-use saker_client::sealed::Keystream;
+use saker_client::sealed::{Opening, Sealing};
 use saker_client::{ChunkWriter, Cluster, ReadRange};
 use saker_rpc::{Attr, CommitReceipt, Cred, Layout};
 
@@ -37,7 +37,7 @@ pub struct OpenFile {
     /// Who wrote the bytes not yet committed (the commit is made as them).
     pub writer: Option<Cred>,
     /// Decrypts the server's bytes of an SSE-S3 object ([`Attr::sealed`]).
-    pub keystream: Option<std::sync::Arc<Keystream>>,
+    pub opening: Option<std::sync::Arc<Opening>>,
 }
 
 /// Content up to this size stays in memory; a write past it moves the whole buffer to an
@@ -215,7 +215,7 @@ impl OpenFile {
             handles: 0,
             committed: None,
             writer: None,
-            keystream: None,
+            opening: None,
         }
     }
 
@@ -237,28 +237,26 @@ impl OpenFile {
         if self.buf.is_some() {
             return Ok(());
         }
-        let keystream = match (self.attr.sealed, &self.keystream) {
+        let opening = match (self.attr.sealed, &self.opening) {
             (false, _) => None,
-            (true, Some(ks)) => Some(ks.clone()),
+            (true, Some(o)) => Some(o.clone()),
             (true, None) => return Err(FuseError::Sealed("opened without its key")),
         };
         let mut buf = Buffer::empty(dir);
         if self.attr.size > 0 {
-            let mut stream = cluster.read_data(
-                &self.attr.layout,
-                self.inline.clone(),
-                ReadRange {
-                    start: 0,
-                    end: self.attr.size,
-                },
-            );
+            let (layout, inline) = (&self.attr.layout, self.inline.clone());
+            let range = ReadRange {
+                start: 0,
+                end: self.attr.size,
+            };
+            let mut stream = match opening {
+                Some(o) => cluster.read_opened(layout, inline, range, o),
+                None => cluster.read_data(layout, inline, range),
+            };
             while let Some(piece) = stream.next().await {
                 let piece = piece?;
                 let at = buf.size;
-                match &keystream {
-                    Some(ks) => buf.write(at, &ks.applied(at, &piece))?,
-                    None => buf.write(at, &piece)?,
-                }
+                buf.write(at, &piece)?;
             }
             // The running MD5 stays valid: it covers [0, size) whoever wrote those bytes.
             if buf.size != self.attr.size {
@@ -274,7 +272,7 @@ impl OpenFile {
     pub async fn store(
         &mut self,
         cluster: &Cluster,
-        seal: Option<Keystream>,
+        seal: Option<Sealing>,
     ) -> Result<(Committed, ChunkWriterGuard)> {
         let buf = self
             .buf

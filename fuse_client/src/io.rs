@@ -65,19 +65,19 @@ impl SakerFs {
 
     pub fn read(&self, fh: u64, offset: u64, size: u32, reader: &Caller) -> Result<Vec<u8>> {
         let (file, ino, _) = self.file(fh)?;
-        let (layout, inline, len, keystream) = {
+        let (layout, inline, len, opening) = {
             let f = file.lock();
             if let Some(b) = &f.buf {
                 return b.read(offset, size);
             }
-            if f.attr.sealed && f.keystream.is_none() {
+            if f.attr.sealed && f.opening.is_none() {
                 return Err(FuseError::Sealed("opened without its key"));
             }
             (
                 f.attr.layout.clone(),
                 f.inline.clone(),
                 f.attr.size,
-                f.keystream.clone(),
+                f.opening.clone(),
             )
         };
         let end = (offset + size as u64).min(len);
@@ -87,13 +87,15 @@ impl SakerFs {
         self.ensure_grants(ino, &layout, reader, access::READ)?;
         // This thread waits for the bytes anyway: it reads the chunk itself.
         let range = ReadRange { start: offset, end };
-        let mut bytes = saker_chunkstore::reads_in_place(|| {
-            self.block(self.cluster.read_bytes(&layout, inline, range))
-        })?;
-        if let Some(ks) = keystream {
-            ks.apply(offset, &mut bytes);
+        if let Some(opening) = opening {
+            let read = self
+                .cluster
+                .read_bytes_opened(&layout, inline, range, opening);
+            return Ok(self.block(read)?);
         }
-        Ok(bytes)
+        Ok(saker_chunkstore::reads_in_place(|| {
+            self.block(self.cluster.read_bytes(&layout, inline, range))
+        })?)
     }
 
     /// write(2) into the handle's buffer. `drop_setid` names a caller without `CAP_FSETID`
@@ -190,7 +192,7 @@ impl SakerFs {
         let seal = self.commit_seal(&path, id, f.attr.sealed, &writer)?;
         self.block(async {
             let (stored, guard) = f
-                .store(&self.cluster, seal.as_ref().map(|s| s.stream()))
+                .store(&self.cluster, seal.as_ref().map(|s| s.sealing()))
                 .await?;
             let req = MetaRequest::CommitFile {
                 path: path.clone(),
@@ -216,7 +218,7 @@ impl SakerFs {
                     f.attr = attr;
                     f.inline = stored.inline;
                     // The server's bytes are now the ones sealed here (or plaintext).
-                    f.keystream = seal.map(|s| Arc::new(s.stream()));
+                    f.opening = seal.map(|s| s.opening());
                     f.dirty = false;
                     Ok(())
                 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use saker_client::sealed::Keystream;
+use saker_client::sealed::Opening;
 use saker_rpc::{access, Attr, FileKind, MetaError, MetaRequest, MetaResponse, Want};
 
 use crate::created::{syscall_of, Created, Syscall, Ticket};
@@ -28,7 +28,7 @@ impl SakerFs {
         &self,
         attr: Attr,
         inline: Option<Bytes>,
-        keystream: Option<Arc<Keystream>>,
+        opening: Option<Arc<Opening>>,
         append: bool,
     ) -> u64 {
         let ino = attr.id;
@@ -43,7 +43,7 @@ impl SakerFs {
             if f.buf.is_none() {
                 f.attr = attr;
                 f.inline = inline;
-                f.keystream = keystream;
+                f.opening = opening;
             }
             f.handles += 1;
         }
@@ -170,11 +170,11 @@ impl SakerFs {
         // A sealed file's bytes are decrypted for reading and for a rewrite (unless it is
         // truncated first); a rewrite is sealed again at its commit.
         let wants_bytes = mask & access::READ != 0 || flags & libc::O_TRUNC == 0;
-        let keystream = match view.attr.sealed && wants_bytes {
+        let opening = match view.attr.sealed && wants_bytes {
             true => Some(self.read_key(&path, ino, caller)?),
             false => None,
         };
-        Ok(self.opened(view.attr, view.data, keystream, flags & libc::O_APPEND != 0))
+        Ok(self.opened(view.attr, view.data, opening, flags & libc::O_APPEND != 0))
     }
 
     /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use saker_client::sealed::{DataKey, Keystream};
+use saker_client::sealed::{DataKey, Opening, Sealing};
 use saker_client::ClientError;
 use saker_rpc::{
     access, is_sse_s3, CommitSeal, Cred, FreshKey, MetaError, MetaRequest, MetaResponse, Sse, Want,
@@ -28,21 +28,26 @@ pub(crate) struct Seal {
 }
 
 impl Seal {
-    /// The keystream the new bytes are written (and read back) with.
-    pub fn stream(&self) -> Keystream {
-        self.key.object_stream(&self.commit.sse, &[])
+    /// How the new bytes are sealed.
+    pub fn sealing(&self) -> Sealing {
+        self.key.sealing(&self.commit.sse, 0)
+    }
+
+    /// How the new bytes open, once committed.
+    pub fn opening(&self) -> Arc<Opening> {
+        Arc::new(self.key.opening(&self.commit.sse, &[]))
     }
 }
 
 impl SakerFs {
-    /// The keystream that decrypts the SSE-S3 file `id` at `path` for `caller` (who may read
-    /// it; the node checks a read again before it hands out the key).
+    /// How the SSE-S3 file `id` at `path` opens for `caller` (who may read it; the node
+    /// checks a read again before it hands out the key).
     pub(crate) fn read_key(
         &self,
         path: &[String],
         id: u64,
         caller: &Caller,
-    ) -> Result<Arc<Keystream>> {
+    ) -> Result<Arc<Opening>> {
         let view = self.block(self.access_view(path, access::READ, caller, Want::HEAD))?;
         if view.attr.id != id {
             return Err(FuseError::Stale);
@@ -70,7 +75,7 @@ impl SakerFs {
                 (key, sse)
             }
         };
-        Ok(Arc::new(key.object_stream(&sse, &view.attr.parts)))
+        Ok(Arc::new(key.opening(&sse, &view.attr.parts)))
     }
 
     /// How the bytes a commit of file `id` at `path` (sealed now: `sealed`) brings are

@@ -7,7 +7,7 @@ use md5::{Digest as _, Md5};
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::{ChecksumAlgorithm, StreamingBlob};
 use s3s::{s3_error, S3Result, TrailingHeaders};
-use saker_client::sealed::Keystream;
+use saker_client::sealed::Sealing;
 use saker_client::{ChunkWriter, Cluster, Written};
 use saker_rpc::Checksums;
 
@@ -162,7 +162,7 @@ pub async fn ingest(
     trailers: Option<TrailingHeaders>,
     trailer_header: Option<&str>,
     chunked: bool,
-    seal: Option<Keystream>,
+    seal: Option<Sealing>,
 ) -> S3Result<Ingested> {
     let mut writer = ChunkWriter::new(cluster).sealed(seal);
     let mut md5 = Md5::new();

@@ -4,7 +4,7 @@ use futures::StreamExt;
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
-use saker_client::sealed::{DataKey, Keystream};
+use saker_client::sealed::{self, DataKey};
 use saker_client::ClientError;
 use saker_client::{ChunkWriter, ReadRange, Written};
 use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Sse, Want};
@@ -62,10 +62,10 @@ pub async fn source(
 }
 
 /// The encryption of a copy's two ends: the source's data key (when it is encrypted) and the
-/// keystream the copy is stored with (when it is to be).
+/// sealing the copy is stored with (when it is to be).
 pub struct Sealing<'a> {
     pub source: Option<&'a (DataKey, Sse)>,
-    pub target: Option<Keystream>,
+    pub target: Option<sealed::Sealing>,
 }
 
 /// Copies `range` of the source's bytes into new storage; returns it with its MD5 and its
@@ -85,10 +85,7 @@ pub async fn copy_bytes(
     if let Some(a) = algorithm {
         a.enable(&mut hasher);
     }
-    let stream = gw
-        .cluster
-        .read_data(&view.attr.layout, view.data.clone(), range);
-    let mut stream = crate::sse::plain(stream, sealing.source, &view.attr, range.start);
+    let mut stream = crate::sse::read_plain(&gw.cluster, view, sealing.source, range);
     while let Some(piece) = stream.next().await {
         let piece = match piece {
             Ok(p) => p,
@@ -210,7 +207,7 @@ pub async fn copy_object(
     };
     meta.checksum_type = None;
     // The copy has a data key of its own (or none): the source's encryption does not carry.
-    let target = seal.as_ref().map(|(k, sse)| k.stream(sse, 0));
+    let target = seal.as_ref().map(|(k, sse)| k.sealing(sse, 0));
     meta.sse = seal.map(|(_, sse)| sse);
     let shown_sse = crate::sse::shown(meta.sse.as_ref());
     let tags = if replace_tags {

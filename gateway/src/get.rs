@@ -404,10 +404,7 @@ pub async fn get_object(
         i.checksum_mode.as_ref(),
     )?;
     let key = crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
-    let body = gw
-        .cluster
-        .read_data(&view.attr.layout, view.data.clone(), served.range);
-    let body = crate::sse::plain(body, key.as_ref(), &view.attr, served.range.start);
+    let body = crate::sse::read_plain(&gw.cluster, &view, key.as_ref(), served.range);
     let tag_count = view
         .tags
         .as_ref()

@@ -223,7 +223,7 @@ pub async fn upload_part(
         req.trailing_headers,
         trailer.as_deref(),
         true,
-        seal.as_ref().map(|(k, sse)| k.stream(sse, number)),
+        seal.as_ref().map(|(k, sse)| k.sealing(sse, number)),
     )
     .await?;
     let part = PartRecord {
@@ -277,7 +277,7 @@ pub async fn upload_part_copy(
     let algorithm = upload_algorithm(&input.upload_id);
     let sealing = Sealing {
         source: unsealed.as_ref(),
-        target: seal.as_ref().map(|(k, sse)| k.stream(sse, number)),
+        target: seal.as_ref().map(|(k, sse)| k.sealing(sse, number)),
     };
     let (written, md5, sums) = copy_bytes(gw, &view, range, true, algorithm, sealing).await?;
     let etag = hex::encode(md5);

@@ -131,7 +131,7 @@ pub async fn put_object(
         req.trailing_headers,
         trailer.as_deref(),
         false,
-        seal.as_ref().map(|(k, sse)| k.stream(sse, 0)),
+        seal.as_ref().map(|(k, sse)| k.sealing(sse, 0)),
     )
     .await?;
     let mut meta = object_meta(Headers {

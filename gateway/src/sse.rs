@@ -10,8 +10,8 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::master_keys::MasterKeys;
 use saker_client::sealed::{DataKey, WrappingKey};
-use saker_client::DataStream;
-use saker_rpc::{Attr, ObjectMeta, Sse};
+use saker_client::{Cluster, DataStream, ReadRange};
+use saker_rpc::{ObjectMeta, ObjectView, Sse};
 
 use crate::bucket::bucket_exists;
 use crate::bucket_access::{settings, store};
@@ -269,16 +269,20 @@ pub fn refuse_on_read(headers: &http::HeaderMap) -> S3Result<()> {
     }
 }
 
-/// `stream` (the stored bytes of `attr` from `start`) decrypted when `key` is set.
-pub fn plain(
-    stream: DataStream,
+/// `range` of the bytes of the version `view`, decrypted when `key` is set.
+pub fn read_plain(
+    cluster: &Cluster,
+    view: &ObjectView,
     key: Option<&(DataKey, Sse)>,
-    attr: &Attr,
-    start: u64,
+    range: ReadRange,
 ) -> DataStream {
+    let (layout, inline) = (&view.attr.layout, view.data.clone());
     match key {
-        Some((k, sse)) => k.object_stream(sse, &attr.parts).decrypt(stream, start),
-        None => stream,
+        Some((k, sse)) => {
+            let opening = std::sync::Arc::new(k.opening(sse, &view.attr.parts));
+            cluster.read_opened(layout, inline, range, opening)
+        }
+        None => cluster.read_data(layout, inline, range),
     }
 }
 

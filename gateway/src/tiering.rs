@@ -105,7 +105,7 @@ pub async fn restore_object(
         &i.bucket,
         &i.key,
         i.version_id.as_deref(),
-        saker_rpc::Want::ATTR,
+        saker_rpc::Want::HEAD,
     )
     .await?;
     let Some(t) = view.attr.layout.tiered() else {
@@ -128,7 +128,8 @@ pub async fn restore_object(
     let day = i64::try_from(gw.lifecycle_day().as_nanos()).unwrap_or(i64::MAX);
     let until = crate::keys::now_ns().saturating_add(i64::from(days).saturating_mul(day));
     let path = crate::keys::write_key(&i.bucket, &i.key)?.path;
-    saker_tier::transition::restore(&gw.cluster, &path, &view.attr, until, noncurrent)
+    let sse = view.meta.as_ref().and_then(|m| m.sse.as_ref());
+    saker_tier::transition::restore(&gw.cluster, &path, &view.attr, sse, until, noncurrent)
         .await
         .map_err(|e| match e {
             saker_tier::TierError::Meta(saker_rpc::MetaError::PreconditionFailed) => s3_error!(

@@ -110,12 +110,7 @@ pub enum ParentUpdates {
     Async,
 }
 
-pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or_default()
-}
+pub(crate) use saker_durable::now_ns;
 
 /// Batches proposed to raft and not yet applied, and their writes merged (later wins). The next
 /// batch is evaluated on top of them, so evaluation overlaps the commit of earlier batches; its

@@ -339,21 +339,10 @@ impl Credential {
     /// Replaces the credential at `path` with this one, durably: a private temporary file,
     /// synced, renamed over it, the directory synced.
     pub fn replace(&self, path: &Path) -> Result<(), CredentialError> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        let _ = std::fs::remove_file(&tmp);
-        let done = self.write(&tmp).and_then(|()| {
-            std::fs::rename(&tmp, path)?;
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-            std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
-        });
-        done.map_err(|source| {
-            let _ = std::fs::remove_file(&tmp);
-            CredentialError::Io {
-                path: path.display().to_string(),
-                source,
-            }
+        let body = serde_json::to_vec_pretty(self).expect("credentials serialize");
+        saker_durable::replace_private_file(path, &body).map_err(|source| CredentialError::Io {
+            path: path.display().to_string(),
+            source,
         })
     }
 

@@ -1,6 +1,7 @@
 //! The admin API (served on the admin listener beside /health and /metrics) and the
 //! `saker admin` commands that call it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
@@ -479,6 +480,12 @@ async fn metrics(State(st): State<AdminState>) -> String {
 fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) -> String {
     let mut out = saker_gateway::metrics::render();
     out.push_str(&crate::admin_chunks::metrics());
+    let name = "saker_sse_tag_failures_total";
+    let failures = saker_client::sealed::packages::TAG_FAILURES.load(Ordering::Relaxed);
+    out.push_str(&format!(
+        "# HELP {name} Encrypted packages read whose authentication tag did not match\n\
+         # TYPE {name} counter\n{name} {failures}\n"
+    ));
     let Some(chunks) = chunks else {
         return out;
     };

@@ -500,7 +500,7 @@ async fn hosted_groups(
                 "this node's data is gone but its groups know it: joining them under a new raft id"
             );
             // Its chunkstore lost its chunks too: a full repair pass puts them back.
-            crate::server::write_durably(
+            saker_durable::replace_file(
                 &data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS),
                 b"",
             )?;
@@ -508,7 +508,7 @@ async fn hosted_groups(
         }
         None => (position, placed),
     };
-    crate::server::write_durably(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
+    saker_durable::replace_file(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
     Ok((id, hosted))
 }
 

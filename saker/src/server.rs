@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::coordinator_host::Active;
-pub(crate) use crate::data_dir::{cluster_file, open_store, write_durably, StoreEngine};
+pub(crate) use crate::data_dir::{cluster_file, open_store, StoreEngine};
 pub(crate) use crate::loops::*;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};

@@ -67,13 +67,18 @@ impl Tiers {
 
     /// Sends `range` of `t` into `tx`: from the cache, else the whole object fetched,
     /// checked and kept (when small enough to keep), else streamed from the tier (checked
-    /// against the version's CRC32C when the range is the whole object).
+    /// against the version's CRC32C when the range is the whole object). A range past the
+    /// version's data reads what follows it in the copy (an encrypted version's records,
+    /// which their tags authenticate), straight from the tier.
     async fn send(
         &self,
         t: &TierRef,
         range: ReadRange,
         tx: &mpsc::Sender<Result<Bytes, ClientError>>,
     ) -> Result<(), TierError> {
+        if range.start >= t.size {
+            return self.send_after(t, range, tx).await;
+        }
         let end = range.end.min(t.size);
         let start = range.start.min(end);
         if let Some(pieces) = self.cache.read(&t.tier, &t.key, start, end) {
@@ -92,7 +97,9 @@ impl Tiers {
             key: t.key.clone(),
         };
         if t.size <= self.cache.max_object() {
-            let mut body = remote.get(&t.key, None).await?;
+            // The data only: an encrypted version's records follow it.
+            let data = (t.size > 0).then_some((0, t.size));
+            let mut body = remote.get(&t.key, data).await?;
             let mut all = Vec::with_capacity(t.size as usize);
             while let Some(b) = body.next().await {
                 all.extend_from_slice(&b.map_err(|e| remote_err(t, e))?);
@@ -129,6 +136,38 @@ impl Tiers {
         }
         if got != end - start {
             return Err(remote_err(t, format!("{got} bytes of {}", end - start)));
+        }
+        Ok(())
+    }
+}
+
+impl Tiers {
+    /// Sends `range` (at or past `t.size`) of the tier copy `t` into `tx`.
+    async fn send_after(
+        &self,
+        t: &TierRef,
+        range: ReadRange,
+        tx: &mpsc::Sender<Result<Bytes, ClientError>>,
+    ) -> Result<(), TierError> {
+        if range.end <= range.start {
+            return Ok(());
+        }
+        let remote = self.remote(&t.tier).await?;
+        let mut body = remote.get(&t.key, Some((range.start, range.end))).await?;
+        let mut got = 0u64;
+        while let Some(b) = body.next().await {
+            let b = b.map_err(|e| remote_err(t, e))?;
+            got += b.len() as u64;
+            if tx.send(Ok(b)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if got != range.end - range.start {
+            let want = range.end - range.start;
+            return Err(remote_err(
+                t,
+                format!("{got} bytes of {want} past its data"),
+            ));
         }
         Ok(())
     }

@@ -10,7 +10,7 @@
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use saker_client::{ChunkWriter, Cluster, ReadRange};
-use saker_rpc::{Attr, Layout, MetaError, MetaRequest, Restored, TierRef, Want};
+use saker_rpc::{Attr, Layout, MetaError, MetaRequest, Restored, Sse, TierRef, Want};
 
 use crate::{metrics, Remote, TierError, Tiers};
 
@@ -57,10 +57,23 @@ pub async fn transition(
         Layout::Shared { .. } => return Ok(Moved::Skipped("a file with hard links")),
         Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) => {}
     }
+    // An encrypted version's copy carries its packages' records after its data.
+    let records = match view.meta.as_ref().and_then(|m| m.sse.as_ref()) {
+        Some(sse) if saker_client::sealed::packaged(sse) => {
+            let segments = saker_client::sealed::segments(sse, &attr.parts);
+            let inline = view.data.clone();
+            Some(
+                cluster
+                    .records_of(&attr.layout, inline, attr.size, &segments)
+                    .await?,
+            )
+        }
+        _ => None,
+    };
     let remote = tiers.remote(tier).await?;
     let cid = tiers.cluster_id().await?;
     let key = remote.config().key_for(cid, attr.id, attr.s3_mtime_ns);
-    let crc = upload(cluster, &remote, &key, attr, view.data.clone()).await?;
+    let crc = upload(cluster, &remote, &key, attr, view.data.clone(), records).await?;
     let to = TierRef {
         tier: tier.to_string(),
         key,
@@ -123,14 +136,17 @@ async fn commit(
     Ok(())
 }
 
-/// Uploads the version's bytes as `key`; answers their CRC32C.
+/// Uploads the version's bytes as `key`, followed by `records` (an encrypted version's);
+/// answers the CRC32C of its bytes.
 async fn upload(
     cluster: &Cluster,
     remote: &Remote,
     key: &str,
     attr: &Attr,
     inline: Option<Bytes>,
+    records: Option<Bytes>,
 ) -> Result<u32, TierError> {
+    let records = records.unwrap_or_default();
     let all = ReadRange {
         start: 0,
         end: attr.size,
@@ -145,7 +161,10 @@ async fn upload(
             )));
         }
         let crc = crc32c::crc32c(&bytes);
-        remote.put(key, bytes, crc).await?;
+        let mut body = BytesMut::from(&bytes[..]);
+        body.extend_from_slice(&records);
+        let sent = crc32c::crc32c(&body);
+        remote.put(key, body.freeze(), sent).await?;
         return Ok(crc);
     }
     let upload = remote.create_upload(key).await?;
@@ -155,10 +174,13 @@ async fn upload(
         let mut got = 0u64;
         loop {
             let piece = stream.next().await.transpose()?;
-            if let Some(p) = &piece {
-                crc = crc32c::crc32c_append(crc, p);
-                got += p.len() as u64;
-                buf.extend_from_slice(p);
+            match &piece {
+                Some(p) => {
+                    crc = crc32c::crc32c_append(crc, p);
+                    got += p.len() as u64;
+                    buf.extend_from_slice(p);
+                }
+                None => buf.extend_from_slice(&records),
             }
             while buf.len() as u64 >= PART || (piece.is_none() && !buf.is_empty()) {
                 let n = (buf.len() as u64).min(PART) as usize;
@@ -188,10 +210,13 @@ async fn upload(
     result
 }
 
-/// Reads the remote copy `t` back and compares its size and CRC32C with the recorded ones.
+/// Reads the data of the remote copy `t` back and compares its size and CRC32C with the
+/// recorded ones (an encrypted version's records, after it, are checked by their tags).
 pub async fn verify(tiers: &Tiers, t: &TierRef) -> Result<bool, TierError> {
     let remote = tiers.remote(&t.tier).await?;
-    let mut body = remote.get(&t.key, None).await?;
+    let mut body = remote
+        .get(&t.key, (t.size > 0).then_some((0, t.size)))
+        .await?;
     let (mut crc, mut size) = (0u32, 0u64);
     while let Some(b) = body.next().await {
         let b = b.map_err(|e| TierError::Remote {
@@ -211,6 +236,7 @@ pub async fn restore(
     cluster: &Cluster,
     path: &[String],
     seen: &Attr,
+    sse: Option<&Sse>,
     until_ns: i64,
     noncurrent: bool,
 ) -> Result<(), TierError> {
@@ -227,14 +253,24 @@ pub async fn restore(
         });
         return commit(cluster, path, seen, to, noncurrent).await;
     }
-    let mut stream = cluster.read_data(
-        &seen.layout,
-        None,
-        ReadRange {
-            start: 0,
-            end: seen.size,
-        },
-    );
+    let all = ReadRange {
+        start: 0,
+        end: seen.size,
+    };
+    if let Some(sse) = sse.filter(|s| saker_client::sealed::packaged(s)) {
+        // Encrypted: chunks cut as its writer cut them, each with its packages' records.
+        let segments = saker_client::sealed::segments(sse, &seen.parts);
+        let records = cluster
+            .records_of(&seen.layout, None, seen.size, &segments)
+            .await?;
+        let data = cluster.read_data(&seen.layout, None, all);
+        let chunks = cluster
+            .put_packaged(data, &records, &segments, seen.size)
+            .await?;
+        to.restored = Some(Restored { chunks, until_ns });
+        return commit(cluster, path, seen, to, noncurrent).await;
+    }
+    let mut stream = cluster.read_data(&seen.layout, None, all);
     let mut w = ChunkWriter::new(cluster);
     while let Some(piece) = stream.next().await {
         match piece {

@@ -364,11 +364,7 @@ impl Nodes {
 
     /// A node's /metrics sample `name{labels}`, summed over matching lines.
     pub async fn metric(&self, i: usize, name_and_labels: &str) -> f64 {
-        let text = metrics_text(&self.nodes[i].admin).await;
-        text.lines()
-            .filter(|l| l.starts_with(name_and_labels))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        super::metric(&self.nodes[i].admin, name_and_labels).await
     }
 
     pub fn stderr(&self, i: usize) -> String {

@@ -12,6 +12,7 @@ pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
 pub mod sse;
+pub mod tier;
 pub mod versions;
 
 use std::io::{BufRead, BufReader};
@@ -773,6 +774,19 @@ where
     }
 }
 
+/// The bytes of a GET of `k` with `range` (`bytes=A-B`).
+pub async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .range(range)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
 /// The Prometheus text a server's admin listener (`http://host:port`) exports.
 pub async fn metrics_text(admin: &str) -> String {
     reqwest::get(format!("{admin}/metrics"))
@@ -781,6 +795,17 @@ pub async fn metrics_text(admin: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+/// The sum of the samples of `name_and_labels` (a prefix of their lines) that the server's
+/// admin listener exports.
+pub async fn metric(admin: &str, name_and_labels: &str) -> f64 {
+    metrics_text(admin)
+        .await
+        .lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// Bytes available on the file system of `dir`.

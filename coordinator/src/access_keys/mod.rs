@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -370,25 +369,7 @@ impl AccessKeyStore {
         // A replicated key set keeps only the root here.
         let kept = keys.values().filter(|k| k.root || self.shared.is_none());
         let bytes = stored::encode_file(kept.cloned().collect())?;
-        let tmp = self.path.with_extension("tmp");
-        {
-            let mut f = fs::OpenOptions::new()
-                .create(true)
-                .write(true)
-                .truncate(true)
-                .open(&tmp)?;
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(fs::Permissions::from_mode(0o600))?;
-            }
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            fs::File::open(dir)?.sync_all()?;
-        }
+        saker_durable::replace_private_file(&self.path, &bytes)?;
         Ok(())
     }
 

@@ -587,7 +587,7 @@ fn poisoned_error() -> StoreError {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+    saker_durable::sync_dir(dir).map_err(io)
 }
 
 impl LogJournal {
