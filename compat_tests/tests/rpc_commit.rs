@@ -396,3 +396,121 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
         assert_eq!(e.raw_response().map(|r| r.status().as_u16()), Some(403));
     }
 }
+
+/// A change of a bucket's default retention reaches every group before it is answered, and
+/// each commit is decided in its own batch from its group's copy: a commit sent after the
+/// change was answered is locked as the change says, and one that overlapped the change as
+/// either side, never as a copy a few seconds old says. (Commits of fresh files, spread over
+/// the server's groups, run while the default is switched on and off.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retention_change_holds_for_every_commit_answered_after_it() {
+    use aws_sdk_s3::types::{
+        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockMode,
+        ObjectLockRetentionMode, ObjectLockRule,
+    };
+    use common::race::Changes;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const BUCKET: &str = "commits-retention-race";
+    const WRITERS: usize = 3;
+    const CHANGES: usize = 8;
+    const AFTER_EACH: usize = 6;
+    let (_srv, s3, lib) = start().await;
+    s3.create_bucket()
+        .bucket(BUCKET)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    let config = |on: bool| {
+        let mut c =
+            ObjectLockConfiguration::builder().object_lock_enabled(ObjectLockEnabled::Enabled);
+        if on {
+            let one_day = DefaultRetention::builder()
+                .mode(ObjectLockRetentionMode::Governance)
+                .days(1)
+                .build();
+            c = c.rule(ObjectLockRule::builder().default_retention(one_day).build());
+        }
+        c.build()
+    };
+
+    let lib = Arc::new(lib);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let (lib, stop, done) = (lib.clone(), stop.clone(), done_tx.clone());
+        writers.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("w{w}-{n}");
+                n += 1;
+                let f = format!("{BUCKET}/{key}");
+                let data = random_bytes(1024);
+                let sent = Instant::now();
+                let id = create(&lib, &f).await.id;
+                let layout = chunks_for(&lib, id, &data).await;
+                commit(&lib, &f, id, data.len(), layout, Cred::ROOT, None)
+                    .await
+                    .unwrap();
+                done.send((sent, Instant::now(), key)).unwrap();
+            }
+        }));
+    }
+    drop(done_tx);
+
+    // Each change waits for commits sent after it was answered (no sleep: the writers' own
+    // pace).
+    let mut changes = Changes::new(false);
+    let mut commits = Vec::new();
+    for i in 0..CHANGES {
+        let on = i % 2 == 0;
+        let sent = Instant::now();
+        s3.put_object_lock_configuration()
+            .bucket(BUCKET)
+            .object_lock_configuration(config(on))
+            .send()
+            .await
+            .unwrap();
+        let answered = Instant::now();
+        changes.record(sent, answered, on);
+        let mut after = 0;
+        while after < AFTER_EACH {
+            let c = done_rx.recv().await.expect("the writers run");
+            after += usize::from(c.0 >= answered);
+            commits.push(c);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    while let Some(c) = done_rx.recv().await {
+        commits.push(c);
+    }
+
+    let mut checked = 0;
+    for (sent, answered, key) in &commits {
+        let Some(on) = changes.in_force(*sent, *answered) else {
+            continue;
+        };
+        let head = s3
+            .head_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        let locked = head.object_lock_mode() == Some(&ObjectLockMode::Governance);
+        assert_eq!(locked, on, "{key}: committed while the default was {on}");
+        checked += 1;
+    }
+    assert!(
+        checked >= CHANGES * AFTER_EACH,
+        "{checked} of {}",
+        commits.len()
+    );
+}

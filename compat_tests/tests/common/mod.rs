@@ -11,6 +11,7 @@ pub mod fuse;
 pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
+pub mod race;
 pub mod sse;
 pub mod tier;
 pub mod versions;

@@ -179,8 +179,6 @@ pub struct Mnode {
     load: Arc<LoadRecorder>,
     /// The group's capacity, when limited.
     ops_limit: Option<OpsLimit>,
-    /// Buckets' settings, for what the MNode decides of clients' writes.
-    settings: saker_rpc::BucketWritesCache,
 }
 
 fn untagged() -> ClientTag {
@@ -289,7 +287,6 @@ impl Mnode {
             snapshot_dir: cfg.snapshot_dir.clone(),
             load,
             ops_limit: cfg.ops_limit.map(OpsLimit::new),
-            settings: Default::default(),
         });
         match &node.engine {
             Engine::Raft(raft) => {

@@ -1,7 +1,7 @@
 //! What kind of request a [`MetaRequest`] is: a write or a read, who may send it, what it
 //! names, and the checks of what it carries before it is served.
 
-use super::{Cred, MetaRequest};
+use super::{Cred, MetaRequest, SettingsRequest};
 use crate::attr::Layout;
 
 /// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
@@ -16,8 +16,10 @@ pub const CHUNKSTORES_RECORD: &str = "chunkstores/";
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
-        if let MetaRequest::Shared { op, .. } = self {
-            return op.is_write();
+        match self {
+            MetaRequest::Shared { op, .. } => return op.is_write(),
+            MetaRequest::BucketSettings(r) => return r.is_write(),
+            _ => {}
         }
         !matches!(
             self,
@@ -160,6 +162,9 @@ impl MetaRequest {
         if let MetaRequest::CommitFile { id, layout, .. } = self {
             check_commit_layout(*id, layout)?;
         }
+        if let MetaRequest::BucketSettings(r) = self {
+            r.validate()?;
+        }
         if let MetaRequest::BucketVersioning { bucket } = self {
             saker_namespace::validate_bucket_name(bucket)
                 .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
@@ -246,6 +251,7 @@ impl MetaRequest {
                     | MetaRequest::HostReplica { .. }
                     | MetaRequest::DropReplica { .. }
                     | MetaRequest::CoordPut { .. }
+                    | MetaRequest::BucketSettings(SettingsRequest::Install { .. })
                     | MetaRequest::RepairNote { .. }
                     | MetaRequest::RepairDone { .. }
             )
@@ -354,6 +360,7 @@ impl MetaRequest {
             | MetaRequest::CoordPut { .. }
             | MetaRequest::CoordScan { .. }
             | MetaRequest::BucketVersioning { .. }
+            | MetaRequest::BucketSettings(_)
             | MetaRequest::ThawAll { .. }
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -465,6 +472,7 @@ impl MetaRequest {
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
             MetaRequest::BucketVersioning { .. } => "bucket_versioning",
+            MetaRequest::BucketSettings(r) => r.op_name(),
         }
     }
 }

@@ -264,3 +264,14 @@ impl GroupCounters {
         self.forwards + self.remote_lookups + self.change_pushes + self.dirty_marks + self.pulls
     }
 }
+
+/// setxattr(2)'s flags: whether the name must (not) exist already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrMode {
+    /// Create or replace.
+    Any,
+    /// `XATTR_CREATE`: `Exists` if the name is set.
+    Create,
+    /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
+    Replace,
+}
