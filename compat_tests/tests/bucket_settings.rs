@@ -5,14 +5,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
-
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use common::cluster::Nodes;
 use common::multiproc::LocalCluster;
-use common::race::Changes;
+use common::race::Writers;
 use common::versions::{all_versions, put_v};
 use common::*;
 use saker_rpc::{MetaRequest, MetaResponse, SealedWrites, SettingsRequest, Versioning};
@@ -48,68 +44,36 @@ async fn a_versioning_switch_holds_for_every_put_through_every_gateway_after_it(
     .await;
     set_status(&admin, bucket, true).await;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut writers = Vec::new();
+    let mut writers = Writers::default();
     for (w, gateway) in [1, 2, 1, 2].into_iter().enumerate() {
-        let (c, stop, done) = (nodes.client(gateway, true), stop.clone(), done_tx.clone());
-        writers.push(tokio::spawn(async move {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
+        let c = nodes.client(gateway, true);
+        writers.spawn(move |n| {
+            let c = c.clone();
+            async move {
                 let key = format!("w{w}/k{n}");
-                n += 1;
-                let sent = Instant::now();
                 let vid = put_v(&c, bucket, &key, key.as_bytes()).await;
-                done.send((sent, Instant::now(), key, vid)).unwrap();
+                (key, vid)
             }
-        }));
+        });
     }
-    drop(done_tx);
+    let settings = (0..CHANGES).map(|i| i % 2 == 1);
+    let switch = |enabled| set_status(&admin, bucket, enabled);
+    let (changes, puts) = writers.race(true, settings, AFTER_EACH, switch).await;
 
-    let mut changes = Changes::new(true);
-    let mut puts = Vec::new();
-    for i in 0..CHANGES {
-        let enabled = i % 2 == 1;
-        let sent = Instant::now();
-        set_status(&admin, bucket, enabled).await;
-        let answered = Instant::now();
-        changes.record(sent, answered, enabled);
-        let mut after = 0;
-        while after < AFTER_EACH {
-            let p = done_rx.recv().await.expect("the writers run");
-            after += usize::from(p.0 >= answered);
-            puts.push(p);
-        }
+    let settled = changes.settled(&puts);
+    assert!(settled.len() >= CHANGES * AFTER_EACH, "{settled:?}");
+    for ((key, vid), enabled) in settled {
+        assert_eq!(
+            vid.is_some(),
+            enabled,
+            "{key}: PUT while Enabled was {enabled}"
+        );
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-    while let Some(p) = done_rx.recv().await {
-        puts.push(p);
-    }
-
-    let mut checked = 0;
-    for (sent, answered, key, vid) in &puts {
-        if let Some(enabled) = changes.in_force(*sent, *answered) {
-            assert_eq!(
-                vid.is_some(),
-                enabled,
-                "{key}: PUT while Enabled was {enabled}"
-            );
-            checked += 1;
-        }
-    }
-    assert!(
-        checked >= CHANGES * AFTER_EACH,
-        "{checked} of {}",
-        puts.len()
-    );
     // Each key was written once: its one version is the one its PUT answered.
     let listed = all_versions(&admin, bucket, 1000).await;
     assert_eq!(listed.len(), puts.len());
     for (key, listed_vid, _, _) in &listed {
-        let (_, _, _, vid) = puts.iter().find(|p| &p.2 == key).expect("a PUT key");
+        let (_, _, (_, vid)) = puts.iter().find(|p| &p.2 .0 == key).expect("a PUT key");
         assert_eq!(listed_vid, vid.as_deref().unwrap_or("null"), "{key}");
     }
 }

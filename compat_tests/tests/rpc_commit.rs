@@ -183,8 +183,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
     assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
 
     // In a bucket that keeps versions the client has no say in it (the request carries no
-    // setting). (A bucket of its own: an MNode's copy of a bucket's settings is refreshed
-    // as a gateway's is, within 2 s of a change.)
+    // setting).
     s3.create_bucket().bucket(VERSIONED).send().await.unwrap();
     s3.put_bucket_versioning()
         .bucket(VERSIONED)
@@ -245,17 +244,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
 
     // A truncation that would keep no version is refused; an unlink that says the bucket
     // keeps none still leaves every version behind a delete marker.
-    let truncate = MetaRequest::SetAttr {
-        path: path(&f),
-        mode: None,
-        uid: None,
-        gid: None,
-        size: Some(0),
-        atime: None,
-        mtime: None,
-        cred: Cred::ROOT,
-        through_handle: false,
-    };
+    let truncate = MetaRequest::truncate(path(&f), Cred::ROOT);
     let r = lib.call(&path(&f), truncate).await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     let kept = versions(&srv, "mine").await;
@@ -408,13 +397,10 @@ async fn a_retention_change_holds_for_every_commit_answered_after_it() {
         DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockMode,
         ObjectLockRetentionMode, ObjectLockRule,
     };
-    use common::race::Changes;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use common::race::Writers;
     use std::sync::Arc;
-    use std::time::Instant;
 
     const BUCKET: &str = "commits-retention-race";
-    const WRITERS: usize = 3;
     const CHANGES: usize = 8;
     const AFTER_EACH: usize = 6;
     let (_srv, s3, lib) = start().await;
@@ -424,7 +410,26 @@ async fn a_retention_change_holds_for_every_commit_answered_after_it() {
         .send()
         .await
         .unwrap();
-    let config = |on: bool| {
+    let lib = Arc::new(lib);
+    let mut writers = Writers::default();
+    for w in 0..3 {
+        let lib = lib.clone();
+        writers.spawn(move |n| {
+            let lib = lib.clone();
+            async move {
+                let key = format!("w{w}-{n}");
+                let f = format!("{BUCKET}/{key}");
+                let data = random_bytes(1024);
+                let id = create(&lib, &f).await.id;
+                let layout = chunks_for(&lib, id, &data).await;
+                commit(&lib, &f, id, data.len(), layout, Cred::ROOT, None)
+                    .await
+                    .unwrap();
+                key
+            }
+        });
+    }
+    let switch = |on: bool| {
         let mut c =
             ObjectLockConfiguration::builder().object_lock_enabled(ObjectLockEnabled::Enabled);
         if on {
@@ -434,69 +439,21 @@ async fn a_retention_change_holds_for_every_commit_answered_after_it() {
                 .build();
             c = c.rule(ObjectLockRule::builder().default_retention(one_day).build());
         }
-        c.build()
-    };
-
-    let lib = Arc::new(lib);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let (lib, stop, done) = (lib.clone(), stop.clone(), done_tx.clone());
-        writers.push(tokio::spawn(async move {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let key = format!("w{w}-{n}");
-                n += 1;
-                let f = format!("{BUCKET}/{key}");
-                let data = random_bytes(1024);
-                let sent = Instant::now();
-                let id = create(&lib, &f).await.id;
-                let layout = chunks_for(&lib, id, &data).await;
-                commit(&lib, &f, id, data.len(), layout, Cred::ROOT, None)
-                    .await
-                    .unwrap();
-                done.send((sent, Instant::now(), key)).unwrap();
-            }
-        }));
-    }
-    drop(done_tx);
-
-    // Each change waits for commits sent after it was answered (no sleep: the writers' own
-    // pace).
-    let mut changes = Changes::new(false);
-    let mut commits = Vec::new();
-    for i in 0..CHANGES {
-        let on = i % 2 == 0;
-        let sent = Instant::now();
-        s3.put_object_lock_configuration()
+        let put = s3
+            .put_object_lock_configuration()
             .bucket(BUCKET)
-            .object_lock_configuration(config(on))
-            .send()
-            .await
-            .unwrap();
-        let answered = Instant::now();
-        changes.record(sent, answered, on);
-        let mut after = 0;
-        while after < AFTER_EACH {
-            let c = done_rx.recv().await.expect("the writers run");
-            after += usize::from(c.0 >= answered);
-            commits.push(c);
+            .object_lock_configuration(c.build())
+            .send();
+        async move {
+            put.await.unwrap();
         }
-    }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
-    while let Some(c) = done_rx.recv().await {
-        commits.push(c);
-    }
+    };
+    let settings = (0..CHANGES).map(|i| i % 2 == 0);
+    let (changes, commits) = writers.race(false, settings, AFTER_EACH, switch).await;
 
-    let mut checked = 0;
-    for (sent, answered, key) in &commits {
-        let Some(on) = changes.in_force(*sent, *answered) else {
-            continue;
-        };
+    let settled = changes.settled(&commits);
+    assert!(settled.len() >= CHANGES * AFTER_EACH, "{settled:?}");
+    for (key, on) in settled {
         let head = s3
             .head_object()
             .bucket(BUCKET)
@@ -506,11 +463,5 @@ async fn a_retention_change_holds_for_every_commit_answered_after_it() {
             .unwrap();
         let locked = head.object_lock_mode() == Some(&ObjectLockMode::Governance);
         assert_eq!(locked, on, "{key}: committed while the default was {on}");
-        checked += 1;
     }
-    assert!(
-        checked >= CHANGES * AFTER_EACH,
-        "{checked} of {}",
-        commits.len()
-    );
 }

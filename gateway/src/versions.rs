@@ -2,9 +2,11 @@
 //! version id, the version ids writes answer with, and ListObjectVersions.
 //!
 //! Whether a bucket keeps versions is a bucket setting ([`crate::settings`]); each write
-//! carries it to the MNode, which keeps the replaced object as a version in the batch that
-//! replaces it ([`saker_rpc::Versioning`]). Another gateway of a cluster sees a change of
-//! the setting within [`crate::settings::REFRESH`] (S3 too asks for a wait after enabling).
+//! carries it to the MNode with the settings version it was decided under
+//! ([`saker_rpc::Decided`]), and the MNode keeps the replaced object as a version in the
+//! batch that replaces it, if its group's copy of the settings has that version. Otherwise
+//! the write is decided again from a reloaded copy ([`redecide`]), so a change holds for
+//! every write answered after it, through any gateway.
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};

@@ -45,7 +45,96 @@ impl<S: Clone> Changes<S> {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.changes.len()
+    /// Every write of `writes` that ran under one setting, with it.
+    pub fn settled<'w, T>(&self, writes: &'w [Timed<T>]) -> Vec<(&'w T, S)> {
+        writes
+            .iter()
+            .filter_map(|(sent, answered, w)| Some((w, self.in_force(*sent, *answered)?)))
+            .collect()
+    }
+}
+
+/// One write: when it was sent, when it was answered, and what it says.
+pub type Timed<T> = (Instant, Instant, T);
+
+/// Writers that run until stopped, each write timed.
+pub struct Writers<T> {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tx: Option<tokio::sync::mpsc::UnboundedSender<Timed<T>>>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Timed<T>>,
+}
+
+impl<T> Default for Writers<T> {
+    fn default() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Self {
+            stop: Default::default(),
+            tasks: Vec::new(),
+            tx: Some(tx),
+            rx,
+        }
+    }
+}
+
+impl<T: Send + 'static> Writers<T> {
+    /// A writer doing `write(0)`, `write(1)`, … until the race is over.
+    pub fn spawn<F, Fut>(&mut self, mut write: F)
+    where
+        F: FnMut(usize) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + Send,
+    {
+        let stop = self.stop.clone();
+        let done = self.tx.clone().expect("before the race");
+        self.tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let sent = Instant::now();
+                let what = write(n).await;
+                n += 1;
+                done.send((sent, Instant::now(), what))
+                    .expect("the race listens");
+            }
+        }));
+    }
+
+    /// Changes the setting from `initial` to each of `settings` in turn with `change`, and
+    /// after each waits for `after_each` writes sent after it was answered (the writers' own
+    /// pace: no sleep); then stops the writers. Answers the changes and every write.
+    pub async fn race<S, C, Fut>(
+        mut self,
+        initial: S,
+        settings: impl IntoIterator<Item = S>,
+        after_each: usize,
+        mut change: C,
+    ) -> (Changes<S>, Vec<Timed<T>>)
+    where
+        S: Clone,
+        C: FnMut(S) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        self.tx = None;
+        let mut changes = Changes::new(initial);
+        let mut writes = Vec::new();
+        for s in settings {
+            let sent = Instant::now();
+            change(s.clone()).await;
+            let answered = Instant::now();
+            changes.record(sent, answered, s);
+            let mut after = 0;
+            while after < after_each {
+                let w = self.rx.recv().await.expect("the writers run");
+                after += usize::from(w.0 >= answered);
+                writes.push(w);
+            }
+        }
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.expect("a writer");
+        }
+        while let Some(w) = self.rx.recv().await {
+            writes.push(w);
+        }
+        (changes, writes)
     }
 }

@@ -59,20 +59,13 @@ impl Mnode {
                     to: self.versioning_of(to)?,
                 }
             }
-            MetaRequest::PutObject {
-                path, versioning, ..
-            }
-            | MetaRequest::DeleteObject {
-                path, versioning, ..
-            }
-            | MetaRequest::CompleteUpload {
-                path, versioning, ..
-            } => {
-                if let (Some(bucket), Some(decided)) = (path.first(), versioning.settings) {
-                    self.catch_up(bucket, decided).await?;
-                }
-            }
             _ => {}
+        }
+        let behind = req
+            .gateway_decided()
+            .and_then(|(path, d)| Some((path.first()?.clone(), d.settings?)));
+        if let Some((bucket, decided)) = behind {
+            self.catch_up(&bucket, decided).await?;
         }
         Ok(())
     }

@@ -124,19 +124,11 @@ pub(super) fn decided<'r>(
     req: &'r MetaRequest,
 ) -> Result<Cow<'r, MetaRequest>, MetaError> {
     let keys = ctx.keys;
+    if let Some((path, decided)) = req.gateway_decided() {
+        decided.check(copy_for(txn, keys, path)?.version)?;
+        return Ok(Cow::Borrowed(req));
+    }
     let mut owned = match req {
-        MetaRequest::PutObject {
-            path, versioning, ..
-        }
-        | MetaRequest::DeleteObject {
-            path, versioning, ..
-        }
-        | MetaRequest::CompleteUpload {
-            path, versioning, ..
-        } => {
-            versioning.check(copy_for(txn, keys, path)?.version)?;
-            return Ok(Cow::Borrowed(req));
-        }
         MetaRequest::SetAttr {
             path,
             size: Some(0),
@@ -411,17 +403,7 @@ mod tests {
                     ..
                 }
             ));
-            let truncate = MetaRequest::SetAttr {
-                path,
-                mode: None,
-                uid: None,
-                gid: None,
-                size: Some(0),
-                atime: None,
-                mtime: None,
-                cred: Cred::default(),
-                through_handle: false,
-            };
+            let truncate = MetaRequest::truncate(path, Cred::default());
             assert!(decided(txn, ctx, &truncate).is_err());
             // Suspended: a commit keeps no lock (a null version is never locked).
             let suspended = SealedWrites {

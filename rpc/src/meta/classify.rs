@@ -1,7 +1,7 @@
 //! What kind of request a [`MetaRequest`] is: a write or a read, who may send it, what it
 //! names, and the checks of what it carries before it is served.
 
-use super::{Cred, MetaRequest, SettingsRequest};
+use super::{Cred, Decided, MetaRequest, SettingsRequest};
 use crate::attr::Layout;
 
 /// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
@@ -255,6 +255,38 @@ impl MetaRequest {
                     | MetaRequest::RepairNote { .. }
                     | MetaRequest::RepairDone { .. }
             )
+    }
+
+    /// A write a gateway decided from its copy of the bucket's settings: its path and that
+    /// decision (checked by the MNode against its group's copy).
+    pub fn gateway_decided(&self) -> Option<(&[String], &Decided)> {
+        match self {
+            MetaRequest::PutObject {
+                path, versioning, ..
+            }
+            | MetaRequest::DeleteObject {
+                path, versioning, ..
+            }
+            | MetaRequest::CompleteUpload {
+                path, versioning, ..
+            } => Some((path, versioning)),
+            _ => None,
+        }
+    }
+
+    /// A `SetAttr` that truncates to 0 (truncate(2) of a path).
+    pub fn truncate(path: Vec<String>, cred: Cred) -> Self {
+        MetaRequest::SetAttr {
+            path,
+            mode: None,
+            uid: None,
+            gid: None,
+            size: Some(0),
+            atime: None,
+            mtime: None,
+            cred,
+            through_handle: false,
+        }
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
