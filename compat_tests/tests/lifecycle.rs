@@ -384,37 +384,15 @@ async fn a_pass_cut_short_resumes_where_it_stopped() {
 /// removed (the pass counts the refusal as an error and the next pass tries again).
 #[tokio::test]
 async fn expiry_hides_locked_versions_and_never_removes_them() {
-    use aws_sdk_s3::types::{
-        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
-        ObjectLockRule,
-    };
+    use common::versions::get_v;
+    use common::worm::{a_day_of_governance, locked_bucket};
     let opts = Opts::default()
         .arg("--lifecycle-day-secs", "1")
         .arg("--lifecycle-every", "0s");
     let srv = Server::start(opts);
     let c = srv.client();
     let b = bucket_name("lclocked");
-    c.create_bucket()
-        .bucket(&b)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    c.put_object_lock_configuration()
-        .bucket(&b)
-        .object_lock_configuration(
-            ObjectLockConfiguration::builder()
-                .object_lock_enabled(ObjectLockEnabled::Enabled)
-                .rule(ObjectLockRule::builder().default_retention(one_day).build())
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    locked_bucket(&c, &b, a_day_of_governance()).await;
     let mut ids = Vec::new();
     for data in [&b"first"[..], b"second"] {
         let r = c
@@ -465,18 +443,7 @@ async fn expiry_hides_locked_versions_and_never_removes_them() {
     let second = run("second pass");
     assert_eq!(second["noncurrent_expired"], 0, "{second}");
     for (id, data) in ids.iter().zip([&b"first"[..], b"second"]) {
-        let got = c
-            .get_object()
-            .bucket(&b)
-            .key("k")
-            .version_id(id)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            got.body.collect().await.unwrap().into_bytes().as_ref(),
-            data
-        );
+        assert_eq!(get_v(&c, &b, "k", id).await, data);
     }
     assert_eq!(versions(&c, &b).await, listed);
 }

@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_s3::primitives::DateTime;
 use aws_sdk_s3::types::{
-    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, DefaultRetention,
-    ObjectLockConfiguration, ObjectLockEnabled, ObjectLockLegalHold, ObjectLockLegalHoldStatus,
-    ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode, ObjectLockRule,
+    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, ObjectLockLegalHold,
+    ObjectLockLegalHoldStatus, ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode,
     VersioningConfiguration,
 };
 use aws_sdk_s3::Client;
 use common::fuse::{cpath, errno, libc_errno, LibraryMount, Mounted};
+use common::worm::a_day_of_governance;
 use common::*;
 
 async fn lock_bucket(c: &Client, tag: &str) -> String {
@@ -27,18 +27,6 @@ async fn lock_bucket(c: &Client, tag: &str) -> String {
         .await
         .expect("create bucket with object lock");
     b
-}
-
-/// Object Lock with a default retention of one day in governance mode.
-fn a_day_of_governance() -> ObjectLockConfiguration {
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    ObjectLockConfiguration::builder()
-        .object_lock_enabled(ObjectLockEnabled::Enabled)
-        .rule(ObjectLockRule::builder().default_retention(one_day).build())
-        .build()
 }
 
 fn in_secs(secs: u64) -> DateTime {

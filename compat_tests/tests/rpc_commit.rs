@@ -308,32 +308,9 @@ async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
 /// versions cannot be deleted without the governance bypass.
 #[tokio::test]
 async fn a_client_s_commit_is_locked_by_the_mnode() {
-    use aws_sdk_s3::types::{
-        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
-        ObjectLockRule,
-    };
+    use common::worm::{a_day_of_governance, locked_bucket};
     let (_srv, s3, lib) = start().await;
-    s3.create_bucket()
-        .bucket(VERSIONED)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    s3.put_object_lock_configuration()
-        .bucket(VERSIONED)
-        .object_lock_configuration(
-            ObjectLockConfiguration::builder()
-                .object_lock_enabled(ObjectLockEnabled::Enabled)
-                .rule(ObjectLockRule::builder().default_retention(one_day).build())
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    locked_bucket(&s3, VERSIONED, a_day_of_governance()).await;
     let f = format!("{VERSIONED}/worm");
     let id = create(&lib, &f).await.id;
     let mut receipt = None;
@@ -393,23 +370,16 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
 /// the server's groups, run while the default is switched on and off.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retention_change_holds_for_every_commit_answered_after_it() {
-    use aws_sdk_s3::types::{
-        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockMode,
-        ObjectLockRetentionMode, ObjectLockRule,
-    };
+    use aws_sdk_s3::types::ObjectLockMode;
     use common::race::Writers;
+    use common::worm::{a_day_of_governance, locked_bucket, no_default, put_lock_config};
     use std::sync::Arc;
 
     const BUCKET: &str = "commits-retention-race";
     const CHANGES: usize = 8;
     const AFTER_EACH: usize = 6;
     let (_srv, s3, lib) = start().await;
-    s3.create_bucket()
-        .bucket(BUCKET)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
+    locked_bucket(&s3, BUCKET, no_default()).await;
     let lib = Arc::new(lib);
     let mut writers = Writers::default();
     for w in 0..3 {
@@ -430,23 +400,12 @@ async fn a_retention_change_holds_for_every_commit_answered_after_it() {
         });
     }
     let switch = |on: bool| {
-        let mut c =
-            ObjectLockConfiguration::builder().object_lock_enabled(ObjectLockEnabled::Enabled);
-        if on {
-            let one_day = DefaultRetention::builder()
-                .mode(ObjectLockRetentionMode::Governance)
-                .days(1)
-                .build();
-            c = c.rule(ObjectLockRule::builder().default_retention(one_day).build());
-        }
-        let put = s3
-            .put_object_lock_configuration()
-            .bucket(BUCKET)
-            .object_lock_configuration(c.build())
-            .send();
-        async move {
-            put.await.unwrap();
-        }
+        let conf = if on {
+            a_day_of_governance()
+        } else {
+            no_default()
+        };
+        put_lock_config(&s3, BUCKET, conf)
     };
     let settings = (0..CHANGES).map(|i| i % 2 == 0);
     let (changes, commits) = writers.race(false, settings, AFTER_EACH, switch).await;

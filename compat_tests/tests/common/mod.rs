@@ -15,6 +15,7 @@ pub mod race;
 pub mod sse;
 pub mod tier;
 pub mod versions;
+pub mod worm;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
