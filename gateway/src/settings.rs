@@ -437,4 +437,43 @@ mod tests {
         b.load(Duration::ZERO).await.unwrap();
         assert!(b.get("pub").await.unwrap().is_empty());
     }
+
+    #[tokio::test]
+    async fn write_settings_come_from_what_was_sealed() {
+        let state: Arc<dyn StateStore> = Arc::new(MemState::default());
+        let put = |key: &str, value: &[u8]| {
+            let (state, key, value) = (state.clone(), key.to_string(), value.to_vec());
+            async move { state.put(&key, Some(value)).await.unwrap() }
+        };
+        // A change stored but not sealed yet is not in force; the other settings are.
+        put("buckets/logs/versioning", b"Suspended").await;
+        put("buckets/logs/encryption", b"AES256").await;
+        put("buckets/logs/ownership", b"ObjectWriter").await;
+        let sealed = SealedWrites {
+            version: 3,
+            writes: saker_rpc::BucketWrites {
+                versioning: saker_rpc::Versioning::Enabled,
+                ..Default::default()
+            },
+        };
+        let json = serde_json::to_vec(&sealed).unwrap();
+        put(&saker_rpc::sealed_record("logs"), &json).await;
+        // A bucket whose settings predate seals has its records, under version 0.
+        put("buckets/old/versioning", b"Enabled").await;
+        let copy = BucketSettings::new(state.clone());
+        let logs = copy.get("logs").await.unwrap();
+        assert_eq!(logs.versioning, saker_rpc::Versioning::Enabled);
+        assert_eq!(logs.encryption, None);
+        assert_eq!(logs.settings_version, 3);
+        assert_eq!(logs.ownership, Some(ObjectOwnership::ObjectWriter));
+        let old = copy.get("old").await.unwrap();
+        assert_eq!(
+            (old.versioning, old.settings_version),
+            (saker_rpc::Versioning::Enabled, 0)
+        );
+        // Cleared, a sealed bucket keeps its version (the seal record is not a setting).
+        copy.clear("logs").await.unwrap();
+        assert_eq!(copy.get("logs").await.unwrap().settings_version, 3);
+        assert!(!state.scan("buckets/logs/writes").await.unwrap().is_empty());
+    }
 }
