@@ -7,8 +7,8 @@ use std::sync::Arc;
 use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
-    group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
-    MetaService, NewObject, ObjectView, RpcChannel, Versioning, Want, WriteCond,
+    group_services, Attr, ChannelPool, ClientTag, ClusterMap, Decided, MetaError, MetaRequest,
+    MetaResponse, MetaService, NewObject, ObjectView, RpcChannel, Want, WriteCond,
 };
 
 use tracing::Instrument;
@@ -328,14 +328,15 @@ impl Cluster {
 
     /// Stores a file (or, for `dir_marker`, a directory marker) at `path`; a file only if
     /// `cond` holds of the object there (checked by the MNode in the batch that writes it),
-    /// keeping the file it replaces as a version as `versioning` says.
+    /// keeping the file it replaces as a version as `versioning` says (refused,
+    /// `SettingsChanged`, if the bucket's settings are no longer those it was decided under).
     pub async fn put_object(
         &self,
         path: &[String],
         obj: NewObject,
         dir_marker: bool,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
     ) -> Result<Attr, ClientError> {
         let (uid, gid) = (obj.uid, obj.gid);
         let resp = self

@@ -204,8 +204,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
     assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
 
     // In a bucket that keeps versions the client has no say in it (the request carries no
-    // setting). (A bucket of its own: an MNode's copy of a bucket's settings is refreshed
-    // as a gateway's is, within 2 s of a change.)
+    // setting).
     s3.create_bucket().bucket(VERSIONED).send().await.unwrap();
     s3.put_bucket_versioning()
         .bucket(VERSIONED)
@@ -266,17 +265,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
 
     // A truncation that would keep no version is refused; an unlink that says the bucket
     // keeps none still leaves every version behind a delete marker.
-    let truncate = MetaRequest::SetAttr {
-        path: path(&f),
-        mode: None,
-        uid: None,
-        gid: None,
-        size: Some(0),
-        atime: None,
-        mtime: None,
-        cred: Cred::ROOT,
-        through_handle: false,
-    };
+    let truncate = MetaRequest::truncate(path(&f), Cred::ROOT);
     let r = lib.call(&path(&f), truncate).await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     let kept = versions(&srv, "mine").await;
@@ -340,32 +329,9 @@ async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
 /// versions cannot be deleted without the governance bypass.
 #[tokio::test]
 async fn a_client_s_commit_is_locked_by_the_mnode() {
-    use aws_sdk_s3::types::{
-        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
-        ObjectLockRule,
-    };
+    use common::worm::{a_day_of_governance, locked_bucket};
     let (_srv, s3, lib) = start().await;
-    s3.create_bucket()
-        .bucket(VERSIONED)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    s3.put_object_lock_configuration()
-        .bucket(VERSIONED)
-        .object_lock_configuration(
-            ObjectLockConfiguration::builder()
-                .object_lock_enabled(ObjectLockEnabled::Enabled)
-                .rule(ObjectLockRule::builder().default_retention(one_day).build())
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    locked_bucket(&s3, VERSIONED, a_day_of_governance()).await;
     let f = format!("{VERSIONED}/worm");
     let id = create(&lib, &f).await.id;
     let mut receipt = None;
@@ -528,5 +494,67 @@ async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
     for (kind, outcome) in [("fresh", "denied"), ("fresh", "given"), ("open", "denied")] {
         let line = format!("saker_mnode_sse_keys_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}");
         assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+    }
+}
+
+/// A change of a bucket's default retention reaches every group before it is answered, and
+/// each commit is decided in its own batch from its group's copy: a commit sent after the
+/// change was answered is locked as the change says, and one that overlapped the change as
+/// either side, never as a copy a few seconds old says. (Commits of fresh files, spread over
+/// the server's groups, run while the default is switched on and off.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retention_change_holds_for_every_commit_answered_after_it() {
+    use aws_sdk_s3::types::ObjectLockMode;
+    use common::race::Writers;
+    use common::worm::{a_day_of_governance, locked_bucket, no_default, put_lock_config};
+    use std::sync::Arc;
+
+    const BUCKET: &str = "commits-retention-race";
+    const CHANGES: usize = 8;
+    const AFTER_EACH: usize = 6;
+    let (_srv, s3, lib) = start().await;
+    locked_bucket(&s3, BUCKET, no_default()).await;
+    let lib = Arc::new(lib);
+    let mut writers = Writers::default();
+    for w in 0..3 {
+        let lib = lib.clone();
+        writers.spawn(move |n| {
+            let lib = lib.clone();
+            async move {
+                let key = format!("w{w}-{n}");
+                let f = format!("{BUCKET}/{key}");
+                let data = random_bytes(1024);
+                let id = create(&lib, &f).await.id;
+                let layout = chunks_for(&lib, id, &data).await;
+                commit(&lib, &f, id, data.len(), layout, Cred::ROOT, None)
+                    .await
+                    .unwrap();
+                key
+            }
+        });
+    }
+    let switch = |on: bool| {
+        let conf = if on {
+            a_day_of_governance()
+        } else {
+            no_default()
+        };
+        put_lock_config(&s3, BUCKET, conf)
+    };
+    let settings = (0..CHANGES).map(|i| i % 2 == 0);
+    let (changes, commits) = writers.race(false, settings, AFTER_EACH, switch).await;
+
+    let settled = changes.settled(&commits);
+    assert!(settled.len() >= CHANGES * AFTER_EACH, "{settled:?}");
+    for (key, on) in settled {
+        let head = s3
+            .head_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        let locked = head.object_lock_mode() == Some(&ObjectLockMode::Governance);
+        assert_eq!(locked, on, "{key}: committed while the default was {on}");
     }
 }

@@ -487,7 +487,10 @@ impl Executor {
             return Err(retry);
         }
         crate::ops::abandon(txn, ctx, &p.req, &result);
-        if dedupe {
+        // A write refused for settings that changed wrote nothing: its sender decides it
+        // anew and may resend it with the same tag.
+        let refused = matches!(result, Err(MetaError::SettingsChanged { .. }));
+        if dedupe && !refused {
             txn.put(dkey, encode(&result));
             if p.tag.seq > DEDUPE_WINDOW {
                 self.trim_dedupe(txn, p.tag.client, p.tag.seq - DEDUPE_WINDOW);

@@ -37,8 +37,12 @@ pub use meta::{
 };
 pub use meta::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use meta::{
-    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
-    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
+    sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
+    SEALED_RECORD, SETTINGS_REFRESH,
+};
+pub use meta::{
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

@@ -11,9 +11,11 @@ pub mod fuse;
 pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
+pub mod race;
 pub mod sse;
 pub mod tier;
 pub mod versions;
+pub mod worm;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

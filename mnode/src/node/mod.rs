@@ -184,8 +184,6 @@ pub struct Mnode {
     load: Arc<LoadRecorder>,
     /// The group's capacity, when limited.
     ops_limit: Option<OpsLimit>,
-    /// Buckets' settings, for what the MNode decides of clients' writes.
-    settings: saker_rpc::BucketWritesCache,
     /// The master keys, on a node started with them ([`MnodeConfig::sse_keys`]).
     sse_keys: Option<Arc<dyn saker_rpc::SseKeys>>,
 }
@@ -296,7 +294,6 @@ impl Mnode {
             snapshot_dir: cfg.snapshot_dir.clone(),
             load,
             ops_limit: cfg.ops_limit.map(OpsLimit::new),
-            settings: Default::default(),
             sse_keys: cfg.sse_keys.clone(),
         });
         match &node.engine {

@@ -15,6 +15,7 @@ mod links;
 mod objects;
 mod renames;
 pub(crate) mod retention;
+pub(crate) mod settings;
 mod tiers;
 pub(crate) mod uploads;
 pub(crate) mod versions;
@@ -22,6 +23,7 @@ pub(crate) mod versions;
 use saker_namespace::GroupId;
 use saker_rpc::{
     DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject, SealedRecord,
+    SettingsRequest,
 };
 
 use crate::keys::Keys;
@@ -95,13 +97,14 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
 
 /// Evaluates one write op against `txn`. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
-    match req {
+    let req = settings::decided(txn, ctx, req)?;
+    match req.as_ref() {
         MetaRequest::PutObject {
             path,
             obj,
             cond,
             versioning,
-        } => put_object(txn, ctx, path, obj, cond.as_ref(), *versioning),
+        } => put_object(txn, ctx, path, obj, cond.as_ref(), versioning.versioning),
         MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
         MetaRequest::MkdirImplicit { path, uid, gid } => {
             mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
@@ -284,7 +287,14 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             versioning,
             version_id: None,
             ..
-        } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref(), *versioning),
+        } => delete_object(
+            txn,
+            ctx,
+            path,
+            *dir_marker,
+            cond.as_ref(),
+            versioning.versioning,
+        ),
         MetaRequest::SetObjectLock {
             path,
             version_id,
@@ -378,7 +388,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             checksums,
             *min_part_size,
             cond.as_ref(),
-            *versioning,
+            versioning.versioning,
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
         MetaRequest::GcDone { keys } => drop_queued(txn, ctx, crate::keys::GC, keys),
@@ -417,6 +427,12 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         }
         MetaRequest::SettleLink { id, token, kept } => settle_link(txn, ctx, *id, *token, *kept),
         MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
+        MetaRequest::BucketSettings(SettingsRequest::Seal { bucket }) => {
+            settings::seal(txn, ctx, bucket)
+        }
+        MetaRequest::BucketSettings(SettingsRequest::Install { bucket, sealed }) => {
+            settings::install(txn, ctx, bucket, sealed)
+        }
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
             other.op_name()

@@ -1,7 +1,7 @@
 //! What kind of request a [`MetaRequest`] is: a write or a read, who may send it, what it
 //! names, and the checks of what it carries before it is served.
 
-use super::{Cred, MetaRequest};
+use super::{Cred, Decided, MetaRequest, SettingsRequest};
 use crate::attr::Layout;
 
 /// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
@@ -16,8 +16,10 @@ pub const CHUNKSTORES_RECORD: &str = "chunkstores/";
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
-        if let MetaRequest::Shared { op, .. } = self {
-            return op.is_write();
+        match self {
+            MetaRequest::Shared { op, .. } => return op.is_write(),
+            MetaRequest::BucketSettings(r) => return r.is_write(),
+            _ => {}
         }
         !matches!(
             self,
@@ -161,6 +163,9 @@ impl MetaRequest {
         if let MetaRequest::CommitFile { id, layout, .. } = self {
             check_commit_layout(*id, layout)?;
         }
+        if let MetaRequest::BucketSettings(r) = self {
+            r.validate()?;
+        }
         if let MetaRequest::BucketVersioning { bucket } = self {
             saker_namespace::validate_bucket_name(bucket)
                 .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
@@ -254,9 +259,42 @@ impl MetaRequest {
                     | MetaRequest::HostReplica { .. }
                     | MetaRequest::DropReplica { .. }
                     | MetaRequest::CoordPut { .. }
+                    | MetaRequest::BucketSettings(SettingsRequest::Install { .. })
                     | MetaRequest::RepairNote { .. }
                     | MetaRequest::RepairDone { .. }
             )
+    }
+
+    /// A write a gateway decided from its copy of the bucket's settings: its path and that
+    /// decision (checked by the MNode against its group's copy).
+    pub fn gateway_decided(&self) -> Option<(&[String], &Decided)> {
+        match self {
+            MetaRequest::PutObject {
+                path, versioning, ..
+            }
+            | MetaRequest::DeleteObject {
+                path, versioning, ..
+            }
+            | MetaRequest::CompleteUpload {
+                path, versioning, ..
+            } => Some((path, versioning)),
+            _ => None,
+        }
+    }
+
+    /// A `SetAttr` that truncates to 0 (truncate(2) of a path).
+    pub fn truncate(path: Vec<String>, cred: Cred) -> Self {
+        MetaRequest::SetAttr {
+            path,
+            mode: None,
+            uid: None,
+            gid: None,
+            size: Some(0),
+            atime: None,
+            mtime: None,
+            cred,
+            through_handle: false,
+        }
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
@@ -364,6 +402,7 @@ impl MetaRequest {
             | MetaRequest::CoordPut { .. }
             | MetaRequest::CoordScan { .. }
             | MetaRequest::BucketVersioning { .. }
+            | MetaRequest::BucketSettings(_)
             | MetaRequest::ThawAll { .. }
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -477,6 +516,7 @@ impl MetaRequest {
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
             MetaRequest::BucketVersioning { .. } => "bucket_versioning",
+            MetaRequest::BucketSettings(r) => r.op_name(),
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::capability::CommitReceipt;
 use crate::InodeId;
 pub use saker_namespace::Dentry;
 
+mod bucket_writes;
 mod classify;
 mod cond;
 mod load;
@@ -24,6 +25,10 @@ mod sse_key;
 mod types;
 mod versions;
 
+pub use bucket_writes::{
+    sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
+    SEALED_RECORD, SETTINGS_REFRESH,
+};
 pub use classify::{CHUNKSTORES_RECORD, MAX_PAGE};
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
@@ -32,8 +37,8 @@ pub use response::{MetaResponse, ReplicaStatus};
 pub use sse_key::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use types::*;
 pub use versions::{
-    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
-    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 
 /// A metadata operation.
@@ -261,8 +266,9 @@ pub enum MetaRequest {
         obj: NewObject,
         /// Applied only if this holds of the object at `path` (checked in the batch).
         cond: Option<WriteCond>,
-        /// How the bucket keeps versions: the object replaced stays as a version or goes.
-        versioning: Versioning,
+        /// How the bucket keeps versions (the object replaced stays as a version or goes),
+        /// and the settings version that was decided under.
+        versioning: Decided,
     },
     /// Create the directory at `path`, or make an existing one explicit, with this marker.
     PutDirMarker {
@@ -391,7 +397,7 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
         /// Deletes this version for good (no delete marker); answers `Deleted`.
         version_id: Option<String>,
         /// The caller asked to bypass a governance retention and is allowed to.
@@ -482,7 +488,7 @@ pub enum MetaRequest {
         checksums: Checksums,
         min_part_size: u64,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
     },
     AbortUpload {
         path: Vec<String>,
@@ -718,6 +724,8 @@ pub enum MetaRequest {
     BucketVersioning {
         bucket: String,
     },
+    /// A bucket's write settings in this group ([`SettingsRequest`]).
+    BucketSettings(SettingsRequest),
     /// Chunks a write left short of their replicas (a copy failed), recorded before the
     /// write is acknowledged so a repair pass finds them without a full scan.
     RepairNote {

@@ -77,6 +77,8 @@ pub enum MetaResponse {
     },
     /// What a group's work cost over its last closed window.
     Load(super::LoadWindow),
+    /// A group's copy of a bucket's write settings.
+    Sealed(super::SealedWrites),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).
