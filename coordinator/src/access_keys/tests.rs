@@ -21,8 +21,7 @@ fn root_key_is_generated_once_and_kept() {
     let root = AccessKeyStore::open(&path, None).unwrap().root();
     let again = AccessKeyStore::open(&path, None).unwrap().root();
     assert_eq!(root, again);
-    let forced =
-        AccessKeyStore::open(&path, Some(("admin".into(), "secret-123".into()))).unwrap();
+    let forced = AccessKeyStore::open(&path, Some(("admin".into(), "secret-123".into()))).unwrap();
     assert_eq!(forced.root().access_key, "admin");
     assert_eq!(
         forced.list().iter().filter(|k| k.root).count(),
@@ -266,8 +265,8 @@ async fn replicated_keys_are_seen_by_every_node_and_the_root_is_fixed() {
     let team = a.create(team).await.unwrap().canonical.unwrap();
     // (b refreshed less than MISS_REFRESH ago: a node that has not looks it up.)
     let root_pair = ("rootkey".to_string(), "rootsecret".to_string());
-    let c = AccessKeyStore::replicated(&dir.path().join("c.json"), root_pair, state.clone())
-        .unwrap();
+    let c =
+        AccessKeyStore::replicated(&dir.path().join("c.json"), root_pair, state.clone()).unwrap();
     assert_eq!(c.account_with_id(&team.id).await.as_deref(), Some("team"));
     b.refresh(Duration::ZERO).await.unwrap();
     assert_eq!(b.canonical_user("team").await, team);
@@ -290,8 +289,7 @@ async fn replicated_keys_are_seen_by_every_node_and_the_root_is_fixed() {
     a.refresh(Duration::ZERO).await.unwrap();
     assert_eq!(a.lookup("user2").await, None);
     // A record an older node wrote (version 1, no policy) is an admin key.
-    let old =
-        br#"{"access_key":"olduser","secret_key":"oldsecret1","uid":0,"gid":0,"root":false}"#;
+    let old = br#"{"access_key":"olduser","secret_key":"oldsecret1","uid":0,"gid":0,"root":false}"#;
     state.put("keys/olduser", Some(old.to_vec())).await.unwrap();
     let admin = Some(saker_policy::admin_identity_json());
     a.refresh(Duration::ZERO).await.unwrap();
