@@ -67,9 +67,11 @@ pub struct ServerArgs {
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
-    /// Objects up to this size are stored inside the MNode. 16 KiB by measurement: 64 KiB
-    /// objects stored inline read ~1.7x faster but write ~1.5x slower through the raft log than
-    /// as chunks, and keep the metadata store (and its snapshots) small.
+    // 16 KiB by measurement: 64 KiB objects stored inline read ~1.7x faster but wrote ~1.5x
+    // slower through the raft log than as chunks.
+    /// Objects up to this size are stored inside the MNode (its raft log and store) instead
+    /// of as chunks: small objects read faster, larger ones would slow writes and grow the
+    /// metadata store and its snapshots.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
     /// Larger objects are split into chunks of this size.
@@ -104,9 +106,11 @@ pub struct ServerArgs {
     /// ablation baseline).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     merge: bool,
-    /// Metadata store engine, fixed when the data directory is created. fjall by measurement:
-    /// 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs 0.8-1x
-    /// (compat_tests/bench/engines/README.md for the engine-level numbers).
+    // fjall by measurement: 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs
+    // 0.8-1x (compat_tests/bench/engines/README.md for the engine-level numbers).
+    /// Metadata store engine, fixed when the data directory is created: fjall (the default,
+    /// for write-heavy namespaces), redb (reads over writes), or tikv (a TiKV cluster, for a
+    /// namespace past one machine's disks).
     #[arg(long, value_enum, default_value = "fjall")]
     store: StoreEngine,
     /// With `--store tikv`: PD endpoints of the TiKV cluster (`host:port`, comma-separated).
