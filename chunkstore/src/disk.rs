@@ -318,16 +318,6 @@ where
 /// the PUT no more (`compat_tests/bench/results/2026-11-29-get-1mib.json`).
 const DIRECT_MIN: usize = 4 << 20;
 
-/// Creates `path` (it must not exist) for writing with `O_DIRECT`.
-pub(crate) fn open_direct(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-}
-
 fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, ChunkError> {
     let shard = path
         .parent()
@@ -336,7 +326,7 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
     let want_direct = data.len() >= DIRECT_MIN;
     let open = || {
         if want_direct {
-            match open_direct(path) {
+            match crate::direct::create(path) {
                 // No direct I/O on this file system (the open may have made the file).
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                     let _ = fs::remove_file(path);
