@@ -14,7 +14,7 @@
 //! 4. Invalidate the source's dentry everywhere (each group drops its replica entry and waits
 //!    for batches that resolved through it), then have every group push its change-log, so the
 //!    directory's attributes at its owner are exact, and read them.
-//! 5. Log the intent in the [`RenameJournal`], put the directory at the new name
+//! 5. Log the intent in the [`crate::intents::RenameJournal`], put the directory at the new name
 //!    (`RenameDirIn`), remove the old name (`RenameDirOut`), drop the intent, thaw.
 //!
 //! A file keeps its inode id and its chunk references (no byte is copied): the coordinator
