@@ -137,17 +137,17 @@ fn argument(out: &mut String, arg: &Arg) {
     if let Some(long) = arg.get_long() {
         names.push(format!("--{long}"));
     }
-    let mut head = if arg.is_positional() {
+    let head = if arg.is_positional() {
         value_names(arg)
     } else if arg.get_action().takes_values() {
         format!("{} {}", names.join(", "), value_names(arg))
     } else {
         names.join(", ")
     };
-    if arg.is_required_set() && !arg.is_positional() {
-        head.push_str(" (required)");
-    }
     let mut facts = Vec::new();
+    if arg.is_required_set() && !arg.is_positional() {
+        facts.push("required".to_string());
+    }
     if let Some(env) = arg.get_env() {
         facts.push(format!("env `{}`", env.to_string_lossy()));
     }
@@ -178,8 +178,12 @@ fn argument(out: &mut String, arg: &Arg) {
         .or(arg.get_help())
         .map(|h| text(&h.to_string()))
         .unwrap_or_default();
-    let help = help.replace("\n\n", "\n\n  ");
-    let _ = writeln!(out, "- `{head}`{facts}: {help}");
+    if help.is_empty() {
+        let _ = writeln!(out, "- `{head}`{facts}");
+    } else {
+        let help = help.replace("\n\n", "\n\n  ");
+        let _ = writeln!(out, "- `{head}`{facts}: {help}");
+    }
 }
 
 /// Help text as Markdown: paragraphs kept, the lines of a paragraph joined, and `<` and `>`
