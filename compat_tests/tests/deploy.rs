@@ -268,7 +268,10 @@ fn the_tikv_compose_file_advertises_addresses_the_host_reaches() {
             }
         }
     }
-    assert!(dials.len() >= 7, "PD's two, three stores', three --pd: {dials:?}");
+    assert!(
+        dials.len() >= 7,
+        "PD's two, three stores', three --pd: {dials:?}"
+    );
     for (name, flag, value) in dials {
         for addr in value.split(',') {
             let (host, port) = host_port(addr);
