@@ -31,6 +31,7 @@ pub mod records;
 mod refs;
 pub mod space;
 pub mod store;
+pub mod tikv_health;
 mod tickets;
 pub mod tree;
 pub mod txn;

@@ -42,11 +42,22 @@ pub struct Faults {
     pub region_error_every: u64,
 }
 
+/// The addresses PD hands out: its own client URL and the TiKV store's. A real cluster's
+/// advertised addresses may not be reachable from its clients (a container's name, say);
+/// pointing these elsewhere models that.
+#[derive(Clone, Debug)]
+pub struct Advertised {
+    pub pd: String,
+    pub store: String,
+}
+
 /// The whole simulated cluster.
 pub struct Cluster {
     pub id: u64,
-    /// The store's address, as clients dial it (`host:port`).
+    /// The store's address, as PD hands it out and clients dial it (`host:port`).
     pub store_addr: String,
+    /// PD's client URL's address, as `GetMembers` hands it out (`host:port`).
+    pub pd_addr: String,
     pub faults: Faults,
     tso: Mutex<u64>,
     regions: Mutex<Vec<Region>>,
@@ -56,10 +67,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(id: u64, store_addr: String, faults: Faults) -> Self {
+    pub fn new(id: u64, addrs: Advertised, faults: Faults) -> Self {
         Self {
             id,
-            store_addr,
+            store_addr: addrs.store,
+            pd_addr: addrs.pd,
             faults,
             tso: Mutex::new(0),
             regions: Mutex::new(vec![Region {

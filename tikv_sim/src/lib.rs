@@ -12,7 +12,7 @@ mod pd;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-pub use cluster::{Cluster, Faults};
+pub use cluster::{Advertised, Cluster, Faults};
 
 /// Largest gRPC message either side may send (a real TiKV's default is far above the
 /// client's 4 MiB decode limit too).
@@ -29,14 +29,29 @@ pub struct Sim {
 impl Sim {
     /// Serves PD and TiKV on `listen` (port 0: any free port) until dropped.
     pub async fn start(listen: SocketAddr, faults: Faults) -> std::io::Result<Self> {
+        Self::start_advertising(listen, None, None, faults).await
+    }
+
+    /// As [`Sim::start`], with PD handing out `pd` as its client URL and `store` as the TiKV
+    /// store's address (`None`: the address it listens on).
+    pub async fn start_advertising(
+        listen: SocketAddr,
+        pd: Option<String>,
+        store: Option<String>,
+        faults: Faults,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
+        let advertised = Advertised {
+            pd: pd.unwrap_or_else(|| addr.to_string()),
+            store: store.unwrap_or_else(|| addr.to_string()),
+        };
         let cluster_id = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
             | 1;
-        let cluster = Arc::new(Cluster::new(cluster_id, addr.to_string(), faults));
+        let cluster = Arc::new(Cluster::new(cluster_id, advertised, faults));
         let pd = proto::pdpb::pd_server::PdServer::new(pd::Pd {
             cluster: cluster.clone(),
         })

@@ -19,6 +19,12 @@ struct Args {
     /// Answer every N-th KV request with a retryable region error (0: never).
     #[arg(long, default_value_t = 0)]
     region_error_every: u64,
+    /// The PD client URL PD hands out (`host:port`; default: where it listens).
+    #[arg(long)]
+    advertise_pd: Option<String>,
+    /// The TiKV store address PD hands out (`host:port`; default: where it listens).
+    #[arg(long)]
+    advertise_store: Option<String>,
 }
 
 #[tokio::main]
@@ -32,7 +38,7 @@ async fn main() -> anyhow::Result<()> {
         split_keys: args.split_keys,
         region_error_every: args.region_error_every,
     };
-    let sim = Sim::start(args.listen, faults).await?;
+    let sim = Sim::start_advertising(args.listen, args.advertise_pd, args.advertise_store, faults).await?;
     let mut out = std::io::stdout();
     writeln!(out, "pd {}", sim.addr)?;
     out.flush()?;

@@ -34,7 +34,7 @@ impl Pd {
     }
 
     fn member(&self) -> pdpb::Member {
-        let url = format!("http://{}", self.cluster.store_addr);
+        let url = format!("http://{}", self.cluster.pd_addr);
         pdpb::Member {
             name: "saker-tikv-sim".into(),
             member_id: 1,

@@ -16,6 +16,7 @@ pub(crate) mod log_journal;
 mod mem;
 mod redb_engine;
 mod tikv_cache;
+mod tikv_connect;
 mod tikv_engine;
 
 pub mod conformance;
@@ -35,6 +36,9 @@ pub enum StoreError {
     Io(String),
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The store's service (TiKV) cannot be reached: what was tried and what each did.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// An atomic set of puts and deletes, applied in order. Values are shared buffers, so a batch

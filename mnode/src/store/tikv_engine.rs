@@ -42,6 +42,9 @@ const PIN_FOR: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 8;
 /// The longest a store call waits for TiKV (its retries included).
 const CALL_DEADLINE: Duration = Duration::from_secs(8);
+/// The longest a start waits for PD and TiKV to answer (every endpoint is tried at once,
+/// each within bounded waits: [`super::tikv_connect`]).
+const START_WITHIN: Duration = Duration::from_secs(30);
 /// The single-writer read cache's size (keys, values and bookkeeping).
 const CACHE_BYTES: u64 = 64 << 20;
 
@@ -63,6 +66,8 @@ pub struct TikvStore {
     client: TransactionClient,
     /// Prepended to every key: `saker/<keyspace>/`.
     prefix: Vec<u8>,
+    /// The PD endpoints, as given (for messages).
+    pd: String,
     /// Taken (and shut down in the background) on drop, which may happen inside a runtime.
     rt: Option<tokio::runtime::Runtime>,
     /// Single-writer mode: the timestamp reads use (0: take a fresh one each time) and when
@@ -80,7 +85,7 @@ fn io(e: impl std::fmt::Display) -> StoreError {
     StoreError::Io(format!("tikv: {e}"))
 }
 
-fn options() -> TransactionOptions {
+pub(super) fn options() -> TransactionOptions {
     TransactionOptions::new_optimistic().drop_check(CheckLevel::Warn)
 }
 
@@ -128,28 +133,36 @@ impl TikvStore {
         let config = Config::default()
             .with_timeout(Duration::from_secs(5))
             .with_grpc_max_decoding_message_size(MAX_RESPONSE);
+        let prefix = format!("saker/{keyspace}/").into_bytes();
         let endpoints = pd.to_vec();
-        let connected = on(&rt, async move {
-            TransactionClient::new_with_config(endpoints, config).await
-        })
-        .and_then(|r| r.map_err(io));
-        let client = match connected {
-            Ok(client) => client,
-            Err(e) => {
-                // Not dropped: dropping a runtime inside another one (a server's) panics.
-                rt.shutdown_background();
-                return Err(StoreError::Io(format!(
-                    "cannot reach TiKV through PD {}: {e}",
-                    pd.join(", ")
-                )));
+        let probe = prefix.clone();
+        let connected = on_for(&rt, START_WITHIN, async move {
+            super::tikv_connect::connect(&endpoints, config, probe).await
+        });
+        let why = match connected {
+            Ok(Ok(client)) => {
+                return Ok(Self {
+                    client,
+                    prefix,
+                    pd: pd.join(", "),
+                    rt: Some(rt),
+                    pinned: None,
+                })
             }
+            Ok(Err(why)) => why,
+            Err(e) => e.to_string(),
         };
-        Ok(Self {
-            client,
-            prefix: format!("saker/{keyspace}/").into_bytes(),
-            rt: Some(rt),
-            pinned: None,
-        })
+        // Not dropped: dropping a runtime inside another one (a server's) panics.
+        rt.shutdown_background();
+        Err(StoreError::Unreachable(format!(
+            "cannot reach TiKV through PD {}: {why}",
+            pd.join(", ")
+        )))
+    }
+
+    /// The PD endpoints this store was opened with (`a, b`).
+    pub fn endpoints(&self) -> &str {
+        &self.pd
     }
 
     /// Reads at the newest timestamp this process committed at or pinned, not a fresh one:
@@ -374,7 +387,7 @@ fn refused(e: &tikv_client::Error) -> bool {
     }
 }
 
-fn backoff(attempt: u32) -> Duration {
+pub(super) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((5u64 << attempt.min(7)).min(500))
 }
 
@@ -385,15 +398,22 @@ fn on<T: Send + 'static>(
     rt: &tokio::runtime::Runtime,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, StoreError> {
+    on_for(rt, CALL_DEADLINE, fut)
+}
+
+/// [`on`], waiting at most `deadline`.
+fn on_for<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    deadline: Duration,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, StoreError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     rt.spawn(async move {
-        let _ = tx.send(tokio::time::timeout(CALL_DEADLINE, fut).await);
+        let _ = tx.send(tokio::time::timeout(deadline, fut).await);
     });
     let wait = || match rx.recv() {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(StoreError::Io(format!(
-            "tikv: no answer within {CALL_DEADLINE:?}"
-        ))),
+        Ok(Err(_)) => Err(StoreError::Io(format!("tikv: no answer within {deadline:?}"))),
         Err(_) => Err(StoreError::Io("tikv store runtime stopped".into())),
     };
     // On a worker of a multi-thread runtime, its other tasks move to other threads meanwhile.
