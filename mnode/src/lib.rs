@@ -31,8 +31,8 @@ pub mod records;
 mod refs;
 pub mod space;
 pub mod store;
-pub mod tikv_health;
 mod tickets;
+pub mod tikv_health;
 pub mod tree;
 pub mod txn;
 

@@ -11,47 +11,69 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-/// A group whose rounds fail: since when, through which PD endpoints, the last error.
+/// A group's rounds, as far as TiKV's answers go.
+#[derive(Default)]
+struct Rounds {
+    /// When a round of it was last answered.
+    answered: Option<Instant>,
+    /// While its rounds fail: since when, through which PD endpoints, the last error.
+    failing: Option<Failing>,
+}
+
 struct Failing {
     since: Instant,
     pd: String,
     error: String,
 }
 
-static FAILING: Mutex<BTreeMap<u32, Failing>> = Mutex::new(BTreeMap::new());
+static GROUPS: Mutex<BTreeMap<u32, Rounds>> = Mutex::new(BTreeMap::new());
+
+fn any_failing(groups: &BTreeMap<u32, Rounds>) -> bool {
+    groups.values().any(|r| r.failing.is_some())
+}
 
 /// `group`'s lease round through PD `pd` failed with `error`.
 pub(crate) fn round_failed(group: u32, pd: &str, error: String) {
-    let mut failing = FAILING.lock();
-    if failing.is_empty() {
+    let mut groups = GROUPS.lock();
+    if !any_failing(&groups) {
         tracing::warn!(pd, error = %error, "TiKV unreachable: not ready until it answers");
     }
-    let f = failing.entry(group).or_insert_with(|| Failing {
-        since: Instant::now(),
+    let rounds = groups.entry(group).or_default();
+    // Not answering since the last answer (a round that fails on a silent TiKV takes its
+    // whole deadline to say so).
+    let since = rounds.answered.unwrap_or_else(Instant::now);
+    let failing = rounds.failing.get_or_insert_with(|| Failing {
+        since,
         pd: pd.to_string(),
         error: String::new(),
     });
-    f.error = error;
+    failing.error = error;
 }
 
 /// `group`'s lease round was answered by TiKV (whatever it said about the lease).
 pub(crate) fn round_answered(group: u32) {
-    let mut failing = FAILING.lock();
-    if failing.remove(&group).is_some() && failing.is_empty() {
+    let mut groups = GROUPS.lock();
+    let rounds = groups.entry(group).or_default();
+    rounds.answered = Some(Instant::now());
+    if rounds.failing.take().is_some() && !any_failing(&groups) {
         tracing::info!("TiKV answers again");
     }
 }
 
 /// Why this process is not ready on TiKV's account, while its lease rounds fail.
 pub fn unreachable() -> Option<String> {
-    let failing = FAILING.lock();
+    let groups = GROUPS.lock();
+    let failing: Vec<(u32, &Failing)> = groups
+        .iter()
+        .filter_map(|(g, r)| Some((*g, r.failing.as_ref()?)))
+        .collect();
     let (_, first) = failing.iter().min_by_key(|(_, f)| f.since)?;
-    let groups: Vec<String> = failing.keys().map(u32::to_string).collect();
+    let names: Vec<String> = failing.iter().map(|(g, _)| g.to_string()).collect();
     Some(format!(
         "metadata store: TiKV (PD {}) not answering for {}s (lease rounds of group {} fail): {}",
         first.pd,
         first.since.elapsed().as_secs(),
-        groups.join(", "),
+        names.join(", "),
         first.error
     ))
 }

@@ -43,7 +43,9 @@ pub(crate) fn open_store(
                 .unwrap_or(DEFAULT_KEYSPACE);
             let tikv = Arc::new(
                 TikvStore::connect(pd, keyspace)
-                    .with_context(|| format!("cannot open the metadata store (TiKV keyspace {keyspace:?})"))?
+                    .with_context(|| {
+                        format!("cannot open the metadata store (TiKV keyspace {keyspace:?})")
+                    })?
                     // Each group's keys have one writer at a time: the lease holder.
                     .single_writer(),
             );

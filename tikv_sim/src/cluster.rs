@@ -249,7 +249,11 @@ mod tests {
 
     #[test]
     fn splits_keep_the_keyspace_covered_and_bump_versions() {
-        let c = Cluster::new(7, "x".into(), Faults::default());
+        let addrs = Advertised {
+            pd: "x:1".into(),
+            store: "x:1".into(),
+        };
+        let c = Cluster::new(7, addrs, Faults::default());
         c.split(b"m");
         c.split(b"f");
         c.split(b"m");

@@ -38,7 +38,8 @@ async fn main() -> anyhow::Result<()> {
         split_keys: args.split_keys,
         region_error_every: args.region_error_every,
     };
-    let sim = Sim::start_advertising(args.listen, args.advertise_pd, args.advertise_store, faults).await?;
+    let sim = Sim::start_advertising(args.listen, args.advertise_pd, args.advertise_store, faults)
+        .await?;
     let mut out = std::io::stdout();
     writeln!(out, "pd {}", sim.addr)?;
     out.flush()?;

@@ -13,6 +13,7 @@ pub mod netns;
 pub mod otlp_sink;
 pub mod sse;
 pub mod tier;
+pub mod tikv;
 pub mod versions;
 
 use std::io::{BufRead, BufReader};

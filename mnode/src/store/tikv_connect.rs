@@ -110,7 +110,10 @@ async fn try_pd(ep: &str, config: Config) -> Result<(TransactionClient, u64), St
     .await
     {
         Ok(Ok(client)) => Ok((client, cluster_id)),
-        Ok(Err(e)) => Err(format!("answered as PD, but the client failed: {}", describe(&e))),
+        Ok(Err(e)) => Err(format!(
+            "answered as PD, but the client failed: {}",
+            describe(&e)
+        )),
         Err(_) => Err(format!(
             "answered as PD, but the client did not connect within {ANSWER_FOR:?}"
         )),
@@ -165,7 +168,10 @@ async fn stores(ep: &str, cluster_id: u64) -> String {
             Ok(()) => "accepts TCP connections".to_string(),
             Err(e) => e,
         };
-        out.push_str(&format!("\n  TiKV store {} at {}: {state}", s.id, s.address));
+        out.push_str(&format!(
+            "\n  TiKV store {} at {}: {state}",
+            s.id, s.address
+        ));
     }
     out
 }

@@ -81,8 +81,10 @@ struct Pinned {
     cache: ReadCache,
 }
 
-fn io(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("tikv: {e}"))
+/// A failed call, with its causes (a transport error's own text says little) and without
+/// `tikv-client`'s source locations.
+fn io(e: impl std::error::Error + 'static) -> StoreError {
+    StoreError::Io(format!("tikv: {}", super::tikv_connect::describe(&e)))
 }
 
 pub(super) fn options() -> TransactionOptions {
@@ -413,7 +415,9 @@ fn on_for<T: Send + 'static>(
     });
     let wait = || match rx.recv() {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(StoreError::Io(format!("tikv: no answer within {deadline:?}"))),
+        Ok(Err(_)) => Err(StoreError::Io(format!(
+            "tikv: no answer within {deadline:?}"
+        ))),
         Err(_) => Err(StoreError::Io("tikv store runtime stopped".into())),
     };
     // On a worker of a multi-thread runtime, its other tasks move to other threads meanwhile.
