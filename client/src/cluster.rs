@@ -7,8 +7,8 @@ use std::sync::Arc;
 use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
-    group_services, Attr, ChannelPool, ClientTag, ClusterMap, MetaError, MetaRequest, MetaResponse,
-    MetaService, NewObject, ObjectView, RpcChannel, Versioning, Want, WriteCond,
+    group_services, Attr, ChannelPool, ClientTag, ClusterMap, Decided, MetaError, MetaRequest,
+    MetaResponse, MetaService, NewObject, ObjectView, RpcChannel, Want, WriteCond,
 };
 
 use tracing::Instrument;
@@ -23,8 +23,9 @@ pub struct ClusterConfig {
     pub inline_threshold: usize,
     /// Larger objects are split into chunks of this size.
     pub chunk_size: usize,
-    /// The master key of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read).
-    pub master_key: Option<std::sync::Arc<crate::sealed::WrappingKey>>,
+    /// The master keys of SSE-S3 (none: SSE-S3 is refused, and its objects cannot be read,
+    /// except by a library mount, which asks a node for data keys).
+    pub master_key: Option<std::sync::Arc<crate::master_keys::MasterKeys>>,
     /// The keys of SSE-KMS, by id (none: SSE-KMS is refused).
     pub kms_keys: Option<std::sync::Arc<crate::sealed::Keyring>>,
 }
@@ -327,14 +328,15 @@ impl Cluster {
 
     /// Stores a file (or, for `dir_marker`, a directory marker) at `path`; a file only if
     /// `cond` holds of the object there (checked by the MNode in the batch that writes it),
-    /// keeping the file it replaces as a version as `versioning` says.
+    /// keeping the file it replaces as a version as `versioning` says (refused,
+    /// `SettingsChanged`, if the bucket's settings are no longer those it was decided under).
     pub async fn put_object(
         &self,
         path: &[String],
         obj: NewObject,
         dir_marker: bool,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
     ) -> Result<Attr, ClientError> {
         let (uid, gid) = (obj.uid, obj.gid);
         let resp = self
@@ -395,163 +397,4 @@ pub fn chunk_stores(
 }
 
 #[cfg(test)]
-mod tests {
-    use bytes::Bytes;
-    use saker_chunkstore::MemChunkStore;
-    use saker_mnode::{LocalGroups, MemStore, MetaStore, MnodeConfig, LOCAL_VNODES};
-    use saker_rpc::{ClusterMap, CoordinatorService, Layout, RpcServer};
-    use tokio::net::TcpListener;
-
-    use super::*;
-    use crate::list::{ListItem, Lister};
-
-    fn path(p: &[&str]) -> Vec<String> {
-        p.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn object(data: &'static [u8]) -> NewObject {
-        NewObject {
-            size: data.len() as u64,
-            etag: format!("etag-{}", data.len()),
-            layout: Layout::Inline,
-            inline: Some(Bytes::from_static(data)),
-            ..Default::default()
-        }
-    }
-
-    /// Three in-process groups, served over RPC on 127.0.0.1:0; returns the in-process cluster
-    /// and the address.
-    async fn served_groups(chunks: Arc<dyn ChunkStore>) -> (Cluster, String) {
-        let store: Arc<dyn MetaStore> = Arc::new(MemStore::new());
-        let local = LocalGroups::start(store, 3, MnodeConfig::new(1))
-            .await
-            .unwrap();
-        let groups = local.services();
-        let coordinator: Arc<dyn CoordinatorService> = Arc::new(
-            saker_coordinator::NamespaceCoordinator::new(local.router.clone(), groups.clone()),
-        );
-        local.connect(coordinator.clone());
-        let map = ClusterMap {
-            version: 1,
-            groups: groups.keys().copied().collect(),
-            vnodes: LOCAL_VNODES,
-            exceptions: local.router.exceptions().clone(),
-            endpoints: Default::default(),
-        };
-        assert_eq!(map.router().unwrap(), local.router);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        saker_rpc::auth::ensure_installed();
-        tokio::spawn(RpcServer::new(groups.clone(), coordinator, map).serve(listener));
-        let cluster = Cluster::new(local.router.clone(), groups, chunks, Default::default());
-        (cluster, addr)
-    }
-
-    #[tokio::test]
-    async fn a_connected_cluster_sees_what_the_in_process_one_wrote_and_back() {
-        let chunks: Arc<dyn ChunkStore> = Arc::new(MemChunkStore::new());
-        let (local, addr) = served_groups(chunks.clone()).await;
-        let remote = Cluster::connect(&addr, chunks, Default::default())
-            .await
-            .unwrap();
-        assert_eq!(
-            remote.groups().map(|(g, _)| *g).collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
-        for name in ["b", "x", "photo.jpg", "0001", "a-much-longer-name"] {
-            assert_eq!(
-                remote.owner(&path(&["b", name])),
-                local.owner(&path(&["b", name]))
-            );
-        }
-
-        remote
-            .call(
-                &path(&["b"]),
-                MetaRequest::CreateBucket {
-                    name: "b".into(),
-                    uid: 0,
-                    gid: 0,
-                },
-            )
-            .await
-            .unwrap();
-        // Parents are created over the network (MissingParent, then MkdirImplicit, retry).
-        let attr = remote
-            .put_object(
-                &path(&["b", "x", "y", "one"]),
-                object(b"first"),
-                false,
-                None,
-                Default::default(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(attr.size, 5);
-        let view = local
-            .lookup(&path(&["b", "x", "y", "one"]), Want::OBJECT)
-            .await
-            .unwrap();
-        assert_eq!(view.data.as_deref(), Some(&b"first"[..]));
-        assert_eq!(view.attr.etag, "etag-5");
-        assert_eq!(view.attr.id, attr.id);
-
-        local
-            .put_object(
-                &path(&["b", "x", "two"]),
-                object(b"second!"),
-                false,
-                None,
-                Default::default(),
-            )
-            .await
-            .unwrap();
-        let view = remote
-            .lookup(&path(&["b", "x", "two"]), Want::OBJECT)
-            .await
-            .unwrap();
-        assert_eq!(view.data.as_deref(), Some(&b"second!"[..]));
-
-        // A listing fans out to every group through the endpoint.
-        let mut lister = Lister::new(&remote, "b").await.unwrap();
-        let (items, more) = lister.page("", None, "", 100).await.unwrap();
-        let keys: Vec<String> = items
-            .into_iter()
-            .map(|i| match i {
-                ListItem::Object { key, .. } => key,
-                ListItem::CommonPrefix(p) => p,
-            })
-            .collect();
-        assert_eq!(keys, vec!["x/two", "x/y/one"]);
-        assert!(!more);
-
-        // Errors come back as themselves.
-        assert_eq!(
-            remote.lookup(&path(&["b", "nope"]), Want::ATTR).await,
-            Err(MetaError::NotFound)
-        );
-        assert!(matches!(
-            remote
-                .call(
-                    &path(&["b"]),
-                    MetaRequest::DeleteBucket { name: "b".into() }
-                )
-                .await,
-            Err(MetaError::NotEmpty)
-        ));
-    }
-
-    #[tokio::test]
-    async fn connecting_to_nothing_is_unavailable() {
-        saker_rpc::auth::ensure_installed();
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        drop(l);
-        let r = Cluster::connect(&addr, Arc::new(MemChunkStore::new()), Default::default()).await;
-        assert!(
-            matches!(r, Err(ClientError::Meta(MetaError::Unavailable(_)))),
-            "{:?}",
-            r.err()
-        );
-    }
-}
+mod tests;

@@ -19,13 +19,7 @@ pub struct GcReport {
     pub leaked: u64,
 }
 
-/// Now, in ns since the Unix epoch (the clock GC deadlines and restore lapses are in).
-pub fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or_default()
-}
+pub use saker_durable::now_ns;
 
 /// One pass: deletes chunks whose grace period ended, then (with `scrub`) chunks older than
 /// `grace` that no inode, part or GC entry references.

@@ -15,6 +15,41 @@ use saker_rpc::{Attr, Entry, FileKind, InodeId, MetaError, MetaRequest, MetaResp
 use crate::cluster::Cluster;
 use crate::error::ClientError;
 
+/// Every bucket (the directories at the root), gathered from every group, in name order.
+pub async fn buckets(cluster: &Cluster) -> Result<Vec<Entry>, ClientError> {
+    const PAGE: u32 = 1000;
+    let mut buckets = Vec::new();
+    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
+    for g in groups {
+        let mut after = Vec::new();
+        loop {
+            let req = MetaRequest::Scan {
+                dir: saker_namespace::ROOT_ID,
+                start_after: after.clone(),
+                limit: PAGE,
+                reader: None,
+            };
+            let entries = match cluster.call_group(g, req).await? {
+                MetaResponse::Entries(e) => e,
+                other => return Err(MetaError::Internal(format!("scan answered {other:?}")).into()),
+            };
+            let done = entries.len() < PAGE as usize;
+            for e in entries {
+                after = e.name.clone().into_bytes();
+                after.push(b'/');
+                if e.attr.kind == FileKind::Dir {
+                    buckets.push(e);
+                }
+            }
+            if done {
+                break;
+            }
+        }
+    }
+    buckets.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(buckets)
+}
+
 /// One listed item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListItem {

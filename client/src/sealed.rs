@@ -20,11 +20,8 @@ use std::path::{Path, PathBuf};
 
 use aes::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use saker_rpc::{PartInfo, Sse};
-
-use crate::data::DataStream;
 
 type Aes256Ctr = ctr::Ctr64BE<aes::Aes256>;
 
@@ -90,6 +87,34 @@ impl WrappingKey {
         kms_key_id: Option<String>,
     ) -> (DataKey, Sse) {
         let key = DataKey(rand::random());
+        let sse = Sse {
+            customer_key_md5,
+            kms_key_id,
+            wrapped: self.wrap(&key),
+            nonce: rand::random(),
+            parts: Vec::new(),
+        };
+        (key, sse)
+    }
+
+    /// `key` wrapped under this key for a new version: what [`Sse::wrapped`] holds.
+    pub fn wrap(&self, key: &DataKey) -> Vec<u8> {
+        let mut wrapped = vec![PACKAGED];
+        wrapped.extend_from_slice(&self.wrapping(key));
+        wrapped
+    }
+
+    /// `key`, the data key of `sse`, wrapped anew under this key in the format `sse` names
+    /// (a master key rotation: the version's bytes stay as they are).
+    pub fn rewrap(&self, key: &DataKey, sse: &Sse) -> Vec<u8> {
+        match packaged(sse) {
+            true => self.wrap(key),
+            false => self.wrapping(key),
+        }
+    }
+
+    /// The bare wrapping of `key`: GCM nonce, encrypted key, tag.
+    fn wrapping(&self, key: &DataKey) -> Vec<u8> {
         let gcm_nonce: [u8; NONCE_LEN] = rand::random();
         let mut sealed = key.0.to_vec();
         self.0
@@ -99,17 +124,9 @@ impl WrappingKey {
                 &mut sealed,
             )
             .expect("AES-GCM seals 32 bytes");
-        let mut wrapped = vec![PACKAGED];
-        wrapped.extend_from_slice(&gcm_nonce);
+        let mut wrapped = gcm_nonce.to_vec();
         wrapped.extend_from_slice(&sealed);
-        let sse = Sse {
-            customer_key_md5,
-            kms_key_id,
-            wrapped,
-            nonce: rand::random(),
-            parts: Vec::new(),
-        };
-        (key, sse)
+        wrapped
     }
 
     /// The data key of `sse`, when it was wrapped under this key.
@@ -134,7 +151,7 @@ impl WrappingKey {
 
 /// Writes the line `{prefix}{a new random 256-bit key in hex}` to `path`, opened with `options`
 /// and mode 600 when it makes the file, and syncs it.
-fn write_new_key(
+pub(crate) fn write_new_key(
     path: &Path,
     options: &mut std::fs::OpenOptions,
     prefix: &str,
@@ -149,7 +166,7 @@ fn write_new_key(
 }
 
 /// The text of a key file that is neither inside `data_dir` nor readable by others.
-fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealError> {
+pub(crate) fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealError> {
     let fail = |reason: String| SealError::KeyFile {
         path: path.to_path_buf(),
         reason,
@@ -181,7 +198,7 @@ fn read_key_file(path: &Path, data_dir: Option<&Path>) -> Result<String, SealErr
 }
 
 /// A key written as 64 hex digits.
-fn parse_key(hex_key: &str) -> Result<WrappingKey, String> {
+pub(crate) fn parse_key(hex_key: &str) -> Result<WrappingKey, String> {
     let bytes = hex::decode(hex_key).map_err(|_| "not hex".to_string())?;
     let key: [u8; 32] = bytes
         .try_into()
@@ -293,6 +310,16 @@ impl std::fmt::Debug for Opening {
 }
 
 impl DataKey {
+    /// The data key a node handed over ([`saker_rpc::MetaRequest::SseKey`]).
+    pub fn from_plain(key: &saker_rpc::PlainKey) -> Self {
+        DataKey(key.0)
+    }
+
+    /// This key as a node hands it to a library mount (over mutual TLS only).
+    pub fn to_plain(&self) -> saker_rpc::PlainKey {
+        saker_rpc::PlainKey(self.0)
+    }
+
     /// How the bytes of stream `part` (0: an object written at once) of the version `sse`
     /// are sealed.
     pub fn sealing(&self, sse: &Sse, part: u32) -> Sealing {
@@ -392,19 +419,6 @@ impl Keystream {
         let mut out = BytesMut::from(data);
         self.apply(pos, &mut out);
         out.freeze()
-    }
-
-    /// `stream`, the stored bytes of this version from offset `start`, decrypted.
-    pub fn decrypt(self, stream: DataStream, start: u64) -> DataStream {
-        let ks = std::sync::Arc::new(self);
-        Box::pin(stream.scan(start, move |pos, piece| {
-            let out = piece.map(|p| {
-                let plain = ks.applied(*pos, &p);
-                *pos += p.len() as u64;
-                plain
-            });
-            futures::future::ready(Some(out))
-        }))
     }
 }
 

@@ -326,7 +326,7 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
     // A bad route is refused with the reason.
     let bad = srv.admin_cmd(&["exception", "set", "Makefile", "nowhere"]);
     assert!(!bad.status.success());
-    let moved = counter(&srv, "saker_mnode_migrated_inodes_total").await;
+    let moved = metric(&srv.admin, "saker_mnode_migrated_inodes_total ").await;
     assert!(moved > 0.0, "inodes were moved: {moved}");
 
     // The table and the placement survive a restart; new writes of the name work.
@@ -361,15 +361,6 @@ async fn a_redirected_name_keeps_its_objects_across_a_restart() {
     }
 }
 
-/// The value of an unlabelled counter on the server's /metrics (0 if it is not exported).
-async fn counter(srv: &Server, name: &str) -> f64 {
-    let text = metrics_text(&srv.admin).await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .map(|v| v.parse().unwrap())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes() {
     let srv = Server::default_start();
@@ -396,7 +387,7 @@ async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes(
         srv.admin_cmd(&["exception", "set", "Makefile", &target.to_string()]),
         "exception set",
     );
-    let misdirected = counter(&srv, "saker_mnode_misdirected_total").await;
+    let misdirected = metric(&srv.admin, "saker_mnode_misdirected_total ").await;
 
     // The first request goes to the old owner, which forwards it; its reply carries the new
     // table's version, so the client fetches the table.
@@ -406,7 +397,7 @@ async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes(
         .expect("found through the old owner");
     assert_eq!(view.attr.size, 8);
     assert_eq!(
-        counter(&srv, "saker_mnode_misdirected_total").await,
+        metric(&srv.admin, "saker_mnode_misdirected_total ").await,
         misdirected + 1.0,
         "the stale request was forwarded once"
     );
@@ -422,7 +413,7 @@ async fn a_client_with_a_stale_exception_table_is_forwarded_once_then_refreshes(
         lib.lookup(&path, saker_rpc::Want::ATTR).await.unwrap();
     }
     assert_eq!(
-        counter(&srv, "saker_mnode_misdirected_total").await,
+        metric(&srv.admin, "saker_mnode_misdirected_total ").await,
         misdirected + 1.0,
         "no request after the refresh was forwarded"
     );
@@ -484,4 +475,20 @@ async fn the_access_log_has_a_line_per_request_and_no_secret() {
     assert_eq!(misses.len(), 1, "{text}");
     assert_eq!(misses[0]["status"], 404);
     assert!(!of("REST.PUT.BUCKET", "").is_empty(), "{text}");
+}
+
+#[tokio::test]
+async fn a_clean_sigterm_logs_no_error() {
+    let mut srv = Server::start(Opts::default().whole_log());
+    let c = srv.client();
+    let b = new_bucket(&c, "sigterm").await;
+    put(&c, &b, "k", b"v").await;
+    assert!(srv.terminate().success(), "{}", srv.stderr_tail());
+    let log = srv.stderr_tail();
+    assert!(
+        log.contains("raft stopped"),
+        "the groups' stop is logged: {log}"
+    );
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "a clean stop logged errors: {errors:#?}");
 }

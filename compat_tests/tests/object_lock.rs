@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use aws_sdk_s3::primitives::DateTime;
 use aws_sdk_s3::types::{
-    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, DefaultRetention,
-    ObjectLockConfiguration, ObjectLockEnabled, ObjectLockLegalHold, ObjectLockLegalHoldStatus,
-    ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode, ObjectLockRule,
+    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, ObjectLockLegalHold,
+    ObjectLockLegalHoldStatus, ObjectLockMode, ObjectLockRetention, ObjectLockRetentionMode,
     VersioningConfiguration,
 };
 use aws_sdk_s3::Client;
-use common::fuse::{errno, Mounted};
+use common::fuse::{cpath, errno, libc_errno, LibraryMount, Mounted};
+use common::worm::a_day_of_governance;
 use common::*;
 
 async fn lock_bucket(c: &Client, tag: &str) -> String {
@@ -27,18 +27,6 @@ async fn lock_bucket(c: &Client, tag: &str) -> String {
         .await
         .expect("create bucket with object lock");
     b
-}
-
-/// Object Lock with a default retention of one day in governance mode.
-fn a_day_of_governance() -> ObjectLockConfiguration {
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    ObjectLockConfiguration::builder()
-        .object_lock_enabled(ObjectLockEnabled::Enabled)
-        .rule(ObjectLockRule::builder().default_retention(one_day).build())
-        .build()
 }
 
 fn in_secs(secs: u64) -> DateTime {
@@ -532,4 +520,55 @@ async fn the_mount_s_writes_get_the_default_retention() {
         );
     }
     assert_eq!(get_bytes(&c, &b, "log").await, b"first half, second half");
+}
+
+/// Through a library mount (a `saker mount --cluster` process holding only a client
+/// credential) in a bucket with a governance default: the file is locked at its first commit
+/// (its fsync, seen while the file is still open); afterwards unlink, rename and truncate are
+/// EPERM, and an S3 delete of its version is AccessDenied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_library_mount_s_file_is_locked_at_its_first_commit() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let b = lock_bucket(&c, "wormlib").await;
+    c.put_object_lock_configuration()
+        .bucket(&b)
+        .object_lock_configuration(a_day_of_governance())
+        .send()
+        .await
+        .unwrap();
+    let mount = tokio::task::block_in_place(|| LibraryMount::start(&srv));
+    let dir = mount.root.join(&b);
+    let open = tokio::task::block_in_place(|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(dir.join("log")).unwrap();
+        f.write_all(b"committed once").unwrap();
+        f.sync_all().unwrap();
+        f
+    });
+    let head = c.head_object().bucket(&b).key("log").send().await.unwrap();
+    assert_eq!(head.object_lock_mode(), Some(&ObjectLockMode::Governance));
+    let vid = head.version_id().expect("a version id").to_string();
+    let errs = tokio::task::block_in_place(|| {
+        drop(open);
+        let log = dir.join("log");
+        [
+            errno(std::fs::remove_file(&log)),
+            errno(std::fs::rename(&log, dir.join("moved"))),
+            errno(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(&log),
+            ),
+            // SAFETY: a valid C path.
+            libc_errno(unsafe { libc::truncate(cpath(&log).as_ptr(), 0) } as i64),
+        ]
+    });
+    assert_eq!(errs, [libc::EPERM; 4]);
+    denied(
+        delete_version(&c, &b, "log", &vid, false).await,
+        "deleting the version a library mount made",
+    );
+    assert_eq!(get_bytes(&c, &b, "log").await, b"committed once");
 }

@@ -12,8 +12,8 @@ use common::*;
 use saker_client::{ChunkWriter, Cluster};
 use saker_rpc::auth::{install, Credential};
 use saker_rpc::{
-    access as mode, Attr, CommitReceipt, Cred, Layout, MetaError, MetaRequest, MetaResponse,
-    ObjectView, Want,
+    access as mode, Attr, CommitReceipt, CommitSeal, Cred, FreshKey, Layout, MetaError,
+    MetaRequest, MetaResponse, ObjectView, Sse, Want,
 };
 
 const BUCKET: &str = "commits";
@@ -22,7 +22,12 @@ const VERSIONED: &str = "commits-versioned";
 /// A server, an S3 client of its root key, and a library client holding the server's client
 /// credential (the process's, from now on).
 async fn start() -> (Server, aws_sdk_s3::Client, Cluster) {
-    let srv = Server::default_start();
+    start_with(Opts::default()).await
+}
+
+/// [`start`] with the server's options `opts`.
+async fn start_with(opts: Opts) -> (Server, aws_sdk_s3::Client, Cluster) {
+    let srv = Server::start(opts);
     let node = Credential::load(&srv.credential_path()).unwrap();
     install(node.client().unwrap());
     let lib = Cluster::connect_all(&srv.rpc_addr, Default::default())
@@ -99,6 +104,21 @@ async fn commit(
     cred: Cred,
     receipt: Option<CommitReceipt>,
 ) -> Result<(Attr, CommitReceipt), MetaError> {
+    commit_sealed(lib, p, id, size, layout, cred, receipt, None).await
+}
+
+/// [`commit`] of bytes sealed as `sse` says.
+#[allow(clippy::too_many_arguments)]
+async fn commit_sealed(
+    lib: &Cluster,
+    p: &str,
+    id: u64,
+    size: usize,
+    layout: Layout,
+    cred: Cred,
+    receipt: Option<CommitReceipt>,
+    sse: Option<CommitSeal>,
+) -> Result<(Attr, CommitReceipt), MetaError> {
     let req = MetaRequest::CommitFile {
         path: path(p),
         id,
@@ -111,6 +131,7 @@ async fn commit(
         versioning: Default::default(),
         replaces: None,
         default_lock: None,
+        sse,
     };
     match lib.call(&path(p), req).await? {
         MetaResponse::Committed { attr, receipt } => Ok((attr, receipt)),
@@ -183,8 +204,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
     assert_eq!(get_bytes(&s3, BUCKET, "mine").await, first);
 
     // In a bucket that keeps versions the client has no say in it (the request carries no
-    // setting). (A bucket of its own: an MNode's copy of a bucket's settings is refreshed
-    // as a gateway's is, within 2 s of a change.)
+    // setting).
     s3.create_bucket().bucket(VERSIONED).send().await.unwrap();
     s3.put_bucket_versioning()
         .bucket(VERSIONED)
@@ -245,17 +265,7 @@ async fn the_mnode_decides_what_a_client_s_commit_does() {
 
     // A truncation that would keep no version is refused; an unlink that says the bucket
     // keeps none still leaves every version behind a delete marker.
-    let truncate = MetaRequest::SetAttr {
-        path: path(&f),
-        mode: None,
-        uid: None,
-        gid: None,
-        size: Some(0),
-        atime: None,
-        mtime: None,
-        cred: Cred::ROOT,
-        through_handle: false,
-    };
+    let truncate = MetaRequest::truncate(path(&f), Cred::ROOT);
     let r = lib.call(&path(&f), truncate).await;
     assert!(matches!(r, Err(MetaError::Invalid(_))), "{r:?}");
     let kept = versions(&srv, "mine").await;
@@ -319,32 +329,9 @@ async fn a_client_reads_chunks_only_with_a_grant_from_the_mnode() {
 /// versions cannot be deleted without the governance bypass.
 #[tokio::test]
 async fn a_client_s_commit_is_locked_by_the_mnode() {
-    use aws_sdk_s3::types::{
-        DefaultRetention, ObjectLockConfiguration, ObjectLockEnabled, ObjectLockRetentionMode,
-        ObjectLockRule,
-    };
+    use common::worm::{a_day_of_governance, locked_bucket};
     let (_srv, s3, lib) = start().await;
-    s3.create_bucket()
-        .bucket(VERSIONED)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let one_day = DefaultRetention::builder()
-        .mode(ObjectLockRetentionMode::Governance)
-        .days(1)
-        .build();
-    s3.put_object_lock_configuration()
-        .bucket(VERSIONED)
-        .object_lock_configuration(
-            ObjectLockConfiguration::builder()
-                .object_lock_enabled(ObjectLockEnabled::Enabled)
-                .rule(ObjectLockRule::builder().default_retention(one_day).build())
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    locked_bucket(&s3, VERSIONED, a_day_of_governance()).await;
     let f = format!("{VERSIONED}/worm");
     let id = create(&lib, &f).await.id;
     let mut receipt = None;
@@ -394,5 +381,180 @@ async fn a_client_s_commit_is_locked_by_the_mnode() {
             .await
             .expect_err("a locked version is deleted");
         assert_eq!(e.raw_response().map(|r| r.status().as_u16()), Some(403));
+    }
+}
+
+/// What a node gives a library client for a file: a data key, its record, and for a fresh
+/// key the proof its commit brings.
+type GivenKey = (saker_rpc::PlainKey, Sse, Option<FreshKey>);
+
+/// A data key request by a library client: the key, or the refusal.
+async fn sse_key(
+    lib: &Cluster,
+    p: &str,
+    id: u64,
+    cred: Cred,
+    fresh: bool,
+) -> Result<GivenKey, MetaError> {
+    let req = MetaRequest::SseKey {
+        path: path(p),
+        id,
+        cred,
+        fresh,
+    };
+    match lib.call(&path(p), req).await? {
+        MetaResponse::SseKey { key, sse, fresh } => Ok((key, sse, fresh)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_client_gets_data_keys_only_after_a_read_s_or_a_commit_s_check() {
+    let (_keys, master) = common::sse::master_key();
+    let (srv, s3, lib) = start_with(common::sse::with_key(&master)).await;
+    s3.create_bucket().bucket(BUCKET).send().await.unwrap();
+    let aes = aws_sdk_s3::types::ServerSideEncryptionByDefault::builder()
+        .sse_algorithm(aws_sdk_s3::types::ServerSideEncryption::Aes256)
+        .build()
+        .unwrap();
+    common::sse::set_default_encryption(&s3, BUCKET, aes).await;
+    let p = "commits/sealed";
+    let id = create(&lib, p).await.id;
+    // A fresh key for new bytes: the commit's check (owner, or write permission).
+    let denied = sse_key(&lib, p, id, user(), true).await;
+    assert_eq!(denied.unwrap_err(), MetaError::AccessDenied);
+    let (key, sse, fresh) = sse_key(&lib, p, id, Cred::ROOT, true).await.unwrap();
+    assert!(saker_rpc::is_sse_s3(&sse));
+    let fresh = fresh.expect("a fresh key comes with its proof");
+    assert_eq!(
+        sse_key(&lib, p, id + 1, Cred::ROOT, true)
+            .await
+            .unwrap_err(),
+        MetaError::NotFound,
+        "a key for another file than the path names"
+    );
+    // The bucket encrypts by default: a commit in the clear is refused, and so is one sealed
+    // under a key of the client's own making, or under a key given for another file.
+    let data = b"sealed by a library client with a key from the node".to_vec();
+    let clear = chunks_for(&lib, id, &data).await;
+    let refused = commit(&lib, p, id, data.len(), clear, Cred::ROOT, None).await;
+    assert_eq!(refused.unwrap_err(), MetaError::AccessDenied);
+    let own = saker_client::sealed::WrappingKey::new(&[9; 32])
+        .new_data_key(None, None)
+        .1;
+    let other = "commits/other";
+    let other_id = create(&lib, other).await.id;
+    let wrong = [
+        (p, id, own.clone(), FreshKey::sign(id, &own)),
+        (p, id, own, fresh),
+        (other, other_id, sse.clone(), fresh),
+    ];
+    for (at, file, sse, fresh) in wrong {
+        let layout = chunks_for(&lib, file, &data).await;
+        let seal = Some(CommitSeal { sse, fresh });
+        let r = commit_sealed(&lib, at, file, data.len(), layout, Cred::ROOT, None, seal).await;
+        assert!(matches!(r, Err(MetaError::Invalid(_))), "{at}: {r:?}");
+    }
+    // Sealed under the node's key, the bytes read back through S3 as sent.
+    let dk = saker_client::sealed::DataKey::from_plain(&key);
+    let mut w = ChunkWriter::new(&lib)
+        .for_file(id)
+        .sealed(Some(dk.sealing(&sse, 0)));
+    w.write(&data).await.unwrap();
+    let layout = w.finish_chunked().await.unwrap().layout;
+    let seal = Some(CommitSeal { sse, fresh });
+    let sealed = commit_sealed(&lib, p, id, data.len(), layout, Cred::ROOT, None, seal);
+    assert!(sealed.await.unwrap().0.sealed);
+    let got = s3
+        .get_object()
+        .bucket(BUCKET)
+        .key("sealed")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        got.server_side_encryption(),
+        Some(&aws_sdk_s3::types::ServerSideEncryption::Aes256)
+    );
+    assert_eq!(
+        got.body.collect().await.unwrap().into_bytes().to_vec(),
+        data
+    );
+    // The stored version's key: to whoever may read the file, and no one else.
+    let (opened, _, proof) = sse_key(&lib, p, id, user(), false).await.unwrap();
+    assert_eq!(proof, None, "the stored version's key is for reading only");
+    assert!(opened == key, "the key of the stored version");
+    let chmod = MetaRequest::chmod(path(p), 0o100600, Cred::ROOT);
+    lib.call(&path(p), chmod).await.unwrap();
+    let denied = sse_key(&lib, p, id, user(), false).await;
+    assert_eq!(denied.unwrap_err(), MetaError::AccessDenied);
+    assert!(sse_key(&lib, p, id, Cred::ROOT, false).await.is_ok());
+    // Counted.
+    let metrics = metrics_text(&srv.admin).await;
+    for (kind, outcome) in [("fresh", "denied"), ("fresh", "given"), ("open", "denied")] {
+        let line = format!("saker_mnode_sse_keys_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}");
+        assert!(metrics.contains(&line), "{line} missing from\n{metrics}");
+    }
+}
+
+/// A change of a bucket's default retention reaches every group before it is answered, and
+/// each commit is decided in its own batch from its group's copy: a commit sent after the
+/// change was answered is locked as the change says, and one that overlapped the change as
+/// either side, never as a copy a few seconds old says. (Commits of fresh files, spread over
+/// the server's groups, run while the default is switched on and off.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retention_change_holds_for_every_commit_answered_after_it() {
+    use aws_sdk_s3::types::ObjectLockMode;
+    use common::race::Writers;
+    use common::worm::{a_day_of_governance, locked_bucket, no_default, put_lock_config};
+    use std::sync::Arc;
+
+    const BUCKET: &str = "commits-retention-race";
+    const CHANGES: usize = 8;
+    const AFTER_EACH: usize = 6;
+    let (_srv, s3, lib) = start().await;
+    locked_bucket(&s3, BUCKET, no_default()).await;
+    let lib = Arc::new(lib);
+    let mut writers = Writers::default();
+    for w in 0..3 {
+        let lib = lib.clone();
+        writers.spawn(move |n| {
+            let lib = lib.clone();
+            async move {
+                let key = format!("w{w}-{n}");
+                let f = format!("{BUCKET}/{key}");
+                let data = random_bytes(1024);
+                let id = create(&lib, &f).await.id;
+                let layout = chunks_for(&lib, id, &data).await;
+                commit(&lib, &f, id, data.len(), layout, Cred::ROOT, None)
+                    .await
+                    .unwrap();
+                key
+            }
+        });
+    }
+    let switch = |on: bool| {
+        let conf = if on {
+            a_day_of_governance()
+        } else {
+            no_default()
+        };
+        put_lock_config(&s3, BUCKET, conf)
+    };
+    let settings = (0..CHANGES).map(|i| i % 2 == 0);
+    let (changes, commits) = writers.race(false, settings, AFTER_EACH, switch).await;
+
+    let settled = changes.settled(&commits);
+    assert!(settled.len() >= CHANGES * AFTER_EACH, "{settled:?}");
+    for (key, on) in settled {
+        let head = s3
+            .head_object()
+            .bucket(BUCKET)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        let locked = head.object_lock_mode() == Some(&ObjectLockMode::Governance);
+        assert_eq!(locked, on, "{key}: committed while the default was {on}");
     }
 }

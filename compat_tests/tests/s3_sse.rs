@@ -1,125 +1,19 @@
 //! Server-side encryption end to end: SSE-S3 (under a master key file kept outside the data
 //! directory), SSE-KMS (under a named key of a local keyring), SSE-C (under the client's key,
-//! sent with every request) and bucket default encryption. The bytes on disk are ciphertext (a marker written in the clear in a control
-//! object is found on disk, the encrypted objects' markers are not); reads, ranges, parts,
-//! copies and the mount give the plaintext back; a wrong or missing key is refused.
+//! sent with every request) and bucket default encryption. The bytes on disk are ciphertext
+//! (a marker written in the clear in a control object is found on disk, the encrypted
+//! objects' markers are not); reads, ranges, parts, copies and the mount give the plaintext
+//! back; a wrong or missing key is refused.
 
 mod common;
 
-use std::path::Path;
-
-use aws_sdk_s3::config::http::HttpResponse;
-use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, ServerSideEncryption, ServerSideEncryptionByDefault,
-    ServerSideEncryptionConfiguration, ServerSideEncryptionRule,
-};
+use aws_sdk_s3::types::{ServerSideEncryption, ServerSideEncryptionByDefault};
 use aws_sdk_s3::Client;
-use base64::Engine as _;
 use common::fuse::{errno, Mounted};
-use common::sse::{key_admin, master_key};
+use common::sse::*;
 use common::*;
 
 const MIB: usize = 1024 * 1024;
-
-fn with_key(path: &Path) -> Opts {
-    Opts::default()
-        .arg("--sse-key-file", path.to_str().unwrap())
-        .arg("--chunk-size", "1MiB")
-}
-
-/// `n` bytes that carry `marker` at several places (so any stored piece would show it).
-fn marked(marker: &[u8], n: usize) -> Vec<u8> {
-    let mut data = random_bytes(n);
-    let step = (n / 4).max(marker.len());
-    let mut at = 0;
-    while at + marker.len() <= n {
-        data[at..at + marker.len()].copy_from_slice(marker);
-        at += step;
-    }
-    data
-}
-
-/// Whether any file under the server's data directory contains each of `needles`.
-async fn on_disk<const N: usize>(srv: &Server, needles: [&'static [u8]; N]) -> [bool; N] {
-    let dir = srv.data_dir().to_path_buf();
-    tokio::task::spawn_blocking(move || needles.map(|n| under(&dir, n)))
-        .await
-        .unwrap()
-}
-
-/// Whether any file under `dir` contains `needle`.
-fn under(dir: &Path, needle: &[u8]) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten().any(|e| {
-        let path = e.path();
-        if path.is_dir() {
-            under(&path, needle)
-        } else {
-            std::fs::read(&path)
-                .map(|b| b.windows(needle.len()).any(|w| w == needle))
-                .unwrap_or(false)
-        }
-    })
-}
-
-async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
-    let out = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .range(range)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
-/// Uploads `parts` as part numbers 1, 3, 5… (gaps on purpose: each part is its own stream).
-async fn multipart(c: &Client, b: &str, k: &str, parts: &[&[u8]], sse: bool) {
-    let mut create = c.create_multipart_upload().bucket(b).key(k);
-    if sse {
-        create = create.server_side_encryption(ServerSideEncryption::Aes256);
-    }
-    let up = create.send().await.unwrap();
-    assert_eq!(
-        up.server_side_encryption(),
-        sse.then_some(&ServerSideEncryption::Aes256)
-    );
-    let id = up.upload_id().unwrap();
-    let mut done = Vec::new();
-    for (i, data) in parts.iter().enumerate() {
-        let n = 1 + 2 * i as i32;
-        let p = c
-            .upload_part()
-            .bucket(b)
-            .key(k)
-            .upload_id(id)
-            .part_number(n)
-            .body(body(data))
-            .send()
-            .await
-            .unwrap();
-        done.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(p.e_tag().unwrap())
-                .build(),
-        );
-    }
-    let parts = CompletedMultipartUpload::builder()
-        .set_parts(Some(done))
-        .build();
-    c.complete_multipart_upload()
-        .bucket(b)
-        .key(k)
-        .upload_id(id)
-        .multipart_upload(parts)
-        .send()
-        .await
-        .unwrap();
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sse_s3_objects_are_ciphertext_on_disk_and_plaintext_to_readers() {
@@ -352,23 +246,6 @@ async fn sse_kms_seals_under_the_named_keyring_key() {
     assert!(!found, "SSE-KMS plaintext found on disk");
 }
 
-/// The bucket's default encryption is `by_default`.
-async fn set_default_encryption(c: &Client, b: &str, by_default: ServerSideEncryptionByDefault) {
-    let rule = ServerSideEncryptionRule::builder()
-        .apply_server_side_encryption_by_default(by_default)
-        .build();
-    let conf = ServerSideEncryptionConfiguration::builder()
-        .rules(rule)
-        .build()
-        .unwrap();
-    c.put_bucket_encryption()
-        .bucket(b)
-        .server_side_encryption_configuration(conf)
-        .send()
-        .await
-        .unwrap();
-}
-
 async fn head(
     c: &Client,
     b: &str,
@@ -378,25 +255,6 @@ async fn head(
 }
 
 /// A PUT of `data` at `k` with `x-amz-server-side-encryption: sse`.
-async fn put_sealed(
-    c: &Client,
-    b: &str,
-    k: &str,
-    sse: ServerSideEncryption,
-    data: &[u8],
-) -> Result<
-    aws_sdk_s3::operation::put_object::PutObjectOutput,
-    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError, HttpResponse>,
-> {
-    c.put_object()
-        .bucket(b)
-        .key(k)
-        .server_side_encryption(sse)
-        .body(body(data))
-        .send()
-        .await
-}
-
 /// A GET of `k` with the SSE-C key `key` (and `md5` as its MD5).
 fn keyed_get(
     c: &Client,
@@ -411,12 +269,6 @@ fn keyed_get(
         .sse_customer_algorithm("AES256")
         .sse_customer_key(key)
         .sse_customer_key_md5(md5)
-}
-
-fn customer(seed: u8) -> (String, String) {
-    let key = [seed; 32];
-    let b64 = base64::engine::general_purpose::STANDARD;
-    (b64.encode(key), b64.encode(md5_raw(&key)))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -544,7 +396,7 @@ fn a_master_key_inside_the_data_directory_or_open_to_others_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_mount_reads_sse_s3_objects_and_will_not_rewrite_them_in_the_clear() {
+async fn the_mount_reads_sse_s3_objects_and_rewrites_them_sealed() {
     let (_keys, key) = master_key();
     let opts = with_key(&key);
     let mounted = tokio::task::spawn_blocking(move || Mounted::start(opts))
@@ -559,32 +411,39 @@ async fn the_mount_reads_sse_s3_objects_and_will_not_rewrite_them_in_the_clear()
             .await
             .unwrap();
     }
-    let (key_c, md5_c) = customer(3);
-    c.put_object()
-        .bucket(&b)
-        .key("customer")
-        .sse_customer_algorithm("AES256")
-        .sse_customer_key(&key_c)
-        .sse_customer_key_md5(&md5_c)
-        .body(body(b"only with the client's key"))
-        .send()
-        .await
-        .unwrap();
+    put_customer_sealed(&c, &b, "customer", 3, b"only with the client's key").await;
     let dir = mounted.root.join(&b);
+    let rewritten = b"REWRITE-MARKER-0123456789abcdef".to_vec();
+    let new_bytes = rewritten.clone();
     let out = tokio::task::spawn_blocking(move || {
         let big = std::fs::read(dir.join("big")).unwrap();
         let small = std::fs::read(dir.join("small")).unwrap();
-        let write = std::fs::OpenOptions::new()
-            .write(true)
-            .open(dir.join("big"));
+        // Rewritten through the mount, a sealed file is sealed again (under a fresh key).
+        std::fs::write(dir.join("small"), &new_bytes).unwrap();
+        let mut appended = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("big"))
+            .unwrap();
+        std::io::Write::write_all(&mut appended, b"+tail").unwrap();
+        drop(appended);
         let customer = std::fs::read(dir.join("customer"));
-        (big, small, errno(write), errno(customer))
+        (big, small, errno(customer))
     })
     .await
     .unwrap();
     assert!(out.0 == big, "the mount read other bytes");
     assert_eq!(out.1, small);
-    assert_eq!([out.2, out.3], [libc::EACCES; 2]);
-    // Still sealed and intact through S3.
-    assert_eq!(get_bytes(&c, &b, "big").await, big);
+    assert_eq!(out.2, libc::EACCES);
+    // Sealed and intact through S3.
+    for (k, want) in [("small", rewritten), ("big", [&big[..], b"+tail"].concat())] {
+        let shown = head(&c, &b, k).await;
+        assert_eq!(
+            shown.server_side_encryption(),
+            Some(&ServerSideEncryption::Aes256),
+            "{k}"
+        );
+        assert!(get_bytes(&c, &b, k).await == want, "{k} reads other bytes");
+    }
+    let [found] = on_disk(&mounted.srv, [b"REWRITE-MARKER-0123456789abcdef"]).await;
+    assert!(!found, "a rewrite through the mount left plaintext on disk");
 }

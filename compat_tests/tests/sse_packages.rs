@@ -7,26 +7,31 @@ mod common;
 
 use aws_sdk_s3::types::ServerSideEncryption;
 use common::cluster::{chunks_held, Nodes};
-use common::sse::{chunk_data, chunk_files, master_key, tamper_consistently};
+use common::sse::{chunk_data, chunk_files, master_key, put_sealed, tamper_consistently};
 use common::*;
 
 /// Above the small-chunk limit (a chunk file of its own), four packages and a short one.
 const SIZE: usize = 4 * 65536 + 12_345;
 
 async fn put_sse(c: &aws_sdk_s3::Client, b: &str, k: &str, data: &[u8]) {
-    let out = c
-        .put_object()
-        .bucket(b)
-        .key(k)
-        .server_side_encryption(ServerSideEncryption::Aes256)
-        .body(body(data))
-        .send()
+    let out = put_sealed(c, b, k, ServerSideEncryption::Aes256, data)
         .await
         .unwrap();
     assert_eq!(
         out.server_side_encryption(),
         Some(&ServerSideEncryption::Aes256)
     );
+}
+
+/// A server of one copy with a master key (kept alive by the directory answered).
+fn sse_server() -> (tempfile::TempDir, Server) {
+    let (keys, key) = master_key();
+    let srv = Server::start(
+        Opts::default()
+            .arg("--sse-key-file", key.to_str().unwrap())
+            .arg("--chunk-size", "1MiB"),
+    );
+    (keys, srv)
 }
 
 /// The bytes of a GET of `k` (with `range`), or the failure of the request or of its body.
@@ -50,12 +55,7 @@ async fn try_get(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tampered_block_fails_its_tag_on_a_server_of_one_copy() {
-    let (_keys, key) = master_key();
-    let srv = Server::start(
-        Opts::default()
-            .arg("--sse-key-file", key.to_str().unwrap())
-            .arg("--chunk-size", "1MiB"),
-    );
+    let (_keys, srv) = sse_server();
     let c = srv.client();
     let b = new_bucket(&c, "tamper").await;
     let data = random_bytes(SIZE);
@@ -89,12 +89,7 @@ async fn a_tampered_block_fails_its_tag_on_a_server_of_one_copy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_part_uploaded_twice_is_under_two_keystreams() {
-    let (_keys, key) = master_key();
-    let srv = Server::start(
-        Opts::default()
-            .arg("--sse-key-file", key.to_str().unwrap())
-            .arg("--chunk-size", "1MiB"),
-    );
+    let (_keys, srv) = sse_server();
     let c = srv.client();
     let b = new_bucket(&c, "parts").await;
     let up = c

@@ -9,12 +9,12 @@
 mod common;
 
 use aws_sdk_s3::types::{
-    BucketLifecycleConfiguration, ExpirationStatus, GlacierJobParameters, LifecycleRule,
-    LifecycleRuleFilter, RestoreRequest, Tier, Transition, TransitionStorageClass,
+    BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
+    RestoreRequest, Transition, TransitionStorageClass,
 };
 use aws_sdk_s3::Client;
 use common::fuse::{LibraryMount, Mounted};
-use common::tier::{add_tier, archive_cmd, remote_keys};
+use common::tier::{add_tier, archive_cmd, remote_keys, restore};
 use common::*;
 
 /// (key, storage class) of every object of `b`.
@@ -54,18 +54,6 @@ async fn transition_rule(c: &Client, b: &str, class: &str) -> Result<(), String>
         .await
         .map(|_| ())
         .map_err(|e| format!("{:?}", e.into_service_error()))
-}
-
-async fn range(c: &Client, b: &str, k: &str, r: &str) -> Vec<u8> {
-    let o = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .range(r)
-        .send()
-        .await
-        .unwrap();
-    o.body.collect().await.unwrap().into_bytes().to_vec()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -158,11 +146,11 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
     assert_eq!(get_bytes(&c, &b, "logs/big").await, big);
     let at = 9 << 20;
     assert_eq!(
-        range(&c, &b, "logs/big", &format!("bytes={at}-{}", at + 99)).await,
+        get_range(&c, &b, "logs/big", &format!("bytes={at}-{}", at + 99)).await,
         big[at..at + 100]
     );
     assert_eq!(
-        range(&c, &b, "logs/mid", "bytes=100-199").await,
+        get_range(&c, &b, "logs/mid", "bytes=100-199").await,
         mid[100..200]
     );
     let head = c
@@ -218,23 +206,7 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
     tier_reads_stay_in_this_cluster(hot, &b, "big").await;
 
     // RestoreObject: 202 for a new copy (its chunk is local again), 200 after; x-amz-restore.
-    let restore = |days: i32| {
-        c.restore_object()
-            .bucket(&b)
-            .key("logs/mid")
-            .restore_request(
-                RestoreRequest::builder()
-                    .days(days)
-                    .glacier_job_parameters(
-                        GlacierJobParameters::builder()
-                            .tier(Tier::Standard)
-                            .build()
-                            .unwrap(),
-                    )
-                    .build(),
-            )
-            .send()
-    };
+    let restore = |days: i32| restore(&c, &b, "logs/mid", days);
     restore(30).await.unwrap();
     assert_eq!(hot.stored_chunks(), 2, "the restored copy's chunk");
     restore(40).await.unwrap();

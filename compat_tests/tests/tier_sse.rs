@@ -5,78 +5,13 @@
 
 mod common;
 
-use aws_sdk_s3::types::{
-    CompletedMultipartUpload, CompletedPart, GlacierJobParameters, RestoreRequest,
-    ServerSideEncryption, Tier,
-};
-use common::sse::master_key;
-use common::tier::{add_tier, archive_cmd, remote_keys};
+use aws_sdk_s3::types::ServerSideEncryption;
+use common::sse::{master_key, multipart, put_sealed};
+use common::tier::{add_tier, archive_cmd, remote_keys, restore};
 use common::*;
 
 const PACKAGE: usize = 65536;
 const RECORD: usize = 28;
-
-async fn put_sse(c: &aws_sdk_s3::Client, b: &str, k: &str, data: &[u8]) {
-    c.put_object()
-        .bucket(b)
-        .key(k)
-        .server_side_encryption(ServerSideEncryption::Aes256)
-        .body(body(data))
-        .send()
-        .await
-        .unwrap();
-}
-
-async fn multipart_sse(c: &aws_sdk_s3::Client, b: &str, k: &str, parts: &[&[u8]]) {
-    let up = c
-        .create_multipart_upload()
-        .bucket(b)
-        .key(k)
-        .server_side_encryption(ServerSideEncryption::Aes256)
-        .send()
-        .await
-        .unwrap();
-    let id = up.upload_id().unwrap();
-    let mut done = Vec::new();
-    for (i, data) in parts.iter().enumerate() {
-        let n = 2 + 3 * i as i32;
-        let p = c
-            .upload_part()
-            .bucket(b)
-            .key(k)
-            .upload_id(id)
-            .part_number(n)
-            .body(body(data))
-            .send()
-            .await
-            .unwrap();
-        let e = p.e_tag().unwrap();
-        done.push(CompletedPart::builder().part_number(n).e_tag(e).build());
-    }
-    let all = CompletedMultipartUpload::builder()
-        .set_parts(Some(done))
-        .build();
-    c.complete_multipart_upload()
-        .bucket(b)
-        .key(k)
-        .upload_id(id)
-        .multipart_upload(all)
-        .send()
-        .await
-        .unwrap();
-}
-
-async fn range(c: &aws_sdk_s3::Client, b: &str, k: &str, from: usize, to: usize) -> Vec<u8> {
-    let o = c
-        .get_object()
-        .bucket(b)
-        .key(k)
-        .range(format!("bytes={from}-{}", to - 1))
-        .send()
-        .await
-        .unwrap();
-    o.body.collect().await.unwrap().into_bytes().to_vec()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn encrypted_versions_move_to_a_tier_with_their_tags_and_come_back() {
@@ -99,9 +34,12 @@ async fn encrypted_versions_move_to_a_tier_with_their_tags_and_come_back() {
     let inline = random_bytes(10_000);
     let mid = random_bytes(300_000);
     let (p1, p2) = (random_bytes(5 << 20), random_bytes(PACKAGE + 7));
-    put_sse(&c, &b, "enc/inline", &inline).await;
-    put_sse(&c, &b, "enc/mid", &mid).await;
-    multipart_sse(&c, &b, "enc/parts", &[&p1, &p2]).await;
+    for (k, data) in [("enc/inline", &inline), ("enc/mid", &mid)] {
+        put_sealed(&c, &b, k, ServerSideEncryption::Aes256, data)
+            .await
+            .unwrap();
+    }
+    multipart(&c, &b, "enc/parts", &[&p1, &p2], true).await;
     let mut parts = p1.clone();
     parts.extend_from_slice(&p2);
 
@@ -134,12 +72,11 @@ async fn encrypted_versions_move_to_a_tier_with_their_tags_and_come_back() {
     assert_eq!(get_bytes(&c, &b, "enc/mid").await, mid);
     assert_eq!(get_bytes(&c, &b, "enc/parts").await, parts);
     for (from, to) in [(65_000, 140_000), ((5 << 20) - 100, (5 << 20) + 65_000)] {
-        assert_eq!(range(&c, &b, "enc/parts", from, to).await, parts[from..to]);
+        let r = format!("bytes={from}-{}", to - 1);
+        assert_eq!(get_range(&c, &b, "enc/parts", &r).await, parts[from..to]);
     }
-    assert_eq!(
-        range(&c, &b, "enc/mid", 299_000, 300_000).await,
-        mid[299_000..]
-    );
+    let tail = get_range(&c, &b, "enc/mid", "bytes=299000-299999").await;
+    assert_eq!(tail, mid[299_000..]);
 
     // The local chunks go after the grace period.
     let freed = poll_until(std::time::Duration::from_secs(30), || async {
@@ -149,29 +86,17 @@ async fn encrypted_versions_move_to_a_tier_with_their_tags_and_come_back() {
     assert!(freed, "{} chunks stored", hot.stored_chunks());
 
     // Restored, the bytes are local chunks again and read the same.
-    c.restore_object()
-        .bucket(&b)
-        .key("enc/parts")
-        .restore_request(
-            RestoreRequest::builder()
-                .days(1)
-                .glacier_job_parameters(
-                    GlacierJobParameters::builder()
-                        .tier(Tier::Standard)
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    restore(&c, &b, "enc/parts", 1).await.unwrap();
     assert_eq!(
         hot.stored_chunks(),
         6,
         "5 MiB and 64 KiB + 7 in 1 MiB chunks"
     );
     assert_eq!(get_bytes(&c, &b, "enc/parts").await, parts);
-    let (from, to) = ((5 << 20) - 5, (5 << 20) + 5);
-    assert_eq!(range(&c, &b, "enc/parts", from, to).await, parts[from..to]);
+    let at = 5 << 20;
+    let r = format!("bytes={}-{}", at - 5, at + 4);
+    assert_eq!(
+        get_range(&c, &b, "enc/parts", &r).await,
+        parts[at - 5..at + 5]
+    );
 }

@@ -4,13 +4,15 @@
 //! namespace protocols that need every MNode: rmdir, DeleteBucket and S3 reaping
 //! ([`rmdir`]), directory rename ([`rename`]), hard links ([`link`]), chmod/chown of
 //! directories ([`dir_attr`]), decides how names are redirected to balance the groups
-//! ([`balance`]) and carries out the redirections ([`exceptions`]). Multi-step protocols log
+//! ([`balance`]) and carries out the redirections ([`exceptions`]); buckets' write settings
+//! reach every group through [`bucket_writes`]. Multi-step protocols log
 //! their intents in a [`journal`] and finish them after a crash or a failover; everything
 //! durable is a record in a [`state`] store (files, or group 1's replicated state machine).
 
 pub mod access_keys;
 pub mod balance;
 pub mod benefit;
+pub mod bucket_writes;
 pub mod dir_attr;
 pub mod exceptions;
 pub mod journal;

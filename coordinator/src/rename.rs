@@ -101,13 +101,10 @@ impl Journal<RenameIntent> {
     }
 }
 
-/// Test hook: `SAKER_FAILPOINT=<name>` aborts the process at that point of the protocol, so
-/// crash tests can stop it between two durable steps.
+/// Test hook: aborts the process at fail point `name` ([`saker_rpc::fail_point`]), so crash
+/// tests can stop it between two durable steps.
 pub(crate) fn fail_point(name: &str) {
-    if std::env::var("SAKER_FAILPOINT").is_ok_and(|v| v == name) {
-        eprintln!("failpoint {name}: aborting");
-        std::process::abort();
-    }
+    saker_rpc::fail_point::abort_at(name);
 }
 
 /// Whether an error may go away by retrying (an MNode that did not answer).

@@ -156,12 +156,16 @@ impl NamespaceCoordinator {
     }
 
     /// What a crash or an unreachable group left unfinished: the exception table's install
-    /// and migration, then logged renames; then every group releases the freezes and blocks
+    /// and migration, buckets' write settings in every group, then logged renames; then every group releases the freezes and blocks
     /// the previous run still held there (an rmdir cut between its freeze and its thaw), logged
     /// links are finished, and protocol calls are taken. Returns once nothing is left.
     pub async fn resolve_pending(&self) {
         while let Err(e) = self.resolve_exceptions().await {
             tracing::debug!(error = %e, "the exception table waits for its groups");
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        while let Err(e) = self.resolve_bucket_writes().await {
+            tracing::debug!(error = %e, "buckets' settings wait for their groups");
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         self.resolve_renames().await;

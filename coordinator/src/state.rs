@@ -69,12 +69,6 @@ impl DirState {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), JournalError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))
-}
-
 #[async_trait]
 impl StateStore for DirState {
     async fn put(&self, key: &str, value: Option<Vec<u8>>) -> Result<(), JournalError> {
@@ -91,15 +85,7 @@ impl StateStore for DirState {
             };
         };
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&value).map_err(io_err(&tmp))?;
-            f.sync_all().map_err(io_err(&tmp))?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-        sync_dir(&dir)
+        saker_durable::replace_file(&path, &value).map_err(io_err(&path))
     }
 
     async fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, JournalError> {

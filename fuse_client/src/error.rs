@@ -98,6 +98,8 @@ fn meta_errno(e: &MetaError) -> Errno {
         | MetaError::InvalidPart(_)
         | MetaError::InvalidPartOrder
         | MetaError::EntityTooSmall => Errno::EINVAL,
+        // Sent for the gateway's writes only; the MNode decides the mount's.
+        MetaError::SettingsChanged { .. } => Errno::EAGAIN,
         MetaError::NotOwner { .. }
         | MetaError::Unavailable(_)
         | MetaError::NotLeader { .. }

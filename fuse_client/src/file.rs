@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 use futures::StreamExt;
 use md5::{Digest, Md5};
-use saker_client::sealed::Opening;
+use saker_client::sealed::{Opening, Sealing};
 use saker_client::{ChunkWriter, Cluster, ReadRange};
 use saker_rpc::{Attr, CommitReceipt, Cred, Layout};
 
@@ -237,22 +237,22 @@ impl OpenFile {
         if self.buf.is_some() {
             return Ok(());
         }
-        if self.attr.sealed {
-            // Rewritten here it would be stored in the clear.
-            return Err(FuseError::Sealed(
-                "encrypted objects are read-only through the mount",
-            ));
-        }
+        let opening = match (self.attr.sealed, &self.opening) {
+            (false, _) => None,
+            (true, Some(o)) => Some(o.clone()),
+            (true, None) => return Err(FuseError::Sealed("opened without its key")),
+        };
         let mut buf = Buffer::empty(dir);
         if self.attr.size > 0 {
-            let mut stream = cluster.read_data(
-                &self.attr.layout,
-                self.inline.clone(),
-                ReadRange {
-                    start: 0,
-                    end: self.attr.size,
-                },
-            );
+            let (layout, inline) = (&self.attr.layout, self.inline.clone());
+            let range = ReadRange {
+                start: 0,
+                end: self.attr.size,
+            };
+            let mut stream = match opening {
+                Some(o) => cluster.read_opened(layout, inline, range, o),
+                None => cluster.read_data(layout, inline, range),
+            };
             while let Some(piece) = stream.next().await {
                 let piece = piece?;
                 let at = buf.size;
@@ -267,9 +267,13 @@ impl OpenFile {
         Ok(())
     }
 
-    /// Writes the buffer to the chunkstores (or inline) and computes its ETag; the caller sends
-    /// the `CommitFile`.
-    pub async fn store(&mut self, cluster: &Cluster) -> Result<(Committed, ChunkWriterGuard)> {
+    /// Writes the buffer to the chunkstores (or inline), encrypted with `seal` if given, and
+    /// computes its ETag (of the plaintext); the caller sends the `CommitFile`.
+    pub async fn store(
+        &mut self,
+        cluster: &Cluster,
+        seal: Option<Sealing>,
+    ) -> Result<(Committed, ChunkWriterGuard)> {
         let buf = self
             .buf
             .as_mut()
@@ -285,7 +289,9 @@ impl OpenFile {
         // Content in memory is hashed while the last put runs (below), not before it.
         let deferred = whole_md5.is_some() && matches!(buf.store, Store::Mem(_));
         let mut chunk_md5s: Vec<[u8; 16]> = Vec::new();
-        let mut writer = ChunkWriter::new(cluster).for_file(self.attr.id);
+        let mut writer = ChunkWriter::new(cluster)
+            .for_file(self.attr.id)
+            .sealed(seal);
         let mut off = 0u64;
         let piece = chunk_size.min(4 * 1024 * 1024);
         let mut chunk_md5 = Md5::new();

@@ -188,8 +188,12 @@ impl SakerFs {
         }
         let path = self.path(ino)?;
         let id = f.attr.id;
+        let writer = f.writer.clone().unwrap_or_else(|| owner(&f.attr));
+        let seal = self.commit_seal(&path, id, f.attr.sealed, &writer)?;
         self.block(async {
-            let (stored, guard) = f.store(&self.cluster).await?;
+            let (stored, guard) = f
+                .store(&self.cluster, seal.as_ref().map(|s| s.sealing()))
+                .await?;
             let req = MetaRequest::CommitFile {
                 path: path.clone(),
                 id,
@@ -197,8 +201,9 @@ impl SakerFs {
                 etag: stored.etag,
                 layout: stored.layout,
                 inline: stored.inline.clone(),
-                cred: f.writer.clone().unwrap_or_else(|| owner(&f.attr)),
+                cred: writer,
                 receipt: f.committed,
+                sse: seal.as_ref().map(|s| s.commit.clone()),
                 versioning: Default::default(),
                 replaces: None,
                 default_lock: None,
@@ -212,6 +217,8 @@ impl SakerFs {
                     f.committed = Some(receipt);
                     f.attr = attr;
                     f.inline = stored.inline;
+                    // The server's bytes are now the ones sealed here (or plaintext).
+                    f.opening = seal.map(|s| s.opening());
                     f.dirty = false;
                     Ok(())
                 }

@@ -55,6 +55,7 @@ mod io;
 mod kernel;
 mod metrics;
 mod open;
+mod sealing;
 mod versioning;
 
 use std::path::Path;

@@ -167,46 +167,14 @@ impl SakerFs {
         if view.attr.kind == FileKind::Dir {
             return Err(MetaError::IsDir.into());
         }
-        let opening = match view.attr.sealed {
-            true if mask & access::WRITE != 0 => {
-                // Rewritten here it would be stored in the clear.
-                return Err(FuseError::Sealed(
-                    "encrypted objects are read-only through the mount",
-                ));
-            }
-            true => Some(self.opening(&path)?),
+        // A sealed file's bytes are decrypted for reading and for a rewrite (unless it is
+        // truncated first); a rewrite is sealed again at its commit.
+        let wants_bytes = mask & access::READ != 0 || flags & libc::O_TRUNC == 0;
+        let opening = match view.attr.sealed && wants_bytes {
+            true => Some(self.read_key(&path, ino, caller)?),
             false => None,
         };
         Ok(self.opened(view.attr, view.data, opening, flags & libc::O_APPEND != 0))
-    }
-
-    /// How the SSE-S3 object at `path` decrypts (its key wrapped under the
-    /// master key, which this mount must hold); an SSE-C object's key is its client's alone.
-    fn opening(&self, path: &[String]) -> Result<Arc<Opening>> {
-        let view = self.block(self.cluster.lookup(path, Want::HEAD))?;
-        let sse = view.meta.and_then(|m| m.sse).ok_or(FuseError::Stale)?;
-        if sse.customer_key_md5.is_some() {
-            return Err(FuseError::Sealed(
-                "encrypted with a client's key (SSE-C): readable through S3 with that key only",
-            ));
-        }
-        if sse.kms_key_id.is_some() {
-            return Err(FuseError::Sealed(
-                "encrypted with SSE-KMS: readable through S3 only",
-            ));
-        }
-        let master = self
-            .cluster
-            .config()
-            .master_key
-            .as_ref()
-            .ok_or(FuseError::Sealed(
-                "encrypted with SSE-S3: mount with --sse-key-file to read it",
-            ))?;
-        let key = master
-            .open(&sse)
-            .map_err(|_| FuseError::Sealed("the master key is not this object's"))?;
-        Ok(Arc::new(key.opening(&sse, &view.attr.parts)))
     }
 
     /// The MKNOD of a regular file when open(O_CREAT) comes as MKNOD then OPEN

@@ -3,7 +3,7 @@
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_namespace::validate_bucket_name;
-use saker_rpc::{FileKind, MetaError, MetaRequest, MetaResponse, Want};
+use saker_rpc::{FileKind, MetaError, MetaRequest, Want};
 
 use crate::error;
 use crate::keys::timestamp;
@@ -179,39 +179,18 @@ pub async fn list_buckets(
     let owned = |name: &str| {
         every || owners.get(name).copied().unwrap_or(root.as_str()) == account.as_str()
     };
-    let mut buckets = Vec::new();
-    let groups: Vec<_> = gw.cluster.groups().map(|(g, _)| *g).collect();
-    for g in groups {
-        let mut after = Vec::new();
-        loop {
-            let req = MetaRequest::Scan {
-                dir: saker_namespace::ROOT_ID,
-                start_after: after.clone(),
-                limit: 1000,
-                reader: None,
-            };
-            let entries = match gw.cluster.call_group(g, req).await.map_err(error::meta)? {
-                MetaResponse::Entries(e) => e,
-                other => return Err(error::internal(format!("scan answered {other:?}"))),
-            };
-            let done = entries.len() < 1000;
-            for e in entries {
-                after = e.name.clone().into_bytes();
-                after.push(b'/');
-                if e.attr.kind == FileKind::Dir && e.name.starts_with(&prefix) && owned(&e.name) {
-                    buckets.push(Bucket {
-                        name: Some(e.name),
-                        creation_date: Some(timestamp(e.attr.ctime_ns.min(e.attr.s3_mtime_ns))),
-                        bucket_region: None,
-                    });
-                }
-            }
-            if done {
-                break;
-            }
-        }
-    }
-    buckets.sort_by(|a, b| a.name.cmp(&b.name));
+    let all = saker_client::buckets(&gw.cluster)
+        .await
+        .map_err(error::client)?;
+    let mut buckets: Vec<Bucket> = all
+        .into_iter()
+        .filter(|e| e.name.starts_with(&prefix) && owned(&e.name))
+        .map(|e| Bucket {
+            creation_date: Some(timestamp(e.attr.ctime_ns.min(e.attr.s3_mtime_ns))),
+            name: Some(e.name),
+            bucket_region: None,
+        })
+        .collect();
     if let Some(token) = &req.input.continuation_token {
         buckets.retain(|b| b.name.as_deref().is_some_and(|n| n > token.as_str()));
     }

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use s3s::dto::*;
 use s3s::s3_error;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
-use saker_rpc::{MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
+use saker_rpc::{MetaError, MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
 
 use crate::error;
 use crate::keys::map_key;
@@ -44,16 +44,29 @@ pub(crate) async fn delete_one(
             return Err(s3_error!(InvalidArgument, "Invalid version id specified"));
         }
     }
-    let versioning = crate::versions::of_bucket(gw, bucket).await?;
-    let req = MetaRequest::DeleteObject {
-        path: kp.path.clone(),
-        dir_marker: kp.dir_marker,
-        cond,
-        versioning,
-        version_id,
-        bypass_governance,
+    let mut tries = 0;
+    let answer = loop {
+        let req = MetaRequest::DeleteObject {
+            path: kp.path.clone(),
+            dir_marker: kp.dir_marker,
+            cond: cond.clone(),
+            versioning: crate::versions::of_bucket(gw, bucket).await?,
+            version_id: version_id.clone(),
+            bypass_governance,
+        };
+        match gw.cluster.call(&kp.path, req).await {
+            // Decided anew from the settings as they are now (a delete brings no bytes).
+            Err(MetaError::SettingsChanged { .. }) if tries + 1 < crate::versions::REDECIDE => {
+                tries += 1;
+                gw.settings
+                    .reload()
+                    .await
+                    .map_err(crate::bucket::settings_error)?;
+            }
+            answer => break answer,
+        }
     };
-    match gw.cluster.call(&kp.path, req).await.map_err(error::meta)? {
+    match answer.map_err(error::meta)? {
         MetaResponse::Deleted {
             version_id,
             delete_marker,

@@ -74,6 +74,12 @@ pub fn meta(e: MetaError) -> S3Error {
                     .to_string(),
             )
         }
+        // The write was decided under settings its group no longer has: nothing was written,
+        // and the client's retry is decided anew.
+        MetaError::SettingsChanged { .. } => S3Error::with_message(
+            S3ErrorCode::ServiceUnavailable,
+            "The bucket's settings changed while the request was decided; please retry",
+        ),
         e @ (MetaError::NotLeader { .. } | MetaError::Fenced { .. }) => {
             tracing::warn!(error = %e, "metadata group or coordinator without a leader");
             S3Error::with_message(

@@ -44,12 +44,7 @@ pub fn secs(ns: i64) -> i64 {
     ns.div_euclid(1_000_000_000)
 }
 
-/// The wall clock, ns since the epoch.
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
+pub use saker_durable::now_ns;
 
 /// A timestamp in ns since the epoch.
 pub fn timestamp_ns(t: &Timestamp) -> i64 {

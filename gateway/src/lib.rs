@@ -100,7 +100,8 @@ impl Gateway {
             .map(|(_, g)| g.clone())
             .expect("a cluster has a group");
         let state: Arc<dyn saker_coordinator::StateStore> = Arc::new(GroupState::new(first, 0));
-        let settings = Arc::new(BucketSettings::new(state.clone()));
+        let groups = cluster.groups().map(|(g, s)| (*g, s.clone())).collect();
+        let settings = Arc::new(BucketSettings::new(state.clone()).publishing(groups));
         if tokio::runtime::Handle::try_current().is_ok() {
             tokio::spawn(settings.clone().follow());
         }

@@ -161,11 +161,34 @@ pub async fn put_object(
         lock: lock.filter(|_| !kp.dir_marker),
         acl,
     };
-    let attr = match gw
-        .cluster
-        .put_object(&kp.path, obj, kp.dir_marker, cond, versioning)
-        .await
-    {
+    let mut versioning = versioning;
+    let mut decided_from = settings.clone();
+    let mut tries = 0;
+    let written = loop {
+        let put = gw
+            .cluster
+            .put_object(
+                &kp.path,
+                obj.clone(),
+                kp.dir_marker,
+                cond.clone(),
+                versioning,
+            )
+            .await;
+        if let Err(ClientError::Meta(MetaError::SettingsChanged { .. })) = &put {
+            tries += 1;
+            if tries < crate::versions::REDECIDE {
+                let again = crate::versions::redecide(gw, &input.bucket, &decided_from).await?;
+                if let Some(now) = again {
+                    versioning = crate::versions::of_key(&now, &kp);
+                    decided_from = now;
+                    continue;
+                }
+            }
+        }
+        break put;
+    };
+    let attr = match written {
         Ok(attr) => attr,
         Err(e) => {
             // A write whose condition failed had its chunks queued for collection by the

@@ -10,14 +10,23 @@
 //! refreshed every [`REFRESH`]; its own changes are in its copy at once. Another gateway's
 //! change is seen within [`REFRESH`] (S3 too documents policy changes as eventually
 //! consistent).
+//!
+//! The write settings (versioning, Object Lock, default encryption) are kept differently:
+//! a change of one is sealed by group 1 under the bucket's next settings version and
+//! installed in every MNode group before it is answered ([`saker_coordinator::bucket_writes`]),
+//! and this copy takes them from what was sealed (the `writes` record), never from the
+//! records alone, so that its settings version ([`Bucket::settings_version`]) names exactly
+//! the settings a write was decided under. A write decided under another version than the
+//! one its group has is refused and decided again ([`BucketSettings::reload`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
-use saker_coordinator::{JournalError, StateStore};
+use saker_coordinator::{Groups, JournalError, StateStore};
 use saker_policy::{Acl, ObjectOwnership, Policy, PublicAccessBlock};
+use saker_rpc::{SealedWrites, SEALED_RECORD};
 
 /// How often a gateway refreshes its copy.
 pub const REFRESH: Duration = Duration::from_secs(2);
@@ -74,6 +83,14 @@ impl Setting {
     fn record(self, bucket: &str) -> String {
         format!("{PREFIX}{bucket}/{}", self.name())
     }
+
+    /// Whether writes into the bucket are decided by it (so it reaches every MNode group).
+    fn decides_writes(self) -> bool {
+        matches!(
+            self,
+            Setting::Versioning | Setting::ObjectLock | Setting::Encryption
+        )
+    }
 }
 
 /// What a bucket has set (unset: S3's defaults: no policy, the private ACL, ownership
@@ -99,6 +116,9 @@ pub struct Bucket {
     pub lifecycle: Option<Arc<Vec<crate::lifecycle::Rule>>>,
     /// The default encryption of new objects (PutBucketEncryption): `AES256`, SSE-S3.
     pub encryption: Option<String>,
+    /// The settings version `versioning`, `object_lock` and `encryption` were sealed under
+    /// (0: never sealed).
+    pub settings_version: u64,
 }
 
 impl Bucket {
@@ -140,6 +160,14 @@ impl Bucket {
         Ok(())
     }
 
+    /// Takes the write settings from what group 1 sealed.
+    fn seal(&mut self, sealed: &SealedWrites) {
+        self.versioning = sealed.writes.versioning;
+        self.object_lock = sealed.writes.object_lock.clone();
+        self.encryption = sealed.writes.encryption.clone();
+        self.settings_version = sealed.version;
+    }
+
     fn unset(&mut self, setting: Setting) {
         match setting {
             Setting::Owner => self.owner = None,
@@ -168,12 +196,15 @@ impl Bucket {
             && self.object_lock.is_none()
             && self.lifecycle.is_none()
             && self.encryption.is_none()
+            && self.settings_version == 0
     }
 }
 
 /// The settings of every bucket that has any.
 pub struct BucketSettings {
     state: Arc<dyn StateStore>,
+    /// The MNode groups write settings are installed in (none: not published, for tests).
+    groups: Option<Groups>,
     copy: RwLock<Option<BTreeMap<String, Arc<Bucket>>>>,
     /// When the copy was last loaded (one load at a time).
     loaded: tokio::sync::Mutex<Option<Instant>>,
@@ -183,9 +214,21 @@ impl BucketSettings {
     pub fn new(state: Arc<dyn StateStore>) -> Self {
         Self {
             state,
+            groups: None,
             copy: RwLock::new(None),
             loaded: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// Settings whose changes of write settings are installed in `groups`.
+    pub fn publishing(mut self, groups: Groups) -> Self {
+        self.groups = Some(groups);
+        self
+    }
+
+    /// Reloads the copy now: a write was refused for settings that changed since.
+    pub async fn reload(&self) -> Result<(), JournalError> {
+        self.load(Duration::ZERO).await
     }
 
     /// Refreshes the copy every [`REFRESH`], for ever.
@@ -205,10 +248,18 @@ impl BucketSettings {
             return Ok(());
         }
         let mut fresh: BTreeMap<String, Bucket> = BTreeMap::new();
+        let mut sealed = Vec::new();
         for (key, value) in self.state.scan(PREFIX).await? {
             let Some((bucket, name)) = key[PREFIX.len()..].split_once('/') else {
                 continue;
             };
+            if name == SEALED_RECORD {
+                match serde_json::from_slice::<SealedWrites>(&value) {
+                    Ok(s) => sealed.push((bucket.to_string(), s)),
+                    Err(e) => tracing::warn!(bucket, error = %e, "sealed settings ignored"),
+                }
+                continue;
+            }
             let Some(setting) = Setting::ALL.into_iter().find(|s| s.name() == name) else {
                 continue;
             };
@@ -221,6 +272,10 @@ impl BucketSettings {
                 // would have allowed rather than failing every request of the bucket.
                 tracing::warn!(bucket, setting = name, error = %e, "bucket setting ignored");
             }
+        }
+        // What was sealed wins over the records (a change not sealed yet is not in force).
+        for (bucket, s) in sealed {
+            fresh.entry(bucket).or_default().seal(&s);
         }
         *self.copy.write() = Some(fresh.into_iter().map(|(b, s)| (b, Arc::new(s))).collect());
         *last = Some(Instant::now());
@@ -257,7 +312,26 @@ impl BucketSettings {
 
     /// Stores one setting of `bucket` (`None` removes it); `value` must parse as the
     /// setting (callers check it first and answer the client's error).
+    ///
+    /// A write setting is in force once it reached every MNode group: an error after the
+    /// record was stored leaves the change out of this copy and of writes' decisions until
+    /// it is made again (module docs).
     pub async fn put(
+        &self,
+        bucket: &str,
+        setting: Setting,
+        value: Option<Vec<u8>>,
+    ) -> Result<(), JournalError> {
+        self.store(bucket, setting, value).await?;
+        if setting.decides_writes() {
+            self.publish(bucket).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores the record and, unless it decides writes (those come from the seal), keeps it
+    /// in this copy.
+    async fn store(
         &self,
         bucket: &str,
         setting: Setting,
@@ -267,32 +341,60 @@ impl BucketSettings {
         self.state
             .put(&setting.record(bucket), value.clone())
             .await?;
-        let mut copy = self.copy.write();
-        let map = copy.get_or_insert_with(BTreeMap::new);
-        let mut b = map.get(bucket).map(|b| (**b).clone()).unwrap_or_default();
-        match value {
+        if setting.decides_writes() && self.groups.is_some() {
+            return Ok(());
+        }
+        self.change(bucket, |b| match value {
             Some(v) => {
                 if let Err(e) = b.set(setting, &v) {
                     tracing::warn!(bucket, error = %e, "bucket setting stored but not parsed");
                 }
             }
             None => b.unset(setting),
-        }
+        });
+        Ok(())
+    }
+
+    /// Changes this copy's settings of `bucket`.
+    fn change(&self, bucket: &str, f: impl FnOnce(&mut Bucket)) {
+        let mut copy = self.copy.write();
+        let map = copy.get_or_insert_with(BTreeMap::new);
+        let mut b = map.get(bucket).map(|b| (**b).clone()).unwrap_or_default();
+        f(&mut b);
         if b.is_empty() {
             map.remove(bucket);
         } else {
             map.insert(bucket.to_string(), Arc::new(b));
         }
+    }
+
+    /// Has `bucket`'s write settings sealed and installed in every group, and keeps what
+    /// was sealed.
+    async fn publish(&self, bucket: &str) -> Result<(), JournalError> {
+        let Some(groups) = &self.groups else {
+            return Ok(());
+        };
+        let sealed = saker_coordinator::bucket_writes::publish(groups, bucket)
+            .await
+            .map_err(JournalError::State)?;
+        self.change(bucket, |b| {
+            // A reload may have brought a newer seal already.
+            if b.settings_version < sealed.version {
+                b.seal(&sealed)
+            }
+        });
         Ok(())
     }
 
-    /// Forgets every setting of `bucket` (it was deleted, or is being created anew).
+    /// Forgets every setting of `bucket` (it was deleted, or is being created anew); its
+    /// write settings go back to the defaults under a new settings version.
     pub async fn clear(&self, bucket: &str) -> Result<(), JournalError> {
         let has = !self.get(bucket).await?.is_empty();
         if has {
             for s in Setting::ALL {
-                self.put(bucket, s, None).await?;
+                self.store(bucket, s, None).await?;
             }
+            self.publish(bucket).await?;
         }
         Ok(())
     }
@@ -334,5 +436,44 @@ mod tests {
         assert!(state.scan(PREFIX).await.unwrap().is_empty());
         b.load(Duration::ZERO).await.unwrap();
         assert!(b.get("pub").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn write_settings_come_from_what_was_sealed() {
+        let state: Arc<dyn StateStore> = Arc::new(MemState::default());
+        let put = |key: &str, value: &[u8]| {
+            let (state, key, value) = (state.clone(), key.to_string(), value.to_vec());
+            async move { state.put(&key, Some(value)).await.unwrap() }
+        };
+        // A change stored but not sealed yet is not in force; the other settings are.
+        put("buckets/logs/versioning", b"Suspended").await;
+        put("buckets/logs/encryption", b"AES256").await;
+        put("buckets/logs/ownership", b"ObjectWriter").await;
+        let sealed = SealedWrites {
+            version: 3,
+            writes: saker_rpc::BucketWrites {
+                versioning: saker_rpc::Versioning::Enabled,
+                ..Default::default()
+            },
+        };
+        let json = serde_json::to_vec(&sealed).unwrap();
+        put(&saker_rpc::sealed_record("logs"), &json).await;
+        // A bucket whose settings predate seals has its records, under version 0.
+        put("buckets/old/versioning", b"Enabled").await;
+        let copy = BucketSettings::new(state.clone());
+        let logs = copy.get("logs").await.unwrap();
+        assert_eq!(logs.versioning, saker_rpc::Versioning::Enabled);
+        assert_eq!(logs.encryption, None);
+        assert_eq!(logs.settings_version, 3);
+        assert_eq!(logs.ownership, Some(ObjectOwnership::ObjectWriter));
+        let old = copy.get("old").await.unwrap();
+        assert_eq!(
+            (old.versioning, old.settings_version),
+            (saker_rpc::Versioning::Enabled, 0)
+        );
+        // Cleared, a sealed bucket keeps its version (the seal record is not a setting).
+        copy.clear("logs").await.unwrap();
+        assert_eq!(copy.get("logs").await.unwrap().settings_version, 3);
+        assert!(!state.scan("buckets/logs/writes").await.unwrap().is_empty());
     }
 }

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use md5::{Digest as _, Md5};
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::master_keys::MasterKeys;
 use saker_client::sealed::{DataKey, WrappingKey};
 use saker_client::{Cluster, DataStream, ReadRange};
 use saker_rpc::{ObjectMeta, ObjectView, Sse};
@@ -95,8 +96,8 @@ macro_rules! copy_source_key_of {
 }
 pub(crate) use copy_source_key_of;
 
-/// The master key, or why SSE-S3 cannot be served here.
-fn master(gw: &Gateway) -> S3Result<&WrappingKey> {
+/// The master keys, or why SSE-S3 cannot be served here.
+fn master(gw: &Gateway) -> S3Result<&MasterKeys> {
     gw.cluster.config().master_key.as_deref().ok_or_else(|| {
         s3_error!(
             NotImplemented,
@@ -164,7 +165,7 @@ pub fn for_write(
             InvalidArgument,
             "x-amz-server-side-encryption-aws-kms-key-id goes with aws:kms only"
         )),
-        AES256 => Ok(Some(master(gw)?.new_data_key(None, None))),
+        AES256 => Ok(Some(master(gw)?.new_data_key())),
         ServerSideEncryption::AWS_KMS => {
             let (key, id) = kms_key(gw, kms_key_id)?;
             Ok(Some(key.new_data_key(None, Some(id))))
@@ -233,11 +234,11 @@ pub fn for_read(
             ))
         }
         (None, None) => {
-            let key = match &sse.kms_key_id {
-                Some(id) => kms_key(gw, Some(id))?.0,
-                None => master(gw)?,
+            let opened = match &sse.kms_key_id {
+                Some(id) => kms_key(gw, Some(id))?.0.open(sse),
+                None => master(gw)?.open(sse),
             };
-            key.open(sse).map_err(|_| {
+            opened.map_err(|_| {
                 s3_error!(
                     InternalError,
                     "the server's key is not the one this object was encrypted under"

@@ -2,15 +2,17 @@
 //! version id, the version ids writes answer with, and ListObjectVersions.
 //!
 //! Whether a bucket keeps versions is a bucket setting ([`crate::settings`]); each write
-//! carries it to the MNode, which keeps the replaced object as a version in the batch that
-//! replaces it ([`saker_rpc::Versioning`]). Another gateway of a cluster sees a change of
-//! the setting within [`crate::settings::REFRESH`] (S3 too asks for a wait after enabling).
+//! carries it to the MNode with the settings version it was decided under
+//! ([`saker_rpc::Decided`]), and the MNode keeps the replaced object as a version in the
+//! batch that replaces it, if its group's copy of the settings has that version. Otherwise
+//! the write is decided again from a reloaded copy ([`redecide`]), so a change holds for
+//! every write answered after it, through any gateway.
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_rpc::{
-    version_id, MetaError, MetaRequest, MetaResponse, ObjectView, VersionEntry, VersionKind,
-    Versioning, Want, NULL_VERSION,
+    version_id, Decided, MetaError, MetaRequest, MetaResponse, ObjectView, VersionEntry,
+    VersionKind, Versioning, Want, NULL_VERSION,
 };
 
 use crate::bucket::bucket_exists;
@@ -22,31 +24,57 @@ use crate::Gateway;
 
 /// Whether `bucket` keeps versions, from this gateway's copy of its settings (no request to
 /// a metadata node: this is on every write's and read's path; a bucket that does not exist
-/// keeps none, and the operation answers NoSuchBucket as before).
-pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Versioning> {
-    Ok(crate::bucket_access::copy_of(gw, bucket).await?.versioning)
+/// keeps none, and the operation answers NoSuchBucket as before), with the settings version
+/// that is decided under.
+pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Decided> {
+    let s = crate::bucket_access::copy_of(gw, bucket).await?;
+    Ok(Decided::under(s.versioning, s.settings_version))
 }
 
 /// How a write of the object at `kp` keeps versions, its bucket's settings being `s`: as the
-/// bucket does, except a directory marker, which keeps none.
-pub fn of_key(s: &crate::settings::Bucket, kp: &crate::keys::KeyPath) -> Versioning {
-    if kp.dir_marker {
-        return Versioning::Off;
-    }
-    s.versioning
+/// bucket does, except a directory marker, which keeps none (decided under `s`'s settings
+/// version all the same).
+pub fn of_key(s: &crate::settings::Bucket, kp: &crate::keys::KeyPath) -> Decided {
+    let versioning = match kp.dir_marker {
+        true => Versioning::Off,
+        false => s.versioning,
+    };
+    Decided::under(versioning, s.settings_version)
+}
+
+/// How many times a write refused for settings that changed is decided anew.
+pub const REDECIDE: usize = 4;
+
+/// After a write into `bucket` was refused for settings that changed since `was` (this
+/// gateway's copy it was decided from): the copy reloaded, and the new settings if the
+/// write may just be sent again with their versioning, i.e. its lock and encryption, chosen
+/// from `was` before its bytes were stored, still stand. `None`: the client must send the
+/// request again (503).
+pub async fn redecide(
+    gw: &Gateway,
+    bucket: &str,
+    was: &crate::settings::Bucket,
+) -> S3Result<Option<std::sync::Arc<crate::settings::Bucket>>> {
+    gw.settings
+        .reload()
+        .await
+        .map_err(crate::bucket::settings_error)?;
+    let now = crate::bucket_access::copy_of(gw, bucket).await?;
+    let same = now.object_lock == was.object_lock && now.encryption == was.encryption;
+    Ok(same.then_some(now))
 }
 
 /// The version id a write answers with: its own while the bucket keeps versions; none
 /// otherwise (a write while versioning is suspended makes the `null` version, which S3 does
 /// not name in the answer).
-pub fn written(versioning: Versioning, id: saker_rpc::InodeId) -> Option<String> {
-    (versioning == Versioning::Enabled).then(|| version_id(id))
+pub fn written(versioning: impl Into<Versioning>, id: saker_rpc::InodeId) -> Option<String> {
+    (versioning.into() == Versioning::Enabled).then(|| version_id(id))
 }
 
 /// The version id a read shows for `view` (`null` for an object of a bucket that keeps
 /// versions but is not a version of its own).
-pub fn shown(view: &ObjectView, versioning: Versioning) -> Option<String> {
-    match (&view.version_id, versioning) {
+pub fn shown(view: &ObjectView, versioning: impl Into<Versioning>) -> Option<String> {
+    match (&view.version_id, versioning.into()) {
         (Some(v), _) => Some(v.clone()),
         (None, Versioning::Off) => None,
         (None, _) => Some(NULL_VERSION.into()),
@@ -65,7 +93,7 @@ pub async fn lookup(
         let found = crate::get::lookup_object(gw, bucket, key, want).await;
         return match found {
             Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchKey => {
-                let marker = match of_bucket(gw, bucket).await? {
+                let marker = match of_bucket(gw, bucket).await?.versioning {
                     Versioning::Off => None,
                     _ => latest_marker(gw, bucket, key).await,
                 };

@@ -84,6 +84,7 @@ pub(crate) fn bucket_versioning(
     let wanted = [
         format!("{prefix}versioning"),
         format!("{prefix}object-lock"),
+        format!("{prefix}encryption"),
     ];
     match scan(store, keys, &prefix)? {
         MetaResponse::Records(r) => Ok(MetaResponse::Records(

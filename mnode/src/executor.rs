@@ -110,12 +110,7 @@ pub enum ParentUpdates {
     Async,
 }
 
-pub(crate) fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or_default()
-}
+pub(crate) use saker_durable::now_ns;
 
 /// Batches proposed to raft and not yet applied, and their writes merged (later wins). The next
 /// batch is evaluated on top of them, so evaluation overlaps the commit of earlier batches; its
@@ -492,7 +487,10 @@ impl Executor {
             return Err(retry);
         }
         crate::ops::abandon(txn, ctx, &p.req, &result);
-        if dedupe {
+        // A write refused for settings that changed wrote nothing: its sender decides it
+        // anew and may resend it with the same tag.
+        let refused = matches!(result, Err(MetaError::SettingsChanged { .. }));
+        if dedupe && !refused {
             txn.put(dkey, encode(&result));
             if p.tag.seq > DEDUPE_WINDOW {
                 self.trim_dedupe(txn, p.tag.client, p.tag.seq - DEDUPE_WINDOW);

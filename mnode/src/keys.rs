@@ -28,6 +28,7 @@
 //! | `w` | bucket + 0 + key + 0 + !inode id (8)   | a version of an object ([`crate::ops::versions`]) |
 //! | `r` | chunk id (16)                          | a chunk a write left short of its replicas |
 //! | `f` | kind (1) + what is held                | a coordinator's hold: its term (8); kind `F` is the fence |
+//! | `b` | bucket name (UTF-8)                   | the bucket's write settings ([`saker_rpc::SealedWrites`]) |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -66,8 +67,12 @@ pub const REPAIR: u8 = b'r';
 /// highest coordinator term seen ([`crate::node`]'s holds), so a new leader keeps them.
 pub const HOLDS: u8 = b'f';
 
+/// Each bucket's write settings as installed here, with their settings version
+/// ([`crate::ops::settings`]).
+pub const BUCKET_WRITES: u8 = b'b';
+
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 19] = [
+pub const SM_TABLES: [u8; 20] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -87,6 +92,7 @@ pub const SM_TABLES: [u8; 19] = [
     VERSIONS,
     REPAIR,
     HOLDS,
+    BUCKET_WRITES,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -171,6 +177,13 @@ impl Keys {
         let mut k = self.table(PAYLOAD);
         k.extend_from_slice(&id.to_be_bytes());
         k.push(kind as u8);
+        k
+    }
+
+    /// The group's copy of `bucket`'s write settings.
+    pub fn bucket_writes(&self, bucket: &str) -> Vec<u8> {
+        let mut k = self.table(BUCKET_WRITES);
+        k.extend_from_slice(bucket.as_bytes());
         k
     }
 

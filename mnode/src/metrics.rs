@@ -279,3 +279,15 @@ pub static OPS_LIMIT_WAIT: LazyLock<prometheus::Counter> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// Data keys asked for by library mounts ([`saker_rpc::MetaRequest::SseKey`]), by `kind`
+/// (`open`: an existing file's, `fresh`: for new bytes) and `outcome` (`given`, `denied` by
+/// the permission check, `failed`).
+pub static SSE_KEYS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "saker_mnode_sse_keys_total",
+        "Data keys asked for by library mounts, by kind and outcome",
+        &["kind", "outcome"]
+    )
+    .expect("metric registers once")
+});

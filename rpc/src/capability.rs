@@ -2,7 +2,9 @@
 //! without anyone keeping state: a commit's receipt (which version the commit made, so that
 //! the same open's next commit may replace those bytes without keeping them as a noncurrent
 //! version), and chunk grants (a chunkstore serves a client's read of a chunk only with a
-//! grant an MNode gave with the file's layout, after the permission check of the open).
+//! grant an MNode gave with the file's layout, after the permission check of the open), and
+//! fresh data keys (a commit of sealed bytes brings the proof that a node gave its key out
+//! for new bytes of that file).
 //!
 //! The key is derived from the cluster secret every node credential holds, so any MNode of
 //! any group checks what another signed. A process without a node credential (tests that
@@ -21,6 +23,7 @@ use crate::InodeId;
 
 const COMMIT_LABEL: &str = "saker commit receipt v1";
 const GRANT_LABEL: &str = "saker chunk grant v1";
+const FRESH_KEY_LABEL: &str = "saker fresh data key v1";
 /// How long a chunk grant lasts: a reader holding a file open longer asks again (and is
 /// checked again).
 pub const GRANT_FOR: Duration = Duration::from_secs(600);
@@ -83,6 +86,29 @@ impl CommitReceipt {
         Signer::new(COMMIT_LABEL)
             .checks(&parts, &self.mac)
             .then_some(self.mtime_ns)
+    }
+}
+
+/// Proof that a node gave out the data key of SSE record `sse` for new bytes of file `id`
+/// ([`crate::MetaRequest::SseKey`] with `fresh`): the commit of those bytes brings it, so a
+/// client cannot seal a file under a key it read from another file, or the file's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreshKey {
+    mac: [u8; 16],
+}
+
+impl FreshKey {
+    pub fn sign(id: InodeId, sse: &crate::Sse) -> Self {
+        let id = id.to_le_bytes();
+        Self {
+            mac: Signer::new(FRESH_KEY_LABEL).mac(&[&id, &sse.wrapped, &sse.nonce]),
+        }
+    }
+
+    /// Whether a node gave out `sse` for new bytes of file `id`.
+    pub fn verify(&self, id: InodeId, sse: &crate::Sse) -> bool {
+        let id = id.to_le_bytes();
+        Signer::new(FRESH_KEY_LABEL).checks(&[&id, &sse.wrapped, &sse.nonce], &self.mac)
     }
 }
 

@@ -90,4 +90,9 @@ pub enum MetaError {
     /// written.
     #[error("the object is locked (Object Lock)")]
     ObjectLocked,
+    /// The write was decided under version `decided` of its bucket's write settings, and the
+    /// group that would apply it has version `current` ([`crate::Decided`]): nothing was
+    /// written. The sender reads the settings again and decides the write anew.
+    #[error("the bucket's settings changed (decided under version {decided}, now {current})")]
+    SettingsChanged { decided: u64, current: u64 },
 }

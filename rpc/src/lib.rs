@@ -10,6 +10,7 @@ pub mod capability;
 pub mod chunk;
 mod cluster_map;
 pub mod error;
+pub mod fail_point;
 pub mod meta;
 mod metrics;
 mod replicas;
@@ -22,7 +23,7 @@ pub use attr::{
     check_tier_name, chunk_for, chunk_of, Attr, Checksums, ChunkRef, Entry, FileKind, Layout,
     ObjectMeta, PartInfo, Restored, Sse, TierRef,
 };
-pub use capability::CommitReceipt;
+pub use capability::{CommitReceipt, FreshKey};
 pub use chunk::{
     next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
@@ -32,11 +33,17 @@ pub use meta::{
     access, check_cond, ClientTag, CostKind, Costs, Cred, DefaultLock, Dentry, DirChange, DirUsage,
     EtagCond, GroupCounters, LoadWindow, LockConfig, LockMode, MetaRequest, MetaResponse,
     NewObject, ObjectLock, ObjectView, PartRecord, RemoveCond, ReplicaStatus, Retention,
-    ScanReader, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD, MAX_PAGE,
+    ScanReader, SealedRecord, SetTime, UploadInfo, Want, WriteCond, XattrMode, CHUNKSTORES_RECORD,
+    MAX_PAGE,
+};
+pub use meta::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
+pub use meta::{
+    sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
+    SEALED_RECORD, SETTINGS_REFRESH,
 };
 pub use meta::{
-    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
-    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

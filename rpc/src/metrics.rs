@@ -29,6 +29,15 @@ pub static PLAINTEXT_REQUESTS: LazyLock<prometheus::IntCounter> = LazyLock::new(
     .expect("metric registers once")
 });
 
+/// Data key requests refused because they came in plaintext from another host.
+pub static KEYS_REFUSED_PLAINTEXT: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    prometheus::register_int_counter!(
+        "saker_rpc_sse_keys_refused_plaintext_total",
+        "Data key requests refused because they came in plaintext from another host"
+    )
+    .expect("metric registers once")
+});
+
 /// RPC connections refused at the TLS handshake (no certificate, another CA's, an expired
 /// one, a plaintext caller, or one that never finished).
 pub static HANDSHAKES_REFUSED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {

@@ -13,7 +13,6 @@ use axum::routing::{delete, get, post, put};
 use axum::Router;
 use clap::Subcommand;
 use saker_coordinator::AccessKeyStore;
-use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
 use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_NONCE, HEADER_SIGNATURE};
@@ -29,7 +28,7 @@ pub enum AdminCommand {
     /// Show or change the exception table (which MNode group owns a file name).
     Exception {
         #[command(subcommand)]
-        command: ExceptionCommand,
+        command: crate::admin_exceptions::ExceptionCommand,
     },
     /// Every MNode group's replicas: state, term, log and applied index, and lag behind the
     /// leader.
@@ -55,6 +54,11 @@ pub enum AdminCommand {
     KmsKey {
         file: std::path::PathBuf,
         id: String,
+    },
+    /// SSE-S3 master key rotation: rotate, rewrap, retire-previous.
+    Sse {
+        #[command(subcommand)]
+        command: crate::admin_sse::SseCommand,
     },
     /// Run one chunk scrub now (read every copy of every referenced chunk, checking its
     /// CRC32C, and rewrite bad copies from good ones) and print what it found and did.
@@ -127,57 +131,6 @@ struct NodeRequest {
     id: Option<u64>,
 }
 
-#[derive(Subcommand)]
-pub enum ExceptionCommand {
-    /// The table and its version.
-    List,
-    /// Route a file name: `pathwalk` (spread by parent), a group number, or `ring` (remove
-    /// the exception). The name's inodes move to their new groups before this returns.
-    Set { name: String, route: String },
-}
-
-/// One entry of the exception table as the admin API shows it.
-#[derive(Serialize, Deserialize)]
-struct ExceptionInfo {
-    name: String,
-    /// `pathwalk` or `group:N`.
-    route: String,
-}
-
-#[derive(Serialize, Deserialize)]
-struct ExceptionTableInfo {
-    version: u64,
-    entries: Vec<ExceptionInfo>,
-}
-
-fn parse_route(route: &str) -> Result<Option<Exception>, String> {
-    match route {
-        "ring" => Ok(None),
-        "pathwalk" => Ok(Some(Exception::PathWalk)),
-        other => other
-            .trim_start_matches("group:")
-            .parse::<u32>()
-            .map(|g| Some(Exception::Override(g)))
-            .map_err(|_| format!("route must be pathwalk, ring or a group number, not {other}")),
-    }
-}
-
-fn table_info(table: &saker_namespace::ExceptionTable) -> ExceptionTableInfo {
-    ExceptionTableInfo {
-        version: table.version(),
-        entries: table
-            .iter()
-            .map(|(name, e)| ExceptionInfo {
-                name: name.to_string(),
-                route: match e {
-                    Exception::PathWalk => "pathwalk".to_string(),
-                    Exception::Override(g) => format!("group:{g}"),
-                },
-            })
-            .collect(),
-    }
-}
-
 #[derive(Clone)]
 pub struct AdminState {
     pub keys: Arc<AccessKeyStore>,
@@ -231,8 +184,11 @@ pub fn router(state: AdminState) -> Router {
             "/admin/keys/{access_key}/policy",
             put(crate::admin_keys::set_policy),
         )
-        .route("/admin/exceptions", get(list_exceptions))
-        .route("/admin/exceptions/{name}", put(set_exception))
+        .route("/admin/exceptions", get(crate::admin_exceptions::list))
+        .route(
+            "/admin/exceptions/{name}",
+            put(crate::admin_exceptions::set),
+        )
         .route("/admin/balance", post(crate::admin_balance::run))
         .route("/admin/balance/stats", get(crate::admin_balance::stats))
         .route("/admin/repair", post(crate::admin_chunks::run_repair))
@@ -252,6 +208,8 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/admin/nodes/remove", post(remove_node))
         .route("/admin/scrub", post(crate::admin_chunks::run_scrub))
+        .route("/admin/sse/buckets", get(crate::admin_sse::buckets))
+        .route("/admin/sse/rewrap/{bucket}", post(crate::admin_sse::rewrap))
         .route(
             "/admin/lifecycle",
             get(lifecycle_status).post(run_lifecycle_all),
@@ -276,45 +234,6 @@ pub fn router(state: AdminState) -> Router {
             get(crate::admin_tiers::archive_jobs).post(crate::admin_tiers::start_archive),
         )
         .with_state(state)
-}
-
-async fn list_exceptions(State(st): State<AdminState>, headers: HeaderMap) -> Response {
-    if !authorized(&st, &Method::GET, "/admin/exceptions", &headers, b"") {
-        return deny();
-    }
-    let Some(ns) = st.namespace.get() else {
-        let path = "/admin/exceptions";
-        return crate::admin_forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
-    };
-    axum::Json(table_info(&ns.exceptions())).into_response()
-}
-
-async fn set_exception(
-    State(st): State<AdminState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let path = format!("/admin/exceptions/{name}");
-    if !authorized(&st, &Method::PUT, &path, &headers, &body) {
-        return deny();
-    }
-    let Some(ns) = st.namespace.get() else {
-        return crate::admin_forward::to_coordinator(&st, &Method::PUT, &path, &headers, &body)
-            .await;
-    };
-    let route = match std::str::from_utf8(&body).map(str::trim).map(parse_route) {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-        Err(_) => return (StatusCode::BAD_REQUEST, "route is not UTF-8\n").into_response(),
-    };
-    match ns.set_exception(&name, route).await {
-        Ok(table) => axum::Json(table_info(&table)).into_response(),
-        Err(saker_rpc::MetaError::Invalid(m)) => {
-            (StatusCode::BAD_REQUEST, format!("{m}\n")).into_response()
-        }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
-    }
 }
 
 async fn export_credential(
@@ -806,7 +725,9 @@ pub(crate) async fn send(
 pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()> {
     let command = match cmd {
         AdminCommand::Key { command } => command,
-        AdminCommand::Exception { command } => return run_exception(endpoint, command).await,
+        AdminCommand::Exception { command } => {
+            return crate::admin_exceptions::run(endpoint, command).await
+        }
         AdminCommand::Tier { command } => return crate::admin_tiers::run(endpoint, command).await,
         AdminCommand::Store { command } => return crate::store_migrate::run(command).await,
         AdminCommand::Status { json } => {
@@ -837,6 +758,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             println!("wrote a new master key to {}", file.display());
             return Ok(());
         }
+        AdminCommand::Sse { command } => return crate::admin_sse::run(endpoint, command).await,
         AdminCommand::KmsKey { file, id } => {
             saker_client::sealed::Keyring::add(&file, &id)
                 .with_context(|| format!("cannot add key {id} to {}", file.display()))?;
@@ -904,23 +826,4 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
         } => return crate::admin_balance::command(endpoint, command, epsilon, max_entries).await,
     };
     crate::admin_keys::run(endpoint, command).await
-}
-
-async fn run_exception(endpoint: &str, command: ExceptionCommand) -> anyhow::Result<()> {
-    let text = match command {
-        ExceptionCommand::List => {
-            send(endpoint, Method::GET, "/admin/exceptions", Vec::new()).await?
-        }
-        ExceptionCommand::Set { name, route } => {
-            parse_route(&route).map_err(anyhow::Error::msg)?;
-            let path = format!("/admin/exceptions/{name}");
-            send(endpoint, Method::PUT, &path, route.into_bytes()).await?
-        }
-    };
-    let table: ExceptionTableInfo = serde_json::from_str(&text).context("unexpected reply")?;
-    println!("version {}", table.version);
-    for e in table.entries {
-        println!("{}\t{}", e.name, e.route);
-    }
-    Ok(())
 }

@@ -141,6 +141,7 @@ pub async fn run_client(endpoint: &str, dir: &Path) -> anyhow::Result<()> {
         }
         out.sync_all()?;
         std::fs::rename(&tmp, dir.join(group_file(g)))?;
+        saker_durable::sync_dir(dir)?;
         println!("group {g}: {bytes} bytes");
     }
     match crate::admin::send(

@@ -66,7 +66,7 @@ pub(crate) fn open_store(
 pub(crate) enum StoreEngine {
     /// B-tree (redb): faster reads, slower commits.
     Redb,
-    /// LSM (fjall): 2-6x faster raft commits, slower scans.
+    /// LSM (fjall): faster raft commits, slower scans.
     Fjall,
     /// A TiKV cluster (`--pd`), for namespaces past one machine's disks: TiKV replicates,
     /// each MNode group is served under a lease in it.
@@ -131,7 +131,7 @@ pub(crate) fn record_tikv(data_dir: &std::path::Path, keyspace: &str) -> anyhow:
     let mut f = read_cluster_file(data_dir)?;
     f.store = StoreEngine::Tikv;
     f.tikv_keyspace = Some(keyspace.to_string());
-    write_durably(
+    saker_durable::replace_file(
         &data_dir.join("cluster.json"),
         &serde_json::to_vec_pretty(&f)?,
     )?;
@@ -191,7 +191,7 @@ pub(crate) fn cluster_file(
                 vnodes: RING_VNODES,
                 tikv_keyspace: tikv_keyspace.clone(),
             };
-            write_durably(&path, &serde_json::to_vec_pretty(&f)?)?;
+            saker_durable::replace_file(&path, &serde_json::to_vec_pretty(&f)?)?;
             f
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -235,18 +235,6 @@ fn describe_group(group: Option<u32>) -> String {
         Some(g) => format!("MNode group {g} of a multi-process cluster"),
         None => "the MNode groups of an all-in-one server".into(),
     }
-}
-
-/// Replaces the file at `path` with `bytes`, atomically and durably: written to `PATH.tmp`,
-/// synced, renamed over `path`, and the directory synced.
-pub(crate) fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
 }
 
 #[cfg(test)]

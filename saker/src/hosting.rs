@@ -169,7 +169,7 @@ impl Hosting {
             .iter()
             .map(|(g, (_, voters))| (*g, voters.clone()))
             .collect();
-        crate::server::write_durably(&self.file, &serde_json::to_vec_pretty(&hosted)?)?;
+        saker_durable::replace_file(&self.file, &serde_json::to_vec_pretty(&hosted)?)?;
         Ok(())
     }
 

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use saker_client::sealed::WrappingKey;
 use saker_client::{Cluster, ClusterConfig};
 use saker_fuse::MountConfig;
 use saker_rpc::Durability;
@@ -30,20 +29,22 @@ pub struct FuseArgs {
     /// How long the kernel trusts attributes (size, mode, times).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub attr_ttl: Duration,
+    // Measured: 16 threads creating files, 32 serving threads made ~1.8x the creates of 8.
     /// Threads serving kernel requests: as many requests as this are in flight at once, which
-    /// the MNodes merge into shared transactions (16 threads creating files: 32 serve ~1.8x
-    /// the creates of 8).
+    /// the MNodes merge into shared transactions. Raise it for many concurrent writers.
     #[arg(long, default_value_t = 32)]
     pub fuse_threads: usize,
     /// Where files being written keep their local buffer until close (default: the temp dir).
     #[arg(long)]
     pub buffer_dir: Option<PathBuf>,
+    // Measured with `--durability process`: the single CREATE made 1.09x the one-thread
+    // creates, 1.06x at 16 threads and 1.04x the writes
+    // (compat_tests/bench/results/2026-11-26-session21-experiments.json).
     /// open(O_CREAT) as MKNOD then OPEN, the sync between them, so creates in one directory
     /// do not wait for each other's syncs (mounts run as root; see `saker_fuse::created`).
     /// Default: true where creates wait for a disk sync (`--durability disk`, and `saker
     /// mount`, which cannot tell), false where they do not (`saker server --durability
-    /// process`: the single CREATE measured 1.09x one-thread creates, 1.06x at 16 threads and
-    /// 1.04x writes, compat_tests/bench/results/2026-11-26-session21-experiments.json).
+    /// process`). Set it only to compare the two.
     #[arg(long, action = clap::ArgAction::Set)]
     pub split_create: Option<bool>,
 }
@@ -87,9 +88,9 @@ pub struct MountArgs {
     /// Must match the server's `--chunk-size`.
     #[arg(long, default_value = "8MiB", value_parser = parse_size)]
     chunk_size: u64,
-    /// The cluster's SSE-S3 master key (the server's `--sse-key-file`), to read objects
-    /// stored with SSE-S3; without it they answer EACCES.
-    #[arg(long, value_name = "FILE")]
+    /// Deprecated and ignored: the master key never leaves the nodes. The mount asks a node
+    /// for each encrypted file's data key over mutual TLS.
+    #[arg(long, value_name = "FILE", hide = true)]
     sse_key_file: Option<PathBuf>,
     #[command(flatten)]
     fuse: FuseArgs,
@@ -111,14 +112,18 @@ impl MountArgs {
 pub async fn run(args: MountArgs) -> anyhow::Result<()> {
     crate::cluster_credential::install_client(args.credential.as_deref(), args.insecure_rpc)?;
     // File data goes to the cluster's chunkstore over RPC, as the map says.
-    let master_key = match &args.sse_key_file {
-        Some(path) => Some(Arc::new(WrappingKey::load(path, None)?)),
-        None => None,
-    };
+    if let Some(path) = &args.sse_key_file {
+        // Not even read: the master key belongs on the nodes only.
+        tracing::warn!(
+            file = %path.display(),
+            "--sse-key-file is ignored by `saker mount`: encrypted files' data keys come from \
+             the nodes (over mutual TLS); keep the master key off client hosts"
+        );
+    }
     let config = ClusterConfig {
         inline_threshold: args.inline_threshold as usize,
         chunk_size: args.chunk_size as usize,
-        master_key,
+        master_key: None,
         ..ClusterConfig::default()
     };
     let cluster = connect(&args.cluster, config)

@@ -92,6 +92,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .map(|a| a.to_string())
             .unwrap_or_default();
         template.snapshot_dir = cfg.data_dir.join("snapshots");
+        template.sse_keys = crate::server::sse_keys(args.master_keys(&cfg.data_dir)?);
         let h = Hosting::open(store, template, map.groups.clone(), &cfg.data_dir, hosted).await?;
         hosting = Some(Arc::new(h));
     }
@@ -499,7 +500,7 @@ async fn hosted_groups(
                 "this node's data is gone but its groups know it: joining them under a new raft id"
             );
             // Its chunkstore lost its chunks too: a full repair pass puts them back.
-            crate::server::write_durably(
+            saker_durable::replace_file(
                 &data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS),
                 b"",
             )?;
@@ -507,7 +508,7 @@ async fn hosted_groups(
         }
         None => (position, placed),
     };
-    crate::server::write_durably(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
+    saker_durable::replace_file(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
     Ok((id, hosted))
 }
 

@@ -16,7 +16,8 @@ use anyhow::Context;
 use crate::access_log::AccessLog;
 use clap::Args;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
-use saker_client::sealed::{Keyring, WrappingKey};
+use saker_client::master_keys::MasterKeys;
+use saker_client::sealed::Keyring;
 use saker_client::{Cluster, ClusterConfig};
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_gateway::Gateway;
@@ -26,7 +27,7 @@ use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
 use crate::coordinator_host::Active;
-pub(crate) use crate::data_dir::{cluster_file, open_store, write_durably, StoreEngine};
+pub(crate) use crate::data_dir::{cluster_file, open_store, StoreEngine};
 pub(crate) use crate::loops::*;
 use crate::process_config::ProcessConfig;
 use crate::{parse_duration, parse_size};
@@ -66,9 +67,11 @@ pub struct ServerArgs {
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
-    /// Objects up to this size are stored inside the MNode. 16 KiB by measurement: 64 KiB
-    /// objects stored inline read ~1.7x faster but write ~1.5x slower through the raft log than
-    /// as chunks, and keep the metadata store (and its snapshots) small.
+    // 16 KiB by measurement: 64 KiB objects stored inline read ~1.7x faster but wrote ~1.5x
+    // slower through the raft log than as chunks.
+    /// Objects up to this size are stored inside the MNode (its raft log and store) instead
+    /// of as chunks: small objects read faster, larger ones would slow writes and grow the
+    /// metadata store and its snapshots.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
     /// Larger objects are split into chunks of this size.
@@ -103,9 +106,11 @@ pub struct ServerArgs {
     /// ablation baseline).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     merge: bool,
-    /// Metadata store engine, fixed when the data directory is created. fjall by measurement:
-    /// 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs 0.8-1x
-    /// (compat_tests/bench/engines/README.md for the engine-level numbers).
+    // fjall by measurement: 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs
+    // 0.8-1x (compat_tests/bench/engines/README.md for the engine-level numbers).
+    /// Metadata store engine, fixed when the data directory is created: fjall (the default,
+    /// for write-heavy namespaces), redb (reads over writes), or tikv (a TiKV cluster, for a
+    /// namespace past one machine's disks).
     #[arg(long, value_enum, default_value = "fjall")]
     store: StoreEngine,
     /// With `--store tikv`: PD endpoints of the TiKV cluster (`host:port`, comma-separated).
@@ -293,10 +298,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
         DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
     );
+    let mut mnode_config = args.mnode_config(1, opened.tikv);
+    mnode_config.sse_keys = sse_keys(args.master_keys(&args.data_dir)?);
     let local = LocalGroups::start_placed(
         store,
         mnodes,
-        args.mnode_config(1, opened.tikv),
+        mnode_config,
         recorded.vnodes,
         pathwalk_table(&args.pathwalk),
     )
@@ -519,14 +526,19 @@ impl ServerArgs {
         cfg
     }
 
-    /// The data-path settings of a front end from the flags.
+    /// The SSE-S3 master keys of `--sse-key-file` (which must not lie in `data_dir`): the
+    /// gateway's, and the MNodes', which give library mounts data keys.
+    pub(crate) fn master_keys(&self, data_dir: &Path) -> anyhow::Result<Option<Arc<MasterKeys>>> {
+        Ok(match &self.sse_key_file {
+            Some(path) => Some(Arc::new(MasterKeys::load(path, Some(data_dir))?)),
+            None => None,
+        })
+    }
+
     /// The data-path settings of a front end from the flags, with the master key read (it
     /// must not lie in `data_dir`).
     pub(crate) fn client_config(&self, data_dir: &Path) -> anyhow::Result<ClusterConfig> {
-        let master_key = match &self.sse_key_file {
-            Some(path) => Some(Arc::new(WrappingKey::load(path, Some(data_dir))?)),
-            None => None,
-        };
+        let master_key = self.master_keys(data_dir)?;
         let kms_keys = match &self.sse_kms_keyring {
             Some(path) => Some(Arc::new(Keyring::load(path, Some(data_dir))?)),
             None => None,
@@ -666,4 +678,9 @@ pub(crate) async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// The master keys as the MNodes use them.
+pub(crate) fn sse_keys(keys: Option<Arc<MasterKeys>>) -> Option<Arc<dyn saker_rpc::SseKeys>> {
+    keys.map(|k| k as Arc<dyn saker_rpc::SseKeys>)
 }

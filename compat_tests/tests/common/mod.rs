@@ -11,10 +11,12 @@ pub mod fuse;
 pub mod multiproc;
 pub mod netns;
 pub mod otlp_sink;
+pub mod race;
 pub mod sse;
 pub mod tier;
 pub mod tikv;
 pub mod versions;
+pub mod worm;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -773,6 +775,19 @@ where
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
+}
+
+/// The bytes of a GET of `k` with `range` (`bytes=A-B`).
+pub async fn get_range(c: &Client, b: &str, k: &str, range: &str) -> Vec<u8> {
+    let out = c
+        .get_object()
+        .bucket(b)
+        .key(k)
+        .range(range)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
 }
 
 /// The Prometheus text a server's admin listener (`http://host:port`) exports.

@@ -1,5 +1,7 @@
 //! Remote archive tiers for tests: a second `saker server` on loopback is the tier.
 
+use aws_sdk_s3::operation::restore_object::{RestoreObjectError, RestoreObjectOutput};
+use aws_sdk_s3::types::{GlacierJobParameters, RestoreRequest, Tier};
 use aws_sdk_s3::Client;
 
 use super::{saker_bin, Server, ROOT_AK, ROOT_SK};
@@ -54,4 +56,27 @@ pub fn archive_cmd(hot: &Server, target: &str, extra: &[&str]) -> std::process::
     .env("SAKER_SECRET_KEY", ROOT_SK)
     .stdin(std::process::Stdio::null());
     cmd
+}
+
+/// RestoreObject of `k` for `days` (the Standard retrieval tier).
+pub async fn restore(
+    c: &Client,
+    b: &str,
+    k: &str,
+    days: i32,
+) -> Result<RestoreObjectOutput, aws_sdk_s3::error::SdkError<RestoreObjectError>> {
+    let job = GlacierJobParameters::builder()
+        .tier(Tier::Standard)
+        .build()
+        .unwrap();
+    let request = RestoreRequest::builder()
+        .days(days)
+        .glacier_job_parameters(job)
+        .build();
+    c.restore_object()
+        .bucket(b)
+        .key(k)
+        .restore_request(request)
+        .send()
+        .await
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use saker_rpc::{
     access, ClientTag, CostKind, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond,
-    Want,
+    SettingsRequest, Want,
 };
 
 use super::holds::Hold;
@@ -52,6 +52,12 @@ impl MetaService for Mnode {
                     .await
                     .map(|()| MetaResponse::Done)
             }
+            MetaRequest::SseKey {
+                path,
+                id,
+                cred,
+                fresh,
+            } => self.sse_key(tag, path, id, cred, fresh).await,
             MetaRequest::CoordinatedRename {
                 from,
                 to,
@@ -198,6 +204,9 @@ impl MetaService for Mnode {
             }
             MetaRequest::BucketVersioning { bucket } => {
                 crate::coord_records::bucket_versioning(self.store.as_ref(), &self.keys, &bucket)
+            }
+            MetaRequest::BucketSettings(SettingsRequest::Get { bucket }) => {
+                self.bucket_writes(&bucket)
             }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::LoadStats { top } => Ok(MetaResponse::Load(self.load.last(top as usize))),

@@ -117,8 +117,13 @@ pub(super) async fn watch_leadership(
         let m = metrics.borrow_and_update().clone();
         let Some(n) = node.upgrade() else { return };
         if m.state == openraft::ServerState::Shutdown {
-            if let Err(e) = &m.running_state {
-                tracing::error!(group = n.group(), error = %e, "raft stopped");
+            match &m.running_state {
+                // A shutdown asked for (SIGTERM): nothing failed.
+                Err(openraft::error::Fatal::Stopped) => {
+                    tracing::info!(group = n.group(), "raft stopped")
+                }
+                Err(e) => tracing::error!(group = n.group(), error = %e, "raft stopped"),
+                Ok(()) => {}
             }
         }
         if let Change::Elected(term) = n.leadership.update(&m) {

@@ -13,6 +13,7 @@ mod parents;
 mod routing;
 mod serve;
 mod settings;
+mod sse_keys;
 mod status;
 
 use std::collections::BTreeMap;
@@ -87,6 +88,9 @@ pub struct MnodeConfig {
     pub ops_limit: Option<u32>,
     /// The window of the group's cost accounting ([`crate::load`]).
     pub load_window: Duration,
+    /// The SSE-S3 master keys (`--sse-key-file`), to give library mounts data keys; without
+    /// them such requests, and mounts' sealed commits, are refused.
+    pub sse_keys: Option<Arc<dyn saker_rpc::SseKeys>>,
 }
 
 impl MnodeConfig {
@@ -108,6 +112,7 @@ impl MnodeConfig {
             tikv: None,
             ops_limit: None,
             load_window: crate::load::WINDOW,
+            sse_keys: None,
         }
     }
 
@@ -179,8 +184,8 @@ pub struct Mnode {
     load: Arc<LoadRecorder>,
     /// The group's capacity, when limited.
     ops_limit: Option<OpsLimit>,
-    /// Buckets' settings, for what the MNode decides of clients' writes.
-    settings: saker_rpc::BucketWritesCache,
+    /// The master keys, on a node started with them ([`MnodeConfig::sse_keys`]).
+    sse_keys: Option<Arc<dyn saker_rpc::SseKeys>>,
 }
 
 fn untagged() -> ClientTag {
@@ -289,7 +294,7 @@ impl Mnode {
             snapshot_dir: cfg.snapshot_dir.clone(),
             load,
             ops_limit: cfg.ops_limit.map(OpsLimit::new),
-            settings: Default::default(),
+            sse_keys: cfg.sse_keys.clone(),
         });
         match &node.engine {
             Engine::Raft(raft) => {

@@ -1,78 +1,41 @@
-//! What the MNode itself decides of a POSIX write, instead of taking its sender's word: how
-//! the buckets it touches keep versions (its own copy of the bucket's settings, read from the
-//! coordinator's records in group 1 and refreshed as a gateway refreshes its copy), and
-//! whether a commit may replace the bytes it replaces without keeping them (the receipt the
-//! open's last commit got, checked here). Every request is decided where it enters an MNode
-//! ([`Mnode::decide`]); S3-shaped requests, which only nodes send, carry their gateway's.
-
-use std::time::Duration;
+//! What the MNode itself decides of a write before the executor takes it, instead of taking
+//! its sender's word: whether a commit may replace the bytes it replaces without keeping them
+//! (the receipt the open's last commit got, checked here), and how the buckets of a
+//! coordinated rename keep versions. Versioning and default retention of every other write
+//! are decided in the batch that applies it, from the group's replicated copy of the
+//! bucket's settings ([`crate::ops::settings`]).
+//!
+//! A gateway's write decided under settings newer than this group's copy (an install that
+//! has not reached this group: it was down while the settings changed) first brings the
+//! copy up to date from group 1, where settings are sealed, so the write is not refused
+//! until the next change of the bucket's settings.
 
 use saker_rpc::{
-    BucketWrites, CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning,
-    Versioning, SETTINGS_REFRESH,
+    CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning, SettingsRequest,
+    Versioning,
 };
 
 use super::{untagged, Mnode};
-
-/// How long a copy stands in when group 1 cannot be asked; past it a write is refused
-/// (retried by the client) rather than decided on settings that may have changed.
-const STALE_FOR: Duration = Duration::from_secs(60);
+use crate::ops::settings::{copy_for, copy_of, versioning_of};
+use crate::tree::StoreView;
 
 impl Mnode {
-    /// What writes into `bucket` need of its settings.
-    pub(super) async fn bucket_writes(&self, bucket: &str) -> Result<BucketWrites, MetaError> {
-        if let Some(w) = self.settings.get(bucket, SETTINGS_REFRESH) {
-            return Ok(w);
-        }
-        match self.read_bucket_writes(bucket).await {
-            Ok(w) => {
-                self.settings.put(bucket, w.clone());
-                Ok(w)
-            }
-            Err(e) => self.settings.get(bucket, STALE_FOR).ok_or_else(|| {
-                MetaError::Unavailable(format!("the settings of bucket {bucket}: {e}"))
-            }),
-        }
+    /// How the bucket of `path` keeps versions, from this group's applied copy.
+    fn versioning_of(&self, path: &[String]) -> Result<Versioning, MetaError> {
+        versioning_of(&StoreView(self.store.as_ref()), &self.keys, path)
     }
 
-    async fn read_bucket_writes(&self, bucket: &str) -> Result<BucketWrites, MetaError> {
-        // Only a valid bucket name has settings (S3 made it).
-        if saker_namespace::validate_bucket_name(bucket).is_err() {
-            return Ok(BucketWrites::default());
-        }
-        let answer = if self.keys.group == 1 {
-            crate::coord_records::bucket_versioning(self.store.as_ref(), &self.keys, bucket)?
-        } else {
-            let req = MetaRequest::BucketVersioning {
-                bucket: bucket.to_string(),
-            };
-            self.peer(1)?.call(untagged(), req).await?
-        };
-        match answer {
-            MetaResponse::Records(r) => BucketWrites::from_records(&r),
-            other => Err(MetaError::Internal(format!(
-                "BucketVersioning answered {other:?}"
-            ))),
-        }
+    /// This group's copy of `bucket`'s write settings (`SettingsRequest::Get`).
+    pub(super) fn bucket_writes(&self, bucket: &str) -> Result<MetaResponse, MetaError> {
+        copy_of(&StoreView(self.store.as_ref()), &self.keys, bucket).map(MetaResponse::Sealed)
     }
 
-    /// What writes need of the settings of the bucket of `path`.
-    async fn writes_of(&self, path: &[String]) -> Result<BucketWrites, MetaError> {
-        match path.first() {
-            Some(bucket) => self.bucket_writes(bucket).await,
-            None => Ok(BucketWrites::default()),
-        }
-    }
-
-    /// How the bucket of `path` keeps versions.
-    async fn versioning_of(&self, path: &[String]) -> Result<Versioning, MetaError> {
-        Ok(self.writes_of(path).await?.versioning)
-    }
-
-    /// Fills in what the MNode decides of `req` (alone or as a shared inode's op), whatever
-    /// its sender said: how the buckets of a create, commit, unlink or rename keep versions,
-    /// and what a commit's receipt proves. A truncation to 0 by `SetAttr` (which keeps no
-    /// version) is refused in a bucket that keeps versions: there it is a commit.
+    /// Fills in what the MNode decides of `req` (alone or as a shared inode's op) before
+    /// the executor takes it, whatever its sender said: what a commit's receipt proves and
+    /// whether its SSE record is one this bucket takes (from this group's copy of the
+    /// bucket's default encryption), how the buckets of a coordinated rename keep versions.
+    /// Brings this group's copy of a bucket's settings up to date when a gateway decided
+    /// under newer ones.
     pub(super) async fn decide(&self, req: &mut MetaRequest) -> Result<(), MetaError> {
         let req = match req {
             MetaRequest::Shared { op, .. } => op.as_mut(),
@@ -80,56 +43,74 @@ impl Mnode {
         };
         match req {
             MetaRequest::CommitFile {
-                path,
                 id,
                 receipt,
-                versioning,
                 replaces,
-                default_lock,
+                sse,
+                path,
                 ..
             } => {
-                let w = self.writes_of(path).await?;
-                *versioning = w.versioning;
-                *default_lock = w
-                    .default_lock
-                    .filter(|_| w.versioning == Versioning::Enabled);
+                let copy = copy_for(&StoreView(self.store.as_ref()), &self.keys, path)?;
+                self.check_commit_sse(&copy.writes, *id, sse.as_ref())?;
                 *replaces = receipt.and_then(|r| r.verify(*id));
             }
-            MetaRequest::Create {
-                path, versioning, ..
-            }
-            | MetaRequest::Unlink {
-                path, versioning, ..
-            } => *versioning = self.versioning_of(path).await?,
-            MetaRequest::Rename {
-                from,
-                to,
-                versioning,
-                ..
-            }
-            | MetaRequest::CoordinatedRename {
+            MetaRequest::CoordinatedRename {
                 from,
                 to,
                 versioning,
                 ..
             } => {
                 *versioning = RenameVersioning {
-                    from: self.versioning_of(from).await?,
-                    to: self.versioning_of(to).await?,
+                    from: self.versioning_of(from)?,
+                    to: self.versioning_of(to)?,
                 }
-            }
-            MetaRequest::SetAttr {
-                path,
-                size: Some(0),
-                ..
-            } if self.versioning_of(path).await? != Versioning::Off => {
-                return Err(MetaError::Invalid(
-                    "in a bucket that keeps versions a truncation is a commit".into(),
-                ));
             }
             _ => {}
         }
+        let behind = req
+            .gateway_decided()
+            .and_then(|(path, d)| Some((path.first()?.clone(), d.settings?)));
+        if let Some((bucket, decided)) = behind {
+            self.catch_up(&bucket, decided).await?;
+        }
         Ok(())
+    }
+
+    /// Installs group 1's copy of `bucket`'s settings here if this group's is older than
+    /// `decided` (what a gateway read from group 1).
+    async fn catch_up(&self, bucket: &str, decided: u64) -> Result<(), MetaError> {
+        let local = copy_of(&StoreView(self.store.as_ref()), &self.keys, bucket)?;
+        if self.keys.group == 1 || local.version >= decided {
+            return Ok(());
+        }
+        let get = SettingsRequest::Get {
+            bucket: bucket.to_string(),
+        };
+        let sealed = match self
+            .peer(1)?
+            .call(untagged(), MetaRequest::BucketSettings(get))
+            .await?
+        {
+            MetaResponse::Sealed(s) => s,
+            other => {
+                return Err(MetaError::Internal(format!(
+                    "bucket settings answered {other:?}"
+                )))
+            }
+        };
+        tracing::info!(
+            group = self.keys.group,
+            from = local.version,
+            to = sealed.version,
+            "bucket settings caught up from group 1"
+        );
+        let install = SettingsRequest::Install {
+            bucket: bucket.to_string(),
+            sealed,
+        };
+        self.serve(untagged(), MetaRequest::BucketSettings(install))
+            .await
+            .map(|_| ())
     }
 }
 

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use saker_rpc::{
     access, Attr, Cred, DefaultLock, FileKind, InodeId, Layout, MetaError, MetaResponse,
-    ObjectLock, ObjectMeta, Versioning, NULL_VERSION,
+    ObjectLock, ObjectMeta, Sse, Versioning, NULL_VERSION,
 };
 
 use super::attrs::EMPTY_ETAG;
@@ -195,6 +195,8 @@ pub(super) struct Committed<'a> {
     pub(super) replaces: Option<i64>,
     /// The bucket's default retention: the new version's lock.
     pub(super) default_lock: Option<&'a DefaultLock>,
+    /// The new bytes' SSE-S3 record (checked by the serving MNode), if they are sealed.
+    pub(super) sse: Option<&'a Sse>,
 }
 
 pub(super) fn commit_file(
@@ -254,8 +256,7 @@ pub(super) fn commit_file(
     attr.etag = c.etag.to_string();
     attr.layout = c.layout.clone();
     attr.parts.clear();
-    // The mount writes plaintext: the new bytes are not sealed.
-    attr.sealed = false;
+    attr.sealed = c.sse.is_some();
     attr.mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     attr.s3_mtime_ns = ctx.now_ns;
@@ -267,26 +268,76 @@ pub(super) fn commit_file(
         ),
         None => txn.delete(ctx.keys.payload(c.id, PayloadKind::Data)),
     }
-    drop_byte_meta(txn, ctx, c.id)?;
+    replace_byte_meta(txn, ctx, c.id, c.sse)?;
     Ok(MetaResponse::Attr(attr))
 }
 
 /// The S3 checksums and encryption key an upload stored for file `id` are for bytes a
-/// commit replaced: they go (the rest of its S3 metadata stays).
-fn drop_byte_meta(txn: &mut Txn<'_>, ctx: &Ctx<'_>, id: InodeId) -> Result<(), MetaError> {
+/// commit replaced: they go, and the commit's own encryption key (`sse`) takes the key's
+/// place (the rest of its S3 metadata stays).
+fn replace_byte_meta(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    id: InodeId,
+    sse: Option<&Sse>,
+) -> Result<(), MetaError> {
     let key = ctx.keys.payload(id, PayloadKind::Meta);
-    let Some(v) = txn.get(&key).map_err(internal)? else {
-        return Ok(());
+    let mut meta: ObjectMeta = match txn.get(&key).map_err(internal)? {
+        Some(v) => decode(&v).map_err(internal)?,
+        None if sse.is_none() => return Ok(()),
+        None => ObjectMeta::default(),
     };
-    let mut meta: ObjectMeta = decode(&v).map_err(internal)?;
-    if meta.checksums.is_empty() && meta.checksum_type.is_none() && meta.sse.is_none() {
+    if meta.checksums.is_empty()
+        && meta.checksum_type.is_none()
+        && meta.sse.is_none()
+        && sse.is_none()
+    {
         return Ok(());
     }
     meta.checksums = Default::default();
     meta.checksum_type = None;
-    meta.sse = None;
+    meta.sse = sse.cloned();
     txn.put(key, encode(&meta));
     Ok(())
+}
+
+/// `saker admin sse rewrap`: version `id`'s data key, wrapped as `from`, is wrapped as `to`
+/// from now on ([`rewrap_in`]).
+pub(super) fn rewrap_sse(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    id: InodeId,
+    from: &[u8],
+    to: &[u8],
+) -> OpResult {
+    let key = ctx.keys.payload(id, PayloadKind::Meta);
+    let v = txn
+        .get(&key)
+        .map_err(internal)?
+        .ok_or(MetaError::NotFound)?;
+    let mut meta: ObjectMeta = decode(&v).map_err(internal)?;
+    if rewrap_in(&mut meta, from, to)? {
+        txn.put(key, encode(&meta));
+    }
+    Ok(MetaResponse::Done)
+}
+
+/// Sets the wrapped key of `meta`'s SSE-S3 record from `from` to `to`: whether it changed
+/// (not if it is `to` already); `NotFound` without such a record, `Conflict` if it is neither.
+pub(super) fn rewrap_in(meta: &mut ObjectMeta, from: &[u8], to: &[u8]) -> Result<bool, MetaError> {
+    let Some(sse) = meta.sse.as_mut().filter(|s| saker_rpc::is_sse_s3(s)) else {
+        return Err(MetaError::NotFound);
+    };
+    if sse.wrapped == to {
+        return Ok(false);
+    }
+    if sse.wrapped != from {
+        return Err(MetaError::Conflict {
+            path: "a data key rewrapped since it was read".into(),
+        });
+    }
+    sse.wrapped = to.to_vec();
+    Ok(true)
 }
 
 /// Before a mount's write replaces the bytes of `attr`, the current object at `path`, in a

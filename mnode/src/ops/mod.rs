@@ -15,25 +15,29 @@ mod links;
 mod objects;
 mod renames;
 pub(crate) mod retention;
+pub(crate) mod settings;
 mod tiers;
 pub(crate) mod uploads;
 pub(crate) mod versions;
 
 use saker_namespace::GroupId;
-use saker_rpc::{DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject};
+use saker_rpc::{
+    DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject, SealedRecord,
+    SettingsRequest,
+};
 
 use crate::keys::Keys;
 use crate::tree::Resolver;
 use crate::txn::Txn;
 use attrs::{set_attr_request, set_user_meta};
 use dirs::{apply_changes, mkdir, purge_dirs, remove_dir_op, DirSpec};
-use files::{commit_file, create, unlink, Committed, NewFile};
+use files::{commit_file, create, rewrap_sse, unlink, Committed, NewFile};
 use links::{link_source, link_target, settle_link, shared_op};
 use objects::{delete_object, delete_version, put_acl, put_dir_marker, put_object, put_tags};
 use renames::{
     adopt_entry, drop_entry, rename, rename_dir_in, rename_dir_out, rename_in, rename_out,
 };
-use uploads::{abort_upload, complete_upload, create_upload, put_part};
+use uploads::{abort_upload, complete_upload, create_upload, put_part, rewrap_upload};
 
 pub use attrs::{EMPTY_ETAG, USER_META_LIMIT};
 pub use links::LINK_MAX;
@@ -93,13 +97,14 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
 
 /// Evaluates one write op against `txn`. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
-    match req {
+    let req = settings::decided(txn, ctx, req)?;
+    match req.as_ref() {
         MetaRequest::PutObject {
             path,
             obj,
             cond,
             versioning,
-        } => put_object(txn, ctx, path, obj, cond.as_ref(), *versioning),
+        } => put_object(txn, ctx, path, obj, cond.as_ref(), versioning.versioning),
         MetaRequest::PutDirMarker { path, obj } => put_dir_marker(txn, ctx, path, obj),
         MetaRequest::MkdirImplicit { path, uid, gid } => {
             mkdir(txn, ctx, path, DirSpec::implicit(*uid, *gid), None)
@@ -240,6 +245,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             versioning,
             replaces,
             default_lock,
+            sse,
             ..
         } => commit_file(
             txn,
@@ -255,8 +261,18 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
                 versioning: *versioning,
                 replaces: *replaces,
                 default_lock: default_lock.as_ref(),
+                sse: sse.as_ref().map(|s| &s.sse),
             },
         ),
+        MetaRequest::RewrapSse {
+            path,
+            record,
+            from,
+            to,
+        } => match record {
+            SealedRecord::Version(id) => rewrap_sse(txn, ctx, *id, from, to),
+            SealedRecord::Upload(upload_id) => rewrap_upload(txn, ctx, path, upload_id, from, to),
+        },
         MetaRequest::DeleteObject {
             path,
             version_id: Some(vid),
@@ -271,7 +287,14 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             versioning,
             version_id: None,
             ..
-        } => delete_object(txn, ctx, path, *dir_marker, cond.as_ref(), *versioning),
+        } => delete_object(
+            txn,
+            ctx,
+            path,
+            *dir_marker,
+            cond.as_ref(),
+            versioning.versioning,
+        ),
         MetaRequest::SetObjectLock {
             path,
             version_id,
@@ -365,7 +388,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             checksums,
             *min_part_size,
             cond.as_ref(),
-            *versioning,
+            versioning.versioning,
         ),
         MetaRequest::AbortUpload { path, upload_id } => abort_upload(txn, ctx, path, upload_id),
         MetaRequest::GcDone { keys } => drop_queued(txn, ctx, crate::keys::GC, keys),
@@ -404,6 +427,12 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         }
         MetaRequest::SettleLink { id, token, kept } => settle_link(txn, ctx, *id, *token, *kept),
         MetaRequest::Shared { id, op } => shared_op(txn, ctx, *id, op),
+        MetaRequest::BucketSettings(SettingsRequest::Seal { bucket }) => {
+            settings::seal(txn, ctx, bucket)
+        }
+        MetaRequest::BucketSettings(SettingsRequest::Install { bucket, sealed }) => {
+            settings::install(txn, ctx, bucket, sealed)
+        }
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
             other.op_name()

@@ -99,6 +99,24 @@ fn load_upload(
     }
 }
 
+/// `saker admin sse rewrap` of an upload in progress: its data key, wrapped as `from`, is
+/// wrapped as `to` from now on ([`super::files::rewrap_in`]).
+pub(super) fn rewrap_upload(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    path: &[String],
+    upload_id: &str,
+    from: &[u8],
+    to: &[u8],
+) -> OpResult {
+    check_path(path, 2)?;
+    let (key, mut info) = load_upload(txn, ctx.keys, path, upload_id)?;
+    if super::files::rewrap_in(&mut info.meta, from, to)? {
+        txn.put(key, encode_v3(&info));
+    }
+    Ok(MetaResponse::Done)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn create_upload(
     txn: &mut Txn<'_>,

@@ -1,7 +1,7 @@
 //! What kind of request a [`MetaRequest`] is: a write or a read, who may send it, what it
 //! names, and the checks of what it carries before it is served.
 
-use super::{Cred, MetaRequest};
+use super::{Cred, Decided, MetaRequest, SettingsRequest};
 use crate::attr::Layout;
 
 /// The most entries one page request (`Scan`, `ListUploads`, `GcDue`) may ask for: a reply
@@ -16,13 +16,16 @@ pub const CHUNKSTORES_RECORD: &str = "chunkstores/";
 impl MetaRequest {
     /// Whether this request changes state (and so goes through the executor and raft).
     pub fn is_write(&self) -> bool {
-        if let MetaRequest::Shared { op, .. } = self {
-            return op.is_write();
+        match self {
+            MetaRequest::Shared { op, .. } => return op.is_write(),
+            MetaRequest::BucketSettings(r) => return r.is_write(),
+            _ => {}
         }
         !matches!(
             self,
             MetaRequest::Lookup { .. }
                 | MetaRequest::Access { .. }
+                | MetaRequest::SseKey { .. }
                 | MetaRequest::Scan { .. }
                 | MetaRequest::ListUploads { .. }
                 | MetaRequest::ScanVersions { .. }
@@ -160,6 +163,9 @@ impl MetaRequest {
         if let MetaRequest::CommitFile { id, layout, .. } = self {
             check_commit_layout(*id, layout)?;
         }
+        if let MetaRequest::BucketSettings(r) = self {
+            r.validate()?;
+        }
         if let MetaRequest::BucketVersioning { bucket } = self {
             saker_namespace::validate_bucket_name(bucket)
                 .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
@@ -196,6 +202,12 @@ impl MetaRequest {
         )
     }
 
+    /// Whether the answer carries a plaintext data key: served only over mutual TLS or from
+    /// loopback ([`crate::transport`]).
+    pub fn hands_out_keys(&self) -> bool {
+        matches!(self, MetaRequest::SseKey { .. })
+    }
+
     /// Whether a client credential may send this request: the POSIX namespace operations,
     /// each carrying the caller's identity (`cred`) which the MNode checks, the operations on
     /// what such a check let the caller open (a directory's pages, a file's new bytes), and
@@ -211,6 +223,7 @@ impl MetaRequest {
         matches!(
             self,
             MetaRequest::Access { .. }
+                | MetaRequest::SseKey { .. }
                 | MetaRequest::Scan {
                     reader: Some(_),
                     ..
@@ -246,9 +259,42 @@ impl MetaRequest {
                     | MetaRequest::HostReplica { .. }
                     | MetaRequest::DropReplica { .. }
                     | MetaRequest::CoordPut { .. }
+                    | MetaRequest::BucketSettings(SettingsRequest::Install { .. })
                     | MetaRequest::RepairNote { .. }
                     | MetaRequest::RepairDone { .. }
             )
+    }
+
+    /// A write a gateway decided from its copy of the bucket's settings: its path and that
+    /// decision (checked by the MNode against its group's copy).
+    pub fn gateway_decided(&self) -> Option<(&[String], &Decided)> {
+        match self {
+            MetaRequest::PutObject {
+                path, versioning, ..
+            }
+            | MetaRequest::DeleteObject {
+                path, versioning, ..
+            }
+            | MetaRequest::CompleteUpload {
+                path, versioning, ..
+            } => Some((path, versioning)),
+            _ => None,
+        }
+    }
+
+    /// A `SetAttr` that truncates to 0 (truncate(2) of a path).
+    pub fn truncate(path: Vec<String>, cred: Cred) -> Self {
+        MetaRequest::SetAttr {
+            path,
+            mode: None,
+            uid: None,
+            gid: None,
+            size: Some(0),
+            atime: None,
+            mtime: None,
+            cred,
+            through_handle: false,
+        }
     }
 
     /// A `SetAttr` that changes only the mode (chmod).
@@ -288,6 +334,8 @@ impl MetaRequest {
             MetaRequest::Lookup { path, .. }
             | MetaRequest::LookupVersion { path, .. }
             | MetaRequest::Access { path, .. }
+            | MetaRequest::SseKey { path, .. }
+            | MetaRequest::RewrapSse { path, .. }
             | MetaRequest::Create { path, .. }
             | MetaRequest::CommitFile { path, .. }
             | MetaRequest::Rename { to: path, .. }
@@ -354,6 +402,7 @@ impl MetaRequest {
             | MetaRequest::CoordPut { .. }
             | MetaRequest::CoordScan { .. }
             | MetaRequest::BucketVersioning { .. }
+            | MetaRequest::BucketSettings(_)
             | MetaRequest::ThawAll { .. }
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -381,6 +430,8 @@ impl MetaRequest {
         match self {
             MetaRequest::Lookup { .. } => "lookup",
             MetaRequest::Access { .. } => "access",
+            MetaRequest::SseKey { .. } => "sse_key",
+            MetaRequest::RewrapSse { .. } => "rewrap_sse",
             MetaRequest::Create { .. } => "create",
             MetaRequest::CommitFile { .. } => "commit_file",
             MetaRequest::Rename { .. } => "rename",
@@ -465,6 +516,7 @@ impl MetaRequest {
             MetaRequest::CoordPut { .. } => "coord_put",
             MetaRequest::CoordScan { .. } => "coord_scan",
             MetaRequest::BucketVersioning { .. } => "bucket_versioning",
+            MetaRequest::BucketSettings(r) => r.op_name(),
         }
     }
 }

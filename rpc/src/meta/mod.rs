@@ -14,24 +14,31 @@ use crate::capability::CommitReceipt;
 use crate::InodeId;
 pub use saker_namespace::Dentry;
 
+mod bucket_writes;
 mod classify;
 mod cond;
 mod load;
 mod lock;
 pub mod nesting;
 mod response;
+mod sse_key;
 mod types;
 mod versions;
 
+pub use bucket_writes::{
+    sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
+    SEALED_RECORD, SETTINGS_REFRESH,
+};
 pub use classify::{CHUNKSTORES_RECORD, MAX_PAGE};
 pub use cond::{check as check_cond, EtagCond, WriteCond};
 pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
+pub use sse_key::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use types::*;
 pub use versions::{
-    version_id, version_inode, BucketWrites, BucketWritesCache, RenameVersioning, VersionEntry,
-    VersionKind, Versioning, NULL_VERSION, SETTINGS_REFRESH,
+    version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
+    NULL_VERSION,
 };
 
 /// A metadata operation.
@@ -121,6 +128,23 @@ pub enum MetaRequest {
         mask: u32,
         cred: Cred,
         want: Want,
+    },
+    /// A library mount's data key for SSE-S3 file `id` at `path` (`fresh`: a new key for the
+    /// bytes it writes there), after the check a read (`fresh`: a write) gets; answers
+    /// `SseKey`. Needs the master key on the serving node; only over mutual TLS or loopback.
+    SseKey {
+        path: Vec<String>,
+        id: InodeId,
+        cred: Cred,
+        fresh: bool,
+    },
+    /// `saker admin sse rewrap`: `record` of the object at `path` gets its data key wrapped
+    /// as `to` (under the current master key) if it is wrapped as `from`; done if it is `to`.
+    RewrapSse {
+        path: Vec<String>,
+        record: SealedRecord,
+        from: Vec<u8>,
+        to: Vec<u8>,
     },
     /// Remote lookup of a directory entry by its owner, to fill a dentry replica.
     LookupDentry {
@@ -242,8 +266,9 @@ pub enum MetaRequest {
         obj: NewObject,
         /// Applied only if this holds of the object at `path` (checked in the batch).
         cond: Option<WriteCond>,
-        /// How the bucket keeps versions: the object replaced stays as a version or goes.
-        versioning: Versioning,
+        /// How the bucket keeps versions (the object replaced stays as a version or goes),
+        /// and the settings version that was decided under.
+        versioning: Decided,
     },
     /// Create the directory at `path`, or make an existing one explicit, with this marker.
     PutDirMarker {
@@ -342,6 +367,9 @@ pub enum MetaRequest {
         cred: Cred,
         /// The answer to this open's last commit, if it made one.
         receipt: Option<CommitReceipt>,
+        /// The new bytes' SSE-S3 record, given for them by `SseKey { fresh }`; required in a
+        /// bucket with default encryption.
+        sse: Option<CommitSeal>,
         /// Set by the serving MNode from the bucket's settings; never read from the wire.
         #[serde(skip)]
         versioning: Versioning,
@@ -369,7 +397,7 @@ pub enum MetaRequest {
         path: Vec<String>,
         dir_marker: bool,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
         /// Deletes this version for good (no delete marker); answers `Deleted`.
         version_id: Option<String>,
         /// The caller asked to bypass a governance retention and is allowed to.
@@ -460,7 +488,7 @@ pub enum MetaRequest {
         checksums: Checksums,
         min_part_size: u64,
         cond: Option<WriteCond>,
-        versioning: Versioning,
+        versioning: Decided,
     },
     AbortUpload {
         path: Vec<String>,
@@ -696,6 +724,8 @@ pub enum MetaRequest {
     BucketVersioning {
         bucket: String,
     },
+    /// A bucket's write settings in this group ([`SettingsRequest`]).
+    BucketSettings(SettingsRequest),
     /// Chunks a write left short of their replicas (a copy failed), recorded before the
     /// write is acknowledged so a repair pass finds them without a full scan.
     RepairNote {
@@ -710,15 +740,4 @@ pub enum MetaRequest {
     RepairDone {
         keys: Vec<Vec<u8>>,
     },
-}
-
-/// setxattr(2)'s flags: whether the name must (not) exist already.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum XattrMode {
-    /// Create or replace.
-    Any,
-    /// `XATTR_CREATE`: `Exists` if the name is set.
-    Create,
-    /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
-    Replace,
 }

@@ -15,6 +15,12 @@ pub enum MetaResponse {
         receipt: crate::capability::CommitReceipt,
     },
     Object(Box<ObjectView>),
+    /// A data key and its record (`SseKey`), with the proof a commit brings for a fresh one.
+    SseKey {
+        key: PlainKey,
+        sse: crate::attr::Sse,
+        fresh: Option<crate::capability::FreshKey>,
+    },
     Entries(Vec<Entry>),
     Attrs(Vec<Attr>),
     /// A yes/no answer.
@@ -71,6 +77,8 @@ pub enum MetaResponse {
     },
     /// What a group's work cost over its last closed window.
     Load(super::LoadWindow),
+    /// A group's copy of a bucket's write settings.
+    Sealed(super::SealedWrites),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

@@ -264,3 +264,23 @@ impl GroupCounters {
         self.forwards + self.remote_lookups + self.change_pushes + self.dirty_marks + self.pulls
     }
 }
+
+/// setxattr(2)'s flags: whether the name must (not) exist already.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrMode {
+    /// Create or replace.
+    Any,
+    /// `XATTR_CREATE`: `Exists` if the name is set.
+    Create,
+    /// `XATTR_REPLACE` (and removal): `NoAttr` if the name is not set.
+    Replace,
+}
+
+/// Where a wrapped data key is kept ([`super::MetaRequest::RewrapSse`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SealedRecord {
+    /// The version stored as this inode (current or not).
+    Version(InodeId),
+    /// A multipart upload in progress (its parts are sealed under its data key).
+    Upload(String),
+}

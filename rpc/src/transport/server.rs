@@ -293,6 +293,12 @@ fn authenticate(serving: &Process, mut request: Request<()>) -> Result<Request<(
     }
 }
 
+/// Whether a plaintext data key may go to the caller of a connection: over TLS (whose
+/// certificate proved its kind), or in plaintext from loopback only.
+fn keys_may_travel(peer: Option<&PeerInfo>) -> bool {
+    peer.is_some_and(|p| p.kind.is_some() || p.remote.is_some_and(|a| a.ip().is_loopback()))
+}
+
 /// The kind of credential a request proved (set by [`authenticate`]).
 fn kind_of<T>(request: &Request<T>) -> Kind {
     // Only authenticated requests reach the handler; a missing kind is treated as the least.
@@ -352,9 +358,17 @@ async fn served<T: Send + 'static>(
 impl Saker for Handler {
     async fn meta(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let kind = kind_of(&request);
+        let peer = request.extensions().get::<PeerInfo>().cloned();
         let (metadata, _, frame_in) = request.into_parts();
         let call: MetaCall =
             decode(&frame_in.body).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if call.req.hands_out_keys() && !keys_may_travel(peer.as_ref()) {
+            metrics::KEYS_REFUSED_PLAINTEXT.inc();
+            return Err(Status::permission_denied(
+                "data keys are handed out over mutual TLS only (or to a caller on loopback): \
+                 this connection is plaintext",
+            ));
+        }
         let reply = self
             .meta
             .call(kind, call, trace_context::parent_of(&metadata))
@@ -639,5 +653,27 @@ mod tests {
             "{}",
             err.message()
         );
+    }
+
+    #[test]
+    fn data_keys_travel_over_tls_or_from_loopback_only() {
+        let at = |ip: &str| Some(std::net::SocketAddr::new(ip.parse().unwrap(), 4000));
+        let tls = PeerInfo {
+            remote: at("10.0.0.7"),
+            kind: Some(Kind::Client),
+        };
+        assert!(keys_may_travel(Some(&tls)));
+        let remote_plain = PeerInfo {
+            remote: at("10.0.0.7"),
+            kind: None,
+        };
+        assert!(!keys_may_travel(Some(&remote_plain)));
+        let local_plain = PeerInfo {
+            remote: at("127.0.0.1"),
+            kind: None,
+        };
+        assert!(keys_may_travel(Some(&local_plain)));
+        assert!(!keys_may_travel(Some(&PeerInfo::default())));
+        assert!(!keys_may_travel(None));
     }
 }

@@ -1,0 +1,448 @@
+//! Buckets' write settings in the batch: each group keeps its copy of every bucket's write
+//! settings ([`BUCKET_WRITES`], raft state like everything else, in snapshots and backups),
+//! group 1 seals them under the bucket's next settings version, and every write that depends
+//! on them is decided here, in the batch that applies it, from the copy this batch sees:
+//!
+//! - a write the MNode decides alone (a mount's create, commit, unlink, rename, truncation)
+//!   gets its versioning and default retention filled in from the copy, whatever its sender
+//!   said;
+//! - a write a gateway decided (S3 PUT, DELETE, CompleteMultipartUpload: its version id, its
+//!   lock, its encryption were chosen from the gateway's copy) carries the settings version it
+//!   was decided under ([`saker_rpc::Decided`]) and is refused, nothing written, when the copy
+//!   has another one ([`MetaError::SettingsChanged`]).
+//!
+//! Since the executor evaluates ops one after the other, an install of new settings is
+//! ordered with the writes of the same group: each write is applied under the settings it
+//! was decided under, or not at all.
+
+use std::borrow::Cow;
+
+use saker_rpc::{
+    sealed_record, BucketWrites, MetaError, MetaRequest, MetaResponse, RenameVersioning,
+    SealedWrites, Versioning,
+};
+
+use super::{Ctx, OpResult};
+use crate::keys::{Keys, COORD};
+use crate::records::{decode, encode};
+use crate::store::prefix_end;
+use crate::tree::{internal, View};
+use crate::txn::Txn;
+
+#[cfg(doc)]
+use crate::keys::BUCKET_WRITES;
+
+/// This group's copy of `bucket`'s write settings (the defaults, version 0, if it has none).
+pub(crate) fn copy_of<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+) -> Result<SealedWrites, MetaError> {
+    match v.get(&keys.bucket_writes(bucket)).map_err(internal)? {
+        Some(b) => decode(&b).map_err(internal),
+        None => Ok(SealedWrites::default()),
+    }
+}
+
+/// The copy of the settings of the bucket of `path` (none for a path outside buckets).
+pub(crate) fn copy_for<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    path: &[String],
+) -> Result<SealedWrites, MetaError> {
+    match path.first() {
+        Some(bucket) => copy_of(v, keys, bucket),
+        None => Ok(SealedWrites::default()),
+    }
+}
+
+/// How the bucket of `path` keeps versions, from this group's copy.
+pub(crate) fn versioning_of<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    path: &[String],
+) -> Result<Versioning, MetaError> {
+    Ok(copy_for(v, keys, path)?.writes.versioning)
+}
+
+/// Key of coordinator record `name` (group 1's table of them).
+fn coord_key(keys: &Keys, name: &str) -> Vec<u8> {
+    let mut k = keys.table(COORD);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// `Seal`, at group 1: `bucket`'s records as they stand, under its next settings version, in
+/// this group's copy and in the record gateways read, in this one batch.
+pub(super) fn seal(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> OpResult {
+    if ctx.keys.group != 1 {
+        return Err(MetaError::Invalid(
+            "buckets' settings are sealed in group 1".into(),
+        ));
+    }
+    let prefix = format!("buckets/{bucket}/");
+    let start = coord_key(ctx.keys, &prefix);
+    let end = prefix_end(&start).unwrap_or_else(|| ctx.keys.table_end(COORD));
+    let strip = ctx.keys.table(COORD).len();
+    // A bucket has a dozen records at most.
+    let records: Vec<(String, Vec<u8>)> = txn
+        .scan(&start, &end, 64)
+        .map_err(internal)?
+        .into_iter()
+        .map(|(k, v)| (String::from_utf8_lossy(&k[strip..]).into_owned(), v))
+        .collect();
+    let writes = BucketWrites::from_records(&records)?;
+    let version = copy_of(txn, ctx.keys, bucket)?.version + 1;
+    let sealed = SealedWrites { version, writes };
+    let json = serde_json::to_vec(&sealed).map_err(|e| MetaError::Internal(e.to_string()))?;
+    txn.put(ctx.keys.bucket_writes(bucket), encode(&sealed));
+    txn.put(coord_key(ctx.keys, &sealed_record(bucket)), json);
+    Ok(MetaResponse::Sealed(sealed))
+}
+
+/// `Install`: keeps `sealed` unless this group has a newer copy; answers the copy it has.
+pub(super) fn install(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    bucket: &str,
+    sealed: &SealedWrites,
+) -> OpResult {
+    let current = copy_of(txn, ctx.keys, bucket)?;
+    if sealed.version <= current.version {
+        return Ok(MetaResponse::Sealed(current));
+    }
+    txn.put(ctx.keys.bucket_writes(bucket), encode(sealed));
+    Ok(MetaResponse::Sealed(sealed.clone()))
+}
+
+/// `req` as it is to be applied under this batch's copy of its buckets' settings: what the
+/// MNode decides filled in, a gateway's decision checked (module docs). Borrowed when
+/// nothing changes.
+pub(super) fn decided<'r>(
+    txn: &Txn<'_>,
+    ctx: &Ctx<'_>,
+    req: &'r MetaRequest,
+) -> Result<Cow<'r, MetaRequest>, MetaError> {
+    let keys = ctx.keys;
+    if let Some((path, decided)) = req.gateway_decided() {
+        decided.check(copy_for(txn, keys, path)?.version)?;
+        return Ok(Cow::Borrowed(req));
+    }
+    let mut owned = match req {
+        MetaRequest::SetAttr {
+            path,
+            size: Some(0),
+            ..
+        } => {
+            // Where versions are kept a truncation is a commit (it keeps the old bytes).
+            if versioning_of(txn, keys, path)? != Versioning::Off {
+                return Err(MetaError::Invalid(
+                    "in a bucket that keeps versions a truncation is a commit".into(),
+                ));
+            }
+            return Ok(Cow::Borrowed(req));
+        }
+        MetaRequest::CommitFile { .. }
+        | MetaRequest::Create { .. }
+        | MetaRequest::Unlink { .. }
+        | MetaRequest::Rename { .. }
+        | MetaRequest::RenameIn { .. }
+        | MetaRequest::RenameOut { .. } => req.clone(),
+        _ => return Ok(Cow::Borrowed(req)),
+    };
+    match &mut owned {
+        MetaRequest::CommitFile {
+            path,
+            versioning,
+            default_lock,
+            ..
+        } => {
+            let w = copy_for(txn, keys, path)?.writes;
+            *versioning = w.versioning;
+            // A default retention locks versions, which only a bucket keeping them has.
+            *default_lock = w
+                .default_lock()
+                .filter(|_| w.versioning == Versioning::Enabled)
+                .cloned();
+        }
+        MetaRequest::Create {
+            path, versioning, ..
+        }
+        | MetaRequest::Unlink {
+            path, versioning, ..
+        } => *versioning = versioning_of(txn, keys, path)?,
+        MetaRequest::RenameOut {
+            from, versioning, ..
+        } => *versioning = versioning_of(txn, keys, from)?,
+        MetaRequest::Rename {
+            from,
+            to,
+            versioning,
+            ..
+        }
+        | MetaRequest::RenameIn {
+            from,
+            to,
+            versioning,
+            ..
+        } => {
+            *versioning = RenameVersioning {
+                from: versioning_of(txn, keys, from)?,
+                to: versioning_of(txn, keys, to)?,
+            }
+        }
+        _ => {}
+    }
+    Ok(Cow::Owned(owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MemStore, MetaStore, WriteBatch};
+    use crate::tree::Resolver;
+    use saker_rpc::{Cred, Decided, Layout, LockConfig, NewObject};
+
+    fn with_ctx<T>(group: u32, f: impl FnOnce(&mut Txn<'_>, &Ctx<'_>) -> T) -> T {
+        let keys = Keys::new(group);
+        let store = MemStore::new();
+        let router = saker_namespace::SharedRouter::new(saker_namespace::Router::single(group));
+        let replica = parking_lot::Mutex::new(saker_namespace::DentryReplica::default());
+        let frozen = crate::frozen::FrozenDirs::default();
+        let ns = Resolver::new(&keys, router.get(), &replica, &frozen, true);
+        let ctx = Ctx {
+            keys: &keys,
+            ns: &ns,
+            now_ns: 1,
+            gc_grace_ns: 0,
+            next_id: 100,
+            changes: Vec::new(),
+            reap: None,
+            reaped: false,
+        };
+        let mut txn = Txn::new(&store);
+        f(&mut txn, &ctx)
+    }
+
+    fn record(txn: &mut Txn<'_>, keys: &Keys, name: &str, value: &[u8]) {
+        txn.put(coord_key(keys, name), value.to_vec());
+    }
+
+    fn put(path: &str, versioning: Decided) -> MetaRequest {
+        MetaRequest::PutObject {
+            path: path.split('/').map(String::from).collect(),
+            obj: NewObject::default(),
+            cond: None,
+            versioning,
+        }
+    }
+
+    fn sealed(r: OpResult) -> SealedWrites {
+        match r {
+            Ok(MetaResponse::Sealed(s)) => s,
+            other => panic!("answered {other:?}"),
+        }
+    }
+
+    #[test]
+    fn group_1_seals_the_records_under_growing_versions() {
+        with_ctx(1, |txn, ctx| {
+            let first = sealed(seal(txn, ctx, "logs"));
+            assert_eq!(first.version, 1);
+            assert_eq!(first.writes, BucketWrites::default());
+            record(txn, ctx.keys, "buckets/logs/versioning", b"Enabled");
+            record(txn, ctx.keys, "buckets/logs/encryption", b"AES256");
+            // Another bucket's records are not this one's.
+            record(txn, ctx.keys, "buckets/logs2/versioning", b"Suspended");
+            let second = sealed(seal(txn, ctx, "logs"));
+            assert_eq!(second.version, 2);
+            assert_eq!(second.writes.versioning, Versioning::Enabled);
+            assert_eq!(second.writes.encryption.as_deref(), Some("AES256"));
+            assert_eq!(copy_of(txn, ctx.keys, "logs").unwrap(), second);
+            // The record gateways read says the same.
+            let json = txn
+                .get(&coord_key(ctx.keys, &sealed_record("logs")))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                serde_json::from_slice::<SealedWrites>(&json).unwrap(),
+                second
+            );
+            // A bucket deleted (its records gone) goes on from its last version.
+            txn.delete(coord_key(ctx.keys, "buckets/logs/versioning"));
+            txn.delete(coord_key(ctx.keys, "buckets/logs/encryption"));
+            let third = sealed(seal(txn, ctx, "logs"));
+            assert_eq!((third.version, third.writes), (3, BucketWrites::default()));
+            // A record that does not parse is refused, not sealed.
+            record(txn, ctx.keys, "buckets/logs/object-lock", b"{");
+            assert!(seal(txn, ctx, "logs").is_err());
+        });
+        with_ctx(2, |txn, ctx| {
+            assert!(seal(txn, ctx, "logs").is_err(), "only group 1 seals");
+        });
+    }
+
+    #[test]
+    fn a_group_keeps_the_newest_copy_it_is_given() {
+        with_ctx(3, |txn, ctx| {
+            let v = |version, versioning| SealedWrites {
+                version,
+                writes: BucketWrites {
+                    versioning,
+                    ..Default::default()
+                },
+            };
+            assert_eq!(
+                sealed(install(txn, ctx, "logs", &v(2, Versioning::Enabled))).version,
+                2
+            );
+            // Late or repeated installs change nothing.
+            let kept = sealed(install(txn, ctx, "logs", &v(1, Versioning::Suspended)));
+            assert_eq!(kept, v(2, Versioning::Enabled));
+            assert_eq!(
+                sealed(install(txn, ctx, "logs", &v(2, Versioning::Off))),
+                kept
+            );
+            assert_eq!(copy_of(txn, ctx.keys, "logs").unwrap(), kept);
+            assert_eq!(copy_of(txn, ctx.keys, "other").unwrap().version, 0);
+        });
+    }
+
+    #[test]
+    fn a_gateway_s_write_applies_only_under_the_group_s_version() {
+        with_ctx(2, |txn, ctx| {
+            let enabled = SealedWrites {
+                version: 4,
+                writes: BucketWrites {
+                    versioning: Versioning::Enabled,
+                    ..Default::default()
+                },
+            };
+            // A bucket never set: version 0.
+            let r = put("logs/k", Decided::under(Versioning::Off, 0));
+            assert!(matches!(decided(txn, ctx, &r), Ok(Cow::Borrowed(_))));
+            install(txn, ctx, "logs", &enabled).unwrap();
+            assert_eq!(
+                decided(txn, ctx, &r).err(),
+                Some(MetaError::SettingsChanged {
+                    decided: 0,
+                    current: 4
+                })
+            );
+            let now = put("logs/k", Decided::under(Versioning::Enabled, 4));
+            assert!(decided(txn, ctx, &now).is_ok());
+            // Another bucket's version is its own.
+            assert!(decided(
+                txn,
+                ctx,
+                &put("other/k", Decided::under(Versioning::Off, 0))
+            )
+            .is_ok());
+            let delete = MetaRequest::DeleteObject {
+                path: vec!["logs".into(), "k".into()],
+                dir_marker: false,
+                cond: None,
+                versioning: Decided::under(Versioning::Enabled, 5),
+                version_id: None,
+                bypass_governance: false,
+            };
+            assert!(
+                decided(txn, ctx, &delete).is_err(),
+                "a version ahead is refused too"
+            );
+        });
+    }
+
+    #[test]
+    fn the_mnode_decides_a_mount_s_writes_from_its_copy() {
+        with_ctx(2, |txn, ctx| {
+            let lock = br#"{"default":{"mode":"Governance","days":1,"years":null}}"#;
+            let copy = SealedWrites {
+                version: 1,
+                writes: BucketWrites {
+                    versioning: Versioning::Enabled,
+                    object_lock: Some(LockConfig::parse(lock).unwrap()),
+                    encryption: None,
+                },
+            };
+            install(txn, ctx, "logs", &copy).unwrap();
+            let path = vec!["logs".to_string(), "f".to_string()];
+            let commit = MetaRequest::CommitFile {
+                path: path.clone(),
+                id: 7,
+                size: 0,
+                etag: String::new(),
+                layout: Layout::Inline,
+                inline: None,
+                cred: Cred::default(),
+                receipt: None,
+                versioning: Versioning::Off,
+                replaces: None,
+                default_lock: None,
+                sse: None,
+            };
+            match decided(txn, ctx, &commit).unwrap().as_ref() {
+                MetaRequest::CommitFile {
+                    versioning,
+                    default_lock,
+                    ..
+                } => {
+                    assert_eq!(*versioning, Versioning::Enabled);
+                    assert_eq!(default_lock.as_ref(), copy.writes.default_lock());
+                }
+                other => panic!("{other:?}"),
+            }
+            let unlink = MetaRequest::Unlink {
+                path: path.clone(),
+                cred: Cred::default(),
+                versioning: Versioning::Off,
+            };
+            assert!(matches!(
+                decided(txn, ctx, &unlink).unwrap().as_ref(),
+                MetaRequest::Unlink {
+                    versioning: Versioning::Enabled,
+                    ..
+                }
+            ));
+            let truncate = MetaRequest::truncate(path, Cred::default());
+            assert!(decided(txn, ctx, &truncate).is_err());
+            // Suspended: a commit keeps no lock (a null version is never locked).
+            let suspended = SealedWrites {
+                version: 2,
+                writes: BucketWrites {
+                    versioning: Versioning::Suspended,
+                    ..copy.writes.clone()
+                },
+            };
+            install(txn, ctx, "logs", &suspended).unwrap();
+            match decided(txn, ctx, &commit).unwrap().as_ref() {
+                MetaRequest::CommitFile {
+                    versioning,
+                    default_lock,
+                    ..
+                } => assert_eq!((*versioning, default_lock), (Versioning::Suspended, &None)),
+                other => panic!("{other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn copies_are_state_machine_records() {
+        // Written through a batch, the copy is read back from the store (so a restarted
+        // MNode, which replays or restores its state machine, has it).
+        let keys = Keys::new(2);
+        let store = MemStore::new();
+        let copy = SealedWrites {
+            version: 9,
+            ..Default::default()
+        };
+        let mut b = WriteBatch::default();
+        b.put(keys.bucket_writes("logs"), encode(&copy));
+        store.write(&b, true).unwrap();
+        assert_eq!(
+            copy_of(&crate::tree::StoreView(&store), &keys, "logs").unwrap(),
+            copy
+        );
+        assert!(crate::keys::SM_TABLES.contains(&crate::keys::BUCKET_WRITES));
+    }
+}
