@@ -1,9 +1,9 @@
 //! A TiKV that is not there, is something else, is half up, or goes away in service
 //! (`saker server --store tikv` against `saker-tikv-sim` and tiny fakes in this file):
 //! at start the server exits non-zero within 60 s with a message naming every PD endpoint
-//! tried and what it did; in service S3 requests get a 503 with a message (not a hang, not a
-//! 500), `/health` says why, and once TiKV answers again the server serves again, without a
-//! restart. Never a panic.
+//! tried and what it did; in service (TiKV silent, refusing connections, or down behind a
+//! live PD) S3 requests get a 503 with a message (not a hang, not a 500), `/health` says why,
+//! and once TiKV answers again the server serves again, without a restart. Never a panic.
 
 mod common;
 
@@ -280,18 +280,29 @@ async fn tikv_gone_silent_in_service_gives_503s_and_health_says_why_until_it_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tikv_refusing_connections_in_service_gives_503s_until_it_is_back() {
-    // PD and TiKV behind a proxy, which they advertise: cut, every connection is dropped and
-    // new ones are refused; healed, it listens on the same address again.
+    behind_a_proxy(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tikv_down_behind_a_live_pd_in_service_gives_503s_until_it_is_back() {
+    behind_a_proxy(false).await;
+}
+
+/// TiKV (and PD too with `pd_too`) behind a proxy, which PD advertises: cut, every connection
+/// is dropped and new ones are refused; healed, it listens on the same address again.
+async fn behind_a_proxy(pd_too: bool) {
     let proxy = Proxy::bind().await;
     let at = proxy.addr.to_string();
-    let sim = Sim::spawn_with(
-        "127.0.0.1:0",
-        &["--advertise-pd", &at, "--advertise-store", &at],
-    );
+    let mut advertise = vec!["--advertise-store", at.as_str()];
+    if pd_too {
+        advertise.extend(["--advertise-pd", at.as_str()]);
+    }
+    let sim = Sim::spawn_with("127.0.0.1:0", &advertise);
     let proxy = proxy.serve(sim.pd.clone());
-    let s = tikv_server(&at);
+    let pd = if pd_too { at.clone() } else { sim.pd.clone() };
+    let s = tikv_server(&pd);
     let (cut, heal) = (proxy.clone(), proxy.clone());
-    outage(&s, &at, move || cut.cut(), move || heal.heal()).await;
+    outage(&s, &pd, move || cut.cut(), move || heal.heal()).await;
     proxy.cut();
 }
 

@@ -223,7 +223,7 @@ impl Lease {
                 self.deposed();
                 return Ok((None, None));
             }
-            Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
+            Err(FenceError::Unknown(e)) => return Err(StoreError::Unreachable(e)),
             Err(FenceError::Store(e)) => return Err(e),
         }
         // The hold counts from before the round (the local clock), less a margin; reads are
@@ -262,7 +262,7 @@ impl Lease {
         batch.put(key.clone(), encode(&record));
         match self.store.write_fenced(&batch, Some((&key, Some(&old)))) {
             Ok(()) | Err(FenceError::Moved) => Ok(()),
-            Err(FenceError::Unknown(e)) => Err(StoreError::Io(e)),
+            Err(FenceError::Unknown(e)) => Err(StoreError::Unreachable(e)),
             Err(FenceError::Store(e)) => Err(e),
         }
     }

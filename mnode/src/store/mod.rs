@@ -36,7 +36,8 @@ pub enum StoreError {
     Io(String),
     #[error("corrupt record: {0}")]
     Corrupt(String),
-    /// The store's service (TiKV) cannot be reached: what was tried and what each did.
+    /// The store's service (TiKV) cannot be reached or did not answer in time (transient):
+    /// what was tried and what happened.
     #[error("{0}")]
     Unreachable(String),
 }

@@ -81,10 +81,10 @@ struct Pinned {
     cache: ReadCache,
 }
 
-/// A failed call, with its causes (a transport error's own text says little) and without
-/// `tikv-client`'s source locations.
+/// A failed call (TiKV unreachable, or still failing after the retries), with its causes (a
+/// transport error's own text says little) and without `tikv-client`'s source locations.
 fn io(e: impl std::error::Error + 'static) -> StoreError {
-    StoreError::Io(format!("tikv: {}", super::tikv_connect::describe(&e)))
+    StoreError::Unreachable(format!("tikv: {}", super::tikv_connect::describe(&e)))
 }
 
 pub(super) fn options() -> TransactionOptions {
@@ -415,7 +415,7 @@ fn on_for<T: Send + 'static>(
     });
     let wait = || match rx.recv() {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(StoreError::Io(format!(
+        Ok(Err(_)) => Err(StoreError::Unreachable(format!(
             "tikv: no answer within {deadline:?}"
         ))),
         Err(_) => Err(StoreError::Io("tikv store runtime stopped".into())),
@@ -462,7 +462,7 @@ impl MetaStore for TikvStore {
                 Err(FenceError::Moved) => {
                     return Err(StoreError::Io("tikv: write conflicts persisted".into()))
                 }
-                Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
+                Err(FenceError::Unknown(e)) => return Err(StoreError::Unreachable(e)),
                 Err(FenceError::Store(e)) => return Err(e),
             }
         }
