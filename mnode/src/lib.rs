@@ -42,4 +42,4 @@ pub use executor::{ParentUpdates, DEDUPE_WINDOW};
 pub use local::{LocalGroups, LOCAL_VNODES, RING_VNODES};
 pub use node::{Mnode, MnodeConfig};
 pub use raft::RaftPeers;
-pub use store::{FjallStore, MemStore, MetaStore, RedbStore, TikvStore};
+pub use store::{FjallStore, GcPart, MemStore, MetaStore, RedbStore, TikvStore};

@@ -1,8 +1,10 @@
 //! The TiKV the TiKV tests run against: a `saker-tikv-sim` process they start (next to the
 //! `saker` binary under test), or, with `SAKER_TIKV_PD=HOST:PORT`, a real cluster's PD. A
 //! started simulator can be stopped and resumed (SIGSTOP, SIGCONT: TiKV gone silent, then
-//! back on the same address with everything it held).
+//! back on the same address with everything it held), and tells its GC safe points and the
+//! versions its keys hold ([`Sim::stats`]).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -14,6 +16,8 @@ pub struct Sim {
     child: Option<Child>,
     /// `127.0.0.1:PORT` of PD (and TiKV).
     pub pd: String,
+    /// `http://127.0.0.1:PORT` of a started simulator's stats page.
+    stats: Option<String>,
     suffix: String,
 }
 
@@ -26,6 +30,7 @@ impl Sim {
             return Sim {
                 child: None,
                 pd,
+                stats: None,
                 suffix,
             };
         }
@@ -54,18 +59,22 @@ impl Sim {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn saker-tikv-sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the sim's address");
-        let pd = line
-            .trim()
-            .strip_prefix("pd ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = || {
+            let mut line = String::new();
+            out.read_line(&mut line).expect("read the sim's addresses");
+            line.trim().to_string()
+        };
+        let (pd, stats) = (line(), line());
+        let after = |line: &str, label: &str| {
+            line.strip_prefix(label)
+                .unwrap_or_else(|| panic!("unexpected line {line:?}"))
+                .to_string()
+        };
         Sim {
             child: Some(child),
-            pd,
+            pd: after(&pd, "pd "),
+            stats: Some(after(&stats, "stats ")),
             suffix: String::new(),
         }
     }
@@ -115,6 +124,70 @@ impl Sim {
             .as_ref()
             .expect("a simulator this test started (not SAKER_TIKV_PD)");
         assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    }
+}
+
+/// What a simulator's stats page says ([`Sim::stats`]).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// A fresh timestamp.
+    pub now: u64,
+    pub gc_safe_point: u64,
+    /// Calls that moved the GC safe point.
+    pub gc_safe_point_moves: u64,
+    /// `ScanLock` calls answered (a GC worker resolving locks scans them).
+    pub scan_lock_calls: u64,
+    /// Service safe points by service id.
+    pub services: BTreeMap<String, u64>,
+    /// Records held and collected by GC, under the prefix asked for.
+    pub held: u64,
+    pub collected: u64,
+    /// Per key (hex) with more than one record written: records held and collected.
+    pub keys: BTreeMap<String, (u64, u64)>,
+}
+
+impl Stats {
+    /// Records held and collected of `key` (`(0, 0)` if it has at most one).
+    pub fn key(&self, key: &[u8]) -> (u64, u64) {
+        self.keys
+            .get(&hex::encode(key))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The physical milliseconds between two timestamps.
+    pub fn ms_between(older: u64, newer: u64) -> i64 {
+        (newer >> 18) as i64 - (older >> 18) as i64
+    }
+}
+
+impl Sim {
+    /// The stats page of the simulator this test started, for the keys under `prefix`.
+    pub async fn stats(&self, prefix: &[u8]) -> Stats {
+        let base = self.stats.as_ref().expect("a simulator this test started");
+        let url = format!("{base}/stats?prefix={}", hex::encode(prefix));
+        let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        let mut st = Stats::default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let n = |i: usize| -> u64 { f[i].parse().unwrap_or_else(|_| panic!("{line:?}")) };
+            match f[0] {
+                "now" => st.now = n(1),
+                "gc_safe_point" => st.gc_safe_point = n(1),
+                "gc_safe_point_moves" => st.gc_safe_point_moves = n(1),
+                "scan_lock_calls" => st.scan_lock_calls = n(1),
+                "service" => {
+                    st.services.insert(f[1].to_string(), n(2));
+                }
+                "held" => st.held = n(1),
+                "collected" => st.collected = n(1),
+                "key" => {
+                    st.keys.insert(f[1].to_string(), (n(2), n(3)));
+                }
+                _ => {}
+            }
+        }
+        st
     }
 }
 

@@ -18,6 +18,7 @@ mod redb_engine;
 mod tikv_cache;
 mod tikv_connect;
 mod tikv_engine;
+mod tikv_gc;
 
 pub mod conformance;
 
@@ -28,6 +29,7 @@ pub use log_journal::LogJournal;
 pub use mem::MemStore;
 pub use redb_engine::RedbStore;
 pub use tikv_engine::{FenceError, TikvStore};
+pub use tikv_gc::GcPart;
 
 /// A store engine failure. Fatal for the group that hits it.
 #[derive(Clone, Debug, thiserror::Error)]

@@ -24,13 +24,21 @@ pub(super) const ANSWER_FOR: Duration = Duration::from_secs(5);
 /// How long TiKV may take to answer the first read (retries through region errors included).
 pub(super) const READ_FOR: Duration = Duration::from_secs(10);
 
+/// A PD that answered at start, on which TiKV answered a read.
+pub(super) struct Connected {
+    pub client: TransactionClient,
+    pub cluster_id: u64,
+    /// The endpoint that answered.
+    pub endpoint: String,
+}
+
 /// A client of the PD at one of `endpoints` on which TiKV answered a read of `probe`, or why
 /// there is none: every endpoint tried and what it did.
 pub(super) async fn connect(
     endpoints: &[String],
     config: Config,
     probe: Vec<u8>,
-) -> Result<TransactionClient, String> {
+) -> Result<Connected, String> {
     let tried = futures::future::join_all(endpoints.iter().map(|ep| {
         let config = config.clone();
         async move { (ep, try_pd(ep, config).await) }
@@ -49,7 +57,11 @@ pub(super) async fn connect(
         return Err(format!("no PD endpoint answered:\n{}", failures.join("\n")));
     };
     match read(&client, probe).await {
-        Ok(()) => Ok(client),
+        Ok(()) => Ok(Connected {
+            client,
+            cluster_id,
+            endpoint: ep.clone(),
+        }),
         Err(e) => Err(format!(
             "PD {ep} answered, but TiKV did not: {e}{}",
             stores(ep, cluster_id).await
@@ -177,13 +189,13 @@ async fn stores(ep: &str, cluster_id: u64) -> String {
 }
 
 /// Why a PD call got no answer.
-enum CallError {
+pub(super) enum CallError {
     NoAnswer,
     Failed(String),
 }
 
 impl CallError {
-    fn in_answer_to(self, call: &str) -> String {
+    pub(super) fn in_answer_to(self, call: &str) -> String {
         match self {
             CallError::NoAnswer => format!(
                 "accepts connections but did not answer a PD request ({call}) within \
@@ -195,7 +207,7 @@ impl CallError {
 }
 
 /// One unary PD call to `ep`, within [`ANSWER_FOR`].
-async fn pd_call<Req, Resp>(ep: &str, method: &str, req: Req) -> Result<Resp, CallError>
+pub(super) async fn pd_call<Req, Resp>(ep: &str, method: &str, req: Req) -> Result<Resp, CallError>
 where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
@@ -237,7 +249,7 @@ fn status(s: &tonic::Status) -> String {
 }
 
 /// The cluster id of a PD answer's header, or PD's error.
-fn header_ok(h: Option<&ResponseHeader>) -> Result<u64, String> {
+pub(super) fn header_ok(h: Option<&ResponseHeader>) -> Result<u64, String> {
     let h = h.ok_or("answered, but not as PD does (no response header)")?;
     match &h.error {
         Some(e) if e.r#type != 0 => Err(format!("PD refused: {} (type {})", e.message, e.r#type)),
@@ -267,15 +279,15 @@ pub(super) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 // checks read; prost skips the others).
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct RequestHeader {
+pub(super) struct RequestHeader {
     #[prost(uint64, tag = "1")]
-    cluster_id: u64,
+    pub cluster_id: u64,
     #[prost(uint64, tag = "2")]
-    sender_id: u64,
+    pub sender_id: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct ResponseHeader {
+pub(super) struct ResponseHeader {
     #[prost(uint64, tag = "1")]
     cluster_id: u64,
     #[prost(message, optional, tag = "2")]

@@ -16,6 +16,8 @@
 //! ([`super::tikv_cache`]), exactly as fresh as the pinned timestamp.
 //! Every transaction is rolled back when it does not commit (`tikv-client` panics when an open
 //! one is dropped unless told otherwise; it is told to warn, and never gets to).
+//! Every call holds its read timestamp in a floor while it runs, below which the process's
+//! PD service safe point never goes ([`super::tikv_gc`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +33,7 @@ use tikv_client::{
 };
 
 use super::tikv_cache::ReadCache;
+use super::tikv_gc::{At, GcPart, ReadFloor};
 use super::{prefix_end, Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 
 /// Largest gRPC response the client accepts (a scan page of large records; the crate's
@@ -68,6 +71,13 @@ pub struct TikvStore {
     prefix: Vec<u8>,
     /// The PD endpoints, as given (for messages).
     pd: String,
+    /// The PD endpoints, the one that answered at start first, and the cluster's id.
+    endpoints: Vec<String>,
+    cluster_id: u64,
+    /// PD's service id for this process's GC safe point.
+    service: String,
+    /// The timestamps calls read at while they run.
+    floor: Arc<ReadFloor>,
     /// Taken (and shut down in the background) on drop, which may happen inside a runtime.
     rt: Option<tokio::runtime::Runtime>,
     /// Single-writer mode: the timestamp reads use (0: take a fresh one each time) and when
@@ -142,14 +152,20 @@ impl TikvStore {
             super::tikv_connect::connect(&endpoints, config, probe).await
         });
         let why = match connected {
-            Ok(Ok(client)) => {
+            Ok(Ok(c)) => {
+                let mut endpoints = vec![c.endpoint.clone()];
+                endpoints.extend(pd.iter().filter(|ep| **ep != c.endpoint).cloned());
                 return Ok(Self {
-                    client,
+                    client: c.client,
                     prefix,
                     pd: pd.join(", "),
+                    endpoints,
+                    cluster_id: c.cluster_id,
+                    service: super::tikv_gc::service_id(keyspace),
+                    floor: Arc::default(),
                     rt: Some(rt),
                     pinned: None,
-                })
+                });
             }
             Ok(Err(why)) => why,
             Err(e) => e.to_string(),
@@ -167,6 +183,32 @@ impl TikvStore {
         &self.pd
     }
 
+    /// Takes part in TiKV's GC from now on, as `part` says ([`super::tikv_gc`]): registers
+    /// this process's service safe point before it returns (so that no read of it runs
+    /// unprotected) and renews it in the background. PD's service id, and whether PD took
+    /// the first one.
+    pub fn take_part_in_gc(&self, part: GcPart) -> Result<(String, bool), StoreError> {
+        // A timestamp seen: the floor starts there.
+        self.timestamp()?;
+        let floor = self.floor.clone();
+        let pinned = self.pinned.clone();
+        let keeper = Arc::new(super::tikv_gc::Keeper {
+            client: self.client.clone(),
+            pd: self.endpoints.clone(),
+            cluster_id: self.cluster_id,
+            service: self.service.clone(),
+            oldest: Box::new(move || floor.oldest(pinned.as_ref().map(|p| &p.ts))),
+        });
+        let k = keeper.clone();
+        let (taken, state) = on(self.rt(), async move {
+            let mut state = super::tikv_gc::Renewals::default();
+            let taken = super::tikv_gc::renew(&k, part, &mut state).await.is_some();
+            (taken, state)
+        })?;
+        self.rt().spawn(super::tikv_gc::keep(keeper, part, state));
+        Ok((self.service.clone(), taken))
+    }
+
     /// Reads at the newest timestamp this process committed at or pinned, not a fresh one:
     /// only for a store whose every key has one writer at a time, this process, which calls
     /// [`TikvStore::advance_reads`] whenever it becomes a key's writer.
@@ -182,6 +224,8 @@ impl TikvStore {
     /// Moves reads past every write committed so far by anyone (after winning a lease).
     pub fn advance_reads(&self) -> Result<(), StoreError> {
         if let Some(p) = &self.pinned {
+            // Held until the new pin is in place: the safe point stays below it meanwhile.
+            let _fresh = self.floor.fresh();
             let ts = self.timestamp()?;
             p.ts.fetch_max(ts, Ordering::SeqCst);
             // Cached values may be older than the new timestamp's.
@@ -193,13 +237,13 @@ impl TikvStore {
 
     /// `key` at a fresh timestamp, whatever the read mode (a lease record others write).
     pub fn get_fresh(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_at(None, key)
+        self.get_at(self.floor.fresh(), key)
     }
 
-    /// `key` at `ts` (`None`: a fresh timestamp).
-    fn get_at(&self, ts: Option<u64>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// `key` at `at`.
+    fn get_at(&self, at: At, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = self.key(key);
-        self.read_at(ts, move |mut snap| {
+        self.read_at(at, move |mut snap| {
             let key = key.clone();
             async move { snap.get(key).await }
         })
@@ -233,33 +277,44 @@ impl TikvStore {
         (Key::from(lo)..Key::from(hi)).into()
     }
 
-    /// The timestamp reads use: the pinned one in single-writer mode (taken afresh once it is
-    /// [`PIN_FOR`] old), else `None` (a fresh one per read).
-    fn read_ts(&self) -> Result<Option<u64>, StoreError> {
+    /// The timestamp reads use, held: the pinned one in single-writer mode (taken afresh once
+    /// it is [`PIN_FOR`] old), else a fresh one per read.
+    fn read_ts(&self) -> Result<At, StoreError> {
         let Some(p) = &self.pinned else {
-            return Ok(None);
+            return Ok(self.floor.fresh());
         };
+        self.repin_if_old(p)?;
+        Ok(self.floor.pinned(&p.ts))
+    }
+
+    /// Takes the pinned timestamp afresh once it is [`PIN_FOR`] old.
+    fn repin_if_old(&self, p: &Pinned) -> Result<(), StoreError> {
         if !p.fetched.lock().is_some_and(|t| t.elapsed() < PIN_FOR) {
             self.advance_reads()?;
         }
-        Ok(Some(p.ts.load(Ordering::SeqCst)))
+        Ok(())
     }
 
-    /// Runs `f` with a snapshot at `ts` (`None`: a fresh timestamp), again while it meets
+    /// Runs `f` with a snapshot at `at` (a fresh timestamp for `None`), again while it meets
     /// unresolved locks.
-    fn read_at<T, F, Fut>(&self, ts: Option<u64>, f: F) -> Result<T, StoreError>
+    fn read_at<T, F, Fut>(&self, at: At, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
         Fut: Future<Output = tikv_client::Result<T>> + Send,
     {
         let client = self.client.clone();
+        let floor = self.floor.clone();
         on(self.rt(), async move {
             let mut attempt = 0;
             loop {
-                let ts = match ts {
+                let ts = match at.ts {
                     Some(v) => tikv_client::Timestamp::from_version(v),
-                    None => client.current_timestamp().await.map_err(io)?,
+                    None => {
+                        let ts = client.current_timestamp().await.map_err(io)?;
+                        floor.saw(ts.version());
+                        ts
+                    }
                 };
                 match f(client.snapshot(ts, options())).await {
                     Ok(v) => return Ok(v),
@@ -291,11 +346,16 @@ impl TikvStore {
         let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
         let pinned = self.pinned.clone();
+        // The transaction reads (the fence) at its start timestamp, taken from PD.
+        let held = self.floor.fresh();
+        let floor = self.floor.clone();
         let committed = on(self.rt(), async move {
+            let _held = held;
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
             let done = fill_and_commit(&mut txn, ops, fence).await;
             match &done {
                 Ok(Some(ts)) => {
+                    floor.saw(ts.version());
                     if let Some(p) = pinned {
                         // Later reads see this commit (the cache is updated below).
                         p.ts.fetch_max(ts.version(), Ordering::SeqCst);
@@ -335,6 +395,7 @@ impl TikvStore {
     pub fn timestamp(&self) -> Result<u64, StoreError> {
         let client = self.client.clone();
         let ts = on(self.rt(), async move { client.current_timestamp().await })?.map_err(io)?;
+        self.floor.saw(ts.version());
         Ok(ts.version())
     }
 }
@@ -432,18 +493,17 @@ fn on_for<T: Send + 'static>(
 impl MetaStore for TikvStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let Some(p) = &self.pinned else {
-            return self.get_at(None, key);
+            return self.get_at(self.floor.fresh(), key);
         };
         // Re-pins (and empties the cache) once the pin is PIN_FOR old, hit or miss.
-        self.read_ts()?;
+        self.repin_if_old(p)?;
         if let Some(hit) = p.cache.get(key) {
             return Ok(hit.map(|v| v.to_vec()));
         }
         // Before the timestamp: a write committed after this read's timestamp was taken
         // bumps the generation, and the older value is then not cached.
         let seen = p.cache.generation();
-        let ts = Some(p.ts.load(Ordering::SeqCst));
-        let value = self.get_at(ts, key)?;
+        let value = self.get_at(self.floor.pinned(&p.ts), key)?;
         p.cache
             .fill(key, value.as_deref().map(Bytes::copy_from_slice), seen);
         Ok(value)
