@@ -1,7 +1,9 @@
 //! Zones and stable node ids on real `saker` processes: a six-node cluster in three zones
 //! loses a whole zone (both its nodes SIGKILLed at once) under S3 writes and loses nothing it
-//! acknowledged, because every group has a voter and every chunk a copy in each zone; and a
-//! node restarted at another RPC address is found there by the nodes that kept running.
+//! acknowledged, because every group has a voter and every chunk a copy in each zone; a node
+//! added in a new zone takes a voter of each group and a copy of each chunk from the zone
+//! that had two; and a node restarted at another RPC address is found there by the nodes that
+//! kept running.
 
 mod common;
 
@@ -168,5 +170,67 @@ async fn a_node_back_at_a_new_address_is_used_without_restarting_the_others() {
             listed.contains(&new) && !listed.contains(&old),
             "group {g}: {listed:?}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_in_a_new_zone_takes_a_voter_of_each_group_and_a_copy_of_each_chunk() {
+    // Three voters and copies over two zones: a group or chunk keeps two in zone a.
+    let mut nodes = Nodes::start_zoned(&["a", "a", "b"], &[]);
+    nodes.wait_voters(&[]).await;
+    let status = nodes.admin(0, &["status"]);
+    assert!(
+        status.contains("warning: 3 copies per chunk but 2 zones"),
+        "{status}"
+    );
+    let bucket = "spread";
+    let c = nodes.client(0, true);
+    eventually("create the bucket", || {
+        c.create_bucket().bucket(bucket).send()
+    })
+    .await;
+    let large: Vec<Vec<u8>> = (0..8).map(|i| random_bytes(30_000 + i)).collect();
+    for (i, data) in large.iter().enumerate() {
+        put(&c, bucket, &format!("large-{i}"), data).await;
+    }
+    let chunks = referenced_chunks(&nodes.rpc[0]).await;
+    assert_eq!(chunks.len(), 8);
+
+    nodes.start_fourth();
+    let node4 = nodes.rpc[3].clone();
+    nodes.admin(0, &["node", "add", &node4, "--zone", "c"]);
+    // Every group votes in the three zones now, one of its two zone-a voters gone.
+    let zone = |a: &str| match nodes.rpc.iter().position(|r| r == a) {
+        Some(0 | 1) => "a",
+        Some(2) => "b",
+        _ => "c",
+    };
+    for g in 1..=GROUPS {
+        let vs = voters(&nodes, g).await;
+        let spanned: BTreeSet<&str> = vs.iter().map(|(_, a)| zone(a)).collect();
+        assert_eq!((vs.len(), spanned.len()), (3, 3), "group {g}: {vs:?}");
+    }
+    // Every chunk has a copy in each zone: on node 3 (b), node 4 (c) and one of a's.
+    let mut held = Vec::new();
+    for rpc in &nodes.rpc {
+        held.push(chunks_held(rpc).await);
+    }
+    for id in &chunks {
+        let on: Vec<usize> = (0..4).filter(|&i| held[i].contains(id)).collect();
+        assert!(
+            on.len() == 3 && on.contains(&2) && on.contains(&3),
+            "chunk {id:032x} on nodes {on:?} (0-based)"
+        );
+    }
+    let status = nodes.admin(0, &["status"]);
+    assert!(!status.contains("warning"), "{status}");
+    assert!(
+        status.contains(&format!("{node4}\tc\t{node4}\tplacing")),
+        "{status}"
+    );
+    // Read through the new node, which holds a copy of each.
+    let c4 = nodes.client(3, true);
+    for (i, data) in large.iter().enumerate() {
+        assert_eq!(&get_bytes(&c4, bucket, &format!("large-{i}")).await, data);
     }
 }

@@ -130,15 +130,19 @@ impl Nodes {
         let share = total / load.len();
         while load[addr] < share {
             // A group the new node is not in, from the busiest node among its voters whose
-            // move leaves the group in as many zones.
+            // move leaves the group in as many zones (in more, if one does).
             let pick = views
                 .iter()
                 .filter(|(_, v)| !v.voters.iter().any(|(_, a)| a == addr))
-                .flat_map(|(g, v)| v.voters.iter().map(move |(id, a)| (*g, *id, a.clone(), v)))
-                .filter(|(_, _, a, v)| crate::spread::gain(&v.voters, a, addr, zone_of) >= 0)
-                .map(|(g, id, a, _)| (g, id, a))
-                .max_by_key(|(g, _, a)| (load[a], std::cmp::Reverse(*g)));
-            let Some((g, from_id, from)) = pick else {
+                .flat_map(|(g, v)| {
+                    v.voters.iter().map(move |(id, a)| {
+                        let gain = crate::spread::gain(&v.voters, a, addr, zone_of);
+                        (*g, *id, a.clone(), gain)
+                    })
+                })
+                .filter(|(_, _, _, gain)| *gain >= 0)
+                .max_by_key(|(g, _, a, gain)| (load[a], *gain, std::cmp::Reverse(*g)));
+            let Some((g, from_id, from, _)) = pick else {
                 break;
             };
             if load[&from] <= load[addr] + 1 {
