@@ -1,21 +1,20 @@
-//! The members of a replicated chunk store and where a chunk goes among them.
-//!
-//! Placement is rendezvous hashing of the chunk id over the names (RPC addresses) of the
-//! members that take new chunks, so any process computes a chunk's replicas from its id and
-//! the member list alone, and adding a member moves only the chunks it now ranks first for. A
-//! member that is leaving (drained before it is removed) takes no new chunk: it ranks after
-//! every placing member, so reads still find what it holds and a repair pass copies it away.
+//! The members of a replicated chunk store: each a stable id (what placement ranks,
+//! [`crate::placement`]), the RPC address it is reached at now, and its zone.
 
 use std::sync::Arc;
 
-use crate::id::ChunkId;
+use crate::error::ChunkError;
 use crate::store::ChunkStore;
 
 /// One chunkstore of the cluster.
 #[derive(Clone)]
 pub struct Member {
-    /// Its name in placement (its RPC address): the same in every process.
+    /// Its id in placement: the same in every process, and kept when its address changes.
     pub name: String,
+    /// Where it is reached (its RPC address; the id of a member listed before ids existed).
+    pub addr: String,
+    /// Its failure domain: copies of a chunk go to distinct zones when there are enough.
+    pub zone: String,
     pub store: Arc<dyn ChunkStore>,
     /// In this process: read first.
     pub local: bool,
@@ -24,10 +23,13 @@ pub struct Member {
 }
 
 impl Member {
-    /// A member that takes new chunks.
+    /// A member that takes new chunks, in no zone, its address its id.
     pub fn placing(name: impl Into<String>, store: Arc<dyn ChunkStore>, local: bool) -> Self {
+        let name = name.into();
         Self {
-            name: name.into(),
+            addr: name.clone(),
+            name,
+            zone: String::new(),
             store,
             local,
             placing: true,
@@ -35,64 +37,73 @@ impl Member {
     }
 }
 
-/// One member list and the replica count it allows: what every operation of the store reads
-/// at its start, so a change of members never mixes two lists in one operation.
-pub(crate) struct View {
-    pub members: Vec<Member>,
-    /// Copies per chunk: as many as asked, at most the placing members.
-    pub replicas: usize,
-    /// Copies a write waits for.
-    pub quorum: usize,
+/// A member as a member list names it (no store yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// Its stable id ([`Member::name`]).
+    pub id: String,
+    pub addr: String,
+    pub zone: String,
+    pub placing: bool,
 }
 
-/// A stable 64-bit score of (member, chunk): FNV-1a, then a splitmix64 finish.
-fn score(name: &str, id: ChunkId) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes().chain(id.0.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
-}
-
-impl View {
-    /// `members` (at least one placing), `replicas` copies asked for.
-    pub fn new(members: Vec<Member>, replicas: usize) -> Self {
-        let placing = members.iter().filter(|m| m.placing).count();
-        assert!(placing > 0, "a cluster has a chunkstore that takes chunks");
-        let replicas = replicas.clamp(1, placing);
+impl MemberInfo {
+    /// A placing member in no zone whose id is its address (a list from a configuration).
+    pub fn at(addr: &str) -> Self {
         Self {
-            members,
-            replicas,
-            quorum: replicas / 2 + 1,
+            id: addr.to_string(),
+            addr: addr.to_string(),
+            zone: String::new(),
+            placing: true,
         }
     }
 
-    /// Member indexes by rank for `id`: the first `replicas` hold it; leaving members come
-    /// after every placing one.
-    pub fn placement(&self, id: ChunkId) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.members.len()).collect();
-        order.sort_by_key(|&i| {
-            let m = &self.members[i];
-            (!m.placing, std::cmp::Reverse(score(&m.name, id)))
-        });
-        order
+    pub fn of(m: &Member) -> Self {
+        Self {
+            id: m.name.clone(),
+            addr: m.addr.clone(),
+            zone: m.zone.clone(),
+            placing: m.placing,
+        }
     }
+}
 
-    /// The order a read tries the members in, from the chunk's `placement`: this process's
-    /// replica, the other replicas, then everyone else.
-    pub fn read_order(&self, placement: &[usize]) -> Vec<usize> {
-        let mut order = placement.to_vec();
-        if let Some(pos) = order[..self.replicas]
+/// Members for `list`: the store already `known` under the id at the same address, this
+/// process's own (`local`: its id and store), or one reached through `pool` (a member that
+/// moved to another address is dialled there).
+pub(crate) fn members_for(
+    list: &[MemberInfo],
+    known: &[Member],
+    local: Option<&(String, Arc<dyn ChunkStore>)>,
+    pool: Option<&saker_rpc::ChannelPool>,
+) -> Result<Vec<Member>, ChunkError> {
+    let mut members = Vec::with_capacity(list.len());
+    for info in list {
+        let here = local.filter(|(id, _)| *id == info.id);
+        let store = if let Some((_, s)) = here {
+            s.clone()
+        } else if let Some(m) = known
             .iter()
-            .position(|&i| self.members[i].local)
+            .find(|m| m.name == info.id && m.addr == info.addr)
         {
-            order[..=pos].rotate_right(1);
-        }
-        order
+            m.store.clone()
+        } else {
+            let pool = pool.ok_or_else(|| {
+                ChunkError::Unavailable(format!("no way to reach chunkstore {}", info.id))
+            })?;
+            let channel = pool
+                .get(&info.addr)
+                .map_err(|e| ChunkError::Unavailable(e.to_string()))?;
+            Arc::new(crate::RemoteChunkStore::new(channel)) as Arc<dyn ChunkStore>
+        };
+        members.push(Member {
+            name: info.id.clone(),
+            addr: info.addr.clone(),
+            zone: info.zone.clone(),
+            store,
+            local: here.is_some(),
+            placing: info.placing,
+        });
     }
+    Ok(members)
 }

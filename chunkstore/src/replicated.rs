@@ -1,6 +1,7 @@
 //! [`ReplicatedChunkStore`]: every chunk on `replicas` of a cluster's chunkstores.
 //!
-//! Placement is rendezvous hashing of the chunk id over the members' names ([`crate::members`]);
+//! Placement is rendezvous hashing of the chunk id over the members' ids, spread over their
+//! zones ([`crate::placement`]);
 //! the member list can change while the store serves ([`ReplicatedChunkStore::set_members`]).
 //! A `put` goes to the chunk's replicas at
 //! once and returns when a majority of them has it durably (the rest finish in the background;
@@ -25,8 +26,9 @@ use tracing::Instrument;
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
-pub use crate::members::Member;
-use crate::members::View;
+use crate::members::members_for;
+pub use crate::members::{Member, MemberInfo};
+use crate::placement::View;
 use crate::stats::ChunkStats;
 use crate::store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};
 
@@ -91,47 +93,13 @@ pub struct ReplicatedChunkStore {
     view: RwLock<Arc<View>>,
     /// Copies per chunk asked for (a view allows at most its placing members).
     asked: usize,
-    /// This process's own store and its name, if it runs one (a member once it is listed).
+    /// This process's own store and its id, if it runs one (a member once it is listed).
     local: Option<(String, Arc<dyn ChunkStore>)>,
     /// Reaches members that join later.
     pool: Option<saker_rpc::ChannelPool>,
     /// Where chunks short of replicas are noted.
     repair_log: RwLock<Option<Arc<dyn RepairLog>>>,
     counters: Arc<Counters>,
-}
-
-/// Members for `list` (address, placing): the store already `known` under a name, this
-/// process's own (`local`), or one reached through `pool`.
-fn members_for(
-    list: &[(String, bool)],
-    known: &[Member],
-    local: Option<&(String, Arc<dyn ChunkStore>)>,
-    pool: Option<&saker_rpc::ChannelPool>,
-) -> Result<Vec<Member>, ChunkError> {
-    let mut members = Vec::with_capacity(list.len());
-    for (name, placing) in list {
-        let here = local.filter(|(a, _)| a == name);
-        let store = if let Some((_, s)) = here {
-            s.clone()
-        } else if let Some(m) = known.iter().find(|m| &m.name == name) {
-            m.store.clone()
-        } else {
-            let pool = pool.ok_or_else(|| {
-                ChunkError::Unavailable(format!("no way to reach chunkstore {name}"))
-            })?;
-            let channel = pool
-                .get(name)
-                .map_err(|e| ChunkError::Unavailable(e.to_string()))?;
-            Arc::new(crate::RemoteChunkStore::new(channel)) as Arc<dyn ChunkStore>
-        };
-        members.push(Member {
-            name: name.clone(),
-            store,
-            local: here.is_some(),
-            placing: *placing,
-        });
-    }
-    Ok(members)
 }
 
 impl ReplicatedChunkStore {
@@ -161,22 +129,21 @@ impl ReplicatedChunkStore {
         }
     }
 
-    /// The chunkstores at `addrs`, `replicas` copies per chunk: `local` where its address is
-    /// listed (the store of this process), the others reached through `pool`.
+    /// The chunkstores `list`, `replicas` copies per chunk: `local` (its id and store: the
+    /// store of this process) where its id is listed, the others reached through `pool`.
     pub fn over(
-        addrs: &[&str],
+        list: &[MemberInfo],
         replicas: u32,
         pool: &saker_rpc::ChannelPool,
         local: Option<(&str, Arc<dyn ChunkStore>)>,
     ) -> Result<Self, ChunkError> {
         let local = local.map(|(a, s)| (a.to_string(), s));
-        let list: Vec<(String, bool)> = addrs.iter().map(|a| (a.to_string(), true)).collect();
         if list.is_empty() {
             return Err(ChunkError::Unavailable(
                 "no chunkstore in the cluster map".into(),
             ));
         }
-        let members = members_for(&list, &[], local.as_ref(), Some(pool))?;
+        let members = members_for(list, &[], local.as_ref(), Some(pool))?;
         Ok(Self::with(
             members,
             replicas as usize,
@@ -189,25 +156,21 @@ impl ReplicatedChunkStore {
         self.view.read().expect("chunkstore members lock").clone()
     }
 
-    /// The members (name, placing), in the order they were given.
-    pub fn members(&self) -> Vec<(String, bool)> {
-        let view = self.view();
-        view.members
-            .iter()
-            .map(|m| (m.name.clone(), m.placing))
-            .collect()
+    /// The members, in the order they were given.
+    pub fn members(&self) -> Vec<MemberInfo> {
+        self.view().members.iter().map(MemberInfo::of).collect()
     }
 
-    /// Replaces the members with `list` (address, placing; at least one placing), reusing the
-    /// stores of members already known. Operations running keep the list they started with;
-    /// the next ones use this one.
-    pub fn set_members(&self, list: &[(String, bool)]) -> Result<(), ChunkError> {
+    /// Replaces the members with `list` (at least one placing), reusing the stores of
+    /// members already known at the same address. Operations running keep the list they
+    /// started with; the next ones use this one.
+    pub fn set_members(&self, list: &[MemberInfo]) -> Result<(), ChunkError> {
         let current = self.view();
         if current
             .members
             .iter()
-            .map(|m| (m.name.as_str(), m.placing))
-            .eq(list.iter().map(|(n, p)| (n.as_str(), *p)))
+            .map(MemberInfo::of)
+            .eq(list.iter().cloned())
         {
             return Ok(());
         }

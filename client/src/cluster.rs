@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use saker_chunkstore::{ChunkStore, ReplicatedChunkStore};
+use saker_chunkstore::{ChunkStore, MemberInfo, ReplicatedChunkStore};
 use saker_namespace::{GroupId, Route, Router, SharedRouter};
 use saker_rpc::{
     group_services, Attr, ChannelPool, ClientTag, ClusterMap, Decided, MetaError, MetaRequest,
@@ -387,9 +387,14 @@ pub fn chunk_stores(
     addr: &str,
     pool: &ChannelPool,
 ) -> Result<ReplicatedChunkStore, ClientError> {
-    let addrs = map.endpoints.chunkstores(addr);
+    let list: Vec<MemberInfo> = map
+        .endpoints
+        .chunkstores(addr)
+        .into_iter()
+        .map(MemberInfo::at)
+        .collect();
     Ok(ReplicatedChunkStore::over(
-        &addrs,
+        &list,
         map.endpoints.chunk_replicas,
         pool,
         None,

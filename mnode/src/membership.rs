@@ -3,7 +3,8 @@
 //! adds it as a learner, waits until it has caught up (from the log or a snapshot), and then
 //! makes it a voter. A node whose disk was lost comes back under a new raft id and joins the
 //! same way, taking the place of its old id: a replica never votes under an id whose log it
-//! has lost.
+//! has lost. A node that comes back at another address asks the same way: the leader
+//! records its new address, and the group's messages reach it there.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -20,8 +21,13 @@ fn has_voter(m: &openraft::RaftMetrics<u64, BasicNode>, id: u64) -> bool {
         .any(|v| v == id)
 }
 
-fn is_voter(raft: &Raft, id: u64) -> bool {
-    has_voter(&raft.metrics().borrow(), id)
+/// Whether `id` votes in the group as `m` has it, at `addr`.
+fn votes_at(m: &openraft::RaftMetrics<u64, BasicNode>, id: u64, addr: &str) -> bool {
+    has_voter(m, id)
+        && m.membership_config
+            .membership()
+            .get_node(&id)
+            .is_some_and(|n| n.addr == addr)
 }
 
 fn failed(e: impl std::fmt::Display) -> MetaError {
@@ -30,7 +36,8 @@ fn failed(e: impl std::fmt::Display) -> MetaError {
 }
 
 /// At the leader: makes `id` at `addr` a voter once it has caught up, replacing any other
-/// voter at `addr`. `lock` serializes changes (openraft takes one at a time).
+/// voter at `addr`; a voter `id` at another address is recorded at `addr` (the same replica,
+/// log and all, moved). `lock` serializes changes (openraft takes one at a time).
 pub(crate) async fn admit(
     raft: &Raft,
     lock: &tokio::sync::Mutex<()>,
@@ -38,7 +45,16 @@ pub(crate) async fn admit(
     addr: &str,
 ) -> Result<(), MetaError> {
     let _one = lock.lock().await;
-    if is_voter(raft, id) {
+    let metrics = raft.metrics().borrow().clone();
+    if votes_at(&metrics, id, addr) {
+        return Ok(());
+    }
+    if has_voter(&metrics, id) {
+        tracing::info!(id, addr, "a replica moved to another address");
+        let node = [(id, BasicNode::new(addr))].into_iter().collect();
+        raft.change_membership(openraft::ChangeMembers::SetNodes(node), false)
+            .await
+            .map_err(failed)?;
         return Ok(());
     }
     raft.add_learner(id, BasicNode::new(addr), true)
@@ -91,22 +107,32 @@ pub(crate) async fn leave(
     Ok(())
 }
 
-/// Asks `group` to admit this replica (`id` at `addr`) until it is a voter.
+/// Asks `group` to admit this replica (`id` at `addr`) until it is a voter at `addr`.
 pub(crate) async fn join(raft: Raft, group: ReplicaSet, id: u64, addr: String) {
     let tag = ClientTag { client: 0, seq: 0 };
     loop {
-        if is_voter(&raft, id) {
+        if votes_at(&raft.metrics().borrow(), id, &addr) {
             return;
         }
-        let req = MetaRequest::JoinGroup {
-            id,
-            addr: addr.clone(),
+        // A moved replica that leads already (the others name it at its old address)
+        // records its address itself.
+        let leading = raft.metrics().borrow().current_leader == Some(id);
+        let asked = if leading {
+            admit(&raft, &tokio::sync::Mutex::new(()), id, &addr).await
+        } else {
+            let req = MetaRequest::JoinGroup {
+                id,
+                addr: addr.clone(),
+            };
+            group.call(tag, req).await.map(|_| ())
         };
-        if let Err(e) = group.call(tag, req).await {
+        if let Err(e) = asked {
             tracing::info!(id, error = %e, "joining the group failed; asking again");
         }
         // The new membership reaches this replica with the next entries it gets.
         let wait = raft.wait(Some(Duration::from_secs(1)));
-        let _ = wait.metrics(|m| has_voter(m, id), "become a voter").await;
+        let _ = wait
+            .metrics(|m| votes_at(m, id, &addr), "become a voter here")
+            .await;
     }
 }

@@ -13,7 +13,6 @@ use axum::routing::{delete, get, post, put};
 use axum::Router;
 use clap::Subcommand;
 use saker_coordinator::AccessKeyStore;
-use serde::{Deserialize, Serialize};
 
 use crate::admin_auth::{self, HEADER_DATE, HEADER_KEY, HEADER_NONCE, HEADER_SIGNATURE};
 use crate::status;
@@ -85,7 +84,7 @@ pub enum AdminCommand {
     /// Grow or shrink a replicated cluster: move group replicas onto a node or off it.
     Node {
         #[command(subcommand)]
-        command: NodeCommand,
+        command: crate::admin_nodes::NodeCommand,
     },
     /// Move the metadata store of a stopped server to another engine.
     Store {
@@ -112,23 +111,6 @@ pub enum LifecycleCommand {
     Run { bucket: Option<String> },
     /// The lifecycle day's length and what the last pass did.
     Status,
-}
-
-#[derive(Subcommand)]
-pub enum NodeCommand {
-    /// Give the node at RPC_ADDR (started with a `node` number beyond [cluster] nodes) its
-    /// share of the group replicas, moved from the busiest nodes.
-    Add { rpc_addr: String },
-    /// Move every replica of NODE (its number, one raft id as `saker admin status` shows it,
-    /// or its RPC address) to the other nodes, and every chunk off its chunkstore. The node
-    /// can be stopped afterwards.
-    Remove { node: String },
-}
-
-#[derive(Serialize, Deserialize)]
-struct NodeRequest {
-    addr: Option<String>,
-    id: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -197,7 +179,8 @@ pub fn router(state: AdminState) -> Router {
             post(crate::admin_chunks::run_repair_noted),
         )
         .route("/admin/chunk-passes", get(crate::admin_chunks::passes))
-        .route("/admin/nodes/add", post(add_node))
+        .route("/admin/nodes/add", post(crate::admin_nodes::add_node))
+        .route("/admin/placement", get(crate::admin_nodes::placement))
         .route(
             "/admin/backup/groups/{group}",
             get(crate::backup::group_backup),
@@ -206,7 +189,7 @@ pub fn router(state: AdminState) -> Router {
             "/admin/backup/coordinator",
             get(crate::backup::coordinator_backup),
         )
-        .route("/admin/nodes/remove", post(remove_node))
+        .route("/admin/nodes/remove", post(crate::admin_nodes::remove_node))
         .route("/admin/scrub", post(crate::admin_chunks::run_scrub))
         .route("/admin/sse/buckets", get(crate::admin_sse::buckets))
         .route("/admin/sse/rewrap/{bucket}", post(crate::admin_sse::rewrap))
@@ -364,70 +347,6 @@ async fn lifecycle_status(State(st): State<AdminState>, headers: HeaderMap) -> R
         "cursor": cursor,
     }))
     .into_response()
-}
-
-async fn add_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    change_nodes(st, NodeChange::Add, headers, body).await
-}
-
-async fn remove_node(State(st): State<AdminState>, headers: HeaderMap, body: Bytes) -> Response {
-    change_nodes(st, NodeChange::Remove, headers, body).await
-}
-
-#[derive(Clone, Copy)]
-enum NodeChange {
-    Add,
-    Remove,
-}
-
-async fn change_nodes(
-    st: AdminState,
-    change: NodeChange,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    use crate::nodes::{NodeError, Target};
-    let path = match change {
-        NodeChange::Add => "/admin/nodes/add",
-        NodeChange::Remove => "/admin/nodes/remove",
-    };
-    if !authorized(&st, &Method::POST, path, &headers, &body) {
-        return deny();
-    }
-    let Some(nodes) = &st.nodes else {
-        return (
-            StatusCode::CONFLICT,
-            "not a replicated cluster: its nodes do not change\n",
-        )
-            .into_response();
-    };
-    let req: NodeRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
-    };
-    let result = match (change, req.addr, req.id) {
-        (NodeChange::Add, Some(addr), None) => nodes.add(&addr).await,
-        (NodeChange::Remove, None, Some(id)) => nodes.remove(Target::Id(id)).await,
-        (NodeChange::Remove, Some(addr), None) => nodes.remove(Target::Addr(addr)).await,
-        _ => {
-            let want = match change {
-                NodeChange::Add => "addr",
-                NodeChange::Remove => "id or addr",
-            };
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("the body needs {want} alone\n"),
-            )
-                .into_response();
-        }
-    };
-    match result {
-        Ok(report) => axum::Json(report).into_response(),
-        Err(NodeError::Refused(m)) => (StatusCode::CONFLICT, format!("{m}\n")).into_response(),
-        Err(NodeError::Meta(e)) => {
-            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
-        }
-    }
 }
 
 pub(crate) fn no_coordinator() -> Response {
@@ -738,6 +657,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
                 let groups: Vec<status::GroupStatus> =
                     serde_json::from_str(&text).context("unexpected reply")?;
                 print!("{}", status::render(&groups));
+                crate::admin_nodes::print_placement(endpoint).await?;
                 let path = "/admin/chunk-passes";
                 let text = send(endpoint, Method::GET, path, Vec::new()).await?;
                 let passes: crate::admin_chunks::Passes =
@@ -792,33 +712,7 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             println!("{}", text.trim());
             return Ok(());
         }
-        AdminCommand::Node { command } => {
-            let (path, req) = match command {
-                NodeCommand::Add { rpc_addr } => (
-                    "/admin/nodes/add",
-                    NodeRequest {
-                        addr: Some(rpc_addr),
-                        id: None,
-                    },
-                ),
-                NodeCommand::Remove { node } => (
-                    "/admin/nodes/remove",
-                    match node.parse::<u64>() {
-                        Ok(id) => NodeRequest {
-                            addr: None,
-                            id: Some(id),
-                        },
-                        Err(_) => NodeRequest {
-                            addr: Some(node),
-                            id: None,
-                        },
-                    },
-                ),
-            };
-            let text = send(endpoint, Method::POST, path, serde_json::to_vec(&req)?).await?;
-            println!("{}", text.trim());
-            return Ok(());
-        }
+        AdminCommand::Node { command } => return crate::admin_nodes::run(endpoint, command).await,
         AdminCommand::Balance {
             command,
             epsilon,

@@ -208,7 +208,7 @@ async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
     }
     if let Some((_, home)) = cluster.groups().next() {
         let state = Arc::new(saker_coordinator::GroupState::new(home.clone(), 0));
-        tokio::spawn(crate::chunk_members::follow(state, chunks));
+        tokio::spawn(crate::chunk_members::follow(state, chunks, None));
     }
     Ok(cluster)
 }

@@ -67,8 +67,13 @@ impl ChunkMoves {
         }
     }
 
+    /// Copies per chunk asked for.
+    pub fn copies(&self) -> usize {
+        self.chunks.replicas_asked()
+    }
+
     /// The recorded members, or this process's list before any change was recorded.
-    async fn current(&self) -> Result<Membership, NodeError> {
+    pub async fn membership(&self) -> Result<Membership, NodeError> {
         match chunk_members::load(self.state.as_ref()).await {
             Ok(Some(m)) => Ok(m),
             Ok(None) => Ok(Membership::of(&self.chunks)),
@@ -99,9 +104,14 @@ impl ChunkMoves {
         Ok((report, referenced))
     }
 
-    /// Makes the chunkstore at `addr`, if the node there runs one, a member, and moves it its
-    /// share of the chunks. `None`: it runs none.
-    pub async fn add(&self, addr: &str) -> Result<Option<ChunkReport>, NodeError> {
+    /// Makes the chunkstore at `addr`, if the node there runs one, a member (in `zone`, if
+    /// given; a new member's id is its address), and moves it its share of the chunks, and
+    /// every chunk a copy in the zones it lacked. `None`: it runs none.
+    pub async fn add(
+        &self,
+        addr: &str,
+        zone: Option<&str>,
+    ) -> Result<Option<ChunkReport>, NodeError> {
         let store = RemoteChunkStore::new(self.pool.get(addr)?);
         if let Err(e) = store.list_older_than(SystemTime::UNIX_EPOCH).await {
             if e.to_string().contains(NO_CHUNKSTORE) {
@@ -111,11 +121,18 @@ impl ChunkMoves {
                 "cannot reach the chunkstore at {addr}: {e}"
             )));
         }
-        let mut m = self.current().await?;
+        let mut m = self.membership().await?;
         match m.position(addr) {
-            Some(i) => m.members[i].leaving = false,
+            Some(i) => {
+                m.members[i].leaving = false;
+                if let Some(z) = zone {
+                    m.members[i].zone = z.to_string();
+                }
+            }
             None => m.members.push(Entry {
+                id: addr.to_string(),
                 addr: addr.to_string(),
+                zone: zone.unwrap_or_default().to_string(),
                 leaving: false,
             }),
         }
@@ -135,7 +152,7 @@ impl ChunkMoves {
 
     /// Whether removing `addrs`' chunkstores leaves enough to hold every chunk's copies.
     pub async fn check_remove(&self, addrs: &[String]) -> Result<(), NodeError> {
-        let m = self.current().await?;
+        let m = self.membership().await?;
         let left = m
             .placing()
             .iter()
@@ -153,7 +170,7 @@ impl ChunkMoves {
 
     /// Drains the chunkstore at `addr` (if it is a member) and removes it (module docs).
     pub async fn remove(&self, addr: &str) -> Result<Option<ChunkReport>, NodeError> {
-        let mut m = self.current().await?;
+        let mut m = self.membership().await?;
         let Some(i) = m.position(addr) else {
             return Ok(None);
         };

@@ -8,7 +8,10 @@
 //! ([`MetaRequest::LeaveGroup`]) and A drops it and its data ([`MetaRequest::DropReplica`]).
 //! The group has at least its usual voters at every step, so a majority of them keeps it
 //! serving. `add` moves replicas from the most loaded nodes to the new one until it holds its
-//! share; `remove` moves every replica of the node to the least loaded others.
+//! share, then moves voters until each group spans as many zones as it can
+//! ([`crate::spread::next_move`]; run it again for a node already added, after zones
+//! changed); `remove` moves every replica of the node to the least loaded others, in a zone
+//! the group lacks where there is one.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use saker_rpc::{ChannelPool, ClientTag, MetaError, MetaRequest, MetaService, ReplicaStatus};
 use serde::{Deserialize, Serialize};
 
+use crate::placement_status::Placement;
 use crate::status::{leader_status, Groups};
 
 /// How long a new replica may take to catch up and become a voter.
@@ -74,6 +78,8 @@ pub struct Nodes {
 
 /// Every group's leader view, by group.
 type Views = BTreeMap<u32, ReplicaStatus>;
+/// Each node's zone, by address.
+type Zones = BTreeMap<String, String>;
 
 fn untagged() -> ClientTag {
     ClientTag { client: 0, seq: 0 }
@@ -95,23 +101,48 @@ impl Nodes {
         self
     }
 
-    /// Moves replicas to the node at `addr` until it holds its share of them.
-    pub async fn add(&self, addr: &str) -> Result<Report, NodeError> {
+    /// The zone of every node, as the chunkstore record has it ("" where it has none), the
+    /// node at `addr` in `zone` if one is given.
+    async fn zones(&self, addr: &str, zone: Option<&str>) -> Result<Zones, NodeError> {
+        let mut zones = Zones::new();
+        if let Some(chunks) = &self.chunks {
+            for e in chunks.membership().await?.members {
+                zones.insert(e.addr, e.zone);
+            }
+        }
+        if let Some(z) = zone {
+            zones.insert(addr.to_string(), z.to_string());
+        }
+        Ok(zones)
+    }
+
+    /// Moves replicas to the node at `addr` (in `zone`, if given) until it holds its share of
+    /// them, then spreads voters over zones.
+    pub async fn add(&self, addr: &str, zone: Option<&str>) -> Result<Report, NodeError> {
         let _one = self.lock.lock().await;
         let mut views = self.views().await?;
         let mut report = Report::default();
         let mut load = load(&views);
+        let zones = self.zones(addr, zone).await?;
+        let zone_of = |a: &str| zones.get(a).map_or("", String::as_str);
         load.entry(addr.to_string()).or_insert(0);
         let total: usize = load.values().sum();
         let share = total / load.len();
         while load[addr] < share {
-            // A group the new node is not in, from the busiest node among its voters.
+            // A group the new node is not in, from the busiest node among its voters whose
+            // move leaves the group in as many zones (in more, if one does).
             let pick = views
                 .iter()
                 .filter(|(_, v)| !v.voters.iter().any(|(_, a)| a == addr))
-                .flat_map(|(g, v)| v.voters.iter().map(move |(id, a)| (*g, *id, a.clone())))
-                .max_by_key(|(g, _, a)| (load[a], std::cmp::Reverse(*g)));
-            let Some((g, from_id, from)) = pick else {
+                .flat_map(|(g, v)| {
+                    v.voters.iter().map(move |(id, a)| {
+                        let gain = crate::spread::gain(&v.voters, a, addr, zone_of);
+                        (*g, *id, a.clone(), gain)
+                    })
+                })
+                .filter(|(_, _, _, gain)| *gain >= 0)
+                .max_by_key(|(g, _, a, gain)| (load[a], *gain, std::cmp::Reverse(*g)));
+            let Some((g, from_id, from, _)) = pick else {
                 break;
             };
             if load[&from] <= load[addr] + 1 {
@@ -122,8 +153,10 @@ impl Nodes {
             *load.get_mut(&from).expect("counted") -= 1;
             *load.get_mut(addr).expect("counted") += 1;
         }
+        self.spread(&mut views, &mut load, zone_of, &mut report)
+            .await?;
         if let Some(chunks) = &self.chunks {
-            report.chunks = chunks.add(addr).await?;
+            report.chunks = chunks.add(addr, zone).await?;
             if report.chunks.is_none() {
                 report.warnings.push(format!(
                     "the node at {addr} runs no chunkstore: chunks stay where they are"
@@ -163,12 +196,20 @@ impl Nodes {
         if let Some(chunks) = &self.chunks {
             chunks.check_remove(&addrs).await?;
         }
+        let zones = self.zones("", None).await?;
+        let zone_of = |a: &str| zones.get(a).map_or("", String::as_str);
         for (g, from_id, from) in theirs {
             let voters = &views[&g].voters;
+            // Least loaded, in a zone the others of the group are not in where one is.
+            let kept: Vec<&str> = voters
+                .iter()
+                .filter(|(_, v)| *v != from)
+                .map(|(_, v)| zone_of(v.as_str()))
+                .collect();
             let to = load
                 .iter()
                 .filter(|(a, _)| **a != from && !voters.iter().any(|(_, v)| v == *a))
-                .min_by_key(|(a, n)| (**n, (*a).clone()))
+                .min_by_key(|(a, n)| (kept.contains(&zone_of(a.as_str())), **n, (*a).clone()))
                 .map(|(a, _)| a.clone());
             let Some(to) = to else {
                 return Err(NodeError::Refused(format!(
@@ -189,6 +230,31 @@ impl Nodes {
             }
         }
         Ok(report)
+    }
+
+    /// Moves voters, one at a time, until every group spans as many zones as it can.
+    async fn spread<'a>(
+        &self,
+        views: &mut Views,
+        load: &mut BTreeMap<String, usize>,
+        zone_of: impl Fn(&str) -> &'a str + Copy,
+        report: &mut Report,
+    ) -> Result<(), NodeError> {
+        let nodes: Vec<String> = load.keys().cloned().collect();
+        // Each move gives a group a zone: at most one per voter.
+        let most: usize = views.values().map(|v| v.voters.len()).sum();
+        for _ in 0..most {
+            let voters: crate::spread::Voters =
+                views.iter().map(|(g, v)| (*g, v.voters.clone())).collect();
+            let Some(m) = crate::spread::next_move(&voters, &nodes, zone_of, load) else {
+                break;
+            };
+            self.move_replica(views, m.group, (m.from_id, &m.from), &m.to, report)
+                .await?;
+            *load.entry(m.from).or_insert(1) -= 1;
+            *load.entry(m.to).or_insert(0) += 1;
+        }
+        Ok(())
     }
 
     /// Moves group `g`'s replica `from` to the node at `to` (module docs), then reads the
@@ -246,6 +312,17 @@ impl Nodes {
             to: to.to_string(),
         });
         Ok(())
+    }
+
+    /// Where the voters and the chunk copies are, by zone ([`Placement`]).
+    pub async fn placement(&self) -> Result<Placement, NodeError> {
+        let views = self.views().await?;
+        let voters = views.iter().map(|(g, v)| (*g, v.voters.clone())).collect();
+        let (members, copies) = match &self.chunks {
+            Some(chunks) => (chunks.membership().await?, chunks.copies()),
+            None => (crate::chunk_members::Membership { members: vec![] }, 0),
+        };
+        Ok(Placement::new(&voters, members, copies))
     }
 
     /// Every group's membership as its leader reports it.

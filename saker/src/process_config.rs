@@ -33,7 +33,18 @@
 //! groups = 4                        # MNode groups, fixed at creation
 //! replication = 3                   # voters per group and copies per chunk (1..=nodes)
 //! chunkstores = ["127.0.0.1:9902", "127.0.0.1:9912", "127.0.0.1:9922"]
+//! # zones = ["rack1", "rack2", "rack3"]  # node i's zone: voters and copies go to distinct zones
 //! ```
+//!
+//! Zones (failure domains: racks, rooms) are optional: with them each group's voters and
+//! each chunk's copies go to distinct zones whenever there are at least as many zones as
+//! copies ([`crate::spread`], `saker_chunkstore::placement`). A node's own `zone = "rack1"`
+//! (or `saker server --zone`) must agree with `[cluster] zones`; a node added later is given
+//! its zone by its own file or by `saker admin node add --zone`.
+//!
+//! A node keeps its identity in its data directory, not in its address: started with
+//! another `rpc_addr` (one no other node has), it tells its groups and the chunkstore record
+//! where it is now, and the other processes find it there without a restart.
 //!
 //! Every node may run the coordinator role: its coordinator is active while the node leads
 //! group 1, whose state machine keeps the coordinator's state.
@@ -84,6 +95,9 @@ pub struct ProcessConfig {
     pub group: Option<u32>,
     /// A replicated cluster: this process's node id (1-based position in `[cluster] nodes`).
     pub node: Option<u64>,
+    /// A replicated cluster: this node's zone (failure domain), as `[cluster] zones` gives it
+    /// for a node listed there.
+    pub zone: Option<String>,
     pub s3_addr: Option<SocketAddr>,
     pub admin_addr: Option<SocketAddr>,
     pub cluster: ClusterConfigFile,
@@ -107,6 +121,10 @@ pub struct ClusterConfigFile {
     /// A replicated cluster: voters per group.
     pub replication: Option<u32>,
     pub chunkstores: Vec<Addr>,
+    /// A replicated cluster: node i+1's zone is `zones[i]` (none: no zones), fixed at
+    /// creation like `nodes`.
+    #[serde(default)]
+    pub zones: Vec<String>,
     /// Names placed by hash(parent id, name) (`saker server --pathwalk`), fixed at creation.
     #[serde(default)]
     pub pathwalk: Vec<String>,
@@ -176,6 +194,17 @@ impl ProcessConfig {
         Ok(cfg)
     }
 
+    /// [`ProcessConfig::load`], in `zone` if one is given (`saker server --zone`).
+    pub fn load_in_zone(path: &Path, zone: Option<String>) -> anyhow::Result<Self> {
+        let mut cfg = Self::load(path)?;
+        if zone.is_some() {
+            cfg.zone = zone;
+            cfg.validate()
+                .with_context(|| format!("--zone with {}", path.display()))?;
+        }
+        Ok(cfg)
+    }
+
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(&role)
     }
@@ -190,8 +219,12 @@ impl ProcessConfig {
         let c = &self.cluster;
         let place = match (self.node, self.group) {
             (Some(n), _) => format!(
-                "node {n} of {}, {} groups, replication {}",
+                "node {n} of {}{}, {} groups, replication {}",
                 c.nodes.len(),
+                match self.zone().as_str() {
+                    "" => String::new(),
+                    z => format!(" in zone {z}"),
+                },
                 c.groups.unwrap_or(0),
                 c.replication.unwrap_or(1)
             ),
@@ -241,8 +274,16 @@ impl ProcessConfig {
                 let Some(n) = self.node else {
                     bail!("the mnode role needs `node` (its position in [cluster] nodes)");
                 };
-                if n as usize <= c.nodes.len() {
+                if n as usize <= c.nodes.len() && !self.moved() {
                     listed_at(here, &c.nodes, n as usize, "node", "nodes")?;
+                } else if n as usize <= c.nodes.len() {
+                    // A node that came back at another address: one of its own.
+                    ensure!(
+                        here.is_some_and(|a| !c.nodes.contains(a)),
+                        "rpc_addr must be node {n}'s address in [cluster] nodes ({}), or one \
+                         no other node has (a node that moved)",
+                        c.nodes[n as usize - 1]
+                    );
                 } else {
                     // A node added later (saker admin node add): it starts with no replica.
                     ensure!(
@@ -284,11 +325,30 @@ impl ProcessConfig {
         }
         // A node added later takes chunks once `saker admin node add` records it.
         let added = self.node.is_some_and(|n| n as usize > c.nodes.len());
-        if self.has(Role::Chunkstore) && !added {
+        if self.has(Role::Chunkstore) && !added && !self.moved() {
             ensure!(
                 here.is_some_and(|a| c.chunkstores.contains(a)),
                 "rpc_addr must be listed in [cluster] chunkstores in a chunkstore's process"
             );
+        }
+        if let Some(z) = &self.zone {
+            ensure!(
+                crate::chunk_members::valid_zone(z),
+                "zone {z:?}: up to 64 letters, digits, '.', '_' or '-'"
+            );
+            ensure!(
+                self.node.is_some(),
+                "`zone` without `node` (zones are a node's)"
+            );
+            let listed = self
+                .node
+                .and_then(|n| c.zones.get((n as usize).checked_sub(1)?));
+            if let Some(listed) = listed {
+                ensure!(
+                    listed == z,
+                    "zone {z:?}, but [cluster] zones gives this node {listed:?}"
+                );
+            }
         }
         if self.has(Role::Gateway) {
             ensure!(self.s3_addr.is_some(), "the gateway role needs `s3_addr`");
@@ -296,6 +356,59 @@ impl ProcessConfig {
             ensure!(self.s3_addr.is_none(), "`s3_addr` without the gateway role");
         }
         Ok(())
+    }
+
+    /// Whether this is a node of `[cluster] nodes` at another address than the one listed
+    /// there (it moved since the cluster was created).
+    pub fn moved(&self) -> bool {
+        let c = &self.cluster;
+        match (self.node, &self.rpc_addr) {
+            (Some(n), Some(here)) => c
+                .nodes
+                .get((n as usize).wrapping_sub(1))
+                .is_some_and(|listed| listed != here),
+            _ => false,
+        }
+    }
+
+    /// The RPC address this node was created at, if it is one of `[cluster] nodes`.
+    pub fn created_at(&self) -> Option<String> {
+        let n = self.node? as usize;
+        self.cluster
+            .nodes
+            .get(n.checked_sub(1)?)
+            .map(Addr::to_string)
+    }
+
+    /// This node's zone: its own `zone`, else the one `[cluster] zones` gives it, else none.
+    pub fn zone(&self) -> String {
+        let listed = self
+            .node
+            .and_then(|n| self.cluster.zones.get((n as usize).checked_sub(1)?));
+        self.zone.clone().or(listed.cloned()).unwrap_or_default()
+    }
+
+    /// The chunkstores the cluster is created with, each in its node's zone.
+    pub fn configured_chunkstores(&self) -> crate::chunk_members::Membership {
+        let c = &self.cluster;
+        let members = c
+            .chunkstores
+            .iter()
+            .map(|a| {
+                let zone = c
+                    .nodes
+                    .iter()
+                    .position(|n| n == a)
+                    .and_then(|i| c.zones.get(i));
+                crate::chunk_members::Entry {
+                    id: a.to_string(),
+                    addr: a.to_string(),
+                    zone: zone.cloned().unwrap_or_default(),
+                    leaving: false,
+                }
+            })
+            .collect();
+        crate::chunk_members::Membership { members }
     }
 
     /// This process's raft node id and the groups it hosts a replica of (none without the
@@ -397,25 +510,43 @@ impl ClusterConfigFile {
             "[cluster] replication must be 1..={} (the node count)",
             self.nodes.len()
         );
+        ensure!(
+            self.zones.is_empty() || self.zones.len() == self.nodes.len(),
+            "[cluster] zones must give one zone per node ({} nodes, {} zones)",
+            self.nodes.len(),
+            self.zones.len()
+        );
+        if let Some(z) = self
+            .zones
+            .iter()
+            .find(|z| !crate::chunk_members::valid_zone(z))
+        {
+            bail!("[cluster] zones: {z:?} is not up to 64 letters, digits, '.', '_' or '-'");
+        }
         Ok(())
     }
 
-    /// Every group's voters in placement order: raft node id and RPC address.
+    /// Every group's voters in placement order: raft node id and RPC address (spread over
+    /// `zones`, [`crate::spread::initial`]).
     pub fn placement(&self) -> BTreeMap<u32, Vec<(u64, Addr)>> {
         if self.nodes.is_empty() {
             return (1..=self.mnodes.len() as u32)
                 .map(|g| (g, vec![(1, self.mnodes[g as usize - 1].clone())]))
                 .collect();
         }
-        let n = self.nodes.len();
         let r = self.replication.unwrap_or(1) as usize;
-        (1..=self.groups.unwrap_or(1))
-            .map(|g| {
-                let voters = (0..r)
-                    .map(|k| {
-                        let i = (g as usize - 1 + k) % n;
-                        (i as u64 + 1, self.nodes[i].clone())
-                    })
+        let zones = match self.zones.is_empty() {
+            true => vec![String::new(); self.nodes.len()],
+            false => self.zones.clone(),
+        };
+        let groups = self.groups.unwrap_or(1);
+        crate::spread::initial(&zones, groups, r)
+            .into_iter()
+            .zip(1..=groups)
+            .map(|(nodes, g)| {
+                let voters = nodes
+                    .into_iter()
+                    .map(|i| (i as u64 + 1, self.nodes[i].clone()))
                     .collect();
                 (g, voters)
             })
@@ -424,136 +555,4 @@ impl ClusterConfigFile {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const CLUSTER: &str = r#"
-[cluster]
-credential = "/etc/saker/cluster-credential.json"
-coordinator = "127.0.0.1:9910"
-mnodes = ["127.0.0.1:9911", "127.0.0.1:9912", "127.0.0.1:9913"]
-chunkstores = ["127.0.0.1:9914"]
-"#;
-
-    fn parse(head: &str) -> anyhow::Result<ProcessConfig> {
-        ProcessConfig::parse(&format!("{head}\n{CLUSTER}"))
-    }
-
-    #[test]
-    fn an_mnode_process_parses_and_maps_every_group() {
-        let cfg = parse(
-            r#"roles = ["mnode"]
-data_dir = "/tmp/m2"
-rpc_addr = "127.0.0.1:9912"
-group = 2"#,
-        )
-        .unwrap();
-        assert!(cfg.has(Role::Mnode) && !cfg.has(Role::Gateway));
-        let map = cfg.cluster_map();
-        assert_eq!(map.groups, vec![1, 2, 3]);
-        assert_eq!(map.endpoints.mnode(3, "x"), ["127.0.0.1:9913"]);
-        assert_eq!(cfg.hosted(), (1, vec![2]));
-        assert_eq!(map.endpoints.coordinator("x"), "127.0.0.1:9910");
-        assert_eq!(map.endpoints.chunkstores("x"), ["127.0.0.1:9914"]);
-        assert_eq!(map.endpoints.chunk_replicas, 1);
-        map.router().unwrap();
-    }
-
-    /// The shipped example clusters parse, and every file of one cluster describes the same
-    /// cluster: three nodes, each a replica of every group and of the coordinator, and a
-    /// chunkstore holding a copy of every chunk.
-    #[test]
-    fn the_deploy_configs_are_consistent() {
-        let dirs = [
-            [
-                include_str!("../../deploy/local-cluster/node1.toml"),
-                include_str!("../../deploy/local-cluster/node2.toml"),
-                include_str!("../../deploy/local-cluster/node3.toml"),
-            ],
-            [
-                include_str!("../../deploy/docker/node1.toml"),
-                include_str!("../../deploy/docker/node2.toml"),
-                include_str!("../../deploy/docker/node3.toml"),
-            ],
-        ];
-        for files in dirs {
-            let cfgs: Vec<ProcessConfig> = files
-                .iter()
-                .map(|t| ProcessConfig::parse(t).unwrap())
-                .collect();
-            let map = cfgs[0].cluster_map();
-            assert!(cfgs.iter().all(|c| c.cluster_map() == map));
-            for (i, c) in cfgs.iter().enumerate() {
-                assert_eq!(c.hosted(), (i as u64 + 1, map.groups.clone()));
-                assert!(c.has(Role::Gateway) && c.s3_addr.is_some());
-            }
-            assert!(cfgs
-                .iter()
-                .all(|c| c.has(Role::Coordinator) && c.has(Role::Chunkstore)));
-            assert_eq!(map.endpoints.chunkstores.len(), 3);
-            assert_eq!(map.endpoints.chunk_replicas, 3);
-            // A node-shaped cluster names no coordinator process.
-            let text = files[0].replace("[cluster]", "[cluster]\ncoordinator = \"127.0.0.1:9902\"");
-            let err = format!("{:#}", ProcessConfig::parse(&text).unwrap_err());
-            assert!(err.contains("group 1"), "{err}");
-        }
-    }
-
-    #[test]
-    fn a_node_beyond_the_created_ones_starts_empty_on_an_address_of_its_own() {
-        let text = include_str!("../../deploy/local-cluster/node4.toml");
-        let four = ProcessConfig::parse(text).unwrap();
-        assert_eq!(four.hosted(), (4, vec![]));
-        let one = ProcessConfig::parse(include_str!("../../deploy/local-cluster/node1.toml"));
-        assert_eq!(four.cluster_map(), one.unwrap().cluster_map());
-        let taken = text.replace("127.0.0.1:9932\"", "127.0.0.1:9912\"");
-        let err = format!("{:#}", ProcessConfig::parse(&taken).unwrap_err());
-        assert!(err.contains("an rpc_addr of its own"), "{err}");
-        let far = text.replace("node = 4", "node = 65");
-        let err = format!("{:#}", ProcessConfig::parse(&far).unwrap_err());
-        assert!(err.contains("out of range"), "{err}");
-    }
-
-    #[test]
-    fn a_gateway_needs_no_rpc_listener_but_an_s3_one() {
-        parse("roles = [\"gateway\"]\ndata_dir = \"/tmp/g\"\ns3_addr = \"127.0.0.1:9900\"")
-            .unwrap();
-        let err = parse("roles = [\"gateway\"]\ndata_dir = \"/tmp/g\"").unwrap_err();
-        assert!(err.to_string().contains("s3_addr"), "{err}");
-    }
-
-    #[test]
-    fn inconsistent_files_are_refused_with_the_reason() {
-        let cases = [
-            // group out of range
-            (
-                "roles = [\"mnode\"]\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9911\"\ngroup = 4",
-                "group 4",
-            ),
-            // listener is not the group's address
-            (
-                "roles = [\"mnode\"]\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9911\"\ngroup = 2",
-                "group 2's address",
-            ),
-            (
-                "roles = [\"mnode\"]\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9911\"",
-                "needs `group`",
-            ),
-            (
-                "roles = [\"coordinator\"]\ndata_dir = \"/d\"\nrpc_addr = \"127.0.0.1:9911\"",
-                "coordinator",
-            ),
-            ("roles = [\"chunkstore\"]\ndata_dir = \"/d\"", "rpc_addr"),
-            ("roles = []\ndata_dir = \"/d\"", "no role"),
-            ("roles = [\"mdnoe\"]\ndata_dir = \"/d\"", "unknown variant"),
-            (
-                "roles = [\"gateway\"]\ndata_dir = \"/d\"\ns3_addr = \"127.0.0.1:1\"\nport = 3",
-                "unknown field",
-            ),
-        ];
-        for (head, why) in cases {
-            let err = format!("{:#}", parse(head).unwrap_err());
-            assert!(err.contains(why), "{head:?}: {err}");
-        }
-    }
-}
+mod tests;

@@ -105,8 +105,11 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     // Every group as one service: its replicas here and elsewhere, calls going to the leader.
     let here = cfg.rpc_addr.as_ref().map(|a| a.to_string());
     // This node's replica of a group is whichever it hosts at the time (replicas come and go).
+    // The map names a node that moved at the address it was created at.
+    let created_at = cfg.created_at();
+    let is_here = |addr: &str| here.as_deref() == Some(addr) || created_at.as_deref() == Some(addr);
     let sets: crate::status::Groups = Arc::new(replica_sets(&map, "", &channels, |g, addr| {
-        let h = hosting.as_ref().filter(|_| here.as_deref() == Some(addr))?;
+        let h = hosting.as_ref().filter(|_| is_here(addr))?;
         Some(Arc::new(LocalReplica::new(h, g)) as Arc<dyn MetaService>)
     })?);
     let groups: BTreeMap<u32, Arc<dyn MetaService>> = sets
@@ -216,22 +219,34 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
 
     let mut admin_app = None;
     if let (true, Some(s3_addr)) = (cfg.has(Role::Gateway), cfg.s3_addr) {
-        // Every chunk on `chunk_replicas` of the cluster's chunkstores (this node's among them).
+        // Every chunk on `chunk_replicas` of the cluster's chunkstores (this node's among them,
+        // under the id its data directory keeps).
+        let me = match (&local_chunks, &here) {
+            (Some(_), Some(addr)) => Some(crate::chunk_members::Me {
+                id: crate::chunk_members::local_id(&cfg.data_dir, addr)?,
+                addr: addr.clone(),
+                zone: cfg.zone(),
+                configured: cfg.configured_chunkstores(),
+            }),
+            _ => None,
+        };
         let local = local_chunks
             .clone()
-            .zip(here.as_deref())
-            .map(|(c, addr)| (addr, c));
+            .zip(me.as_ref())
+            .map(|(c, me)| (me.id.as_str(), c));
         let placed = Arc::new(ReplicatedChunkStore::over(
-            &map.endpoints.chunkstores(""),
+            &cfg.configured_chunkstores().list(),
             map.endpoints.chunk_replicas,
             &channels,
             local,
         )?);
         let chunks: Arc<dyn ChunkStore> = placed.clone();
-        // Which chunkstores take chunks follows the record node changes keep.
+        // Which chunkstores take chunks follows the record node changes keep, and this node
+        // keeps its address and zone there.
         let chunk_state = host.as_ref().map(|h| h.shared_state());
         if let Some(state) = &chunk_state {
-            tokio::spawn(crate::chunk_members::follow(state.clone(), placed.clone()));
+            let follow = crate::chunk_members::follow(state.clone(), placed.clone(), me.clone());
+            tokio::spawn(follow);
         }
         let key_file = cfg.data_dir.join("access-keys.json");
         if replicated {

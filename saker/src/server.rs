@@ -245,6 +245,9 @@ pub struct ServerArgs {
     /// cluster), say what it describes and exit, starting nothing (0: valid).
     #[arg(long, requires = "config")]
     pub check_config: bool,
+    /// With --config: this node's zone (failure domain), in place of the file's `zone`.
+    #[arg(long, requires = "config")]
+    pub zone: Option<String>,
     /// Write an S3 access log (a JSON line per request: time, access key, operation, bucket,
     /// key, status, bytes, remote address, request id) to FILE, appending (`-`: stdout).
     #[arg(long, value_name = "FILE")]
@@ -270,7 +273,7 @@ pub struct ServerArgs {
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.config {
-        let cfg = ProcessConfig::load(path)?;
+        let cfg = ProcessConfig::load_in_zone(path, args.zone.clone())?;
         if args.check_config {
             println!("{}: ok, {}", path.display(), cfg.summary());
             return Ok(());

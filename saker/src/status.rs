@@ -50,6 +50,13 @@ pub async fn collect(groups: &Groups) -> Vec<GroupStatus> {
 /// from the group) are left out.
 async fn ask_members(set: &ReplicaSet) -> Vec<ReplicaView> {
     let mut views = ask(set, &[]).await;
+    if leader_of(&views).is_none() {
+        // Its leader may be at an address this set does not know yet (its node moved).
+        let asked: Vec<String> = views.iter().map(|v| v.addr.clone()).collect();
+        if learn_named(set, &views) {
+            views.extend(ask(set, &asked).await);
+        }
+    }
     let Some(members) = leader_of(&views).map(members) else {
         return views;
     };
@@ -102,9 +109,32 @@ pub fn members(s: &ReplicaStatus) -> Vec<(u64, String)> {
     s.voters.iter().chain(&s.learners).cloned().collect()
 }
 
-/// The state of `set`'s serving leader, if one serves.
+/// The state of `set`'s serving leader, if one serves. A leader at an address the set does
+/// not know (its node moved) is found through the members the other replicas name.
 pub async fn leader_status(set: &ReplicaSet) -> Option<ReplicaStatus> {
-    leader_of(&ask(set, &[]).await).cloned()
+    let mut views = ask(set, &[]).await;
+    if leader_of(&views).is_none() {
+        let asked: Vec<String> = views.iter().map(|v| v.addr.clone()).collect();
+        if learn_named(set, &views) {
+            views = ask(set, &asked).await;
+        }
+    }
+    leader_of(&views).cloned()
+}
+
+/// Learns the members that the replicas in `views` name and `set` does not know; whether
+/// there was one.
+fn learn_named(set: &ReplicaSet, views: &[ReplicaView]) -> bool {
+    let mut learned = false;
+    for s in views.iter().filter_map(|v| v.status.as_ref()) {
+        for (_, addr) in members(s) {
+            if !views.iter().any(|v| v.addr == addr) {
+                set.learn(&addr);
+                learned = true;
+            }
+        }
+    }
+    learned
 }
 
 fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {

@@ -69,11 +69,9 @@ fn cluster(n: usize, replicas: usize) -> (Vec<Arc<Flaky>>, ReplicatedChunkStore)
     let members = flaky
         .iter()
         .enumerate()
-        .map(|(i, f)| Member {
-            name: format!("127.0.0.1:{}", 9902 + 10 * i),
-            store: f.clone() as Arc<dyn ChunkStore>,
-            local: i == 0,
-            placing: true,
+        .map(|(i, f)| {
+            let name = format!("127.0.0.1:{}", 9902 + 10 * i);
+            Member::placing(name, f.clone() as Arc<dyn ChunkStore>, i == 0)
         })
         .collect();
     (flaky, ReplicatedChunkStore::new(members, replicas))
@@ -280,10 +278,12 @@ async fn members_join_and_leave_through_repair_passes() {
             .enumerate()
             .filter(|(i, _)| Some(*i) != gone)
             .map(|(i, f)| Member {
-                name: format!("127.0.0.1:{}", 9902 + 10 * i),
-                store: f.clone() as Arc<dyn ChunkStore>,
-                local: i == 0,
                 placing: Some(i) != leaving,
+                ..Member::placing(
+                    format!("127.0.0.1:{}", 9902 + 10 * i),
+                    f.clone() as Arc<dyn ChunkStore>,
+                    i == 0,
+                )
             })
             .collect()
     };
@@ -398,11 +398,12 @@ async fn a_scrub_finds_a_damaged_copy_on_disk_and_rewrites_it() {
     let members = disks
         .iter()
         .enumerate()
-        .map(|(i, d)| Member {
-            name: format!("store-{i}"),
-            store: d.clone() as Arc<dyn ChunkStore>,
-            local: i == 0,
-            placing: true,
+        .map(|(i, d)| {
+            Member::placing(
+                format!("store-{i}"),
+                d.clone() as Arc<dyn ChunkStore>,
+                i == 0,
+            )
         })
         .collect();
     let store = ReplicatedChunkStore::new(members, 3);

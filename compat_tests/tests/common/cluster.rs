@@ -1,7 +1,8 @@
 //! A replicated cluster of `saker server` nodes on loopback for the tests: three nodes, each
 //! with a replica of every MNode group (replication 3), a coordinator replica, a chunkstore
-//! (every chunk on all three) and an S3 gateway; a fourth, empty node can join. A [`Writer`]
-//! PUTs through one gateway and keeps a ledger of what was acknowledged.
+//! (every chunk on all three) and an S3 gateway; a fourth, empty node can join. Or more nodes
+//! in zones ([`Nodes::start_zoned`]), three voters and copies each. A [`Writer`] PUTs through
+//! one gateway and keeps a ledger of what was acknowledged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,12 @@ pub struct Node {
 
 /// Three nodes' listeners on loopback: free RPC ports, S3 and admin on any port.
 fn loopback() -> Vec<Listen> {
-    free_ports(3)
+    loopback_n(3)
+}
+
+/// `n` nodes' listeners on loopback.
+fn loopback_n(n: usize) -> Vec<Listen> {
+    free_ports(n)
         .into_iter()
         .map(|p| Listen {
             rpc: format!("127.0.0.1:{p}"),
@@ -41,6 +47,8 @@ fn loopback() -> Vec<Listen> {
 
 /// Three nodes, by index 0..3 (node ids 1..=3).
 pub struct Nodes {
+    /// Node i's zone, when the cluster has zones ([`Nodes::start_zoned`]).
+    pub zones: Vec<String>,
     /// Small disks some nodes' data directories are on ([`Nodes::start_on_small_disks`]);
     /// unmounted before `dir` is removed.
     pub disks: Vec<super::Tmpfs>,
@@ -109,6 +117,12 @@ impl Nodes {
         Self::start_with(listen, prefixes, extra_args, &[])
     }
 
+    /// A node in each of `zones` (node i in `zones[i]`, `[cluster] zones`) on loopback.
+    pub fn start_zoned(zones: &[&str], extra_args: &[&str]) -> Nodes {
+        let zones: Vec<String> = zones.iter().map(|z| z.to_string()).collect();
+        Self::start_in_zones(loopback_n(zones.len()), extra_args, zones)
+    }
+
     fn start_with(
         listen: Vec<Listen>,
         netns: Vec<Vec<String>>,
@@ -124,6 +138,33 @@ impl Nodes {
         extra_args: &[&str],
         small_disks: &[(usize, String)],
         write_credential: Option<&dyn Fn(&Path)>,
+    ) -> Nodes {
+        let mut n = Self::prepare(
+            listen,
+            netns,
+            extra_args,
+            small_disks,
+            write_credential,
+            vec![],
+        );
+        n.launch_all();
+        n
+    }
+
+    fn start_in_zones(listen: Vec<Listen>, extra_args: &[&str], zones: Vec<String>) -> Nodes {
+        let mut n = Self::prepare(listen, Vec::new(), extra_args, &[], None, zones);
+        n.launch_all();
+        n
+    }
+
+    /// Writes the nodes' files (node i in `zones[i]`, if given).
+    fn prepare(
+        listen: Vec<Listen>,
+        netns: Vec<Vec<String>>,
+        extra_args: &[&str],
+        small_disks: &[(usize, String)],
+        write_credential: Option<&dyn Fn(&Path)>,
+        zones: Vec<String>,
     ) -> Nodes {
         let dir = tempfile::Builder::new()
             .prefix("saker-replicated-")
@@ -150,13 +191,20 @@ impl Nodes {
             .map(|l| format!("\"{}\"", l.rpc))
             .collect::<Vec<_>>()
             .join(", ");
+        let zone_list = match zones.is_empty() {
+            true => String::new(),
+            false => {
+                let z: Vec<String> = zones.iter().map(|z| format!("\"{z}\"")).collect();
+                format!("zones = [{}]\n", z.join(", "))
+            }
+        };
         for (i, l) in listen.iter().enumerate() {
             let text = format!(
                 "roles = [\"gateway\", \"mnode\", \"coordinator\", \"chunkstore\"]\n\
                  node = {}\ndata_dir = \"{}\"\nrpc_addr = \"{}\"\n\
                  s3_addr = \"{}\"\nadmin_addr = \"{}\"\n\n[cluster]\n\
                  credential = \"{}\"\nnodes = [{nodes_list}]\ngroups = {GROUPS}\n\
-                 replication = 3\nchunkstores = [{nodes_list}]\n",
+                 replication = 3\nchunkstores = [{nodes_list}]\n{zone_list}",
                 i + 1,
                 dir.path().join(format!("node{}", i + 1)).display(),
                 l.rpc,
@@ -166,22 +214,25 @@ impl Nodes {
             );
             std::fs::write(dir.path().join(format!("node{}.toml", i + 1)), text).unwrap();
         }
-        let mut n = Nodes {
+        Nodes {
+            zones,
             disks,
             dir,
             rpc: listen.into_iter().map(|l| l.rpc).collect(),
             nodes: Vec::new(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             netns,
-        };
-        // All at once, as an operator starts a cluster: a fresh node asks its peers whether
-        // they know it before it decides on its raft id.
-        let children: Vec<Child> = (0..3).map(|i| n.launch(i)).collect();
+        }
+    }
+
+    /// Starts every node: all at once, as an operator starts a cluster (a fresh node asks its
+    /// peers whether they know it before it decides on its raft id).
+    fn launch_all(&mut self) {
+        let children: Vec<Child> = (0..self.rpc.len()).map(|i| self.launch(i)).collect();
         for child in children {
             let node = ready(child);
-            n.nodes.push(node);
+            self.nodes.push(node);
         }
-        n
     }
 
     /// Starts node 4, beyond `[cluster] nodes`: an empty node (its chunkstore listed nowhere
@@ -416,6 +467,17 @@ impl Writer {
 
     /// Writes keys under `prefix/` (writers sharing a bucket need prefixes of their own).
     pub fn start_under(client: Client, bucket: &str, prefix: &str, acks: Progress) -> Writer {
+        Self::start_sized(client, bucket, prefix, acks, (200, 700))
+    }
+
+    /// Writes objects of `min` to `min + spread` bytes (above the inline threshold: chunks).
+    pub fn start_sized(
+        client: Client,
+        bucket: &str,
+        prefix: &str,
+        acks: Progress,
+        (min, spread): (usize, usize),
+    ) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let (bucket, flag) = (bucket.to_string(), stop.clone());
         let prefix = prefix.to_string();
@@ -426,7 +488,7 @@ impl Writer {
             while !flag.load(Ordering::Relaxed) {
                 n += 1;
                 let key = format!("{prefix}/d{}/obj-{n:05}", n % 5);
-                let data = random_bytes(200 + (n as usize % 700));
+                let data = random_bytes(min + (n as usize % spread));
                 let r = client
                     .put_object()
                     .bucket(&bucket)
