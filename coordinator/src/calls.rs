@@ -1,6 +1,6 @@
 //! How the coordinator's protocols call the MNode groups: each call tagged as a client's
 //! (so a resend after a failover is applied once), which errors are worth a retry and how
-//! often, and the fail points crash tests stop them at.
+//! often (crash tests stop them at [`saker_rpc::fail_point`]s).
 
 use std::time::Duration;
 
@@ -20,12 +20,6 @@ pub(crate) fn tag() -> ClientTag {
         client: *CLIENT,
         seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     }
-}
-
-/// Test hook: aborts the process at fail point `name` ([`saker_rpc::fail_point`]), so crash
-/// tests can stop it between two durable steps.
-pub(crate) fn fail_point(name: &str) {
-    saker_rpc::fail_point::abort_at(name);
 }
 
 /// Whether an error may go away by retrying (an MNode that did not answer).

@@ -28,7 +28,7 @@ impl NamespaceCoordinator {
         };
         let _held = self.locks.lock(&[&path]).await;
         let (parent, attr) = self.freeze(&path).await?;
-        crate::calls::fail_point("setattr_frozen");
+        saker_rpc::fail_point::abort_at("setattr_frozen");
         let name = path.last().expect("freeze() checked the path").clone();
         let result = async {
             self.usage_everywhere(|| MetaRequest::Invalidate {

@@ -20,7 +20,7 @@
 
 use saker_rpc::{Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, Want};
 
-use crate::calls::{fail_point, tag};
+use crate::calls::tag;
 use crate::intents::LinkIntent;
 use crate::namespace::NamespaceCoordinator;
 
@@ -78,7 +78,7 @@ impl NamespaceCoordinator {
             reference: None,
         };
         let seq = self.links.log(&intent).await?;
-        fail_point("link_logged");
+        saker_rpc::fail_point::abort_at("link_logged");
         match self.finish_link(seq, intent).await {
             Err(e) if unanswered(&e) => {
                 tracing::warn!(error = %e, "link left to the resolver");
@@ -137,10 +137,10 @@ impl NamespaceCoordinator {
                         });
                     }
                 };
-                fail_point("link_counted_unlogged");
+                saker_rpc::fail_point::abort_at("link_counted_unlogged");
                 intent.reference = Some(r.clone());
                 self.links.rewrite(seq, &intent).await?;
-                fail_point("link_counted");
+                saker_rpc::fail_point::abort_at("link_counted");
                 r
             }
         };
@@ -155,14 +155,14 @@ impl NamespaceCoordinator {
             Err(e) if unanswered(&e) => return Err(e),
             other => other,
         };
-        fail_point("link_stored");
+        saker_rpc::fail_point::abort_at("link_stored");
         let settle = MetaRequest::SettleLink {
             id: reference.id,
             token: intent.token,
             kept: stored.is_ok(),
         };
         self.group(home)?.call(tag(), settle).await?;
-        fail_point("link_settled");
+        saker_rpc::fail_point::abort_at("link_settled");
         self.forget_link(&intent).await?;
         stored.map(|_| reference)
     }

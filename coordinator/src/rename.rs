@@ -33,7 +33,7 @@ use saker_rpc::{
     access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, RenameVersioning, Want,
 };
 
-use crate::calls::{fail_point, tag, transient, RETRY_EVERY};
+use crate::calls::{tag, transient, RETRY_EVERY};
 use crate::intents::RenameIntent;
 use crate::namespace::NamespaceCoordinator;
 
@@ -384,7 +384,7 @@ impl NamespaceCoordinator {
 
     async fn log_and_move(&self, intent: RenameIntent) -> Result<Attr, MetaError> {
         let seq = self.journal.log(&intent).await?;
-        fail_point("rename_logged");
+        saker_rpc::fail_point::abort_at("rename_logged");
         match self.roll_forward(&intent).await {
             Ok(moved) => {
                 self.journal.done(seq).await;
@@ -436,7 +436,7 @@ impl NamespaceCoordinator {
                 )))
             }
         };
-        fail_point("rename_in_done");
+        saker_rpc::fail_point::abort_at("rename_in_done");
         let out = if dir {
             MetaRequest::RenameDirOut {
                 from: intent.from.clone(),

@@ -60,7 +60,7 @@ impl NamespaceCoordinator {
             MetaResponse::Frozen { parent, attr } => (parent, attr),
             other => return Err(MetaError::Internal(format!("freeze answered {other:?}"))),
         };
-        crate::calls::fail_point("rmdir_frozen");
+        saker_rpc::fail_point::abort_at("rmdir_frozen");
         // Now that the parent is known, the owner is known even for a path-walked name (the
         // freeze itself reached it by forwarding).
         let name = path.last().expect("checked by owner()");
