@@ -180,19 +180,26 @@ async fn a_group_without_a_majority_with_space_refuses_writes_and_recovers() {
         .collect();
     reports_full_disk(&nodes, 1).await;
     reports_full_disk(&nodes, 2).await;
+    // Every node has heard which of its peers are short of space: a leader that has not yet
+    // would count a full peer as one with room, and (rightly) commit a delete with it.
     let n = &nodes;
-    eventually(
-        "node 1 hears that both peers are short of space",
-        || async move {
-            let peers = n.metric(0, "saker_mnode_peers_out_of_space").await;
-            if peers == 2.0 {
-                Ok(())
-            } else {
-                Err(peers)
-            }
-        },
-    )
-    .await;
+    for (i, full_peers) in [(0, 2.0), (1, 1.0), (2, 1.0)] {
+        eventually(
+            &format!(
+                "node {} hears that {full_peers} peers are short of space",
+                i + 1
+            ),
+            || async move {
+                let peers = n.metric(i, "saker_mnode_peers_out_of_space").await;
+                if peers == full_peers {
+                    Ok(())
+                } else {
+                    Err(peers)
+                }
+            },
+        )
+        .await;
+    }
 
     // Every write fails at once, whoever leads its group; a hang fails the test.
     let hasty = nodes.client_timeout(0, Duration::from_secs(20));
