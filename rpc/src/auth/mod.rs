@@ -429,8 +429,8 @@ pub(crate) fn client_tls() -> Result<Option<Arc<tokio_rustls::rustls::ClientConf
 /// Why a credential of version 1 cannot make mutual-TLS connections.
 pub const OLD_CREDENTIAL: &str = "this cluster credential predates mutual TLS: upgrade it with \
     `saker admin cluster-credential upgrade FILE` (offline: every node restarted with it), or \
-    online with `upgrade FILE --step accept-tls` while the nodes run --insecure-rpc (README, \
-    Cluster credential; a client: export a new one with \
+    online with `upgrade FILE --step accept-tls` while the nodes run --insecure-rpc (the book, \
+    docs/src/cookbook/credentials.md; a client: export a new one with \
     `saker admin cluster-credential export FILE --client`), or run with --insecure-rpc";
 
 /// This process's credential, a new cluster's installed first if it has none (in-process
