@@ -2,8 +2,9 @@
 //! PD keeps service safe points as PD does and whose GC worker, when it runs, collects the
 //! versions below them): each node keeps a PD service safe point trailing the oldest
 //! timestamp it reads at, so the versions of the keys it rewrites all the time (a group's
-//! lease key every second, its meta and fence keys every batch) stay few; it never moves the
-//! GC safe point nor scans locks itself unless `--tikv-gc global` says so, with a warning.
+//! lease key every second, its meta and fence keys every batch) stay few, and removes it when
+//! it stops; it never moves the GC safe point nor scans locks itself unless `--tikv-gc global`
+//! says so, with a warning.
 
 mod common;
 
@@ -144,7 +145,7 @@ async fn the_lease_and_meta_keys_keep_few_versions_under_the_clusters_gc() {
 async fn a_tenant_never_moves_the_gc_safe_point_and_global_gc_needs_a_flag_that_warns() {
     // No GC worker of the cluster's own: only a client could move the GC safe point.
     let sim = Sim::spawn("127.0.0.1:0");
-    let tenant = Server::start(sim.opts("tenant").arg("--tikv-gc-every", "200ms"));
+    let mut tenant = Server::start(sim.opts("tenant").arg("--tikv-gc-every", "200ms"));
     let c = tenant.client();
     let bucket = new_bucket(&c, "tenant").await;
     put(&c, &bucket, "k", b"v").await;
@@ -194,4 +195,9 @@ async fn a_tenant_never_moves_the_gc_safe_point_and_global_gc_needs_a_flag_that_
         "the GC safe point passed the tenant's: {st:?}"
     );
     assert_eq!(get_bytes(&c, &bucket, "k").await, b"v");
+
+    // Stopped gracefully, the tenant holds the cluster's GC back no longer.
+    assert!(tenant.terminate().success());
+    let st = sim.stats(b"").await;
+    assert!(saker_services(&st, "tenant").is_empty(), "{st:?}");
 }

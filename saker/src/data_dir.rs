@@ -91,6 +91,13 @@ pub(crate) enum StoreEngine {
     Tikv,
 }
 
+/// At a graceful shutdown: the TiKV engine's service safe point removed, if it has one.
+pub(crate) fn leave_tikv_gc(tikv: Option<&Arc<TikvStore>>) {
+    if let Some(Err(e)) = tikv.map(|t| t.leave_gc()) {
+        tracing::warn!(error = %e, "TiKV service safe point not removed; it expires");
+    }
+}
+
 /// How saker takes part in TiKV's GC (`--tikv-gc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum TikvGc {

@@ -47,6 +47,8 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     // MNode: a replica of each group this node hosts, all on this process's store.
     let (node_id, placed) = cfg.hosted();
     let mut hosting = None;
+    // The TiKV engine, if the MNode runs on it: its service safe point goes at shutdown.
+    let mut tikv = None;
     if cfg.has(Role::Mnode) {
         let n = map.groups.len() as u32;
         let one_group = cfg.group;
@@ -66,6 +68,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             args.tikv_gc(),
         )?;
         let store = opened.store;
+        tikv = opened.tikv.clone();
         let placement = cfg.cluster.placement();
         let (node_id, hosted) = if cfg.cluster.nodes.is_empty() {
             let hosted = placed.iter().map(|g| (*g, vec![])).collect();
@@ -403,6 +406,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     for m in hosting.iter().flat_map(|h| h.replicas().into_values()) {
         m.shutdown().await;
     }
+    crate::data_dir::leave_tikv_gc(tikv.as_ref());
     Ok(())
 }
 

@@ -320,6 +320,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
         DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
     );
+    let tikv = opened.tikv.clone();
     let mut mnode_config = args.mnode_config(1, opened.tikv);
     mnode_config.sse_keys = sse_keys(args.master_keys(&args.data_dir)?);
     let local = LocalGroups::start_placed(
@@ -499,6 +500,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         drop(guard);
     }
     local.shutdown().await;
+    crate::data_dir::leave_tikv_gc(tikv.as_ref());
     Ok(())
 }
 

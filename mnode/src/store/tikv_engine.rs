@@ -78,6 +78,8 @@ pub struct TikvStore {
     service: String,
     /// The timestamps calls read at while they run.
     floor: Arc<ReadFloor>,
+    /// What keeps the service safe point, once [`TikvStore::take_part_in_gc`] started it.
+    keeper: Mutex<Option<Arc<super::tikv_gc::Keeper>>>,
     /// Taken (and shut down in the background) on drop, which may happen inside a runtime.
     rt: Option<tokio::runtime::Runtime>,
     /// Single-writer mode: the timestamp reads use (0: take a fresh one each time) and when
@@ -163,6 +165,7 @@ impl TikvStore {
                     cluster_id: c.cluster_id,
                     service: super::tikv_gc::service_id(keyspace),
                     floor: Arc::default(),
+                    keeper: Mutex::new(None),
                     rt: Some(rt),
                     pinned: None,
                 });
@@ -198,7 +201,9 @@ impl TikvStore {
             cluster_id: self.cluster_id,
             service: self.service.clone(),
             oldest: Box::new(move || floor.oldest(pinned.as_ref().map(|p| &p.ts))),
+            left: tokio::sync::Mutex::new(false),
         });
+        *self.keeper.lock() = Some(keeper.clone());
         let k = keeper.clone();
         let (taken, state) = on(self.rt(), async move {
             let mut state = super::tikv_gc::Renewals::default();
@@ -207,6 +212,16 @@ impl TikvStore {
         })?;
         self.rt().spawn(super::tikv_gc::keep(keeper, part, state));
         Ok((self.service.clone(), taken))
+    }
+
+    /// Removes this process's service safe point (a graceful shutdown: it holds the cluster's
+    /// GC back no longer) and stops renewing it.
+    pub fn leave_gc(&self) -> Result<(), StoreError> {
+        let Some(k) = self.keeper.lock().take() else {
+            return Ok(());
+        };
+        on(self.rt(), async move { super::tikv_gc::leave(&k).await })?
+            .map_err(StoreError::Unreachable)
     }
 
     /// Reads at the newest timestamp this process committed at or pinned, not a fresh one:

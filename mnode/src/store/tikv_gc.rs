@@ -8,8 +8,8 @@
 //! ([`ReadFloor`]): the timestamp pinned for reads, a fresh call's floor, the newest PD
 //! timestamp it saw. So the lease and meta keys rewritten every second and every batch keep
 //! only the versions of the last seconds once the GC worker runs, and no version a saker
-//! read needs is collected. A process that dies stops renewing; PD drops its safe point when
-//! the TTL runs out.
+//! read needs is collected. A process that stops gracefully removes it ([`leave`]); one that
+//! dies stops renewing, and PD drops its safe point when the TTL runs out.
 //!
 //! A tenant never moves the GC safe point nor resolves locks over the whole key space: that
 //! is the GC worker's job, and doing it from a tenant would collect versions other tenants
@@ -142,6 +142,9 @@ pub(super) struct Keeper {
     pub service: String,
     /// The oldest timestamp this process may read at ([`ReadFloor::oldest`]).
     pub oldest: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// Whether it left; held by a renewal and by [`leave`], so no renewal lands after the
+    /// removal.
+    pub left: tokio::sync::Mutex<bool>,
 }
 
 /// The renewals' state, for logging changes only.
@@ -206,7 +209,13 @@ pub(super) async fn keep(k: Arc<Keeper>, part: GcPart, mut state: Renewals) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        let Some(mine) = renew(&k, part, &mut state).await else {
+        let left = k.left.lock().await;
+        if *left {
+            return;
+        }
+        let renewed = renew(&k, part, &mut state).await;
+        drop(left);
+        let Some(mine) = renewed else {
             continue;
         };
         if part.global {
@@ -215,6 +224,13 @@ pub(super) async fn keep(k: Arc<Keeper>, part: GcPart, mut state: Renewals) {
             }
         }
     }
+}
+
+/// Removes this process's service safe point (a TTL of 0) and stops the renewals.
+pub(super) async fn leave(k: &Keeper) -> Result<(), String> {
+    let mut left = k.left.lock().await;
+    *left = true;
+    update_service(k, &k.service, 0, 0).await.map(|_| ())
 }
 
 /// As the cluster's GC worker: `gc_worker`'s service safe point to `mine`, then locks below
