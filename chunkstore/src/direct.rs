@@ -183,6 +183,16 @@ pub(crate) fn read_at(file: &File, pos: u64, len: usize) -> io::Result<Bytes> {
     }
 }
 
+/// Creates `path` (it must not exist) for writing with `O_DIRECT`.
+pub(crate) fn create(path: &std::path::Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +201,7 @@ mod tests {
     fn parts_land_whole_and_the_file_has_their_exact_length() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let file = match crate::disk::open_direct(&path) {
+        let file = match create(&path) {
             Ok(f) => f,
             // A file system without direct I/O (tmpfs under TMPDIR): nothing to test here.
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,

@@ -19,6 +19,7 @@ pub mod disk;
 pub mod error;
 pub mod format;
 pub mod id;
+mod image;
 mod mapped;
 pub mod mem;
 pub mod members;

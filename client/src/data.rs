@@ -336,7 +336,7 @@ pub trait TierReader: Send + Sync + 'static {
 /// The chunks of a tiered version's restored copy, while it lasts.
 pub(crate) fn local_copy(t: &TierRef) -> Option<&[ChunkRef]> {
     let r = t.restored.as_ref()?;
-    (r.until_ns > crate::gc::now_ns()).then_some(&r.chunks[..])
+    (r.until_ns > saker_durable::now_ns()).then_some(&r.chunks[..])
 }
 
 /// A read through a hard link's reference: the MNodes answer the shared inode instead, so

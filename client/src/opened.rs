@@ -17,7 +17,7 @@ use crate::data::{channel_stream, collect, local_copy, DataStream, ReadRange, Ti
 use crate::error::ClientError;
 use crate::packaged_copy::first_packages;
 use crate::sealed::packages::{records_len, Packager, PACKAGE, RECORD};
-use crate::sealed::Opening;
+use crate::sealed::{Keystream, Opening};
 
 /// Packages a read fetches from a chunk at once (1 MiB).
 const PIECE_PACKAGES: u64 = 16;
@@ -35,9 +35,11 @@ impl Cluster {
         opening: Arc<Opening>,
     ) -> DataStream {
         if let Opening::Stream(ks) = &*opening {
-            return ks
-                .clone()
-                .decrypt(self.read_data(layout, inline, range), range.start);
+            return decrypted(
+                ks.clone(),
+                self.read_data(layout, inline, range),
+                range.start,
+            );
         }
         let store = self.chunks.clone();
         let tiers = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -295,6 +297,21 @@ fn corrupt(id: ChunkId, detail: &str) -> ClientError {
         id,
         detail: detail.into(),
     })
+}
+
+/// `stream`, the stored bytes of a version in the stream format from offset `start`,
+/// decrypted with `ks`.
+fn decrypted(ks: Keystream, stream: DataStream, start: u64) -> DataStream {
+    use futures::StreamExt;
+    let ks = Arc::new(ks);
+    Box::pin(stream.scan(start, move |pos, piece| {
+        let out = piece.map(|p| {
+            let plain = ks.applied(*pos, &p);
+            *pos += p.len() as u64;
+            plain
+        });
+        futures::future::ready(Some(out))
+    }))
 }
 
 #[cfg(test)]

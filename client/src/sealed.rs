@@ -20,11 +20,8 @@ use std::path::{Path, PathBuf};
 
 use aes::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use saker_rpc::{PartInfo, Sse};
-
-use crate::data::DataStream;
 
 type Aes256Ctr = ctr::Ctr64BE<aes::Aes256>;
 
@@ -422,19 +419,6 @@ impl Keystream {
         let mut out = BytesMut::from(data);
         self.apply(pos, &mut out);
         out.freeze()
-    }
-
-    /// `stream`, the stored bytes of this version from offset `start`, decrypted.
-    pub fn decrypt(self, stream: DataStream, start: u64) -> DataStream {
-        let ks = std::sync::Arc::new(self);
-        Box::pin(stream.scan(start, move |pos, piece| {
-            let out = piece.map(|p| {
-                let plain = ks.applied(*pos, &p);
-                *pos += p.len() as u64;
-                plain
-            });
-            futures::future::ready(Some(out))
-        }))
     }
 }
 

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::exceptions::route_text;
 use crate::meta_opt::{meta_opt, Candidate, Params, Placement, Plan};
+use crate::namespace::NamespaceCoordinator;
 use crate::predict::{evaluate, Evaluation, Ewma, Linear};
-use crate::rmdir::NamespaceCoordinator;
 
 /// Windows of history kept per group and per name.
 const HISTORY: usize = 16;

@@ -21,7 +21,8 @@ use saker_rpc::{
     MetaError, MetaRequest, MetaResponse, MetaService, SealedWrites, SettingsRequest, SEALED_RECORD,
 };
 
-use crate::rmdir::{tag, Groups, NamespaceCoordinator};
+use crate::calls::tag;
+use crate::namespace::{Groups, NamespaceCoordinator};
 
 /// The group that seals: the cluster's first.
 fn sealer(groups: &Groups) -> Result<(GroupId, &dyn MetaService), MetaError> {

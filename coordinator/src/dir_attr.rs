@@ -13,7 +13,7 @@
 
 use saker_rpc::{Attr, MetaError, MetaRequest, MetaResponse};
 
-use crate::rmdir::NamespaceCoordinator;
+use crate::namespace::NamespaceCoordinator;
 
 impl NamespaceCoordinator {
     pub(crate) async fn set_dir_attr_protocol(&self, set: MetaRequest) -> Result<Attr, MetaError> {
@@ -28,7 +28,7 @@ impl NamespaceCoordinator {
         };
         let _held = self.locks.lock(&[&path]).await;
         let (parent, attr) = self.freeze(&path).await?;
-        crate::rename::fail_point("setattr_frozen");
+        crate::calls::fail_point("setattr_frozen");
         let name = path.last().expect("freeze() checked the path").clone();
         let result = async {
             self.usage_everywhere(|| MetaRequest::Invalidate {

@@ -16,21 +16,17 @@
 //! refused, since moving a directory record needs the rename protocol.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use futures::future::join_all;
-use parking_lot::Mutex;
 use saker_namespace::{Exception, ExceptionTable, GroupId};
 use saker_rpc::{MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
 use crate::balance::{balance, bound, shrink, GroupStats};
-use crate::journal::{decode, JournalError};
-use crate::rmdir::{tag, NamespaceCoordinator};
-use crate::state::{MemState, StateStore};
-
-/// The record the table is kept in.
-const RECORD: &str = "exceptions";
+use crate::calls::tag;
+use crate::exception_store::Persisted;
+use crate::journal::JournalError;
+use crate::namespace::NamespaceCoordinator;
 
 /// File names each group reports to the balancer (its most frequent ones).
 pub const TOP_NAMES: u32 = 64;
@@ -70,77 +66,6 @@ pub(crate) fn route_text(e: &Exception) -> String {
     match e {
         Exception::PathWalk => "pathwalk".into(),
         Exception::Override(g) => format!("group:{g}"),
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Persisted {
-    table: ExceptionTable,
-    /// A name whose inodes may not all have reached their new owners yet.
-    migrating: Option<String>,
-}
-
-/// The coordinator's exception table, kept in its state.
-pub struct ExceptionStore {
-    state: Arc<dyn StateStore>,
-    current: Mutex<Persisted>,
-}
-
-impl ExceptionStore {
-    pub fn in_memory(table: ExceptionTable) -> Self {
-        Self {
-            state: Arc::new(MemState::default()),
-            current: Mutex::new(Persisted {
-                table,
-                migrating: None,
-            }),
-        }
-    }
-
-    /// The table kept in `state`, or `initial` (the table the cluster was created with) when
-    /// there is none yet.
-    pub async fn load(
-        state: Arc<dyn StateStore>,
-        initial: ExceptionTable,
-    ) -> Result<Self, JournalError> {
-        let current = match state
-            .scan(RECORD)
-            .await?
-            .into_iter()
-            .find(|(k, _)| k == RECORD)
-        {
-            Some((key, value)) => decode(&key, &value)?,
-            None => Persisted {
-                table: initial,
-                migrating: None,
-            },
-        };
-        Ok(Self {
-            state,
-            current: Mutex::new(current),
-        })
-    }
-
-    pub fn table(&self) -> ExceptionTable {
-        self.current.lock().table.clone()
-    }
-
-    /// Every record of the coordinator's state (this table's and the journals'), for a backup.
-    pub(crate) async fn all_records(&self) -> Result<Vec<(String, Vec<u8>)>, JournalError> {
-        self.state.scan("").await
-    }
-
-    pub(crate) fn pending(&self) -> Option<(String, ExceptionTable)> {
-        let s = self.current.lock();
-        s.migrating.clone().map(|n| (n, s.table.clone()))
-    }
-
-    /// Writes `next` durably, then keeps it.
-    async fn save(&self, next: Persisted) -> Result<(), JournalError> {
-        let body = serde_json::to_vec_pretty(&next).expect("tables serialize");
-        self.state.put(RECORD, Some(body)).await?;
-        *self.current.lock() = next;
-        Ok(())
     }
 }
 
@@ -374,6 +299,10 @@ impl NamespaceCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    use crate::exception_store::ExceptionStore;
+    use crate::state::StateStore;
 
     #[tokio::test]
     async fn the_state_keeps_the_table_and_the_migrating_mark() {

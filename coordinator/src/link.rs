@@ -19,11 +19,10 @@
 //! the token as not kept (only the home holds its mark), so no count is left behind.
 
 use saker_rpc::{Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, Want};
-use serde::{Deserialize, Serialize};
 
-use crate::journal::Journal;
-use crate::rename::fail_point;
-use crate::rmdir::{tag, NamespaceCoordinator};
+use crate::calls::{fail_point, tag};
+use crate::intents::LinkIntent;
+use crate::namespace::NamespaceCoordinator;
 
 /// The home group of the shared inode `reference` refers to.
 fn home_of(reference: &Attr) -> Result<u32, MetaError> {
@@ -38,26 +37,6 @@ fn home_of(reference: &Attr) -> Result<u32, MetaError> {
 fn unanswered(e: &MetaError) -> bool {
     matches!(e, MetaError::Unavailable(_) | MetaError::NotLeader { .. })
 }
-
-/// A link between its steps.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkIntent {
-    pub from: Vec<String>,
-    pub to: Vec<String>,
-    pub cred: Cred,
-    /// The file's inode: step 2 counts it and no other.
-    pub id: InodeId,
-    /// Counts the link once at the file's home, however often step 2 runs.
-    pub token: u128,
-    /// Step 2's answer, once logged: the reference the new name gets.
-    pub reference: Option<Attr>,
-}
-
-/// Logged links (`links/link-<seq>`).
-pub type LinkJournal = Journal<LinkIntent>;
-
-/// Record key prefix of logged links.
-pub const LINKS: &str = "links/link";
 
 impl NamespaceCoordinator {
     /// The link protocol (module docs).
@@ -220,7 +199,7 @@ impl NamespaceCoordinator {
     /// while MNodes do not answer. Returns once none is left.
     pub async fn resolve_links(&self) {
         while !self.resolve_links_once().await {
-            tokio::time::sleep(crate::rename::RETRY_EVERY).await;
+            tokio::time::sleep(crate::calls::RETRY_EVERY).await;
         }
     }
 

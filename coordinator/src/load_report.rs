@@ -8,8 +8,9 @@ use saker_namespace::GroupId;
 use saker_rpc::{CostKind, Costs, LoadWindow, MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
+use crate::calls::tag;
 use crate::meta_opt::UnitCosts;
-use crate::rmdir::{tag, NamespaceCoordinator};
+use crate::namespace::NamespaceCoordinator;
 
 /// Costs by kind name, for people and JSON.
 pub fn by_kind(c: &Costs) -> BTreeMap<String, u64> {

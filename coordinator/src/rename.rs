@@ -14,7 +14,7 @@
 //! 4. Invalidate the source's dentry everywhere (each group drops its replica entry and waits
 //!    for batches that resolved through it), then have every group push its change-log, so the
 //!    directory's attributes at its owner are exact, and read them.
-//! 5. Log the intent in the [`RenameJournal`], put the directory at the new name
+//! 5. Log the intent in the [`crate::intents::RenameJournal`], put the directory at the new name
 //!    (`RenameDirIn`), remove the old name (`RenameDirOut`), drop the intent, thaw.
 //!
 //! A file keeps its inode id and its chunk references (no byte is copied): the coordinator
@@ -28,41 +28,14 @@
 //! did not answer until it does. An intent whose first step fails for good (the target's
 //! parent vanished meanwhile) is dropped: the directory keeps its old name.
 
-use std::time::Duration;
-
-use bytes::Bytes;
 use futures::future::join_all;
 use saker_rpc::{
-    access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, ObjectMeta,
-    RenameVersioning, Want,
+    access, Attr, Cred, InodeId, MetaError, MetaRequest, MetaResponse, RenameVersioning, Want,
 };
-use serde::{Deserialize, Serialize};
 
-use crate::journal::Journal;
-use crate::rmdir::{tag, NamespaceCoordinator};
-
-/// How often unresolved intents are retried while an MNode does not answer.
-pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(500);
-
-/// A directory rename between its two steps.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RenameIntent {
-    pub from: Vec<String>,
-    pub to: Vec<String>,
-    /// The directory with its exact attributes.
-    pub attr: Attr,
-    pub meta: ObjectMeta,
-    pub data: Option<Bytes>,
-    pub tags: Vec<(String, String)>,
-    /// The empty directory the rename replaces.
-    pub replace: Option<InodeId>,
-    /// A file rename must not replace an existing target.
-    pub noreplace: bool,
-    pub cred: Cred,
-    /// How the file's old and new buckets keep versions (none in intents logged before).
-    #[serde(default)]
-    pub versioning: RenameVersioning,
-}
+use crate::calls::{fail_point, tag, transient, RETRY_EVERY};
+use crate::intents::RenameIntent;
+use crate::namespace::NamespaceCoordinator;
 
 /// How a file moves: whether it may replace a file at its new name, for whom, and how the
 /// two buckets keep versions.
@@ -86,36 +59,6 @@ pub fn source_mask(from: &[String], to: &[String]) -> u32 {
 /// Whether `to` lies inside `from` (a directory cannot move below itself: EINVAL).
 pub fn into_itself(from: &[String], to: &[String]) -> bool {
     to.len() > from.len() && to[..from.len()] == *from
-}
-
-/// Logged renames (`renames/rename-<seq>`).
-pub type RenameJournal = Journal<RenameIntent>;
-
-/// Record key prefix of logged renames.
-pub const RENAMES: &str = "renames/rename";
-
-impl Journal<RenameIntent> {
-    /// Whether an unresolved intent moves the inode at `from`.
-    pub fn moving(&self, from: &[String]) -> bool {
-        self.pending_values().iter().any(|i| i.from == from)
-    }
-}
-
-/// Test hook: `SAKER_FAILPOINT=<name>` aborts the process at that point of the protocol, so
-/// crash tests can stop it between two durable steps.
-pub(crate) fn fail_point(name: &str) {
-    if std::env::var("SAKER_FAILPOINT").is_ok_and(|v| v == name) {
-        eprintln!("failpoint {name}: aborting");
-        std::process::abort();
-    }
-}
-
-/// Whether an error may go away by retrying (an MNode that did not answer).
-pub(crate) fn transient(e: &MetaError) -> bool {
-    matches!(
-        e,
-        MetaError::Unavailable(_) | MetaError::NotLeader { .. } | MetaError::Internal(_)
-    )
 }
 
 impl NamespaceCoordinator {
@@ -582,6 +525,10 @@ impl NamespaceCoordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use saker_rpc::ObjectMeta;
+
+    use crate::intents::{RenameJournal, RENAMES};
     use crate::journal::JournalError;
     use saker_rpc::{FileKind, Layout};
 

@@ -145,7 +145,7 @@ impl StateStore for GroupState {
             key: key.to_string(),
             value,
         };
-        match self.group.call(crate::rmdir::tag(), req).await {
+        match self.group.call(crate::calls::tag(), req).await {
             Ok(_) => Ok(()),
             Err(e) => Err(JournalError::State(e)),
         }

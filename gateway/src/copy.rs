@@ -5,11 +5,9 @@ use s3s::checksum::ChecksumHasher;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::sealed::{self, DataKey};
-use saker_client::ClientError;
 use saker_client::{ChunkWriter, ReadRange, Written};
-use saker_rpc::{Checksums, MetaError, NewObject, ObjectView, Sse, Want};
+use saker_rpc::{Checksums, NewObject, ObjectView, Sse, Want};
 
-use crate::body::discard;
 use crate::checksum::Algorithm;
 use crate::error;
 use crate::get::check_read_conditions;
@@ -244,24 +242,17 @@ pub async fn copy_object(
         lock: lock.filter(|_| !dst.dir_marker),
         acl,
     };
-    let versioning = crate::versions::of_key(&settings, &dst);
-    let attr = match gw
-        .cluster
-        .put_object(&dst.path, obj, dst.dir_marker, dst_cond, versioning)
-        .await
-    {
-        Ok(a) => a,
-        Err(e) => {
-            // A copy whose condition failed had its chunks queued for collection by the MNode.
-            if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
-                discard(&gw.cluster, &written).await;
-            }
-            return Err(error::client(e));
-        }
-    };
-    if let Some(tier) = &tier {
-        crate::tiering::move_written(gw, tier, &dst.path, &attr).await?;
-    }
+    let (attr, versioning) = crate::put::store_object(
+        gw,
+        &input.bucket,
+        &dst,
+        obj,
+        dst_cond,
+        settings.clone(),
+        &written,
+        tier.as_deref(),
+    )
+    .await?;
     let src_versioning = crate::versions::of_bucket(gw, &src_bucket).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {

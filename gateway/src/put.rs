@@ -2,12 +2,15 @@
 
 use s3s::dto::{ChecksumType, ETag, Metadata, PutObjectInput, PutObjectOutput, Timestamp};
 use s3s::{s3_error, S3Request, S3Response, S3Result};
-use saker_client::ClientError;
-use saker_rpc::{MetaError, NewObject, ObjectMeta};
+use std::sync::Arc;
+
+use saker_client::{ClientError, Written};
+use saker_rpc::{Attr, Decided, MetaError, NewObject, ObjectMeta, WriteCond};
 
 use crate::body::{discard, ingest};
 use crate::error;
-use crate::keys::{format_http_date, write_key};
+use crate::keys::{format_http_date, write_key, KeyPath};
+use crate::settings::Bucket;
 use crate::Gateway;
 
 /// The standard headers and user metadata of a new object.
@@ -94,6 +97,66 @@ pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u
         .unwrap_or((0, 0))
 }
 
+/// Stores `obj` (its bytes are `written`) at `kp` in `bucket` as a new version, with
+/// condition `cond`, decided under `settings`: the write an object's PUT and copy share. A
+/// write refused because the bucket's settings changed since is decided again under the new
+/// ones while its lock and encryption still stand (else 503); bytes no version refers to are
+/// discarded; a `tier` asked for takes the version. The version as stored, and how it was
+/// decided.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn store_object(
+    gw: &Gateway,
+    bucket: &str,
+    kp: &KeyPath,
+    obj: NewObject,
+    cond: Option<WriteCond>,
+    settings: Arc<Bucket>,
+    written: &Written,
+    tier: Option<&str>,
+) -> S3Result<(Attr, Decided)> {
+    let mut decided_from = settings;
+    let mut versioning = crate::versions::of_key(&decided_from, kp);
+    let mut tries = 0;
+    let put = loop {
+        let put = gw
+            .cluster
+            .put_object(
+                &kp.path,
+                obj.clone(),
+                kp.dir_marker,
+                cond.clone(),
+                versioning,
+            )
+            .await;
+        if let Err(ClientError::Meta(MetaError::SettingsChanged { .. })) = &put {
+            tries += 1;
+            if tries < crate::versions::REDECIDE {
+                if let Some(now) = crate::versions::redecide(gw, bucket, &decided_from).await? {
+                    versioning = crate::versions::of_key(&now, kp);
+                    decided_from = now;
+                    continue;
+                }
+            }
+        }
+        break put;
+    };
+    let attr = match put {
+        Ok(attr) => attr,
+        Err(e) => {
+            // A write whose condition failed had its chunks queued for collection by the
+            // MNode.
+            if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
+                discard(&gw.cluster, written).await;
+            }
+            return Err(error::client(e));
+        }
+    };
+    if let Some(tier) = tier {
+        crate::tiering::move_written(gw, tier, &kp.path, &attr).await?;
+    }
+    Ok((attr, versioning))
+}
+
 pub async fn put_object(
     gw: &Gateway,
     req: S3Request<PutObjectInput>,
@@ -115,7 +178,6 @@ pub async fn put_object(
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
-    let versioning = crate::versions::of_key(&settings, &kp);
     let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(
@@ -161,47 +223,17 @@ pub async fn put_object(
         lock: lock.filter(|_| !kp.dir_marker),
         acl,
     };
-    let mut versioning = versioning;
-    let mut decided_from = settings.clone();
-    let mut tries = 0;
-    let written = loop {
-        let put = gw
-            .cluster
-            .put_object(
-                &kp.path,
-                obj.clone(),
-                kp.dir_marker,
-                cond.clone(),
-                versioning,
-            )
-            .await;
-        if let Err(ClientError::Meta(MetaError::SettingsChanged { .. })) = &put {
-            tries += 1;
-            if tries < crate::versions::REDECIDE {
-                let again = crate::versions::redecide(gw, &input.bucket, &decided_from).await?;
-                if let Some(now) = again {
-                    versioning = crate::versions::of_key(&now, &kp);
-                    decided_from = now;
-                    continue;
-                }
-            }
-        }
-        break put;
-    };
-    let attr = match written {
-        Ok(attr) => attr,
-        Err(e) => {
-            // A write whose condition failed had its chunks queued for collection by the
-            // MNode.
-            if !matches!(e, ClientError::Meta(MetaError::PreconditionFailed)) {
-                discard(&gw.cluster, &got.written).await;
-            }
-            return Err(error::client(e));
-        }
-    };
-    if let Some(tier) = &tier {
-        crate::tiering::move_written(gw, tier, &kp.path, &attr).await?;
-    }
+    let (attr, versioning) = store_object(
+        gw,
+        &input.bucket,
+        &kp,
+        obj,
+        cond,
+        settings.clone(),
+        &got.written,
+        tier.as_deref(),
+    )
+    .await?;
     let expiration = match kp.dir_marker {
         false => crate::lifecycle::expiration_header(&settings, &input.key, &attr, &tags),
         true => None,

@@ -48,7 +48,7 @@ impl Tickets {
     pub async fn wait(&self, ticket: u64) -> Result<(), MetaError> {
         let rx = self.table.lock().answers.remove(&ticket);
         // Test hook: every ticket is unknown here, as at a leader elected since the create.
-        let lost = std::env::var("SAKER_FAILPOINT").is_ok_and(|v| v == "lose_tickets");
+        let lost = saker_rpc::fail_point::armed("lose_tickets");
         let rx = rx.filter(|_| !lost).ok_or_else(|| {
             MetaError::Unavailable(format!("no deferred write with ticket {ticket} here"))
         })?;

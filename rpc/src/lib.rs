@@ -10,6 +10,7 @@ pub mod capability;
 pub mod chunk;
 mod cluster_map;
 pub mod error;
+pub mod fail_point;
 pub mod meta;
 mod metrics;
 mod replicas;

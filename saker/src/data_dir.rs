@@ -64,7 +64,7 @@ pub(crate) fn open_store(
 pub(crate) enum StoreEngine {
     /// B-tree (redb): faster reads, slower commits.
     Redb,
-    /// LSM (fjall): 2-6x faster raft commits, slower scans.
+    /// LSM (fjall): faster raft commits, slower scans.
     Fjall,
     /// A TiKV cluster (`--pd`), for namespaces past one machine's disks: TiKV replicates,
     /// each MNode group is served under a lease in it.

@@ -15,6 +15,7 @@ mod admin_tiers;
 mod backup;
 mod bench;
 mod chunk_members;
+mod cli_doc;
 mod cluster_credential;
 mod coordinator_host;
 mod data_dir;
@@ -43,7 +44,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// mimalloc instead of glibc's malloc: the server allocates and frees many small buffers per op
 /// across its FUSE, tokio and fjall threads, and glibc's malloc took ~10% of the server's CPU in
@@ -97,6 +98,19 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
+    /// Print documentation made from this binary (for the book in `docs/`).
+    #[command(hide = true)]
+    Docs {
+        #[command(subcommand)]
+        command: DocsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DocsCommand {
+    /// The command-line reference as Markdown: every visible command and flag with its help
+    /// (`docs/gen-cli.sh` writes it to `docs/src/reference/cli.md`).
+    Cli,
 }
 
 /// Parses durations like `20s`, `500ms`, `10m`.
@@ -144,8 +158,15 @@ fn main() -> anyhow::Result<()> {
     // brings aws-lc-rs too, and with two providers built in rustls no longer picks one.
     let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    if let Command::MountGuard(args) = &cli.command {
-        return mount_guard::run(args);
+    match &cli.command {
+        Command::MountGuard(args) => return mount_guard::run(args),
+        Command::Docs {
+            command: DocsCommand::Cli,
+        } => {
+            print!("{}", cli_doc::markdown(&Cli::command()));
+            return Ok(());
+        }
+        _ => {}
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -168,6 +189,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Server(args) => server::run(*args).await,
         Command::Mount(args) => mount::run(args).await,
         Command::MountGuard(args) => mount_guard::run(&args),
+        Command::Docs { .. } => Ok(()),
         Command::Admin {
             admin_endpoint,
             ca_cert,

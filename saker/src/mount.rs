@@ -29,20 +29,22 @@ pub struct FuseArgs {
     /// How long the kernel trusts attributes (size, mode, times).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub attr_ttl: Duration,
+    // Measured: 16 threads creating files, 32 serving threads made ~1.8x the creates of 8.
     /// Threads serving kernel requests: as many requests as this are in flight at once, which
-    /// the MNodes merge into shared transactions (16 threads creating files: 32 serve ~1.8x
-    /// the creates of 8).
+    /// the MNodes merge into shared transactions. Raise it for many concurrent writers.
     #[arg(long, default_value_t = 32)]
     pub fuse_threads: usize,
     /// Where files being written keep their local buffer until close (default: the temp dir).
     #[arg(long)]
     pub buffer_dir: Option<PathBuf>,
+    // Measured with `--durability process`: the single CREATE made 1.09x the one-thread
+    // creates, 1.06x at 16 threads and 1.04x the writes
+    // (compat_tests/bench/results/2026-11-26-session21-experiments.json).
     /// open(O_CREAT) as MKNOD then OPEN, the sync between them, so creates in one directory
     /// do not wait for each other's syncs (mounts run as root; see `saker_fuse::created`).
     /// Default: true where creates wait for a disk sync (`--durability disk`, and `saker
     /// mount`, which cannot tell), false where they do not (`saker server --durability
-    /// process`: the single CREATE measured 1.09x one-thread creates, 1.06x at 16 threads and
-    /// 1.04x writes, compat_tests/bench/results/2026-11-26-session21-experiments.json).
+    /// process`). Set it only to compare the two.
     #[arg(long, action = clap::ArgAction::Set)]
     pub split_create: Option<bool>,
 }

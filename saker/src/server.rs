@@ -67,9 +67,11 @@ pub struct ServerArgs {
     /// Base domain for virtual-hosted-style requests (bucket.DOMAIN); path style always works.
     #[arg(long)]
     domain: Option<String>,
-    /// Objects up to this size are stored inside the MNode. 16 KiB by measurement: 64 KiB
-    /// objects stored inline read ~1.7x faster but write ~1.5x slower through the raft log than
-    /// as chunks, and keep the metadata store (and its snapshots) small.
+    // 16 KiB by measurement: 64 KiB objects stored inline read ~1.7x faster but wrote ~1.5x
+    // slower through the raft log than as chunks.
+    /// Objects up to this size are stored inside the MNode (its raft log and store) instead
+    /// of as chunks: small objects read faster, larger ones would slow writes and grow the
+    /// metadata store and its snapshots.
     #[arg(long, default_value = "16KiB", value_parser = parse_size)]
     inline_threshold: u64,
     /// Larger objects are split into chunks of this size.
@@ -104,9 +106,11 @@ pub struct ServerArgs {
     /// ablation baseline).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     merge: bool,
-    /// Metadata store engine, fixed when the data directory is created. fjall by measurement:
-    /// 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs 0.8-1x
-    /// (compat_tests/bench/engines/README.md for the engine-level numbers).
+    // fjall by measurement: 1.4-1.7x the S3 PUTs of redb at 16 clients with 4 groups, GETs
+    // 0.8-1x (compat_tests/bench/engines/README.md for the engine-level numbers).
+    /// Metadata store engine, fixed when the data directory is created: fjall (the default,
+    /// for write-heavy namespaces), redb (reads over writes), or tikv (a TiKV cluster, for a
+    /// namespace past one machine's disks).
     #[arg(long, value_enum, default_value = "fjall")]
     store: StoreEngine,
     /// With `--store tikv`: PD endpoints of the TiKV cluster (`host:port`, comma-separated).
@@ -374,7 +378,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 
     let tls = args.tls()?;
     let scheme = crate::listen::scheme(&tls);
-    tokio::spawn(serve_s3(
+    tokio::spawn(crate::listen::serve_s3(
         s3_listener,
         tls.clone(),
         args.limits.connections(),
@@ -619,51 +623,6 @@ pub(crate) fn shown_secret(secret: &str, data_dir: &std::path::Path) -> String {
     }
 }
 
-pub(crate) async fn serve_s3(
-    listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    limits: crate::limits::ConnLimits,
-    front: saker_gateway::Front,
-    log: Option<Arc<AccessLog>>,
-) {
-    crate::listen::serve(listener, tls, limits, move |peer| {
-        let (front, log) = (front.clone(), log.clone());
-        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            let (front, log) = (front.clone(), log.clone());
-            async move {
-                // Who is asking, for policy conditions (aws:SourceIp, aws:SecureTransport).
-                req.extensions_mut().insert(peer);
-                let pending = log.as_ref().map(|_| AccessLog::begin(&req, peer.addr));
-                let resp = match front.cors.preflight(&req).await {
-                    Some(resp) => resp,
-                    None => {
-                        let cross = front.cors.cross_origin(&req);
-                        front.prepare(&mut req).await;
-                        let expects = crate::drain::expects_continue(req.headers());
-                        let req = req.map(|b| crate::drain::Drained::new(b, !expects));
-                        let mut svc = front.s3.clone();
-                        let mut resp = tower::Service::call(&mut svc, req).await?;
-                        if let Some(x) = cross {
-                            front.cors.decorate(x, resp.headers_mut()).await;
-                        }
-                        if crate::drain::must_close(expects, resp.status()) {
-                            resp.headers_mut().insert(
-                                http::header::CONNECTION,
-                                http::HeaderValue::from_static("close"),
-                            );
-                        }
-                        resp
-                    }
-                };
-                if let (Some(log), Some(pending)) = (log, pending) {
-                    log.end(pending, &resp);
-                }
-                Ok::<_, s3s::HttpError>(resp)
-            }
-        })
-    })
-    .await
-}
 pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]

@@ -22,10 +22,10 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::{decode_header, Loc, DELETE_MAGIC, PUT_MAGIC, RECORD_HEADER_LEN};
-use crate::disk::read_image;
 use crate::error::ChunkError;
 use crate::format::HEADER_LEN;
 use crate::id::ChunkId;
+use crate::image::read_image;
 
 /// The header of the whole record at `offset` of a volume `len` bytes long, if there is one.
 fn record_at(file: &File, offset: u64, len: u64) -> Option<(bool, ChunkId, u64, u64)> {

@@ -154,3 +154,8 @@ pub(super) fn missing_as_not_found(e: MetaError) -> MetaError {
         e => e,
     }
 }
+
+/// Whether `path` names a directory below a bucket, which S3 may reap.
+pub(super) fn reapable(path: &[String]) -> bool {
+    path.len() > 1
+}

@@ -114,11 +114,6 @@ fn remove_dir(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, chain: &mut Vec<Located>) {
     touch_parent(txn, ctx, chain, -1, -1);
 }
 
-/// Whether `path` names a directory below a bucket, which S3 may reap.
-pub(super) fn reapable(path: &[String]) -> bool {
-    path.len() > 1
-}
-
 /// The last step of the coordinator's rmdir protocol, at the directory's owner: the directory
 /// is frozen and every group has reported its entries; check what this group holds once more
 /// and remove it.

@@ -6,9 +6,9 @@ use saker_rpc::{
 };
 
 use super::common::{
-    check_path, delete_payloads, new_attr, put_attr, put_dir, release, touch_parent, write_payloads,
+    check_path, delete_payloads, new_attr, put_attr, put_dir, reapable, release, touch_parent,
+    write_payloads,
 };
-use super::dirs::reapable;
 use super::files::remove_file;
 use super::links::touch_shared;
 use super::{retention, versions, Ctx, OpResult};

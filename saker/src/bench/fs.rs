@@ -54,6 +54,7 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use crate::parse_size;
+use timing::{par, Done, Timed, Usage, WATCHED};
 
 const PHASES: [&str; 9] = [
     "create", "stat", "write", "read", "readdir", "unlink", "copy", "rmtree", "build",
@@ -183,181 +184,6 @@ struct Report<'a> {
     runs: Vec<RunReport>,
     /// Medians over the runs.
     results: Vec<PhaseResult>,
-}
-
-/// One phase's measurements before they become a [`PhaseResult`].
-struct Timed {
-    ops: u64,
-    errors: u64,
-    secs: f64,
-    bytes: u64,
-    lat_us: Vec<u32>,
-    /// What the watched process spent meanwhile.
-    usage: Option<Usage>,
-}
-
-/// The process `--watch-pid` names, set once at start.
-static WATCHED: OnceLock<u32> = OnceLock::new();
-
-/// CPU time and context switches of a process so far (or spent over an interval).
-#[derive(Clone, Copy, Debug, Default)]
-struct Usage {
-    cpu_us: u64,
-    switches: u64,
-}
-
-impl Usage {
-    /// The watched process's usage so far; `None` without `--watch-pid` or once it is gone.
-    fn now() -> Option<Usage> {
-        let pid = *WATCHED.get()?;
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name (which may hold spaces): state is field 3, utime 14
-        // and stime 15, in clock ticks, threads that have exited included.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        // SAFETY: sysconf only reads a constant.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        let mut switches = 0;
-        for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-            let Ok(status) = fs::read_to_string(task.path().join("status")) else {
-                continue; // the thread ended meanwhile
-            };
-            for line in status.lines() {
-                if let Some(v) = line
-                    .strip_prefix("voluntary_ctxt_switches:")
-                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
-                {
-                    switches += v.trim().parse::<u64>().unwrap_or(0);
-                }
-            }
-        }
-        Some(Usage {
-            cpu_us: ticks * 1_000_000 / hz,
-            switches,
-        })
-    }
-
-    /// What was spent between `before` and now.
-    fn since(before: Option<Usage>) -> Option<Usage> {
-        let (before, now) = (before?, Usage::now()?);
-        Some(Usage {
-            cpu_us: now.cpu_us.saturating_sub(before.cpu_us),
-            switches: now.switches.saturating_sub(before.switches),
-        })
-    }
-}
-
-impl Timed {
-    fn result(mut self, threads: usize, phase: &str) -> PhaseResult {
-        self.lat_us.sort_unstable();
-        let pct = |p: f64| {
-            if self.lat_us.is_empty() {
-                return 0.0;
-            }
-            let i = ((self.lat_us.len() as f64 - 1.0) * p).round() as usize;
-            self.lat_us[i] as f64
-        };
-        PhaseResult {
-            threads,
-            phase: phase.to_string(),
-            ops: self.ops,
-            errors: self.errors,
-            secs: self.secs,
-            ops_per_sec: if self.secs > 0.0 {
-                self.ops as f64 / self.secs
-            } else {
-                0.0
-            },
-            mib_per_sec: (self.bytes > 0).then(|| self.bytes as f64 / 1048576.0 / self.secs),
-            p50_us: pct(0.5),
-            p99_us: pct(0.99),
-            watched: self.usage.filter(|_| self.ops > 0).map(|u| Watched {
-                watched_cpu_us_per_op: u.cpu_us as f64 / self.ops as f64,
-                watched_switches_per_op: u.switches as f64 / self.ops as f64,
-            }),
-        }
-    }
-}
-
-/// What one op did: ops and bytes it counts for (a listing counts its entries).
-struct Done {
-    ops: u64,
-    bytes: u64,
-}
-
-impl Done {
-    fn one(bytes: u64) -> Self {
-        Done { ops: 1, bytes }
-    }
-}
-
-/// Runs `op` on every item with `threads` OS threads taking items from a shared queue; times
-/// the whole and each op. Failed ops count as errors (the first few are printed).
-fn par<T: Sync>(
-    threads: usize,
-    phase: &str,
-    items: &[T],
-    op: impl Fn(&T) -> std::io::Result<Done> + Sync,
-) -> Timed {
-    let next = AtomicUsize::new(0);
-    let shown = AtomicUsize::new(0);
-    let usage = Usage::now();
-    let start = Instant::now();
-    let per_thread: Vec<(u64, u64, u64, Vec<u32>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let (mut ops, mut errors, mut bytes) = (0u64, 0u64, 0u64);
-                    let mut lat = Vec::with_capacity(items.len() / threads + 1);
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        let t = Instant::now();
-                        match op(item) {
-                            Ok(d) => {
-                                lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
-                                ops += d.ops;
-                                bytes += d.bytes;
-                            }
-                            Err(e) => {
-                                errors += 1;
-                                if shown.fetch_add(1, Ordering::Relaxed) < 5 {
-                                    eprintln!("  {phase}: item {i}: {e}");
-                                }
-                            }
-                        }
-                    }
-                    (ops, errors, bytes, lat)
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().expect("a bench worker panicked"))
-            .collect()
-    });
-    let secs = start.elapsed().as_secs_f64();
-    let mut t = Timed {
-        ops: 0,
-        errors: 0,
-        secs,
-        bytes: 0,
-        lat_us: Vec::new(),
-        usage: Usage::since(usage),
-    };
-    for (ops, errors, bytes, lat) in per_thread {
-        t.ops += ops;
-        t.errors += errors;
-        t.bytes += bytes;
-        t.lat_us.extend(lat);
-    }
-    let shown = shown.load(Ordering::Relaxed);
-    if shown > 5 {
-        eprintln!("  {phase}: {} more errors", shown - 5);
-    }
-    t
 }
 
 fn drop_caches() -> anyhow::Result<()> {
@@ -885,3 +711,4 @@ pub async fn run(args: FsBenchArgs) -> anyhow::Result<()> {
 mod build;
 #[cfg(test)]
 mod tests;
+mod timing;
