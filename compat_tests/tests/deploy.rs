@@ -1,7 +1,8 @@
 //! The deploy files that cannot run on this machine (docker compose, Kubernetes, systemd) are
 //! checked as far as they can be: the YAML parses, every saker config they mount or carry
 //! passes `saker server --check-config` and describes the cluster the manifest runs, the
-//! Kubernetes pieces refer to each other, and the systemd unit passes `systemd-analyze verify`.
+//! Kubernetes pieces refer to each other, the systemd unit passes `systemd-analyze verify`, and
+//! the TiKV compose file advertises only addresses a client on the host reaches.
 
 mod common;
 
@@ -188,4 +189,100 @@ fn the_systemd_unit_verifies_and_its_config_passes_the_check() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "systemd-analyze verify: {err}");
     assert!(!err.contains("Unknown key"), "{err}");
+}
+
+/// Host and port of `addr` (`127.0.0.1:2379`, or a URL `http://127.0.0.1:2379`).
+fn host_port(addr: &str) -> (String, u16) {
+    let hp = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let (host, port) = hp
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("{addr}: no port"));
+    (host.to_string(), port.parse().expect("a port"))
+}
+
+/// The TiKV compose file is usable from the host: every service runs in the host's network
+/// namespace and listens on loopback, each on its own ports, and every address PD or a store
+/// advertises, and every PD address a service dials, is one a service of the file listens on.
+/// (A container name such as `pd:2379` is what a client on the host cannot resolve.)
+#[test]
+fn the_tikv_compose_file_advertises_addresses_the_host_reaches() {
+    let doc = yaml_docs("docker/tikv-compose.yml").remove(0);
+    let services = doc["services"].as_mapping().expect("services");
+    let flags = |cmd: &Value| -> Vec<(String, String)> {
+        let args: Vec<&str> = cmd
+            .as_sequence()
+            .expect("a command list")
+            .iter()
+            .map(s)
+            .collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            match args[i].split_once('=') {
+                Some((k, v)) if k.starts_with("--") => out.push((k.into(), v.into())),
+                _ if args[i].starts_with("--") && i + 1 < args.len() => {
+                    out.push((args[i].into(), args[i + 1].into()));
+                    i += 1;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        out
+    };
+    let listening = [
+        "--client-urls",
+        "--peer-urls",
+        "--addr",
+        "--status-addr",
+        "--s3-addr",
+        "--admin-addr",
+        "--rpc-addr",
+    ];
+    let advertised = [
+        "--advertise-client-urls",
+        "--advertise-peer-urls",
+        "--advertise-addr",
+    ];
+    let mut listens: BTreeMap<(String, u16), String> = BTreeMap::new();
+    let mut dials: Vec<(String, String, String)> = Vec::new();
+    for (name, svc) in services {
+        let name = s(name);
+        // `<<: *tikv` merges the anchor's keys; serde_yaml leaves the merge key as is.
+        let network = svc
+            .get("network_mode")
+            .or_else(|| svc.get("<<").and_then(|m| m.get("network_mode")));
+        assert_eq!(
+            network.map(s),
+            Some("host"),
+            "{name}: the host's network, so what it advertises is the host's"
+        );
+        for (flag, value) in flags(&svc["command"]) {
+            if listening.contains(&flag.as_str()) {
+                let (host, port) = host_port(&value);
+                assert_eq!(host, "127.0.0.1", "{name} {flag}={value}: loopback only");
+                let taken = listens.insert((host, port), format!("{name} {flag}"));
+                assert!(taken.is_none(), "{name} {flag}={value}: port of {taken:?}");
+            } else if advertised.contains(&flag.as_str()) || flag == "--pd" {
+                dials.push((name.to_string(), flag, value));
+            }
+        }
+    }
+    assert!(
+        dials.len() >= 7,
+        "PD's two, three stores', three --pd: {dials:?}"
+    );
+    for (name, flag, value) in dials {
+        for addr in value.split(',') {
+            let (host, port) = host_port(addr);
+            let owner = listens.get(&(host.clone(), port));
+            assert!(
+                owner.is_some(),
+                "{name} {flag}={addr}: no service of the file listens there"
+            );
+            if flag == "--pd" {
+                assert!(owner.unwrap().starts_with("pd "), "{name} {flag}={addr}");
+            }
+        }
+    }
 }

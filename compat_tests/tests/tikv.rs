@@ -9,140 +9,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::cluster::{verify, writes_resume, Nodes, Progress, Writer, GROUPS};
 use common::netns::Netns;
+use common::tikv::{serving, Sim};
 use common::*;
-
-/// The TiKV the tests use: a `saker-tikv-sim` they start, or, with `SAKER_TIKV_PD=HOST:PORT`,
-/// a real cluster's PD (keyspaces then get a random suffix: a real TiKV keeps them).
-struct Sim {
-    child: Option<Child>,
-    /// `127.0.0.1:PORT` of PD (and TiKV).
-    pd: String,
-    suffix: String,
-}
-
-impl Sim {
-    /// Starts one whose regions split every 64 keys and which answers every 13th KV request
-    /// with a region error (the client must retry through both).
-    fn start() -> Sim {
-        if let Ok(pd) = std::env::var("SAKER_TIKV_PD") {
-            let suffix = format!("-{:08x}", rand::random::<u32>());
-            return Sim {
-                child: None,
-                pd,
-                suffix,
-            };
-        }
-        Sim::spawn("127.0.0.1:0")
-    }
-
-    /// Starts a `saker-tikv-sim` on `listen`, whatever `SAKER_TIKV_PD` says.
-    fn spawn(listen: &str) -> Sim {
-        let bin =
-            saker_bin().with_file_name(format!("saker-tikv-sim{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            bin.exists(),
-            "{} missing: cargo build --workspace --bins",
-            bin.display()
-        );
-        let mut child = Command::new(bin)
-            .args(["--listen", listen, "--split-keys", "64"])
-            .args(["--region-error-every", "13"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn saker-tikv-sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the sim's address");
-        let pd = line
-            .trim()
-            .strip_prefix("pd ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        Sim {
-            child: Some(child),
-            pd,
-            suffix: String::new(),
-        }
-    }
-
-    /// The keyspace `name` of this run.
-    fn keyspace(&self, name: &str) -> String {
-        format!("{name}{}", self.suffix)
-    }
-
-    /// A cluster node's flags for the keyspace `name` of this run.
-    fn node_args(&self, name: &str) -> Vec<String> {
-        let keyspace = self.keyspace(name);
-        [
-            "--store",
-            "tikv",
-            "--pd",
-            &self.pd,
-            "--tikv-keyspace",
-            &keyspace,
-        ]
-        .map(String::from)
-        .to_vec()
-    }
-
-    fn opts(&self, keyspace: &str) -> Opts {
-        Opts::default()
-            .arg("--store", "tikv")
-            .arg("--pd", &self.pd)
-            .arg("--tikv-keyspace", &self.keyspace(keyspace))
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Waits until the server serves S3 requests that touch every group (a restarted process
-/// takes its groups' leases over once the old holder's lapse).
-async fn serving(s: &Server, bucket: &str) {
-    let c = s.client_no_retry();
-    eventually("every group served", || {
-        let c = c.clone();
-        let bucket = bucket.to_string();
-        async move {
-            c.list_objects_v2()
-                .bucket(&bucket)
-                .send()
-                .await
-                .map_err(|e| format!("{e:?}"))?;
-            for i in 0..16 {
-                let r = c
-                    .head_object()
-                    .bucket(&bucket)
-                    .key(format!("probe/{i}"))
-                    .send()
-                    .await;
-                match r {
-                    Ok(_) => {}
-                    Err(e) if e.as_service_error().is_some_and(|se| se.is_not_found()) => {}
-                    Err(e) => return Err(format!("{e:?}")),
-                }
-            }
-            Ok(())
-        }
-    })
-    .await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_on_tikv_keeps_every_acknowledged_write_through_kill_9() {
@@ -563,33 +438,4 @@ async fn a_replicated_cluster_moves_into_tikv_through_a_backup() {
     put(&c, bucket, "after/the-move", b"on tikv").await;
     assert_eq!(get_bytes(&c, bucket, "after/the-move").await, b"on tikv");
     eprintln!("{} writes moved into TiKV", acked.len());
-}
-
-/// A PD that is not there, or a port that does not speak PD: the server refuses to start with
-/// a message naming what it tried, exits non-zero within 60 s, and does not panic.
-#[test]
-fn a_server_without_a_reachable_pd_exits_with_a_clear_error() {
-    // Accepts connections and closes them at once: something listens, but no PD.
-    let not_pd = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let not_pd_addr = not_pd.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for conn in not_pd.incoming() {
-            drop(conn);
-        }
-    });
-    for pd in ["127.0.0.1:1", not_pd_addr.as_str()] {
-        let dir = tempfile::tempdir().unwrap();
-        let started = std::time::Instant::now();
-        let err = server_refuses(
-            dir.path(),
-            &["--store", "tikv", "--pd", pd, "--tikv-keyspace", "t"].map(std::ffi::OsStr::new),
-        );
-        let took = started.elapsed();
-        assert!(!err.contains("panicked"), "{pd}: a panic:\n{err}");
-        assert!(
-            err.contains(&format!("cannot reach TiKV through PD {pd}")),
-            "{pd}: the error does not name what was tried:\n{err}"
-        );
-        assert!(took < Duration::from_secs(60), "{pd}: took {took:?}");
-    }
 }

@@ -63,9 +63,16 @@ pub fn meta(e: MetaError) -> S3Error {
                 http::StatusCode::INSUFFICIENT_STORAGE,
             )
         }
+        // Transient, as S3's 503 tells a client (and its SDK retries); why is in the logs and
+        // on /health, not for clients.
         MetaError::Unavailable(m) => {
             tracing::warn!(error = %m, "metadata node unavailable");
-            S3Error::new(S3ErrorCode::ServiceUnavailable)
+            S3Error::with_message(
+                S3ErrorCode::ServiceUnavailable,
+                "the metadata service did not answer (its node or store is unreachable); try \
+                 again"
+                    .to_string(),
+            )
         }
         // The write was decided under settings its group no longer has: nothing was written,
         // and the client's retry is decided anew.
@@ -75,7 +82,12 @@ pub fn meta(e: MetaError) -> S3Error {
         ),
         e @ (MetaError::NotLeader { .. } | MetaError::Fenced { .. }) => {
             tracing::warn!(error = %e, "metadata group or coordinator without a leader");
-            S3Error::new(S3ErrorCode::ServiceUnavailable)
+            S3Error::with_message(
+                S3ErrorCode::ServiceUnavailable,
+                "no metadata server serves this part of the namespace right now (a failover, \
+                 or its store is unreachable); try again"
+                    .to_string(),
+            )
         }
         e @ (MetaError::MissingParent { .. }
         | MetaError::NotOwner { .. }

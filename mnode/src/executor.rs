@@ -461,7 +461,7 @@ impl Executor {
                     );
                 }
                 Ok(None) => {}
-                Err(e) => return Ok(Err(MetaError::Internal(e.to_string()))),
+                Err(e) => return Ok(Err(crate::tree::internal(e))),
             }
         }
         // After the block was set, every write to the path waits (the block drains what was

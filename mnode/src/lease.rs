@@ -223,7 +223,7 @@ impl Lease {
                 self.deposed();
                 return Ok((None, None));
             }
-            Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
+            Err(FenceError::Unknown(e)) => return Err(StoreError::Unreachable(e)),
             Err(FenceError::Store(e)) => return Err(e),
         }
         // The hold counts from before the round (the local clock), less a margin; reads are
@@ -262,7 +262,7 @@ impl Lease {
         batch.put(key.clone(), encode(&record));
         match self.store.write_fenced(&batch, Some((&key, Some(&old)))) {
             Ok(()) | Err(FenceError::Moved) => Ok(()),
-            Err(FenceError::Unknown(e)) => Err(StoreError::Io(e)),
+            Err(FenceError::Unknown(e)) => Err(StoreError::Unreachable(e)),
             Err(FenceError::Store(e)) => Err(e),
         }
     }
@@ -299,6 +299,7 @@ pub(crate) async fn step(n: &Arc<crate::Mnode>, lease: &Arc<Lease>, leadership: 
     let l = lease.clone();
     match tokio::task::spawn_blocking(move || l.round()).await {
         Ok(Ok((won, holder))) => {
+            crate::tikv_health::round_answered(n.group());
             if let Some(epoch) = won {
                 if let Change::Elected(epoch) = leadership.lease_won(epoch, holder) {
                     match n.on_elected(epoch).await {
@@ -322,6 +323,7 @@ pub(crate) async fn step(n: &Arc<crate::Mnode>, lease: &Arc<Lease>, leadership: 
         }
         Ok(Err(e)) => {
             tracing::warn!(group = n.group(), error = %e, "lease round failed");
+            crate::tikv_health::round_failed(n.group(), lease.store.endpoints(), e.to_string());
             if lease.lapsed() && leadership.ready_term() != 0 {
                 tracing::warn!(group = n.group(), "lease lapsed; not serving");
                 lease.epoch.store(0, Ordering::SeqCst);

@@ -32,6 +32,7 @@ mod refs;
 pub mod space;
 pub mod store;
 mod tickets;
+pub mod tikv_health;
 pub mod tree;
 pub mod txn;
 
@@ -41,4 +42,4 @@ pub use executor::{ParentUpdates, DEDUPE_WINDOW};
 pub use local::{LocalGroups, LOCAL_VNODES, RING_VNODES};
 pub use node::{Mnode, MnodeConfig};
 pub use raft::RaftPeers;
-pub use store::{FjallStore, MemStore, MetaStore, RedbStore, TikvStore};
+pub use store::{FjallStore, GcPart, MemStore, MetaStore, RedbStore, TikvStore};

@@ -43,8 +43,14 @@ impl View for StoreView<'_> {
     }
 }
 
+/// A store failure as a request sees it: a store whose service did not answer (TiKV
+/// unreachable, a call past its deadline) is transient, `Unavailable` (a 503 its client
+/// retries); a disk error or a corrupt record is `Internal`.
 pub fn internal(e: StoreError) -> MetaError {
-    MetaError::Internal(e.to_string())
+    match e {
+        StoreError::Unreachable(_) => MetaError::Unavailable(e.to_string()),
+        StoreError::Io(_) | StoreError::Corrupt(_) => MetaError::Internal(e.to_string()),
+    }
 }
 
 /// The root directory; it has no record of its own.

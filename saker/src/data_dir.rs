@@ -15,12 +15,13 @@ pub(crate) struct OpenStore {
 }
 
 /// Opens the metadata store of `data_dir` (on TiKV: the keyspace `cluster.json` records, at
-/// the PD endpoints `pd`).
+/// the PD endpoints `pd`, taking part in TiKV's GC as `gc` says).
 pub(crate) fn open_store(
     data_dir: &std::path::Path,
     recorded: &ClusterFile,
     durability: saker_rpc::Durability,
     pd: &[String],
+    gc: saker_mnode::GcPart,
 ) -> anyhow::Result<OpenStore> {
     let store: Arc<dyn MetaStore> = match recorded.store {
         StoreEngine::Redb => Arc::new(
@@ -43,9 +44,28 @@ pub(crate) fn open_store(
                 .unwrap_or(DEFAULT_KEYSPACE);
             let tikv = Arc::new(
                 TikvStore::connect(pd, keyspace)
-                    .with_context(|| format!("cannot reach TiKV through PD at {pd:?}"))?
+                    .with_context(|| {
+                        format!("cannot open the metadata store (TiKV keyspace {keyspace:?})")
+                    })?
                     // Each group's keys have one writer at a time: the lease holder.
                     .single_writer(),
+            );
+            if gc.global {
+                tracing::warn!(
+                    "--tikv-gc global: this process acts as the TiKV cluster's GC worker, \
+                     resolving locks over the whole key space and moving the GC safe point; \
+                     only for a TiKV cluster dedicated to saker (no other GC worker, such as \
+                     TiDB's, may run)"
+                );
+            }
+            let (service, taken) = tikv
+                .take_part_in_gc(gc)
+                .context("cannot register a PD service safe point")?;
+            tracing::info!(
+                service = %service,
+                taken,
+                every = ?gc.every,
+                "TiKV: PD service safe point kept"
             );
             return Ok(OpenStore {
                 store: tikv.clone(),
@@ -69,6 +89,15 @@ pub(crate) enum StoreEngine {
     /// A TiKV cluster (`--pd`), for namespaces past one machine's disks: TiKV replicates,
     /// each MNode group is served under a lease in it.
     Tikv,
+}
+
+/// How saker takes part in TiKV's GC (`--tikv-gc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TikvGc {
+    /// A PD service safe point per node; the cluster's own GC worker collects.
+    Tenant,
+    /// Also act as the cluster's GC worker (a cluster dedicated to saker only).
+    Global,
 }
 
 /// The TiKV keyspace (key prefix `saker/NAME/`) when none is given.

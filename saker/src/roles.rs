@@ -56,7 +56,13 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             &cfg.cluster.pathwalk,
             args.tikv().1,
         )?;
-        let opened = open_store(&cfg.data_dir, &recorded, args.durability(), args.tikv().0)?;
+        let opened = open_store(
+            &cfg.data_dir,
+            &recorded,
+            args.durability(),
+            args.tikv().0,
+            args.tikv_gc(),
+        )?;
         let store = opened.store;
         let placement = cfg.cluster.placement();
         let (node_id, hosted) = if cfg.cluster.nodes.is_empty() {

@@ -121,6 +121,19 @@ pub struct ServerArgs {
     /// created.
     #[arg(long)]
     tikv_keyspace: Option<String>,
+    /// With `--store tikv`: how saker takes part in TiKV's GC. `tenant` (a shared cluster):
+    /// each node registers a PD service safe point trailing the oldest timestamp it reads at,
+    /// so the cluster's GC worker (TiDB's) collects the old versions saker leaves behind and
+    /// none it still reads; saker never moves the GC safe point nor resolves locks itself.
+    /// `global`, only for a TiKV cluster dedicated to saker with no other GC worker: each
+    /// node also acts as the GC worker (resolves locks over the whole key space, moves the GC
+    /// safe point).
+    #[arg(long, value_enum, default_value = "tenant")]
+    tikv_gc: crate::data_dir::TikvGc,
+    /// With `--store tikv`: how often the service safe point (and with `--tikv-gc global`
+    /// the GC safe point) moves on.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    tikv_gc_every: Duration,
     /// When a write is acknowledged: `disk` (on disk first: a synchronous raft log write and a
     /// chunk volume fdatasync per group commit; survives a power loss) or `process` (written
     /// to the kernel first; on disk within 1 s or at the next fsync(2) through a mount:
@@ -292,7 +305,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.tikv_keyspace.as_deref(),
     )?;
     let mnodes = recorded.mnodes;
-    let opened = open_store(&args.data_dir, &recorded, args.durability, &args.pd)?;
+    let opened = open_store(
+        &args.data_dir,
+        &recorded,
+        args.durability,
+        &args.pd,
+        args.tikv_gc(),
+    )?;
     let store = opened.store;
     if let Some(dir) = &args.restore {
         let groups: Vec<u32> = (1..=mnodes).collect();
@@ -561,6 +580,14 @@ impl ServerArgs {
     /// The PD endpoints and TiKV keyspace flags (`--store tikv`).
     pub(crate) fn tikv(&self) -> (&[String], Option<&str>) {
         (&self.pd, self.tikv_keyspace.as_deref())
+    }
+
+    /// How the TiKV engine takes part in TiKV's GC (`--tikv-gc`, `--tikv-gc-every`).
+    pub(crate) fn tikv_gc(&self) -> saker_mnode::GcPart {
+        saker_mnode::GcPart {
+            global: self.tikv_gc == crate::data_dir::TikvGc::Global,
+            every: self.tikv_gc_every,
+        }
     }
 
     pub(crate) fn durability(&self) -> saker_rpc::Durability {

@@ -174,8 +174,9 @@ fn group_status(group: u32, mut replicas: Vec<ReplicaView>) -> GroupStatus {
     }
 }
 
-/// `/health`: 200 when every group has a serving leader and this node's chunkstore (`chunks`)
-/// and metadata store have room, else 503 naming what is wrong.
+/// `/health`: 200 when every group has a serving leader, this node's chunkstore (`chunks`)
+/// and metadata store have room and (on TiKV) its lease rounds reach TiKV, else 503 naming
+/// what is wrong.
 pub async fn health(
     groups: &Groups,
     chunks: Option<&dyn saker_chunkstore::ChunkStore>,
@@ -188,6 +189,7 @@ pub async fn health(
         .collect();
     missing.extend(chunks.and_then(|c| c.full()));
     missing.extend(saker_mnode::space::low());
+    missing.extend(saker_mnode::tikv_health::unreachable());
     if missing.is_empty() {
         match saker_rpc::auth::warning() {
             None => "ok\n".into_response(),

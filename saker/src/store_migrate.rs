@@ -95,9 +95,15 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
         "{} is one group of a multi-process cluster; migrate an all-in-one server's directory",
         data_dir.display()
     );
-    let source = data_dir::open_store(&data_dir, &recorded, saker_rpc::Durability::Disk, &[])
-        .context("cannot open the embedded store (is the server still running?)")?
-        .store;
+    let source = data_dir::open_store(
+        &data_dir,
+        &recorded,
+        saker_rpc::Durability::Disk,
+        &[],
+        Default::default(),
+    )
+    .context("cannot open the embedded store (is the server still running?)")?
+    .store;
     // Opening the groups replays every raft log into its state machine.
     let groups = LocalGroups::start_placed(
         source.clone(),

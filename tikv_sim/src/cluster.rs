@@ -1,14 +1,18 @@
 //! The simulated cluster's state, shared by its PD and TiKV services: the cluster id, the
-//! timestamp oracle, the regions (one store holds every region) and the MVCC keyspace.
+//! timestamp oracle, the regions (one store holds every region), the MVCC keyspace and its
+//! GC (PD's safe points, the cluster's own GC worker, TiKV's collection of old versions).
 //!
 //! Region boundaries are kept as raw keys; PD speaks them memcomparable-encoded, as a real PD
 //! does for transactional keys ([`encode_key`]).
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::mvcc::{Key, Mvcc, LOGICAL_BITS};
+use crate::safe_points::{SafePoints, GC_WORKER};
 
 /// The only store's id; its peers' ids are their region's id plus this.
 pub const STORE_ID: u64 = 1;
@@ -42,24 +46,42 @@ pub struct Faults {
     pub region_error_every: u64,
 }
 
+/// The addresses PD hands out: its own client URL and the TiKV store's. A real cluster's
+/// advertised addresses may not be reachable from its clients (a container's name, say);
+/// pointing these elsewhere models that.
+#[derive(Clone, Debug)]
+pub struct Advertised {
+    pub pd: String,
+    pub store: String,
+}
+
 /// The whole simulated cluster.
 pub struct Cluster {
     pub id: u64,
-    /// The store's address, as clients dial it (`host:port`).
+    /// The store's address, as PD hands it out and clients dial it (`host:port`).
     pub store_addr: String,
+    /// PD's client URL's address, as `GetMembers` hands it out (`host:port`).
+    pub pd_addr: String,
     pub faults: Faults,
     tso: Mutex<u64>,
     regions: Mutex<Vec<Region>>,
     next_region: AtomicU64,
     requests: AtomicU64,
     pub mvcc: Mutex<Mvcc>,
+    pub safe_points: Mutex<SafePoints>,
+    /// The cluster's own GC worker's life time (TiDB's `tikv_gc_life_time`); `None`: no GC
+    /// worker runs, only a client's `UpdateGCSafePoint` moves the GC safe point.
+    gc_life_time: Option<Duration>,
+    /// `ScanLock` calls answered (a GC worker resolving locks scans them; a tenant never does).
+    pub scan_lock_calls: AtomicU64,
 }
 
 impl Cluster {
-    pub fn new(id: u64, store_addr: String, faults: Faults) -> Self {
+    pub fn new(id: u64, addrs: Advertised, faults: Faults, gc_life_time: Option<Duration>) -> Self {
         Self {
             id,
-            store_addr,
+            store_addr: addrs.store,
+            pd_addr: addrs.pd,
             faults,
             tso: Mutex::new(0),
             regions: Mutex::new(vec![Region {
@@ -71,7 +93,55 @@ impl Cluster {
             next_region: AtomicU64::new(3),
             requests: AtomicU64::new(0),
             mvcc: Mutex::new(Mvcc::default()),
+            safe_points: Mutex::new(SafePoints::default()),
+            gc_life_time,
+            scan_lock_calls: AtomicU64::new(0),
         }
+    }
+
+    /// One round of GC: the cluster's GC worker, if it has one, moves its service safe point
+    /// to `now - life time` and the GC safe point to the least service safe point (as TiDB's
+    /// does); then the versions below the GC safe point go, whoever moved it (TiKV's part).
+    /// How many went.
+    pub fn gc_round(&self) -> usize {
+        let safe_point = {
+            let mut sps = self.safe_points.lock();
+            if let Some(life) = self.gc_life_time {
+                let now = self.timestamps(1);
+                let want = now.saturating_sub((life.as_millis() as u64) << LOGICAL_BITS);
+                if let Ok(least) = sps.update_service(GC_WORKER, i64::MAX, want, unix_now()) {
+                    sps.update_gc(least.safe_point.min(want));
+                }
+            }
+            sps.gc()
+        };
+        self.mvcc.lock().gc(safe_point)
+    }
+
+    /// What the stats page says about GC and the records of the keys under `prefix`: one
+    /// fact a line (`name value...`; keys in hex).
+    pub fn stats(&self, prefix: &[u8]) -> String {
+        let mut out = String::new();
+        let now = self.timestamps(1);
+        let mut sps = self.safe_points.lock();
+        let _ = writeln!(out, "now {now}");
+        let _ = writeln!(out, "gc_safe_point {}", sps.gc());
+        let _ = writeln!(out, "gc_safe_point_moves {}", sps.gc_moves);
+        let calls = self.scan_lock_calls.load(Ordering::Relaxed);
+        let _ = writeln!(out, "scan_lock_calls {calls}");
+        for s in sps.services(unix_now()) {
+            let _ = writeln!(out, "service {} {} {}", s.id, s.safe_point, s.expires_at);
+        }
+        drop(sps);
+        let v = self.mvcc.lock().versions(prefix);
+        let _ = writeln!(out, "keys {}", v.keys);
+        let _ = writeln!(out, "held {}", v.held);
+        let _ = writeln!(out, "collected {}", v.collected);
+        let _ = writeln!(out, "locks {}", v.locks);
+        for (key, held, collected) in v.per_key {
+            let _ = writeln!(out, "key {} {held} {collected}", hex::encode(key));
+        }
+        out
     }
 
     /// `count` consecutive timestamps; the last one is returned. Never goes back, even if the
@@ -163,6 +233,14 @@ impl Cluster {
     }
 }
 
+/// Unix seconds by the wall clock (service safe points' TTLs count in them, as PD's do).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
 /// Memcomparable encoding of a key (groups of 8 bytes, each followed by a marker byte), as PD
 /// keeps transactional region boundaries. The empty key stays empty (an open bound).
 pub fn encode_key(key: &[u8]) -> Vec<u8> {
@@ -237,7 +315,11 @@ mod tests {
 
     #[test]
     fn splits_keep_the_keyspace_covered_and_bump_versions() {
-        let c = Cluster::new(7, "x".into(), Faults::default());
+        let addrs = Advertised {
+            pd: "x:1".into(),
+            store: "x:1".into(),
+        };
+        let c = Cluster::new(7, addrs, Faults::default(), None);
         c.split(b"m");
         c.split(b"f");
         c.split(b"m");

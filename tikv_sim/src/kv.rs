@@ -2,6 +2,7 @@
 //! region its context names (a stale epoch or a key outside the region is a region error,
 //! which sends the client back to PD, as with a real TiKV).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
@@ -568,6 +569,7 @@ impl tikvpb::tikv_server::Tikv for Kv {
         request: Request<kvrpcpb::ScanLockRequest>,
     ) -> Reply<kvrpcpb::ScanLockResponse> {
         let req = request.into_inner();
+        self.cluster.scan_lock_calls.fetch_add(1, Ordering::Relaxed);
         let region = region_or_return!(
             self,
             &req.context,

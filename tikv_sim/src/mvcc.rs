@@ -5,6 +5,7 @@
 //! than its snapshot and must resolve it: the primary's state decides the transaction.
 //! A rollback leaves a record at the start timestamp so a late prewrite of that transaction
 //! fails. Semantics follow TiKV's: lock TTLs are counted in the physical part of timestamps.
+//! Versions below the GC safe point are collected as TiKV's GC does ([`Mvcc::gc`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -131,6 +132,10 @@ pub struct Mvcc {
     writes: BTreeMap<Key, BTreeMap<u64, Write>>,
     /// Per start timestamp, the keys a transaction holds locks on (for resolving them).
     by_txn: HashMap<u64, Vec<Key>>,
+    /// Per key, the records GC collected so far (for stats).
+    collected: BTreeMap<Key, u64>,
+    /// Everything at or below this was collected already.
+    collected_below: u64,
 }
 
 /// The union of two sorted key streams, in their order (`first(a, b)`: `a` comes first).
@@ -620,6 +625,9 @@ impl Mvcc {
         (mid.as_slice() > start).then(|| mid.to_vec())
     }
 }
+
+mod gc;
+pub use gc::Versions;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
-//! The PD service: members (one, the leader), the timestamp oracle stream, stores (one) and
-//! regions. Region keys cross this service memcomparable-encoded.
+//! The PD service: members (one, the leader), the timestamp oracle stream, stores (one),
+//! regions, and the GC safe points ([`crate::safe_points`]). Region keys cross this service
+//! memcomparable-encoded.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::cluster::{decode_key, encode_key, Cluster, Region, STORE_ID};
+use crate::cluster::{decode_key, encode_key, unix_now, Cluster, Region, STORE_ID};
 use crate::mvcc::LOGICAL_BITS;
 use crate::proto::{metapb, pdpb};
 
@@ -34,7 +35,7 @@ impl Pd {
     }
 
     fn member(&self) -> pdpb::Member {
-        let url = format!("http://{}", self.cluster.store_addr);
+        let url = format!("http://{}", self.cluster.pd_addr);
         pdpb::Member {
             name: "saker-tikv-sim".into(),
             member_id: 1,
@@ -219,13 +220,51 @@ impl pdpb::pd_server::Pd for Pd {
         }))
     }
 
+    async fn get_gc_safe_point(
+        &self,
+        _: Request<pdpb::GetGcSafePointRequest>,
+    ) -> Result<Response<pdpb::GetGcSafePointResponse>, Status> {
+        Ok(Response::new(pdpb::GetGcSafePointResponse {
+            header: self.header(),
+            safe_point: self.cluster.safe_points.lock().gc(),
+        }))
+    }
+
     async fn update_gc_safe_point(
         &self,
         request: Request<pdpb::UpdateGcSafePointRequest>,
     ) -> Result<Response<pdpb::UpdateGcSafePointResponse>, Status> {
+        let safe_point = request.get_ref().safe_point;
+        tracing::info!(safe_point, "GC safe point moved by a client");
         Ok(Response::new(pdpb::UpdateGcSafePointResponse {
             header: self.header(),
-            new_safe_point: request.get_ref().safe_point,
+            new_safe_point: self.cluster.safe_points.lock().update_gc(safe_point),
+        }))
+    }
+
+    async fn update_service_gc_safe_point(
+        &self,
+        request: Request<pdpb::UpdateServiceGcSafePointRequest>,
+    ) -> Result<Response<pdpb::UpdateServiceGcSafePointResponse>, Status> {
+        let req = request.into_inner();
+        let id = String::from_utf8_lossy(&req.service_id).into_owned();
+        let now = unix_now();
+        let done =
+            self.cluster
+                .safe_points
+                .lock()
+                .update_service(&id, req.ttl, req.safe_point, now);
+        Ok(Response::new(match done {
+            Ok(least) => pdpb::UpdateServiceGcSafePointResponse {
+                header: self.header(),
+                service_id: least.id.into_bytes(),
+                ttl: least.expires_at.saturating_sub(now),
+                min_safe_point: least.safe_point,
+            },
+            Err(e) => pdpb::UpdateServiceGcSafePointResponse {
+                header: self.error_header(pdpb::ErrorType::Unknown, e),
+                ..Default::default()
+            },
         }))
     }
 }

@@ -14,6 +14,7 @@ pub mod otlp_sink;
 pub mod race;
 pub mod sse;
 pub mod tier;
+pub mod tikv;
 pub mod versions;
 pub mod worm;
 

@@ -58,7 +58,7 @@ pub(crate) fn of_key<V: View + ?Sized>(
     let mut out = Vec::new();
     let mut from = start;
     loop {
-        let batch = v.scan(&from, &end, 256).map_err(internal)?;
+        let batch = v.scan(&from, &end, 256).map_err(crate::tree::internal)?;
         let Some((last, _)) = batch.last() else {
             return Ok(out);
         };
@@ -82,7 +82,7 @@ pub(crate) fn current_id<V: View + ?Sized>(
 ) -> Result<String, MetaError> {
     match v
         .get(&keys.version(bucket, key, attr.id))
-        .map_err(internal)?
+        .map_err(crate::tree::internal)?
     {
         Some(val) => {
             let s: Stored = decode(&val).map_err(internal)?;
@@ -163,7 +163,7 @@ fn move_payloads(
 ) -> Result<(), MetaError> {
     for kind in PAYLOAD_KINDS {
         let k = keys.payload(from, kind);
-        if let Some(v) = txn.get(&k).map_err(internal)? {
+        if let Some(v) = txn.get(&k).map_err(crate::tree::internal)? {
             txn.put(keys.payload(to, kind), v);
             if !keep {
                 txn.delete(k);

@@ -16,7 +16,9 @@ pub(crate) mod log_journal;
 mod mem;
 mod redb_engine;
 mod tikv_cache;
+mod tikv_connect;
 mod tikv_engine;
+mod tikv_gc;
 
 pub mod conformance;
 
@@ -27,6 +29,7 @@ pub use log_journal::LogJournal;
 pub use mem::MemStore;
 pub use redb_engine::RedbStore;
 pub use tikv_engine::{FenceError, TikvStore};
+pub use tikv_gc::GcPart;
 
 /// A store engine failure. Fatal for the group that hits it.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -35,6 +38,10 @@ pub enum StoreError {
     Io(String),
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The store's service (TiKV) cannot be reached or did not answer in time (transient):
+    /// what was tried and what happened.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// An atomic set of puts and deletes, applied in order. Values are shared buffers, so a batch

@@ -16,6 +16,8 @@
 //! ([`super::tikv_cache`]), exactly as fresh as the pinned timestamp.
 //! Every transaction is rolled back when it does not commit (`tikv-client` panics when an open
 //! one is dropped unless told otherwise; it is told to warn, and never gets to).
+//! Every call holds its read timestamp in a floor while it runs, below which the process's
+//! PD service safe point never goes ([`super::tikv_gc`]).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +33,7 @@ use tikv_client::{
 };
 
 use super::tikv_cache::ReadCache;
+use super::tikv_gc::{At, GcPart, ReadFloor};
 use super::{prefix_end, Kv, KvPairs, MetaStore, StoreError, WriteBatch};
 
 /// Largest gRPC response the client accepts (a scan page of large records; the crate's
@@ -42,6 +45,9 @@ const PIN_FOR: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 8;
 /// The longest a store call waits for TiKV (its retries included).
 const CALL_DEADLINE: Duration = Duration::from_secs(8);
+/// The longest a start waits for PD and TiKV to answer (every endpoint is tried at once,
+/// each within bounded waits: [`super::tikv_connect`]).
+const START_WITHIN: Duration = Duration::from_secs(30);
 /// The single-writer read cache's size (keys, values and bookkeeping).
 const CACHE_BYTES: u64 = 64 << 20;
 
@@ -63,6 +69,15 @@ pub struct TikvStore {
     client: TransactionClient,
     /// Prepended to every key: `saker/<keyspace>/`.
     prefix: Vec<u8>,
+    /// The PD endpoints, as given (for messages).
+    pd: String,
+    /// The PD endpoints, the one that answered at start first, and the cluster's id.
+    endpoints: Vec<String>,
+    cluster_id: u64,
+    /// PD's service id for this process's GC safe point.
+    service: String,
+    /// The timestamps calls read at while they run.
+    floor: Arc<ReadFloor>,
     /// Taken (and shut down in the background) on drop, which may happen inside a runtime.
     rt: Option<tokio::runtime::Runtime>,
     /// Single-writer mode: the timestamp reads use (0: take a fresh one each time) and when
@@ -76,11 +91,13 @@ struct Pinned {
     cache: ReadCache,
 }
 
-fn io(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("tikv: {e}"))
+/// A failed call (TiKV unreachable, or still failing after the retries), with its causes (a
+/// transport error's own text says little) and without `tikv-client`'s source locations.
+fn io(e: impl std::error::Error + 'static) -> StoreError {
+    StoreError::Unreachable(format!("tikv: {}", super::tikv_connect::describe(&e)))
 }
 
-fn options() -> TransactionOptions {
+pub(super) fn options() -> TransactionOptions {
     TransactionOptions::new_optimistic().drop_check(CheckLevel::Warn)
 }
 
@@ -128,28 +145,68 @@ impl TikvStore {
         let config = Config::default()
             .with_timeout(Duration::from_secs(5))
             .with_grpc_max_decoding_message_size(MAX_RESPONSE);
+        let prefix = format!("saker/{keyspace}/").into_bytes();
         let endpoints = pd.to_vec();
-        let connected = on(&rt, async move {
-            TransactionClient::new_with_config(endpoints, config).await
-        })
-        .and_then(|r| r.map_err(io));
-        let client = match connected {
-            Ok(client) => client,
-            Err(e) => {
-                // Not dropped: dropping a runtime inside another one (a server's) panics.
-                rt.shutdown_background();
-                return Err(StoreError::Io(format!(
-                    "cannot reach TiKV through PD {}: {e}",
-                    pd.join(", ")
-                )));
+        let probe = prefix.clone();
+        let connected = on_for(&rt, START_WITHIN, async move {
+            super::tikv_connect::connect(&endpoints, config, probe).await
+        });
+        let why = match connected {
+            Ok(Ok(c)) => {
+                let mut endpoints = vec![c.endpoint.clone()];
+                endpoints.extend(pd.iter().filter(|ep| **ep != c.endpoint).cloned());
+                return Ok(Self {
+                    client: c.client,
+                    prefix,
+                    pd: pd.join(", "),
+                    endpoints,
+                    cluster_id: c.cluster_id,
+                    service: super::tikv_gc::service_id(keyspace),
+                    floor: Arc::default(),
+                    rt: Some(rt),
+                    pinned: None,
+                });
             }
+            Ok(Err(why)) => why,
+            Err(e) => e.to_string(),
         };
-        Ok(Self {
-            client,
-            prefix: format!("saker/{keyspace}/").into_bytes(),
-            rt: Some(rt),
-            pinned: None,
-        })
+        // Not dropped: dropping a runtime inside another one (a server's) panics.
+        rt.shutdown_background();
+        Err(StoreError::Unreachable(format!(
+            "cannot reach TiKV through PD {}: {why}",
+            pd.join(", ")
+        )))
+    }
+
+    /// The PD endpoints this store was opened with (`a, b`).
+    pub fn endpoints(&self) -> &str {
+        &self.pd
+    }
+
+    /// Takes part in TiKV's GC from now on, as `part` says ([`super::tikv_gc`]): registers
+    /// this process's service safe point before it returns (so that no read of it runs
+    /// unprotected) and renews it in the background. PD's service id, and whether PD took
+    /// the first one.
+    pub fn take_part_in_gc(&self, part: GcPart) -> Result<(String, bool), StoreError> {
+        // A timestamp seen: the floor starts there.
+        self.timestamp()?;
+        let floor = self.floor.clone();
+        let pinned = self.pinned.clone();
+        let keeper = Arc::new(super::tikv_gc::Keeper {
+            client: self.client.clone(),
+            pd: self.endpoints.clone(),
+            cluster_id: self.cluster_id,
+            service: self.service.clone(),
+            oldest: Box::new(move || floor.oldest(pinned.as_ref().map(|p| &p.ts))),
+        });
+        let k = keeper.clone();
+        let (taken, state) = on(self.rt(), async move {
+            let mut state = super::tikv_gc::Renewals::default();
+            let taken = super::tikv_gc::renew(&k, part, &mut state).await.is_some();
+            (taken, state)
+        })?;
+        self.rt().spawn(super::tikv_gc::keep(keeper, part, state));
+        Ok((self.service.clone(), taken))
     }
 
     /// Reads at the newest timestamp this process committed at or pinned, not a fresh one:
@@ -167,6 +224,8 @@ impl TikvStore {
     /// Moves reads past every write committed so far by anyone (after winning a lease).
     pub fn advance_reads(&self) -> Result<(), StoreError> {
         if let Some(p) = &self.pinned {
+            // Held until the new pin is in place: the safe point stays below it meanwhile.
+            let _fresh = self.floor.fresh();
             let ts = self.timestamp()?;
             p.ts.fetch_max(ts, Ordering::SeqCst);
             // Cached values may be older than the new timestamp's.
@@ -178,13 +237,13 @@ impl TikvStore {
 
     /// `key` at a fresh timestamp, whatever the read mode (a lease record others write).
     pub fn get_fresh(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.get_at(None, key)
+        self.get_at(self.floor.fresh(), key)
     }
 
-    /// `key` at `ts` (`None`: a fresh timestamp).
-    fn get_at(&self, ts: Option<u64>, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// `key` at `at`.
+    fn get_at(&self, at: At, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = self.key(key);
-        self.read_at(ts, move |mut snap| {
+        self.read_at(at, move |mut snap| {
             let key = key.clone();
             async move { snap.get(key).await }
         })
@@ -218,33 +277,44 @@ impl TikvStore {
         (Key::from(lo)..Key::from(hi)).into()
     }
 
-    /// The timestamp reads use: the pinned one in single-writer mode (taken afresh once it is
-    /// [`PIN_FOR`] old), else `None` (a fresh one per read).
-    fn read_ts(&self) -> Result<Option<u64>, StoreError> {
+    /// The timestamp reads use, held: the pinned one in single-writer mode (taken afresh once
+    /// it is [`PIN_FOR`] old), else a fresh one per read.
+    fn read_ts(&self) -> Result<At, StoreError> {
         let Some(p) = &self.pinned else {
-            return Ok(None);
+            return Ok(self.floor.fresh());
         };
+        self.repin_if_old(p)?;
+        Ok(self.floor.pinned(&p.ts))
+    }
+
+    /// Takes the pinned timestamp afresh once it is [`PIN_FOR`] old.
+    fn repin_if_old(&self, p: &Pinned) -> Result<(), StoreError> {
         if !p.fetched.lock().is_some_and(|t| t.elapsed() < PIN_FOR) {
             self.advance_reads()?;
         }
-        Ok(Some(p.ts.load(Ordering::SeqCst)))
+        Ok(())
     }
 
-    /// Runs `f` with a snapshot at `ts` (`None`: a fresh timestamp), again while it meets
+    /// Runs `f` with a snapshot at `at` (a fresh timestamp for `None`), again while it meets
     /// unresolved locks.
-    fn read_at<T, F, Fut>(&self, ts: Option<u64>, f: F) -> Result<T, StoreError>
+    fn read_at<T, F, Fut>(&self, at: At, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Fn(tikv_client::Snapshot) -> Fut + Send + 'static,
         Fut: Future<Output = tikv_client::Result<T>> + Send,
     {
         let client = self.client.clone();
+        let floor = self.floor.clone();
         on(self.rt(), async move {
             let mut attempt = 0;
             loop {
-                let ts = match ts {
+                let ts = match at.ts {
                     Some(v) => tikv_client::Timestamp::from_version(v),
-                    None => client.current_timestamp().await.map_err(io)?,
+                    None => {
+                        let ts = client.current_timestamp().await.map_err(io)?;
+                        floor.saw(ts.version());
+                        ts
+                    }
                 };
                 match f(client.snapshot(ts, options())).await {
                     Ok(v) => return Ok(v),
@@ -276,11 +346,16 @@ impl TikvStore {
         let fence = fence.map(|(k, v)| (self.key(k), v.map(<[u8]>::to_vec)));
         let client = self.client.clone();
         let pinned = self.pinned.clone();
+        // The transaction reads (the fence) at its start timestamp, taken from PD.
+        let held = self.floor.fresh();
+        let floor = self.floor.clone();
         let committed = on(self.rt(), async move {
+            let _held = held;
             let mut txn = client.begin_with_options(options()).await.map_err(io)?;
             let done = fill_and_commit(&mut txn, ops, fence).await;
             match &done {
                 Ok(Some(ts)) => {
+                    floor.saw(ts.version());
                     if let Some(p) = pinned {
                         // Later reads see this commit (the cache is updated below).
                         p.ts.fetch_max(ts.version(), Ordering::SeqCst);
@@ -320,6 +395,7 @@ impl TikvStore {
     pub fn timestamp(&self) -> Result<u64, StoreError> {
         let client = self.client.clone();
         let ts = on(self.rt(), async move { client.current_timestamp().await })?.map_err(io)?;
+        self.floor.saw(ts.version());
         Ok(ts.version())
     }
 }
@@ -374,7 +450,7 @@ fn refused(e: &tikv_client::Error) -> bool {
     }
 }
 
-fn backoff(attempt: u32) -> Duration {
+pub(super) fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((5u64 << attempt.min(7)).min(500))
 }
 
@@ -385,14 +461,23 @@ fn on<T: Send + 'static>(
     rt: &tokio::runtime::Runtime,
     fut: impl Future<Output = T> + Send + 'static,
 ) -> Result<T, StoreError> {
+    on_for(rt, CALL_DEADLINE, fut)
+}
+
+/// [`on`], waiting at most `deadline`.
+fn on_for<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    deadline: Duration,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, StoreError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     rt.spawn(async move {
-        let _ = tx.send(tokio::time::timeout(CALL_DEADLINE, fut).await);
+        let _ = tx.send(tokio::time::timeout(deadline, fut).await);
     });
     let wait = || match rx.recv() {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(StoreError::Io(format!(
-            "tikv: no answer within {CALL_DEADLINE:?}"
+        Ok(Err(_)) => Err(StoreError::Unreachable(format!(
+            "tikv: no answer within {deadline:?}"
         ))),
         Err(_) => Err(StoreError::Io("tikv store runtime stopped".into())),
     };
@@ -408,18 +493,17 @@ fn on<T: Send + 'static>(
 impl MetaStore for TikvStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let Some(p) = &self.pinned else {
-            return self.get_at(None, key);
+            return self.get_at(self.floor.fresh(), key);
         };
         // Re-pins (and empties the cache) once the pin is PIN_FOR old, hit or miss.
-        self.read_ts()?;
+        self.repin_if_old(p)?;
         if let Some(hit) = p.cache.get(key) {
             return Ok(hit.map(|v| v.to_vec()));
         }
         // Before the timestamp: a write committed after this read's timestamp was taken
         // bumps the generation, and the older value is then not cached.
         let seen = p.cache.generation();
-        let ts = Some(p.ts.load(Ordering::SeqCst));
-        let value = self.get_at(ts, key)?;
+        let value = self.get_at(self.floor.pinned(&p.ts), key)?;
         p.cache
             .fill(key, value.as_deref().map(Bytes::copy_from_slice), seen);
         Ok(value)
@@ -438,7 +522,7 @@ impl MetaStore for TikvStore {
                 Err(FenceError::Moved) => {
                     return Err(StoreError::Io("tikv: write conflicts persisted".into()))
                 }
-                Err(FenceError::Unknown(e)) => return Err(StoreError::Io(e)),
+                Err(FenceError::Unknown(e)) => return Err(StoreError::Unreachable(e)),
                 Err(FenceError::Store(e)) => return Err(e),
             }
         }

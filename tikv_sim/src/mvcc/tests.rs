@@ -206,3 +206,61 @@ fn scans_merge_locked_keys_in_place_both_ways() {
         "older snapshot"
     );
 }
+
+#[test]
+fn gc_keeps_what_reads_at_the_safe_point_see_and_nothing_older() {
+    let mut m = Mvcc::default();
+    for i in 1..=5 {
+        txn(
+            &mut m,
+            &[put(b"a", format!("{i}").as_bytes())],
+            ts(10 * i),
+            ts(10 * i + 1),
+        );
+    }
+    txn(&mut m, &[put(b"gone", b"x")], ts(60), ts(61));
+    let del = Mutation {
+        op: Op::Del,
+        key: b"gone".to_vec(),
+        value: Vec::new(),
+    };
+    txn(&mut m, &[del], ts(62), ts(63));
+    m.rollback(&[b"a".to_vec()], ts(64)).unwrap();
+    assert_eq!(m.versions(b"").held, 8);
+    // Versions at 11..41 below 45: the one at 41 stays (a read at 45 sees it).
+    assert_eq!(m.gc(ts(45)), 3);
+    assert_eq!(m.get(b"a", ts(45), &[]).unwrap(), Some(b"4".to_vec()));
+    assert_eq!(m.get(b"a", ts(55), &[]).unwrap(), Some(b"5".to_vec()));
+    // A delete below the safe point goes with everything older, and so does a rollback.
+    assert_eq!(m.gc(ts(70)), 4);
+    assert_eq!(m.get(b"gone", ts(70), &[]).unwrap(), None);
+    assert_eq!(m.get(b"a", ts(70), &[]).unwrap(), Some(b"5".to_vec()));
+    let v = m.versions(b"");
+    assert_eq!((v.keys, v.held, v.collected), (1, 1, 7));
+    assert_eq!(
+        v.per_key,
+        vec![(b"a".to_vec(), 1, 5), (b"gone".to_vec(), 0, 2)]
+    );
+    assert_eq!(m.gc(ts(70)), 0, "nothing new below it");
+}
+
+#[test]
+fn gc_stops_below_the_oldest_lock() {
+    let mut m = Mvcc::default();
+    txn(&mut m, &[put(b"p", b"1")], ts(10), ts(11));
+    // A transaction whose primary committed while a secondary is still locked: its commit
+    // record must outlive the lock, or resolving the lock would roll it back.
+    lock(&mut m, &[put(b"p", b"2"), put(b"s", b"2")], ts(20), 2);
+    m.commit(&[b"p".to_vec()], ts(20), ts(21)).unwrap();
+    txn(&mut m, &[put(b"p", b"3")], ts(30), ts(31));
+    m.gc(ts(40));
+    assert_eq!(
+        m.versions(b"p").held,
+        3,
+        "nothing at or above the lock's start went"
+    );
+    m.resolve(ts(20), ts(21), &[], b"", b"").unwrap();
+    assert_eq!(m.get(b"s", ts(40), &[]).unwrap(), Some(b"2".to_vec()));
+    assert_eq!(m.gc(ts(40)), 2);
+    assert_eq!(m.versions(b"").held, 2);
+}
