@@ -143,3 +143,53 @@ pub async fn serve_router(listener: TcpListener, tls: Option<TlsAcceptor>, app: 
     })
     .await
 }
+
+/// Serves S3 on `listener`: CORS preflights and decoration, request bodies drained, and the
+/// access log if there is one.
+pub(crate) async fn serve_s3(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    limits: crate::limits::ConnLimits,
+    front: saker_gateway::Front,
+    log: Option<Arc<crate::access_log::AccessLog>>,
+) {
+    serve(listener, tls, limits, move |peer| {
+        let (front, log) = (front.clone(), log.clone());
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            let (front, log) = (front.clone(), log.clone());
+            async move {
+                // Who is asking, for policy conditions (aws:SourceIp, aws:SecureTransport).
+                req.extensions_mut().insert(peer);
+                let pending = log
+                    .as_ref()
+                    .map(|_| crate::access_log::AccessLog::begin(&req, peer.addr));
+                let resp = match front.cors.preflight(&req).await {
+                    Some(resp) => resp,
+                    None => {
+                        let cross = front.cors.cross_origin(&req);
+                        front.prepare(&mut req).await;
+                        let expects = crate::drain::expects_continue(req.headers());
+                        let req = req.map(|b| crate::drain::Drained::new(b, !expects));
+                        let mut svc = front.s3.clone();
+                        let mut resp = tower::Service::call(&mut svc, req).await?;
+                        if let Some(x) = cross {
+                            front.cors.decorate(x, resp.headers_mut()).await;
+                        }
+                        if crate::drain::must_close(expects, resp.status()) {
+                            resp.headers_mut().insert(
+                                http::header::CONNECTION,
+                                http::HeaderValue::from_static("close"),
+                            );
+                        }
+                        resp
+                    }
+                };
+                if let (Some(log), Some(pending)) = (log, pending) {
+                    log.end(pending, &resp);
+                }
+                Ok::<_, s3s::HttpError>(resp)
+            }
+        })
+    })
+    .await
+}

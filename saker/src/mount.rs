@@ -208,6 +208,10 @@ async fn connect(addr: &str, config: ClusterConfig) -> anyhow::Result<Cluster> {
     }
     if let Some((_, home)) = cluster.groups().next() {
         let state = Arc::new(saker_coordinator::GroupState::new(home.clone(), 0));
+        // Placed by the record (ids, addresses, zones) from the first write on.
+        if let Err(e) = crate::chunk_members::refresh(state.as_ref(), &chunks, None).await {
+            tracing::debug!(error = %e, "chunkstore members not read yet");
+        }
         tokio::spawn(crate::chunk_members::follow(state, chunks, None));
     }
     Ok(cluster)

@@ -22,9 +22,7 @@ use crate::admin::{self, AdminState};
 use crate::coordinator_host::{Active, CoordinatorHost, CoordinatorRoute};
 use crate::hosting::{Hosted, Hosting, LocalReplica};
 use crate::process_config::{ProcessConfig, Role};
-use crate::server::{
-    cluster_file, env_root_key, gc_loop, open_store, serve_s3, shutdown_signal, ServerArgs,
-};
+use crate::server::{cluster_file, env_root_key, gc_loop, open_store, shutdown_signal, ServerArgs};
 
 pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if !cfg.cluster.nodes.is_empty() && env_root_key().is_none() {
@@ -313,7 +311,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             let shown = crate::server::shown_secret(&keys.root().secret_key, &cfg.data_dir);
             lines.push(format!("  secret key:   {shown}"));
         }
-        tokio::spawn(serve_s3(
+        tokio::spawn(crate::listen::serve_s3(
             listener,
             tls,
             args.limits.connections(),
