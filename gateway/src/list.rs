@@ -5,7 +5,7 @@ use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_client::{ListItem, Lister};
 use saker_rpc::Attr;
 
-use crate::error;
+use crate::http::error;
 use crate::keys::timestamp;
 use crate::Gateway;
 
@@ -122,8 +122,8 @@ pub(crate) fn echo_delimiter(d: Option<String>, url: bool) -> Option<String> {
 
 /// The owner listings show for the objects of `bucket`.
 async fn owner_of(gw: &Gateway, bucket: &str) -> S3Result<Owner> {
-    let owner = crate::owner::of_bucket_named(gw, bucket).await?;
-    Ok(crate::owner::dto(gw, &owner).await)
+    let owner = crate::bucket::owner::of_bucket_named(gw, bucket).await?;
+    Ok(crate::bucket::owner::dto(gw, &owner).await)
 }
 
 /// The objects of a listing page; with their owner, `owner` (listings show the bucket's
@@ -137,7 +137,7 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, owner: Option<Owner>) -> Ve
             last_modified: Some(timestamp(a.s3_mtime_ns)),
             size: Some(a.size as i64),
             storage_class: Some(ObjectStorageClass::from(
-                crate::tiering::class_name(&a).to_string(),
+                crate::object::tiering::class_name(&a).to_string(),
             )),
             owner: owner.clone(),
             ..Default::default()

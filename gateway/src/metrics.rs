@@ -45,7 +45,7 @@ pub static LIFECYCLE: LazyLock<IntCounterVec> = LazyLock::new(|| {
 });
 
 /// Counts one lifecycle pass.
-pub fn record_lifecycle(s: &crate::lifecycle::Summary) {
+pub fn record_lifecycle(s: &crate::bucket::lifecycle::Summary) {
     for (kind, n) in [
         ("pass", 1),
         ("object_scanned", s.objects),

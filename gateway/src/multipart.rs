@@ -8,12 +8,14 @@ use saker_rpc::{
     Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, Sse, UploadInfo, Want,
 };
 
-use crate::body::{discard, ingest};
-use crate::checksum::{self, Algorithm};
-use crate::copy::{copy_bytes, copy_range, source, Sealing, SourceConditions};
-use crate::error;
+use crate::http::body::{discard, ingest};
+use crate::http::checksum::{self, Algorithm};
+use crate::http::error;
 use crate::keys::{timestamp, write_key, KeyPath};
-use crate::put::{declared_from_headers, identity, object_meta, parse_tagging_header, Headers};
+use crate::object::copy::{copy_bytes, copy_range, source, Sealing, SourceConditions};
+use crate::object::put::{
+    declared_from_headers, identity, object_meta, parse_tagging_header, Headers,
+};
 use crate::Gateway;
 
 /// Smallest part other than the last (S3's limit).
@@ -128,11 +130,11 @@ pub async fn create(
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
-    let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
-    crate::write_headers::check(input.storage_class.as_ref())?;
-    let seal = crate::sse::for_write_of!(gw, &settings, input)?;
-    let lock = crate::lock::for_write(
+    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
+    crate::http::write_headers::check(input.storage_class.as_ref())?;
+    let seal = crate::object::sse::for_write_of!(gw, &settings, input)?;
+    let lock = crate::bucket::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
@@ -155,7 +157,7 @@ pub async fn create(
     meta.checksum_type = checksum_type.map(str::to_string);
     // The parts are encrypted with the upload's data key, which waits wrapped in its record.
     meta.sse = seal.map(|(_, sse)| sse);
-    let shown_sse = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(meta.sse.as_ref());
     let upload_id = new_upload_id(algorithm);
     let req = MetaRequest::CreateUpload {
         path: kp.path.clone(),
@@ -208,12 +210,12 @@ pub async fn upload_part(
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
-    let customer = crate::sse::customer_key_of!(input)?;
+    let customer = crate::object::sse::customer_key_of!(input)?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     // Fail before reading the body when the upload is unknown.
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
-    let seal = crate::sse::for_read(gw, Some(&upload.meta), customer)?;
+    let seal = crate::object::sse::for_read(gw, Some(&upload.meta), customer)?;
     let mut declared = crate::declared_checksums!(input, algorithm);
     declared.required = upload_algorithm(&input.upload_id);
     let got = ingest(
@@ -238,7 +240,7 @@ pub async fn upload_part(
         return Err(e);
     }
     let s = got.sums;
-    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartOutput {
         e_tag: Some(ETag::Strong(got.md5_hex)),
         server_side_encryption: shown_sse.sse,
@@ -259,12 +261,12 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
-    let customer = crate::sse::customer_key_of!(input)?;
-    let source_key = crate::sse::copy_source_key_of!(input)?;
+    let customer = crate::object::sse::customer_key_of!(input)?;
+    let source_key = crate::object::sse::copy_source_key_of!(input)?;
     let kp = write_key(&input.bucket, &input.key)?;
     let number = check_part_number(input.part_number)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
-    let seal = crate::sse::for_read(gw, Some(&upload.meta), customer)?;
+    let seal = crate::object::sse::for_read(gw, Some(&upload.meta), customer)?;
     let cond = SourceConditions {
         if_match: input.copy_source_if_match.as_ref(),
         if_none_match: input.copy_source_if_none_match.as_ref(),
@@ -272,7 +274,7 @@ pub async fn upload_part_copy(
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
     let (_, _, view) = source(gw, &input.copy_source, cond, Want::OBJECT).await?;
-    let unsealed = crate::sse::for_read(gw, view.meta.as_ref(), source_key)?;
+    let unsealed = crate::object::sse::for_read(gw, view.meta.as_ref(), source_key)?;
     let range = copy_range(input.copy_source_range.as_deref(), view.attr.size)?;
     let algorithm = upload_algorithm(&input.upload_id);
     let sealing = Sealing {
@@ -292,7 +294,7 @@ pub async fn upload_part_copy(
         discard(&gw.cluster, &written).await;
         return Err(e);
     }
-    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(upload.meta.sse.as_ref());
     Ok(S3Response::new(UploadPartCopyOutput {
         server_side_encryption: shown_sse.sse,
         ssekms_key_id: shown_sse.kms_key_id,
@@ -488,7 +490,7 @@ pub async fn complete(
     }
     let etag = format!("{}-{}", hex::encode(md5.finalize()), listed.len());
     let output = |sums: &Checksums, ctype: Option<ChecksumType>, sse: Option<&Sse>| {
-        let shown_sse = crate::sse::shown(sse);
+        let shown_sse = crate::object::sse::shown(sse);
         CompleteMultipartUploadOutput {
             bucket: Some(input.bucket.clone()),
             key: Some(input.key.clone()),
@@ -527,9 +529,14 @@ pub async fn complete(
         }
     };
     // An SSE-C upload completes only with its key (S3 asks for it too).
-    crate::sse::for_read(gw, Some(&upload.meta), crate::sse::customer_key_of!(input)?)?;
-    let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
-    let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
+    crate::object::sse::for_read(
+        gw,
+        Some(&upload.meta),
+        crate::object::sse::customer_key_of!(input)?,
+    )?;
+    let cond =
+        crate::object::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    let versioning = crate::bucket::versions::of_bucket(gw, &input.bucket).await?;
     let declared = Checksums {
         crc32: input.checksum_crc32.clone(),
         crc32c: input.checksum_crc32c.clone(),
@@ -564,11 +571,11 @@ pub async fn complete(
         .map_err(error::client)?;
     let mut out = output(&sums, ctype, upload.meta.sse.as_ref());
     if let saker_rpc::MetaResponse::Attr(a) = done {
-        out.version_id = crate::versions::written(versioning, a.id);
+        out.version_id = crate::bucket::versions::written(versioning, a.id);
     }
     let mut resp = S3Response::new(out);
     // CompleteMultipartUploadOutput has no SSE-C fields, but S3 sends them.
-    let shown_sse = crate::sse::shown(upload.meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(upload.meta.sse.as_ref());
     if let (Some(algorithm), Some(md5)) = (shown_sse.customer_algorithm, shown_sse.customer_key_md5)
     {
         for (name, value) in [
@@ -610,7 +617,7 @@ pub async fn list_parts(
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let upload = get_upload(gw, &kp, &input.upload_id).await?;
-    let of_bucket = crate::owner::of_bucket_named(gw, &input.bucket).await?;
+    let of_bucket = crate::bucket::owner::of_bucket_named(gw, &input.bucket).await?;
     let (owner, initiator) = initiator(gw, &upload, &of_bucket).await;
     let max = input.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
     let marker = input.part_number_marker.unwrap_or(0).max(0) as u32;
@@ -656,8 +663,8 @@ pub async fn list_uploads(
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let input = req.input;
-    crate::bucket::bucket_exists(gw, &input.bucket).await?;
-    let of_bucket = crate::owner::of_bucket_named(gw, &input.bucket).await?;
+    crate::bucket::buckets::bucket_exists(gw, &input.bucket).await?;
+    let of_bucket = crate::bucket::owner::of_bucket_named(gw, &input.bucket).await?;
     let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
     let prefix = input.prefix.clone().unwrap_or_default();
     let key_marker = input.key_marker.clone().unwrap_or_default();
@@ -750,8 +757,8 @@ pub async fn list_uploads(
 /// Who started upload `u` in a bucket of `bucket_owner`, as the listings show it (as owner
 /// and as initiator): the owner of the ACL its object gets, by its canonical user.
 async fn initiator(gw: &Gateway, u: &UploadInfo, bucket_owner: &str) -> (Owner, Initiator) {
-    let account = crate::acl::of_object(u.acl.as_deref(), bucket_owner).owner;
-    let owner = crate::owner::dto(gw, &account).await;
+    let account = crate::bucket::acl::of_object(u.acl.as_deref(), bucket_owner).owner;
+    let owner = crate::bucket::owner::dto(gw, &account).await;
     let initiator = Initiator {
         display_name: owner.display_name.clone(),
         id: owner.id.clone(),

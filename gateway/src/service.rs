@@ -5,11 +5,12 @@ use std::future::Future;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
+use crate::bucket::access as bucket_access;
+use crate::bucket::buckets as bucket;
+use crate::bucket::{cors, lifecycle, lock, versions};
 use crate::metrics::timed;
-use crate::{
-    attributes, bucket, bucket_access, copy, cors, delete, get, lifecycle, list, lock, multipart,
-    put, sse, tagging, versions, Gateway,
-};
+use crate::object::{attributes, copy, delete, get, put, sse, tagging};
+use crate::{list, multipart, Gateway};
 
 const REQUEST_ID: &str = "x-amz-request-id";
 
@@ -184,7 +185,11 @@ impl S3 for Gateway {
         &self,
         req: S3Request<RestoreObjectInput>,
     ) -> S3Result<S3Response<RestoreObjectOutput>> {
-        run("RestoreObject", crate::tiering::restore_object(self, req)).await
+        run(
+            "RestoreObject",
+            crate::object::tiering::restore_object(self, req),
+        )
+        .await
     }
     async fn head_object(
         &self,

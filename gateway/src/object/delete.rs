@@ -9,7 +9,7 @@ use s3s::s3_error;
 use s3s::{S3Error, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaError, MetaRequest, MetaResponse, WriteCond, NULL_VERSION};
 
-use crate::error;
+use crate::http::error;
 use crate::keys::map_key;
 use crate::Gateway;
 
@@ -35,7 +35,7 @@ pub(crate) async fn delete_one(
         }
         Err(_) => {
             // No such key can exist; still tell a missing bucket apart.
-            crate::bucket::bucket_exists(gw, bucket).await?;
+            crate::bucket::buckets::bucket_exists(gw, bucket).await?;
             return Ok(Deleted::default());
         }
     };
@@ -50,18 +50,20 @@ pub(crate) async fn delete_one(
             path: kp.path.clone(),
             dir_marker: kp.dir_marker,
             cond: cond.clone(),
-            versioning: crate::versions::of_bucket(gw, bucket).await?,
+            versioning: crate::bucket::versions::of_bucket(gw, bucket).await?,
             version_id: version_id.clone(),
             bypass_governance,
         };
         match gw.cluster.call(&kp.path, req).await {
             // Decided anew from the settings as they are now (a delete brings no bytes).
-            Err(MetaError::SettingsChanged { .. }) if tries + 1 < crate::versions::REDECIDE => {
+            Err(MetaError::SettingsChanged { .. })
+                if tries + 1 < crate::bucket::versions::REDECIDE =>
+            {
                 tries += 1;
                 gw.settings
                     .reload()
                     .await
-                    .map_err(crate::bucket::settings_error)?;
+                    .map_err(crate::bucket::buckets::settings_error)?;
             }
             answer => break answer,
         }
@@ -82,9 +84,9 @@ pub async fn delete_object(
     gw: &Gateway,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    let bypass = crate::lock::bypass(&req);
+    let bypass = crate::bucket::lock::bypass(&req);
     let i = req.input;
-    let cond = crate::get::write_cond(i.if_match.as_ref(), None);
+    let cond = crate::object::get::write_cond(i.if_match.as_ref(), None);
     let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id, bypass).await?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: d.delete_marker.then_some(true),
@@ -105,9 +107,9 @@ pub async fn delete_objects(
         .get::<crate::auth::DeniedKeys>()
         .cloned()
         .unwrap_or_default();
-    let bypass = crate::lock::bypass(&req);
+    let bypass = crate::bucket::lock::bypass(&req);
     let input = req.input;
-    crate::bucket::bucket_exists(gw, &input.bucket).await?;
+    crate::bucket::buckets::bucket_exists(gw, &input.bucket).await?;
     if input.delete.objects.len() > 1000 {
         return Err(s3s::s3_error!(
             MalformedXML,
@@ -128,7 +130,7 @@ pub async fn delete_objects(
                 // An ETag named with the key must match the object's (S3's conditional
                 // delete).
                 let named = obj.e_tag.clone().map(ETagCondition::ETag);
-                let cond = crate::get::write_cond(named.as_ref(), None);
+                let cond = crate::object::get::write_cond(named.as_ref(), None);
                 let vid = obj.version_id.clone();
                 let r = delete_one(gw, bucket, &obj.key, cond, vid, bypass).await;
                 (obj, r)

@@ -1,7 +1,7 @@
 //! GetObjectAttributes: size, ETag, storage class, checksums and the part table, without data.
 //!
 //! S3 answers it with the ETag unquoted (`<ETag>abc</ETag>`), unlike every other response.
-//! s3s always quotes ETags, so [`crate::route`] serves this operation over HTTP: it builds the
+//! s3s always quotes ETags, so [`crate::http::route`] serves this operation over HTTP: it builds the
 //! input from the request ([`input`]) and writes the XML ([`render`]).
 
 use s3s::dto::{
@@ -12,7 +12,7 @@ use s3s::path::S3Path;
 use s3s::{s3_error, S3Result};
 use saker_rpc::Want;
 
-use crate::checksum;
+use crate::http::checksum;
 use crate::keys::timestamp;
 use crate::Gateway;
 
@@ -55,11 +55,16 @@ pub async fn get_object_attributes(
     let names = wanted(&input.object_attributes)?;
     let wants = |name: &str| names.iter().any(|n| n == name);
     let vid = input.version_id.as_deref();
-    let view = crate::versions::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
+    let view =
+        crate::bucket::versions::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
     // An SSE-C object shows its attributes only to holders of its key.
-    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(input)?)?;
-    let versioning = crate::versions::of_bucket(gw, &input.bucket).await?;
-    let version_id = crate::versions::shown(&view, versioning);
+    crate::object::sse::for_read(
+        gw,
+        view.meta.as_ref(),
+        crate::object::sse::customer_key_of!(input)?,
+    )?;
+    let versioning = crate::bucket::versions::of_bucket(gw, &input.bucket).await?;
+    let version_id = crate::bucket::versions::shown(&view, versioning);
     let a = &view.attr;
     let meta = view.meta.clone().unwrap_or_default();
     let checksum =
@@ -109,7 +114,7 @@ pub async fn get_object_attributes(
         e_tag: wants(ObjectAttributes::ETAG).then(|| s3s::dto::ETag::Strong(a.etag.clone())),
         object_size: wants(ObjectAttributes::OBJECT_SIZE).then_some(a.size as i64),
         storage_class: wants(ObjectAttributes::STORAGE_CLASS)
-            .then(|| StorageClass::from(crate::tiering::class_name(a).to_string())),
+            .then(|| StorageClass::from(crate::object::tiering::class_name(a).to_string())),
         last_modified: Some(timestamp(a.s3_mtime_ns)),
         checksum,
         object_parts,
@@ -159,7 +164,7 @@ pub fn input(
                 .map_err(|_| s3_error!(InvalidArgument, "Invalid attribute name specified."))
         })
         .collect::<S3Result<Vec<_>>>()?;
-    let version_id = crate::route::query_value(uri, "versionId");
+    let version_id = crate::http::route::query_value(uri, "versionId");
     Ok(GetObjectAttributesInput {
         bucket: bucket.into(),
         key: key.into(),
@@ -186,12 +191,12 @@ pub fn render(out: &GetObjectAttributesOutput) -> S3Result<Vec<u8>> {
         let mut ser = s3s::xml::Serializer::new(&mut buf);
         ser.decl()
             .and_then(|()| out.serialize(&mut ser))
-            .map_err(crate::error::internal)?;
+            .map_err(crate::http::error::internal)?;
     }
     let Some(etag) = &out.e_tag else {
         return Ok(buf);
     };
-    let xml = String::from_utf8(buf).map_err(crate::error::internal)?;
+    let xml = String::from_utf8(buf).map_err(crate::http::error::internal)?;
     let quoted = format!("<ETag>\"{}\"</ETag>", etag.value());
     let bare = format!("<ETag>{}</ETag>", etag.value());
     Ok(xml.replacen(&quoted, &bare, 1).into_bytes())

@@ -1,15 +1,15 @@
 //! The bucket's access settings on the S3 API: bucket policy (Put/Get/Delete, and
 //! GetBucketPolicyStatus), Public Access Block and Object Ownership. They are stored by
-//! [`crate::settings`] and enforced by [`crate::auth`].
+//! [`crate::bucket::settings`] and enforced by [`crate::auth`].
 
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
-use crate::bucket::bucket_exists;
-use crate::settings::{Bucket, Setting};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::{Bucket, Setting};
 use crate::Gateway;
 
-use crate::bucket::settings_error as unavailable;
+use crate::bucket::buckets::settings_error as unavailable;
 
 /// The settings of an existing bucket.
 pub async fn settings(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Bucket>> {

@@ -1,7 +1,7 @@
 //! Write headers saker must not silently ignore: the storage class (an upload is stored as
 //! `STANDARD`, so that is the one it accepts; PutObject and CopyObject also take a remote
-//! tier's name, [`crate::tiering::requested_tier`]). Server-side encryption is
-//! [`crate::sse`]'s.
+//! tier's name, [`crate::object::tiering::requested_tier`]). Server-side encryption is
+//! [`crate::object::sse`]'s.
 
 use s3s::dto::StorageClass;
 use s3s::{s3_error, S3Result};

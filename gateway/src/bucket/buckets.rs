@@ -5,9 +5,9 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_namespace::validate_bucket_name;
 use saker_rpc::{FileKind, MetaError, MetaRequest, Want};
 
-use crate::error;
+use crate::http::error;
 use crate::keys::timestamp;
-use crate::put::identity;
+use crate::object::put::identity;
 use crate::Gateway;
 
 pub async fn create_bucket(
@@ -23,17 +23,17 @@ pub async fn create_bucket(
     let ownership = i
         .object_ownership
         .as_ref()
-        .map(|o| crate::bucket_access::parse_ownership(o.as_str()))
+        .map(|o| crate::bucket::access::parse_ownership(o.as_str()))
         .transpose()?;
     let creator =
-        crate::owner::account(gw, req.credentials.as_ref().map(|c| c.access_key.as_str()))
+        crate::bucket::owner::account(gw, req.credentials.as_ref().map(|c| c.access_key.as_str()))
             .ok_or_else(|| s3s::s3_error!(AccessDenied, "a bucket is created by an access key"))?;
-    let asked = crate::acl::acl_request!(i, None);
-    let acl = crate::acl::requested(gw, &asked, &creator, &creator).await?;
+    let asked = crate::bucket::acl::acl_request!(i, None);
+    let acl = crate::bucket::acl::requested(gw, &asked, &creator, &creator).await?;
     if let Some(acl) = &acl {
         // Refused before the bucket is made, as S3 does.
-        let ownership = crate::acl::ownership(ownership);
-        crate::acl::check_settable(&asked, acl, ownership, None, &creator)?;
+        let ownership = crate::bucket::acl::ownership(ownership);
+        crate::bucket::acl::check_settable(&asked, acl, ownership, None, &creator)?;
     }
     let path = vec![name.clone()];
     match gw
@@ -57,14 +57,14 @@ pub async fn create_bucket(
                 // account's: its creator is refused as another account for that moment.
                 let value = Some(creator.clone().into_bytes());
                 gw.settings
-                    .put(&name, crate::settings::Setting::Owner, value)
+                    .put(&name, crate::bucket::settings::Setting::Owner, value)
                     .await
                     .map_err(settings_error)?;
             }
             if let Some(o) = ownership {
                 let value = Some(o.to_string().into_bytes());
                 gw.settings
-                    .put(&name, crate::settings::Setting::Ownership, value)
+                    .put(&name, crate::bucket::settings::Setting::Ownership, value)
                     .await
                     .map_err(settings_error)?;
             }
@@ -73,7 +73,7 @@ pub async fn create_bucket(
                 set_bucket_acl(gw, &name, &asked, acl, &s).await?;
             }
             if object_lock {
-                crate::lock::enable_at_create(gw, &name).await?;
+                crate::bucket::lock::enable_at_create(gw, &name).await?;
             }
             Ok(S3Response::new(CreateBucketOutput {
                 location: Some(format!("/{name}")),
@@ -83,7 +83,7 @@ pub async fn create_bucket(
         // anything else is another's bucket or a change the create cannot make.
         Err(MetaError::Exists) => {
             let s = gw.settings.get(&name).await.map_err(settings_error)?;
-            let owner = crate::owner::of_bucket(gw, &s);
+            let owner = crate::bucket::owner::of_bucket(gw, &s);
             let has = s
                 .acl
                 .clone()
@@ -163,7 +163,8 @@ pub async fn list_buckets(
 ) -> S3Result<S3Response<ListBucketsOutput>> {
     let prefix = req.input.prefix.clone().unwrap_or_default();
     let ak = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let account = crate::owner::account(gw, ak).ok_or_else(|| s3s::s3_error!(AccessDenied))?;
+    let account =
+        crate::bucket::owner::account(gw, ak).ok_or_else(|| s3s::s3_error!(AccessDenied))?;
     // The root key lists every bucket; another key, its account's.
     let every = ak.is_some_and(|ak| gw.keys.with(ak, |k| k.root) == Some(true));
     let settings = if every {
@@ -204,7 +205,7 @@ pub async fn list_buckets(
     }
     Ok(S3Response::new(ListBucketsOutput {
         buckets: Some(buckets),
-        owner: Some(crate::owner::dto(gw, &account).await),
+        owner: Some(crate::bucket::owner::dto(gw, &account).await),
         prefix: req.input.prefix,
         continuation_token,
     }))
@@ -214,12 +215,12 @@ pub async fn get_bucket_acl(
     gw: &Gateway,
     req: S3Request<GetBucketAclInput>,
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
-    let s = crate::bucket_access::settings(gw, &req.input.bucket).await?;
+    let s = crate::bucket::access::settings(gw, &req.input.bucket).await?;
     let acl = match &s.acl {
         Some(acl) => acl.clone(),
-        None => saker_policy::Acl::private(&crate::owner::of_bucket(gw, &s)),
+        None => saker_policy::Acl::private(&crate::bucket::owner::of_bucket(gw, &s)),
     };
-    let (owner, grants) = crate::acl::to_dto(gw, &acl).await;
+    let (owner, grants) = crate::bucket::acl::to_dto(gw, &acl).await;
     Ok(S3Response::new(GetBucketAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -231,10 +232,10 @@ pub async fn put_bucket_acl(
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     let i = &req.input;
-    let s = crate::bucket_access::settings(gw, &i.bucket).await?;
-    let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    let owner = crate::owner::of_bucket(gw, &s);
-    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &owner).await? else {
+    let s = crate::bucket::access::settings(gw, &i.bucket).await?;
+    let asked = crate::bucket::acl::acl_request!(i, i.access_control_policy.as_ref());
+    let owner = crate::bucket::owner::of_bucket(gw, &s);
+    let Some(acl) = crate::bucket::acl::requested(gw, &asked, &owner, &owner).await? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "an ACL, grant headers or an AccessControlPolicy body is needed",
@@ -249,16 +250,16 @@ pub async fn put_bucket_acl(
 async fn set_bucket_acl(
     gw: &Gateway,
     bucket: &str,
-    asked: &crate::acl::AclRequest<'_>,
+    asked: &crate::bucket::acl::AclRequest<'_>,
     acl: &saker_policy::Acl,
-    s: &crate::settings::Bucket,
+    s: &crate::bucket::settings::Bucket,
 ) -> S3Result<()> {
-    let ownership = crate::acl::ownership(s.ownership);
+    let ownership = crate::bucket::acl::ownership(s.ownership);
     let block = s.public_access_block.as_ref();
-    crate::acl::check_settable(asked, acl, ownership, block, &acl.owner)?;
+    crate::bucket::acl::check_settable(asked, acl, ownership, block, &acl.owner)?;
     let value = (!acl.is_private()).then(|| serde_json::to_vec(acl).expect("ACLs serialize"));
     gw.settings
-        .put(bucket, crate::settings::Setting::Acl, value)
+        .put(bucket, crate::bucket::settings::Setting::Acl, value)
         .await
         .map_err(settings_error)
 }

@@ -6,7 +6,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use saker_rpc::Attr;
 
-use crate::error;
+use crate::http::error;
 use crate::Gateway;
 
 /// The StorageClass of an object: its tier's name, or STANDARD.
@@ -100,7 +100,7 @@ pub async fn restore_object(
             "Days must be a positive integer"
         ));
     }
-    let view = crate::versions::lookup(
+    let view = crate::bucket::versions::lookup(
         gw,
         &i.bucket,
         &i.key,
@@ -117,9 +117,11 @@ pub async fn restore_object(
     // A version asked for by id may be a noncurrent one (NoncurrentVersionTransition).
     let noncurrent = match i.version_id {
         None => false,
-        Some(_) => crate::versions::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR)
-            .await
-            .map_or(true, |current| current.attr.id != view.attr.id),
+        Some(_) => {
+            crate::bucket::versions::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR)
+                .await
+                .map_or(true, |current| current.attr.id != view.attr.id)
+        }
     };
     let already = t
         .restored

@@ -14,9 +14,9 @@ use s3s::host::SingleDomain;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use serde::{Deserialize, Serialize};
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
-use crate::settings::{BucketSettings, Setting};
+use crate::bucket::access::{settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::{BucketSettings, Setting};
 use crate::Gateway;
 
 /// One CORS rule as stored.
@@ -195,7 +195,7 @@ impl Cors {
     }
 
     fn bucket<B>(&self, req: &http::Request<B>) -> Option<String> {
-        match crate::route::s3_path(req.uri(), req.headers(), self.domain.as_ref()) {
+        match crate::http::route::s3_path(req.uri(), req.headers(), self.domain.as_ref()) {
             Ok(p) => p.get_bucket_name().map(str::to_string),
             Err(_) => None,
         }

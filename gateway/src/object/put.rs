@@ -7,10 +7,10 @@ use std::sync::Arc;
 use saker_client::{ClientError, Written};
 use saker_rpc::{Attr, Decided, MetaError, NewObject, ObjectMeta, WriteCond};
 
-use crate::body::{discard, ingest};
-use crate::error;
+use crate::bucket::settings::Bucket;
+use crate::http::body::{discard, ingest};
+use crate::http::error;
 use crate::keys::{format_http_date, write_key, KeyPath};
-use crate::settings::Bucket;
 use crate::Gateway;
 
 /// The standard headers and user metadata of a new object.
@@ -73,7 +73,7 @@ pub fn parse_tagging_header(h: Option<&str>) -> S3Result<Vec<(String, String)>> 
         };
         tags.push((dec(k)?, dec(v)?));
     }
-    crate::tagging::validate_tags(&tags)?;
+    crate::object::tagging::validate_tags(&tags)?;
     Ok(tags)
 }
 
@@ -115,7 +115,7 @@ pub(crate) async fn store_object(
     tier: Option<&str>,
 ) -> S3Result<(Attr, Decided)> {
     let mut decided_from = settings;
-    let mut versioning = crate::versions::of_key(&decided_from, kp);
+    let mut versioning = crate::bucket::versions::of_key(&decided_from, kp);
     let mut tries = 0;
     let put = loop {
         let put = gw
@@ -130,9 +130,11 @@ pub(crate) async fn store_object(
             .await;
         if let Err(ClientError::Meta(MetaError::SettingsChanged { .. })) = &put {
             tries += 1;
-            if tries < crate::versions::REDECIDE {
-                if let Some(now) = crate::versions::redecide(gw, bucket, &decided_from).await? {
-                    versioning = crate::versions::of_key(&now, kp);
+            if tries < crate::bucket::versions::REDECIDE {
+                if let Some(now) =
+                    crate::bucket::versions::redecide(gw, bucket, &decided_from).await?
+                {
+                    versioning = crate::bucket::versions::of_key(&now, kp);
                     decided_from = now;
                     continue;
                 }
@@ -152,7 +154,7 @@ pub(crate) async fn store_object(
         }
     };
     if let Some(tier) = tier {
-        crate::tiering::move_written(gw, tier, &kp.path, &attr).await?;
+        crate::object::tiering::move_written(gw, tier, &kp.path, &attr).await?;
     }
     Ok((attr, versioning))
 }
@@ -167,18 +169,20 @@ pub async fn put_object(
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
-    let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
+    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
     let tier =
-        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker).await?;
-    let seal = crate::sse::for_write_of!(gw, &settings, input)?;
-    let lock = crate::lock::for_write(
+        crate::object::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker)
+            .await?;
+    let seal = crate::object::sse::for_write_of!(gw, &settings, input)?;
+    let lock = crate::bucket::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
-    let cond = crate::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    let cond =
+        crate::object::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(
             NotImplemented,
@@ -208,7 +212,7 @@ pub async fn put_object(
     });
     meta.checksums = got.sums.clone();
     meta.sse = seal.map(|(_, sse)| sse);
-    let shown_sse = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(meta.sse.as_ref());
     let obj = NewObject {
         size: got.written.size,
         etag: got.md5_hex.clone(),
@@ -235,7 +239,7 @@ pub async fn put_object(
     )
     .await?;
     let expiration = match kp.dir_marker {
-        false => crate::lifecycle::expiration_header(&settings, &input.key, &attr, &tags),
+        false => crate::bucket::lifecycle::expiration_header(&settings, &input.key, &attr, &tags),
         true => None,
     };
     let s = got.sums;
@@ -249,7 +253,7 @@ pub async fn put_object(
         checksum_crc64nvme: s.crc64nvme,
         checksum_sha1: s.sha1,
         checksum_sha256: s.sha256,
-        version_id: crate::versions::written(versioning, attr.id),
+        version_id: crate::bucket::versions::written(versioning, attr.id),
         expiration,
         server_side_encryption: shown_sse.sse,
         ssekms_key_id: shown_sse.kms_key_id,

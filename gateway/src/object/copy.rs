@@ -8,11 +8,11 @@ use saker_client::sealed::{self, DataKey};
 use saker_client::{ChunkWriter, ReadRange, Written};
 use saker_rpc::{Checksums, NewObject, ObjectView, Sse, Want};
 
-use crate::checksum::Algorithm;
-use crate::error;
-use crate::get::check_read_conditions;
+use crate::http::checksum::Algorithm;
+use crate::http::error;
 use crate::keys::{timestamp, write_key};
-use crate::put::{identity, object_meta, parse_tagging_header, Headers};
+use crate::object::get::check_read_conditions;
+use crate::object::put::{identity, object_meta, parse_tagging_header, Headers};
 use crate::Gateway;
 
 pub struct SourceConditions<'a> {
@@ -46,7 +46,7 @@ pub async fn source(
             ))
         }
     };
-    let view = crate::versions::lookup(gw, &bucket, &key, version.as_deref(), want).await?;
+    let view = crate::bucket::versions::lookup(gw, &bucket, &key, version.as_deref(), want).await?;
     check_read_conditions(
         &view.attr.etag,
         view.attr.s3_mtime_ns,
@@ -83,7 +83,7 @@ pub async fn copy_bytes(
     if let Some(a) = algorithm {
         a.enable(&mut hasher);
     }
-    let mut stream = crate::sse::read_plain(&gw.cluster, view, sealing.source, range);
+    let mut stream = crate::object::sse::read_plain(&gw.cluster, view, sealing.source, range);
     while let Some(piece) = stream.next().await {
         let piece = match piece {
             Ok(p) => p,
@@ -121,27 +121,28 @@ pub async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
-    let dst_cond = crate::get::header_write_cond(&req.headers)?;
+    let dst_cond = crate::object::get::header_write_cond(&req.headers)?;
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket_access::copy_of(gw, &input.bucket).await?;
-    let acl = crate::acl::upload_acl!(gw, &settings, input, writer)?;
+    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
     let tier =
-        crate::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker).await?;
-    let customer = crate::sse::customer_key_of!(input)?;
-    let source_key = crate::sse::copy_source_key_of!(input)?;
+        crate::object::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker)
+            .await?;
+    let customer = crate::object::sse::customer_key_of!(input)?;
+    let source_key = crate::object::sse::copy_source_key_of!(input)?;
     let reencrypts = input.server_side_encryption.is_some()
         || input.ssekms_key_id.is_some()
         || customer.is_some();
-    let seal = crate::sse::for_write(
+    let seal = crate::object::sse::for_write(
         gw,
         &settings,
         input.server_side_encryption.as_ref(),
         input.ssekms_key_id.as_deref(),
         customer,
     )?;
-    let lock = crate::lock::for_write(
+    let lock = crate::bucket::lock::for_write(
         &settings,
         input.object_lock_mode.as_ref(),
         input.object_lock_retain_until_date.as_ref(),
@@ -162,7 +163,7 @@ pub async fn copy_object(
         if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
     };
     let (src_bucket, src_key, view) = source(gw, &input.copy_source, src_cond, want).await?;
-    let unsealed = crate::sse::for_read(gw, view.meta.as_ref(), source_key)?;
+    let unsealed = crate::object::sse::for_read(gw, view.meta.as_ref(), source_key)?;
     let replace_meta = input
         .metadata_directive
         .as_ref()
@@ -207,7 +208,7 @@ pub async fn copy_object(
     // The copy has a data key of its own (or none): the source's encryption does not carry.
     let target = seal.as_ref().map(|(k, sse)| k.sealing(sse, 0));
     meta.sse = seal.map(|(_, sse)| sse);
-    let shown_sse = crate::sse::shown(meta.sse.as_ref());
+    let shown_sse = crate::object::sse::shown(meta.sse.as_ref());
     let tags = if replace_tags {
         parse_tagging_header(input.tagging.as_deref())?
     } else {
@@ -242,7 +243,7 @@ pub async fn copy_object(
         lock: lock.filter(|_| !dst.dir_marker),
         acl,
     };
-    let (attr, versioning) = crate::put::store_object(
+    let (attr, versioning) = crate::object::put::store_object(
         gw,
         &input.bucket,
         &dst,
@@ -253,15 +254,15 @@ pub async fn copy_object(
         tier.as_deref(),
     )
     .await?;
-    let src_versioning = crate::versions::of_bucket(gw, &src_bucket).await?;
+    let src_versioning = crate::bucket::versions::of_bucket(gw, &src_bucket).await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(etag)),
             last_modified: Some(timestamp(attr.s3_mtime_ns)),
             ..Default::default()
         }),
-        copy_source_version_id: crate::versions::shown(&view, src_versioning),
-        version_id: crate::versions::written(versioning, attr.id),
+        copy_source_version_id: crate::bucket::versions::shown(&view, src_versioning),
+        version_id: crate::bucket::versions::written(versioning, attr.id),
         server_side_encryption: shown_sse.sse,
         ssekms_key_id: shown_sse.kms_key_id,
         sse_customer_algorithm: shown_sse.customer_algorithm,

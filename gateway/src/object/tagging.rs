@@ -4,12 +4,12 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaRequest, Want};
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
-use crate::error;
+use crate::bucket::access::{settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::Setting;
+use crate::bucket::versions;
+use crate::http::error;
 use crate::keys::write_key;
-use crate::settings::Setting;
-use crate::versions;
 use crate::Gateway;
 
 /// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
@@ -191,9 +191,9 @@ pub async fn get_object_acl(
     };
     let i = &req.input;
     let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
-    let bucket_owner = crate::owner::of_bucket_named(gw, &req.input.bucket).await?;
-    let acl = crate::acl::of_object(view.acl.as_deref(), &bucket_owner);
-    let (owner, grants) = crate::acl::to_dto(gw, &acl).await;
+    let bucket_owner = crate::bucket::owner::of_bucket_named(gw, &req.input.bucket).await?;
+    let acl = crate::bucket::acl::of_object(view.acl.as_deref(), &bucket_owner);
+    let (owner, grants) = crate::bucket::acl::to_dto(gw, &acl).await;
     Ok(S3Response::new(GetObjectAclOutput {
         grants: Some(grants),
         owner: Some(owner),
@@ -212,25 +212,25 @@ pub async fn put_object_acl(
     };
     let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     // The object was found: its bucket exists.
-    let s = crate::bucket_access::copy_of(gw, &i.bucket).await?;
-    let bucket_owner = crate::owner::of_bucket(gw, &s);
+    let s = crate::bucket::access::copy_of(gw, &i.bucket).await?;
+    let bucket_owner = crate::bucket::owner::of_bucket(gw, &s);
     // The object keeps its owner; only the grants change.
-    let owner = crate::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;
-    let asked = crate::acl::acl_request!(i, i.access_control_policy.as_ref());
-    let Some(acl) = crate::acl::requested(gw, &asked, &owner, &bucket_owner).await? else {
+    let owner = crate::bucket::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;
+    let asked = crate::bucket::acl::acl_request!(i, i.access_control_policy.as_ref());
+    let Some(acl) = crate::bucket::acl::requested(gw, &asked, &owner, &bucket_owner).await? else {
         return Err(S3Error::with_message(
             S3ErrorCode::MissingSecurityHeader,
             "PutObjectAcl needs a canned ACL, grant headers or an AccessControlPolicy",
         ));
     };
-    let ownership = crate::acl::ownership(s.ownership);
+    let ownership = crate::bucket::acl::ownership(s.ownership);
     let block = s.public_access_block.as_ref();
-    crate::acl::check_settable(&asked, &acl, ownership, block, &bucket_owner)?;
+    crate::bucket::acl::check_settable(&asked, &acl, ownership, block, &bucket_owner)?;
     let kp = write_key(&i.bucket, &i.key)?;
     let r = MetaRequest::PutAcl {
         path: kp.path.clone(),
         dir_marker: kp.dir_marker,
-        acl: crate::acl::stored(&acl, &bucket_owner),
+        acl: crate::bucket::acl::stored(&acl, &bucket_owner),
         version_id: i.version_id.clone(),
     };
     gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;

@@ -11,12 +11,12 @@ use saker_rpc::{
     Want,
 };
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{copy_of, settings, store};
-use crate::error;
+use crate::bucket::access::{copy_of, settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::Bucket;
+use crate::bucket::settings::Setting;
+use crate::http::error;
 use crate::keys::{now_ns, timestamp, timestamp_ns, write_key};
-use crate::settings::Bucket;
-use crate::settings::Setting;
 use crate::Gateway;
 
 fn no_lock_configuration() -> S3Error {
@@ -274,7 +274,7 @@ async fn get(
     version_id: Option<&str>,
 ) -> S3Result<ObjectLock> {
     let want = Want::ATTR.with_lock(true);
-    let view = crate::versions::lookup(gw, bucket, key, version_id, want).await?;
+    let view = crate::bucket::versions::lookup(gw, bucket, key, version_id, want).await?;
     Ok(view.lock.unwrap_or_default())
 }
 

@@ -12,7 +12,8 @@ use s3s::path::S3Path;
 use s3s::route::S3Route;
 use s3s::{s3_error, Body, S3Request, S3Response, S3Result};
 
-use crate::{attributes, keys, Gateway};
+use crate::object::attributes;
+use crate::{keys, Gateway};
 
 pub struct Routes {
     gw: Gateway,

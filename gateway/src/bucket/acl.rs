@@ -1,16 +1,16 @@
 //! ACLs on the S3 API: what a request asks for (a canned ACL, `x-amz-grant-*` headers or an
 //! `AccessControlPolicy` body) as a [`saker_policy::Acl`], with every grantee checked (a
-//! canonical user id names an account, [`crate::owner::named`]; saker knows no e-mail
+//! canonical user id names an account, [`crate::bucket::owner::named`]; saker knows no e-mail
 //! addresses; groups are S3's), and an `Acl` as S3's owner and grants, accounts shown by
 //! their canonical users. A stored `Acl` names accounts as saker does inside
-//! ([`crate::owner`]).
+//! ([`crate::bucket::owner`]).
 //!
 //! Bucket ACLs are stored with the bucket's settings and grant what S3's ACLs grant (bucket
 //! READ lists, WRITE writes and deletes objects, READ_ACP/WRITE_ACP the ACL itself), unless
 //! the bucket's Object Ownership is `BucketOwnerEnforced`. An unset Object Ownership leaves
 //! ACLs enabled, as RGW and S3 before 2023 do. Object ACLs are kept with the object by the
 //! MNode, except the private ACL of the bucket's owner ([`stored`]); an object's owner is its
-//! ACL's ([`crate::owner`]).
+//! ACL's ([`crate::bucket::owner`]).
 
 use s3s::dto::{AccessControlPolicy, Grant, Grantee, Owner, Permission as DtoPermission, Type};
 use s3s::{S3Error, S3ErrorCode, S3Result};
@@ -22,7 +22,7 @@ use crate::Gateway;
 /// (PutBucketAcl, PutObjectAcl, CreateBucket), with `$policy` its body, if any.
 macro_rules! acl_request {
     ($i:expr, $policy:expr) => {
-        $crate::acl::AclRequest {
+        $crate::bucket::acl::AclRequest {
             canned: $i.acl.as_ref().map(|a| a.as_str()),
             full_control: $i.grant_full_control.as_ref(),
             read: $i.grant_read.as_ref(),
@@ -40,10 +40,10 @@ pub(crate) use acl_request;
 /// settings `$settings`, checked and as the MNode keeps it ([`for_upload`]).
 macro_rules! upload_acl {
     ($gw:expr, $settings:expr, $i:expr, $writer:expr) => {
-        $crate::acl::for_upload(
+        $crate::bucket::acl::for_upload(
             $gw,
             $settings,
-            &$crate::acl::AclRequest::object_headers(
+            &$crate::bucket::acl::AclRequest::object_headers(
                 $i.acl.as_ref(),
                 $i.grant_full_control.as_ref(),
                 $i.grant_read.as_ref(),
@@ -115,7 +115,7 @@ fn invalid(msg: impl Into<String>) -> S3Error {
 /// `uri`), if it exists.
 async fn grantee(gw: &Gateway, kind: &str, value: &str) -> S3Result<saker_policy::Grantee> {
     match kind {
-        "id" => match crate::owner::named(gw, value).await {
+        "id" => match crate::bucket::owner::named(gw, value).await {
             Some(account) => Ok(saker_policy::Grantee::CanonicalUser(account)),
             None => Err(invalid("Invalid id")),
         },
@@ -236,14 +236,14 @@ pub fn ownership(set: Option<ObjectOwnership>) -> ObjectOwnership {
 /// first, then the users' (the order RGW answers in, which clients such as ceph's s3-tests
 /// rely on).
 pub async fn to_dto(gw: &Gateway, acl: &Acl) -> (Owner, Vec<Grant>) {
-    let owner = crate::owner::dto(gw, &acl.owner).await;
+    let owner = crate::bucket::owner::dto(gw, &acl.owner).await;
     let mut ordered: Vec<&saker_policy::Grant> = acl.grants.iter().collect();
     ordered.sort_by_key(|g| matches!(g.grantee, saker_policy::Grantee::CanonicalUser(_)));
     let mut grants = Vec::with_capacity(ordered.len());
     for g in ordered {
         let grantee = match &g.grantee {
             saker_policy::Grantee::CanonicalUser(account) => {
-                let user = crate::owner::user(gw, account).await;
+                let user = crate::bucket::owner::user(gw, account).await;
                 Grantee {
                     display_name: Some(user.display_name),
                     email_address: None,
@@ -270,20 +270,24 @@ pub async fn to_dto(gw: &Gateway, acl: &Acl) -> (Owner, Vec<Grant>) {
 
 /// The ACL an upload by access key `writer` (`None`: anonymous) asking for `req` gives its
 /// object in a bucket of settings `s`, as the MNode keeps it ([`stored`]): owned by the
-/// writer or the bucket's owner ([`crate::owner::of_new_object`]); grantees must exist, and
+/// writer or the bucket's owner ([`crate::bucket::owner::of_new_object`]); grantees must exist, and
 /// the bucket's Object Ownership and Public Access Block apply as to a bucket ACL. (The
 /// upload's own request answers NoSuchBucket: no lookup here.)
 pub async fn for_upload(
     gw: &Gateway,
-    s: &crate::settings::Bucket,
+    s: &crate::bucket::settings::Bucket,
     req: &AclRequest<'_>,
     writer: Option<&str>,
 ) -> S3Result<Option<String>> {
-    let bucket_owner = crate::owner::of_bucket(gw, s);
+    let bucket_owner = crate::bucket::owner::of_bucket(gw, s);
     let ownership = ownership(s.ownership);
-    let writer = crate::owner::account(gw, writer);
-    let owner =
-        crate::owner::of_new_object(ownership, &bucket_owner, writer.as_deref(), req.canned);
+    let writer = crate::bucket::owner::account(gw, writer);
+    let owner = crate::bucket::owner::of_new_object(
+        ownership,
+        &bucket_owner,
+        writer.as_deref(),
+        req.canned,
+    );
     let acl = match requested(gw, req, &owner, &bucket_owner).await? {
         Some(acl) => {
             check_settable(

@@ -13,7 +13,7 @@ use http::HeaderMap;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use saker_coordinator::AccessKeyStore;
 
-use crate::sigv4;
+use crate::http::sigv4;
 
 /// What SigV4 leaves unencoded: letters, digits and `-_.~`.
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC

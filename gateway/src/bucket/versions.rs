@@ -1,7 +1,7 @@
 //! Bucket versioning on the S3 API: Put/GetBucketVersioning (a bucket setting), reads by
 //! version id, the version ids writes answer with, and ListObjectVersions.
 //!
-//! Whether a bucket keeps versions is a bucket setting ([`crate::settings`]); each write
+//! Whether a bucket keeps versions is a bucket setting ([`crate::bucket::settings`]); each write
 //! carries it to the MNode with the settings version it was decided under
 //! ([`saker_rpc::Decided`]), and the MNode keeps the replaced object as a version in the
 //! batch that replaces it, if its group's copy of the settings has that version. Otherwise
@@ -15,11 +15,11 @@ use saker_rpc::{
     VersionKind, Versioning, Want, NULL_VERSION,
 };
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
-use crate::error;
+use crate::bucket::access::{settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::Setting;
+use crate::http::error;
 use crate::keys::{map_key, timestamp};
-use crate::settings::Setting;
 use crate::Gateway;
 
 /// Whether `bucket` keeps versions, from this gateway's copy of its settings (no request to
@@ -27,14 +27,14 @@ use crate::Gateway;
 /// keeps none, and the operation answers NoSuchBucket as before), with the settings version
 /// that is decided under.
 pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Decided> {
-    let s = crate::bucket_access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::access::copy_of(gw, bucket).await?;
     Ok(Decided::under(s.versioning, s.settings_version))
 }
 
 /// How a write of the object at `kp` keeps versions, its bucket's settings being `s`: as the
 /// bucket does, except a directory marker, which keeps none (decided under `s`'s settings
 /// version all the same).
-pub fn of_key(s: &crate::settings::Bucket, kp: &crate::keys::KeyPath) -> Decided {
+pub fn of_key(s: &crate::bucket::settings::Bucket, kp: &crate::keys::KeyPath) -> Decided {
     let versioning = match kp.dir_marker {
         true => Versioning::Off,
         false => s.versioning,
@@ -53,13 +53,13 @@ pub const REDECIDE: usize = 4;
 pub async fn redecide(
     gw: &Gateway,
     bucket: &str,
-    was: &crate::settings::Bucket,
-) -> S3Result<Option<std::sync::Arc<crate::settings::Bucket>>> {
+    was: &crate::bucket::settings::Bucket,
+) -> S3Result<Option<std::sync::Arc<crate::bucket::settings::Bucket>>> {
     gw.settings
         .reload()
         .await
-        .map_err(crate::bucket::settings_error)?;
-    let now = crate::bucket_access::copy_of(gw, bucket).await?;
+        .map_err(crate::bucket::buckets::settings_error)?;
+    let now = crate::bucket::access::copy_of(gw, bucket).await?;
     let same = now.object_lock == was.object_lock && now.encryption == was.encryption;
     Ok(same.then_some(now))
 }
@@ -90,7 +90,7 @@ pub async fn lookup(
     want: Want,
 ) -> S3Result<ObjectView> {
     let Some(vid) = version else {
-        let found = crate::get::lookup_object(gw, bucket, key, want).await;
+        let found = crate::object::get::lookup_object(gw, bucket, key, want).await;
         return match found {
             Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchKey => {
                 let marker = match of_bucket(gw, bucket).await?.versioning {
@@ -109,7 +109,7 @@ pub async fn lookup(
         if vid != NULL_VERSION {
             return Err(no_such_version());
         }
-        return crate::get::lookup_object(gw, bucket, key, want).await;
+        return crate::object::get::lookup_object(gw, bucket, key, want).await;
     }
     let req = MetaRequest::LookupVersion {
         path: kp.path.clone(),
@@ -424,8 +424,8 @@ pub async fn list_object_versions(
     let resumed = id_marker.map(|_| key_marker.as_str());
     let lines = merge(current, versions, resumed);
     let delimiter = input.delimiter.clone().filter(|d| !d.is_empty());
-    let owner = crate::owner::of_bucket_named(gw, &input.bucket).await?;
-    let owner = crate::owner::dto(gw, &owner).await;
+    let owner = crate::bucket::owner::of_bucket_named(gw, &input.bucket).await?;
+    let owner = crate::bucket::owner::dto(gw, &owner).await;
     let mut out_versions = Vec::new();
     let mut markers = Vec::new();
     let mut common: Vec<String> = Vec::new();
@@ -473,7 +473,7 @@ pub async fn list_object_versions(
                 last_modified: Some(timestamp(attr.s3_mtime_ns)),
                 size: Some(attr.size as i64),
                 storage_class: Some(ObjectVersionStorageClass::from(
-                    crate::tiering::class_name(&attr).to_string(),
+                    crate::object::tiering::class_name(&attr).to_string(),
                 )),
                 owner: Some(owner.clone()),
                 ..Default::default()

@@ -198,10 +198,17 @@ impl Walk {
         let sent = std::mem::take(&mut self.pending)
             .into_iter()
             .map(|p| async move {
-                let r = crate::delete::delete_one(gw, &p.bucket, &p.key, None, p.version_id, false)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| format!("{e:?}"));
+                let r = crate::object::delete::delete_one(
+                    gw,
+                    &p.bucket,
+                    &p.key,
+                    None,
+                    p.version_id,
+                    false,
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"));
                 (r, p.field)
             });
         let results: Vec<_> = futures::stream::iter(sent)
@@ -303,7 +310,7 @@ async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)>
         tags: true,
         ..Want::ATTR
     };
-    crate::get::lookup_object(gw, bucket, key, want)
+    crate::object::get::lookup_object(gw, bucket, key, want)
         .await
         .ok()
         .and_then(|v| v.tags)
@@ -511,7 +518,7 @@ async fn plan(
     rules: &[Rule],
     at: At,
 ) -> Vec<Act> {
-    let current = crate::get::lookup_object(gw, bucket, key, Want::ATTR)
+    let current = crate::object::get::lookup_object(gw, bucket, key, Want::ATTR)
         .await
         .ok();
     let noncurrent: Vec<&VersionEntry> = list

@@ -2,7 +2,7 @@
 //! error code, the status and the method; never the key, the body or the signature.
 //!
 //! A client's mistake (4xx) is no error of the server's: it is logged at debug. A 500 is a
-//! warning here, after its cause was logged where it was handled ([`crate::error`]); other
+//! warning here, after its cause was logged where it was handled ([`crate::http::error`]); other
 //! 5xx (a store out of space or unreachable, a request slowed down) are logged with their
 //! cause where they are handled, and at debug here. s3s logs every failed request at ERROR
 //! with the request echoed (a malformed body's bytes: object keys), so its own log target is

@@ -13,9 +13,9 @@ use saker_client::sealed::{DataKey, WrappingKey};
 use saker_client::{Cluster, DataStream, ReadRange};
 use saker_rpc::{ObjectMeta, ObjectView, Sse};
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
-use crate::settings::{Bucket, Setting};
+use crate::bucket::access::{settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::{Bucket, Setting};
 use crate::Gateway;
 
 /// The one algorithm saker encrypts with (S3's name for AES-256).
@@ -75,7 +75,7 @@ pub fn customer_key(
 /// [`customer_key`] of a request input with the usual field names.
 macro_rules! customer_key_of {
     ($input:expr) => {
-        $crate::sse::customer_key(
+        $crate::object::sse::customer_key(
             $input.sse_customer_algorithm.as_deref(),
             $input.sse_customer_key.as_deref(),
             $input.sse_customer_key_md5.as_deref(),
@@ -87,7 +87,7 @@ pub(crate) use customer_key_of;
 /// [`customer_key`] of a copy's source (`x-amz-copy-source-server-side-encryption-customer-*`).
 macro_rules! copy_source_key_of {
     ($input:expr) => {
-        $crate::sse::customer_key(
+        $crate::object::sse::customer_key(
             $input.copy_source_sse_customer_algorithm.as_deref(),
             $input.copy_source_sse_customer_key.as_deref(),
             $input.copy_source_sse_customer_key_md5.as_deref(),
@@ -184,8 +184,8 @@ pub fn for_write(
 /// [`for_write`] of a request input with the usual field names.
 macro_rules! for_write_of {
     ($gw:expr, $settings:expr, $input:expr) => {
-        match $crate::sse::customer_key_of!($input) {
-            Ok(customer) => $crate::sse::for_write(
+        match $crate::object::sse::customer_key_of!($input) {
+            Ok(customer) => $crate::object::sse::for_write(
                 $gw,
                 $settings,
                 $input.server_side_encryption.as_ref(),

@@ -16,10 +16,10 @@ use parking_lot::Mutex;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use crate::bucket::bucket_exists;
-use crate::bucket_access::{settings, store};
-use crate::error;
-use crate::settings::Setting;
+use crate::bucket::access::{settings, store};
+use crate::bucket::buckets::bucket_exists;
+use crate::bucket::settings::Setting;
+use crate::http::error;
 use crate::Gateway;
 
 pub use cursor::Cursor;
@@ -169,7 +169,7 @@ pub async fn delete_configuration(
 /// The `x-amz-expiration` of a current object (`expiry-date="…", rule-id="…"`): the earliest
 /// expiration any enabled rule gives it.
 pub fn expiration_header(
-    s: &crate::settings::Bucket,
+    s: &crate::bucket::settings::Bucket,
     key: &str,
     attr: &saker_rpc::Attr,
     tags: &[(String, String)],

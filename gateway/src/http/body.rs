@@ -11,8 +11,8 @@ use saker_client::sealed::Sealing;
 use saker_client::{ChunkWriter, Cluster, Written};
 use saker_rpc::Checksums;
 
-use crate::checksum::Algorithm;
-use crate::error;
+use crate::http::checksum::Algorithm;
+use crate::http::error;
 
 /// The checksums a client declared, from headers (and later trailers).
 #[derive(Default, Clone, Debug)]
@@ -31,7 +31,7 @@ pub struct Declared {
 #[macro_export]
 macro_rules! declared_checksums {
     ($input:expr, $algorithm:expr) => {
-        $crate::body::Declared {
+        $crate::http::body::Declared {
             md5_b64: $input.content_md5.clone(),
             sums: saker_rpc::Checksums {
                 crc32: $input.checksum_crc32.clone(),

@@ -12,8 +12,8 @@ use saker_rpc::{
     Checksums, EtagCond, FileKind, MetaError, ObjectMeta, ObjectView, Want, WriteCond,
 };
 
-use crate::checksum::{self, Algorithm};
-use crate::error;
+use crate::http::checksum::{self, Algorithm};
+use crate::http::error;
 use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs};
 use crate::Gateway;
 
@@ -303,7 +303,7 @@ fn serve(
 macro_rules! object_output {
     ($out:ident, $attr:expr, $served:expr, { $($extra:tt)* }) => {{
         let (a, s) = ($attr, $served);
-        let shown_sse = crate::sse::shown(s.meta.sse.as_ref());
+        let shown_sse = crate::object::sse::shown(s.meta.sse.as_ref());
         $out {
             $($extra)*
             server_side_encryption: shown_sse.sse,
@@ -330,8 +330,8 @@ macro_rules! object_output {
             checksum_sha1: s.sums.sha1,
             checksum_sha256: s.sums.sha256,
             checksum_type: s.checksum_type,
-            storage_class: crate::tiering::storage_class(a),
-            restore: crate::tiering::restore_header(a),
+            storage_class: crate::object::tiering::storage_class(a),
+            restore: crate::object::tiering::restore_header(a),
             ..Default::default()
         }
     }};
@@ -366,21 +366,21 @@ async fn read_view(
         acl: false,
     };
     // One look at this gateway's copy of the bucket's settings (no metadata request).
-    let s = crate::bucket_access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::access::copy_of(gw, bucket).await?;
     // The lock is asked for in a bucket with Object Lock only.
     let want = want.with_lock(s.object_lock.is_some());
-    let view = crate::versions::lookup(gw, bucket, key, version, want).await?;
+    let view = crate::bucket::versions::lookup(gw, bucket, key, version, want).await?;
     // Lifecycle expiration is announced for current objects.
     let expiration = match version {
         None => {
             let tags = view.tags.as_deref().unwrap_or(&[]);
-            crate::lifecycle::expiration_header(&s, key, &view.attr, tags)
+            crate::bucket::lifecycle::expiration_header(&s, key, &view.attr, tags)
         }
         Some(_) => None,
     };
     let shown = Shown {
-        version_id: crate::versions::shown(&view, s.versioning),
-        lock: crate::lock::shown(&view),
+        version_id: crate::bucket::versions::shown(&view, s.versioning),
+        lock: crate::bucket::lock::shown(&view),
         expiration,
     };
     Ok((view, shown))
@@ -390,7 +390,7 @@ pub async fn get_object(
     gw: &Gateway,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
-    crate::sse::refuse_on_read(&req.headers)?;
+    crate::object::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), true).await?;
     let served = serve(
@@ -403,8 +403,12 @@ pub async fn get_object(
         i.part_number,
         i.checksum_mode.as_ref(),
     )?;
-    let key = crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
-    let body = crate::sse::read_plain(&gw.cluster, &view, key.as_ref(), served.range);
+    let key = crate::object::sse::for_read(
+        gw,
+        view.meta.as_ref(),
+        crate::object::sse::customer_key_of!(i)?,
+    )?;
+    let body = crate::object::sse::read_plain(&gw.cluster, &view, key.as_ref(), served.range);
     let tag_count = view
         .tags
         .as_ref()
@@ -427,7 +431,7 @@ pub async fn head_object(
     gw: &Gateway,
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
-    crate::sse::refuse_on_read(&req.headers)?;
+    crate::object::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
     let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), false).await?;
     let served = serve(
@@ -441,7 +445,11 @@ pub async fn head_object(
         i.checksum_mode.as_ref(),
     )?;
     // An SSE-C object answers HEAD only with its key (S3 does too).
-    crate::sse::for_read(gw, view.meta.as_ref(), crate::sse::customer_key_of!(i)?)?;
+    crate::object::sse::for_read(
+        gw,
+        view.meta.as_ref(),
+        crate::object::sse::customer_key_of!(i)?,
+    )?;
     let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {
         version_id: shown.version_id,
         object_lock_mode: shown.lock.0,

@@ -131,7 +131,7 @@ pub async fn check(
             AccessDenied,
             "Access Denied: the file modes do not allow this to the key's uid"
         )),
-        Err(e) => Err(crate::error::meta(e)),
+        Err(e) => Err(crate::http::error::meta(e)),
     }
 }
 

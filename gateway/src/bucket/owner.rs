@@ -15,7 +15,7 @@ use s3s::S3Result;
 use saker_coordinator::access_keys::{is_canonical_id, CanonicalUser};
 use saker_policy::{CannedAcl, ObjectOwnership};
 
-use crate::settings::Bucket;
+use crate::bucket::settings::Bucket;
 use crate::Gateway;
 
 /// The account of the key `access_key` (`None`: anonymous, or a key deleted since).
@@ -31,7 +31,7 @@ pub fn of_bucket(gw: &Gateway, s: &Bucket) -> String {
 /// The account that owns `bucket`, from this gateway's copy of its settings (callers have
 /// looked the bucket up already, or their own request answers NoSuchBucket).
 pub async fn of_bucket_named(gw: &Gateway, bucket: &str) -> S3Result<String> {
-    let s = crate::bucket_access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::access::copy_of(gw, bucket).await?;
     Ok(of_bucket(gw, &s))
 }
 

@@ -1,0 +1,13 @@
+//! Buckets: creating, listing and deleting them ([`buckets`]), and their settings
+//! ([`settings`]) on the S3 API: policy and access ([`access`]), ACLs, CORS, Object Lock,
+//! versioning and lifecycle. Owners of buckets and objects are told by [`owner`].
+
+pub(crate) mod access;
+pub(crate) mod acl;
+pub(crate) mod buckets;
+pub mod cors;
+pub mod lifecycle;
+pub(crate) mod lock;
+pub(crate) mod owner;
+pub mod settings;
+pub(crate) mod versions;

@@ -1,0 +1,11 @@
+//! Objects: PutObject and CopyObject (one shared write sequence), GetObject and HeadObject,
+//! deletes, GetObjectAttributes, tagging, server-side encryption and remote tiers.
+
+pub(crate) mod attributes;
+pub(crate) mod copy;
+pub(crate) mod delete;
+pub(crate) mod get;
+pub(crate) mod put;
+pub(crate) mod sse;
+pub(crate) mod tagging;
+pub(crate) mod tiering;
