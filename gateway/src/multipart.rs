@@ -8,14 +8,13 @@ use saker_rpc::{
     Checksums, MetaError, MetaRequest, MetaResponse, PartRecord, Sse, UploadInfo, Want,
 };
 
+use crate::bucket::owner::identity;
 use crate::http::body::{discard, ingest};
 use crate::http::checksum::{self, Algorithm};
 use crate::http::error;
 use crate::keys::{timestamp, write_key, KeyPath};
 use crate::object::copy::{copy_bytes, copy_range, source, Sealing, SourceConditions};
-use crate::object::put::{
-    declared_from_headers, identity, object_meta, parse_tagging_header, Headers,
-};
+use crate::object::put::{declared_from_headers, object_meta, parse_tagging_header, Headers};
 use crate::Gateway;
 
 /// Smallest part other than the last (S3's limit).
@@ -130,7 +129,7 @@ pub async fn create(
     }
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let settings = crate::bucket::lookup::copy_of(gw, &input.bucket).await?;
     let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
     crate::http::write_headers::check(input.storage_class.as_ref())?;
     let seal = crate::object::sse::for_write_of!(gw, &settings, input)?;
@@ -663,7 +662,7 @@ pub async fn list_uploads(
     req: S3Request<ListMultipartUploadsInput>,
 ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
     let input = req.input;
-    crate::bucket::buckets::bucket_exists(gw, &input.bucket).await?;
+    crate::bucket::lookup::bucket_exists(gw, &input.bucket).await?;
     let of_bucket = crate::bucket::owner::of_bucket_named(gw, &input.bucket).await?;
     let max = input.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
     let prefix = input.prefix.clone().unwrap_or_default();

@@ -208,7 +208,7 @@ impl Access {
             .settings
             .get(bucket)
             .await
-            .map_err(crate::bucket::buckets::settings_error)
+            .map_err(crate::bucket::lookup::settings_error)
     }
 
     /// Whether `who` is of another account than the owner of the bucket of settings `s`.
@@ -534,7 +534,7 @@ pub struct DeniedKeys(pub Arc<std::collections::BTreeSet<String>>);
 /// not exist, else AccessDenied.
 pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()> {
     if let Some(b) = bucket {
-        crate::bucket::buckets::bucket_exists(gw, b).await?;
+        crate::bucket::lookup::bucket_exists(gw, b).await?;
     }
     Err(s3_error!(AccessDenied, "Anonymous access is forbidden"))
 }

@@ -5,29 +5,9 @@
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
-use crate::bucket::buckets::bucket_exists;
-use crate::bucket::settings::{Bucket, Setting};
+use crate::bucket::lookup::{settings, store};
+use crate::bucket::settings::Setting;
 use crate::Gateway;
-
-use crate::bucket::buckets::settings_error as unavailable;
-
-/// The settings of an existing bucket.
-pub async fn settings(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Bucket>> {
-    bucket_exists(gw, bucket).await?;
-    copy_of(gw, bucket).await
-}
-
-/// This gateway's copy of the settings of `bucket`, without asking a metadata node whether
-/// it exists (a bucket that does not has the defaults): for the object read and write paths,
-/// whose own request answers NoSuchBucket.
-pub async fn copy_of(gw: &Gateway, bucket: &str) -> S3Result<std::sync::Arc<Bucket>> {
-    gw.settings.get(bucket).await.map_err(unavailable)
-}
-
-/// Stores one setting of a bucket (`None` removes it).
-pub async fn store(gw: &Gateway, bucket: &str, s: Setting, value: Option<Vec<u8>>) -> S3Result<()> {
-    gw.settings.put(bucket, s, value).await.map_err(unavailable)
-}
 
 fn not_found(code: &'static str, msg: &'static str) -> S3Error {
     let mut e = S3Error::with_message(S3ErrorCode::Custom(code.into()), msg);

@@ -3,11 +3,12 @@
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_namespace::validate_bucket_name;
-use saker_rpc::{FileKind, MetaError, MetaRequest, Want};
+use saker_rpc::{MetaError, MetaRequest};
 
+use crate::bucket::lookup::{bucket_exists, settings_error};
+use crate::bucket::owner::identity;
 use crate::http::error;
 use crate::keys::timestamp;
-use crate::object::put::identity;
 use crate::Gateway;
 
 pub async fn create_bucket(
@@ -118,14 +119,6 @@ pub async fn delete_bucket(
     Ok(S3Response::new(DeleteBucketOutput {}))
 }
 
-pub fn settings_error(e: saker_coordinator::JournalError) -> S3Error {
-    tracing::warn!(error = %e, "bucket settings unavailable");
-    S3Error::with_message(
-        S3ErrorCode::ServiceUnavailable,
-        "bucket settings are unavailable",
-    )
-}
-
 pub async fn head_bucket(
     gw: &Gateway,
     req: S3Request<HeadBucketInput>,
@@ -135,16 +128,6 @@ pub async fn head_bucket(
         bucket_region: Some("us-east-1".into()),
         ..Default::default()
     }))
-}
-
-pub async fn bucket_exists(gw: &Gateway, name: &str) -> S3Result<()> {
-    match gw.cluster.lookup(&[name.to_string()], Want::ATTR).await {
-        Ok(v) if v.attr.kind == FileKind::Dir => Ok(()),
-        Ok(_) | Err(MetaError::NotFound | MetaError::NoSuchBucket) => {
-            Err(S3Error::new(S3ErrorCode::NoSuchBucket))
-        }
-        Err(e) => Err(error::meta(e)),
-    }
 }
 
 pub async fn get_bucket_location(
@@ -215,7 +198,7 @@ pub async fn get_bucket_acl(
     gw: &Gateway,
     req: S3Request<GetBucketAclInput>,
 ) -> S3Result<S3Response<GetBucketAclOutput>> {
-    let s = crate::bucket::access::settings(gw, &req.input.bucket).await?;
+    let s = crate::bucket::lookup::settings(gw, &req.input.bucket).await?;
     let acl = match &s.acl {
         Some(acl) => acl.clone(),
         None => saker_policy::Acl::private(&crate::bucket::owner::of_bucket(gw, &s)),
@@ -232,7 +215,7 @@ pub async fn put_bucket_acl(
     req: S3Request<PutBucketAclInput>,
 ) -> S3Result<S3Response<PutBucketAclOutput>> {
     let i = &req.input;
-    let s = crate::bucket::access::settings(gw, &i.bucket).await?;
+    let s = crate::bucket::lookup::settings(gw, &i.bucket).await?;
     let asked = crate::bucket::acl::acl_request!(i, i.access_control_policy.as_ref());
     let owner = crate::bucket::owner::of_bucket(gw, &s);
     let Some(acl) = crate::bucket::acl::requested(gw, &asked, &owner, &owner).await? else {

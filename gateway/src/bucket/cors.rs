@@ -14,8 +14,8 @@ use s3s::host::SingleDomain;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 use serde::{Deserialize, Serialize};
 
-use crate::bucket::access::{settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::{BucketSettings, Setting};
 use crate::Gateway;
 

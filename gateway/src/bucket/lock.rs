@@ -11,8 +11,8 @@ use saker_rpc::{
     Want,
 };
 
-use crate::bucket::access::{copy_of, settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{copy_of, settings, store};
 use crate::bucket::settings::Bucket;
 use crate::bucket::settings::Setting;
 use crate::http::error;

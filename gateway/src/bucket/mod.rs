@@ -8,6 +8,7 @@ pub(crate) mod buckets;
 pub mod cors;
 pub mod lifecycle;
 pub(crate) mod lock;
+pub(crate) mod lookup;
 pub(crate) mod owner;
 pub mod settings;
 pub(crate) mod versions;

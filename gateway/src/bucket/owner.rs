@@ -31,7 +31,7 @@ pub fn of_bucket(gw: &Gateway, s: &Bucket) -> String {
 /// The account that owns `bucket`, from this gateway's copy of its settings (callers have
 /// looked the bucket up already, or their own request answers NoSuchBucket).
 pub async fn of_bucket_named(gw: &Gateway, bucket: &str) -> S3Result<String> {
-    let s = crate::bucket::access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::lookup::copy_of(gw, bucket).await?;
     Ok(of_bucket(gw, &s))
 }
 
@@ -82,6 +82,13 @@ pub async fn named(gw: &Gateway, id: &str) -> Option<String> {
         }
     }
     gw.keys.get(id).map(|k| k.access_key)
+}
+
+/// The uid/gid an authenticated request acts as.
+pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u32) {
+    creds
+        .and_then(|c| gw.keys.with(&c.access_key, |k| (k.uid, k.gid)))
+        .unwrap_or((0, 0))
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use saker_rpc::{
     VersionKind, Versioning, Want, NULL_VERSION,
 };
 
-use crate::bucket::access::{settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::Setting;
 use crate::http::error;
 use crate::keys::{map_key, timestamp};
@@ -27,7 +27,7 @@ use crate::Gateway;
 /// keeps none, and the operation answers NoSuchBucket as before), with the settings version
 /// that is decided under.
 pub async fn of_bucket(gw: &Gateway, bucket: &str) -> S3Result<Decided> {
-    let s = crate::bucket::access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::lookup::copy_of(gw, bucket).await?;
     Ok(Decided::under(s.versioning, s.settings_version))
 }
 
@@ -58,8 +58,8 @@ pub async fn redecide(
     gw.settings
         .reload()
         .await
-        .map_err(crate::bucket::buckets::settings_error)?;
-    let now = crate::bucket::access::copy_of(gw, bucket).await?;
+        .map_err(crate::bucket::lookup::settings_error)?;
+    let now = crate::bucket::lookup::copy_of(gw, bucket).await?;
     let same = now.object_lock == was.object_lock && now.encryption == was.encryption;
     Ok(same.then_some(now))
 }

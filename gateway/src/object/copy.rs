@@ -8,11 +8,12 @@ use saker_client::sealed::{self, DataKey};
 use saker_client::{ChunkWriter, ReadRange, Written};
 use saker_rpc::{Checksums, NewObject, ObjectView, Sse, Want};
 
+use crate::bucket::owner::identity;
 use crate::http::checksum::Algorithm;
 use crate::http::error;
 use crate::keys::{timestamp, write_key};
 use crate::object::get::check_read_conditions;
-use crate::object::put::{identity, object_meta, parse_tagging_header, Headers};
+use crate::object::put::{object_meta, parse_tagging_header, Headers};
 use crate::Gateway;
 
 pub struct SourceConditions<'a> {
@@ -125,7 +126,7 @@ pub async fn copy_object(
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let settings = crate::bucket::lookup::copy_of(gw, &input.bucket).await?;
     let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
     let tier =
         crate::object::tiering::requested_tier(gw, input.storage_class.as_ref(), dst.dir_marker)

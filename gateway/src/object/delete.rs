@@ -35,7 +35,7 @@ pub(crate) async fn delete_one(
         }
         Err(_) => {
             // No such key can exist; still tell a missing bucket apart.
-            crate::bucket::buckets::bucket_exists(gw, bucket).await?;
+            crate::bucket::lookup::bucket_exists(gw, bucket).await?;
             return Ok(Deleted::default());
         }
     };
@@ -63,7 +63,7 @@ pub(crate) async fn delete_one(
                 gw.settings
                     .reload()
                     .await
-                    .map_err(crate::bucket::buckets::settings_error)?;
+                    .map_err(crate::bucket::lookup::settings_error)?;
             }
             answer => break answer,
         }
@@ -109,7 +109,7 @@ pub async fn delete_objects(
         .unwrap_or_default();
     let bypass = crate::bucket::lock::bypass(&req);
     let input = req.input;
-    crate::bucket::buckets::bucket_exists(gw, &input.bucket).await?;
+    crate::bucket::lookup::bucket_exists(gw, &input.bucket).await?;
     if input.delete.objects.len() > 1000 {
         return Err(s3s::s3_error!(
             MalformedXML,

@@ -366,7 +366,7 @@ async fn read_view(
         acl: false,
     };
     // One look at this gateway's copy of the bucket's settings (no metadata request).
-    let s = crate::bucket::access::copy_of(gw, bucket).await?;
+    let s = crate::bucket::lookup::copy_of(gw, bucket).await?;
     // The lock is asked for in a bucket with Object Lock only.
     let want = want.with_lock(s.object_lock.is_some());
     let view = crate::bucket::versions::lookup(gw, bucket, key, version, want).await?;

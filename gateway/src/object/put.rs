@@ -90,13 +90,6 @@ pub fn declared_from_headers(req_headers: &http::HeaderMap) -> (Option<String>, 
     (alg, trailer)
 }
 
-/// The uid/gid an authenticated request acts as.
-pub fn identity(gw: &Gateway, creds: Option<&s3s::auth::Credentials>) -> (u32, u32) {
-    creds
-        .and_then(|c| gw.keys.with(&c.access_key, |k| (k.uid, k.gid)))
-        .unwrap_or((0, 0))
-}
-
 /// Stores `obj` (its bytes are `written`) at `kp` in `bucket` as a new version, with
 /// condition `cond`, decided under `settings`: the write an object's PUT and copy share. A
 /// write refused because the bucket's settings changed since is decided again under the new
@@ -163,13 +156,13 @@ pub async fn put_object(
     gw: &Gateway,
     req: S3Request<PutObjectInput>,
 ) -> S3Result<S3Response<PutObjectOutput>> {
-    let (uid, gid) = identity(gw, req.credentials.as_ref());
+    let (uid, gid) = crate::bucket::owner::identity(gw, req.credentials.as_ref());
     let (algorithm, trailer) = declared_from_headers(&req.headers);
     let input = req.input;
     let kp = write_key(&input.bucket, &input.key)?;
     let tags = parse_tagging_header(input.tagging.as_deref())?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());
-    let settings = crate::bucket::access::copy_of(gw, &input.bucket).await?;
+    let settings = crate::bucket::lookup::copy_of(gw, &input.bucket).await?;
     let acl = crate::bucket::acl::upload_acl!(gw, &settings, input, writer)?;
     let tier =
         crate::object::tiering::requested_tier(gw, input.storage_class.as_ref(), kp.dir_marker)

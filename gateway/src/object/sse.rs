@@ -13,8 +13,8 @@ use saker_client::sealed::{DataKey, WrappingKey};
 use saker_client::{Cluster, DataStream, ReadRange};
 use saker_rpc::{ObjectMeta, ObjectView, Sse};
 
-use crate::bucket::access::{settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::{Bucket, Setting};
 use crate::Gateway;
 

@@ -4,8 +4,8 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_rpc::{MetaRequest, Want};
 
-use crate::bucket::access::{settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::Setting;
 use crate::bucket::versions;
 use crate::http::error;
@@ -212,7 +212,7 @@ pub async fn put_object_acl(
     };
     let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     // The object was found: its bucket exists.
-    let s = crate::bucket::access::copy_of(gw, &i.bucket).await?;
+    let s = crate::bucket::lookup::copy_of(gw, &i.bucket).await?;
     let bucket_owner = crate::bucket::owner::of_bucket(gw, &s);
     // The object keeps its owner; only the grants change.
     let owner = crate::bucket::acl::of_object(view.acl.as_deref(), &bucket_owner).owner;

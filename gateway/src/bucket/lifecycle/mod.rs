@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
-use crate::bucket::access::{settings, store};
-use crate::bucket::buckets::bucket_exists;
+use crate::bucket::lookup::bucket_exists;
+use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::Setting;
 use crate::http::error;
 use crate::Gateway;
