@@ -7,7 +7,8 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::bucket::access as bucket_access;
 use crate::bucket::buckets as bucket;
-use crate::bucket::{cors, lifecycle, lock, versions};
+use crate::bucket::lifecycle::config as lifecycle;
+use crate::bucket::{cors, lock, versions};
 use crate::metrics::timed;
 use crate::object::{attributes, copy, delete, get, put, sse, tagging};
 use crate::{list, multipart, Gateway};

@@ -6,6 +6,7 @@ pub(crate) mod access;
 pub(crate) mod acl;
 pub(crate) mod buckets;
 pub mod cors;
+pub mod cors_rules;
 pub mod lifecycle;
 pub(crate) mod lock;
 pub(crate) mod lookup;

@@ -107,13 +107,13 @@ pub struct Bucket {
     /// The bucket's tag set (PutBucketTagging), in the order it was put.
     pub tags: Option<Vec<(String, String)>>,
     /// CORS rules (PutBucketCors).
-    pub cors: Option<Vec<crate::bucket::cors::Rule>>,
+    pub cors: Option<Vec<crate::bucket::cors_rules::Rule>>,
     /// Whether the bucket keeps versions (`Off` until PutBucketVersioning).
     pub versioning: saker_rpc::Versioning,
     /// The Object Lock configuration, once Object Lock is enabled (it stays enabled).
     pub object_lock: Option<saker_rpc::LockConfig>,
     /// Lifecycle rules (PutBucketLifecycleConfiguration).
-    pub lifecycle: Option<Arc<Vec<crate::bucket::lifecycle::Rule>>>,
+    pub lifecycle: Option<Arc<Vec<crate::bucket::lifecycle::rules::Rule>>>,
     /// The default encryption of new objects (PutBucketEncryption): `AES256`, SSE-S3.
     pub encryption: Option<String>,
     /// The settings version `versioning`, `object_lock` and `encryption` were sealed under

@@ -374,7 +374,7 @@ async fn read_view(
     let expiration = match version {
         None => {
             let tags = view.tags.as_deref().unwrap_or(&[]);
-            crate::bucket::lifecycle::expiration_header(&s, key, &view.attr, tags)
+            crate::bucket::lifecycle::rules::expiration_header(&s, key, &view.attr, tags)
         }
         Some(_) => None,
     };

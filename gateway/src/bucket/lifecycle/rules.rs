@@ -2,6 +2,8 @@
 //! (PutBucketLifecycleConfiguration), given back as they were put, and asked what they do to
 //! one object.
 
+use std::time::Duration;
+
 use s3s::dto::*;
 use s3s::{s3_error, S3Result};
 use serde::{Deserialize, Serialize};
@@ -489,6 +491,40 @@ fn rule_dto(r: &Rule) -> LifecycleRule {
         }),
     }
 }
+
+/// The `x-amz-expiration` of a current object (`expiry-date="…", rule-id="…"`): the earliest
+/// expiration any enabled rule gives it.
+pub fn expiration_header(
+    s: &crate::bucket::settings::Bucket,
+    key: &str,
+    attr: &saker_rpc::Attr,
+    tags: &[(String, String)],
+) -> Option<String> {
+    let rules = s.lifecycle.as_ref()?;
+    let facts = ObjectFacts {
+        key,
+        size: attr.size,
+        tags,
+    };
+    // Always in real days rounded up to the next midnight UTC, as S3 (and RGW, whatever
+    // its lc_debug_interval) announce it.
+    let day = DAY.as_nanos() as i64;
+    let first = rules
+        .iter()
+        .filter(|r| r.enabled && r.filter.matches(&facts))
+        .filter_map(|r| r.expires_at(attr.s3_mtime_ns, day).map(|t| (t, &r.id)))
+        .min();
+    let (at, id) = first?;
+    let at = at
+        .saturating_add(day - 1)
+        .div_euclid(day)
+        .saturating_mul(day);
+    let date = crate::keys::format_http_date(&crate::keys::timestamp(at)).unwrap_or_default();
+    Some(format!("expiry-date=\"{date}\", rule-id=\"{id}\""))
+}
+
+/// A real day: `x-amz-expiration` counts in these, whatever a pass's day is.
+pub const DAY: Duration = Duration::from_secs(86_400);
 
 #[cfg(test)]
 mod tests {

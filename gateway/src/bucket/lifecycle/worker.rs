@@ -244,7 +244,7 @@ pub(super) async fn pass(
     let mut walk = Walk::new(rate, state.clone());
     let mut sum = Summary::default();
     let at = At { now_ns, day_ns };
-    for (bucket, rules) in super::configured(gw, only).await? {
+    for (bucket, rules) in super::config::configured(gw, only).await? {
         if resume.as_ref().is_some_and(|c| bucket < c.bucket) {
             continue;
         }
