@@ -533,8 +533,10 @@ pub async fn complete(
         Some(&upload.meta),
         crate::object::sse::customer_key_of!(input)?,
     )?;
-    let cond =
-        crate::object::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    let cond = crate::object::conditions::write_cond(
+        input.if_match.as_ref(),
+        input.if_none_match.as_ref(),
+    );
     let versioning = crate::bucket::versions::of_bucket(gw, &input.bucket).await?;
     let declared = Checksums {
         crc32: input.checksum_crc32.clone(),

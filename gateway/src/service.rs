@@ -9,9 +9,11 @@ use crate::bucket::access as bucket_access;
 use crate::bucket::buckets as bucket;
 use crate::bucket::lifecycle::config as lifecycle;
 use crate::bucket::{cors, lock, versions};
+use crate::list::objects as list;
+use crate::list::versions as list_versions;
 use crate::metrics::timed;
 use crate::object::{attributes, copy, delete, get, put, sse, tagging};
-use crate::{list, multipart, Gateway};
+use crate::{multipart, Gateway};
 
 const REQUEST_ID: &str = "x-amz-request-id";
 
@@ -294,7 +296,7 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         run(
             "ListObjectVersions",
-            versions::list_object_versions(self, req),
+            list_versions::list_object_versions(self, req),
         )
         .await
     }

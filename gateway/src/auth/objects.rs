@@ -14,7 +14,7 @@ impl Access {
         key: &str,
         want: saker_rpc::Want,
     ) -> S3Result<Option<saker_rpc::ObjectView>> {
-        match crate::object::get::lookup_object(&self.gw, bucket, key, want).await {
+        match crate::object::lookup::lookup_object(&self.gw, bucket, key, want).await {
             Ok(view) => Ok(Some(view)),
             Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(None),
             Err(e) => Err(e),
@@ -76,8 +76,8 @@ impl Access {
         want: saker_rpc::Want,
     ) -> S3Result<Option<saker_rpc::ObjectView>> {
         let found = match version {
-            None => crate::object::get::lookup_object(&self.gw, bucket, key, want).await,
-            Some(v) => crate::bucket::versions::lookup(&self.gw, bucket, key, Some(v), want).await,
+            None => crate::object::lookup::lookup_object(&self.gw, bucket, key, want).await,
+            Some(v) => crate::object::lookup::lookup(&self.gw, bucket, key, Some(v), want).await,
         };
         match found {
             Ok(view) => Ok(Some(view)),

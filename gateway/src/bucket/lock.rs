@@ -274,7 +274,7 @@ async fn get(
     version_id: Option<&str>,
 ) -> S3Result<ObjectLock> {
     let want = Want::ATTR.with_lock(true);
-    let view = crate::bucket::versions::lookup(gw, bucket, key, version_id, want).await?;
+    let view = crate::object::lookup::lookup(gw, bucket, key, version_id, want).await?;
     Ok(view.lock.unwrap_or_default())
 }
 

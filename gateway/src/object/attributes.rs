@@ -56,7 +56,7 @@ pub async fn get_object_attributes(
     let wants = |name: &str| names.iter().any(|n| n == name);
     let vid = input.version_id.as_deref();
     let view =
-        crate::bucket::versions::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
+        crate::object::lookup::lookup(gw, &input.bucket, &input.key, vid, Want::HEAD).await?;
     // An SSE-C object shows its attributes only to holders of its key.
     crate::object::sse::for_read(
         gw,

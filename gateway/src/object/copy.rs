@@ -12,7 +12,7 @@ use crate::bucket::owner::identity;
 use crate::http::checksum::Algorithm;
 use crate::http::error;
 use crate::keys::{timestamp, write_key};
-use crate::object::get::check_read_conditions;
+use crate::object::conditions::check_read_conditions;
 use crate::object::put::{object_meta, parse_tagging_header, Headers};
 use crate::Gateway;
 
@@ -47,7 +47,7 @@ pub async fn source(
             ))
         }
     };
-    let view = crate::bucket::versions::lookup(gw, &bucket, &key, version.as_deref(), want).await?;
+    let view = crate::object::lookup::lookup(gw, &bucket, &key, version.as_deref(), want).await?;
     check_read_conditions(
         &view.attr.etag,
         view.attr.s3_mtime_ns,
@@ -122,7 +122,7 @@ pub async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     let (uid, gid) = identity(gw, req.credentials.as_ref());
-    let dst_cond = crate::object::get::header_write_cond(&req.headers)?;
+    let dst_cond = crate::object::conditions::header_write_cond(&req.headers)?;
     let input = req.input;
     let dst = write_key(&input.bucket, &input.key)?;
     let writer = req.credentials.as_ref().map(|c| c.access_key.as_str());

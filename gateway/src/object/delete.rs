@@ -86,7 +86,7 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let bypass = crate::bucket::lock::bypass(&req);
     let i = req.input;
-    let cond = crate::object::get::write_cond(i.if_match.as_ref(), None);
+    let cond = crate::object::conditions::write_cond(i.if_match.as_ref(), None);
     let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id, bypass).await?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: d.delete_marker.then_some(true),
@@ -130,7 +130,7 @@ pub async fn delete_objects(
                 // An ETag named with the key must match the object's (S3's conditional
                 // delete).
                 let named = obj.e_tag.clone().map(ETagCondition::ETag);
-                let cond = crate::object::get::write_cond(named.as_ref(), None);
+                let cond = crate::object::conditions::write_cond(named.as_ref(), None);
                 let vid = obj.version_id.clone();
                 let r = delete_one(gw, bucket, &obj.key, cond, vid, bypass).await;
                 (obj, r)

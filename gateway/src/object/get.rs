@@ -8,140 +8,12 @@ use s3s::dto::{
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use saker_client::ReadRange;
-use saker_rpc::{
-    Checksums, EtagCond, FileKind, MetaError, ObjectMeta, ObjectView, Want, WriteCond,
-};
+use saker_rpc::{Checksums, ObjectMeta, ObjectView, Want};
 
 use crate::http::checksum::{self, Algorithm};
-use crate::http::error;
-use crate::keys::{map_key, parse_http_date, secs, timestamp, timestamp_secs};
+use crate::keys::{parse_http_date, timestamp};
+use crate::object::conditions::check_read_conditions;
 use crate::Gateway;
-
-/// Looks up the object a key names: a file, or an explicit directory's marker for `d/`.
-/// An unmappable key, a directory for a plain key, or an implicit directory is NoSuchKey.
-pub async fn lookup_object(
-    gw: &Gateway,
-    bucket: &str,
-    key: &str,
-    want: Want,
-) -> S3Result<ObjectView> {
-    let kp = match map_key(bucket, key) {
-        Ok(kp) => kp,
-        Err(saker_namespace::KeyError::Bucket(_)) => {
-            return Err(S3Error::new(S3ErrorCode::NoSuchBucket))
-        }
-        Err(_) => return Err(S3Error::new(S3ErrorCode::NoSuchKey)),
-    };
-    let view = gw
-        .cluster
-        .lookup(&kp.path, want)
-        .await
-        .map_err(|e| match e {
-            MetaError::NoSuchBucket => S3Error::new(S3ErrorCode::NoSuchBucket),
-            e => error::meta(e),
-        })?;
-    let is_object = match view.attr.kind {
-        FileKind::File => !kp.dir_marker,
-        FileKind::Dir => kp.dir_marker && !view.attr.implicit,
-        FileKind::Symlink
-        | FileKind::Fifo
-        | FileKind::Socket
-        | FileKind::CharDevice(_)
-        | FileKind::BlockDevice(_) => false,
-    };
-    if !is_object {
-        return Err(S3Error::new(S3ErrorCode::NoSuchKey));
-    }
-    Ok(view)
-}
-
-fn etag_matches(cond: &ETagCondition, etag: &str) -> bool {
-    match cond {
-        ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value().trim_matches('"') == etag,
-    }
-}
-
-/// Read preconditions in S3's precedence: If-Match over If-Unmodified-Since (412),
-/// If-None-Match over If-Modified-Since (304 for GET/HEAD).
-pub fn check_read_conditions(
-    etag: &str,
-    mtime_ns: i64,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-    not_modified: S3ErrorCode,
-) -> S3Result<()> {
-    let mtime = secs(mtime_ns);
-    match if_match {
-        Some(c) if !etag_matches(c, etag) => {
-            return Err(S3Error::new(S3ErrorCode::PreconditionFailed))
-        }
-        Some(_) => {}
-        None => {
-            if let Some(t) = if_unmodified_since {
-                if mtime > timestamp_secs(t) {
-                    return Err(S3Error::new(S3ErrorCode::PreconditionFailed));
-                }
-            }
-        }
-    }
-    let unchanged = match if_none_match {
-        Some(c) => etag_matches(c, etag),
-        None => if_modified_since.is_some_and(|t| mtime <= timestamp_secs(t)),
-    };
-    if unchanged {
-        let mut e = S3Error::new(not_modified.clone());
-        if not_modified == S3ErrorCode::NotModified {
-            // A 304 carries the validators of the current representation.
-            let mut headers = http::HeaderMap::new();
-            if let Ok(v) = http::HeaderValue::from_str(&format!("\"{etag}\"")) {
-                headers.insert(http::header::ETAG, v);
-            }
-            if let Some(v) = crate::keys::format_http_date(&timestamp(mtime_ns))
-                .and_then(|d| http::HeaderValue::from_str(&d).ok())
-            {
-                headers.insert(http::header::LAST_MODIFIED, v);
-            }
-            e.set_headers(headers);
-        }
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// A conditional write's `If-Match`/`If-None-Match`, for the MNode to check in the batch that
-/// applies the write (so of racing writers only those whose condition held win).
-pub fn write_cond(
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-) -> Option<WriteCond> {
-    let conv = |c: &ETagCondition| match c {
-        ETagCondition::Any => EtagCond::Any,
-        ETagCondition::ETag(e) => EtagCond::Is(e.value().trim_matches('"').to_string()),
-    };
-    (if_match.is_some() || if_none_match.is_some()).then(|| WriteCond {
-        if_match: if_match.map(conv),
-        if_none_match: if_none_match.map(conv),
-    })
-}
-
-/// The write conditions of a request whose input does not carry them (CopyObject's
-/// destination), from its headers.
-pub fn header_write_cond(headers: &http::HeaderMap) -> S3Result<Option<WriteCond>> {
-    let parse = |name: &str| -> S3Result<Option<ETagCondition>> {
-        headers
-            .get(name)
-            .map(|v| {
-                ETagCondition::parse_http_header(v.as_bytes())
-                    .map_err(|_| s3_error!(InvalidArgument, "{name} is not an ETag or *"))
-            })
-            .transpose()
-    };
-    let (m, n) = (parse("if-match")?, parse("if-none-match")?);
-    Ok(write_cond(m.as_ref(), n.as_ref()))
-}
 
 fn invalid_part_number() -> S3Error {
     S3Error::with_message(
@@ -369,7 +241,7 @@ async fn read_view(
     let s = crate::bucket::lookup::copy_of(gw, bucket).await?;
     // The lock is asked for in a bucket with Object Lock only.
     let want = want.with_lock(s.object_lock.is_some());
-    let view = crate::bucket::versions::lookup(gw, bucket, key, version, want).await?;
+    let view = crate::object::lookup::lookup(gw, bucket, key, version, want).await?;
     // Lifecycle expiration is announced for current objects.
     let expiration = match version {
         None => {

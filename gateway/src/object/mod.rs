@@ -2,9 +2,11 @@
 //! deletes, GetObjectAttributes, tagging, server-side encryption and remote tiers.
 
 pub(crate) mod attributes;
+pub(crate) mod conditions;
 pub(crate) mod copy;
 pub(crate) mod delete;
 pub(crate) mod get;
+pub(crate) mod lookup;
 pub(crate) mod put;
 pub(crate) mod sse;
 pub(crate) mod tagging;

@@ -174,8 +174,10 @@ pub async fn put_object(
         input.object_lock_retain_until_date.as_ref(),
         input.object_lock_legal_hold_status.as_ref(),
     )?;
-    let cond =
-        crate::object::get::write_cond(input.if_match.as_ref(), input.if_none_match.as_ref());
+    let cond = crate::object::conditions::write_cond(
+        input.if_match.as_ref(),
+        input.if_none_match.as_ref(),
+    );
     if cond.is_some() && kp.dir_marker {
         return Err(s3_error!(
             NotImplemented,

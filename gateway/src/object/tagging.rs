@@ -7,9 +7,9 @@ use saker_rpc::{MetaRequest, Want};
 use crate::bucket::lookup::bucket_exists;
 use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::Setting;
-use crate::bucket::versions;
 use crate::http::error;
 use crate::keys::write_key;
+use crate::object::lookup::lookup;
 use crate::Gateway;
 
 /// S3's limits: at most 10 tags, keys 1–128 and values 0–256 characters, unique keys.
@@ -119,7 +119,7 @@ pub async fn put(
     let tags = pairs(input.tagging);
     validate_tags(&tags)?;
     let version = input.version_id.as_deref();
-    versions::lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
+    lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
     let r = MetaRequest::PutTags {
         path: kp.path.clone(),
@@ -138,7 +138,7 @@ pub async fn get(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let input = req.input;
-    let view = versions::lookup(
+    let view = lookup(
         gw,
         &input.bucket,
         &input.key,
@@ -167,7 +167,7 @@ pub async fn delete(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
     let version = input.version_id.as_deref();
-    versions::lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
+    lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
     let kp = write_key(&input.bucket, &input.key)?;
     let r = MetaRequest::PutTags {
         path: kp.path.clone(),
@@ -190,7 +190,7 @@ pub async fn get_object_acl(
         ..Want::ATTR
     };
     let i = &req.input;
-    let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
+    let view = lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     let bucket_owner = crate::bucket::owner::of_bucket_named(gw, &req.input.bucket).await?;
     let acl = crate::bucket::acl::of_object(view.acl.as_deref(), &bucket_owner);
     let (owner, grants) = crate::bucket::acl::to_dto(gw, &acl).await;
@@ -210,7 +210,7 @@ pub async fn put_object_acl(
         acl: true,
         ..Want::ATTR
     };
-    let view = versions::lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
+    let view = lookup(gw, &i.bucket, &i.key, i.version_id.as_deref(), want).await?;
     // The object was found: its bucket exists.
     let s = crate::bucket::lookup::copy_of(gw, &i.bucket).await?;
     let bucket_owner = crate::bucket::owner::of_bucket(gw, &s);

@@ -100,7 +100,7 @@ pub async fn restore_object(
             "Days must be a positive integer"
         ));
     }
-    let view = crate::bucket::versions::lookup(
+    let view = crate::object::lookup::lookup(
         gw,
         &i.bucket,
         &i.key,
@@ -118,7 +118,7 @@ pub async fn restore_object(
     let noncurrent = match i.version_id {
         None => false,
         Some(_) => {
-            crate::bucket::versions::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR)
+            crate::object::lookup::lookup(gw, &i.bucket, &i.key, None, saker_rpc::Want::ATTR)
                 .await
                 .map_or(true, |current| current.attr.id != view.attr.id)
         }

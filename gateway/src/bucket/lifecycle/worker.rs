@@ -310,7 +310,7 @@ async fn tags_of(gw: &Gateway, bucket: &str, key: &str) -> Vec<(String, String)>
         tags: true,
         ..Want::ATTR
     };
-    crate::object::get::lookup_object(gw, bucket, key, want)
+    crate::object::lookup::lookup_object(gw, bucket, key, want)
         .await
         .ok()
         .and_then(|v| v.tags)
@@ -518,7 +518,7 @@ async fn plan(
     rules: &[Rule],
     at: At,
 ) -> Vec<Act> {
-    let current = crate::object::get::lookup_object(gw, bucket, key, Want::ATTR)
+    let current = crate::object::lookup::lookup_object(gw, bucket, key, Want::ATTR)
         .await
         .ok();
     let noncurrent: Vec<&VersionEntry> = list
