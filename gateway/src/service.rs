@@ -7,12 +7,20 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::bucket::access as bucket_access;
 use crate::bucket::buckets as bucket;
+use crate::bucket::cors;
 use crate::bucket::lifecycle::config as lifecycle;
-use crate::bucket::{cors, lock, versions};
+use crate::bucket::lock;
+use crate::bucket::versions;
 use crate::list::objects as list;
 use crate::list::versions as list_versions;
 use crate::metrics::timed;
-use crate::object::{attributes, copy, delete, get, put, sse, tagging};
+use crate::object::attributes;
+use crate::object::copy;
+use crate::object::delete;
+use crate::object::get;
+use crate::object::put;
+use crate::object::sse;
+use crate::object::tagging;
 use crate::{multipart, Gateway};
 
 const REQUEST_ID: &str = "x-amz-request-id";

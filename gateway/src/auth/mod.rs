@@ -48,11 +48,11 @@ mod context;
 mod objects;
 mod posix;
 
-pub(crate) use context::query_pairs;
 use context::{fill_context, Wanted};
 pub use context::{parts, peer_of, Context};
 
 use crate::bucket::settings::Bucket;
+use crate::http::path::query_pairs;
 use crate::Gateway;
 
 pub struct KeyAuth {

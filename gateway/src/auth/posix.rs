@@ -101,7 +101,7 @@ pub async fn check(
         (S3Path::Bucket { bucket }, Need::List) => {
             let prefix = query
                 .into_iter()
-                .flat_map(crate::auth::query_pairs)
+                .flat_map(crate::http::path::query_pairs)
                 .find_map(|(k, v)| (k == "prefix").then_some(v))
                 .unwrap_or_default();
             let dir = prefix.rfind('/').map_or("", |i| &prefix[..=i]);

@@ -71,7 +71,7 @@ impl Cors {
     }
 
     fn bucket<B>(&self, req: &http::Request<B>) -> Option<String> {
-        match crate::http::route::s3_path(req.uri(), req.headers(), self.domain.as_ref()) {
+        match crate::http::path::s3_path(req.uri(), req.headers(), self.domain.as_ref()) {
             Ok(p) => p.get_bucket_name().map(str::to_string),
             Err(_) => None,
         }

@@ -6,6 +6,7 @@ pub(crate) mod body;
 pub(crate) mod checksum;
 pub mod error;
 pub mod limits;
+pub(crate) mod path;
 pub mod request_log;
 pub(crate) mod route;
 pub(crate) mod scope_region;

@@ -164,7 +164,7 @@ pub fn input(
                 .map_err(|_| s3_error!(InvalidArgument, "Invalid attribute name specified."))
         })
         .collect::<S3Result<Vec<_>>>()?;
-    let version_id = crate::http::route::query_value(uri, "versionId");
+    let version_id = crate::http::path::query_value(uri, "versionId");
     Ok(GetObjectAttributesInput {
         bucket: bucket.into(),
         key: key.into(),

@@ -246,7 +246,12 @@ async fn read_view(
     let expiration = match version {
         None => {
             let tags = view.tags.as_deref().unwrap_or(&[]);
-            crate::bucket::lifecycle::rules::expiration_header(&s, key, &view.attr, tags)
+            crate::bucket::lifecycle::rules::expiration_header(
+                s.lifecycle.as_deref().map(|r| r.as_slice()),
+                key,
+                &view.attr,
+                tags,
+            )
         }
         Some(_) => None,
     };

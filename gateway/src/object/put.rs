@@ -234,9 +234,12 @@ pub async fn put_object(
     )
     .await?;
     let expiration = match kp.dir_marker {
-        false => {
-            crate::bucket::lifecycle::rules::expiration_header(&settings, &input.key, &attr, &tags)
-        }
+        false => crate::bucket::lifecycle::rules::expiration_header(
+            settings.lifecycle.as_deref().map(|r| r.as_slice()),
+            &input.key,
+            &attr,
+            &tags,
+        ),
         true => None,
     };
     let s = got.sums;

@@ -492,15 +492,15 @@ fn rule_dto(r: &Rule) -> LifecycleRule {
     }
 }
 
-/// The `x-amz-expiration` of a current object (`expiry-date="…", rule-id="…"`): the earliest
-/// expiration any enabled rule gives it.
+/// The `x-amz-expiration` of a current object (`expiry-date="…", rule-id="…"`) in a bucket
+/// with lifecycle `rules`: the earliest expiration any enabled rule gives it.
 pub fn expiration_header(
-    s: &crate::bucket::settings::Bucket,
+    rules: Option<&[Rule]>,
     key: &str,
     attr: &saker_rpc::Attr,
     tags: &[(String, String)],
 ) -> Option<String> {
-    let rules = s.lifecycle.as_ref()?;
+    let rules = rules?;
     let facts = ObjectFacts {
         key,
         size: attr.size,
