@@ -14,6 +14,7 @@ use crate::bucket::versions;
 use crate::list::objects as list;
 use crate::list::versions as list_versions;
 use crate::metrics::timed;
+use crate::multipart::{complete, create, list as parts, part, upload};
 use crate::object::attributes;
 use crate::object::copy;
 use crate::object::delete;
@@ -21,7 +22,7 @@ use crate::object::get;
 use crate::object::put;
 use crate::object::sse;
 use crate::object::tagging;
-use crate::{multipart, Gateway};
+use crate::Gateway;
 
 const REQUEST_ID: &str = "x-amz-request-id";
 
@@ -242,43 +243,43 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        run("CreateMultipartUpload", multipart::create(self, req)).await
+        run("CreateMultipartUpload", create::create(self, req)).await
     }
     async fn upload_part(
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        run("UploadPart", multipart::upload_part(self, req)).await
+        run("UploadPart", part::upload_part(self, req)).await
     }
     async fn upload_part_copy(
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        run("UploadPartCopy", multipart::upload_part_copy(self, req)).await
+        run("UploadPartCopy", part::upload_part_copy(self, req)).await
     }
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        run("CompleteMultipartUpload", multipart::complete(self, req)).await
+        run("CompleteMultipartUpload", complete::complete(self, req)).await
     }
     async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        run("AbortMultipartUpload", multipart::abort(self, req)).await
+        run("AbortMultipartUpload", upload::abort(self, req)).await
     }
     async fn list_parts(
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        run("ListParts", multipart::list_parts(self, req)).await
+        run("ListParts", parts::list_parts(self, req)).await
     }
     async fn list_multipart_uploads(
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        run("ListMultipartUploads", multipart::list_uploads(self, req)).await
+        run("ListMultipartUploads", parts::list_uploads(self, req)).await
     }
     async fn put_object_tagging(
         &self,

@@ -13,7 +13,7 @@ use crate::http::checksum::Algorithm;
 use crate::http::error;
 use crate::keys::{timestamp, write_key};
 use crate::object::conditions::check_read_conditions;
-use crate::object::put::{object_meta, parse_tagging_header, Headers};
+use crate::object::write::{headers_of, object_meta, parse_tagging_header};
 use crate::Gateway;
 
 pub struct SourceConditions<'a> {
@@ -186,16 +186,7 @@ pub async fn copy_object(
     }
     let src_meta = view.meta.clone().unwrap_or_default();
     let mut meta = if replace_meta {
-        object_meta(Headers {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            expires: input.expires,
-            website_redirect: input.website_redirect_location,
-            metadata: input.metadata,
-        })
+        object_meta(headers_of!(input))
     } else {
         src_meta.clone()
     };
@@ -244,7 +235,7 @@ pub async fn copy_object(
         lock: lock.filter(|_| !dst.dir_marker),
         acl,
     };
-    let (attr, versioning) = crate::object::put::store_object(
+    let (attr, versioning) = crate::object::write::store_object(
         gw,
         &input.bucket,
         &dst,

@@ -11,3 +11,4 @@ pub(crate) mod put;
 pub(crate) mod sse;
 pub(crate) mod tagging;
 pub(crate) mod tiering;
+pub(crate) mod write;

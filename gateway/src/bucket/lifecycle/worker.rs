@@ -635,7 +635,9 @@ async fn uploads(
                         })
                 });
                 if due {
-                    let r = crate::multipart::abort_upload(gw, bucket, &u.key, &u.upload_id).await;
+                    let r =
+                        crate::multipart::upload::abort_upload(gw, bucket, &u.key, &u.upload_id)
+                            .await;
                     count(sum, r.map_err(|e| format!("{e:?}")), |s| {
                         &mut s.uploads_aborted
                     });
