@@ -7,8 +7,9 @@ use s3s::dto::{
     StreamingBlob, Timestamp,
 };
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use saker_client::sealed::DataKey;
 use saker_client::ReadRange;
-use saker_rpc::{Checksums, ObjectMeta, ObjectView, Want};
+use saker_rpc::{Checksums, ObjectMeta, ObjectView, Sse, Want};
 
 use crate::http::checksum::{self, Algorithm};
 use crate::keys::{parse_http_date, timestamp};
@@ -137,30 +138,60 @@ struct Served {
     checksum_type: Option<ChecksumType>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn serve(
-    view: &ObjectView,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-    range: Option<&Range>,
+/// What a GetObject or a HeadObject asks, borrowed from its input ([`read_of`]).
+struct Read<'a> {
+    bucket: &'a str,
+    key: &'a str,
+    version_id: Option<&'a str>,
+    if_match: Option<&'a ETagCondition>,
+    if_none_match: Option<&'a ETagCondition>,
+    if_modified_since: Option<&'a Timestamp>,
+    if_unmodified_since: Option<&'a Timestamp>,
+    range: Option<&'a Range>,
     part_number: Option<i32>,
-    checksum_mode: Option<&ChecksumMode>,
-) -> S3Result<Served> {
+    checksum_mode: Option<&'a ChecksumMode>,
+    /// The SSE-C algorithm, key and key MD5.
+    customer: [Option<&'a str>; 3],
+}
+
+/// The [`Read`] of a `GetObjectInput` or `HeadObjectInput` (their fields have the same names).
+macro_rules! read_of {
+    ($i:expr) => {
+        Read {
+            bucket: &$i.bucket,
+            key: &$i.key,
+            version_id: $i.version_id.as_deref(),
+            if_match: $i.if_match.as_ref(),
+            if_none_match: $i.if_none_match.as_ref(),
+            if_modified_since: $i.if_modified_since.as_ref(),
+            if_unmodified_since: $i.if_unmodified_since.as_ref(),
+            range: $i.range.as_ref(),
+            part_number: $i.part_number,
+            checksum_mode: $i.checksum_mode.as_ref(),
+            customer: [
+                $i.sse_customer_algorithm.as_deref(),
+                $i.sse_customer_key.as_deref(),
+                $i.sse_customer_key_md5.as_deref(),
+            ],
+        }
+    };
+}
+
+fn serve(view: &ObjectView, r: &Read<'_>) -> S3Result<Served> {
     let a = &view.attr;
     check_read_conditions(
         &a.etag,
         a.s3_mtime_ns,
-        if_match,
-        if_none_match,
-        if_modified_since,
-        if_unmodified_since,
+        r.if_match,
+        r.if_none_match,
+        r.if_modified_since,
+        r.if_unmodified_since,
         S3ErrorCode::NotModified,
     )?;
-    let (range, content_range, parts_count) = select_range(view, range, part_number)?;
+    let (range, content_range, parts_count) = select_range(view, r.range, r.part_number)?;
     let meta = view.meta.clone().unwrap_or_default();
-    let (sums, checksum_type) = served_checksums(checksum_mode, view, &range, part_number, &meta);
+    let (sums, checksum_type) =
+        served_checksums(r.checksum_mode, view, &range, r.part_number, &meta);
     Ok(Served {
         range,
         content_range,
@@ -173,11 +204,16 @@ fn serve(
 
 /// The response headers GetObject and HeadObject have in common, as a struct literal of `$out`.
 macro_rules! object_output {
-    ($out:ident, $attr:expr, $served:expr, { $($extra:tt)* }) => {{
-        let (a, s) = ($attr, $served);
+    ($out:ident, $attr:expr, $served:expr, $shown:expr, { $($extra:tt)* }) => {{
+        let (a, s, shown) = ($attr, $served, $shown);
         let shown_sse = crate::object::sse::shown(s.meta.sse.as_ref());
         $out {
             $($extra)*
+            version_id: shown.version_id,
+            object_lock_mode: shown.lock.0,
+            object_lock_retain_until_date: shown.lock.1,
+            object_lock_legal_hold_status: shown.lock.2,
+            expiration: shown.expiration,
             server_side_encryption: shown_sse.sse,
             ssekms_key_id: shown_sse.kms_key_id,
             sse_customer_algorithm: shown_sse.customer_algorithm,
@@ -263,28 +299,49 @@ async fn read_view(
     Ok((view, shown))
 }
 
+/// What a GET or HEAD read: the object, what it shows, what it serves of it and the data key
+/// its bytes are sealed with.
+struct ObjectRead {
+    view: ObjectView,
+    shown: Shown,
+    served: Served,
+    key: Option<(DataKey, Sse)>,
+}
+
+/// The read GetObject (with the object's `data`) and HeadObject share: the request checked,
+/// the object looked up, its preconditions and range, and its SSE-C key (an SSE-C object is
+/// read, and answers HEAD, only with its key, as in S3).
+async fn read(
+    gw: &Gateway,
+    headers: &http::HeaderMap,
+    r: Read<'_>,
+    data: bool,
+) -> S3Result<ObjectRead> {
+    crate::object::sse::refuse_on_read(headers)?;
+    let (view, shown) = read_view(gw, r.bucket, r.key, r.version_id, data).await?;
+    let served = serve(&view, &r)?;
+    let [algorithm, key, key_md5] = r.customer;
+    let customer = crate::object::sse::customer_key(algorithm, key, key_md5)?;
+    let key = crate::object::sse::for_read(gw, view.meta.as_ref(), customer)?;
+    Ok(ObjectRead {
+        view,
+        shown,
+        served,
+        key,
+    })
+}
+
 pub async fn get_object(
     gw: &Gateway,
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
-    crate::object::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
-    let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), true).await?;
-    let served = serve(
-        &view,
-        i.if_match.as_ref(),
-        i.if_none_match.as_ref(),
-        i.if_modified_since.as_ref(),
-        i.if_unmodified_since.as_ref(),
-        i.range.as_ref(),
-        i.part_number,
-        i.checksum_mode.as_ref(),
-    )?;
-    let key = crate::object::sse::for_read(
-        gw,
-        view.meta.as_ref(),
-        crate::object::sse::customer_key_of!(i)?,
-    )?;
+    let ObjectRead {
+        view,
+        shown,
+        served,
+        key,
+    } = read(gw, &req.headers, read_of!(i), true).await?;
     let body = crate::object::sse::read_plain(&gw.cluster, &view, key.as_ref(), served.range);
     let tag_count = view
         .tags
@@ -292,14 +349,9 @@ pub async fn get_object(
         .filter(|t| !t.is_empty())
         .map(|t| t.len() as i32);
     Ok(S3Response::new(
-        object_output!(GetObjectOutput, &view.attr, served, {
+        object_output!(GetObjectOutput, &view.attr, served, shown, {
             body: Some(StreamingBlob::wrap(body)),
             tag_count,
-            version_id: shown.version_id,
-            object_lock_mode: shown.lock.0,
-            object_lock_retain_until_date: shown.lock.1,
-            object_lock_legal_hold_status: shown.lock.2,
-            expiration: shown.expiration,
         }),
     ))
 }
@@ -308,32 +360,20 @@ pub async fn head_object(
     gw: &Gateway,
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
-    crate::object::sse::refuse_on_read(&req.headers)?;
     let i = req.input;
-    let (view, shown) = read_view(gw, &i.bucket, &i.key, i.version_id.as_deref(), false).await?;
-    let served = serve(
-        &view,
-        i.if_match.as_ref(),
-        i.if_none_match.as_ref(),
-        i.if_modified_since.as_ref(),
-        i.if_unmodified_since.as_ref(),
-        i.range.as_ref(),
-        i.part_number,
-        i.checksum_mode.as_ref(),
-    )?;
-    // An SSE-C object answers HEAD only with its key (S3 does too).
-    crate::object::sse::for_read(
-        gw,
-        view.meta.as_ref(),
-        crate::object::sse::customer_key_of!(i)?,
-    )?;
-    let mut resp = S3Response::new(object_output!(HeadObjectOutput, &view.attr, served, {
-        version_id: shown.version_id,
-        object_lock_mode: shown.lock.0,
-        object_lock_retain_until_date: shown.lock.1,
-        object_lock_legal_hold_status: shown.lock.2,
-        expiration: shown.expiration,
-    }));
+    let ObjectRead {
+        view,
+        shown,
+        served,
+        ..
+    } = read(gw, &req.headers, read_of!(i), false).await?;
+    let mut resp = S3Response::new(object_output!(
+        HeadObjectOutput,
+        &view.attr,
+        served,
+        shown,
+        {}
+    ));
     // HeadObjectOutput has no tag count, but S3 sends it on HEAD as on GET.
     if let Some(t) = view.tags.as_ref().filter(|t| !t.is_empty()) {
         resp.headers
