@@ -39,6 +39,22 @@ async fn listing(
     })
 }
 
+/// The [`listing`] of a `ListObjectsInput` or `ListObjectsV2Input` (their fields have the same
+/// names) after key `$after`: what V1 and V2 share.
+macro_rules! listing_of {
+    ($gw:expr, $input:expr, $after:expr) => {
+        listing(
+            $gw,
+            &$input.bucket,
+            $input.encoding_type.as_ref(),
+            $input.max_keys,
+            $input.prefix.as_deref(),
+            $input.delimiter.as_deref(),
+            $after,
+        )
+    };
+}
+
 /// The objects of a listing page; with their owner, `owner` (listings show the bucket's
 /// owner: an object's own is in its ACL).
 fn objects(contents: Vec<(String, Attr)>, url: bool, owner: Option<Owner>) -> Vec<Object> {
@@ -73,16 +89,7 @@ pub async fn list_objects_v2(
         max,
         prefix,
         page: p,
-    } = listing(
-        gw,
-        &input.bucket,
-        input.encoding_type.as_ref(),
-        input.max_keys,
-        input.prefix.as_deref(),
-        input.delimiter.as_deref(),
-        &after,
-    )
-    .await?;
+    } = listing_of!(gw, input, &after).await?;
     let owner = match input.fetch_owner {
         Some(true) => Some(owner_of(gw, &input.bucket).await?),
         _ => None,
@@ -116,16 +123,7 @@ pub async fn list_objects(
         max,
         prefix,
         page: p,
-    } = listing(
-        gw,
-        &input.bucket,
-        input.encoding_type.as_ref(),
-        input.max_keys,
-        input.prefix.as_deref(),
-        input.delimiter.as_deref(),
-        &after,
-    )
-    .await?;
+    } = listing_of!(gw, input, &after).await?;
     let owner = owner_of(gw, &input.bucket).await?;
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),

@@ -361,17 +361,13 @@ pub async fn head_object(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let i = req.input;
-    let ObjectRead {
-        view,
-        shown,
-        served,
-        ..
-    } = read(gw, &req.headers, read_of!(i), false).await?;
+    let r = read(gw, &req.headers, read_of!(i), false).await?;
+    let view = r.view;
     let mut resp = S3Response::new(object_output!(
         HeadObjectOutput,
         &view.attr,
-        served,
-        shown,
+        r.served,
+        r.shown,
         {}
     ));
     // HeadObjectOutput has no tag count, but S3 sends it on HEAD as on GET.

@@ -111,6 +111,27 @@ pub async fn delete_bucket(
     Ok(S3Response::new(DeleteBucketTaggingOutput::default()))
 }
 
+/// Sets (`None`: removes) the tags of object `key` of `bucket`, or of its version `version`:
+/// what PutObjectTagging and DeleteObjectTagging share.
+async fn set_tags(
+    gw: &Gateway,
+    bucket: &str,
+    key: &str,
+    version: Option<&str>,
+    tags: Option<Vec<(String, String)>>,
+) -> S3Result<()> {
+    lookup(gw, bucket, key, version, Want::ATTR).await?;
+    let kp = write_key(bucket, key)?;
+    let r = MetaRequest::PutTags {
+        path: kp.path.clone(),
+        dir_marker: kp.dir_marker,
+        tags,
+        version_id: version.map(str::to_string),
+    };
+    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
+    Ok(())
+}
+
 pub async fn put(
     gw: &Gateway,
     req: S3Request<PutObjectTaggingInput>,
@@ -119,15 +140,7 @@ pub async fn put(
     let tags = pairs(input.tagging);
     validate_tags(&tags)?;
     let version = input.version_id.as_deref();
-    lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
-    let kp = write_key(&input.bucket, &input.key)?;
-    let r = MetaRequest::PutTags {
-        path: kp.path.clone(),
-        dir_marker: kp.dir_marker,
-        tags: Some(tags),
-        version_id: input.version_id.clone(),
-    };
-    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
+    set_tags(gw, &input.bucket, &input.key, version, Some(tags)).await?;
     Ok(S3Response::new(PutObjectTaggingOutput {
         version_id: input.version_id,
     }))
@@ -167,15 +180,7 @@ pub async fn delete(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
     let version = input.version_id.as_deref();
-    lookup(gw, &input.bucket, &input.key, version, Want::ATTR).await?;
-    let kp = write_key(&input.bucket, &input.key)?;
-    let r = MetaRequest::PutTags {
-        path: kp.path.clone(),
-        dir_marker: kp.dir_marker,
-        tags: None,
-        version_id: input.version_id.clone(),
-    };
-    gw.cluster.call(&kp.path, r).await.map_err(error::meta)?;
+    set_tags(gw, &input.bucket, &input.key, version, None).await?;
     Ok(S3Response::new(DeleteObjectTaggingOutput {
         version_id: input.version_id,
     }))
