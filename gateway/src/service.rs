@@ -8,19 +8,25 @@ use s3s::{S3Request, S3Response, S3Result, S3};
 use crate::bucket::access as bucket_access;
 use crate::bucket::buckets as bucket;
 use crate::bucket::cors;
+use crate::bucket::encryption;
 use crate::bucket::lifecycle::config as lifecycle;
 use crate::bucket::lock;
+use crate::bucket::tagging as bucket_tagging;
 use crate::bucket::versions;
 use crate::list::objects as list;
 use crate::list::versions as list_versions;
 use crate::metrics::timed;
-use crate::multipart::{complete, create, list as parts, part, upload};
+use crate::multipart::complete;
+use crate::multipart::create;
+use crate::multipart::list as parts;
+use crate::multipart::part;
+use crate::multipart::upload;
+use crate::object::acl as object_acl;
 use crate::object::attributes;
 use crate::object::copy;
 use crate::object::delete;
 use crate::object::get;
 use crate::object::put;
-use crate::object::sse;
 use crate::object::tagging;
 use crate::Gateway;
 
@@ -325,13 +331,13 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetObjectAclInput>,
     ) -> S3Result<S3Response<GetObjectAclOutput>> {
-        run("GetObjectAcl", tagging::get_object_acl(self, req)).await
+        run("GetObjectAcl", object_acl::get_object_acl(self, req)).await
     }
     async fn put_object_acl(
         &self,
         req: S3Request<PutObjectAclInput>,
     ) -> S3Result<S3Response<PutObjectAclOutput>> {
-        run("PutObjectAcl", tagging::put_object_acl(self, req)).await
+        run("PutObjectAcl", object_acl::put_object_acl(self, req)).await
     }
     async fn get_bucket_versioning(
         &self,
@@ -357,37 +363,45 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketTaggingInput>,
     ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        run("GetBucketTagging", tagging::get_bucket(self, req)).await
+        run("GetBucketTagging", bucket_tagging::get_bucket(self, req)).await
     }
     async fn put_bucket_tagging(
         &self,
         req: S3Request<PutBucketTaggingInput>,
     ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-        run("PutBucketTagging", tagging::put_bucket(self, req)).await
+        run("PutBucketTagging", bucket_tagging::put_bucket(self, req)).await
     }
     async fn delete_bucket_tagging(
         &self,
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-        run("DeleteBucketTagging", tagging::delete_bucket(self, req)).await
+        run(
+            "DeleteBucketTagging",
+            bucket_tagging::delete_bucket(self, req),
+        )
+        .await
     }
     async fn get_bucket_encryption(
         &self,
         req: S3Request<GetBucketEncryptionInput>,
     ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
-        run("GetBucketEncryption", sse::get_bucket(self, req)).await
+        run("GetBucketEncryption", encryption::get_bucket(self, req)).await
     }
     async fn put_bucket_encryption(
         &self,
         req: S3Request<PutBucketEncryptionInput>,
     ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
-        run("PutBucketEncryption", sse::put_bucket(self, req)).await
+        run("PutBucketEncryption", encryption::put_bucket(self, req)).await
     }
     async fn delete_bucket_encryption(
         &self,
         req: S3Request<DeleteBucketEncryptionInput>,
     ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
-        run("DeleteBucketEncryption", sse::delete_bucket(self, req)).await
+        run(
+            "DeleteBucketEncryption",
+            encryption::delete_bucket(self, req),
+        )
+        .await
     }
     async fn get_bucket_cors(
         &self,

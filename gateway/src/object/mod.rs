@@ -1,6 +1,7 @@
 //! Objects: PutObject and CopyObject (one shared write sequence), GetObject and HeadObject,
 //! deletes, GetObjectAttributes, tagging, server-side encryption and remote tiers.
 
+pub(crate) mod acl;
 pub(crate) mod attributes;
 pub(crate) mod conditions;
 pub(crate) mod copy;

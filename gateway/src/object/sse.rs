@@ -1,25 +1,24 @@
 //! Server-side encryption on the S3 side ([`saker_client::sealed`] does the cryptography):
 //! which key a write is sealed with (SSE-S3 under the master key, SSE-KMS under the named key
 //! of the local keyring, SSE-C under the client's key, or the bucket's default encryption),
-//! which key opens a read, the headers S3 answers with, and Put/Get/DeleteBucketEncryption.
+//! which key opens a read, and the headers S3 answers with (the bucket setting is
+//! [`crate::bucket::encryption`]).
 //! An encryption the server has no key for is refused, never stored unencrypted.
 
 use base64::Engine as _;
 use md5::{Digest as _, Md5};
 use s3s::dto::*;
-use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use s3s::{s3_error, S3Error, S3Result};
 use saker_client::master_keys::MasterKeys;
 use saker_client::sealed::{DataKey, WrappingKey};
 use saker_client::{Cluster, DataStream, ReadRange};
 use saker_rpc::{ObjectMeta, ObjectView, Sse};
 
-use crate::bucket::lookup::bucket_exists;
-use crate::bucket::lookup::{settings, store};
-use crate::bucket::settings::{Bucket, Setting};
+use crate::bucket::settings::Bucket;
 use crate::Gateway;
 
 /// The one algorithm saker encrypts with (S3's name for AES-256).
-const AES256: &str = ServerSideEncryption::AES256;
+pub(crate) const AES256: &str = ServerSideEncryption::AES256;
 
 /// An SSE-C request's key (checked against its MD5) and that MD5, base64.
 pub struct CustomerKey {
@@ -97,7 +96,7 @@ macro_rules! copy_source_key_of {
 pub(crate) use copy_source_key_of;
 
 /// The master keys, or why SSE-S3 cannot be served here.
-fn master(gw: &Gateway) -> S3Result<&MasterKeys> {
+pub(crate) fn master(gw: &Gateway) -> S3Result<&MasterKeys> {
     gw.cluster.config().master_key.as_deref().ok_or_else(|| {
         s3_error!(
             NotImplemented,
@@ -107,7 +106,10 @@ fn master(gw: &Gateway) -> S3Result<&MasterKeys> {
 }
 
 /// The SSE-KMS key `id` of the keyring, or why it cannot be used.
-fn kms_key<'a>(gw: &'a Gateway, id: Option<&str>) -> S3Result<(&'a WrappingKey, String)> {
+pub(crate) fn kms_key<'a>(
+    gw: &'a Gateway,
+    id: Option<&str>,
+) -> S3Result<(&'a WrappingKey, String)> {
     let ring = gw.cluster.config().kms_keys.as_deref().ok_or_else(|| {
         s3_error!(
             NotImplemented,
@@ -127,7 +129,7 @@ fn kms_key<'a>(gw: &'a Gateway, id: Option<&str>) -> S3Result<(&'a WrappingKey, 
 }
 
 /// A bucket's default encryption as stored: `AES256`, or `aws:kms KEY-ID`.
-fn parse_default(text: &str) -> (&str, Option<&str>) {
+pub(crate) fn parse_default(text: &str) -> (&str, Option<&str>) {
     match text.split_once(' ') {
         Some((algorithm, id)) => (algorithm, Some(id)),
         None => (text, None),
@@ -314,75 +316,6 @@ pub fn shown(sse: Option<&Sse>) -> Shown {
         kms_key_id: sse.kms_key_id.clone(),
         ..Shown::default()
     }
-}
-
-pub async fn put_bucket(
-    gw: &Gateway,
-    req: S3Request<PutBucketEncryptionInput>,
-) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
-    let input = req.input;
-    bucket_exists(gw, &input.bucket).await?;
-    let rules = input.server_side_encryption_configuration.rules;
-    let [rule] = &rules[..] else {
-        return Err(s3_error!(
-            MalformedXML,
-            "an encryption configuration has exactly one rule"
-        ));
-    };
-    let Some(default) = &rule.apply_server_side_encryption_by_default else {
-        return Err(s3_error!(
-            MalformedXML,
-            "the rule has no ApplyServerSideEncryptionByDefault"
-        ));
-    };
-    let value = match default.sse_algorithm.as_str() {
-        AES256 => {
-            master(gw)?;
-            AES256.to_string()
-        }
-        ServerSideEncryption::AWS_KMS => {
-            let (_, id) = kms_key(gw, default.kms_master_key_id.as_deref())?;
-            format!("{} {id}", ServerSideEncryption::AWS_KMS)
-        }
-        _ => return Err(s3_error!(MalformedXML, "unknown SSEAlgorithm")),
-    };
-    let value = value.into_bytes();
-    store(gw, &input.bucket, Setting::Encryption, Some(value)).await?;
-    Ok(S3Response::new(PutBucketEncryptionOutput::default()))
-}
-
-pub async fn get_bucket(
-    gw: &Gateway,
-    req: S3Request<GetBucketEncryptionInput>,
-) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
-    let s = settings(gw, &req.input.bucket).await?;
-    let Some(text) = &s.encryption else {
-        return Err(S3Error::new(
-            S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError,
-        ));
-    };
-    let (algorithm, kms_key_id) = parse_default(text);
-    let rule = ServerSideEncryptionRule {
-        apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
-            kms_master_key_id: kms_key_id.map(str::to_string),
-            sse_algorithm: ServerSideEncryption::from(algorithm.to_string()),
-        }),
-        bucket_key_enabled: Some(false),
-    };
-    Ok(S3Response::new(GetBucketEncryptionOutput {
-        server_side_encryption_configuration: Some(ServerSideEncryptionConfiguration {
-            rules: vec![rule],
-        }),
-    }))
-}
-
-pub async fn delete_bucket(
-    gw: &Gateway,
-    req: S3Request<DeleteBucketEncryptionInput>,
-) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
-    bucket_exists(gw, &req.input.bucket).await?;
-    store(gw, &req.input.bucket, Setting::Encryption, None).await?;
-    Ok(S3Response::new(DeleteBucketEncryptionOutput::default()))
 }
 
 #[cfg(test)]
