@@ -6,6 +6,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::bucket::access as bucket_access;
+use crate::bucket::bucket_acl;
 use crate::bucket::buckets as bucket;
 use crate::bucket::cors;
 use crate::bucket::encryption;
@@ -319,13 +320,13 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketAclInput>,
     ) -> S3Result<S3Response<GetBucketAclOutput>> {
-        run("GetBucketAcl", bucket::get_bucket_acl(self, req)).await
+        run("GetBucketAcl", bucket_acl::get_bucket_acl(self, req)).await
     }
     async fn put_bucket_acl(
         &self,
         req: S3Request<PutBucketAclInput>,
     ) -> S3Result<S3Response<PutBucketAclOutput>> {
-        run("PutBucketAcl", bucket::put_bucket_acl(self, req)).await
+        run("PutBucketAcl", bucket_acl::put_bucket_acl(self, req)).await
     }
     async fn get_object_acl(
         &self,

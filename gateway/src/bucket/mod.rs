@@ -4,6 +4,7 @@
 
 pub(crate) mod access;
 pub(crate) mod acl;
+pub(crate) mod bucket_acl;
 pub(crate) mod buckets;
 pub mod cors;
 pub mod cors_rules;
