@@ -1,6 +1,8 @@
 //! Buckets: creating, listing and deleting them ([`buckets`]), and their settings
-//! ([`settings`]) on the S3 API: policy and access ([`access`]), ACLs, CORS, Object Lock,
-//! versioning and lifecycle. Owners of buckets and objects are told by [`owner`].
+//! ([`settings`]) on the S3 API: policy and access ([`access`]), ACLs, CORS, default
+//! encryption, tags, Object Lock, versioning and lifecycle. Owners of buckets and objects are
+//! told by [`owner`]. Every handler finds a bucket and its settings through [`lookup`]; the
+//! settings keep the parsed rule types ([`cors_rules`], [`lifecycle::rules`]) below them.
 
 pub(crate) mod access;
 pub(crate) mod acl;

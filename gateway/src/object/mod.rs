@@ -1,5 +1,7 @@
-//! Objects: PutObject and CopyObject (one shared write sequence), GetObject and HeadObject,
-//! deletes, GetObjectAttributes, tagging, server-side encryption and remote tiers.
+//! Objects: PutObject and CopyObject over one shared write sequence ([`write`]), GetObject
+//! and HeadObject over one read ([`get`]), deletes, GetObjectAttributes, tagging and object
+//! ACLs, server-side encryption and remote tiers. Every one starts from [`lookup`] (a key's
+//! object or version) and [`conditions`] (preconditions); none imports a handler of another.
 
 pub(crate) mod acl;
 pub(crate) mod attributes;
