@@ -6,7 +6,7 @@ use s3s::dto::{Timestamp, TimestampFormat};
 use s3s::S3Result;
 use saker_namespace::key_to_path;
 
-use crate::error::bad_key;
+use crate::http::error::bad_key;
 
 /// A key mapped to its path: `[bucket, components…]`, and whether it names a directory marker.
 pub struct KeyPath {

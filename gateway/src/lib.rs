@@ -1,50 +1,32 @@
 //! The S3 front end: s3s does the wire protocol and SigV4; this crate implements its `S3` trait
 //! by turning each request into full-path operations through `saker-client`.
 //!
-//! One module per resource family (bucket, put, get, copy, delete, list, multipart, tagging);
-//! the `impl S3` in [`service`] stays thin and delegates. S3 error codes are mapped in one
-//! place, [`error`].
+//! One folder per resource family, as Garage lays its API out: [`object`] (put, get, copy,
+//! delete, attributes, tagging, with one shared write sequence), [`multipart`], [`bucket`]
+//! (the buckets, their settings, ACLs, CORS, Object Lock, versioning, lifecycle) and [`list`];
+//! [`http`] holds what every request shares (routing, errors, checksums, bodies, limits).
+//! The `impl S3` in [`service`] stays thin and delegates. S3 error codes are mapped in one
+//! place, [`http::error`].
 
-mod acl;
 pub mod archive;
-mod attributes;
 mod auth;
-mod body;
-mod bucket;
-mod bucket_access;
-mod checksum;
-mod copy;
-pub mod cors;
-mod delete;
-pub mod error;
-mod get;
+pub mod bucket;
+pub mod http;
 mod keys;
-pub mod lifecycle;
-pub mod limits;
 mod list;
-mod lock;
 pub mod metrics;
 mod multipart;
-mod owner;
-mod posix;
-mod put;
-pub mod request_log;
-mod route;
-mod scope_region;
+mod object;
 mod service;
-pub mod settings;
-pub mod sigv4;
-mod sse;
-mod tagging;
-mod tiering;
-mod versions;
-mod write_headers;
 
 use std::sync::Arc;
 
+use bucket::cors;
+use bucket::lifecycle;
+use bucket::settings::BucketSettings;
+use http::{limits, request_log, route, scope_region};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, GroupState};
-use settings::BucketSettings;
 
 pub use auth::KeyAuth;
 
@@ -84,7 +66,7 @@ impl Front {
     /// What a request needs before s3s takes it: a SigV4 scope whose region has upper-case
     /// letters (s3cmd's `US`) is signed again in lower case once its signature is checked
     /// ([`scope_region`]).
-    pub async fn prepare<B>(&self, req: &mut http::Request<B>) {
+    pub async fn prepare<B>(&self, req: &mut ::http::Request<B>) {
         scope_region::lower_region(&self.keys, req).await;
     }
 }

@@ -44,21 +44,6 @@ pub static LIFECYCLE: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("metric registers once")
 });
 
-/// Counts one lifecycle pass.
-pub fn record_lifecycle(s: &crate::lifecycle::Summary) {
-    for (kind, n) in [
-        ("pass", 1),
-        ("object_scanned", s.objects),
-        ("expired", s.expired),
-        ("noncurrent_expired", s.noncurrent_expired),
-        ("marker_removed", s.markers_removed),
-        ("upload_aborted", s.uploads_aborted),
-        ("error", s.errors),
-    ] {
-        LIFECYCLE.with_label_values(&[kind]).inc_by(n);
-    }
-}
-
 /// Runs one S3 operation, counting it and timing it.
 pub async fn timed<T>(op: &'static str, fut: impl Future<Output = S3Result<T>>) -> S3Result<T> {
     let start = Instant::now();

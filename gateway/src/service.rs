@@ -5,11 +5,31 @@ use std::future::Future;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
+use crate::bucket::access as bucket_access;
+use crate::bucket::bucket_acl;
+use crate::bucket::buckets as bucket;
+use crate::bucket::cors;
+use crate::bucket::encryption;
+use crate::bucket::lifecycle::config as lifecycle;
+use crate::bucket::lock;
+use crate::bucket::tagging as bucket_tagging;
+use crate::bucket::versions;
+use crate::list::objects as list;
+use crate::list::versions as list_versions;
 use crate::metrics::timed;
-use crate::{
-    attributes, bucket, bucket_access, copy, cors, delete, get, lifecycle, list, lock, multipart,
-    put, sse, tagging, versions, Gateway,
-};
+use crate::multipart::complete;
+use crate::multipart::create;
+use crate::multipart::list as parts;
+use crate::multipart::part;
+use crate::multipart::upload;
+use crate::object::acl as object_acl;
+use crate::object::attributes;
+use crate::object::copy;
+use crate::object::delete;
+use crate::object::get;
+use crate::object::put;
+use crate::object::tagging;
+use crate::Gateway;
 
 const REQUEST_ID: &str = "x-amz-request-id";
 
@@ -184,7 +204,11 @@ impl S3 for Gateway {
         &self,
         req: S3Request<RestoreObjectInput>,
     ) -> S3Result<S3Response<RestoreObjectOutput>> {
-        run("RestoreObject", crate::tiering::restore_object(self, req)).await
+        run(
+            "RestoreObject",
+            crate::object::tiering::restore_object(self, req),
+        )
+        .await
     }
     async fn head_object(
         &self,
@@ -226,43 +250,43 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        run("CreateMultipartUpload", multipart::create(self, req)).await
+        run("CreateMultipartUpload", create::create(self, req)).await
     }
     async fn upload_part(
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        run("UploadPart", multipart::upload_part(self, req)).await
+        run("UploadPart", part::upload_part(self, req)).await
     }
     async fn upload_part_copy(
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        run("UploadPartCopy", multipart::upload_part_copy(self, req)).await
+        run("UploadPartCopy", part::upload_part_copy(self, req)).await
     }
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        run("CompleteMultipartUpload", multipart::complete(self, req)).await
+        run("CompleteMultipartUpload", complete::complete(self, req)).await
     }
     async fn abort_multipart_upload(
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        run("AbortMultipartUpload", multipart::abort(self, req)).await
+        run("AbortMultipartUpload", upload::abort(self, req)).await
     }
     async fn list_parts(
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        run("ListParts", multipart::list_parts(self, req)).await
+        run("ListParts", parts::list_parts(self, req)).await
     }
     async fn list_multipart_uploads(
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        run("ListMultipartUploads", multipart::list_uploads(self, req)).await
+        run("ListMultipartUploads", parts::list_uploads(self, req)).await
     }
     async fn put_object_tagging(
         &self,
@@ -288,7 +312,7 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         run(
             "ListObjectVersions",
-            versions::list_object_versions(self, req),
+            list_versions::list_object_versions(self, req),
         )
         .await
     }
@@ -296,25 +320,25 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketAclInput>,
     ) -> S3Result<S3Response<GetBucketAclOutput>> {
-        run("GetBucketAcl", bucket::get_bucket_acl(self, req)).await
+        run("GetBucketAcl", bucket_acl::get_bucket_acl(self, req)).await
     }
     async fn put_bucket_acl(
         &self,
         req: S3Request<PutBucketAclInput>,
     ) -> S3Result<S3Response<PutBucketAclOutput>> {
-        run("PutBucketAcl", bucket::put_bucket_acl(self, req)).await
+        run("PutBucketAcl", bucket_acl::put_bucket_acl(self, req)).await
     }
     async fn get_object_acl(
         &self,
         req: S3Request<GetObjectAclInput>,
     ) -> S3Result<S3Response<GetObjectAclOutput>> {
-        run("GetObjectAcl", tagging::get_object_acl(self, req)).await
+        run("GetObjectAcl", object_acl::get_object_acl(self, req)).await
     }
     async fn put_object_acl(
         &self,
         req: S3Request<PutObjectAclInput>,
     ) -> S3Result<S3Response<PutObjectAclOutput>> {
-        run("PutObjectAcl", tagging::put_object_acl(self, req)).await
+        run("PutObjectAcl", object_acl::put_object_acl(self, req)).await
     }
     async fn get_bucket_versioning(
         &self,
@@ -340,37 +364,45 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketTaggingInput>,
     ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
-        run("GetBucketTagging", tagging::get_bucket(self, req)).await
+        run("GetBucketTagging", bucket_tagging::get_bucket(self, req)).await
     }
     async fn put_bucket_tagging(
         &self,
         req: S3Request<PutBucketTaggingInput>,
     ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
-        run("PutBucketTagging", tagging::put_bucket(self, req)).await
+        run("PutBucketTagging", bucket_tagging::put_bucket(self, req)).await
     }
     async fn delete_bucket_tagging(
         &self,
         req: S3Request<DeleteBucketTaggingInput>,
     ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
-        run("DeleteBucketTagging", tagging::delete_bucket(self, req)).await
+        run(
+            "DeleteBucketTagging",
+            bucket_tagging::delete_bucket(self, req),
+        )
+        .await
     }
     async fn get_bucket_encryption(
         &self,
         req: S3Request<GetBucketEncryptionInput>,
     ) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
-        run("GetBucketEncryption", sse::get_bucket(self, req)).await
+        run("GetBucketEncryption", encryption::get_bucket(self, req)).await
     }
     async fn put_bucket_encryption(
         &self,
         req: S3Request<PutBucketEncryptionInput>,
     ) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
-        run("PutBucketEncryption", sse::put_bucket(self, req)).await
+        run("PutBucketEncryption", encryption::put_bucket(self, req)).await
     }
     async fn delete_bucket_encryption(
         &self,
         req: S3Request<DeleteBucketEncryptionInput>,
     ) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
-        run("DeleteBucketEncryption", sse::delete_bucket(self, req)).await
+        run(
+            "DeleteBucketEncryption",
+            encryption::delete_bucket(self, req),
+        )
+        .await
     }
     async fn get_bucket_cors(
         &self,

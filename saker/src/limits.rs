@@ -1,10 +1,10 @@
 //! The S3 listener's limits, so one client cannot starve or kill a node: a connection cap,
 //! a deadline for a request's headers (which also closes idle keep-alive connections), and
-//! per-key request limits ([`saker_gateway::limits`], off by default).
+//! per-key request limits ([`saker_gateway::http::limits`], off by default).
 
 use std::time::Duration;
 
-use saker_gateway::limits::KeyLimitConfig;
+use saker_gateway::http::limits::KeyLimitConfig;
 
 use crate::parse_duration;
 

@@ -103,7 +103,7 @@ pub fn init(exporting: Option<Exporting>) -> anyhow::Result<Telemetry> {
 /// The log filter: `SAKER_LOG` (`spec`) or the default, with s3s's own target off unless the
 /// spec names it. s3s logs every failed request at ERROR, a client's mistakes too, with the
 /// request echoed (a malformed body's bytes, signatures at debug); the gateway logs each
-/// failure once in its own words (`saker_gateway::request_log`).
+/// failure once in its own words (`saker_gateway::http::request_log`).
 fn log_filter(spec: Option<&str>) -> filter::EnvFilter {
     // openraft reports every failed heartbeat to a peer that is down (several a second per
     // group); the MNodes log what matters to an operator (leadership, a stopped group).

@@ -4,6 +4,7 @@
 use s3s::S3Request;
 use saker_policy::{Policy, Request};
 
+use crate::http::path::query_pairs;
 use crate::Peer;
 
 /// The condition keys of one request that do not depend on the action.
@@ -153,19 +154,6 @@ pub(super) fn fill_context(req: &mut Request, cx: &Context<'_>, wanted: &Wanted<
     );
 }
 
-/// `a=b&c=d` (percent-decoded, `+` as a space).
-pub(crate) fn query_pairs(q: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(&s.replace('+', " "))
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    q.split('&').filter(|p| !p.is_empty()).map(move |p| {
-        let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        (decode(k), decode(v))
-    })
-}
-
 /// The access key (`None`: anonymous) and condition context of a request.
 pub fn parts<T>(req: &S3Request<T>) -> (Option<&str>, Context<'_>) {
     let cx = Context {
@@ -186,21 +174,6 @@ pub fn peer_of(ext: &http::Extensions) -> Option<Peer> {
 mod tests {
     use super::*;
     use saker_policy::{Principal, Resource};
-
-    #[test]
-    fn query_pairs_decode() {
-        let got: Vec<_> =
-            query_pairs("prefix=logs%2F2026&delimiter=%2F&list-type=2&x=a+b").collect();
-        assert_eq!(
-            got,
-            vec![
-                ("prefix".into(), "logs/2026".into()),
-                ("delimiter".into(), "/".into()),
-                ("list-type".into(), "2".into()),
-                ("x".into(), "a b".into()),
-            ]
-        );
-    }
 
     #[test]
     fn context_keys_reach_the_conditions() {

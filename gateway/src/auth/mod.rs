@@ -1,7 +1,7 @@
 //! SigV4 secret lookup against the access-key store, and authorization: every request is
 //! evaluated as AWS does within one account ([`saker_policy::evaluate`]: explicit Deny >
 //! Allow > implicit deny) against the key's identity policy, the bucket's policy, its ACL
-//! ([`crate::acl`]), Object Ownership and Public Access Block.
+//! ([`crate::bucket::acl`]), Object Ownership and Public Access Block.
 //!
 //! - The root key may do everything but what a bucket policy explicitly denies it (and it
 //!   may always manage the bucket policy itself); no other policy applies to it.
@@ -12,7 +12,7 @@
 //! - An anonymous request may do only what a bucket policy grants to `"*"` or the bucket's
 //!   ACL grants AllUsers; otherwise it is AccessDenied, or NoSuchBucket for a bucket that
 //!   does not exist (as S3 answers).
-//! - A key of another account than the bucket's owner ([`crate::owner`]) needs both its own
+//! - A key of another account than the bucket's owner ([`crate::bucket::owner`]) needs both its own
 //!   permission (its policy) and the bucket's: its policy or an ACL grant. The
 //!   root key is never another account.
 //! - An account key (`--account`) is held to its policy in its own buckets too: without one
@@ -46,12 +46,13 @@ use saker_policy::{
 
 mod context;
 mod objects;
+mod posix;
 
-pub(crate) use context::query_pairs;
 use context::{fill_context, Wanted};
 pub use context::{parts, peer_of, Context};
 
-use crate::settings::Bucket;
+use crate::bucket::settings::Bucket;
+use crate::http::path::query_pairs;
 use crate::Gateway;
 
 pub struct KeyAuth {
@@ -100,7 +101,7 @@ struct Requester {
     unrestricted: bool,
 }
 
-/// Which account a requester is of ([`crate::owner`]), told without a scan of the keys.
+/// Which account a requester is of ([`crate::bucket::owner`]), told without a scan of the keys.
 enum Account {
     Anonymous,
     /// The root key's: the root key and every key made without `--account`.
@@ -207,7 +208,7 @@ impl Access {
             .settings
             .get(bucket)
             .await
-            .map_err(crate::bucket::settings_error)
+            .map_err(crate::bucket::lookup::settings_error)
     }
 
     /// Whether `who` is of another account than the owner of the bucket of settings `s`.
@@ -252,7 +253,7 @@ impl Access {
             identity: who.identity.as_deref(),
             bucket_policy,
             acl,
-            ownership: crate::acl::ownership(settings.and_then(|s| s.ownership)),
+            ownership: crate::bucket::acl::ownership(settings.and_then(|s| s.ownership)),
             public_access_block: settings
                 .and_then(|s| s.public_access_block)
                 .unwrap_or_default(),
@@ -272,7 +273,7 @@ impl Access {
 
     /// Whether the holder of `access_key` (`None`: anonymous) may run S3 operation `op`
     /// (s3s's name) on `path`: by the policies, then, for a key with a uid, by the file
-    /// modes ([`crate::posix`]).
+    /// modes ([`crate::auth::posix`]).
     pub async fn authorize(
         &self,
         access_key: Option<&str>,
@@ -282,7 +283,7 @@ impl Access {
     ) -> S3Result<()> {
         self.authorize_by_policies(access_key, op, path, context)
             .await?;
-        crate::posix::check(&self.gw, access_key, op, path, context.query).await
+        crate::auth::posix::check(&self.gw, access_key, op, path, context.query).await
     }
 
     async fn authorize_by_policies(
@@ -381,7 +382,7 @@ impl Access {
                     let s = settings
                         .as_deref()
                         .expect("an object's bucket has settings");
-                    let owner = crate::owner::of_bucket(&self.gw, s);
+                    let owner = crate::bucket::owner::of_bucket(&self.gw, s);
                     object_acl = Some(self.object_acl(b, k, version.as_deref(), &owner).await?);
                 }
                 if let Some(Some(acl)) = &object_acl {
@@ -491,7 +492,7 @@ impl Access {
         };
         let refused: Vec<Named<'k>> = objects.filter(|o| !decide(*o, cx)).collect();
         let mut denied = Vec::new();
-        let owner = crate::owner::of_bucket(&self.gw, &settings);
+        let owner = crate::bucket::owner::of_bucket(&self.gw, &settings);
         for (key, version) in refused {
             let object_acl_grants = matches!(
                 saker_policy::acl_permission(action_on(version)),
@@ -533,7 +534,7 @@ pub struct DeniedKeys(pub Arc<std::collections::BTreeSet<String>>);
 /// not exist, else AccessDenied.
 pub async fn refuse_anonymous(gw: &Gateway, bucket: Option<&str>) -> S3Result<()> {
     if let Some(b) = bucket {
-        crate::bucket::bucket_exists(gw, b).await?;
+        crate::bucket::lookup::bucket_exists(gw, b).await?;
     }
     Err(s3_error!(AccessDenied, "Anonymous access is forbidden"))
 }
@@ -545,7 +546,7 @@ fn expected_owner(gw: &Gateway, headers: &http::HeaderMap, s: &Bucket) -> S3Resu
     let Some(expected) = headers.get("x-amz-expected-bucket-owner") else {
         return Ok(());
     };
-    let owner = crate::owner::of_bucket(gw, s);
+    let owner = crate::bucket::owner::of_bucket(gw, s);
     let canonical = gw.keys.canonical_of(&owner).map(|c| c.id);
     if expected.as_bytes() == owner.as_bytes()
         || canonical.is_some_and(|id| expected.as_bytes() == id.as_bytes())
@@ -619,7 +620,9 @@ fn version_of(query: Option<&str>) -> Option<String> {
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         // Which operation it is, for the log of a failure.
-        let logged = cx.extensions_mut().get::<crate::request_log::Operation>();
+        let logged = cx
+            .extensions_mut()
+            .get::<crate::http::request_log::Operation>();
         if let Some(logged) = logged.cloned() {
             logged.set(cx.s3_op().name());
         }
@@ -684,7 +687,7 @@ impl S3Access for Access {
         let keys = req.input.delete.objects.iter().map(|o| o.key.as_str());
         let left = keys.filter(|k| !denied.iter().any(|d| d == k));
         let by_modes =
-            crate::posix::denied_keys(&self.gw, ak, "DeleteObject", &req.input.bucket, left)
+            crate::auth::posix::denied_keys(&self.gw, ak, "DeleteObject", &req.input.bucket, left)
                 .await?;
         denied.extend(by_modes);
         if denied.is_empty() {
@@ -720,7 +723,7 @@ async fn copy_source_check(
                 bucket: bucket.clone(),
                 key: key.clone(),
             };
-            crate::posix::check(&access.gw, ak, "GetObject", &source, None).await
+            crate::auth::posix::check(&access.gw, ak, "GetObject", &source, None).await
         }
         _ => Err(s3_error!(NotImplemented, "copy sources are buckets")),
     }

@@ -14,7 +14,7 @@ impl Access {
         key: &str,
         want: saker_rpc::Want,
     ) -> S3Result<Option<saker_rpc::ObjectView>> {
-        match crate::get::lookup_object(&self.gw, bucket, key, want).await {
+        match crate::object::lookup::lookup_object(&self.gw, bucket, key, want).await {
             Ok(view) => Ok(Some(view)),
             Err(e) if *e.code() == s3s::S3ErrorCode::NoSuchKey => Ok(None),
             Err(e) => Err(e),
@@ -47,7 +47,7 @@ impl Access {
         let view = self.object_or_version(bucket, key, version, want).await?;
         Ok(view
             .and_then(|v| v.acl)
-            .map(|a| crate::acl::of_object(Some(&a), bucket_owner)))
+            .map(|a| crate::bucket::acl::of_object(Some(&a), bucket_owner)))
     }
 
     /// The tags of the object at `key` of `bucket`, or of its `version` (none for a missing
@@ -76,8 +76,8 @@ impl Access {
         want: saker_rpc::Want,
     ) -> S3Result<Option<saker_rpc::ObjectView>> {
         let found = match version {
-            None => crate::get::lookup_object(&self.gw, bucket, key, want).await,
-            Some(v) => crate::versions::lookup(&self.gw, bucket, key, Some(v), want).await,
+            None => crate::object::lookup::lookup_object(&self.gw, bucket, key, want).await,
+            Some(v) => crate::object::lookup::lookup(&self.gw, bucket, key, Some(v), want).await,
         };
         match found {
             Ok(view) => Ok(Some(view)),

@@ -47,7 +47,7 @@ impl Signer {
             "{method}\n{path}\n{query}\nhost:{host}\nx-amz-content-sha256:{payload}\nx-amz-date:{amz_date}\n\nhost;x-amz-content-sha256;x-amz-date\n{payload}"
         );
         let scope = format!("{date}/{}/s3/aws4_request", self.region);
-        let signature = saker_gateway::sigv4::signature(
+        let signature = saker_gateway::http::sigv4::signature(
             &self.secret_key,
             &amz_date,
             date,
