@@ -1,28 +1,40 @@
-//! The on-disk encoding of one chunk file (format version 1), with no I/O: encode the header and
-//! checksum trailer, decode and validate a header, verify blocks against their checksums.
+//! The on-disk encoding of one chunk file (format versions 1 and 2), with no I/O: encode the
+//! header and checksum trailer, decode and validate a header, verify blocks against their
+//! checksums.
 //!
 //! A chunk file is, all integers little-endian:
 //!
 //! ```text
 //! offset                      size        field
 //! 0                           4           magic b"SKCH"
-//! 4                           2           format version u16 = 1
+//! 4                           2           format version u16: 1, or 2 for a shard
 //! 6                           2           reserved u16, written 0
 //! 8                           8           data length u64 (L)
 //! 16                          4           block size u32 (B), 64 KiB when written by this code
+//! (version 1)
 //! 20                          4           CRC32C of bytes 0..20 (protects L and B)
-//! 24                          L           the data
-//! 24 + L                      4 * N       CRC32C of each block, N = ceil(L / B); the last block
+//! (version 2: one shard of an erasure-coded chunk, crate::ec)
+//! 20                          16          id of the chunk the shard belongs to (u128)
+//! 36                          1           shard index (data shards first, then parity)
+//! 37                          1           data shards of the layout (k)
+//! 38                          1           parity shards of the layout (m)
+//! 39                          1           reserved, written 0
+//! 40                          8           the chunk's length (its shards hold k * L >= it)
+//! 48                          4           CRC32C of bytes 0..48
+//! (both; H, the header length, is 24 in version 1 and 52 in version 2)
+//! H                           L           the data
+//! H + L                       4 * N       CRC32C of each block, N = ceil(L / B); the last block
 //!                                         may be short
-//! 24 + L + 4 * N              4           CRC32C of the whole data (ChunkInfo::crc32c)
+//! H + L + 4 * N               4           CRC32C of the whole data (ChunkInfo::crc32c)
 //! ```
 //!
-//! The file length must be exactly `24 + L + 4 * N + 4`; anything else (a crash during `put`, a
+//! The file length must be exactly `H + L + 4 * N + 4`; anything else (a crash during `put`, a
 //! truncation) is corrupt. A reader reads the header, the blocks covering the requested range and
 //! their table entries, and verifies each block. Readers honour the block size in the header, so
 //! it can change without a version bump; any other change to the layout needs a new version, and
 //! readers keep decoding the old ones.
 
+use crate::ec::Layout;
 use crate::error::ChunkError;
 use crate::id::ChunkId;
 
@@ -30,14 +42,31 @@ use crate::id::ChunkId;
 pub const BLOCK_SIZE: u32 = 64 * 1024;
 /// File magic.
 pub const MAGIC: [u8; 4] = *b"SKCH";
-/// The format version written by this code.
+/// The format version of a chunk.
 pub const VERSION: u16 = 1;
-/// Length of the fixed header.
+/// The format version of a shard of an erasure-coded chunk.
+pub const SHARD_VERSION: u16 = 2;
+/// Length of the fixed header of a chunk (version 1); the least any header has.
 pub const HEADER_LEN: usize = 24;
+/// Length of the fixed header of a shard (version 2); the most any header has.
+pub const SHARD_HEADER_LEN: usize = 52;
 /// Length of one checksum entry (table entry or whole-data CRC).
 pub const CRC_LEN: usize = 4;
 /// Largest block size a reader accepts (guards allocations against a bogus header).
 pub const MAX_BLOCK_SIZE: u32 = 64 << 20;
+
+/// Which shard of which chunk a shard file holds (format version 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardOf {
+    /// The erasure-coded chunk.
+    pub chunk: ChunkId,
+    /// The shard's index: data shards `0..k`, then parity.
+    pub index: u8,
+    /// The chunk's layout.
+    pub layout: Layout,
+    /// The chunk's length.
+    pub chunk_len: u64,
+}
 
 /// The decoded fixed header of a chunk file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +75,8 @@ pub struct Header {
     pub data_len: u64,
     /// Checksum block size in bytes (never 0).
     pub block_size: u32,
+    /// The chunk this is a shard of, for a shard (version 2).
+    pub shard: Option<ShardOf>,
 }
 
 impl Header {
@@ -54,58 +85,97 @@ impl Header {
         Header {
             data_len,
             block_size: BLOCK_SIZE,
+            shard: None,
+        }
+    }
+
+    /// The header for a new shard of `data_len` bytes.
+    pub fn shard(data_len: u64, of: ShardOf) -> Self {
+        Header {
+            shard: Some(of),
+            ..Header::new(data_len)
+        }
+    }
+
+    /// The length of this header in a file: [`HEADER_LEN`] or [`SHARD_HEADER_LEN`].
+    pub fn header_len(&self) -> usize {
+        match self.shard {
+            None => HEADER_LEN,
+            Some(_) => SHARD_HEADER_LEN,
         }
     }
 
     /// The header's bytes.
-    pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut buf = [0u8; HEADER_LEN];
+    pub fn encode(&self) -> Vec<u8> {
+        let mut buf = vec![0u8; self.header_len()];
         buf[0..4].copy_from_slice(&MAGIC);
-        buf[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        let version = match self.shard {
+            None => VERSION,
+            Some(_) => SHARD_VERSION,
+        };
+        buf[4..6].copy_from_slice(&version.to_le_bytes());
         // 6..8 reserved, zero.
         buf[8..16].copy_from_slice(&self.data_len.to_le_bytes());
         buf[16..20].copy_from_slice(&self.block_size.to_le_bytes());
-        let crc = crc32c::crc32c(&buf[0..20]);
-        buf[20..24].copy_from_slice(&crc.to_le_bytes());
+        if let Some(of) = &self.shard {
+            buf[20..36].copy_from_slice(&of.chunk.0.to_le_bytes());
+            buf[36] = of.index;
+            buf[37] = of.layout.data() as u8;
+            buf[38] = of.layout.parity() as u8;
+            // 39 reserved, zero.
+            buf[40..48].copy_from_slice(&of.chunk_len.to_le_bytes());
+        }
+        let at = buf.len() - CRC_LEN;
+        let crc = crc32c::crc32c(&buf[..at]);
+        buf[at..].copy_from_slice(&crc.to_le_bytes());
         buf
     }
 
-    /// Decodes and validates the header at the start of `buf` (the file of chunk `id`).
+    /// Decodes and validates the header at the start of `buf` (the file of chunk `id`), which
+    /// holds at least the header ([`SHARD_HEADER_LEN`] bytes hold any; a chunk's own file may
+    /// be shorter).
     ///
-    /// A short buffer, bad magic, bad header checksum or impossible block size is
+    /// A short buffer, bad magic, bad header checksum or impossible size or shard is
     /// [`ChunkError::Corrupt`]; an unknown version is [`ChunkError::BadFormat`].
     pub fn decode(id: ChunkId, buf: &[u8]) -> Result<Self, ChunkError> {
-        let Some(buf) = buf.get(..HEADER_LEN) else {
-            return Err(ChunkError::corrupt(
-                id,
-                format!("header is {} bytes, expected {HEADER_LEN}", buf.len()),
-            ));
+        let short = |len: usize| {
+            ChunkError::corrupt(id, format!("header is {} bytes, expected {len}", buf.len()))
         };
-        if buf[0..4] != MAGIC {
+        let prefix = buf.get(..HEADER_LEN).ok_or_else(|| short(HEADER_LEN))?;
+        if prefix[0..4] != MAGIC {
             return Err(ChunkError::corrupt(
                 id,
-                format!("bad magic {:02x?}", &buf[0..4]),
+                format!("bad magic {:02x?}", &prefix[0..4]),
             ));
         }
-        let version = u16::from_le_bytes([buf[4], buf[5]]);
-        if version != VERSION {
-            return Err(ChunkError::BadFormat(format!(
-                "chunk {id}: unsupported format version {version} (this build reads {VERSION})"
-            )));
-        }
-        let stored_crc = read_u32(&buf[20..24]);
-        let crc = crc32c::crc32c(&buf[0..20]);
+        let version = u16::from_le_bytes([prefix[4], prefix[5]]);
+        let len = match version {
+            VERSION => HEADER_LEN,
+            SHARD_VERSION => SHARD_HEADER_LEN,
+            _ => {
+                return Err(ChunkError::BadFormat(format!(
+                    "chunk {id}: unsupported format version {version} (this build reads \
+                     {VERSION} and {SHARD_VERSION})"
+                )))
+            }
+        };
+        let buf = buf.get(..len).ok_or_else(|| short(len))?;
+        let stored_crc = read_u32(&buf[len - CRC_LEN..]);
+        let crc = crc32c::crc32c(&buf[..len - CRC_LEN]);
         if stored_crc != crc {
             return Err(ChunkError::corrupt(
                 id,
                 format!("header crc mismatch: stored {stored_crc:08x}, computed {crc:08x}"),
             ));
         }
-        let mut len_bytes = [0u8; 8];
-        len_bytes.copy_from_slice(&buf[8..16]);
+        let shard = match version {
+            SHARD_VERSION => Some(decode_shard(id, buf)?),
+            _ => None,
+        };
         let header = Header {
-            data_len: u64::from_le_bytes(len_bytes),
+            data_len: read_u64(&buf[8..16]),
             block_size: read_u32(&buf[16..20]),
+            shard,
         };
         if header.block_size == 0 || header.block_size > MAX_BLOCK_SIZE {
             return Err(ChunkError::corrupt(
@@ -119,6 +189,17 @@ impl Header {
                 format!("impossible data length {}", header.data_len),
             ));
         }
+        if let Some(of) = &header.shard {
+            if of.layout.shard_len(of.chunk_len) != header.data_len {
+                return Err(ChunkError::corrupt(
+                    id,
+                    format!(
+                        "a shard of {} bytes for a {}-byte chunk in {}",
+                        header.data_len, of.chunk_len, of.layout
+                    ),
+                ));
+            }
+        }
         Ok(header)
     }
 
@@ -129,7 +210,7 @@ impl Header {
 
     /// File offset of the first checksum table entry.
     pub fn table_offset(&self) -> u64 {
-        HEADER_LEN as u64 + self.data_len
+        self.header_len() as u64 + self.data_len
     }
 
     /// The exact length of a complete file with this header, or None if it overflows.
@@ -138,7 +219,7 @@ impl Header {
             .checked_add(1)?
             .checked_mul(CRC_LEN as u64)?
             .checked_add(self.data_len)?
-            .checked_add(HEADER_LEN as u64)
+            .checked_add(self.header_len() as u64)
     }
 }
 
@@ -196,6 +277,32 @@ pub fn verify_blocks(
     Ok(whole)
 }
 
+/// The shard fields of a version 2 header whose checksum holds.
+fn decode_shard(id: ChunkId, buf: &[u8]) -> Result<ShardOf, ChunkError> {
+    let layout = Layout::new(buf[37], buf[38])
+        .map_err(|e| ChunkError::corrupt(id, format!("shard header: {e}")))?;
+    let of = ShardOf {
+        chunk: ChunkId(u128::from_le_bytes(
+            buf[20..36].try_into().expect("16 bytes"),
+        )),
+        index: buf[36],
+        layout,
+        chunk_len: read_u64(&buf[40..48]),
+    };
+    if usize::from(of.index) >= layout.shards() {
+        return Err(ChunkError::corrupt(
+            id,
+            format!("shard {} of a {layout} layout", of.index),
+        ));
+    }
+    Ok(of)
+}
+
+/// Reads a little-endian u64 from an 8-byte slice.
+fn read_u64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
 /// Reads a little-endian u32 from a 4-byte slice.
 pub fn read_u32(b: &[u8]) -> u32 {
     let mut a = [0u8; 4];
@@ -239,20 +346,20 @@ mod tests {
             Header::decode(ID, &good[..10]),
             Err(ChunkError::Corrupt { .. })
         ));
-        let mut bad = good;
+        let mut bad = good.clone();
         bad[0] = b'X';
         assert!(matches!(
             Header::decode(ID, &bad),
             Err(ChunkError::Corrupt { .. })
         ));
-        let mut bad = good;
-        bad[4] = 2;
+        let mut bad = good.clone();
+        bad[4] = 3;
         assert!(matches!(
             Header::decode(ID, &bad),
             Err(ChunkError::BadFormat(_))
         ));
         for byte in [6, 8, 12, 16, 21] {
-            let mut bad = good;
+            let mut bad = good.clone();
             bad[byte] ^= 0x40;
             assert!(
                 matches!(Header::decode(ID, &bad), Err(ChunkError::Corrupt { .. })),
@@ -267,12 +374,80 @@ mod tests {
             let buf = Header {
                 data_len: len,
                 block_size: bs,
+                shard: None,
             }
             .encode();
             assert!(matches!(
                 Header::decode(ID, &buf),
                 Err(ChunkError::Corrupt { .. })
             ));
+        }
+    }
+
+    fn shard_of(chunk_len: u64, index: u8) -> ShardOf {
+        ShardOf {
+            chunk: ChunkId(0xfeed_beef << 64 | 9),
+            index,
+            layout: "4+2".parse().unwrap(),
+            chunk_len,
+        }
+    }
+
+    #[test]
+    fn a_shard_header_round_trips_and_names_its_chunk() {
+        for (chunk_len, index) in [(0, 0), (1000, 5), (8 << 20, 3)] {
+            let of = shard_of(chunk_len, index);
+            let h = Header::shard(of.layout.shard_len(chunk_len), of);
+            let bytes = h.encode();
+            assert_eq!(bytes.len(), SHARD_HEADER_LEN);
+            assert_eq!(Header::decode(ID, &bytes).unwrap(), h);
+            // A buffer longer than the header is fine (readers take SHARD_HEADER_LEN bytes).
+            let mut longer = bytes.clone();
+            longer.extend_from_slice(&[7; 40]);
+            assert_eq!(Header::decode(ID, &longer).unwrap(), h);
+            assert_eq!(h.table_offset(), (SHARD_HEADER_LEN as u64) + h.data_len);
+        }
+    }
+
+    #[test]
+    fn a_damaged_shard_header_is_corrupt() {
+        let of = shard_of(1000, 2);
+        let good = Header::shard(of.layout.shard_len(1000), of).encode();
+        assert!(matches!(
+            Header::decode(ID, &good[..HEADER_LEN]),
+            Err(ChunkError::Corrupt { .. })
+        ));
+        for byte in [8, 20, 35, 36, 37, 38, 40, 47, 50] {
+            let mut bad = good.clone();
+            bad[byte] ^= 0x04;
+            assert!(
+                matches!(Header::decode(ID, &bad), Err(ChunkError::Corrupt { .. })),
+                "flip at {byte} accepted"
+            );
+        }
+        // Consistent checksums, impossible contents: an index past the layout, a layout that
+        // cannot be, a shard length that does not fit the chunk.
+        for h in [
+            Header::shard(256, shard_of(1000, 6)),
+            Header::shard(
+                256,
+                ShardOf {
+                    layout: Layout::new(2, 1).unwrap(),
+                    ..shard_of(1000, 0)
+                },
+            ),
+            Header::shard(64, shard_of(1000, 0)),
+        ] {
+            let mut bytes = h.encode();
+            if h.shard.unwrap().layout.parity() == 1 {
+                bytes[38] = 0; // no layout has 0 parity shards
+                let crc = crc32c::crc32c(&bytes[..48]);
+                bytes[48..].copy_from_slice(&crc.to_le_bytes());
+            }
+            assert!(
+                matches!(Header::decode(ID, &bytes), Err(ChunkError::Corrupt { .. })),
+                "{h:?} accepted"
+            );
         }
     }
 

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use bytes::Bytes;
 
 use crate::error::ChunkError;
-use crate::format::{self, Header, CRC_LEN, HEADER_LEN};
+use crate::format::{self, Header, CRC_LEN, HEADER_LEN, SHARD_HEADER_LEN};
 use crate::id::ChunkId;
 
 /// What a range read found.
@@ -44,9 +44,11 @@ pub(crate) fn read_image(
             format!("chunk image is {image_len} bytes, shorter than the header"),
         ));
     }
-    let mut header_buf = [0u8; HEADER_LEN];
-    file.read_exact_at(&mut header_buf, base)?;
-    let header = Header::decode(id, &header_buf)?;
+    // Enough for any header; a chunk's own image may be shorter.
+    let mut header_buf = [0u8; SHARD_HEADER_LEN];
+    let header_buf = &mut header_buf[..image_len.min(SHARD_HEADER_LEN as u64) as usize];
+    file.read_exact_at(header_buf, base)?;
+    let header = Header::decode(id, header_buf)?;
     let expected_len = header.file_len().unwrap_or(u64::MAX);
     if image_len != expected_len {
         return Err(ChunkError::corrupt(
@@ -76,7 +78,7 @@ pub(crate) fn read_image(
     };
     let read_start = first * block_size;
     let read_end = (last_excl * block_size).min(data_len);
-    let data_at = base + HEADER_LEN as u64 + read_start;
+    let data_at = base + header.header_len() as u64 + read_start;
     let data = match direct {
         Some(direct) => crate::direct::read_at(direct, data_at, to_usize(read_end - read_start)?)?,
         None => {

@@ -11,11 +11,13 @@
 //! - [`RemoteChunkStore`]: a store in another process; [`ChunkServer`] serves one to it.
 //! - [`ReplicatedChunkStore`]: every chunk on several stores (placement, quorum writes, read
 //!   repair, repair passes).
+//! - [`ec`]: erasure coding of a chunk into k data and m parity shards.
 //! - [`conformance`]: the suite every backend must pass.
 
 pub mod conformance;
 mod direct;
 pub mod disk;
+pub mod ec;
 pub mod error;
 pub mod format;
 pub mod id;
