@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
+use crate::ec::Layout;
 use crate::error::ChunkError;
-use crate::format::BLOCK_SIZE;
+use crate::format::{ShardOf, BLOCK_SIZE};
 use crate::id::ChunkId;
 use crate::store::ChunkStore;
 
@@ -24,6 +25,85 @@ pub async fn run_all<S: ChunkStore>(store: &S) {
     concurrent_puts(store).await;
     stats_count(store).await;
     list_older_than(store).await;
+}
+
+/// The checks of a store that keeps shards of erasure-coded chunks (every store of one disk;
+/// not a store of several, which places shards on its members).
+pub async fn run_shards<S: ChunkStore>(store: &S) {
+    shards_round_trip(store).await;
+}
+
+/// Shards of a small and a large chunk (a volume record and a file of their own) read back
+/// whole and by range beside a chunk under the chunk's own id; a shard stored twice, of the
+/// wrong length or missing is the error it should be.
+pub async fn shards_round_trip<S: ChunkStore>(store: &S) {
+    let layout: Layout = "4+2".parse().expect("layout");
+    for (seed, len) in [(31, 1000), (32, 3 << 20)] {
+        let chunk = ChunkId::random();
+        let data = pattern(seed, len);
+        // A replica of the chunk under its own id, as before it is encoded.
+        store.put(chunk, data.clone()).await.expect("put the chunk");
+        let shards = layout.encode(&data).expect("encode");
+        let of = |index: usize| ShardOf {
+            chunk,
+            index: index as u8,
+            layout,
+            chunk_len: len as u64,
+        };
+        for (i, shard) in shards.iter().enumerate() {
+            let info = store
+                .put_shard(of(i), shard.clone())
+                .await
+                .expect("put_shard");
+            assert_eq!(info.len, shard.len() as u64, "shard {i} length");
+            assert_eq!(info.crc32c, crc32c::crc32c(shard), "shard {i} crc");
+        }
+        for (i, shard) in shards.iter().enumerate() {
+            let got = store
+                .get_shard(chunk, i as u8, 0, u64::MAX)
+                .await
+                .expect("get_shard");
+            assert_eq!(got, shard, "shard {i} of a {len}-byte chunk");
+            let s = shard.len() as u64;
+            let part = store
+                .get_shard(chunk, i as u8, s / 3, s / 2)
+                .await
+                .expect("get_shard range");
+            assert_eq!(
+                part,
+                shard.slice((s / 3) as usize..(s / 3 + s / 2) as usize)
+            );
+        }
+        assert_eq!(
+            get(store, chunk, 0, u64::MAX).await,
+            data,
+            "the chunk beside its shards"
+        );
+        let some: Vec<Option<Bytes>> = (0..shards.len())
+            .map(|i| (i % 3 != 0).then(|| shards[i].clone()))
+            .collect();
+        assert_eq!(layout.decode(len as u64, &some).expect("decode"), data);
+        assert!(matches!(
+            store.put_shard(of(2), shards[2].clone()).await,
+            Err(ChunkError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            store.put_shard(of(1), shards[1].slice(1..)).await,
+            Err(ChunkError::BadFormat(_))
+        ));
+        assert!(matches!(
+            store.get_shard(ChunkId::random(), 0, 0, 10).await,
+            Err(ChunkError::NotFound(_))
+        ));
+        store
+            .delete(crate::ec::shard_id(chunk, 0))
+            .await
+            .expect("delete a shard");
+        assert!(matches!(
+            store.get_shard(chunk, 0, 0, 10).await,
+            Err(ChunkError::NotFound(_))
+        ));
+    }
 }
 
 /// Deterministic pseudo-random bytes (xorshift64*), different per seed.

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 use crate::error::ChunkError;
-use crate::format::{self, Header};
+use crate::format::{self, Header, ShardOf};
 use crate::id::ChunkId;
 use crate::image::{read_image, ReadOut};
 use crate::stats::{ChunkStats, Counters};
@@ -153,15 +153,21 @@ impl DiskChunkStore {
         blocking(read).await
     }
 
-    /// Stores one chunk: in a volume if small, else as a file of its own.
-    async fn put_chunk(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+    /// Stores one chunk (or shard: `header` says which): in a volume if small, else as a file of
+    /// its own.
+    async fn put_chunk(
+        &self,
+        id: ChunkId,
+        header: Header,
+        data: Bytes,
+    ) -> Result<ChunkInfo, ChunkError> {
         let path = self.chunk_path(id);
         let len = data.len() as u64;
         let result = if len <= self.small_max {
             let volumes = self.volumes.clone();
-            blocking(move || volumes.put(id, &data)).await
+            blocking(move || volumes.put_image(id, header, &data)).await
         } else {
-            blocking(move || write_chunk(&path, id, &data)).await
+            blocking(move || write_chunk(&path, id, header, &data)).await
         };
         let info = match result.map_err(ChunkError::classify) {
             Err(ChunkError::Full(m)) => {
@@ -191,7 +197,16 @@ impl DiskChunkStore {
 impl ChunkStore for DiskChunkStore {
     async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         let span = tracing::debug_span!("chunk.write", len = data.len());
-        self.put_chunk(id, data).instrument(span).await
+        let header = Header::new(data.len() as u64);
+        self.put_chunk(id, header, data).instrument(span).await
+    }
+
+    async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        crate::ec::check_shard_len(&of, data.len() as u64)?;
+        let span = tracing::debug_span!("chunk.write_shard", len = data.len());
+        let header = Header::shard(data.len() as u64, of);
+        let id = crate::ec::shard_id(of.chunk, of.index);
+        self.put_chunk(id, header, data).instrument(span).await
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
@@ -318,7 +333,12 @@ where
 /// the PUT no more (`compat_tests/bench/results/2026-11-29-get-1mib.json`).
 const DIRECT_MIN: usize = 4 << 20;
 
-fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, ChunkError> {
+fn write_chunk(
+    path: &Path,
+    id: ChunkId,
+    header: Header,
+    data: &[u8],
+) -> Result<ChunkInfo, ChunkError> {
     let shard = path
         .parent()
         .expect("chunk paths are root/shard/name")
@@ -355,11 +375,10 @@ fn write_chunk(path: &Path, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, Chunk
         }
         Err(e) => return Err(e.into()),
     };
-    let header = Header::new(data.len() as u64);
     let (trailer, crc32c) = format::encode_trailer(data, header.block_size);
     let written = (|| -> io::Result<()> {
         if direct {
-            crate::direct::write_parts(&file, &[&header.encode(), data, &trailer])?;
+            crate::direct::write_parts(&file, &[&header.encode()[..], data, &trailer])?;
         } else {
             file.write_all(&header.encode())?;
             file.write_all(data)?;

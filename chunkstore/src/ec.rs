@@ -248,6 +248,18 @@ impl std::str::FromStr for Layout {
     }
 }
 
+/// `Ok` if `len` bytes are what shard `of` holds ([`Layout::shard_len`] of its chunk).
+pub fn check_shard_len(of: &crate::format::ShardOf, len: u64) -> Result<(), ChunkError> {
+    let want = of.layout.shard_len(of.chunk_len);
+    if len != want || usize::from(of.index) >= of.layout.shards() {
+        return Err(ChunkError::BadFormat(format!(
+            "shard {} of chunk {} ({}, {} bytes): {len} bytes given, {want} expected",
+            of.index, of.chunk, of.layout, of.chunk_len
+        )));
+    }
+    Ok(())
+}
+
 /// Part of a chunk range in one data shard ([`Layout::pieces`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Piece {
@@ -261,11 +273,11 @@ pub struct Piece {
 
 /// The id shard `index` of chunk `chunk` is stored under: a hash of both, as unlikely to meet
 /// another chunk's id as two random ids are.
-pub fn shard_id(chunk: ChunkId, index: usize) -> ChunkId {
+pub fn shard_id(chunk: ChunkId, index: u8) -> ChunkId {
     let mut h = Sha256::new();
     h.update(b"saker ec shard\0");
     h.update(chunk.0.to_le_bytes());
-    h.update((index as u32).to_le_bytes());
+    h.update([index]);
     let digest = h.finalize();
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::error::ChunkError;
+use crate::format::ShardOf;
 use crate::id::ChunkId;
 use crate::stats::{ChunkStats, Counters};
 use crate::store::{ChunkInfo, ChunkStore};
@@ -64,6 +65,12 @@ impl ChunkStore for MemChunkStore {
         }
         self.counters.put(info.len);
         Ok(info)
+    }
+
+    async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        crate::ec::check_shard_len(&of, data.len() as u64)?;
+        self.put(crate::ec::shard_id(of.chunk, of.index), data)
+            .await
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {

@@ -10,10 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use saker_rpc::{
-    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel, MAX_LIST_PAGE,
+    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel, ShardName, MAX_LIST_PAGE,
 };
 
+use crate::ec::Layout;
 use crate::error::ChunkError;
+use crate::format::ShardOf;
 use crate::id::ChunkId;
 use crate::stats::{ChunkStats, Counters};
 use crate::store::{ChunkInfo, ChunkStore};
@@ -65,6 +67,46 @@ impl ChunkStore for RemoteChunkStore {
             })
             .await?
         {
+            ChunkReply::Data(bytes) => {
+                self.counters.read(bytes.len() as u64);
+                Ok(bytes)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        let shard = ShardName {
+            chunk: of.chunk.0,
+            index: of.index,
+            data: of.layout.data() as u8,
+            parity: of.layout.parity() as u8,
+            chunk_len: of.chunk_len,
+        };
+        match self.call(ChunkRequest::PutShard { shard, data }).await? {
+            ChunkReply::Put { len, crc32c } => {
+                self.counters.put(len);
+                Ok(ChunkInfo { len, crc32c })
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn get_shard(
+        &self,
+        chunk: ChunkId,
+        index: u8,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ChunkError> {
+        let req = ChunkRequest::GetShard {
+            chunk: chunk.0,
+            index,
+            offset,
+            len,
+            grant: saker_rpc::capability::held(chunk.0),
+        };
+        match self.call(req).await? {
             ChunkReply::Data(bytes) => {
                 self.counters.read(bytes.len() as u64);
                 Ok(bytes)
@@ -141,6 +183,32 @@ impl ChunkService for ChunkServer {
             ChunkRequest::Get {
                 id, offset, len, ..
             } => ChunkReply::Data(store.get(ChunkId(id), offset, len).await.map_err(to_wire)?),
+            ChunkRequest::PutShard { shard, data } => {
+                let layout = Layout::new(shard.data, shard.parity).map_err(to_wire)?;
+                let of = ShardOf {
+                    chunk: ChunkId(shard.chunk),
+                    index: shard.index,
+                    layout,
+                    chunk_len: shard.chunk_len,
+                };
+                let info = store.put_shard(of, data).await.map_err(to_wire)?;
+                ChunkReply::Put {
+                    len: info.len,
+                    crc32c: info.crc32c,
+                }
+            }
+            ChunkRequest::GetShard {
+                chunk,
+                index,
+                offset,
+                len,
+                ..
+            } => ChunkReply::Data(
+                store
+                    .get_shard(ChunkId(chunk), index, offset, len)
+                    .await
+                    .map_err(to_wire)?,
+            ),
             ChunkRequest::Delete { id } => {
                 store.delete(ChunkId(id)).await.map_err(to_wire)?;
                 ChunkReply::Done

@@ -5,6 +5,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use crate::error::ChunkError;
+use crate::format::ShardOf;
 use crate::id::ChunkId;
 use crate::stats::ChunkStats;
 
@@ -46,6 +47,30 @@ pub trait ChunkStore: Send + Sync + 'static {
                 "its bytes fail their reader's check",
             )),
         }
+    }
+
+    /// Stores `data` as shard `of.index` of erasure-coded chunk `of.chunk`, under
+    /// [`crate::ec::shard_id`] of both, in the shard format, as durably as [`Self::put`]. A store
+    /// of several others places shards itself and keeps none here.
+    async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
+        let _ = data;
+        Err(ChunkError::BadFormat(format!(
+            "shard {} of chunk {}: this store keeps no shards",
+            of.index, of.chunk
+        )))
+    }
+
+    /// Reads `len` bytes at `offset` of shard `index` of erasure-coded chunk `chunk`, as
+    /// [`Self::get`] reads a chunk.
+    async fn get_shard(
+        &self,
+        chunk: ChunkId,
+        index: u8,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ChunkError> {
+        self.get(crate::ec::shard_id(chunk, index), offset, len)
+            .await
     }
 
     /// Deletes; deleting a missing chunk is Ok.

@@ -419,7 +419,16 @@ impl Volumes {
 
     /// Stores a chunk durably; returns what its metadata record keeps.
     pub fn put(&self, id: ChunkId, data: &[u8]) -> Result<ChunkInfo, ChunkError> {
-        let header = Header::new(data.len() as u64);
+        self.put_image(id, Header::new(data.len() as u64), data)
+    }
+
+    /// Stores a chunk or shard (`header` says which; its length is `data`'s) durably.
+    pub fn put_image(
+        &self,
+        id: ChunkId,
+        header: Header,
+        data: &[u8],
+    ) -> Result<ChunkInfo, ChunkError> {
         let (trailer, crc32c) = format::encode_trailer(data, header.block_size);
         let body_len = header
             .file_len()

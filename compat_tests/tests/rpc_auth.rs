@@ -150,6 +150,25 @@ fn chunk_requests() -> Vec<ChunkRequest> {
             grant: None,
         },
         ChunkRequest::Delete { id: 1 },
+        // Shards are written by the nodes' encoder only.
+        ChunkRequest::PutShard {
+            shard: saker_rpc::ShardName {
+                chunk: rand::random(),
+                index: 0,
+                data: 2,
+                parity: 1,
+                chunk_len: 2,
+            },
+            data: Bytes::from_static(&[0; 64]),
+        },
+        // Without a grant for the chunk: a node's read only.
+        ChunkRequest::GetShard {
+            chunk: 1,
+            index: 0,
+            offset: 0,
+            len: 1,
+            grant: None,
+        },
         ChunkRequest::ListOlderThan {
             unix_ns: 0,
             after: None,
@@ -243,8 +262,11 @@ async fn every_rpc(addr: &str, or_cut: bool) -> Vec<(String, bool, bool)> {
     out.push(("tier read".into(), refused_by(&r, refused), false));
     for req in chunk_requests() {
         let what = format!("chunk {req:?}").chars().take(40).collect();
-        let client_ok =
-            req.client_allowed() && !matches!(req, ChunkRequest::Get { grant: None, .. });
+        let client_ok = req.client_allowed()
+            && !matches!(
+                req,
+                ChunkRequest::Get { grant: None, .. } | ChunkRequest::GetShard { grant: None, .. }
+            );
         let r = ch.chunk(req).await;
         out.push((
             what,

@@ -49,6 +49,29 @@ pub enum ChunkRequest {
     },
     /// Make every chunk put so far durable on disk (answered at once where each put is).
     SyncToDisk,
+    /// Store `data` durably as shard `shard.index` of an erasure-coded chunk (stored under an
+    /// id derived from both, in the shard format); an existing shard is `AlreadyExists`.
+    PutShard { shard: ShardName, data: Bytes },
+    /// Read `len` bytes at `offset` of shard `index` of erasure-coded chunk `chunk`, as `Get`
+    /// reads a chunk; a client's read shows its grant for the chunk.
+    GetShard {
+        chunk: u128,
+        index: u8,
+        offset: u64,
+        len: u64,
+        grant: Option<crate::capability::ChunkGrant>,
+    },
+}
+
+/// Which shard of which erasure-coded chunk ([`ChunkRequest::PutShard`]): the chunk, the shard's
+/// index (data shards first), the layout (`data` + `parity` shards) and the chunk's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardName {
+    pub chunk: u128,
+    pub index: u8,
+    pub data: u8,
+    pub parity: u8,
+    pub chunk_len: u64,
 }
 
 /// A successful answer; which variant follows from the request.
@@ -88,12 +111,15 @@ pub enum ChunkWireError {
 }
 
 impl ChunkRequest {
-    /// Whether a client credential may send it: reads, writes and syncs of chunks (deletes
-    /// and listings are the GC's, on the nodes).
+    /// Whether a client credential may send it: reads, writes and syncs of chunks, reads of
+    /// shards (deletes and listings are the GC's, shards written by the nodes' encoder).
     pub fn client_allowed(&self) -> bool {
         matches!(
             self,
-            ChunkRequest::Put { .. } | ChunkRequest::Get { .. } | ChunkRequest::SyncToDisk
+            ChunkRequest::Put { .. }
+                | ChunkRequest::Get { .. }
+                | ChunkRequest::GetShard { .. }
+                | ChunkRequest::SyncToDisk
         )
     }
 
@@ -102,8 +128,12 @@ impl ChunkRequest {
     /// per [`DEADLINE_RATE`] bytes moved, and a minute for a listing of every chunk.
     pub fn deadline(&self, base: std::time::Duration) -> std::time::Duration {
         let moved = match self {
-            ChunkRequest::Put { data, .. } => data.len() as u64,
-            ChunkRequest::Get { len, .. } => (*len).min(DEADLINE_MAX_CHUNK),
+            ChunkRequest::Put { data, .. } | ChunkRequest::PutShard { data, .. } => {
+                data.len() as u64
+            }
+            ChunkRequest::Get { len, .. } | ChunkRequest::GetShard { len, .. } => {
+                (*len).min(DEADLINE_MAX_CHUNK)
+            }
             ChunkRequest::ListOlderThan { .. } => return base.max(LIST_DEADLINE),
             ChunkRequest::Delete { .. } | ChunkRequest::SyncToDisk => 0,
         };
@@ -118,6 +148,8 @@ impl ChunkRequest {
             ChunkRequest::Delete { .. } => "delete",
             ChunkRequest::ListOlderThan { .. } => "list_older_than",
             ChunkRequest::SyncToDisk => "sync_to_disk",
+            ChunkRequest::PutShard { .. } => "put_shard",
+            ChunkRequest::GetShard { .. } => "get_shard",
         }
     }
 }

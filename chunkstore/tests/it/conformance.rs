@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 #[tokio::test]
 async fn mem_store_conforms() {
     conformance::run_all(&MemChunkStore::new()).await;
+    conformance::run_shards(&MemChunkStore::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,6 +22,50 @@ async fn disk_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = DiskChunkStore::open(dir.path()).unwrap();
     conformance::run_all(&store).await;
+    conformance::run_shards(&store).await;
+}
+
+/// Shards written in the shard format read back after the store reopens, and name their chunk
+/// in their header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_store_reads_its_shards_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout: saker_chunkstore::ec::Layout = "6+3".parse().unwrap();
+    let mut written = Vec::new();
+    {
+        let store = DiskChunkStore::open(dir.path()).unwrap();
+        for len in [5000usize, 2 << 20] {
+            let chunk = ChunkId::random();
+            let data = conformance::pattern(len as u64, len);
+            for (i, shard) in layout.encode(&data).unwrap().into_iter().enumerate() {
+                let of = saker_chunkstore::format::ShardOf {
+                    chunk,
+                    index: i as u8,
+                    layout,
+                    chunk_len: len as u64,
+                };
+                store.put_shard(of, shard.clone()).await.unwrap();
+                written.push((chunk, i as u8, shard));
+            }
+        }
+    }
+    let store = DiskChunkStore::open(dir.path()).unwrap();
+    let mut files = 0;
+    for (chunk, i, shard) in written {
+        assert_eq!(store.get_shard(chunk, i, 0, u64::MAX).await.unwrap(), shard);
+        let id = saker_chunkstore::ec::shard_id(chunk, i);
+        let info = store.verify(id).await.unwrap();
+        assert_eq!(info.crc32c, crc32c::crc32c(&shard));
+        // A large shard is a file of its own: its header names the chunk.
+        let path = store.chunk_path(id);
+        if let Ok(bytes) = std::fs::read(&path) {
+            let header = saker_chunkstore::format::Header::decode(id, &bytes).unwrap();
+            let of = header.shard.expect("a shard header");
+            assert_eq!((of.chunk, of.index, of.layout), (chunk, i, layout));
+            files += 1;
+        }
+    }
+    assert_eq!(files, 9, "the large chunk's shards are files of their own");
 }
 
 /// A disk store served over the RPC transport, used through [`RemoteChunkStore`].
@@ -31,6 +76,7 @@ async fn remote_store_conforms() {
     let addr = serve(served.clone()).await;
     let remote = RemoteChunkStore::new(RpcChannel::connect(&addr).await.unwrap());
     conformance::run_all(&remote).await;
+    conformance::run_shards(&remote).await;
 
     // Errors keep their kind across the wire.
     let missing = ChunkId::random();

@@ -585,11 +585,25 @@ async fn chunk_call(
 ) -> Result<Result<ChunkReply, ChunkWireError>, Status> {
     if kind == Kind::Client && !req.client_allowed() {
         return Err(Status::permission_denied(
-            "a client credential may not delete or list chunks",
+            "a client credential may not delete or list chunks, nor write shards",
         ));
     }
-    if let ChunkRequest::Get { id, grant, .. } = &req {
-        granted(kind, *grant, *id, &format!("chunk {id:032x}"))?;
+    match &req {
+        ChunkRequest::Get { id, grant, .. } => {
+            granted(kind, *grant, *id, &format!("chunk {id:032x}"))?
+        }
+        ChunkRequest::GetShard {
+            chunk,
+            index,
+            grant,
+            ..
+        } => granted(
+            kind,
+            *grant,
+            *chunk,
+            &format!("shard {index} of chunk {chunk:032x}"),
+        )?,
+        _ => {}
     }
     let Some(chunks) = chunks else {
         return Ok(Err(ChunkWireError::Unavailable(
