@@ -14,6 +14,7 @@
 
 use std::collections::HashSet;
 
+use crate::error::ChunkError;
 use crate::id::ChunkId;
 use crate::members::Member;
 
@@ -85,6 +86,49 @@ pub fn rank(members: &[Member], replicas: usize, id: ChunkId) -> Vec<usize> {
     let (mut first, rest): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| held[i]);
     first.extend(rest);
     first
+}
+
+/// The members that hold the `shards` shards of erasure-coded chunk `id`, shard i on the i-th:
+/// distinct placing members, taken a round at a time over the zones (each zone's next best by
+/// score, zones in the order of their best), so no zone holds more than `ceil(shards / zones)`
+/// of them. Fewer placing members than shards is an error: the layout does not fit.
+pub fn shard_places(
+    members: &[Member],
+    shards: usize,
+    id: ChunkId,
+) -> Result<Vec<usize>, ChunkError> {
+    let placing: Vec<usize> = {
+        let mut p: Vec<usize> = (0..members.len()).filter(|&i| members[i].placing).collect();
+        p.sort_by_key(|&i| std::cmp::Reverse(score(&members[i].name, id)));
+        p
+    };
+    if placing.len() < shards {
+        return Err(ChunkError::Unavailable(format!(
+            "{shards} shards need as many chunkstores that take chunks; the cluster has {}",
+            placing.len()
+        )));
+    }
+    // Each zone's members, best first; zones in the order of their best member.
+    let mut zones: Vec<(&str, std::collections::VecDeque<usize>)> = Vec::new();
+    for &i in &placing {
+        let zone = members[i].zone.as_str();
+        match zones.iter_mut().find(|(z, _)| *z == zone) {
+            Some((_, q)) => q.push_back(i),
+            None => zones.push((zone, std::collections::VecDeque::from([i]))),
+        }
+    }
+    let mut out = Vec::with_capacity(shards);
+    while out.len() < shards {
+        for (_, q) in zones.iter_mut() {
+            if out.len() == shards {
+                break;
+            }
+            if let Some(i) = q.pop_front() {
+                out.push(i);
+            }
+        }
+    }
+    Ok(out)
 }
 
 impl View {
@@ -192,6 +236,32 @@ mod tests {
             let zones: BTreeSet<&str> = order[..3].iter().map(|&i| ms[i].zone.as_str()).collect();
             assert_eq!(zones.len(), 2);
         }
+    }
+
+    #[test]
+    fn shards_go_to_distinct_members_balanced_over_zones() {
+        // 3 zones of 2, 3 and 4 members: 6 shards, at most 2 a zone.
+        let ms = of(&zone_list(&[("a", 2), ("b", 3), ("c", 4)]));
+        let mut firsts = BTreeSet::new();
+        for _ in 0..2000 {
+            let id = ChunkId::random();
+            let places = shard_places(&ms, 6, id).unwrap();
+            assert_eq!(places, shard_places(&ms, 6, id).unwrap(), "stable");
+            let distinct: BTreeSet<usize> = places.iter().copied().collect();
+            assert_eq!(distinct.len(), 6, "{places:?}");
+            for z in ["a", "b", "c"] {
+                let n = places.iter().filter(|&&i| ms[i].zone == z).count();
+                assert_eq!(n, 2, "zone {z}: {places:?}");
+            }
+            firsts.insert(places[0]);
+        }
+        // The first shard is spread over every member.
+        assert_eq!(firsts.len(), ms.len());
+        // 8+3 on 11 members of one zone: all of them; on 10, refused.
+        let ms = of(&zone_list(&[("", 11)]));
+        assert_eq!(shard_places(&ms, 11, ChunkId(5)).unwrap().len(), 11);
+        let e = shard_places(&ms[..10], 11, ChunkId(5)).unwrap_err();
+        assert!(e.to_string().contains("11 shards"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub struct ChunkStats {
     pub degraded_writes: u64,
     /// Replicas rewritten by reads that found them missing or corrupt.
     pub read_repairs: u64,
+    /// Reads of erasure-coded chunks that rebuilt them from other shards (one they needed was
+    /// missing, corrupt or unreachable).
+    #[serde(default)]
+    pub degraded_reads: u64,
     /// Replicas re-created by repair passes.
     pub repaired: u64,
     /// Chunks the last repair pass left short of replicas.
@@ -46,6 +50,7 @@ impl ChunkStats {
         self.volume_live_bytes += other.volume_live_bytes;
         self.degraded_writes += other.degraded_writes;
         self.read_repairs += other.read_repairs;
+        self.degraded_reads += other.degraded_reads;
         self.repaired += other.repaired;
         self.under_replicated += other.under_replicated;
     }

@@ -3,6 +3,8 @@
 
 mod conformance;
 mod disk;
+mod erasure;
+mod flaky;
 mod replicated;
 mod volume;
 mod volume_replay;

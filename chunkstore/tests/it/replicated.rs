@@ -2,80 +2,15 @@
 //! and deletes, over in-memory members some of which the tests take down.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use saker_chunkstore::{
-    conformance, ChunkError, ChunkId, ChunkInfo, ChunkStats, ChunkStore, MemChunkStore, Member,
-    ReplicatedChunkStore,
+    conformance, ChunkError, ChunkId, ChunkStore, Member, ReplicatedChunkStore,
 };
 
-/// A member that can be taken down (every call `Unavailable`) and wiped.
-#[derive(Default)]
-struct Flaky {
-    inner: parking_lot::RwLock<Arc<MemChunkStore>>,
-    down: AtomicBool,
-}
-
-impl Flaky {
-    fn check(&self) -> Result<(), ChunkError> {
-        if self.down.load(Ordering::Relaxed) {
-            Err(ChunkError::Unavailable("down".into()))
-        } else {
-            Ok(())
-        }
-    }
-
-    fn store(&self) -> Arc<MemChunkStore> {
-        self.inner.read().clone()
-    }
-
-    fn wipe(&self) {
-        *self.inner.write() = Arc::new(MemChunkStore::new());
-    }
-
-    async fn holds(&self, id: ChunkId) -> bool {
-        self.store().get(id, 0, 1).await.is_ok()
-    }
-}
-
-#[async_trait::async_trait]
-impl ChunkStore for Flaky {
-    async fn put(&self, id: ChunkId, data: Bytes) -> Result<ChunkInfo, ChunkError> {
-        self.check()?;
-        self.store().put(id, data).await
-    }
-    async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
-        self.check()?;
-        self.store().get(id, offset, len).await
-    }
-    async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
-        self.check()?;
-        self.store().delete(id).await
-    }
-    async fn list_older_than(&self, t: SystemTime) -> Result<Vec<ChunkId>, ChunkError> {
-        self.check()?;
-        self.store().list_older_than(t).await
-    }
-    fn stats(&self) -> ChunkStats {
-        self.store().stats()
-    }
-}
-
-fn cluster(n: usize, replicas: usize) -> (Vec<Arc<Flaky>>, ReplicatedChunkStore) {
-    let flaky: Vec<Arc<Flaky>> = (0..n).map(|_| Arc::new(Flaky::default())).collect();
-    let members = flaky
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let name = format!("127.0.0.1:{}", 9902 + 10 * i);
-            Member::placing(name, f.clone() as Arc<dyn ChunkStore>, i == 0)
-        })
-        .collect();
-    (flaky, ReplicatedChunkStore::new(members, replicas))
-}
+use crate::flaky::{cluster, Flaky};
 
 #[tokio::test]
 async fn replicated_stores_conform() {

@@ -24,6 +24,8 @@ use futures::future::join_all;
 use futures::StreamExt;
 use tracing::Instrument;
 
+mod erasure;
+
 use crate::error::ChunkError;
 use crate::id::ChunkId;
 use crate::members::members_for;
@@ -84,6 +86,7 @@ impl Repaired {
 #[derive(Default)]
 struct Counters {
     degraded_writes: AtomicU64,
+    degraded_reads: AtomicU64,
     read_repairs: AtomicU64,
     repaired: AtomicU64,
     under_replicated: AtomicU64,
@@ -732,6 +735,7 @@ impl ChunkStore for ReplicatedChunkStore {
         }
         total.degraded_writes = self.counters.degraded_writes.load(Ordering::Relaxed);
         total.read_repairs = self.counters.read_repairs.load(Ordering::Relaxed);
+        total.degraded_reads = self.counters.degraded_reads.load(Ordering::Relaxed);
         total.repaired = self.counters.repaired.load(Ordering::Relaxed);
         total.under_replicated = self.counters.under_replicated.load(Ordering::Relaxed);
         total

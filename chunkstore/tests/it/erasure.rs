@@ -1,0 +1,145 @@
+//! Erasure-coded chunks over in-memory members: shards on distinct members, healthy reads from
+//! the data shards only, degraded reads with up to m members down, and what happens past that.
+
+use bytes::Bytes;
+use saker_chunkstore::conformance::pattern;
+use saker_chunkstore::ec::{shard_id, Layout};
+use saker_chunkstore::{ChunkError, ChunkId, ChunkStore};
+
+use crate::flaky::cluster;
+
+#[tokio::test]
+async fn a_chunk_reads_back_with_any_m_members_down() {
+    let (flaky, store) = cluster(7, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    for len in [1usize, 70_000, 1 << 20] {
+        let chunk = ChunkId::random();
+        let data = pattern(len as u64, len);
+        let info = store
+            .put_encoded(chunk, layout, data.clone())
+            .await
+            .unwrap();
+        assert_eq!((info.len, info.crc32c), (len as u64, crc32c::crc32c(&data)));
+        // One shard on each of 6 distinct members, none elsewhere.
+        let places = store.shard_places(chunk, layout).unwrap();
+        let mut holders = 0;
+        for (m, f) in flaky.iter().enumerate() {
+            let mut held = Vec::new();
+            for i in 0..6u8 {
+                if f.holds(shard_id(chunk, i)).await {
+                    held.push(i);
+                }
+            }
+            assert!(held.len() <= 1, "member {m} holds shards {held:?}");
+            holders += held.len();
+        }
+        assert_eq!(holders, 6, "{places:?}");
+
+        let read = |offset, n| store.get_encoded(chunk, layout, len as u64, offset, n);
+        assert_eq!(read(0, u64::MAX).await.unwrap(), data);
+        let stats = store.stats().degraded_reads;
+        // A healthy read of a range touches only the data shards it lies in.
+        let (offset, n) = (len as u64 / 3, len as u64 / 4 + 1);
+        let want = data.slice(offset as usize..((offset + n) as usize).min(len));
+        assert_eq!(read(offset, n).await.unwrap(), want);
+        assert_eq!(store.stats().degraded_reads, stats, "healthy reads");
+
+        // Any two members down: every range still reads, degraded when a data shard is gone.
+        for (a, b) in [(0, 1), (2, 5), (3, 6), (1, 4)] {
+            flaky[a]
+                .down
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            flaky[b]
+                .down
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(read(0, u64::MAX).await.unwrap(), data, "{a} and {b} down");
+            assert_eq!(read(offset, n).await.unwrap(), want, "{a} and {b} down");
+            flaky[a]
+                .down
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            flaky[b]
+                .down
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    assert!(store.stats().degraded_reads > 0);
+}
+
+#[tokio::test]
+async fn past_m_lost_shards_a_read_fails_and_says_why() {
+    let (flaky, store) = cluster(6, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    let chunk = ChunkId::random();
+    let data = pattern(9, 300_000);
+    store
+        .put_encoded(chunk, layout, data.clone())
+        .await
+        .unwrap();
+    // Three shards' members wiped: 3 of 6 shards left, 4 needed.
+    let places = store.shard_places(chunk, layout).unwrap();
+    let members = store.members();
+    for name in &places[..3] {
+        let m = members.iter().position(|m| &m.id == name).unwrap();
+        flaky[m].wipe();
+    }
+    match store.get_encoded(chunk, layout, 300_000, 0, u64::MAX).await {
+        Err(ChunkError::Unavailable(why)) => {
+            assert!(why.contains("3 shards readable, 4 needed"), "{why}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_layout_that_does_not_fit_the_members_is_refused_and_writes_nothing() {
+    let (flaky, store) = cluster(5, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    let chunk = ChunkId::random();
+    let e = store
+        .put_encoded(chunk, layout, Bytes::from_static(b"data"))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("6 shards need as many chunkstores"),
+        "{e}"
+    );
+    for f in &flaky {
+        assert!(f.store().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_write_with_a_member_down_fails_and_a_retry_completes_it() {
+    let (flaky, store) = cluster(6, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    let chunk = ChunkId::random();
+    let data = pattern(3, 100_000);
+    flaky[2]
+        .down
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let e = store
+        .put_encoded(chunk, layout, data.clone())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("1 of 6 shards not written"), "{e}");
+    flaky[2]
+        .down
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    // The shards written before count: encoding the same chunk gives the same shards.
+    store
+        .put_encoded(chunk, layout, data.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .get_encoded(chunk, layout, 100_000, 0, u64::MAX)
+            .await
+            .unwrap(),
+        data
+    );
+    // Deleting removes every shard.
+    store.delete_encoded(chunk, layout).await.unwrap();
+    for f in &flaky {
+        assert!(f.store().is_empty());
+    }
+}
