@@ -60,13 +60,13 @@ pub async fn shards_round_trip<S: ChunkStore>(store: &S) {
         }
         for (i, shard) in shards.iter().enumerate() {
             let got = store
-                .get_shard(chunk, i as u8, 0, u64::MAX)
+                .get_shard(chunk, layout, i as u8, 0, u64::MAX)
                 .await
                 .expect("get_shard");
             assert_eq!(got, shard, "shard {i} of a {len}-byte chunk");
             let s = shard.len() as u64;
             let part = store
-                .get_shard(chunk, i as u8, s / 3, s / 2)
+                .get_shard(chunk, layout, i as u8, s / 3, s / 2)
                 .await
                 .expect("get_shard range");
             assert_eq!(
@@ -92,15 +92,15 @@ pub async fn shards_round_trip<S: ChunkStore>(store: &S) {
             Err(ChunkError::BadFormat(_))
         ));
         assert!(matches!(
-            store.get_shard(ChunkId::random(), 0, 0, 10).await,
+            store.get_shard(ChunkId::random(), layout, 0, 0, 10).await,
             Err(ChunkError::NotFound(_))
         ));
         store
-            .delete(crate::ec::shard_id(chunk, 0))
+            .delete(crate::ec::shard_id(chunk, layout, 0))
             .await
             .expect("delete a shard");
         assert!(matches!(
-            store.get_shard(chunk, 0, 0, 10).await,
+            store.get_shard(chunk, layout, 0, 0, 10).await,
             Err(ChunkError::NotFound(_))
         ));
     }

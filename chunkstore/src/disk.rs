@@ -205,7 +205,7 @@ impl ChunkStore for DiskChunkStore {
         crate::ec::check_shard_len(&of, data.len() as u64)?;
         let span = tracing::debug_span!("chunk.write_shard", len = data.len());
         let header = Header::shard(data.len() as u64, of);
-        let id = crate::ec::shard_id(of.chunk, of.index);
+        let id = crate::ec::shard_id(of.chunk, of.layout, of.index);
         self.put_chunk(id, header, data).instrument(span).await
     }
 

@@ -7,12 +7,11 @@
 //! Reed-Solomon over GF(2^8) (`reed-solomon-erasure` with its SIMD kernels: faster than
 //! `reed-solomon-simd` at these shard counts, 2-5x to encode and 6-25x to rebuild, measured by
 //! `chunkstore/examples/ec_codecs.rs`). Shard i of chunk `id` is stored under
-//! [`shard_id`]`(id, i)`, so a store can hold a replica of a chunk and one of its shards side
-//! by side.
+//! [`shard_id`]`(id, layout, i)`, so a store can hold a replica of a chunk and one of its shards
+//! side by side, and two layouts of a chunk never share an id.
 
 use bytes::Bytes;
 use reed_solomon_erasure::galois_8::ReedSolomon;
-use sha2::{Digest, Sha256};
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
@@ -271,17 +270,15 @@ pub struct Piece {
     pub len: u64,
 }
 
-/// The id shard `index` of chunk `chunk` is stored under: a hash of both, as unlikely to meet
-/// another chunk's id as two random ids are.
-pub fn shard_id(chunk: ChunkId, index: u8) -> ChunkId {
-    let mut h = Sha256::new();
-    h.update(b"saker ec shard\0");
-    h.update(chunk.0.to_le_bytes());
-    h.update([index]);
-    let digest = h.finalize();
-    let mut id = [0u8; 16];
-    id.copy_from_slice(&digest[..16]);
-    ChunkId(u128::from_le_bytes(id))
+/// The id shard `index` of chunk `chunk` coded in `layout` is stored under
+/// ([`saker_rpc::shard_id`]).
+pub fn shard_id(chunk: ChunkId, layout: Layout, index: u8) -> ChunkId {
+    ChunkId(saker_rpc::shard_id(
+        chunk.0,
+        layout.data,
+        layout.parity,
+        index,
+    ))
 }
 
 fn codec(e: impl std::fmt::Display) -> ChunkError {
@@ -442,13 +439,20 @@ mod tests {
     }
 
     #[test]
-    fn shard_ids_are_distinct_per_chunk_and_index_and_stable() {
+    fn shard_ids_are_distinct_per_chunk_layout_and_index_and_stable() {
         let a = ChunkId(42);
-        let ids: std::collections::HashSet<ChunkId> = (0..24)
-            .flat_map(|i| [shard_id(a, i), shard_id(ChunkId(43), i)])
+        let (l, other): (Layout, Layout) = ("4+2".parse().unwrap(), "8+2".parse().unwrap());
+        let ids: std::collections::HashSet<ChunkId> = (0..6)
+            .flat_map(|i| {
+                [
+                    shard_id(a, l, i),
+                    shard_id(ChunkId(43), l, i),
+                    shard_id(a, other, i),
+                ]
+            })
             .collect();
-        assert_eq!(ids.len(), 48);
+        assert_eq!(ids.len(), 18);
         assert!(!ids.contains(&a));
-        assert_eq!(shard_id(a, 3), shard_id(a, 3));
+        assert_eq!(shard_id(a, l, 3), shard_id(a, l, 3));
     }
 }

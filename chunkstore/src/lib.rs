@@ -11,9 +11,11 @@
 //! - [`RemoteChunkStore`]: a store in another process; [`ChunkServer`] serves one to it.
 //! - [`ReplicatedChunkStore`]: every chunk on several stores (placement, quorum writes, read
 //!   repair, repair passes).
-//! - [`ec`]: erasure coding of a chunk into k data and m parity shards.
+//! - [`ec`]: erasure coding of a chunk into k data and m parity shards; [`coded_reads`]: a
+//!   file's coded chunks read through plain `get` calls.
 //! - [`conformance`]: the suite every backend must pass.
 
+pub mod coded_reads;
 pub mod conformance;
 mod direct;
 pub mod disk;
@@ -33,6 +35,7 @@ pub mod stats;
 pub mod store;
 pub mod volume;
 
+pub use coded_reads::CodedReads;
 pub use disk::{reads_in_place, DiskChunkStore, SMALL_CHUNK_MAX};
 pub use error::ChunkError;
 pub use format::BLOCK_SIZE;

@@ -69,7 +69,7 @@ impl ChunkStore for MemChunkStore {
 
     async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
         crate::ec::check_shard_len(&of, data.len() as u64)?;
-        self.put(crate::ec::shard_id(of.chunk, of.index), data)
+        self.put(crate::ec::shard_id(of.chunk, of.layout, of.index), data)
             .await
     }
 

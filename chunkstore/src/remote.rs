@@ -95,12 +95,15 @@ impl ChunkStore for RemoteChunkStore {
     async fn get_shard(
         &self,
         chunk: ChunkId,
+        layout: Layout,
         index: u8,
         offset: u64,
         len: u64,
     ) -> Result<Bytes, ChunkError> {
         let req = ChunkRequest::GetShard {
             chunk: chunk.0,
+            data: layout.data() as u8,
+            parity: layout.parity() as u8,
             index,
             offset,
             len,
@@ -199,13 +202,21 @@ impl ChunkService for ChunkServer {
             }
             ChunkRequest::GetShard {
                 chunk,
+                data,
+                parity,
                 index,
                 offset,
                 len,
                 ..
             } => ChunkReply::Data(
                 store
-                    .get_shard(ChunkId(chunk), index, offset, len)
+                    .get_shard(
+                        ChunkId(chunk),
+                        Layout::new(data, parity).map_err(to_wire)?,
+                        index,
+                        offset,
+                        len,
+                    )
                     .await
                     .map_err(to_wire)?,
             ),

@@ -60,17 +60,35 @@ pub trait ChunkStore: Send + Sync + 'static {
         )))
     }
 
-    /// Reads `len` bytes at `offset` of shard `index` of erasure-coded chunk `chunk`, as
+    /// Reads `len` bytes at `offset` of shard `index` of chunk `chunk` coded in `layout`, as
     /// [`Self::get`] reads a chunk.
     async fn get_shard(
         &self,
         chunk: ChunkId,
+        layout: crate::ec::Layout,
         index: u8,
         offset: u64,
         len: u64,
     ) -> Result<Bytes, ChunkError> {
-        self.get(crate::ec::shard_id(chunk, index), offset, len)
+        self.get(crate::ec::shard_id(chunk, layout, index), offset, len)
             .await
+    }
+
+    /// Reads `len` bytes at `offset` of chunk `chunk`, stored erasure-coded in `layout` as
+    /// `stored` bytes (`offset` and `len` within those). A store of one disk keeps no coded
+    /// chunks.
+    async fn get_coded(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        stored: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ChunkError> {
+        let _ = (stored, offset, len);
+        Err(ChunkError::BadFormat(format!(
+            "chunk {chunk} is erasure-coded ({layout}): this store keeps no coded chunks"
+        )))
     }
 
     /// Deletes; deleting a missing chunk is Ok.

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
-use saker_chunkstore::{ChunkId, ChunkStore};
+use saker_chunkstore::{ChunkId, ChunkStore, CodedReads};
 use saker_rpc::{ChunkRef, Layout, TierRef};
 use tracing::Instrument;
 
@@ -250,17 +250,19 @@ impl Cluster {
                 return Ok(inline_range(inline, range).to_vec());
             }
             Layout::Chunks(chunks) => chunks,
+            Layout::Coded(c) => &c.chunks,
             Layout::Tiered(t) => match local_copy(t) {
                 Some(chunks) => chunks,
                 None => return collect(self.tier_read(t, range)).await,
             },
             Layout::Shared { .. } => return Err(reference_read()),
         };
+        let store = self.reads_for(layout)?;
         let mut out = Vec::with_capacity(range.end.saturating_sub(range.start) as usize);
         let span = tracing::debug_span!("client.read", len = out.capacity());
         async {
             for (id, off, len) in pieces(chunks, range) {
-                out.extend_from_slice(&self.chunks.get(id, off, len).await?);
+                out.extend_from_slice(&store.get(id, off, len).await?);
             }
             Ok(out)
         }
@@ -280,10 +282,15 @@ impl Cluster {
                 inline_range(inline, range),
             )))),
             Layout::Tiered(t) if local_copy(t).is_none() => self.tier_read(t, range),
-            Layout::Chunks(_) | Layout::Tiered(_) => {
+            Layout::Chunks(_) | Layout::Tiered(_) | Layout::Coded(_) => {
                 let pieces = pieces(layout.chunks(), range);
                 // A reader task fetches ahead while the consumer sends (two pieces in flight).
-                let store = self.chunks.clone();
+                let store = match self.reads_for(layout) {
+                    Ok(store) => store,
+                    Err(e) => {
+                        return Box::pin(futures::stream::once(futures::future::ready(Err(e))))
+                    }
+                };
                 let (tx, rx) = tokio::sync::mpsc::channel(2);
                 let span = tracing::debug_span!("client.read", pieces = pieces.len());
                 tokio::spawn(
@@ -308,6 +315,22 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// The store that reads the chunks of `layout`: the cluster's, through [`CodedReads`]
+    /// when they are erasure-coded.
+    pub(crate) fn reads_for(&self, layout: &Layout) -> Result<Arc<dyn ChunkStore>, ClientError> {
+        let Some(coded) = layout.coded() else {
+            return Ok(self.chunks.clone());
+        };
+        let bad = |why: String| ClientError::Protocol(format!("an erasure-coded layout: {why}"));
+        let ec = saker_chunkstore::ec::Layout::new(coded.data, coded.parity)
+            .map_err(|e| bad(e.to_string()))?;
+        let chunks = coded
+            .stored_chunks()
+            .ok_or_else(|| bad("its chunks and their stored lengths disagree".into()))?
+            .map(|(c, stored)| (ChunkId(c.id), stored));
+        Ok(Arc::new(CodedReads::new(self.chunks.clone(), ec, chunks)))
+    }
+
     /// `range` (at or past its data's end) of the tier copy `t`: the records of an encrypted
     /// version ([`crate::packaged_copy`]).
     pub(crate) fn read_data_past(&self, t: &TierRef, range: ReadRange) -> DataStream {

@@ -41,7 +41,10 @@ impl Cluster {
                 range.start,
             );
         }
-        let store = self.chunks.clone();
+        let store = match self.reads_for(layout) {
+            Ok(store) => store,
+            Err(e) => return Box::pin(futures::stream::once(futures::future::ready(Err(e)))),
+        };
         let tiers = self.tiers.read().unwrap_or_else(|e| e.into_inner()).clone();
         let layout = layout.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(2);
@@ -118,6 +121,7 @@ impl Reader<'_> {
                 return Ok(());
             }
             Layout::Chunks(chunks) => chunks,
+            Layout::Coded(c) => &c.chunks,
             Layout::Tiered(t) => match local_copy(t) {
                 Some(chunks) => chunks,
                 None => return self.tiered(t, range).await,

@@ -64,11 +64,12 @@ impl Cluster {
                 }
                 Ok(payload.slice(size as usize..))
             }
-            Layout::Chunks(chunks) => {
+            Layout::Chunks(_) | Layout::Coded(_) => {
+                let store = self.reads_for(layout)?;
                 let mut out = BytesMut::new();
-                for c in chunks {
+                for c in layout.chunks() {
                     let want = records_len(c.len);
-                    let r = self.chunks.get(ChunkId(c.id), c.len, want).await?;
+                    let r = store.get(ChunkId(c.id), c.len, want).await?;
                     if r.len() as u64 != want {
                         return Err(bad("chunk lacks its records"));
                     }

@@ -164,6 +164,8 @@ fn chunk_requests() -> Vec<ChunkRequest> {
         // Without a grant for the chunk: a node's read only.
         ChunkRequest::GetShard {
             chunk: 1,
+            data: 2,
+            parity: 1,
             index: 0,
             offset: 0,
             len: 1,

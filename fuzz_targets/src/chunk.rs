@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use saker_chunkstore::format::{self, Header, CRC_LEN, HEADER_LEN};
+use saker_chunkstore::format::{self, Header, ShardOf, CRC_LEN};
 use saker_chunkstore::{reads_in_place, ChunkId, ChunkStore, DiskChunkStore};
 
 /// The id every input is stored under.
@@ -56,8 +56,8 @@ fn decode(file: &[u8]) -> Option<&[u8]> {
     if Some(file.len() as u64) != header.file_len() {
         return None;
     }
-    let table_at = HEADER_LEN + header.data_len as usize;
-    let data = &file[HEADER_LEN..table_at];
+    let table_at = header.header_len() + header.data_len as usize;
+    let data = &file[header.header_len()..table_at];
     let table = &file[table_at..file.len() - CRC_LEN];
     let whole = format::verify_blocks(ID, &header, 0, data, table).ok()?;
     (format::read_u32(&file[file.len() - CRC_LEN..]) == whole).then_some(data)
@@ -71,15 +71,32 @@ fn store() -> &'static DiskChunkStore {
     })
 }
 
-/// Chunk files for the seed corpus: chunks of a few sizes (around the block size), each with
-/// a range or two to read.
+/// Chunk files for the seed corpus: chunks of a few sizes (around the block size), and shards
+/// (format version 2), each with a range or two to read.
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    for (len, block) in [(0, 16), (1, 16), (100, 16), (64, 16), (1000, 64), (5, 4096)] {
+    let shard = |chunk_len: u64, index: u8| ShardOf {
+        chunk: ChunkId(0xc0de),
+        index,
+        layout: "4+2".parse().expect("a layout"),
+        chunk_len,
+    };
+    let cases = [
+        (0, 16, None),
+        (1, 16, None),
+        (100, 16, None),
+        (64, 16, None),
+        (1000, 64, None),
+        (5, 4096, None),
+        (64, 16, Some(shard(200, 1))),
+        (128, 64, Some(shard(500, 5))),
+    ];
+    for (len, block, shard) in cases {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 + i / 13) as u8).collect();
         let header = Header {
             data_len: len as u64,
             block_size: block,
+            shard,
         };
         let (trailer, _) = format::encode_trailer(&data, block);
         let file = [&header.encode()[..], &data, &trailer].concat();

@@ -1,7 +1,8 @@
 //! What the records reference outside the MNode, for the collectors: chunks and remote tier
 //! copies queued for deletion once their grace period ends (the GC queue; a chunk's entry is
-//! empty, a remote copy's holds its [`TierRef`]), and every chunk or remote key a record
-//! still references (for the scrubs, which delete only what nothing references).
+//! empty, and so is each shard's of a coded chunk, a remote copy's holds its [`TierRef`]), and
+//! every chunk, shard or remote key a record still references (for the scrubs, which delete
+//! only what nothing references).
 
 use saker_rpc::{Attr, Layout, MetaResponse, TierRef, VersionKind};
 
@@ -110,7 +111,14 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
             }
         }
     };
-    for_each_layout(v, keys, |l| l.chunks().iter().for_each(|c| keep(c.id)))?;
+    for_each_layout(v, keys, |l| match l.coded() {
+        // A coded chunk's shards, and its id while its replicas wait in the GC queue.
+        Some(coded) => coded
+            .shard_ids()
+            .chain(coded.chunks.iter().map(|c| c.id))
+            .for_each(&mut keep),
+        None => l.chunks().iter().for_each(|c| keep(c.id)),
+    })?;
     // Chunks queued for deletion are still referenced until collected.
     for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |k, val| {
         if val.is_empty() {

@@ -64,6 +64,70 @@ pub enum Layout {
     /// The bytes live in a remote archive tier ([`TierRef`]), with a local copy while a
     /// restore lasts.
     Tiered(Box<TierRef>),
+    /// The bytes are the concatenation of these chunks, each erasure-coded ([`Coded`]).
+    /// (Appended last: records written before it decode as they were.)
+    Coded(Box<Coded>),
+}
+
+/// Chunks stored erasure-coded: each as `data` + `parity` shards on distinct chunkstores,
+/// found from the chunk's id (chunkstore's `ec` module); the refs are the chunks' as they were
+/// written, `stored[i]` the bytes chunk i's shards encode (its data, and an encrypted chunk's
+/// records after it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coded {
+    pub data: u8,
+    pub parity: u8,
+    pub chunks: Vec<ChunkRef>,
+    pub stored: Vec<u64>,
+}
+
+impl Coded {
+    /// The chunks with the bytes each one's shards encode (`None` for a record whose lists
+    /// disagree).
+    pub fn stored_chunks(&self) -> Option<impl Iterator<Item = (&ChunkRef, u64)> + '_> {
+        (self.stored.len() == self.chunks.len())
+            .then(|| self.chunks.iter().zip(self.stored.iter().copied()))
+    }
+
+    /// The ids every shard of every chunk is stored under ([`shard_id`]).
+    pub fn shard_ids(&self) -> impl Iterator<Item = u128> + '_ {
+        let (k, m) = (self.data, self.parity);
+        self.chunks
+            .iter()
+            .flat_map(move |c| (0..k + m).map(move |i| shard_id(c.id, k, m, i)))
+    }
+
+    /// Why this cannot be a coded layout, if it cannot: a layout of 2 to 16 data and 1 to 8
+    /// parity shards, no more parity than data, and a stored length, at least its data, for
+    /// each chunk.
+    pub fn check(&self) -> Result<(), String> {
+        let (k, m) = (self.data, self.parity);
+        if !(2..=16).contains(&k) || !(1..=8).contains(&m) || m > k {
+            return Err(format!("erasure-coding layout {k}+{m}"));
+        }
+        let fits = self
+            .stored_chunks()
+            .is_some_and(|mut chunks| chunks.all(|(c, stored)| stored >= c.len));
+        match fits {
+            true => Ok(()),
+            false => Err("stored lengths that do not fit the chunks".into()),
+        }
+    }
+}
+
+/// The id shard `index` of erasure-coded chunk `chunk` in a layout of `data` + `parity` shards
+/// is stored under: a hash of them all, as unlikely to meet another chunk's id as two random
+/// ids are, and different for another layout of the same chunk.
+pub fn shard_id(chunk: u128, data: u8, parity: u8, index: u8) -> u128 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"saker ec shard\0");
+    h.update(chunk.to_le_bytes());
+    h.update([data, parity, index]);
+    let digest = h.finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    u128::from_le_bytes(id)
 }
 
 /// Where a transitioned version's bytes are: object `key` of tier `tier` (a name of the
@@ -112,12 +176,21 @@ pub struct Restored {
 
 impl Layout {
     /// The chunks this record owns (none for a hard link's reference; a tiered version's
-    /// restored copy).
+    /// restored copy; a coded file's chunks, whose bytes are in their shards).
     pub fn chunks(&self) -> &[ChunkRef] {
         match self {
             Layout::Inline | Layout::Shared { .. } => &[],
             Layout::Chunks(c) => c,
             Layout::Tiered(t) => t.restored.as_ref().map_or(&[], |r| &r.chunks),
+            Layout::Coded(c) => &c.chunks,
+        }
+    }
+
+    /// The erasure coding, when the chunks are coded.
+    pub fn coded(&self) -> Option<&Coded> {
+        match self {
+            Layout::Coded(c) => Some(c),
+            _ => None,
         }
     }
 

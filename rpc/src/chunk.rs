@@ -56,6 +56,8 @@ pub enum ChunkRequest {
     /// reads a chunk; a client's read shows its grant for the chunk.
     GetShard {
         chunk: u128,
+        data: u8,
+        parity: u8,
         index: u8,
         offset: u64,
         len: u64,

@@ -55,7 +55,7 @@ pub async fn transition(
     match &attr.layout {
         Layout::Tiered(t) if t.tier == tier => return Ok(Moved::Already),
         Layout::Shared { .. } => return Ok(Moved::Skipped("a file with hard links")),
-        Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) => {}
+        Layout::Tiered(_) | Layout::Inline | Layout::Chunks(_) | Layout::Coded(_) => {}
     }
     // An encrypted version's copy carries its packages' records after its data.
     let records = match view.meta.as_ref().and_then(|m| m.sse.as_ref()) {

@@ -100,7 +100,7 @@ impl ReplicatedChunkStore {
         let pieces = layout.pieces(chunk_len, offset, len);
         let reads = pieces
             .iter()
-            .map(|p| fetch_shard(&view, &places, chunk, p.shard, p.offset, p.len));
+            .map(|p| fetch_shard(&view, &places, chunk, layout, p.shard, p.offset, p.len));
         let mut healthy = BytesMut::new();
         let mut failed = None;
         for (p, got) in pieces.iter().zip(join_all(reads).await) {
@@ -140,7 +140,7 @@ impl ReplicatedChunkStore {
         chunk_len: u64,
     ) -> Result<Bytes, ChunkError> {
         let s = layout.shard_len(chunk_len);
-        let reads = (0..layout.shards()).map(|i| fetch_shard(view, places, chunk, i, 0, s));
+        let reads = (0..layout.shards()).map(|i| fetch_shard(view, places, chunk, layout, i, 0, s));
         let mut errors = Vec::new();
         let shards: Vec<Option<Bytes>> = join_all(reads)
             .await
@@ -176,10 +176,11 @@ impl ReplicatedChunkStore {
     pub async fn delete_encoded(&self, chunk: ChunkId, layout: Layout) -> Result<(), ChunkError> {
         let view = self.view();
         let places = shard_places(&view.members, layout.shards(), chunk)?;
-        let deletes = places
-            .iter()
-            .enumerate()
-            .map(|(i, &m)| view.members[m].store.delete(shard_id(chunk, i as u8)));
+        let deletes = places.iter().enumerate().map(|(i, &m)| {
+            view.members[m]
+                .store
+                .delete(shard_id(chunk, layout, i as u8))
+        });
         let failed: Vec<String> = join_all(deletes)
             .await
             .into_iter()
@@ -202,6 +203,7 @@ async fn fetch_shard(
     view: &View,
     places: &[usize],
     chunk: ChunkId,
+    layout: Layout,
     index: usize,
     offset: u64,
     len: u64,
@@ -209,7 +211,7 @@ async fn fetch_shard(
     let placed = places[index];
     let first = view.members[placed]
         .store
-        .get_shard(chunk, index as u8, offset, len)
+        .get_shard(chunk, layout, index as u8, offset, len)
         .await;
     let Err(first_error) = first else {
         return first;
@@ -218,7 +220,11 @@ async fn fetch_shard(
         if i == placed {
             continue;
         }
-        if let Ok(b) = m.store.get_shard(chunk, index as u8, offset, len).await {
+        if let Ok(b) = m
+            .store
+            .get_shard(chunk, layout, index as u8, offset, len)
+            .await
+        {
             return Ok(b);
         }
     }

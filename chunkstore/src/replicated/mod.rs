@@ -517,6 +517,17 @@ impl ChunkStore for ReplicatedChunkStore {
         Err(failure.unwrap_or(ChunkError::NotFound(id)))
     }
 
+    async fn get_coded(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        stored: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ChunkError> {
+        self.get_encoded(chunk, layout, stored, offset, len).await
+    }
+
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
         let view = self.view();
         let order = view.placement(id);

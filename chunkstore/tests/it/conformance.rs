@@ -52,8 +52,14 @@ async fn a_disk_store_reads_its_shards_after_a_restart() {
     let store = DiskChunkStore::open(dir.path()).unwrap();
     let mut files = 0;
     for (chunk, i, shard) in written {
-        assert_eq!(store.get_shard(chunk, i, 0, u64::MAX).await.unwrap(), shard);
-        let id = saker_chunkstore::ec::shard_id(chunk, i);
+        assert_eq!(
+            store
+                .get_shard(chunk, layout, i, 0, u64::MAX)
+                .await
+                .unwrap(),
+            shard
+        );
+        let id = saker_chunkstore::ec::shard_id(chunk, layout, i);
         let info = store.verify(id).await.unwrap();
         assert_eq!(info.crc32c, crc32c::crc32c(&shard));
         // A large shard is a file of its own: its header names the chunk.

@@ -26,7 +26,7 @@ async fn a_chunk_reads_back_with_any_m_members_down() {
         for (m, f) in flaky.iter().enumerate() {
             let mut held = Vec::new();
             for i in 0..6u8 {
-                if f.holds(shard_id(chunk, i)).await {
+                if f.holds(shard_id(chunk, layout, i)).await {
                     held.push(i);
                 }
             }

@@ -30,9 +30,17 @@ pub(super) fn release_chunks(txn: &mut Txn<'_>, ctx: &Ctx<'_>, chunks: &[ChunkRe
 }
 
 /// Queues what a record stored with `layout` owns for deletion after the grace period: its
-/// chunks, and its remote copy when it lives in a tier (a GC entry whose value names it).
+/// chunks (a coded chunk's shards), and its remote copy when it lives in a tier (a GC entry
+/// whose value names it).
 pub(super) fn release(txn: &mut Txn<'_>, ctx: &Ctx<'_>, layout: &Layout) {
-    release_chunks(txn, ctx, layout.chunks());
+    match layout.coded() {
+        Some(coded) => {
+            for id in coded.shard_ids() {
+                txn.put(ctx.keys.gc(ctx.now_ns + ctx.gc_grace_ns, id), Vec::new());
+            }
+        }
+        None => release_chunks(txn, ctx, layout.chunks()),
+    }
     if let Some(t) = layout.tiered() {
         let due = ctx.now_ns + ctx.gc_grace_ns;
         txn.put(ctx.keys.gc(due, tier_gc_id(t)), encode(t));

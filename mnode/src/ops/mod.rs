@@ -91,6 +91,9 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
                 common::release_chunks(txn, ctx, &r.chunks);
             }
         }
+        // (The shards written for a `SetCoded` that did not land are left to the leak scrub,
+        // which deletes only what no record references: a refusal here may be a resend's, for
+        // a version that the first one coded and a later write made noncurrent.)
         _ => {}
     }
 }
@@ -405,7 +408,24 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
             mtime_ns,
             to,
             noncurrent,
-        } => tiers::set_tier(txn, ctx, path, *inode, *mtime_ns, to, *noncurrent),
+        } => tiers::set_tier(
+            txn,
+            ctx,
+            tiers::Version::of(path, *inode, *mtime_ns, *noncurrent),
+            to,
+        ),
+        MetaRequest::SetCoded {
+            path,
+            inode,
+            mtime_ns,
+            coded,
+            noncurrent,
+        } => tiers::set_coded(
+            txn,
+            ctx,
+            tiers::Version::of(path, *inode, *mtime_ns, *noncurrent),
+            coded,
+        ),
         MetaRequest::ApplyChanges { source, records } => apply_changes(txn, ctx, *source, records),
         MetaRequest::RemoveDir { path, dir, cond } => remove_dir_op(txn, ctx, path, *dir, *cond),
         MetaRequest::PurgeDirs { bucket, dirs } => purge_dirs(txn, ctx, bucket, dirs),

@@ -1,7 +1,8 @@
-//! Remote archive tiers: a version's bytes moved to a tier (`SetTier`, compare-and-set on
-//! the version, current or noncurrent) and a restored local copy of them kept or dropped.
+//! Where a version's bytes live, changed by compare-and-set on the version (current or
+//! noncurrent): moved to a remote archive tier (`SetTier`), a restored local copy of them kept
+//! or dropped, or their chunks erasure-coded (`SetCoded`).
 
-use saker_rpc::{Attr, InodeId, Layout, MetaError, MetaResponse, TierRef, VersionKind};
+use saker_rpc::{Attr, Coded, InodeId, Layout, MetaError, MetaResponse, TierRef, VersionKind};
 
 use super::common::{check_path, put_attr, release, release_chunks};
 use super::objects::find_object;
@@ -12,17 +13,72 @@ use crate::records::{decode, encode};
 use crate::tree::internal;
 use crate::txn::Txn;
 
-/// Points version (`inode`, `mtime_ns`) of the object at `path` (its current object, or a
-/// noncurrent version) to `to`, if it is still that version.
+/// Points `version` to `to`, if it is still that version.
 pub(super) fn set_tier(
     txn: &mut Txn<'_>,
     ctx: &mut Ctx<'_>,
-    path: &[String],
-    inode: InodeId,
-    mtime_ns: i64,
+    version: Version<'_>,
     to: &TierRef,
-    noncurrent: bool,
 ) -> OpResult {
+    change_version(txn, ctx, version, |txn, ctx, attr| {
+        retarget(txn, ctx, attr, to)
+    })
+}
+
+/// Codes the chunks of `version` as `coded` says, if it is still that version with those
+/// chunks.
+pub(super) fn set_coded(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    version: Version<'_>,
+    coded: &Coded,
+) -> OpResult {
+    change_version(txn, ctx, version, |txn, ctx, attr| {
+        match &attr.layout {
+            Layout::Coded(cur) if **cur == *coded => return Ok(false),
+            Layout::Chunks(chunks) if *chunks == coded.chunks => release_chunks(txn, ctx, chunks),
+            // Another layout since the encoder read it (tiered, recoded, rewritten in place).
+            _ => return Err(MetaError::PreconditionFailed),
+        }
+        attr.layout = Layout::Coded(Box::new(coded.clone()));
+        Ok(true)
+    })
+}
+
+/// One version of an object: its path, inode id and S3 mtime, and whether it is noncurrent.
+#[derive(Clone, Copy)]
+pub(super) struct Version<'a> {
+    pub path: &'a [String],
+    pub inode: InodeId,
+    pub mtime_ns: i64,
+    pub noncurrent: bool,
+}
+
+impl<'a> Version<'a> {
+    pub fn of(path: &'a [String], inode: InodeId, mtime_ns: i64, noncurrent: bool) -> Self {
+        Version {
+            path,
+            inode,
+            mtime_ns,
+            noncurrent,
+        }
+    }
+}
+
+/// Changes `version` with `change` (which answers whether it changed the attributes), if it is
+/// still that version: `PreconditionFailed` otherwise.
+fn change_version(
+    txn: &mut Txn<'_>,
+    ctx: &mut Ctx<'_>,
+    version: Version<'_>,
+    change: impl FnOnce(&mut Txn<'_>, &Ctx<'_>, &mut Attr) -> Result<bool, MetaError>,
+) -> OpResult {
+    let Version {
+        path,
+        inode,
+        mtime_ns,
+        noncurrent,
+    } = version;
     check_path(path, 2)?;
     if noncurrent {
         let (bucket, key) = object_key(path);
@@ -38,7 +94,7 @@ pub(super) fn set_tier(
         if attr.s3_mtime_ns != mtime_ns {
             return Err(MetaError::PreconditionFailed);
         }
-        if retarget(txn, ctx, attr, to)? {
+        if change(txn, ctx, attr)? {
             txn.put(k, encode(&stored));
         }
         return Ok(MetaResponse::Done);
@@ -48,7 +104,7 @@ pub(super) fn set_tier(
     if attr.id != inode || attr.s3_mtime_ns != mtime_ns {
         return Err(MetaError::PreconditionFailed);
     }
-    if retarget(txn, ctx, &mut attr, to)? {
+    if change(txn, ctx, &mut attr)? {
         let key = loc
             .key
             .ok_or_else(|| MetaError::Internal("an object without a local record".into()))?;
@@ -92,7 +148,7 @@ fn retarget(
             release_chunks(txn, ctx, &gone);
         }
         // Another copy (another tier): it goes with its restored copy.
-        Layout::Tiered(_) => release(txn, ctx, &attr.layout),
+        Layout::Tiered(_) | Layout::Coded(_) => release(txn, ctx, &attr.layout),
         Layout::Inline => txn.delete(ctx.keys.payload(attr.id, PayloadKind::Data)),
         Layout::Chunks(c) => release_chunks(txn, ctx, c),
     }

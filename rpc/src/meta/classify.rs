@@ -160,6 +160,9 @@ impl MetaRequest {
         if let MetaRequest::Shared { op, .. } = self {
             op.validate()?;
         }
+        if let MetaRequest::SetCoded { coded, .. } = self {
+            coded.check().map_err(crate::MetaError::Invalid)?;
+        }
         if let MetaRequest::CommitFile { id, layout, .. } = self {
             check_commit_layout(*id, layout)?;
         }
@@ -368,6 +371,7 @@ impl MetaRequest {
             | MetaRequest::BlockPath { path, .. }
             | MetaRequest::UnblockPath { path, .. }
             | MetaRequest::SetTier { path, .. }
+            | MetaRequest::SetCoded { path, .. }
             | MetaRequest::RemoveDir { path, .. } => Some(path),
             MetaRequest::CreateBucket { name, .. } | MetaRequest::DeleteBucket { name } => {
                 Some(std::slice::from_ref(name))
@@ -447,6 +451,7 @@ impl MetaRequest {
             MetaRequest::TierGcDue { .. } => "tier_gc_due",
             MetaRequest::TierRefs { .. } => "tier_refs",
             MetaRequest::SetTier { .. } => "set_tier",
+            MetaRequest::SetCoded { .. } => "set_coded",
             MetaRequest::PutObject { .. } => "put_object",
             MetaRequest::PutDirMarker { .. } => "put_dir_marker",
             MetaRequest::MkdirImplicit { .. } => "mkdir_implicit",

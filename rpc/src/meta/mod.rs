@@ -740,4 +740,17 @@ pub enum MetaRequest {
     RepairDone {
         keys: Vec<Vec<u8>>,
     },
+    /// The object at `path` (its current object, or with `noncurrent` the noncurrent version
+    /// written as `inode`) now has its chunks erasure-coded as `coded` says (the same chunks
+    /// its layout has, whose shards are all stored): compare-and-set on the version (its inode
+    /// id and S3 mtime), as `SetTier`. The chunks' replicas go to the GC queue in the same
+    /// batch. A version coded so already is a no-op; any other layout is `PreconditionFailed`
+    /// (and a refused switch queues the shards written for it).
+    SetCoded {
+        path: Vec<String>,
+        inode: InodeId,
+        mtime_ns: i64,
+        coded: Box<crate::attr::Coded>,
+        noncurrent: bool,
+    },
 }
