@@ -184,7 +184,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     )];
-    let forward = crate::admin_forward::Shared::default();
+    let forward = crate::admin::forward::Shared::default();
     let tier_reads = Arc::new(LateTierReads::default());
     if let Some(addr) = cfg.rpc_bind() {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
@@ -373,9 +373,9 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             active.clone().filter(|_| replicated),
         ));
     }
-    let lost = cfg.data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS);
+    let lost = cfg.data_dir.join(crate::admin::chunks::REPAIR_AFTER_LOSS);
     if replicated && lost.exists() {
-        tokio::spawn(crate::admin_chunks::repair_after_loss(sets.clone(), lost));
+        tokio::spawn(crate::admin::chunks::repair_after_loss(sets.clone(), lost));
     }
     if let Some(addr) = cfg.admin_addr {
         let app =
@@ -524,7 +524,7 @@ async fn hosted_groups(
             );
             // Its chunkstore lost its chunks too: a full repair pass puts them back.
             saker_durable::replace_file(
-                &data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS),
+                &data_dir.join(crate::admin::chunks::REPAIR_AFTER_LOSS),
                 b"",
             )?;
             (last + INCARNATION_STEP, known)
