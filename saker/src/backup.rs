@@ -94,7 +94,7 @@ pub async fn restore(
 /// first of its voters in `placement`, or this process alone).
 pub fn created_here(
     hosted: &[u32],
-    placement: &BTreeMap<u32, Vec<(u64, crate::process_config::Addr)>>,
+    placement: &BTreeMap<u32, Vec<(u64, crate::server::config::Addr)>>,
     node_id: u64,
 ) -> Vec<u32> {
     hosted

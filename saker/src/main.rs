@@ -13,17 +13,14 @@ mod disk_space;
 mod drain;
 mod hosting;
 mod limits;
-mod listen;
 mod live_map;
-mod loops;
 mod mount;
 mod mount_guard;
 mod node_chunks;
 mod nodes;
 mod placement_status;
-mod process_config;
-mod roles;
 mod server;
+mod signal;
 mod spread;
 mod sse_rewrap;
 mod status;
@@ -129,7 +126,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         let exporting = match &cli.command {
-            Command::Server(args) => Some(telemetry::exporting(args)),
+            Command::Server(args) => Some(args.exporting()),
             Command::Mount(args) => Some(args.exporting()),
             _ => None,
         };

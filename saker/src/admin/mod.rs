@@ -30,8 +30,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 
-use state::{authorized, deny};
 use crate::status;
+use state::{authorized, deny};
 
 /// The admin listener's routes: `/health`, `/metrics`, `/admin/status`, `/admin/keys`,
 /// `/admin/exceptions`, `/admin/balance`, `/admin/balance/stats`.
@@ -45,51 +45,24 @@ pub fn router(state: AdminState) -> Router {
         )
         .route("/metrics", get(metrics::metrics))
         .route("/admin/status", get(cluster_status))
-        .route(
-            "/admin/keys",
-            get(keys::list).post(keys::create),
-        )
-        .route(
-            "/admin/keys/{access_key}",
-            delete(keys::delete),
-        )
-        .route(
-            "/admin/keys/{access_key}/policy",
-            put(keys::set_policy),
-        )
+        .route("/admin/keys", get(keys::list).post(keys::create))
+        .route("/admin/keys/{access_key}", delete(keys::delete))
+        .route("/admin/keys/{access_key}/policy", put(keys::set_policy))
         .route("/admin/exceptions", get(exceptions::list))
-        .route(
-            "/admin/exceptions/{name}",
-            put(exceptions::set),
-        )
+        .route("/admin/exceptions/{name}", put(exceptions::set))
         .route("/admin/balance", post(balance::run))
         .route("/admin/balance/stats", get(balance::stats))
         .route("/admin/repair", post(chunks::run_repair))
-        .route(
-            "/admin/repair/noted",
-            post(chunks::run_repair_noted),
-        )
+        .route("/admin/repair/noted", post(chunks::run_repair_noted))
         .route("/admin/chunk-passes", get(chunks::passes))
         .route("/admin/nodes/add", post(nodes::add_node))
         .route("/admin/placement", get(nodes::placement))
-        .route(
-            "/admin/backup/groups/{group}",
-            get(backup::group_backup),
-        )
-        .route(
-            "/admin/backup/coordinator",
-            get(backup::coordinator_backup),
-        )
-        .route(
-            "/admin/nodes/remove",
-            post(nodes::remove_node),
-        )
+        .route("/admin/backup/groups/{group}", get(backup::group_backup))
+        .route("/admin/backup/coordinator", get(backup::coordinator_backup))
+        .route("/admin/nodes/remove", post(nodes::remove_node))
         .route("/admin/scrub", post(chunks::run_scrub))
         .route("/admin/sse/buckets", get(sse::buckets))
-        .route(
-            "/admin/sse/rewrap/{bucket}",
-            post(sse::rewrap),
-        )
+        .route("/admin/sse/rewrap/{bucket}", post(sse::rewrap))
         .route(
             "/admin/lifecycle",
             get(lifecycle::lifecycle_status).post(lifecycle::run_lifecycle_all),
@@ -110,10 +83,7 @@ pub fn router(state: AdminState) -> Router {
             "/admin/cluster-credential/reload",
             axum::routing::post(credential::reload_credential),
         )
-        .route(
-            "/admin/tiers",
-            get(tiers::list).post(tiers::add),
-        )
+        .route("/admin/tiers", get(tiers::list).post(tiers::add))
         .route("/admin/tiers/{name}", delete(tiers::remove))
         .route(
             "/admin/archive",

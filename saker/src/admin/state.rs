@@ -16,7 +16,7 @@ pub struct AdminState {
     /// The gateway's view of the cluster (for repair passes).
     pub cluster: Arc<saker_client::Cluster>,
     /// The coordinator, while it is active in this process (the exception table is its).
-    pub namespace: crate::coordinator_host::Active,
+    pub namespace: crate::server::loops::Active,
     /// Every MNode group, for `/health` and `/admin/status`.
     pub groups: crate::status::Groups,
     /// Nonces of the signed requests taken (replays are refused).

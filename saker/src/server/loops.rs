@@ -11,8 +11,53 @@ use saker_coordinator::benefit::BenefitBalancer;
 use saker_coordinator::NamespaceCoordinator;
 use saker_gateway::Gateway;
 
-use crate::coordinator_host::Active;
-use crate::server::BalancePolicy;
+use std::sync::RwLock;
+
+/// The coordinator active in this process, if any (the admin API's exception table).
+#[derive(Clone, Default)]
+pub struct Active(Arc<RwLock<Option<Arc<NamespaceCoordinator>>>>);
+
+impl Active {
+    /// A coordinator that is always active here (one process).
+    pub fn fixed(ns: Arc<NamespaceCoordinator>) -> Self {
+        Self(Arc::new(RwLock::new(Some(ns))))
+    }
+
+    pub fn get(&self) -> Option<Arc<NamespaceCoordinator>> {
+        self.0.read().expect("active coordinator lock").clone()
+    }
+
+    /// Makes `ns` the active coordinator (`None`: none here); answers the one it replaces.
+    pub(crate) fn set(
+        &self,
+        ns: Option<Arc<NamespaceCoordinator>>,
+    ) -> Option<Arc<NamespaceCoordinator>> {
+        std::mem::replace(&mut *self.0.write().expect("active coordinator lock"), ns)
+    }
+}
+
+/// Balancing of the groups, as `saker server` was told.
+#[derive(Clone, Copy, Debug)]
+pub struct Balance {
+    pub every: Duration,
+    pub epsilon: f64,
+    pub policy: BalancePolicy,
+    /// The `even` policy leaves namespaces smaller than this alone.
+    pub min_inodes: u64,
+    /// The groups' cost window (the `benefit` policy plans once per window).
+    pub window: Duration,
+}
+
+/// How the balancer picks exception-table entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BalancePolicy {
+    /// FalconFS: redirect frequent file names while a group holds more than 1/groups +
+    /// epsilon of the inodes.
+    Even,
+    /// Origami: every cost window, the moves with the largest predicted cut of the job
+    /// completion time (the most loaded group's work), their own cost counted.
+    Benefit,
+}
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
 /// scrub (a walk of every chunk and, when some are older than `scrub_age`, of every group's
@@ -205,10 +250,7 @@ fn log_repair(kind: &str, report: Result<RepairReport, saker_client::ClientError
 
 /// Periodic balancing rounds: `even` every `every` (none when it is zero), `benefit` once per
 /// cost window.
-pub(crate) async fn balance_loop(
-    namespace: Arc<NamespaceCoordinator>,
-    settings: crate::coordinator_host::Balance,
-) {
+pub(crate) async fn balance_loop(namespace: Arc<NamespaceCoordinator>, settings: Balance) {
     match settings.policy {
         BalancePolicy::Even => {
             periodically(settings.every, None, || async {
