@@ -9,7 +9,6 @@ use anyhow::Context;
 use saker_chunkstore::{ChunkServer, DiskChunkStore};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
-use saker_gateway::Gateway;
 use saker_mnode::LocalGroups;
 use saker_rpc::{ClusterMap, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
@@ -19,7 +18,7 @@ use crate::data_dir::{cluster_file, open_store};
 use crate::server::args::ServerArgs;
 use crate::server::config::pathwalk_table;
 use crate::server::loops::Active;
-use crate::server::loops::{balance_loop, gc_loop, lifecycle_loop, scrub_loop};
+use crate::server::loops::{balance_loop, spawn_passes};
 use crate::server::secrets::{env_root_key, shown_secret, sse_keys};
 use crate::signal::shutdown_signal;
 
@@ -115,11 +114,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         args.client_config(&args.data_dir)?,
     ));
 
-    let gateway = Gateway::new(cluster.clone(), keys.clone())
-        .with_key_limits(args.limits.keys())
-        .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
-        .with_tier_cache(args.data_dir.join("tier-cache"), args.tier_cache_size)
-        .context("cannot make the tier cache")?;
+    let gateway = args.gateway(cluster.clone(), keys.clone(), &args.data_dir)?;
     // Library mounts read tiered versions through this node, which holds the tiers' keys.
     let rpc = RpcServer::new(groups.clone(), coordinator, map)
         .with_chunks(Arc::new(ChunkServer(chunks.clone())))
@@ -186,20 +181,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             tracing::error!(error = %e, "RPC listener failed");
         }
     });
-    tokio::spawn(gc_loop(
-        cluster.clone(),
-        gateway.tiers().clone(),
-        args.scrub_age,
-        args.gc_interval,
-        None,
-    ));
-    tokio::spawn(scrub_loop(
-        cluster.clone(),
-        args.scrub_every,
-        args.scrub_rate,
-        None,
-    ));
-    tokio::spawn(lifecycle_loop(gateway, args.lifecycle_every(), None));
+    spawn_passes(&cluster, gateway, args.passes(), None, false);
 
     let fuse = match &args.mount {
         Some(path) => Some(crate::mount::spawn(

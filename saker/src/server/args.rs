@@ -6,14 +6,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::access_log::AccessLog;
+use anyhow::Context as _;
 use clap::Args;
 use saker_client::master_keys::MasterKeys;
 use saker_client::sealed::Keyring;
-use saker_client::ClusterConfig;
+use saker_client::{Cluster, ClusterConfig};
+use saker_coordinator::AccessKeyStore;
+use saker_gateway::Gateway;
 use saker_mnode::{MnodeConfig, ParentUpdates, TikvStore};
 
 use crate::data_dir::StoreEngine;
-use crate::server::loops::BalancePolicy;
+use crate::server::loops::{BalancePolicy, Passes};
 use crate::{parse_duration, parse_size};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -336,8 +339,31 @@ impl ServerArgs {
         self.durability
     }
 
-    pub(crate) fn gc(&self) -> (Duration, Duration) {
-        (self.scrub_age, self.gc_interval)
+    /// The settings of the once-per-cluster passes.
+    pub(crate) fn passes(&self) -> Passes {
+        Passes {
+            scrub_age: self.scrub_age,
+            gc_interval: self.gc_interval,
+            scrub_every: self.scrub_every,
+            scrub_rate: self.scrub_rate,
+            repair_every: (self.repair_every, self.repair_full_every),
+            repair_rate: self.repair_rate,
+            lifecycle_every: self.lifecycle_every(),
+        }
+    }
+
+    /// The S3 gateway over `cluster`, its tier cache in `data_dir`.
+    pub(crate) fn gateway(
+        &self,
+        cluster: Arc<Cluster>,
+        keys: Arc<AccessKeyStore>,
+        data_dir: &Path,
+    ) -> anyhow::Result<Gateway> {
+        Gateway::new(cluster, keys)
+            .with_key_limits(self.limits.keys())
+            .with_lifecycle(self.lifecycle_day(), self.lifecycle_rate)
+            .with_tier_cache(data_dir.join("tier-cache"), self.tier_cache_size)
+            .context("cannot make the tier cache")
     }
 
     pub(crate) fn domain(&self) -> Option<&str> {

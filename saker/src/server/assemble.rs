@@ -14,7 +14,6 @@ use anyhow::Context;
 use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, ReplicatedChunkStore};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
-use saker_gateway::Gateway;
 use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
@@ -25,7 +24,7 @@ use crate::hosting::{Hosting, LocalReplica};
 use crate::server::args::ServerArgs;
 use crate::server::config::{ProcessConfig, Role};
 use crate::server::incarnation::hosted_groups;
-use crate::server::loops::{gc_loop, Active};
+use crate::server::loops::{spawn_passes, Active};
 use crate::server::secrets::env_root_key;
 use crate::signal::shutdown_signal;
 
@@ -292,11 +291,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             // A write that leaves a chunk short of replicas notes it for the repair passes.
             placed.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
         }
-        let gateway = Gateway::new(cluster.clone(), keys.clone())
-            .with_key_limits(args.limits.keys())
-            .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
-            .with_tier_cache(cfg.data_dir.join("tier-cache"), args.tier_cache_size)
-            .context("cannot make the tier cache")?;
+        let gateway = args.gateway(cluster.clone(), keys.clone(), &cfg.data_dir)?;
         let _ = tier_reads.0.set(gateway.tiers().clone());
         let s3 = gateway
             .clone()
@@ -324,30 +319,6 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             s3,
             args.access_log()?,
         ));
-        let (scrub_age, interval) = args.gc();
-        // Garbage collection runs once per cluster: with the active coordinator in a
-        // replicated cluster (every node has a gateway), in the one gateway process otherwise.
-        tokio::spawn(gc_loop(
-            cluster.clone(),
-            gateway.tiers().clone(),
-            scrub_age,
-            interval,
-            active.clone().filter(|_| replicated),
-        ));
-        if replicated {
-            tokio::spawn(crate::server::loops::repair_loop(
-                cluster.clone(),
-                (args.repair_every, args.repair_full_every),
-                args.repair_rate,
-                active.clone(),
-            ));
-        }
-        tokio::spawn(crate::server::loops::scrub_loop(
-            cluster.clone(),
-            args.scrub_every,
-            args.scrub_rate,
-            active.clone().filter(|_| replicated),
-        ));
         admin_app = Some(admin::router(AdminState {
             keys,
             chunks,
@@ -372,12 +343,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             forward: forward.clone(),
             plain_public: admin::plain_public(args.tls_cert.is_some(), cfg.admin_addr),
         }));
-        // Lifecycle passes run once per cluster, like garbage collection.
-        tokio::spawn(crate::server::loops::lifecycle_loop(
-            gateway,
-            args.lifecycle_every(),
-            active.clone().filter(|_| replicated),
-        ));
+        // The passes run once per cluster: with the active coordinator in a replicated
+        // cluster (every node has a gateway), in the one gateway process otherwise.
+        let only_active = active.clone().filter(|_| replicated);
+        spawn_passes(&cluster, gateway, args.passes(), only_active, replicated);
     }
     let lost = cfg.data_dir.join(crate::admin::chunks::REPAIR_AFTER_LOSS);
     if replicated && lost.exists() {
