@@ -30,37 +30,7 @@ use saker_rpc::{
 };
 use std::sync::RwLock;
 
-/// The coordinator active in this process, if any (the admin API's exception table).
-#[derive(Clone, Default)]
-pub struct Active(Arc<RwLock<Option<Arc<NamespaceCoordinator>>>>);
-
-impl Active {
-    /// A coordinator that is always active here (one process).
-    pub fn fixed(ns: Arc<NamespaceCoordinator>) -> Self {
-        Self(Arc::new(RwLock::new(Some(ns))))
-    }
-
-    pub fn get(&self) -> Option<Arc<NamespaceCoordinator>> {
-        self.0.read().expect("active coordinator lock").clone()
-    }
-
-    /// Makes `ns` the active coordinator (`None`: none here); answers the one it replaces.
-    fn set(&self, ns: Option<Arc<NamespaceCoordinator>>) -> Option<Arc<NamespaceCoordinator>> {
-        std::mem::replace(&mut *self.0.write().expect("active coordinator lock"), ns)
-    }
-}
-
-/// Balancing of the groups, as `saker server` was told.
-#[derive(Clone, Copy, Debug)]
-pub struct Balance {
-    pub every: Duration,
-    pub epsilon: f64,
-    pub policy: crate::server::BalancePolicy,
-    /// The `even` policy leaves namespaces smaller than this alone.
-    pub min_inodes: u64,
-    /// The groups' cost window (the `benefit` policy plans once per window).
-    pub window: Duration,
-}
+use crate::server::loops::{Active, Balance};
 
 pub struct CoordinatorHost {
     router: Router,
@@ -165,7 +135,7 @@ impl CoordinatorHost {
         ns.resolve_pending().await;
         tokio::join!(
             ns.clone().run_resolver(),
-            crate::server::balance_loop(ns.clone(), self.balance),
+            crate::server::loops::balance_loop(ns.clone(), self.balance),
         );
     }
 

@@ -3,17 +3,7 @@
 
 mod access_log;
 mod admin;
-mod admin_auth;
-mod admin_balance;
-mod admin_chunks;
-mod admin_exceptions;
-mod admin_forward;
-mod admin_keys;
-mod admin_nodes;
-mod admin_sse;
-mod admin_tiers;
 mod backup;
-mod bench;
 mod chunk_members;
 mod cli_doc;
 mod cluster_credential;
@@ -23,17 +13,14 @@ mod disk_space;
 mod drain;
 mod hosting;
 mod limits;
-mod listen;
 mod live_map;
-mod loops;
 mod mount;
 mod mount_guard;
 mod node_chunks;
 mod nodes;
 mod placement_status;
-mod process_config;
-mod roles;
 mod server;
+mod signal;
 mod spread;
 mod sse_rewrap;
 mod status;
@@ -42,9 +29,9 @@ mod telemetry;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
+pub use saker_bench::units::{parse_duration, parse_size};
 
 /// mimalloc instead of glibc's malloc: the server allocates and frees many small buffers per op
 /// across its FUSE, tokio and fjall threads, and glibc's malloc took ~10% of the server's CPU in
@@ -92,11 +79,11 @@ enum Command {
     },
     /// Move everything under BUCKET/PREFIX to a remote tier now (a job on the server), with
     /// a progress bar; exits 0 once every object moved and its remote copy verified.
-    Archive(admin_tiers::ArchiveArgs),
+    Archive(admin::tiers::ArchiveArgs),
     /// Benchmarks against a running endpoint (results as JSON with --json).
     Bench {
         #[command(subcommand)]
-        command: bench::BenchCommand,
+        command: saker_bench::BenchCommand,
     },
     /// Print documentation made from this binary (for the book in `docs/`).
     #[command(hide = true)]
@@ -111,40 +98,6 @@ enum DocsCommand {
     /// The command-line reference as Markdown: every visible command and flag with its help
     /// (`docs/gen-cli.sh` writes it to `docs/src/reference/cli.md`).
     Cli,
-}
-
-/// Parses durations like `20s`, `500ms`, `10m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map(|i| s.split_at(i))
-        .unwrap_or((s, "s"));
-    let n: f64 = num.parse().map_err(|_| format!("bad duration '{s}'"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" | "" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("bad duration unit in '{s}' (use ms, s, m, h)")),
-    };
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses sizes like `4KiB`, `1MiB`, `65536`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let i = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(i);
-    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
-        _ => return Err(format!("bad size unit in '{s}' (use KiB, MiB, GiB)")),
-    };
-    Ok(n * mult)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -173,7 +126,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         let exporting = match &cli.command {
-            Command::Server(args) => Some(telemetry::exporting(args)),
+            Command::Server(args) => Some(args.exporting()),
             Command::Mount(args) => Some(args.exporting()),
             _ => None,
         };
@@ -200,10 +153,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             admin::run_client(&admin_endpoint, command).await
         }
-        Command::Bench { command } => bench::run(command).await,
+        Command::Bench { command } => {
+            saker_bench::run(command, cluster_credential::install_client).await
+        }
         Command::Archive(args) => {
             anyhow::ensure!(
-                admin_tiers::archive(args).await?,
+                admin::tiers::archive(args).await?,
                 "the archive is incomplete: some objects did not move or verify (see the \
                  server's log); run the same command again"
             );
@@ -219,21 +174,4 @@ pub fn default_data_dir() -> PathBuf {
 
 pub fn default_s3_addr() -> SocketAddr {
     "127.0.0.1:9900".parse().expect("valid literal")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("20s").unwrap(), Duration::from_secs(20));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("3 parsecs").is_err());
-        assert_eq!(parse_size("4KiB").unwrap(), 4096);
-        assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
-        assert_eq!(parse_size("100").unwrap(), 100);
-        assert!(parse_size("1PB").is_err());
-    }
 }

@@ -143,7 +143,7 @@ pub async fn run(args: MountArgs) -> anyhow::Result<()> {
             r.context("the FUSE session thread")??;
             return Ok(());
         }
-        _ = crate::server::shutdown_signal() => {}
+        _ = crate::signal::shutdown_signal() => {}
     }
     tracing::info!("unmounting");
     unmount(&args.mountpoint);

@@ -174,7 +174,7 @@ impl Nodes {
         let mut report = Report::default();
         let mut load = load(&views);
         let is_it = |raft_id: u64, addr: &str| match &target {
-            Target::Id(id) => raft_id == *id || crate::roles::position_of(raft_id) == *id,
+            Target::Id(id) => raft_id == *id || crate::server::config::position_of(raft_id) == *id,
             Target::Addr(a) => a == addr,
         };
         let theirs: Vec<(u32, u64, String)> = views

@@ -110,7 +110,7 @@ pub async fn run(command: StoreCommand) -> anyhow::Result<()> {
         recorded.mnodes,
         MnodeConfig::new(1),
         recorded.vnodes,
-        crate::server::pathwalk_table(recorded.pathwalk()),
+        crate::server::config::pathwalk_table(recorded.pathwalk()),
     )
     .await
     .context("cannot open the MNode groups")?;

@@ -138,37 +138,6 @@ impl Telemetry {
     }
 }
 
-/// The resource of `saker server` with `args`: its node (the node id of its config file, else
-/// its RPC address) and roles.
-pub fn exporting(args: &crate::server::ServerArgs) -> Exporting {
-    let all = "gateway,mnode,coordinator,chunkstore".to_string();
-    let (node, roles) = match &args.config {
-        None => (args.rpc_addr.to_string(), all),
-        Some(path) => match crate::process_config::ProcessConfig::load(path) {
-            Ok(cfg) => {
-                let node = match (cfg.node, &cfg.rpc_addr) {
-                    (Some(n), _) => format!("node{n}"),
-                    (None, Some(addr)) => addr.to_string(),
-                    (None, None) => path.display().to_string(),
-                };
-                let roles: Vec<String> = cfg
-                    .roles
-                    .iter()
-                    .map(|r| format!("{r:?}").to_lowercase())
-                    .collect();
-                (node, roles.join(","))
-            }
-            // The server reports the bad config file itself.
-            Err(_) => (path.display().to_string(), all),
-        },
-    };
-    Exporting {
-        args: args.otlp.clone(),
-        node,
-        roles,
-    }
-}
-
 fn provider(endpoint: &str, exporting: &Exporting) -> anyhow::Result<SdkTracerProvider> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_tonic()

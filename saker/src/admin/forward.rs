@@ -18,7 +18,7 @@ use axum::Router;
 use saker_rpc::{AdminCall, AdminReply, AdminService, RpcChannel};
 use tower::ServiceExt;
 
-use crate::admin::AdminState;
+use crate::admin::state::AdminState;
 
 /// The header a forwarded request carries its receiver's token in.
 const FORWARDED: &str = "saker-admin-forwarded";
@@ -125,7 +125,7 @@ pub async fn to_coordinator(
             Bytes::from(r.body),
         )
             .into_response(),
-        Err(CoordinatorCall::NoGroup) => crate::admin::no_coordinator(),
+        Err(CoordinatorCall::NoGroup) => crate::admin::state::no_coordinator(),
         Err(CoordinatorCall::Unavailable(why)) => unavailable(why),
     }
 }

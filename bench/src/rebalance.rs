@@ -45,7 +45,7 @@ pub struct RebalanceBenchArgs {
     #[arg(long, default_value_t = 300)]
     ops_limit: u32,
     /// The groups' cost window, and the even policy's interval.
-    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::units::parse_duration)]
     window: Duration,
     /// Concurrent workers replaying the job.
     #[arg(long, default_value_t = 16)]
@@ -325,10 +325,7 @@ pub async fn run(args: RebalanceBenchArgs) -> anyhow::Result<()> {
     );
     let trace: Trace = generate(args.workload, args.scale, args.seed);
     let server = start_server(&args).await?;
-    crate::cluster_credential::install_client(
-        Some(&server.dir.join("cluster-credential.json")),
-        false,
-    )?;
+    crate::install_credential(Some(&server.dir.join("cluster-credential.json")), false)?;
     let channel = saker_rpc::RpcChannel::connect(&server.rpc).await?;
     let map = channel.cluster_map().await?;
     let pool = saker_rpc::ChannelPool::with(channel);

@@ -9,7 +9,8 @@ use clap::Subcommand;
 use saker_coordinator::meta_opt::UnitCosts;
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, json_body, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, json_body, AdminState};
 
 /// Names and directories a stats answer lists at most.
 const STATS_TOP: u32 = 32;
@@ -34,7 +35,7 @@ pub(crate) async fn run(State(st): State<AdminState>, headers: HeaderMap, body: 
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return crate::admin_forward::to_coordinator(&st, &Method::POST, path, &headers, &body)
+        return crate::admin::forward::to_coordinator(&st, &Method::POST, path, &headers, &body)
             .await;
     };
     let req: BalanceRequest = match json_body(&body) {
@@ -56,7 +57,7 @@ pub(crate) async fn stats(State(st): State<AdminState>, headers: HeaderMap) -> R
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return crate::admin_forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
+        return crate::admin::forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
     };
     match ns.load_windows(STATS_TOP).await {
         Ok(windows) => {

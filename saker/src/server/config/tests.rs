@@ -41,14 +41,14 @@ group = 2"#,
 fn the_deploy_configs_are_consistent() {
     let dirs = [
         [
-            include_str!("../../../deploy/local-cluster/node1.toml"),
-            include_str!("../../../deploy/local-cluster/node2.toml"),
-            include_str!("../../../deploy/local-cluster/node3.toml"),
+            include_str!("../../../../deploy/local-cluster/node1.toml"),
+            include_str!("../../../../deploy/local-cluster/node2.toml"),
+            include_str!("../../../../deploy/local-cluster/node3.toml"),
         ],
         [
-            include_str!("../../../deploy/docker/node1.toml"),
-            include_str!("../../../deploy/docker/node2.toml"),
-            include_str!("../../../deploy/docker/node3.toml"),
+            include_str!("../../../../deploy/docker/node1.toml"),
+            include_str!("../../../../deploy/docker/node2.toml"),
+            include_str!("../../../../deploy/docker/node3.toml"),
         ],
     ];
     for files in dirs {
@@ -79,7 +79,7 @@ fn the_deploy_configs_are_consistent() {
 /// of its own.
 #[test]
 fn zones_spread_the_voters_and_a_node_may_move() {
-    let six = include_str!("../../../deploy/local-cluster/node1.toml")
+    let six = include_str!("../../../../deploy/local-cluster/node1.toml")
         .replace(
             "nodes = [\"127.0.0.1:9902\", \"127.0.0.1:9912\", \"127.0.0.1:9922\"]",
             "nodes = [\"127.0.0.1:9902\", \"127.0.0.1:9912\", \"127.0.0.1:9922\", \
@@ -131,10 +131,10 @@ fn zones_spread_the_voters_and_a_node_may_move() {
 
 #[test]
 fn a_node_beyond_the_created_ones_starts_empty_on_an_address_of_its_own() {
-    let text = include_str!("../../../deploy/local-cluster/node4.toml");
+    let text = include_str!("../../../../deploy/local-cluster/node4.toml");
     let four = ProcessConfig::parse(text).unwrap();
     assert_eq!(four.hosted(), (4, vec![]));
-    let one = ProcessConfig::parse(include_str!("../../../deploy/local-cluster/node1.toml"));
+    let one = ProcessConfig::parse(include_str!("../../../../deploy/local-cluster/node1.toml"));
     assert_eq!(four.cluster_map(), one.unwrap().cluster_map());
     let taken = text.replace("127.0.0.1:9932\"", "127.0.0.1:9912\"");
     let err = format!("{:#}", ProcessConfig::parse(&taken).unwrap_err());

@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use clap::Subcommand;
 use saker_client::master_keys::MasterKeys;
 
-use crate::admin::{authorized, deny, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, AdminState};
 use crate::sse_rewrap::Rewrapped;
 
 #[derive(Subcommand)]

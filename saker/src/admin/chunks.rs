@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use saker_chunkstore::progress::{PassView, REPAIR, SCRUB};
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, AdminState};
+use crate::admin::state::{authorized, deny, AdminState};
 
 /// The repair and scrub passes of the process that answers.
 #[derive(Serialize, Deserialize, Default)]
@@ -48,7 +48,7 @@ async fn elsewhere(
     if st.namespace.get().is_some() {
         return None;
     }
-    Some(crate::admin_forward::to_coordinator(st, method, path, headers, body).await)
+    Some(crate::admin::forward::to_coordinator(st, method, path, headers, body).await)
 }
 
 pub async fn passes(State(st): State<AdminState>, headers: HeaderMap) -> Response {
@@ -125,7 +125,7 @@ pub async fn repair_after_loss(groups: crate::status::Groups, marker: std::path:
         body: Vec::new(),
     };
     loop {
-        match crate::admin_forward::call_coordinator(&groups, &call).await {
+        match crate::admin::forward::call_coordinator(&groups, &call).await {
             Ok(r) if r.status == 200 => {
                 match serde_json::from_slice::<saker_chunkstore::RepairReport>(&r.body) {
                     Ok(report) if report.failed + report.lost == 0 => {

@@ -14,15 +14,19 @@ use anyhow::Context;
 use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, ReplicatedChunkStore};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
-use saker_gateway::Gateway;
 use saker_rpc::{replica_sets, ChannelPool, CoordinatorService, MetaService, RpcServer};
 use tokio::net::TcpListener;
 
 use crate::admin::{self, AdminState};
-use crate::coordinator_host::{Active, CoordinatorHost, CoordinatorRoute};
-use crate::hosting::{Hosted, Hosting, LocalReplica};
-use crate::process_config::{ProcessConfig, Role};
-use crate::server::{cluster_file, env_root_key, gc_loop, open_store, shutdown_signal, ServerArgs};
+use crate::coordinator_host::{CoordinatorHost, CoordinatorRoute};
+use crate::data_dir::{cluster_file, open_store};
+use crate::hosting::{Hosting, LocalReplica};
+use crate::server::args::ServerArgs;
+use crate::server::config::{ProcessConfig, Role};
+use crate::server::incarnation::hosted_groups;
+use crate::server::loops::{spawn_passes, Active};
+use crate::server::secrets::env_root_key;
+use crate::signal::shutdown_signal;
 
 pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
     if !cfg.cluster.nodes.is_empty() && env_root_key().is_none() {
@@ -99,7 +103,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .map(|a| a.to_string())
             .unwrap_or_default();
         template.snapshot_dir = cfg.data_dir.join("snapshots");
-        template.sse_keys = crate::server::sse_keys(args.master_keys(&cfg.data_dir)?);
+        template.sse_keys = crate::server::secrets::sse_keys(args.master_keys(&cfg.data_dir)?);
         let h = Hosting::open(store, template, map.groups.clone(), &cfg.data_dir, hosted).await?;
         hosting = Some(Arc::new(h));
     }
@@ -154,7 +158,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             }
         });
         active = Some(Active::fixed(namespace.clone()));
-        tokio::spawn(crate::server::balance_loop(
+        tokio::spawn(crate::server::loops::balance_loop(
             namespace.clone(),
             args.balance(),
         ));
@@ -184,7 +188,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     )];
-    let forward = crate::admin_forward::Shared::default();
+    let forward = crate::admin::forward::Shared::default();
     let tier_reads = Arc::new(LateTierReads::default());
     if let Some(addr) = cfg.rpc_bind() {
         // Serves this process's group (if any), the coordinator (a proxy unless it runs here),
@@ -287,11 +291,7 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             // A write that leaves a chunk short of replicas notes it for the repair passes.
             placed.set_repair_log(Arc::new(saker_client::GroupsRepairLog::new(&cluster)));
         }
-        let gateway = Gateway::new(cluster.clone(), keys.clone())
-            .with_key_limits(args.limits.keys())
-            .with_lifecycle(args.lifecycle_day(), args.lifecycle_rate)
-            .with_tier_cache(cfg.data_dir.join("tier-cache"), args.tier_cache_size)
-            .context("cannot make the tier cache")?;
+        let gateway = args.gateway(cluster.clone(), keys.clone(), &cfg.data_dir)?;
         let _ = tier_reads.0.set(gateway.tiers().clone());
         let s3 = gateway
             .clone()
@@ -303,44 +303,21 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         let tls = args.tls()?;
         lines.push(format!(
             "  S3 endpoint:  {}://{}",
-            crate::listen::scheme(&tls),
+            crate::server::listeners::scheme(&tls),
             listener.local_addr()?
         ));
         lines.push(format!("  access key:   {}", keys.root().access_key));
         if env_root_key().is_none() {
-            let shown = crate::server::shown_secret(&keys.root().secret_key, &cfg.data_dir);
+            let shown =
+                crate::server::secrets::shown_secret(&keys.root().secret_key, &cfg.data_dir);
             lines.push(format!("  secret key:   {shown}"));
         }
-        tokio::spawn(crate::listen::serve_s3(
+        tokio::spawn(crate::server::listeners::serve_s3(
             listener,
             tls,
             args.limits.connections(),
             s3,
             args.access_log()?,
-        ));
-        let (scrub_age, interval) = args.gc();
-        // Garbage collection runs once per cluster: with the active coordinator in a
-        // replicated cluster (every node has a gateway), in the one gateway process otherwise.
-        tokio::spawn(gc_loop(
-            cluster.clone(),
-            gateway.tiers().clone(),
-            scrub_age,
-            interval,
-            active.clone().filter(|_| replicated),
-        ));
-        if replicated {
-            tokio::spawn(crate::server::repair_loop(
-                cluster.clone(),
-                (args.repair_every, args.repair_full_every),
-                args.repair_rate,
-                active.clone(),
-            ));
-        }
-        tokio::spawn(crate::server::scrub_loop(
-            cluster.clone(),
-            args.scrub_every,
-            args.scrub_rate,
-            active.clone().filter(|_| replicated),
         ));
         admin_app = Some(admin::router(AdminState {
             keys,
@@ -366,16 +343,14 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
             forward: forward.clone(),
             plain_public: admin::plain_public(args.tls_cert.is_some(), cfg.admin_addr),
         }));
-        // Lifecycle passes run once per cluster, like garbage collection.
-        tokio::spawn(crate::server::lifecycle_loop(
-            gateway,
-            args.lifecycle_every(),
-            active.clone().filter(|_| replicated),
-        ));
+        // The passes run once per cluster: with the active coordinator in a replicated
+        // cluster (every node has a gateway), in the one gateway process otherwise.
+        let only_active = active.clone().filter(|_| replicated);
+        spawn_passes(&cluster, gateway, args.passes(), only_active, replicated);
     }
-    let lost = cfg.data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS);
+    let lost = cfg.data_dir.join(crate::admin::chunks::REPAIR_AFTER_LOSS);
     if replicated && lost.exists() {
-        tokio::spawn(crate::admin_chunks::repair_after_loss(sets.clone(), lost));
+        tokio::spawn(crate::admin::chunks::repair_after_loss(sets.clone(), lost));
     }
     if let Some(addr) = cfg.admin_addr {
         let app =
@@ -387,10 +362,10 @@ pub async fn run(cfg: ProcessConfig, args: ServerArgs) -> anyhow::Result<()> {
         let tls = args.tls()?;
         lines.push(format!(
             "  admin:        {}://{}",
-            crate::listen::scheme(&tls),
+            crate::server::listeners::scheme(&tls),
             listener.local_addr()?
         ));
-        tokio::spawn(crate::listen::serve_router(listener, tls, app));
+        tokio::spawn(crate::server::listeners::serve_router(listener, tls, app));
     }
     if let Some(h) = &hosting {
         let list: Vec<String> = h.replicas().keys().map(|g| g.to_string()).collect();
@@ -424,115 +399,6 @@ async fn check_root(keys: Arc<AccessKeyStore>) {
             }
         }
     }
-}
-
-/// Raft ids of one node's incarnations: its position, plus this for each lost disk.
-const INCARNATION_STEP: u64 = 64;
-/// The highest node number (position).
-pub const MAX_NODE: u64 = INCARNATION_STEP;
-/// The node (position in `[cluster] nodes`) whose incarnation raft id `id` is.
-pub(crate) fn position_of(id: u64) -> u64 {
-    (id - 1) % INCARNATION_STEP + 1
-}
-
-/// How long a node with a fresh data directory waits for a peer to tell it what it knows.
-const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// This node's raft id, kept in `node.json` in its data directory, and the replicas it hosts.
-///
-/// A node that ran before keeps its id and the replicas it recorded ([`Hosting::recorded`];
-/// `placed`, where the cluster's creation put them, if it ran before that file). A fresh data
-/// directory takes the node's position as its id and hosts `placed`, unless a peer counts an
-/// id of this position among its groups' members already: then the disk was lost, and the
-/// node comes back as its next incarnation (position + [`INCARNATION_STEP`]) with a replica of
-/// each of those groups, which joins anew instead of voting under an id whose log it lost.
-async fn hosted_groups(
-    data_dir: &std::path::Path,
-    position: u64,
-    placement: &BTreeMap<u32, Vec<(u64, crate::process_config::Addr)>>,
-    placed: Hosted,
-    pool: &ChannelPool,
-) -> anyhow::Result<(u64, Hosted)> {
-    #[derive(serde::Serialize, serde::Deserialize)]
-    struct NodeFile {
-        raft_id: u64,
-    }
-    let path = data_dir.join("node.json");
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let f: NodeFile = serde_json::from_slice(&bytes)
-                .with_context(|| format!("cannot parse {}", path.display()))?;
-            anyhow::ensure!(
-                position_of(f.raft_id) == position,
-                "{} belongs to node {}, not node {position}",
-                data_dir.display(),
-                position_of(f.raft_id)
-            );
-            let hosted = Hosting::recorded(data_dir)?.unwrap_or(placed);
-            return Ok((f.raft_id, hosted));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
-    // Every group that counts an incarnation of this position among its members, with them.
-    // A node that hears from no peer cannot tell a first start from a lost disk: it waits a
-    // little for one to answer.
-    let deadline = std::time::Instant::now() + PEER_WAIT;
-    let mut known: Hosted = BTreeMap::new();
-    let peers: std::collections::BTreeSet<String> = placement
-        .values()
-        .flatten()
-        .filter(|(id, _)| *id != position)
-        .map(|(_, addr)| addr.to_string())
-        .collect();
-    loop {
-        let mut answered = false;
-        for &g in placement.keys() {
-            for addr in &peers {
-                let Ok(channel) = pool.get(addr) else {
-                    continue;
-                };
-                let peer = channel.meta(g);
-                let ask = saker_rpc::raft_status(&peer, std::time::Duration::from_secs(2));
-                let Ok(s) = ask.await else { continue };
-                answered = true;
-                let members = crate::status::members(&s);
-                if members.iter().any(|(id, _)| position_of(*id) == position) {
-                    known.entry(g).or_insert(members);
-                }
-            }
-        }
-        if answered || std::time::Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    let last = known
-        .values()
-        .flatten()
-        .map(|(id, _)| *id)
-        .filter(|id| position_of(*id) == position)
-        .max();
-    let (id, hosted) = match last {
-        Some(last) => {
-            tracing::warn!(
-                node = position,
-                old_id = last,
-                new_id = last + INCARNATION_STEP,
-                groups = ?known.keys().collect::<Vec<_>>(),
-                "this node's data is gone but its groups know it: joining them under a new raft id"
-            );
-            // Its chunkstore lost its chunks too: a full repair pass puts them back.
-            saker_durable::replace_file(
-                &data_dir.join(crate::admin_chunks::REPAIR_AFTER_LOSS),
-                b"",
-            )?;
-            (last + INCARNATION_STEP, known)
-        }
-        None => (position, placed),
-    };
-    saker_durable::replace_file(&path, &serde_json::to_vec(&NodeFile { raft_id: id })?)?;
-    Ok((id, hosted))
 }
 
 /// The tier reads of a node whose gateway (and with it its tier clients) is made after its

@@ -10,7 +10,8 @@ use clap::Subcommand;
 use saker_namespace::Exception;
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, AdminState};
 
 #[derive(Subcommand)]
 pub enum ExceptionCommand {
@@ -69,7 +70,7 @@ pub(crate) async fn list(State(st): State<AdminState>, headers: HeaderMap) -> Re
     }
     let Some(ns) = st.namespace.get() else {
         let path = "/admin/exceptions";
-        return crate::admin_forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
+        return crate::admin::forward::to_coordinator(&st, &Method::GET, path, &headers, b"").await;
     };
     axum::Json(table_info(&ns.exceptions())).into_response()
 }
@@ -85,7 +86,7 @@ pub(crate) async fn set(
         return deny();
     }
     let Some(ns) = st.namespace.get() else {
-        return crate::admin_forward::to_coordinator(&st, &Method::PUT, &path, &headers, &body)
+        return crate::admin::forward::to_coordinator(&st, &Method::PUT, &path, &headers, &body)
             .await;
     };
     let route = match std::str::from_utf8(&body).map(str::trim).map(parse_route) {

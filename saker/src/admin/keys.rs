@@ -13,7 +13,8 @@ use saker_coordinator::access_keys::CanonicalUser;
 use saker_coordinator::{AccessKey, KeyError};
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, json_body, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, json_body, AdminState};
 
 #[derive(Subcommand)]
 pub enum KeyCommand {

@@ -286,11 +286,7 @@ impl ProcessConfig {
                     );
                 } else {
                     // A node added later (saker admin node add): it starts with no replica.
-                    ensure!(
-                        n <= crate::roles::MAX_NODE,
-                        "node {n} is out of range 1..={}",
-                        crate::roles::MAX_NODE
-                    );
+                    ensure!(n <= MAX_NODE, "node {n} is out of range 1..={}", MAX_NODE);
                     ensure!(
                         here.is_some_and(|a| !c.nodes.contains(a)),
                         "node {n} (beyond [cluster] nodes, added with saker admin node add) \
@@ -446,7 +442,7 @@ impl ProcessConfig {
             version: 1,
             groups,
             vnodes: RING_VNODES,
-            exceptions: crate::server::pathwalk_table(&c.pathwalk),
+            exceptions: pathwalk_table(&c.pathwalk),
             endpoints: Endpoints {
                 mnodes,
                 coordinator: c.coordinator.as_ref().map(Addr::to_string),
@@ -552,6 +548,24 @@ impl ClusterConfigFile {
             })
             .collect()
     }
+}
+
+/// Raft ids of one node's incarnations: its position, plus this for each lost disk.
+pub(crate) const INCARNATION_STEP: u64 = 64;
+/// The highest node number (position).
+pub const MAX_NODE: u64 = INCARNATION_STEP;
+/// The node (position in `[cluster] nodes`) whose incarnation raft id `id` is.
+pub(crate) fn position_of(id: u64) -> u64 {
+    (id - 1) % INCARNATION_STEP + 1
+}
+
+/// The exception table that places `names` by path walk.
+pub(crate) fn pathwalk_table(names: &[String]) -> saker_namespace::ExceptionTable {
+    let mut t = saker_namespace::ExceptionTable::new();
+    for n in names {
+        t.set(n.clone(), saker_namespace::Exception::PathWalk);
+    }
+    t
 }
 
 #[cfg(test)]

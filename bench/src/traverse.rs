@@ -26,7 +26,7 @@ use saker_rpc::{
 };
 use serde::Serialize;
 
-use crate::parse_size;
+use crate::units::parse_size;
 
 #[derive(Args, Debug)]
 pub struct TraverseBenchArgs {
@@ -163,7 +163,7 @@ async fn connect(
     config: ClusterConfig,
     sent: &Arc<AtomicU64>,
 ) -> anyhow::Result<(Cluster, BTreeMap<u32, Arc<dyn MetaService>>)> {
-    crate::cluster_credential::install_client(None, false)?;
+    crate::install_credential(None, false)?;
     let channel = saker_rpc::RpcChannel::connect(addr)
         .await
         .with_context(|| format!("cannot reach the cluster at {addr}"))?;

@@ -53,7 +53,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use crate::parse_size;
+use crate::units::parse_size;
 use timing::{par, Done, Timed, Usage, WATCHED};
 
 const PHASES: [&str; 9] = [

@@ -1,4 +1,5 @@
-//! `saker bench …`: load generators that write their results as JSON.
+//! `saker bench …`: load generators that write their results as JSON (a library the `saker`
+//! binary calls).
 
 mod balance;
 mod empty;
@@ -11,6 +12,7 @@ mod sigv4;
 mod sink;
 mod trace;
 mod traverse;
+pub mod units;
 
 use clap::Subcommand;
 
@@ -38,7 +40,22 @@ pub enum BenchCommand {
     Sink(sink::SinkArgs),
 }
 
-pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+/// Installs a library client's cluster credential (`--credential`-style path, insecure): the
+/// binary's, which the benchmarks that talk RPC call first.
+pub type InstallCredential = fn(Option<&std::path::Path>, bool) -> anyhow::Result<()>;
+
+static INSTALL_CREDENTIAL: std::sync::OnceLock<InstallCredential> = std::sync::OnceLock::new();
+
+fn install_credential(flag: Option<&std::path::Path>, insecure: bool) -> anyhow::Result<()> {
+    let install = INSTALL_CREDENTIAL
+        .get()
+        .expect("run() sets the credential installer first");
+    install(flag, insecure)
+}
+
+/// Runs one benchmark; `install_credential` is the binary's cluster credential installer.
+pub async fn run(cmd: BenchCommand, install_credential: InstallCredential) -> anyhow::Result<()> {
+    let _ = INSTALL_CREDENTIAL.set(install_credential);
     match cmd {
         BenchCommand::S3(args) => s3::run(args).await,
         BenchCommand::Meta(args) => meta::run(args).await,

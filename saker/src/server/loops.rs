@@ -11,15 +11,114 @@ use saker_coordinator::benefit::BenefitBalancer;
 use saker_coordinator::NamespaceCoordinator;
 use saker_gateway::Gateway;
 
-use crate::coordinator_host::Active;
-use crate::server::BalancePolicy;
+use std::sync::RwLock;
+
+/// The coordinator active in this process, if any (the admin API's exception table).
+#[derive(Clone, Default)]
+pub struct Active(Arc<RwLock<Option<Arc<NamespaceCoordinator>>>>);
+
+impl Active {
+    /// A coordinator that is always active here (one process).
+    pub fn fixed(ns: Arc<NamespaceCoordinator>) -> Self {
+        Self(Arc::new(RwLock::new(Some(ns))))
+    }
+
+    pub fn get(&self) -> Option<Arc<NamespaceCoordinator>> {
+        self.0.read().expect("active coordinator lock").clone()
+    }
+
+    /// Makes `ns` the active coordinator (`None`: none here); answers the one it replaces.
+    pub(crate) fn set(
+        &self,
+        ns: Option<Arc<NamespaceCoordinator>>,
+    ) -> Option<Arc<NamespaceCoordinator>> {
+        std::mem::replace(&mut *self.0.write().expect("active coordinator lock"), ns)
+    }
+}
+
+/// Balancing of the groups, as `saker server` was told.
+#[derive(Clone, Copy, Debug)]
+pub struct Balance {
+    pub every: Duration,
+    pub epsilon: f64,
+    pub policy: BalancePolicy,
+    /// The `even` policy leaves namespaces smaller than this alone.
+    pub min_inodes: u64,
+    /// The groups' cost window (the `benefit` policy plans once per window).
+    pub window: Duration,
+}
+
+/// How the balancer picks exception-table entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BalancePolicy {
+    /// FalconFS: redirect frequent file names while a group holds more than 1/groups +
+    /// epsilon of the inodes.
+    Even,
+    /// Origami: every cost window, the moves with the largest predicted cut of the job
+    /// completion time (the most loaded group's work), their own cost counted.
+    Benefit,
+}
+
+/// When the once-per-cluster passes of a gateway run, as `saker server` was told.
+#[derive(Clone, Copy, Debug)]
+pub struct Passes {
+    /// Unreferenced chunks older than this are removed by the leak scrub.
+    pub scrub_age: Duration,
+    pub gc_interval: Duration,
+    pub scrub_every: Duration,
+    /// The scrub's pace, in MiB/s.
+    pub scrub_rate: u64,
+    /// The noted and the full repair pass.
+    pub repair_every: (Duration, Duration),
+    /// The repair's pace, in MiB/s.
+    pub repair_rate: u64,
+    pub lifecycle_every: Duration,
+}
+
+/// Starts the once-per-cluster passes of a gateway process: garbage collection, the chunk
+/// scrub and lifecycle, and with `repair` (a replicated cluster) the repair passes; with
+/// `only_active`, each runs only while that coordinator is active here.
+pub(crate) fn spawn_passes(
+    cluster: &Arc<Cluster>,
+    gateway: Gateway,
+    passes: Passes,
+    only_active: Option<Active>,
+    repair: bool,
+) {
+    let tiers = gateway.tiers().clone();
+    let (age, interval) = (passes.scrub_age, passes.gc_interval);
+    tokio::spawn(gc_loop(
+        cluster.clone(),
+        tiers,
+        age,
+        interval,
+        only_active.clone(),
+    ));
+    if repair {
+        let (every, rate) = (passes.repair_every, passes.repair_rate);
+        tokio::spawn(repair_loop(
+            cluster.clone(),
+            every,
+            rate,
+            only_active.clone(),
+        ));
+    }
+    let (every, rate) = (passes.scrub_every, passes.scrub_rate);
+    tokio::spawn(scrub_loop(
+        cluster.clone(),
+        every,
+        rate,
+        only_active.clone(),
+    ));
+    tokio::spawn(lifecycle_loop(gateway, passes.lifecycle_every, only_active));
+}
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
 /// scrub (a walk of every chunk and, when some are older than `scrub_age`, of every group's
 /// chunk references) runs on the first pass and then once every `scrub_age / 4`, not every
 /// pass: its cost grows with the namespace, and the chunks it finds can wait. With
 /// `only_active`, only while that coordinator is active here (once per replicated cluster).
-pub(crate) async fn gc_loop(
+async fn gc_loop(
     cluster: Arc<Cluster>,
     tiers: Arc<saker_tier::Tiers>,
     scrub_age: Duration,
@@ -110,7 +209,7 @@ where
 
 /// Runs a chunk scrub (every copy read whole, CRC-checked, bad ones rewritten) every `every`
 /// at `rate_mib` MiB/s.
-pub(crate) async fn scrub_loop(
+async fn scrub_loop(
     cluster: Arc<Cluster>,
     every: Duration,
     rate_mib: u64,
@@ -134,7 +233,7 @@ pub(crate) async fn scrub_loop(
 
 /// Runs a lifecycle pass every `every` (never when it is zero), with `only_active` only
 /// while that coordinator is active here.
-pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_active: Option<Active>) {
+async fn lifecycle_loop(gateway: Gateway, every: Duration, only_active: Option<Active>) {
     periodically(every, only_active, || async {
         match gateway.lifecycle_pass(None).await {
             Ok(s)
@@ -166,7 +265,7 @@ pub(crate) async fn lifecycle_loop(gateway: Gateway, every: Duration, only_activ
 
 /// Runs a repair pass over the chunks writes noted as short every `every`, and a full pass
 /// (every referenced chunk to all its replicas) every `full_every`, at `rate_mib` MiB/s.
-pub(crate) async fn repair_loop(
+async fn repair_loop(
     cluster: Arc<Cluster>,
     (every, full_every): (Duration, Duration),
     rate_mib: u64,
@@ -205,10 +304,7 @@ fn log_repair(kind: &str, report: Result<RepairReport, saker_client::ClientError
 
 /// Periodic balancing rounds: `even` every `every` (none when it is zero), `benefit` once per
 /// cost window.
-pub(crate) async fn balance_loop(
-    namespace: Arc<NamespaceCoordinator>,
-    settings: crate::coordinator_host::Balance,
-) {
+pub(crate) async fn balance_loop(namespace: Arc<NamespaceCoordinator>, settings: Balance) {
     match settings.policy {
         BalancePolicy::Even => {
             periodically(settings.every, None, || async {

@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, AdminState};
 use crate::placement_status::Placement;
 
 #[derive(Subcommand)]

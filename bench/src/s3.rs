@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::multipart::Transfer;
 use super::sigv4::{uri_encode, Signer};
-use crate::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_size};
 
 #[derive(Args, Debug)]
 pub struct S3BenchArgs {

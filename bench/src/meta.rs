@@ -406,7 +406,7 @@ pub async fn run(args: MetaBenchArgs) -> anyhow::Result<()> {
         args.threads > 0 && args.depth > 0,
         "threads and depth must be > 0"
     );
-    crate::cluster_credential::install_client(None, false)?;
+    crate::install_credential(None, false)?;
     let channel = saker_rpc::RpcChannel::connect(&args.cluster)
         .await
         .with_context(|| format!("cannot reach the cluster at {}", args.cluster))?;

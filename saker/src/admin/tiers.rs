@@ -18,7 +18,8 @@ use saker_gateway::Gateway;
 use saker_tier::{TierConfig, TierError};
 use serde::{Deserialize, Serialize};
 
-use crate::admin::{authorized, deny, json_body, send, AdminState};
+use crate::admin::request::send;
+use crate::admin::state::{authorized, deny, json_body, AdminState};
 
 #[derive(Subcommand)]
 pub enum TierCommand {
