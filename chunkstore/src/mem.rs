@@ -41,6 +41,17 @@ impl MemChunkStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Every chunk held, and its bytes (a test's snapshot of a store it then wipes).
+    pub fn contents(&self) -> Vec<(ChunkId, Bytes)> {
+        let chunks = self.chunks.lock();
+        chunks.iter().map(|(id, c)| (*id, c.data.clone())).collect()
+    }
+
+    /// Drops every chunk (a lost disk).
+    pub fn clear(&self) {
+        self.chunks.lock().clear();
+    }
 }
 
 #[async_trait::async_trait]

@@ -74,6 +74,20 @@ pub trait ChunkStore: Send + Sync + 'static {
             .await
     }
 
+    /// Stores chunk `chunk` (`data`, its stored bytes) erasure-coded in `layout`: every shard on
+    /// its store, durably. A store of one disk keeps no coded chunks.
+    async fn put_coded(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        data: Bytes,
+    ) -> Result<ChunkInfo, ChunkError> {
+        let _ = data;
+        Err(ChunkError::BadFormat(format!(
+            "chunk {chunk} cannot be erasure-coded ({layout}) on a store of one disk"
+        )))
+    }
+
     /// Reads `len` bytes at `offset` of chunk `chunk`, stored erasure-coded in `layout` as
     /// `stored` bytes (`offset` and `len` within those). A store of one disk keeps no coded
     /// chunks.

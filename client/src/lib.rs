@@ -7,6 +7,7 @@
 
 mod cluster;
 mod data;
+mod encode;
 mod error;
 mod gc;
 mod list;
@@ -20,6 +21,7 @@ mod tier_proxy;
 
 pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, TierReader, Written};
+pub use encode::Encoded;
 pub use error::ClientError;
 pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
 pub use list::{buckets, ListItem, Lister};

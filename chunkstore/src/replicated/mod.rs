@@ -517,6 +517,15 @@ impl ChunkStore for ReplicatedChunkStore {
         Err(failure.unwrap_or(ChunkError::NotFound(id)))
     }
 
+    async fn put_coded(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        data: Bytes,
+    ) -> Result<ChunkInfo, ChunkError> {
+        self.put_encoded(chunk, layout, data).await
+    }
+
     async fn get_coded(
         &self,
         chunk: ChunkId,
