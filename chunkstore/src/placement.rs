@@ -104,7 +104,7 @@ pub fn shard_places(
     };
     if placing.len() < shards {
         return Err(ChunkError::Unavailable(format!(
-            "{shards} shards need as many chunkstores that take chunks; the cluster has {}",
+            "{shards} shards need {shards} chunkstores that take chunks; the cluster has {}",
             placing.len()
         )));
     }

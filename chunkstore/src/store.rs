@@ -74,6 +74,15 @@ pub trait ChunkStore: Send + Sync + 'static {
             .await
     }
 
+    /// `Ok` if this store can keep chunks coded in `layout` (its shards on as many distinct
+    /// stores); why not otherwise.
+    fn takes_coded(&self, layout: crate::ec::Layout) -> Result<(), ChunkError> {
+        Err(ChunkError::Unavailable(format!(
+            "{layout} needs {} chunkstores; this one has 1",
+            layout.shards()
+        )))
+    }
+
     /// Stores chunk `chunk` (`data`, its stored bytes) erasure-coded in `layout`: every shard on
     /// its store, durably. A store of one disk keeps no coded chunks.
     async fn put_coded(

@@ -29,6 +29,14 @@ pub enum Encoded {
 }
 
 impl Cluster {
+    /// `Ok` if the cluster's chunkstores can keep chunks coded in `layout`; why not otherwise.
+    pub fn takes_coded(&self, layout: EcLayout) -> Result<(), String> {
+        self.chunks.takes_coded(layout).map_err(|e| match e {
+            saker_chunkstore::ChunkError::Unavailable(why) => why,
+            other => other.to_string(),
+        })
+    }
+
     /// Codes the chunks of the object at `path` in `layout`, if it is still the version `seen`
     /// (`noncurrent`: a noncurrent version of it).
     pub async fn encode_version(

@@ -27,4 +27,5 @@ pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_ch
 pub use list::{buckets, ListItem, Lister};
 pub use packaged_copy::first_packages;
 pub use repair::{repair_noted_chunks, GroupsRepairLog};
+pub use saker_chunkstore::ec::Layout as EcLayout;
 pub use tier_proxy::NodeTierReads;

@@ -17,6 +17,8 @@ use common::cluster::*;
 use common::*;
 use saker_rpc::{MetaRequest, RpcChannel};
 
+#[path = "replicated/erasure.rs"]
+mod erasure;
 #[path = "replicated/space.rs"]
 mod space;
 

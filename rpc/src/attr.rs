@@ -97,6 +97,11 @@ impl Coded {
             .flat_map(move |c| (0..k + m).map(move |i| shard_id(c.id, k, m, i)))
     }
 
+    /// The S3 storage class of a version coded so: `EC_<data>_<parity>`.
+    pub fn class_name(&self) -> String {
+        ec_class_name(self.data, self.parity)
+    }
+
     /// Why this cannot be a coded layout, if it cannot: a layout of 2 to 16 data and 1 to 8
     /// parity shards, no more parity than data, and a stored length, at least its data, for
     /// each chunk.
@@ -149,9 +154,36 @@ impl TierRef {
     }
 }
 
+/// The S3 storage class of chunks erasure-coded in `data` + `parity` shards: `EC_<k>_<m>`.
+pub fn ec_class_name(data: u8, parity: u8) -> String {
+    format!("EC_{data}_{parity}")
+}
+
+/// The erasure-coding layout (data, parity) a storage class names: `EC_<k>_<m>` (whether or not
+/// k + m is a layout saker takes), or `STANDARD_IA`, which is `EC_4_2`. `None`: not such a
+/// class (STANDARD, or a tier's name).
+pub fn ec_class(name: &str) -> Option<(u8, u8)> {
+    if name == "STANDARD_IA" {
+        return Some((4, 2));
+    }
+    let (k, m) = name.strip_prefix("EC_")?.split_once('_')?;
+    let number = |s: &str| {
+        (!s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u8>().ok())
+            .flatten()
+    };
+    Some((number(k)?, number(m)?))
+}
+
 /// Checks a tier's name: `[A-Z0-9_-]{1,64}`, as it is also the StorageClass S3 shows, and
-/// not `STANDARD`.
+/// not `STANDARD` nor an erasure-coding class ([`ec_class`]).
 pub fn check_tier_name(name: &str) -> Result<(), String> {
+    if ec_class(name).is_some() {
+        return Err(format!(
+            "{name} is an erasure-coding storage class (EC_<data>_<parity>, STANDARD_IA), not a \
+             tier's name"
+        ));
+    }
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -316,4 +348,31 @@ impl Attr {
 pub struct Entry {
     pub name: String,
     pub attr: Attr,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erasure_coding_classes_are_named_and_are_no_tier_names() {
+        assert_eq!(ec_class("EC_4_2"), Some((4, 2)));
+        assert_eq!(ec_class("EC_8_3"), Some((8, 3)));
+        assert_eq!(ec_class("STANDARD_IA"), Some((4, 2)));
+        assert_eq!(ec_class_name(6, 3), "EC_6_3");
+        for other in [
+            "STANDARD",
+            "COLD",
+            "EC_4",
+            "EC__2",
+            "EC_4_2_1",
+            "EC_x_2",
+            "EC_4000_2",
+        ] {
+            assert_eq!(ec_class(other), None, "{other}");
+        }
+        assert!(check_tier_name("COLD").is_ok());
+        assert!(check_tier_name("EC_4_2").is_err());
+        assert!(check_tier_name("STANDARD_IA").is_err());
+    }
 }

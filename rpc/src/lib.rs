@@ -20,8 +20,8 @@ pub mod trace_context;
 pub mod transport;
 
 pub use attr::{
-    check_tier_name, chunk_for, chunk_of, shard_id, Attr, Checksums, ChunkRef, Coded, Entry,
-    FileKind, Layout, ObjectMeta, PartInfo, Restored, Sse, TierRef,
+    check_tier_name, chunk_for, chunk_of, ec_class, ec_class_name, shard_id, Attr, Checksums,
+    ChunkRef, Coded, Entry, FileKind, Layout, ObjectMeta, PartInfo, Restored, Sse, TierRef,
 };
 pub use capability::{CommitReceipt, FreshKey};
 pub use chunk::{

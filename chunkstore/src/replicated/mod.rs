@@ -517,6 +517,11 @@ impl ChunkStore for ReplicatedChunkStore {
         Err(failure.unwrap_or(ChunkError::NotFound(id)))
     }
 
+    fn takes_coded(&self, layout: crate::ec::Layout) -> Result<(), ChunkError> {
+        crate::placement::shard_places(&self.view().members, layout.shards(), ChunkId(0))
+            .map(|_| ())
+    }
+
     async fn put_coded(
         &self,
         chunk: ChunkId,

@@ -66,7 +66,7 @@ fn objects(contents: Vec<(String, Attr)>, url: bool, owner: Option<Owner>) -> Ve
             last_modified: Some(timestamp(a.s3_mtime_ns)),
             size: Some(a.size as i64),
             storage_class: Some(ObjectStorageClass::from(
-                crate::object::tiering::class_name(&a).to_string(),
+                crate::object::tiering::class_name(&a),
             )),
             owner: owner.clone(),
             ..Default::default()

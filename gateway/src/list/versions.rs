@@ -242,7 +242,7 @@ pub async fn list_object_versions(
                 last_modified: Some(timestamp(attr.s3_mtime_ns)),
                 size: Some(attr.size as i64),
                 storage_class: Some(ObjectVersionStorageClass::from(
-                    crate::object::tiering::class_name(&attr).to_string(),
+                    crate::object::tiering::class_name(&attr),
                 )),
                 owner: Some(owner.clone()),
                 ..Default::default()

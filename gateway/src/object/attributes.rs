@@ -114,7 +114,7 @@ pub async fn get_object_attributes(
         e_tag: wants(ObjectAttributes::ETAG).then(|| s3s::dto::ETag::Strong(a.etag.clone())),
         object_size: wants(ObjectAttributes::OBJECT_SIZE).then_some(a.size as i64),
         storage_class: wants(ObjectAttributes::STORAGE_CLASS)
-            .then(|| StorageClass::from(crate::object::tiering::class_name(a).to_string())),
+            .then(|| StorageClass::from(crate::object::tiering::class_name(a))),
         last_modified: Some(timestamp(a.s3_mtime_ns)),
         checksum,
         object_parts,

@@ -4,23 +4,39 @@
 
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
+use saker_client::EcLayout;
 use saker_rpc::Attr;
 
 use crate::http::error;
 use crate::Gateway;
 
-/// The StorageClass of an object: its tier's name, or STANDARD.
-pub fn class_name(attr: &Attr) -> &str {
-    attr.layout
-        .tiered()
-        .map_or(StorageClass::STANDARD, |t| t.tier.as_str())
+/// The StorageClass of an object: its tier's name, its erasure coding's (`EC_<k>_<m>`), or
+/// STANDARD.
+pub fn class_name(attr: &Attr) -> String {
+    storage_class(attr).map_or(StorageClass::STANDARD.to_string(), |c| {
+        c.as_str().to_string()
+    })
 }
 
 /// The StorageClass header of a GET or HEAD (S3 sends none for STANDARD).
 pub fn storage_class(attr: &Attr) -> Option<StorageClass> {
+    if let Some(coded) = attr.layout.coded() {
+        return Some(StorageClass::from(coded.class_name()));
+    }
     attr.layout
         .tiered()
         .map(|t| StorageClass::from(t.tier.clone()))
+}
+
+/// The erasure-coding layout storage class `name` names (`EC_<k>_<m>`, or STANDARD_IA for
+/// 4+2), checked against the cluster's chunkstores; `Ok(None)` for another class.
+pub fn coded_class(gw: &Gateway, name: &str) -> Result<Option<EcLayout>, String> {
+    let Some((k, m)) = saker_rpc::ec_class(name) else {
+        return Ok(None);
+    };
+    let layout = EcLayout::new(k, m).map_err(|e| e.to_string())?;
+    gw.cluster.takes_coded(layout)?;
+    Ok(Some(layout))
 }
 
 /// The tier a PutObject's or CopyObject's `x-amz-storage-class` names (`None`: STANDARD, or
@@ -48,6 +64,11 @@ pub async fn requested_tier(
     if dir_marker {
         return refused("is not for keys ending in '/' (they stay STANDARD)");
     }
+    match coded_class(gw, name) {
+        Ok(Some(_)) => return Ok(Some(name.to_string())),
+        Ok(None) => {}
+        Err(why) => return refused(&format!("cannot be kept here: {why}")),
+    }
     match saker_tier::config::get(&gw.state, name).await {
         Ok(_) => Ok(Some(name.to_string())),
         Err(saker_tier::TierError::NoSuchTier(_)) => {
@@ -57,11 +78,30 @@ pub async fn requested_tier(
     }
 }
 
-/// Moves the object just written at `path` (`attr`) to `tier`, as a lifecycle transition
-/// would. A move that fails leaves the object stored and STANDARD, and the write answers 503
-/// (a retry writes it again and moves it).
+/// Moves the object just written at `path` (`attr`) to `tier` (or codes it, for an
+/// erasure-coding class), as a lifecycle transition would. A move that fails leaves the
+/// object stored and STANDARD, and the write answers 503 (a retry writes it again and moves
+/// it).
 pub async fn move_written(gw: &Gateway, tier: &str, path: &[String], attr: &Attr) -> S3Result<()> {
     use saker_tier::transition::transition;
+    if let Some((k, m)) = saker_rpc::ec_class(tier) {
+        let coded = async {
+            let layout = EcLayout::new(k, m).map_err(|e| e.to_string())?;
+            gw.cluster
+                .encode_version(path, attr, false, layout)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        return match coded.await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(s3_error!(
+                ServiceUnavailable,
+                "The object was stored but could not be erasure-coded as {}: {}",
+                tier,
+                e
+            )),
+        };
+    }
     match transition(&gw.cluster, &gw.tiers, tier, path, attr, None).await {
         // (`Changed`: a newer write took the key meanwhile, and stands.)
         Ok(_) => Ok(()),

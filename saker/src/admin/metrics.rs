@@ -92,6 +92,12 @@ pub(super) fn render_metrics(chunks: Option<&dyn saker_chunkstore::ChunkStore>) 
             c.read_repairs,
         ),
         (
+            "saker_chunk_degraded_reads_total",
+            "counter",
+            "Reads of erasure-coded chunks that rebuilt them from other shards (one they needed was missing, corrupt or unreachable)",
+            c.degraded_reads,
+        ),
+        (
             "saker_chunk_repaired_total",
             "counter",
             "Chunk replicas re-created by repair passes",

@@ -41,6 +41,18 @@ pub async fn put_configuration(
     };
     let rules = rules::parse(c)?;
     for tier in rules.iter().flat_map(Rule::tiers) {
+        match crate::object::tiering::coded_class(gw, tier) {
+            Ok(Some(_)) => continue,
+            Ok(None) => {}
+            Err(why) => {
+                return Err(s3_error!(
+                    InvalidStorageClass,
+                    "The storage class {} cannot be kept here: {}",
+                    tier,
+                    why
+                ))
+            }
+        }
         match saker_tier::config::get(&gw.state, tier).await {
             Ok(_) => {}
             Err(saker_tier::TierError::NoSuchTier(_)) => {

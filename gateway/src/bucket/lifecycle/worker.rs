@@ -173,6 +173,23 @@ impl Walk {
                 let field: Field = |s| &mut s.restores_dropped;
                 return (r.map_err(|e| e.to_string()), field);
             };
+            if let Some((k, m)) = saker_rpc::ec_class(tier) {
+                let coded = async {
+                    let layout = saker_client::EcLayout::new(k, m).map_err(|e| e.to_string())?;
+                    let noncurrent = version.is_some();
+                    cluster
+                        .encode_version(&path, &attr, noncurrent, layout)
+                        .await
+                        .map_err(|e| e.to_string())
+                };
+                return match coded.await {
+                    Ok(saker_client::Encoded::Coded(_)) => {
+                        (Ok(()), |s: &mut Summary| &mut s.transitioned)
+                    }
+                    Ok(_) => (Ok(()), |s: &mut Summary| &mut s.skipped),
+                    Err(e) => (Err(e), |s: &mut Summary| &mut s.skipped),
+                };
+            }
             match transition(cluster, tiers, tier, &path, &attr, version.as_deref()).await {
                 Ok(Moved::Moved(_)) => (Ok(()), |s: &mut Summary| &mut s.transitioned),
                 Ok(_) => (Ok(()), |s: &mut Summary| &mut s.skipped),
