@@ -62,7 +62,7 @@ pub async fn collect_garbage(
         let cutoff = SystemTime::now() - grace;
         let candidates = cluster.chunks.list_older_than(cutoff).await?;
         if !candidates.is_empty() {
-            let referenced = referenced_chunks(cluster).await?;
+            let referenced = chunk_refs(cluster, true).await?;
             for id in candidates {
                 if !referenced.contains(&id.0) {
                     cluster.chunks.delete(id).await?;
@@ -77,8 +77,15 @@ pub async fn collect_garbage(
     Ok(report)
 }
 
-/// Every chunk id some inode, part, noncurrent version or GC entry of any group references.
+/// Every chunk stored as replicas that some inode, part or noncurrent version of any group
+/// references: what repair and scrub keep whole (erasure-coded chunks are kept by their
+/// shards).
 pub async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, ClientError> {
+    chunk_refs(cluster, false).await
+}
+
+/// The ids the groups reference ([`MetaRequest::ChunkRefs`], `leaks` as it says).
+async fn chunk_refs(cluster: &Cluster, leaks: bool) -> Result<HashSet<u128>, ClientError> {
     let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
     let mut referenced = HashSet::new();
     for g in groups {
@@ -87,6 +94,7 @@ pub async fn referenced_chunks(cluster: &Cluster) -> Result<HashSet<u128>, Clien
             let req = MetaRequest::ChunkRefs {
                 after,
                 limit: MAX_LIST_PAGE,
+                leaks,
             };
             let ids = match cluster.call_group(g, req).await? {
                 MetaResponse::ChunkIds(ids) => ids,

@@ -153,6 +153,16 @@ async fn a_coded_version_reads_back_with_two_stores_lost_and_its_replicas_are_co
     assert_eq!(report.leaked, 0, "{report:?}");
     assert_eq!(stored(&stores), 5 * 6, "6 shards of 5 chunks, no replica");
     assert_eq!(read(&cluster, "big").await, big);
+    // Repair and scrub (of replicated chunks) neither copy shards nor miss the replicas gone.
+    let repair = saker_client::repair_chunks(&cluster, 0).await.unwrap();
+    assert_eq!(
+        (repair.scanned, repair.lost, repair.repaired),
+        (0, 0, 0),
+        "{repair:?}"
+    );
+    let scrub = saker_client::scrub_chunks(&cluster, 0).await.unwrap();
+    assert_eq!((scrub.missing, scrub.corrupt), (0, 0), "{scrub:?}");
+    assert_eq!(stored(&stores), 5 * 6, "repair copied no shard");
 
     // Any two stores lost: every byte still reads.
     for (a, b) in [(0, 1), (2, 5), (3, 4)] {

@@ -116,6 +116,7 @@ fn meta_requests() -> Vec<MetaRequest> {
         MetaRequest::ChunkRefs {
             after: None,
             limit: 10,
+            leaks: true,
         },
         MetaRequest::CoordScan {
             prefix: "keys/".into(),

@@ -44,8 +44,13 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             if let (Some(_), MetaResponse::Entries(entries)) = (reader, &mut page) {
                 // A listing needs names and attributes, not where the bytes are.
                 for e in entries {
-                    if let Layout::Chunks(chunks) = &mut e.attr.layout {
-                        chunks.clear();
+                    match &mut e.attr.layout {
+                        Layout::Chunks(chunks) => chunks.clear(),
+                        Layout::Coded(coded) => {
+                            coded.chunks.clear();
+                            coded.stored.clear();
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -97,7 +102,11 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
         MetaRequest::TierGcDue { now_ns, limit } => {
             crate::refs::tier_gc_due(v, keys, *now_ns, *limit)
         }
-        MetaRequest::ChunkRefs { after, limit } => crate::refs::chunk_refs(v, keys, *after, *limit),
+        MetaRequest::ChunkRefs {
+            after,
+            limit,
+            leaks,
+        } => crate::refs::chunk_refs(v, keys, *after, *limit, *leaks),
         MetaRequest::RepairDue { limit } => crate::refs::repair_due(v, keys, *limit),
         MetaRequest::TierRefs { tier } => crate::refs::tier_refs(v, keys, tier),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(

@@ -92,13 +92,16 @@ fn for_each_layout<V: View + ?Sized>(
     Ok(())
 }
 
-/// The `limit` smallest chunk ids above `after` that a record or the GC queue references, in
-/// order. Every page walks every record (one state of the group), keeping only its page.
+/// The `limit` smallest chunk ids above `after` that a record references, in order: with
+/// `leaks`, also coded chunks and their shards and the GC queue's chunks (what the leak scrub
+/// keeps); without, the chunks stored as replicas. Every page walks every record (one state
+/// of the group), keeping only its page.
 pub(crate) fn chunk_refs<V: View + ?Sized>(
     v: &V,
     keys: &Keys,
     after: Option<u128>,
     limit: u32,
+    leaks: bool,
 ) -> OpResult {
     let mut page = std::collections::BTreeSet::new();
     let limit = limit as usize;
@@ -113,12 +116,16 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
     };
     for_each_layout(v, keys, |l| match l.coded() {
         // A coded chunk's shards, and its id while its replicas wait in the GC queue.
-        Some(coded) => coded
+        Some(coded) if leaks => coded
             .shard_ids()
             .chain(coded.chunks.iter().map(|c| c.id))
             .for_each(&mut keep),
+        Some(_) => {}
         None => l.chunks().iter().for_each(|c| keep(c.id)),
     })?;
+    if !leaks {
+        return Ok(MetaResponse::ChunkIds(page.into_iter().collect()));
+    }
     // Chunks queued for deletion are still referenced until collected.
     for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |k, val| {
         if val.is_empty() {

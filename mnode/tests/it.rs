@@ -545,7 +545,11 @@ async fn chunk_refs_come_in_pages_by_id() {
     let mut after = None;
     let mut pages = 0;
     loop {
-        let req = MetaRequest::ChunkRefs { after, limit: 3 };
+        let req = MetaRequest::ChunkRefs {
+            after,
+            limit: 3,
+            leaks: true,
+        };
         let MetaResponse::ChunkIds(ids) = c.call(req).await.unwrap() else {
             panic!("not ids")
         };
@@ -574,6 +578,7 @@ async fn chunk_refs_come_in_pages_by_id() {
     let too_big = MetaRequest::ChunkRefs {
         after: None,
         limit: saker_rpc::MAX_LIST_PAGE + 1,
+        leaks: true,
     };
     assert!(matches!(c.call(too_big).await, Err(MetaError::Invalid(_))));
 }

@@ -597,7 +597,8 @@ pub async fn verify(nodes: &Nodes, i: usize, bucket: &str, acked: &BTreeMap<Stri
     }
 }
 
-/// Every chunk id the groups reference (through a library client of the cluster behind `rpc`).
+/// Every chunk id the groups reference as replicated chunks (through a library client of the
+/// cluster behind `rpc`).
 pub async fn referenced_chunks(rpc: &str) -> Vec<u128> {
     let lib = saker_client::Cluster::connect_all(rpc, Default::default())
         .await
@@ -608,6 +609,7 @@ pub async fn referenced_chunks(rpc: &str) -> Vec<u128> {
         let req = MetaRequest::ChunkRefs {
             after: None,
             limit: saker_rpc::MAX_LIST_PAGE,
+            leaks: false,
         };
         match lib.call_group(g, req).await.unwrap() {
             saker_rpc::MetaResponse::ChunkIds(c) => ids.extend(c),

@@ -102,14 +102,17 @@ pub enum MetaRequest {
         now_ns: i64,
         limit: u32,
     },
-    /// The chunk ids referenced by an inode, an upload part, a version or the GC queue (for
-    /// the leak scrub and repair), in pages by id: the at most `limit` (up to
-    /// [`crate::MAX_LIST_PAGE`]) smallest above `after`, in order; a shorter page is the last.
+    /// The chunk ids referenced by an inode, an upload part or a version, in pages by id: the
+    /// at most `limit` (up to [`crate::MAX_LIST_PAGE`]) smallest above `after`, in order; a
+    /// shorter page is the last. With `leaks`, every id the leak scrub must keep: also the
+    /// erasure-coded chunks' ids and their shards' ([`crate::attr::Coded::shard_ids`]) and the
+    /// GC queue's; without, the chunks stored as replicas (what repair and scrub keep whole).
     /// Every page walks every record of the group, so a record that moves between two pages
     /// (a rename) is still in its chunk's page.
     ChunkRefs {
         after: Option<u128>,
         limit: u32,
+        leaks: bool,
     },
     /// Remote tier objects whose grace period has ended: (queue key, where).
     TierGcDue {
