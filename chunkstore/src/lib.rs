@@ -44,4 +44,4 @@ pub use mem::MemChunkStore;
 pub use remote::{ChunkServer, RemoteChunkStore};
 pub use replicated::{Member, MemberInfo, RepairLog, ReplicatedChunkStore};
 pub use stats::ChunkStats;
-pub use store::{ChunkInfo, ChunkStore, Pace, RepairReport, ScrubReport};
+pub use store::{ChunkInfo, ChunkStore, CodedChunk, Pace, RepairReport, ScrubReport};

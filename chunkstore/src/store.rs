@@ -9,6 +9,9 @@ use crate::format::ShardOf;
 use crate::id::ChunkId;
 use crate::stats::ChunkStats;
 
+/// An erasure-coded chunk to repair or scrub: its id, layout and stored length.
+pub type CodedChunk = (ChunkId, crate::ec::Layout, u64);
+
 /// What a metadata record keeps about a stored chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChunkInfo {
@@ -72,6 +75,20 @@ pub trait ChunkStore: Send + Sync + 'static {
     ) -> Result<Bytes, ChunkError> {
         self.get(crate::ec::shard_id(chunk, layout, index), offset, len)
             .await
+    }
+
+    /// Rebuilds the shards of the erasure-coded chunks `coded` that their stores lack, at most
+    /// `rate` bytes per second. A store of one disk keeps none.
+    async fn repair_coded(&self, coded: &[CodedChunk], rate: u64) -> RepairReport {
+        let _ = (coded, rate);
+        RepairReport::default()
+    }
+
+    /// Reads every shard of `coded` whole and checks their parity, rewriting bad ones, at most
+    /// `rate` bytes per second. A store of one disk keeps none.
+    async fn scrub_coded(&self, coded: &[CodedChunk], rate: u64) -> ScrubReport {
+        let _ = (coded, rate);
+        ScrubReport::default()
     }
 
     /// `Ok` if this store can keep chunks coded in `layout` (its shards on as many distinct

@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use saker_chunkstore::{ChunkId, RepairReport, ScrubReport};
+use saker_chunkstore::ec::Layout as EcLayout;
+use saker_chunkstore::{ChunkId, CodedChunk, RepairReport, ScrubReport};
 use saker_rpc::{MetaRequest, MetaResponse, MAX_LIST_PAGE};
 
 use crate::cluster::Cluster;
@@ -111,17 +112,61 @@ async fn chunk_refs(cluster: &Cluster, leaks: bool) -> Result<HashSet<u128>, Cli
     Ok(referenced)
 }
 
-/// One scrub pass: every replica of every referenced chunk read whole (checking its CRC32C) at
-/// most `rate` bytes per second, bad ones rewritten from a good one.
+/// One scrub pass: every replica of every referenced chunk read whole (checking its CRC32C),
+/// and every shard of every erasure-coded one with its parity, at most `rate` bytes per
+/// second; bad ones rewritten from good ones.
 pub async fn scrub_chunks(cluster: &Cluster, rate: u64) -> Result<ScrubReport, ClientError> {
     let referenced = referenced_chunks(cluster).await?;
-    Ok(cluster.chunks.scrub(&referenced, rate).await?)
+    let mut report = cluster.chunks.scrub(&referenced, rate).await?;
+    let coded = cluster
+        .chunks
+        .scrub_coded(&coded_chunks(cluster).await?, rate)
+        .await;
+    report.verified += coded.verified;
+    report.bytes += coded.bytes;
+    report.corrupt += coded.corrupt;
+    report.missing += coded.missing;
+    report.repaired += coded.repaired;
+    Ok(report)
 }
 
 /// One repair pass: every referenced chunk is brought to all the replicas the cluster's
-/// chunkstores place it on (copied from one that has it), at most `rate` bytes per second
-/// (0: unpaced).
+/// chunkstores place it on (copied from one that has it), and every erasure-coded one to all
+/// its shards (rebuilt from the others), at most `rate` bytes per second (0: unpaced).
 pub async fn repair_chunks(cluster: &Cluster, rate: u64) -> Result<RepairReport, ClientError> {
     let referenced = referenced_chunks(cluster).await?;
-    Ok(cluster.chunks.repair(&referenced, rate).await?)
+    let mut report = cluster.chunks.repair(&referenced, rate).await?;
+    let coded = coded_chunks(cluster).await?;
+    report.add(&cluster.chunks.repair_coded(&coded, rate).await);
+    Ok(report)
+}
+
+/// Every erasure-coded chunk a record of any group references.
+pub async fn coded_chunks(cluster: &Cluster) -> Result<Vec<CodedChunk>, ClientError> {
+    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
+    let mut out = Vec::new();
+    for g in groups {
+        let mut after = None;
+        loop {
+            let req = MetaRequest::CodedRefs {
+                after,
+                limit: MAX_LIST_PAGE,
+            };
+            let page = match cluster.call_group(g, req).await? {
+                MetaResponse::CodedChunks(page) => page,
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            };
+            let ids: Vec<u128> = page.iter().map(|c| c.0).collect();
+            let next = saker_rpc::next_page(after, &ids);
+            for (id, k, m, stored) in page {
+                let layout = EcLayout::new(k, m).map_err(ClientError::from)?;
+                out.push((ChunkId(id), layout, stored));
+            }
+            if next.is_none() {
+                break;
+            }
+            after = next;
+        }
+    }
+    Ok(out)
 }

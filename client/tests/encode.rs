@@ -153,16 +153,45 @@ async fn a_coded_version_reads_back_with_two_stores_lost_and_its_replicas_are_co
     assert_eq!(report.leaked, 0, "{report:?}");
     assert_eq!(stored(&stores), 5 * 6, "6 shards of 5 chunks, no replica");
     assert_eq!(read(&cluster, "big").await, big);
-    // Repair and scrub (of replicated chunks) neither copy shards nor miss the replicas gone.
+    // Repair and scrub neither copy shards as replicas nor miss the replicas gone.
     let repair = saker_client::repair_chunks(&cluster, 0).await.unwrap();
     assert_eq!(
         (repair.scanned, repair.lost, repair.repaired),
-        (0, 0, 0),
+        (5, 0, 0),
         "{repair:?}"
     );
     let scrub = saker_client::scrub_chunks(&cluster, 0).await.unwrap();
-    assert_eq!((scrub.missing, scrub.corrupt), (0, 0), "{scrub:?}");
+    assert_eq!(
+        (scrub.verified, scrub.missing, scrub.corrupt),
+        (30, 0, 0),
+        "{scrub:?}"
+    );
     assert_eq!(stored(&stores), 5 * 6, "repair copied no shard");
+
+    // A store's disk lost: repair rebuilds its shards from the others, then a scrub finds all.
+    let lost = stores[4].len();
+    assert!(lost > 0);
+    stores[4].clear();
+    let repair = saker_client::repair_chunks(&cluster, 0).await.unwrap();
+    assert_eq!(repair.repaired as usize, lost, "{repair:?}");
+    assert_eq!(stored(&stores), 5 * 6);
+    let scrub = saker_client::scrub_chunks(&cluster, 0).await.unwrap();
+    assert_eq!(
+        (scrub.verified, scrub.missing, scrub.corrupt),
+        (30, 0, 0),
+        "{scrub:?}"
+    );
+    // A shard whose bytes changed (with a store that cannot tell): the scrub finds the one
+    // out of step by the parity and rewrites it.
+    let (id, bytes) = stores[1].contents().into_iter().next().unwrap();
+    let mut flipped = bytes.to_vec();
+    flipped[3] ^= 0x10;
+    stores[1].delete(id).await.unwrap();
+    stores[1].put(id, flipped.into()).await.unwrap();
+    let scrub = saker_client::scrub_chunks(&cluster, 0).await.unwrap();
+    assert_eq!((scrub.corrupt, scrub.repaired), (1, 1), "{scrub:?}");
+    assert_eq!(stores[1].get(id, 0, u64::MAX).await.unwrap(), bytes);
+    assert_eq!(read(&cluster, "big").await, big);
 
     // Any two stores lost: every byte still reads.
     for (a, b) in [(0, 1), (2, 5), (3, 4)] {

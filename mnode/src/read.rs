@@ -107,6 +107,7 @@ pub fn apply_read<V: View + ?Sized>(v: &V, r: &Resolver<'_>, req: &MetaRequest) 
             limit,
             leaks,
         } => crate::refs::chunk_refs(v, keys, *after, *limit, *leaks),
+        MetaRequest::CodedRefs { after, limit } => crate::refs::coded_refs(v, keys, *after, *limit),
         MetaRequest::RepairDue { limit } => crate::refs::repair_due(v, keys, *limit),
         MetaRequest::TierRefs { tier } => crate::refs::tier_refs(v, keys, tier),
         MetaRequest::LinkPending { id, token } => Ok(MetaResponse::Flag(

@@ -136,6 +136,35 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
     Ok(MetaResponse::ChunkIds(page.into_iter().collect()))
 }
 
+/// The `limit` erasure-coded chunks of smallest id above `after` that a record references, in
+/// order: (id, data shards, parity shards, stored length).
+pub(crate) fn coded_refs<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    after: Option<u128>,
+    limit: u32,
+) -> OpResult {
+    let mut page = std::collections::BTreeMap::new();
+    let limit = limit as usize;
+    for_each_layout(v, keys, |l| {
+        let Some(coded) = l.coded() else { return };
+        for (c, stored) in coded.stored_chunks().into_iter().flatten() {
+            let fits = page.len() < limit || page.last_key_value().is_some_and(|(&l, _)| c.id < l);
+            if after.is_none_or(|a| c.id > a) && fits {
+                page.insert(c.id, (coded.data, coded.parity, stored));
+                if page.len() > limit {
+                    page.pop_last();
+                }
+            }
+        }
+    })?;
+    let out = page
+        .into_iter()
+        .map(|(id, (k, m, s))| (id, k, m, s))
+        .collect();
+    Ok(MetaResponse::CodedChunks(out))
+}
+
 /// Every key of tier `tier` a record or the GC queue references.
 pub(crate) fn tier_refs<V: View + ?Sized>(v: &V, keys: &Keys, tier: &str) -> OpResult {
     let mut out = Vec::new();

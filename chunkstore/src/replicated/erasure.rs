@@ -139,25 +139,7 @@ impl ReplicatedChunkStore {
         layout: Layout,
         chunk_len: u64,
     ) -> Result<Bytes, ChunkError> {
-        let s = layout.shard_len(chunk_len);
-        let reads = (0..layout.shards()).map(|i| fetch_shard(view, places, chunk, layout, i, 0, s));
-        let mut errors = Vec::new();
-        let shards: Vec<Option<Bytes>> = join_all(reads)
-            .await
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| match r {
-                Ok(b) if b.len() as u64 == s => Some(b),
-                Ok(b) => {
-                    errors.push(format!("shard {i}: {} bytes of {s}", b.len()));
-                    None
-                }
-                Err(e) => {
-                    errors.push(format!("shard {i}: {e}"));
-                    None
-                }
-            })
-            .collect();
+        let (shards, errors) = fetch_all(view, places, chunk, layout, chunk_len).await;
         let present = shards.iter().filter(|s| s.is_some()).count();
         if present < layout.data() {
             return Err(ChunkError::Unavailable(format!(
@@ -195,6 +177,37 @@ impl ReplicatedChunkStore {
             ))),
         }
     }
+}
+
+/// Every shard of `chunk` (`chunk_len` bytes coded in `layout`) read whole, all asked at once:
+/// `None` where one could not be read, with why.
+pub(super) async fn fetch_all(
+    view: &View,
+    places: &[usize],
+    chunk: ChunkId,
+    layout: Layout,
+    chunk_len: u64,
+) -> (Vec<Option<Bytes>>, Vec<String>) {
+    let s = layout.shard_len(chunk_len);
+    let reads = (0..layout.shards()).map(|i| fetch_shard(view, places, chunk, layout, i, 0, s));
+    let mut errors = Vec::new();
+    let shards = join_all(reads)
+        .await
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Ok(b) if b.len() as u64 == s => Some(b),
+            Ok(b) => {
+                errors.push(format!("shard {i}: {} bytes of {s}", b.len()));
+                None
+            }
+            Err(e) => {
+                errors.push(format!("shard {i}: {e}"));
+                None
+            }
+        })
+        .collect();
+    (shards, errors)
 }
 
 /// Shard `index` of `chunk` (`len` bytes at `offset`): from its placed member, else from the

@@ -25,6 +25,7 @@ use futures::StreamExt;
 use tracing::Instrument;
 
 mod erasure;
+mod erasure_repair;
 
 use crate::error::ChunkError;
 use crate::id::ChunkId;
@@ -522,6 +523,14 @@ impl ChunkStore for ReplicatedChunkStore {
             .map(|_| ())
     }
 
+    async fn repair_coded(&self, coded: &[crate::store::CodedChunk], rate: u64) -> RepairReport {
+        self.repair_coded_chunks(coded, rate).await
+    }
+
+    async fn scrub_coded(&self, coded: &[crate::store::CodedChunk], rate: u64) -> ScrubReport {
+        self.scrub_coded_chunks(coded, rate).await
+    }
+
     async fn put_coded(
         &self,
         chunk: ChunkId,
@@ -612,21 +621,7 @@ impl ChunkStore for ReplicatedChunkStore {
         let _running = progress.begin(referenced.len() as u64);
         // Chunks still short of a replica when the pass ends (the gauge).
         let mut left_short = 0;
-        let future = SystemTime::now() + Duration::from_secs(24 * 3600);
-        let calls = view.members.iter().map(|m| m.store.list_older_than(future));
-        let held: Vec<Option<HashSet<u128>>> = join_all(calls)
-            .await
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| match r {
-                Ok(ids) => Some(ids.into_iter().map(|c| c.0).collect()),
-                Err(e) => {
-                    tracing::warn!(store = %view.members[i].name, error = %e, "repair cannot list a chunkstore");
-                    report.unreachable += 1;
-                    None
-                }
-            })
-            .collect();
+        let held = self.held_sets(&view, &mut report).await;
         // A few chunks at a time: each copy waits on two stores' disks and the network.
         let held = &held;
         let mut outcomes = futures::stream::iter(referenced.iter().copied())

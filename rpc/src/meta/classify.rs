@@ -34,6 +34,7 @@ impl MetaRequest {
                 | MetaRequest::Backup { .. }
                 | MetaRequest::GcDue { .. }
                 | MetaRequest::ChunkRefs { .. }
+                | MetaRequest::CodedRefs { .. }
                 | MetaRequest::TierGcDue { .. }
                 | MetaRequest::TierRefs { .. }
                 | MetaRequest::LookupDentry { .. }
@@ -107,7 +108,7 @@ impl MetaRequest {
             MetaRequest::RepairDone { keys } => keys.len() as u32,
             _ => 0,
         };
-        if let MetaRequest::ChunkRefs { limit, .. } = self {
+        if let MetaRequest::ChunkRefs { limit, .. } | MetaRequest::CodedRefs { limit, .. } = self {
             if *limit > crate::MAX_LIST_PAGE {
                 return Err(crate::MetaError::Invalid(format!(
                     "a page of {limit} chunk ids is over the limit of {}",
@@ -384,6 +385,7 @@ impl MetaRequest {
             | MetaRequest::ScanVersions { .. }
             | MetaRequest::GcDue { .. }
             | MetaRequest::ChunkRefs { .. }
+            | MetaRequest::CodedRefs { .. }
             | MetaRequest::TierGcDue { .. }
             | MetaRequest::TierRefs { .. }
             | MetaRequest::LookupDentry { .. }
@@ -448,6 +450,7 @@ impl MetaRequest {
             MetaRequest::GetUpload { .. } => "get_upload",
             MetaRequest::GcDue { .. } => "gc_due",
             MetaRequest::ChunkRefs { .. } => "chunk_refs",
+            MetaRequest::CodedRefs { .. } => "coded_refs",
             MetaRequest::TierGcDue { .. } => "tier_gc_due",
             MetaRequest::TierRefs { .. } => "tier_refs",
             MetaRequest::SetTier { .. } => "set_tier",

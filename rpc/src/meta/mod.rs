@@ -114,6 +114,12 @@ pub enum MetaRequest {
         limit: u32,
         leaks: bool,
     },
+    /// The erasure-coded chunks a record references, for their repair and scrub, in pages by
+    /// chunk id as `ChunkRefs`: answers `CodedChunks`.
+    CodedRefs {
+        after: Option<u128>,
+        limit: u32,
+    },
     /// Remote tier objects whose grace period has ended: (queue key, where).
     TierGcDue {
         now_ns: i64,

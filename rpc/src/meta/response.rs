@@ -79,6 +79,9 @@ pub enum MetaResponse {
     Load(super::LoadWindow),
     /// A group's copy of a bucket's write settings.
     Sealed(super::SealedWrites),
+    /// Erasure-coded chunks: id, data and parity shards, stored length (`CodedRefs`).
+    /// (Appended last: answers persisted before it decode as they were.)
+    CodedChunks(Vec<(u128, u8, u8, u64)>),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).
