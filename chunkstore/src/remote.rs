@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use saker_rpc::{
-    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, RpcChannel, ShardName, MAX_LIST_PAGE,
+    ChunkReply, ChunkRequest, ChunkService, ChunkWireError, CodedRead, RpcChannel, ShardName,
+    MAX_LIST_PAGE,
 };
 
 use crate::ec::Layout;
@@ -118,6 +119,35 @@ impl ChunkStore for RemoteChunkStore {
         }
     }
 
+    async fn get_coded(
+        &self,
+        chunk: ChunkId,
+        layout: Layout,
+        stored: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ChunkError> {
+        let read = CodedRead {
+            chunk: chunk.0,
+            data: layout.data() as u8,
+            parity: layout.parity() as u8,
+            stored,
+            offset,
+            len,
+        };
+        let req = ChunkRequest::GetCoded {
+            read,
+            grant: saker_rpc::capability::held(chunk.0),
+        };
+        match self.call(req).await? {
+            ChunkReply::Data(bytes) => {
+                self.counters.read(bytes.len() as u64);
+                Ok(bytes)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {
         match self.call(ChunkRequest::Delete { id: id.0 }).await? {
             ChunkReply::Done => {
@@ -186,6 +216,18 @@ impl ChunkService for ChunkServer {
             ChunkRequest::Get {
                 id, offset, len, ..
             } => ChunkReply::Data(store.get(ChunkId(id), offset, len).await.map_err(to_wire)?),
+            ChunkRequest::GetCoded { read, .. } => ChunkReply::Data(
+                store
+                    .get_coded(
+                        ChunkId(read.chunk),
+                        Layout::new(read.data, read.parity).map_err(to_wire)?,
+                        read.stored,
+                        read.offset,
+                        read.len,
+                    )
+                    .await
+                    .map_err(to_wire)?,
+            ),
             ChunkRequest::PutShard { shard, data } => {
                 let layout = Layout::new(shard.data, shard.parity).map_err(to_wire)?;
                 let of = ShardOf {

@@ -172,6 +172,17 @@ fn chunk_requests() -> Vec<ChunkRequest> {
             len: 1,
             grant: None,
         },
+        ChunkRequest::GetCoded {
+            read: saker_rpc::CodedRead {
+                chunk: 1,
+                data: 2,
+                parity: 1,
+                stored: 10,
+                offset: 0,
+                len: 1,
+            },
+            grant: None,
+        },
         ChunkRequest::ListOlderThan {
             unix_ns: 0,
             after: None,
@@ -268,7 +279,9 @@ async fn every_rpc(addr: &str, or_cut: bool) -> Vec<(String, bool, bool)> {
         let client_ok = req.client_allowed()
             && !matches!(
                 req,
-                ChunkRequest::Get { grant: None, .. } | ChunkRequest::GetShard { grant: None, .. }
+                ChunkRequest::Get { grant: None, .. }
+                    | ChunkRequest::GetShard { grant: None, .. }
+                    | ChunkRequest::GetCoded { grant: None, .. }
             );
         let r = ch.chunk(req).await;
         out.push((

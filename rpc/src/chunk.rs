@@ -63,6 +63,25 @@ pub enum ChunkRequest {
         len: u64,
         grant: Option<crate::capability::ChunkGrant>,
     },
+    /// Read bytes of an erasure-coded chunk whose shards are all behind this endpoint (an
+    /// all-in-one server's several chunk directories), rebuilt there if need be; a client's
+    /// read shows its grant for the chunk.
+    GetCoded {
+        read: CodedRead,
+        grant: Option<crate::capability::ChunkGrant>,
+    },
+}
+
+/// Bytes of an erasure-coded chunk read by the store that coded it ([`ChunkRequest::GetCoded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodedRead {
+    pub chunk: u128,
+    pub data: u8,
+    pub parity: u8,
+    /// The chunk's stored length.
+    pub stored: u64,
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// Which shard of which erasure-coded chunk ([`ChunkRequest::PutShard`]): the chunk, the shard's
@@ -121,6 +140,7 @@ impl ChunkRequest {
             ChunkRequest::Put { .. }
                 | ChunkRequest::Get { .. }
                 | ChunkRequest::GetShard { .. }
+                | ChunkRequest::GetCoded { .. }
                 | ChunkRequest::SyncToDisk
         )
     }
@@ -136,6 +156,7 @@ impl ChunkRequest {
             ChunkRequest::Get { len, .. } | ChunkRequest::GetShard { len, .. } => {
                 (*len).min(DEADLINE_MAX_CHUNK)
             }
+            ChunkRequest::GetCoded { read, .. } => read.len.min(DEADLINE_MAX_CHUNK),
             ChunkRequest::ListOlderThan { .. } => return base.max(LIST_DEADLINE),
             ChunkRequest::Delete { .. } | ChunkRequest::SyncToDisk => 0,
         };
@@ -152,6 +173,7 @@ impl ChunkRequest {
             ChunkRequest::SyncToDisk => "sync_to_disk",
             ChunkRequest::PutShard { .. } => "put_shard",
             ChunkRequest::GetShard { .. } => "get_shard",
+            ChunkRequest::GetCoded { .. } => "get_coded",
         }
     }
 }

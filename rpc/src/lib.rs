@@ -25,8 +25,8 @@ pub use attr::{
 };
 pub use capability::{CommitReceipt, FreshKey};
 pub use chunk::{
-    next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, ShardName, MAX_LIST_PAGE,
-    NO_CHUNKSTORE,
+    next_page, ChunkReply, ChunkRequest, ChunkService, ChunkWireError, CodedRead, ShardName,
+    MAX_LIST_PAGE, NO_CHUNKSTORE,
 };
 pub use cluster_map::{ClusterMap, Endpoints, MapSource};
 pub use error::MetaError;

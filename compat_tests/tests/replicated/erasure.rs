@@ -9,6 +9,7 @@ use aws_sdk_s3::types::{
     BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
     StorageClass, Transition, TransitionStorageClass,
 };
+use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coded_objects_read_back_with_a_node_killed() {
@@ -151,4 +152,118 @@ async fn read(c: &aws_sdk_s3::Client, b: &str, key: &str) -> Result<Vec<u8>, Str
         .map_err(|e| format!("{:?}", e.into_service_error()))?;
     let body = out.body.collect().await.map_err(|e| e.to_string())?;
     Ok(body.into_bytes().to_vec())
+}
+
+/// `*.chunk` files under `dir` (shards and copies of more than the small-chunk limit).
+fn chunk_files(dir: &std::path::Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|x| x == "chunk") {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// One machine with six disks (`--chunk-dirs`, the all-in-one server): a 4+2 object and a
+/// replicated one read back with any two directories wiped; a repair rebuilds the wiped
+/// shards, so two other directories can go next; a scrub then finds every shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_all_in_one_server_on_six_disks_loses_any_two() {
+    let disks = tempfile::tempdir().unwrap();
+    let dirs: Vec<std::path::PathBuf> =
+        (0..6).map(|i| disks.path().join(format!("d{i}"))).collect();
+    let list = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let opts = Opts::default()
+        .arg("--chunk-dirs", &list)
+        .arg("--gc-grace", "1s")
+        .arg("--gc-interval", "200ms");
+    let mut srv = Server::start(opts);
+    let c = srv.client();
+    let b = "lake";
+    create_bucket(&c, b).await;
+    let coded = random_bytes(20 << 20);
+    let plain = random_bytes(3 << 20);
+    c.put_object()
+        .bucket(b)
+        .key("coded")
+        .storage_class(StorageClass::from("EC_4_2"))
+        .body(coded.clone().into())
+        .send()
+        .await
+        .unwrap();
+    put(&c, b, "plain", &plain).await;
+    let head = c.head_object().bucket(b).key("coded").send().await.unwrap();
+    assert_eq!(head.storage_class().map(|s| s.as_str()), Some("EC_4_2"));
+    // A wider layout than six disks is refused.
+    let e = c
+        .put_object()
+        .bucket(b)
+        .key("wide")
+        .storage_class(StorageClass::from("EC_8_3"))
+        .body(random_bytes(1 << 20).into())
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert_eq!(e.meta().code(), Some("InvalidStorageClass"), "{e:?}");
+    // Once the GC took the coded object's replicas: its 3 chunks' 6 shards, and 3 copies of
+    // the replicated one.
+    let settled = poll_until(Duration::from_secs(30), || async {
+        dirs.iter().map(|d| chunk_files(d)).sum::<usize>() == 3 * 6 + 3
+    })
+    .await;
+    let files: Vec<usize> = dirs.iter().map(|d| chunk_files(d)).collect();
+    assert!(settled, "chunk files per disk: {files:?}");
+
+    for pair in [(0, 1), (1, 4)] {
+        srv.kill();
+        for &i in &[pair.0, pair.1] {
+            std::fs::remove_dir_all(&dirs[i]).unwrap();
+            std::fs::create_dir_all(&dirs[i]).unwrap();
+        }
+        srv.restart();
+        let c = srv.client();
+        for (key, data) in [("coded", &coded), ("plain", &plain)] {
+            let got = get_bytes(&c, b, key).await;
+            assert!(got == *data, "{key} differs with disks {pair:?} wiped");
+            let part = get_range(&c, b, key, "bytes=1000000-2000000").await;
+            assert!(part[..] == data[1_000_000..2_000_001], "{key} range");
+        }
+        let out = srv.admin_cmd(&["repair"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The wiped disks hold again what they held: the coded object's shards (and the
+        // replicated object's copies).
+        for &i in &[pair.0, pair.1] {
+            assert_eq!(chunk_files(&dirs[i]), files[i], "disk {i} after the repair");
+        }
+    }
+    let out = srv.admin_cmd(&["scrub"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (report["missing"].as_u64(), report["corrupt"].as_u64()),
+        (Some(0), Some(0)),
+        "{text}"
+    );
+    assert!(report["verified"].as_u64().unwrap() >= 6, "{text}");
 }

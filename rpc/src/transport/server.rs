@@ -603,6 +603,12 @@ async fn chunk_call(
             *chunk,
             &format!("shard {index} of chunk {chunk:032x}"),
         )?,
+        ChunkRequest::GetCoded { read, grant } => granted(
+            kind,
+            *grant,
+            read.chunk,
+            &format!("chunk {:032x}", read.chunk),
+        )?,
         _ => {}
     }
     let Some(chunks) = chunks else {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use saker_chunkstore::{ChunkServer, DiskChunkStore};
+use saker_chunkstore::{ChunkServer, ChunkStore, DiskChunkStore, Member, ReplicatedChunkStore};
 use saker_client::Cluster;
 use saker_coordinator::{AccessKeyStore, NamespaceCoordinator};
 use saker_mnode::LocalGroups;
@@ -61,9 +61,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let groups: Vec<u32> = (1..=mnodes).collect();
         crate::backup::restore(dir, &store, &groups, &groups, Some(&args.data_dir)).await?;
     }
-    let chunks: Arc<dyn saker_chunkstore::ChunkStore> = Arc::new(
-        DiskChunkStore::open_with_durability(&args.data_dir.join("chunks"), args.durability)?,
-    );
+    let chunks = chunk_store(&args)?;
     let tikv = opened.tikv.clone();
     let mut mnode_config = args.mnode_config(1, opened.tikv);
     mnode_config.sse_keys = sse_keys(args.master_keys(&args.data_dir)?);
@@ -233,4 +231,35 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     local.shutdown().await;
     crate::data_dir::leave_tikv_gc(tikv.as_ref());
     Ok(())
+}
+
+/// The server's chunkstore: DATA_DIR/chunks, or one per `--chunk-dirs` directory, each chunk
+/// on min(3, N) of them (their paths are their ids in placement).
+fn chunk_store(args: &ServerArgs) -> anyhow::Result<Arc<dyn ChunkStore>> {
+    if args.chunk_dirs.is_empty() {
+        let dir = args.data_dir.join("chunks");
+        return Ok(Arc::new(DiskChunkStore::open_with_durability(
+            &dir,
+            args.durability,
+        )?));
+    }
+    let mut members = Vec::with_capacity(args.chunk_dirs.len());
+    for (i, dir) in args.chunk_dirs.iter().enumerate() {
+        anyhow::ensure!(
+            !args.chunk_dirs[..i].contains(dir),
+            "--chunk-dirs names {} twice",
+            dir.display()
+        );
+        let store = DiskChunkStore::open_with_durability(dir, args.durability)
+            .with_context(|| format!("chunk directory {}", dir.display()))?;
+        crate::disk_space::watch(dir);
+        let id = dir.display().to_string();
+        members.push(Member::placing(
+            id,
+            Arc::new(store) as Arc<dyn ChunkStore>,
+            false,
+        ));
+    }
+    let copies = members.len().min(3);
+    Ok(Arc::new(ReplicatedChunkStore::new(members, copies)))
 }

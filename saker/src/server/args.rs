@@ -30,6 +30,13 @@ pub struct ServerArgs {
     /// Where all state lives.
     #[arg(long, default_value = "./saker-data")]
     pub(crate) data_dir: PathBuf,
+    /// File data on several disks (all-in-one server): one chunkstore per directory, as if
+    /// each were a node's. Chunks are written as min(3, N) copies on distinct directories;
+    /// erasure-coded storage classes put each shard on its own directory (4+2 needs six).
+    /// A directory's path is its id in placement: keep the list and the paths as they are.
+    /// Default: DATA_DIR/chunks alone.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) chunk_dirs: Vec<PathBuf>,
     /// S3 listener.
     #[arg(long, default_value = "127.0.0.1:9900")]
     pub(crate) s3_addr: SocketAddr,
