@@ -9,7 +9,6 @@ use aws_sdk_s3::types::{
     BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
     StorageClass, Transition, TransitionStorageClass,
 };
-use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coded_objects_read_back_with_a_node_killed() {
