@@ -2,7 +2,8 @@
 //! layout. An object PUT with `x-amz-storage-class: EC_2_1` is coded before the PUT answers,
 //! one aged by a lifecycle transition to EC_2_1 is coded by the pass; HEAD and listings show
 //! the class, and every object reads back byte-exact with a node (its chunkstore and shards)
-//! killed. A class the cluster cannot keep (4+2 on three stores) is refused clearly.
+//! killed. A class the cluster cannot keep (4+2 on three stores) is refused clearly. And the
+//! all-in-one server on six chunk directories keeps 4+2, losing any two.
 
 use super::*;
 use aws_sdk_s3::types::{
