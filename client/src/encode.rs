@@ -79,6 +79,8 @@ impl Cluster {
             stored,
         };
         let bytes = coded.stored.iter().sum();
+        // Crash tests: the shards written, the version not switched yet.
+        saker_rpc::fail_point::abort_at("encode-after-shards");
         let req = MetaRequest::SetCoded {
             path: path.to_vec(),
             inode: seen.id,
@@ -87,7 +89,11 @@ impl Cluster {
             noncurrent,
         };
         match self.call(path, req).await {
-            Ok(_) => Ok(Encoded::Coded(bytes)),
+            Ok(_) => {
+                // Crash tests: the version switched, its replicas only queued for the GC.
+                saker_rpc::fail_point::abort_at("encode-after-switch");
+                Ok(Encoded::Coded(bytes))
+            }
             Err(MetaError::PreconditionFailed | MetaError::NotFound) => Ok(Encoded::Changed),
             Err(e) => Err(e.into()),
         }
