@@ -29,7 +29,7 @@ impl Engine {
                 Box::pin(async move {
                     match rx {
                         Ok(rx) => match rx.await {
-                            Ok(Ok(resp)) => Ok(resp.data.results),
+                            Ok(Ok(resp)) => Ok(Arc::unwrap_or_clone(resp.data.results)),
                             Ok(Err(e)) => Err(e.to_string()),
                             Err(e) => Err(e.to_string()),
                         },

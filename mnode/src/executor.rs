@@ -336,11 +336,11 @@ impl Executor {
             txn.put(self.keys.single(CHANGE_SEQ), encode(&*change_seq));
         }
         self.next_id.store(ctx.next_id, Ordering::SeqCst);
-        let mutations = txn.into_batch();
-        inflight.lock().push(seq, Arc::new(mutations.clone()));
+        let mutations = Arc::new(txn.into_batch());
+        inflight.lock().push(seq, mutations.clone());
         let entry = BatchEntry {
             mutations,
-            results,
+            results: Arc::new(results),
             id_high_water: ctx.next_id - 1,
             trace: None,
         };

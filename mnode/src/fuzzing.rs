@@ -116,7 +116,7 @@ fn stable<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> Option<Vec<u8>> {
 pub fn record_seeds() -> Vec<(Record, Vec<u8>)> {
     let entry = BatchEntry {
         id_high_water: 9,
-        results: vec![Ok(MetaResponse::Done), Err(MetaError::NotEmpty)],
+        results: vec![Ok(MetaResponse::Done), Err(MetaError::NotEmpty)].into(),
         ..Default::default()
     };
     let entry = openraft::Entry::<TypeConfig> {

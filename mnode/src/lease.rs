@@ -115,8 +115,8 @@ impl Lease {
         entry: BatchEntry,
     ) -> Result<Vec<Result<MetaResponse, MetaError>>, String> {
         let me = self.clone();
-        let results = entry.results;
-        let mut batch = entry.mutations;
+        let results = Arc::unwrap_or_clone(entry.results);
+        let mut batch = Arc::unwrap_or_clone(entry.mutations);
         let high_water = entry.id_high_water;
         tokio::task::spawn_blocking(move || me.write(&mut batch, high_water))
             .await

@@ -695,3 +695,93 @@ async fn coordinator_holds_survive_a_new_leader_and_fence_an_older_coordinator()
     let late = owner.call(tag(0), MetaRequest::ThawAll { coord: 5 }).await;
     assert_eq!(late.unwrap_err(), MetaError::Fenced { term: 5 });
 }
+
+/// An in-memory store that records the keys each write deletes.
+#[derive(Default)]
+struct DeleteLog {
+    inner: MemStore,
+    deleted: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl MetaStore for DeleteLog {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, saker_mnode::store::StoreError> {
+        self.inner.get(key)
+    }
+
+    fn write(
+        &self,
+        batch: &saker_mnode::store::WriteBatch,
+        durable: bool,
+    ) -> Result<(), saker_mnode::store::StoreError> {
+        let gone = batch.ops.iter().filter(|(_, v)| v.is_none());
+        self.deleted
+            .lock()
+            .unwrap()
+            .extend(gone.map(|(k, _)| k.clone()));
+        self.inner.write(batch, durable)
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<saker_mnode::store::KvPairs, saker_mnode::store::StoreError> {
+        self.inner.scan(start, end, limit)
+    }
+
+    fn last_in(
+        &self,
+        start: &[u8],
+        end: &[u8],
+    ) -> Result<Option<saker_mnode::store::Kv>, saker_mnode::store::StoreError> {
+        self.inner.last_in(start, end)
+    }
+}
+
+impl DeleteLog {
+    /// The payload records deleted since the last call.
+    fn payloads_deleted(&self) -> usize {
+        let prefixes: Vec<Vec<u8>> = (0..8)
+            .map(|g| saker_mnode::keys::Keys::new(g).table(saker_mnode::keys::PAYLOAD))
+            .collect();
+        let mut deleted = self.deleted.lock().unwrap();
+        let n = deleted
+            .iter()
+            .filter(|k| prefixes.iter().any(|p| k.starts_with(p)))
+            .count();
+        deleted.clear();
+        n
+    }
+}
+
+/// A new object's inode id was never used: its put deletes no payload records (tags, lock,
+/// ACL it does not have). An overwrite keeps its id and still deletes the ones it drops.
+#[tokio::test]
+async fn a_new_object_deletes_no_payloads_and_an_overwrite_still_does() {
+    let store = Arc::new(DeleteLog::default());
+    let mut c = start(store.clone()).await;
+    c.create_bucket("b").await;
+    store.payloads_deleted();
+    c.put("b/new", b"first").await.unwrap();
+    assert_eq!(store.payloads_deleted(), 0);
+    let mut tagged = inline_object(b"second");
+    tagged.tags = vec![("k".into(), "v".into())];
+    c.call(MetaRequest::PutObject {
+        path: p("b/new"),
+        obj: tagged,
+        cond: None,
+        versioning: Default::default(),
+    })
+    .await
+    .unwrap();
+    // Its lock and ACL.
+    assert_eq!(store.payloads_deleted(), 2);
+    c.put("b/new", b"third").await.unwrap();
+    // Its tags too.
+    assert_eq!(store.payloads_deleted(), 3);
+    assert_eq!(
+        c.lookup("b/new").await.unwrap().data.as_deref(),
+        Some(&b"third"[..])
+    );
+}

@@ -136,23 +136,34 @@ pub(super) fn new_attr(ctx: &mut Ctx<'_>, kind: FileKind, mode: u32, uid: u32, g
     }
 }
 
-/// Writes the payload records of an object or marker.
-pub(super) fn write_payloads(txn: &mut Txn<'_>, keys: &Keys, id: InodeId, obj: &NewObject) {
-    match &obj.inline {
-        Some(data) => txn.put(keys.payload(id, PayloadKind::Data), encode_bytes(data)),
-        None => txn.delete(keys.payload(id, PayloadKind::Data)),
-    }
-    txn.put(keys.payload(id, PayloadKind::Meta), encode(&obj.meta));
-    if obj.tags.is_empty() {
-        txn.delete(keys.payload(id, PayloadKind::Tags));
-    } else {
-        txn.put(keys.payload(id, PayloadKind::Tags), encode(&obj.tags));
-    }
-    super::retention::put_lock(txn, keys, id, obj.lock.as_ref());
-    match &obj.acl {
-        Some(acl) => txn.put(keys.payload(id, PayloadKind::Acl), encode(acl)),
-        None => txn.delete(keys.payload(id, PayloadKind::Acl)),
-    }
+/// Writes the payload records of an object or marker, and deletes those it has none of.
+/// An inode id the op allocated itself (`fresh`) has no records to delete: the group hands
+/// out each id of its range once ([`Ctx::alloc_id`] counts up from above every id its
+/// applied log holds, `node::first_free_id`, and only the group allocates in its range), so
+/// no record was ever written under it. Its deletes (tombstones in the store) are left out.
+pub(super) fn write_payloads(
+    txn: &mut Txn<'_>,
+    keys: &Keys,
+    id: InodeId,
+    obj: &NewObject,
+    fresh: bool,
+) {
+    let mut put = |kind, value: Option<Vec<u8>>| match value {
+        Some(v) => txn.put(keys.payload(id, kind), v),
+        None if fresh => {}
+        None => txn.delete(keys.payload(id, kind)),
+    };
+    put(
+        PayloadKind::Data,
+        obj.inline.as_ref().map(|d| encode_bytes(d)),
+    );
+    put(PayloadKind::Meta, Some(encode(&obj.meta)));
+    let tags = (!obj.tags.is_empty()).then(|| encode(&obj.tags));
+    put(PayloadKind::Tags, tags);
+    // An empty lock is no record.
+    let lock = obj.lock.as_ref().filter(|l| !l.is_empty());
+    put(PayloadKind::Lock, lock.map(encode));
+    put(PayloadKind::Acl, obj.acl.as_ref().map(encode));
 }
 
 pub(super) fn missing_as_not_found(e: MetaError) -> MetaError {

@@ -52,7 +52,8 @@ pub(super) fn put_object(
         let (bucket, key) = versions::object_key(path);
         versions::drop_null(txn, ctx, bucket, &key)?;
     }
-    let (key, mut attr, is_new) = match existing {
+    // `fresh`: the object gets an inode id allocated here, which has no payloads yet.
+    let (key, mut attr, is_new, fresh) = match existing {
         Child::Dir(_) => {
             return Err(MetaError::Conflict {
                 path: path.join("/"),
@@ -70,20 +71,20 @@ pub(super) fn put_object(
                 // would); the file lives on under its other names.
                 touch_shared(txn, ctx, home, loc.attr.id, -1)?;
                 let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
-                (key, attr, false)
+                (key, attr, false, true)
             } else if versioning == Versioning::Off {
                 retention::may_remove(txn, ctx, loc.attr.id, false)?;
                 release(txn, ctx, &loc.attr.layout);
-                (key, loc.attr, false)
+                (key, loc.attr, false, false)
             } else {
                 replace_version(txn, ctx, path, &loc.attr, versioning)?;
                 let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
-                (key, attr, false)
+                (key, attr, false, true)
             }
         }
         Child::None => {
             let attr = new_attr(ctx, FileKind::File, 0o644, obj.uid, obj.gid);
-            (ctx.keys.inode(pid, name, false), attr, true)
+            (ctx.keys.inode(pid, name, false), attr, true, true)
         }
     };
     if versioning == Versioning::Enabled {
@@ -99,7 +100,7 @@ pub(super) fn put_object(
     attr.ctime_ns = ctx.now_ns;
     attr.s3_mtime_ns = ctx.now_ns;
     put_attr(txn, &key, &attr);
-    write_payloads(txn, ctx.keys, attr.id, obj);
+    write_payloads(txn, ctx.keys, attr.id, obj, fresh);
     if is_new {
         touch_parent(txn, ctx, &mut chain, 1, 0);
     }
@@ -166,7 +167,8 @@ pub(super) fn put_dir_marker(
     attr.s3_mtime_ns = ctx.now_ns;
     attr.ctime_ns = ctx.now_ns;
     put_dir(txn, ctx.keys, &key, &attr);
-    write_payloads(txn, ctx.keys, attr.id, obj);
+    // A new marker's inode id is allocated here: it has no payloads yet.
+    write_payloads(txn, ctx.keys, attr.id, obj, is_new);
     if is_new {
         touch_parent(txn, ctx, &mut chain, 1, 1);
     }

@@ -229,7 +229,7 @@ pub(super) fn rename_in(
     match attr.layout.shared_home() {
         // A hard link's payloads stay with the shared inode.
         Some(home) => touch_shared(txn, ctx, home, attr.id, 0)?,
-        None => write_payloads(txn, ctx.keys, attr.id, payloads),
+        None => write_payloads(txn, ctx.keys, attr.id, payloads, false),
     }
     moved_in(txn, ctx, to, &attr, versioning.to)?;
     touch_parent(txn, ctx, &mut chain, entries, 0);
@@ -288,7 +288,7 @@ pub(super) fn adopt_entry(
     }
     put_attr(txn, &ctx.keys.inode(pid, name, false), attr);
     if attr.layout.shared_home().is_none() {
-        write_payloads(txn, ctx.keys, attr.id, payloads);
+        write_payloads(txn, ctx.keys, attr.id, payloads, false);
     }
     Ok(MetaResponse::Done)
 }
@@ -350,7 +350,7 @@ pub(super) fn rename_dir_in(
     let mut attr = attr.clone();
     attr.ctime_ns = ctx.now_ns;
     put_dir(txn, ctx.keys, &ctx.keys.inode(pid, name, true), &attr);
-    write_payloads(txn, ctx.keys, attr.id, payloads);
+    write_payloads(txn, ctx.keys, attr.id, payloads, false);
     touch_parent(txn, ctx, &mut chain, entries, entries);
     Ok(MetaResponse::Attr(attr))
 }

@@ -5,6 +5,9 @@
 //! makes every earlier state-machine apply durable; with a journal, applies become durable when
 //! a snapshot is built (before the log up to it is purged), and raft replays the log after a
 //! crash.
+//!
+//! Reads take the newest entries from the group's [`LogTail`] (the entries as appended, not
+//! decoded again) and decode only older ones.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -15,6 +18,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, EntryPayload, LogId, OptionalSend, Vote};
 use tracing::Instrument;
 
+use super::log_tail::{LogTail, TAIL_BYTES};
 use super::{read_err, storage_err, StorageError, TypeConfig};
 use crate::keys::{Keys, LOG, PURGED, VOTE};
 use crate::records::{decode, encode};
@@ -24,6 +28,8 @@ use crate::store::{LogJournal, MetaStore, RaftLogs, StoreError, WriteBatch};
 pub struct LogStore {
     place: Place,
     keys: Keys,
+    /// The newest entries, shared by the log store and its readers.
+    tail: Arc<LogTail>,
 }
 
 /// Where the log lives.
@@ -39,6 +45,7 @@ impl LogStore {
         Self {
             place: Place::Store(store),
             keys: Keys::new(group),
+            tail: Arc::new(LogTail::new(TAIL_BYTES)),
         }
     }
 
@@ -57,6 +64,7 @@ impl LogStore {
         Ok(Self {
             place: Place::Journal(journal),
             keys,
+            tail: Arc::new(LogTail::new(TAIL_BYTES)),
         })
     }
 
@@ -64,6 +72,7 @@ impl LogStore {
     /// the journal needs this: a log kept in the store is in the group's key range, which
     /// the caller deletes.
     pub async fn erase(&self) -> Result<(), StoreError> {
+        self.tail.truncated(0);
         match &self.place {
             Place::Journal(j) => j.forget(self.group()).await,
             Place::Store(_) => Ok(()),
@@ -117,6 +126,46 @@ impl LogStore {
             batch.delete(k);
         }
         Self::write(store, batch).await
+    }
+
+    /// Appends `entries` to the log and the tail; returns once they are durable.
+    async fn append_entries(
+        &mut self,
+        entries: Vec<Entry<TypeConfig>>,
+    ) -> Result<(), StorageError> {
+        let span = append_span(self.group(), &entries);
+        let encoded: Vec<(u64, Bytes)> = entries
+            .iter()
+            .map(|e| (e.log_id.index, Bytes::from(encode(e))))
+            .collect();
+        // Readers may ask for the entries once `append` is called: the tail has them first.
+        self.tail
+            .appended(entries.into_iter().zip(&encoded).map(|(mut e, (_, b))| {
+                if let EntryPayload::Normal(batch) = &mut e.payload {
+                    // As the entry reads back from the log.
+                    batch.trace = None;
+                }
+                (e, b.len())
+            }));
+        let res = match &self.place {
+            Place::Journal(j) => j
+                .append(self.group(), encoded)
+                .instrument(span)
+                .await
+                .map_err(storage_err),
+            Place::Store(store) => {
+                let mut b = WriteBatch::default();
+                for (index, e) in encoded {
+                    b.put(self.keys.log(index), e);
+                }
+                Self::write(store, b).instrument(span).await
+            }
+        };
+        if res.is_err() {
+            // What the log holds is unknown: it is read from the log from now on.
+            self.tail.truncated(0);
+        }
+        res
     }
 }
 
@@ -192,6 +241,13 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => Some(*i),
             Bound::Unbounded => None,
         };
+        // The tail first: what it lacks below its start is in the log (a purge meanwhile may
+        // take some of it, as it may from any read).
+        let (held_from, held) = self.tail.read(from, to);
+        if held_from <= from {
+            return Ok(held);
+        }
+        let to = Some(held_from);
         let values: Vec<Bytes> = match &self.place {
             Place::Journal(j) => j.entries(self.group(), from, to),
             Place::Store(store) => {
@@ -204,7 +260,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
                     .collect()
             }
         };
-        values.iter().map(|v| decode(v).map_err(read_err)).collect()
+        let mut entries = values
+            .iter()
+            .map(|v| decode(v).map_err(read_err))
+            .collect::<Result<Vec<Entry<TypeConfig>>, _>>()?;
+        entries.extend(held);
+        Ok(entries)
     }
 }
 
@@ -261,27 +322,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
-        let span = append_span(self.group(), &entries);
-        let res = match &self.place {
-            Place::Journal(j) => {
-                let entries = entries
-                    .iter()
-                    .map(|e| (e.log_id.index, Bytes::from(encode(e))))
-                    .collect();
-                j.append(self.group(), entries)
-                    .instrument(span)
-                    .await
-                    .map_err(storage_err)
-            }
-            Place::Store(store) => {
-                let mut b = WriteBatch::default();
-                for e in &entries {
-                    b.put(self.keys.log(e.log_id.index), encode(e));
-                }
-                Self::write(store, b).instrument(span).await
-            }
-        };
+        let res = self.append_entries(entries.into_iter().collect()).await;
         callback.log_io_completed(
             res.as_ref()
                 .map(|_| ())
@@ -291,6 +332,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        self.tail.truncated(log_id.index);
         match &self.place {
             Place::Journal(j) => j
                 .truncate(self.group(), log_id.index)
@@ -304,6 +346,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        self.tail.purged(log_id.index);
         match &self.place {
             Place::Journal(j) => j
                 .purge(self.group(), log_id.index, encode(&log_id).into())
@@ -404,6 +447,127 @@ mod tests {
         let state = log3.get_log_state().await.unwrap();
         assert_eq!(state.last_log_id, Some(log_id(3)));
         assert_eq!(log3.try_get_log_entries(1..).await.unwrap().len(), 3);
+    }
+
+    /// An entry of `term` at `index` whose batch puts `key`.
+    fn normal(term: u64, index: u64, key: &str) -> Entry<TypeConfig> {
+        let mut mutations = WriteBatch::default();
+        mutations.put(key.as_bytes().to_vec(), &b"v"[..]);
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
+            payload: EntryPayload::Normal(crate::raft::BatchEntry {
+                mutations: Arc::new(mutations),
+                results: Arc::default(),
+                id_high_water: index,
+                trace: Some("00-trace".into()),
+            }),
+        }
+    }
+
+    /// (term, index, the key the batch puts) of each entry.
+    fn seen(entries: &[Entry<TypeConfig>]) -> Vec<(u64, u64, String)> {
+        entries
+            .iter()
+            .map(|e| {
+                let EntryPayload::Normal(b) = &e.payload else {
+                    panic!("not a batch")
+                };
+                assert_eq!(b.trace, None, "the trace is never read back");
+                let key = String::from_utf8(b.mutations.ops[0].0.clone()).unwrap();
+                (e.log_id.leader_id.term, e.log_id.index, key)
+            })
+            .collect()
+    }
+
+    fn expect(ids: &[(u64, u64)]) -> Vec<(u64, u64, String)> {
+        ids.iter()
+            .map(|&(t, i)| (t, i, format!("{t}/{i}")))
+            .collect()
+    }
+
+    fn run(term: u64, r: std::ops::RangeInclusive<u64>) -> Vec<Entry<TypeConfig>> {
+        r.map(|i| normal(term, i, &format!("{term}/{i}"))).collect()
+    }
+
+    /// The log of group 5 in a fresh store; `journal` puts it in a log journal.
+    fn fresh_log(dir: &std::path::Path, journal: bool) -> (Arc<dyn MetaStore>, LogStore) {
+        if journal {
+            let store: Arc<dyn MetaStore> =
+                Arc::new(crate::store::FjallStore::open(&dir.join("meta.fjall")).unwrap());
+            let log = LogStore::open(store.clone(), 5).unwrap();
+            assert!(matches!(log.place, Place::Journal(_)));
+            (store, log)
+        } else {
+            let store: Arc<dyn MetaStore> = Arc::new(MemStore::new());
+            (store.clone(), LogStore::new(store, 5))
+        }
+    }
+
+    /// Reads come from the tail of appended entries (the very batches, not decoded again)
+    /// and agree with the log after a truncation replaced a conflicting suffix, after a
+    /// purge, and after a restart (an empty tail: everything decoded).
+    #[tokio::test]
+    async fn the_tail_reads_as_the_log_across_truncations_purges_and_restarts() {
+        for journal in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, mut log) = fresh_log(dir.path(), journal);
+            log.append_entries(run(1, 1..=3)).await.unwrap();
+            let fourth = run(1, 4..=6);
+            let EntryPayload::Normal(b4) = &fourth[0].payload else {
+                unreachable!()
+            };
+            let batch4 = b4.mutations.clone();
+            log.append_entries(fourth).await.unwrap();
+            let got = log.try_get_log_entries(1..=6).await.unwrap();
+            assert_eq!(
+                seen(&got),
+                expect(&[(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6)])
+            );
+            let EntryPayload::Normal(read4) = &got[3].payload else {
+                unreachable!()
+            };
+            assert!(Arc::ptr_eq(&read4.mutations, &batch4), "decoded again");
+
+            // A follower whose log diverged at 4: raft truncates, then appends the leader's.
+            log.truncate(log_id(4)).await.unwrap();
+            log.append_entries(run(2, 4..=5)).await.unwrap();
+            let want = expect(&[(1, 1), (1, 2), (1, 3), (2, 4), (2, 5)]);
+            assert_eq!(seen(&log.try_get_log_entries(1..).await.unwrap()), want);
+            assert_eq!(seen(&log.try_get_log_entries(..6).await.unwrap()), want);
+            assert_eq!(
+                seen(&log.try_get_log_entries(3..5).await.unwrap()),
+                expect(&[(1, 3), (2, 4)])
+            );
+
+            log.purge(log_id(2)).await.unwrap();
+            let want = expect(&[(1, 3), (2, 4), (2, 5)]);
+            assert_eq!(seen(&log.try_get_log_entries(0..).await.unwrap()), want);
+
+            // After a restart the tail is empty: what it lacks is decoded from the log, and
+            // a read across both joins them in order.
+            let mut again = if journal {
+                LogStore::open(store.clone(), 5).unwrap()
+            } else {
+                LogStore::new(store.clone(), 5)
+            };
+            assert_eq!(seen(&again.try_get_log_entries(0..).await.unwrap()), want);
+            again.append_entries(run(2, 6..=7)).await.unwrap();
+            assert_eq!(
+                seen(&again.try_get_log_entries(4..=6).await.unwrap()),
+                expect(&[(2, 4), (2, 5), (2, 6)])
+            );
+            let state = again.get_log_state().await.unwrap();
+            assert_eq!(state.last_log_id.map(|l| l.index), Some(7));
+            // A truncation below the tail's start empties it; the log answers.
+            again.truncate(log_id(5)).await.unwrap();
+            assert_eq!(
+                seen(&again.try_get_log_entries(0..).await.unwrap()),
+                expect(&[(1, 3), (2, 4)])
+            );
+            // A purge past the end (a snapshot installed) leaves nothing in either.
+            again.purge(log_id(1 << 40)).await.unwrap();
+            assert!(again.try_get_log_entries(0..).await.unwrap().is_empty());
+        }
     }
 
     #[tokio::test]

@@ -120,8 +120,8 @@ pub(crate) fn fuzz_raft_seeds() -> Vec<Vec<u8>> {
         Entry::<TypeConfig> {
             log_id,
             payload: EntryPayload::Normal(super::BatchEntry {
-                mutations,
-                results: vec![Ok(saker_rpc::MetaResponse::Done)],
+                mutations: mutations.into(),
+                results: vec![Ok(saker_rpc::MetaResponse::Done)].into(),
                 id_high_water: 77,
                 trace: None,
             }),
@@ -424,8 +424,8 @@ mod tests {
             entries: vec![Entry {
                 log_id,
                 payload: EntryPayload::Normal(BatchEntry {
-                    mutations,
-                    results: vec![Ok(saker_rpc::MetaResponse::Done)],
+                    mutations: mutations.into(),
+                    results: vec![Ok(saker_rpc::MetaResponse::Done)].into(),
                     id_high_water: 77,
                     trace: None,
                 }),

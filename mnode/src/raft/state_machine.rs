@@ -143,12 +143,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             match entry.payload {
                 EntryPayload::Blank => out.push(BatchOutcome::default()),
                 EntryPayload::Normal(data) => {
+                    // The batch is shared with the log's tail: its ops are copied (keys; values
+                    // are shared buffers) into the one write of all entries and the meta.
                     let ops = &data.mutations.ops;
                     bytes += ops
                         .iter()
                         .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
                         .sum::<usize>();
-                    batch.ops.extend(data.mutations.ops);
+                    batch.ops.extend(ops.iter().cloned());
                     self.meta.id_high_water = self.meta.id_high_water.max(data.id_high_water);
                     out.push(BatchOutcome {
                         results: data.results,

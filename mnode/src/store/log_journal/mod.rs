@@ -36,7 +36,15 @@
 //! holds whatever the deleted segment's votes, purges and truncations changed. A group whose
 //! live entries keep a segment more than [`KEEP_BEHIND`] segments old has them copied into the
 //! active segment at the next purge, so a group that writes rarely does not keep every segment
-//! the others fill. Recovery checks each checkpoint against the entries read before it, so a
+//! the others fill; but only once the segments from its oldest live entry on hold at least
+//! [`COPY_RATIO`] times its live entries' bytes. A busy group's log (tens of MB before its
+//! snapshot) spans a few times its own bytes when a few groups write alike: copied at every
+//! other group's purge, it was rewritten whole again and again, stalling appends behind the
+//! copy, while its own next purge frees those segments anyway. Disk use after a purge is thus
+//! at most `max(KEEP_BEHIND, COPY_RATIO * L / S) + 2` segments of `S` bytes (the active one and
+//! the spare besides), `L` the largest live log of a group (bounded by its snapshots), plus
+//! what is written until the next purge; a copy writes at most `1 / COPY_RATIO` of the bytes it
+//! lets go. Recovery checks each checkpoint against the entries read before it, so a
 //! damaged frame in an older segment is an error, not a silent hole. Until purges
 //! free a segment, a background thread writes a zero-filled spare whenever there is none, so
 //! new segments start on written blocks too.
@@ -51,7 +59,7 @@
 //! sync: the log ends earlier, and a state machine that got further (its store wrote back on
 //! its own) is ahead of it, which openraft mends at startup by purging the log up to it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -77,6 +85,9 @@ const SPARE: &str = "spare.log";
 /// How many segments behind the active one a group's live entries may stay before a purge
 /// copies them forward (so disk use stays near this many segments plus the busy groups' logs).
 const KEEP_BEHIND: u64 = 8;
+/// A group's live entries are copied forward only when the segments from its oldest on hold
+/// this many times their bytes (see the module docs).
+const COPY_RATIO: u64 = 4;
 /// Names of spares being zero-filled: `spare-<n>.tmp`.
 const SPARE_TMP: (&str, &str) = ("spare-", ".tmp");
 /// Segments are written in whole blocks of this size, at offsets it divides (direct I/O).
@@ -393,22 +404,30 @@ impl LogJournal {
     }
 
     /// Copies the live entries of every group that keeps a segment more than [`KEEP_BEHIND`]
-    /// segments behind the active one into the active segment (no sync). A group that writes
-    /// rarely would otherwise keep every segment the busy groups fill until its own next purge,
-    /// thousands of entries later. Returns each copied group with the segment holding its copy.
+    /// segments behind the active one into the active segment (no sync), if they are small
+    /// beside what they keep ([`COPY_RATIO`]). A group that writes rarely would otherwise keep
+    /// every segment the busy groups fill until its own next purge, thousands of entries
+    /// later. Returns each copied group with the segment holding its copy.
     fn copy_forward(&self) -> Result<Vec<(u32, u64)>, StoreError> {
         let mut st = self.state.lock();
-        let behind = st.active.seg.seq.saturating_sub(KEEP_BEHIND);
-        let mut old = BTreeSet::new();
+        let active = st.active.seg.seq;
+        let behind = active.saturating_sub(KEEP_BEHIND);
+        // Each such group's oldest segment it keeps (`sealed` is oldest first).
+        let mut old = BTreeMap::new();
         for seg in st.sealed.iter().filter(|s| s.seq < behind) {
             for (&g, &last) in &seg.last {
                 if pins(&st.groups, g, last) {
-                    old.insert(g);
+                    old.entry(g).or_insert(seg.seq);
                 }
             }
         }
         let mut moved = Vec::new();
-        for g in old {
+        for (g, oldest) in old {
+            let live: u64 = st.groups[&g].entries.values().map(|b| b.len() as u64).sum();
+            let kept = (active - oldest).saturating_mul(self.segment_bytes);
+            if live.saturating_mul(COPY_RATIO) > kept {
+                continue;
+            }
             let entries: Vec<(u64, Bytes)> = st.groups[&g]
                 .entries
                 .iter()

@@ -317,3 +317,55 @@ async fn purged_segments_go_and_their_files_are_reused() {
     assert_eq!(all(&j, 1), expect(1, &[(36..=40, &pad), (41..=50, "new")]));
     assert_eq!(all(&j, 2), expect(2, &[(36..=40, &pad)]));
 }
+
+/// A purge copies forward a group whose few live entries keep old segments, but not a busy
+/// group whose live log is large beside the segments it keeps: that one frees them with its
+/// own purge. Both survive a reopen, and the busy group's purge drops its old segments.
+#[tokio::test]
+async fn a_purge_copies_forward_only_live_logs_small_beside_what_they_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let pad = "b".repeat(600);
+    // The groups whose live entries keep segment `seq`.
+    let groups_in = |j: &LogJournal, seq: u64| -> Vec<u32> {
+        let st = j.state.lock();
+        let seg = st
+            .sealed
+            .iter()
+            .find(|s| s.seq == seq)
+            .expect("segment kept");
+        let pinning = seg
+            .last
+            .iter()
+            .filter(|(&g, &last)| pins(&st.groups, g, last));
+        let mut g: Vec<u32> = pinning.map(|(&g, _)| g).collect();
+        g.sort_unstable();
+        g
+    };
+    {
+        let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
+        // Group 3 writes once; group 1 writes a live log of ~30 KB and does not purge;
+        // group 2 writes as much and purges.
+        j.append(3, entries(3, 1..=1, "idle")).await.unwrap();
+        for i in 1..=50 {
+            j.append(1, entries(1, i..=i, &pad)).await.unwrap();
+            j.append(2, entries(2, i..=i, &pad)).await.unwrap();
+        }
+        let first = j.state.lock().sealed.front().unwrap().seq;
+        assert_eq!(groups_in(&j, first), vec![1, 2, 3]);
+        j.purge(2, 50, Bytes::from_static(b"p2")).await.unwrap();
+        // Group 3 was copied forward; group 1 (30 KB live, keeping some 17 segments of 4 KB:
+        // less than 4 times its bytes) was not, and keeps its oldest segment (a copy would
+        // have let it go).
+        assert_eq!(groups_in(&j, first), vec![1]);
+    }
+    let j = LogJournal::open_with(dir.path(), 4096, Durability::Disk).unwrap();
+    assert_eq!(all(&j, 3), expect(3, &[(1..=1, "idle")]));
+    assert_eq!(all(&j, 1), expect(1, &[(1..=50, &pad)]));
+    assert!(all(&j, 2).is_empty());
+    let before = j.segment_files();
+    j.purge(1, 48, Bytes::from_static(b"p1")).await.unwrap();
+    let after = j.segment_files();
+    assert!(after < before / 4, "{before} -> {after} segments");
+    assert_eq!(all(&j, 1), expect(1, &[(49..=50, &pad)]));
+    assert_eq!(all(&j, 3), expect(3, &[(1..=1, "idle")]));
+}
