@@ -36,6 +36,17 @@ impl RemoteChunkStore {
         }
     }
 
+    /// The bytes a read request answers, counted.
+    async fn read(&self, req: ChunkRequest) -> Result<Bytes, ChunkError> {
+        match self.call(req).await? {
+            ChunkReply::Data(bytes) => {
+                self.counters.read(bytes.len() as u64);
+                Ok(bytes)
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
     async fn call(&self, req: ChunkRequest) -> Result<ChunkReply, ChunkError> {
         self.channel.chunk(req).await.map_err(|e| {
             if matches!(e, ChunkWireError::Corrupt { .. }) {
@@ -59,21 +70,13 @@ impl ChunkStore for RemoteChunkStore {
     }
 
     async fn get(&self, id: ChunkId, offset: u64, len: u64) -> Result<Bytes, ChunkError> {
-        match self
-            .call(ChunkRequest::Get {
-                id: id.0,
-                offset,
-                len,
-                grant: saker_rpc::capability::held(id.0),
-            })
-            .await?
-        {
-            ChunkReply::Data(bytes) => {
-                self.counters.read(bytes.len() as u64);
-                Ok(bytes)
-            }
-            other => Err(unexpected(&other)),
-        }
+        self.read(ChunkRequest::Get {
+            id: id.0,
+            offset,
+            len,
+            grant: saker_rpc::capability::held(id.0),
+        })
+        .await
     }
 
     async fn put_shard(&self, of: ShardOf, data: Bytes) -> Result<ChunkInfo, ChunkError> {
@@ -110,13 +113,7 @@ impl ChunkStore for RemoteChunkStore {
             len,
             grant: saker_rpc::capability::held(chunk.0),
         };
-        match self.call(req).await? {
-            ChunkReply::Data(bytes) => {
-                self.counters.read(bytes.len() as u64);
-                Ok(bytes)
-            }
-            other => Err(unexpected(&other)),
-        }
+        self.read(req).await
     }
 
     async fn get_coded(
@@ -139,13 +136,7 @@ impl ChunkStore for RemoteChunkStore {
             read,
             grant: saker_rpc::capability::held(chunk.0),
         };
-        match self.call(req).await? {
-            ChunkReply::Data(bytes) => {
-                self.counters.read(bytes.len() as u64);
-                Ok(bytes)
-            }
-            other => Err(unexpected(&other)),
-        }
+        self.read(req).await
     }
 
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError> {

@@ -14,7 +14,7 @@ use aws_sdk_s3::types::{
 };
 use aws_sdk_s3::Client;
 use common::fuse::{LibraryMount, Mounted};
-use common::tier::{add_tier, archive_cmd, remote_keys, restore};
+use common::tier::{add_tier, archive_cmd, remote_keys, restore, transition_rule};
 use common::*;
 
 /// (key, storage class) of every object of `b`.
@@ -27,33 +27,6 @@ async fn classes(c: &Client, b: &str) -> Vec<(String, String)> {
             (o.key().unwrap().to_string(), class.unwrap_or_default())
         })
         .collect()
-}
-
-async fn transition_rule(c: &Client, b: &str, class: &str) -> Result<(), String> {
-    let rule = LifecycleRule::builder()
-        .id("to-cold")
-        .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
-        .transitions(
-            Transition::builder()
-                .days(1)
-                .storage_class(TransitionStorageClass::from(class))
-                .build(),
-        )
-        .build()
-        .unwrap();
-    c.put_bucket_lifecycle_configuration()
-        .bucket(b)
-        .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .rules(rule)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("{:?}", e.into_service_error()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -91,9 +64,9 @@ async fn lifecycle_moves_objects_to_a_tier_and_reads_come_back() {
     assert_eq!(chunks_before, 5, "mid 1 + big 3 + kept 1");
 
     // A Transition must name a tier.
-    let e = transition_rule(&c, &b, "GLACIER").await.unwrap_err();
+    let e = transition_rule(&c, &b, "GLACIER", 1).await.unwrap_err();
     assert!(e.contains("InvalidStorageClass"), "{e}");
-    transition_rule(&c, &b, "COLD").await.unwrap();
+    transition_rule(&c, &b, "COLD", 1).await.unwrap();
     let got = c
         .get_bucket_lifecycle_configuration()
         .bucket(&b)

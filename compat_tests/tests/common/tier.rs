@@ -1,7 +1,10 @@
 //! Remote archive tiers for tests: a second `saker server` on loopback is the tier.
 
 use aws_sdk_s3::operation::restore_object::{RestoreObjectError, RestoreObjectOutput};
-use aws_sdk_s3::types::{GlacierJobParameters, RestoreRequest, Tier};
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, ExpirationStatus, GlacierJobParameters, LifecycleRule,
+    LifecycleRuleFilter, RestoreRequest, Tier, Transition, TransitionStorageClass,
+};
 use aws_sdk_s3::Client;
 
 use super::{saker_bin, Server, ROOT_AK, ROOT_SK};
@@ -79,4 +82,33 @@ pub async fn restore(
         .restore_request(request)
         .send()
         .await
+}
+
+/// A lifecycle rule moving `logs/` to storage class `class` (a tier, or an erasure-coding
+/// class) `days` after creation; the S3 error's text if refused.
+pub async fn transition_rule(c: &Client, b: &str, class: &str, days: i32) -> Result<(), String> {
+    let rule = LifecycleRule::builder()
+        .id("to-cold")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
+        .transitions(
+            Transition::builder()
+                .days(days)
+                .storage_class(TransitionStorageClass::from(class))
+                .build(),
+        )
+        .build()
+        .unwrap();
+    c.put_bucket_lifecycle_configuration()
+        .bucket(b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("{:?}", e.into_service_error()))
 }

@@ -6,10 +6,7 @@
 //! all-in-one server on six chunk directories keeps 4+2, losing any two.
 
 use super::*;
-use aws_sdk_s3::types::{
-    BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
-    StorageClass, Transition, TransitionStorageClass,
-};
+use aws_sdk_s3::types::StorageClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn coded_objects_read_back_with_a_node_killed() {
@@ -66,27 +63,7 @@ async fn coded_objects_read_back_with_a_node_killed() {
     let aged = random_bytes(1 << 20);
     put(&c, b, "logs/aged", &aged).await;
     put(&c, b, "logs/tiny", b"tiny").await;
-    let rule = LifecycleRule::builder()
-        .id("to-ec")
-        .status(ExpirationStatus::Enabled)
-        .filter(LifecycleRuleFilter::builder().prefix("logs/").build())
-        .transitions(
-            Transition::builder()
-                .days(0)
-                .storage_class(TransitionStorageClass::from("EC_2_1"))
-                .build(),
-        )
-        .build()
-        .unwrap();
-    c.put_bucket_lifecycle_configuration()
-        .bucket(b)
-        .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .rules(rule)
-                .build()
-                .unwrap(),
-        )
-        .send()
+    common::tier::transition_rule(&c, b, "EC_2_1", 0)
         .await
         .unwrap();
     let out = nodes.admin(0, &["lifecycle", "run", b]);
