@@ -39,6 +39,27 @@ pub fn coded_class(gw: &Gateway, name: &str) -> Result<Option<EcLayout>, String>
     Ok(Some(layout))
 }
 
+/// Codes the version at `path` (as found: `attr`; `noncurrent`: a noncurrent version of it) in
+/// the layout storage class `class` names, or `None` when `class` is no erasure-coding class
+/// (a tier's name).
+pub async fn code_version(
+    gw: &Gateway,
+    class: &str,
+    path: &[String],
+    attr: &Attr,
+    noncurrent: bool,
+) -> Option<Result<saker_client::Encoded, String>> {
+    let (k, m) = saker_rpc::ec_class(class)?;
+    let coded = async {
+        let layout = EcLayout::new(k, m).map_err(|e| e.to_string())?;
+        gw.cluster
+            .encode_version(path, attr, noncurrent, layout)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    Some(coded.await)
+}
+
 /// The tier a PutObject's or CopyObject's `x-amz-storage-class` names (`None`: STANDARD, or
 /// no header): the written object moves there before the answer ([`move_written`]). A class
 /// that names no tier is `InvalidStorageClass`, as is a tier for a directory marker.
@@ -84,15 +105,8 @@ pub async fn requested_tier(
 /// it).
 pub async fn move_written(gw: &Gateway, tier: &str, path: &[String], attr: &Attr) -> S3Result<()> {
     use saker_tier::transition::transition;
-    if let Some((k, m)) = saker_rpc::ec_class(tier) {
-        let coded = async {
-            let layout = EcLayout::new(k, m).map_err(|e| e.to_string())?;
-            gw.cluster
-                .encode_version(path, attr, false, layout)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        return match coded.await {
+    if let Some(coded) = code_version(gw, tier, path, attr, false).await {
+        return match coded {
             Ok(_) => Ok(()),
             Err(e) => Err(s3_error!(
                 ServiceUnavailable,

@@ -173,16 +173,10 @@ impl Walk {
                 let field: Field = |s| &mut s.restores_dropped;
                 return (r.map_err(|e| e.to_string()), field);
             };
-            if let Some((k, m)) = saker_rpc::ec_class(tier) {
-                let coded = async {
-                    let layout = saker_client::EcLayout::new(k, m).map_err(|e| e.to_string())?;
-                    let noncurrent = version.is_some();
-                    cluster
-                        .encode_version(&path, &attr, noncurrent, layout)
-                        .await
-                        .map_err(|e| e.to_string())
-                };
-                return match coded.await {
+            let coded =
+                crate::object::tiering::code_version(&gw, tier, &path, &attr, version.is_some());
+            if let Some(coded) = coded.await {
+                return match coded {
                     Ok(saker_client::Encoded::Coded(_)) => {
                         (Ok(()), |s: &mut Summary| &mut s.transitioned)
                     }
