@@ -47,8 +47,18 @@ impl ReplicatedChunkStore {
                 continue;
             }
             report.under_replicated += 1;
+            let (shards, _) = fetch_all(&view, &places, chunk, layout, stored).await;
             let bytes = self
-                .rewrite_shards(&view, &places, chunk, layout, stored, &missing, &mut report)
+                .rewrite_shards(
+                    &view,
+                    &places,
+                    chunk,
+                    layout,
+                    stored,
+                    shards,
+                    &missing,
+                    &mut report,
+                )
                 .await;
             pace.wait(bytes).await;
         }
@@ -95,7 +105,7 @@ impl ReplicatedChunkStore {
             report.bytes += read;
             if !bad.is_empty() {
                 let mut r = RepairReport::default();
-                self.rewrite_shards(&view, &places, chunk, layout, stored, &bad, &mut r)
+                self.rewrite_shards(&view, &places, chunk, layout, stored, shards, &bad, &mut r)
                     .await;
                 report.repaired += r.repaired;
             }
@@ -104,8 +114,9 @@ impl ReplicatedChunkStore {
         report
     }
 
-    /// Rebuilds shards `which` of `chunk` from the others and writes each to its member
-    /// (dropping a bad copy there first); counts in `report`. Answers the bytes written.
+    /// Rebuilds shards `which` of `chunk` from the other `shards` (as read, `None` where one
+    /// could not be) and writes each to its member (dropping a bad copy there first); counts
+    /// in `report`. Answers the bytes written.
     #[allow(clippy::too_many_arguments)]
     async fn rewrite_shards(
         &self,
@@ -114,10 +125,10 @@ impl ReplicatedChunkStore {
         chunk: ChunkId,
         layout: Layout,
         stored: u64,
+        mut shards: Vec<Option<Bytes>>,
         which: &[usize],
         report: &mut RepairReport,
     ) -> u64 {
-        let (mut shards, _) = fetch_all(view, places, chunk, layout, stored).await;
         for &i in which {
             shards[i] = None;
         }
