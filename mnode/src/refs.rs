@@ -103,17 +103,8 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
     limit: u32,
     leaks: bool,
 ) -> OpResult {
-    let mut page = std::collections::BTreeSet::new();
-    let limit = limit as usize;
-    let mut keep = |id: u128| {
-        if after.is_none_or(|a| id > a) && page.last().is_none_or(|&l| page.len() < limit || id < l)
-        {
-            page.insert(id);
-            if page.len() > limit {
-                page.pop_last();
-            }
-        }
-    };
+    let mut page = Page::new(after, limit);
+    let mut keep = |id: u128| page.keep(id, ());
     for_each_layout(v, keys, |l| match l.coded() {
         // A coded chunk's shards, and its id while its replicas wait in the GC queue.
         Some(coded) if leaks => coded
@@ -124,7 +115,7 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
         None => l.chunks().iter().for_each(|c| keep(c.id)),
     })?;
     if !leaks {
-        return Ok(MetaResponse::ChunkIds(page.into_iter().collect()));
+        return Ok(MetaResponse::ChunkIds(page.ids()));
     }
     // Chunks queued for deletion are still referenced until collected.
     for_each_entry(v, &keys.table(GC), &keys.table_end(GC), |k, val| {
@@ -133,7 +124,7 @@ pub(crate) fn chunk_refs<V: View + ?Sized>(
         }
         Ok(true)
     })?;
-    Ok(MetaResponse::ChunkIds(page.into_iter().collect()))
+    Ok(MetaResponse::ChunkIds(page.ids()))
 }
 
 /// The `limit` erasure-coded chunks of smallest id above `after` that a record references, in
@@ -144,25 +135,55 @@ pub(crate) fn coded_refs<V: View + ?Sized>(
     after: Option<u128>,
     limit: u32,
 ) -> OpResult {
-    let mut page = std::collections::BTreeMap::new();
-    let limit = limit as usize;
+    let mut page = Page::new(after, limit);
     for_each_layout(v, keys, |l| {
         let Some(coded) = l.coded() else { return };
         for (c, stored) in coded.stored_chunks().into_iter().flatten() {
-            let fits = page.len() < limit || page.last_key_value().is_some_and(|(&l, _)| c.id < l);
-            if after.is_none_or(|a| c.id > a) && fits {
-                page.insert(c.id, (coded.data, coded.parity, stored));
-                if page.len() > limit {
-                    page.pop_last();
-                }
-            }
+            page.keep(c.id, (coded.data, coded.parity, stored));
         }
     })?;
     let out = page
+        .items
         .into_iter()
         .map(|(id, (k, m, s))| (id, k, m, s))
         .collect();
     Ok(MetaResponse::CodedChunks(out))
+}
+
+/// One page of ids a walk over every record offers: the `limit` smallest above `after`, each
+/// with a value.
+struct Page<T> {
+    after: Option<u128>,
+    limit: usize,
+    items: std::collections::BTreeMap<u128, T>,
+}
+
+impl<T> Page<T> {
+    fn new(after: Option<u128>, limit: u32) -> Self {
+        Page {
+            after,
+            limit: limit as usize,
+            items: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Keeps `id` (with `value`) if it belongs to the page so far.
+    fn keep(&mut self, id: u128, value: T) {
+        let above = self.after.is_none_or(|a| id > a);
+        let fits = self.items.len() < self.limit
+            || self.items.last_key_value().is_some_and(|(&l, _)| id < l);
+        if above && fits {
+            self.items.insert(id, value);
+            if self.items.len() > self.limit {
+                self.items.pop_last();
+            }
+        }
+    }
+
+    /// The page's ids, in order.
+    fn ids(self) -> Vec<u128> {
+        self.items.into_keys().collect()
+    }
 }
 
 /// Every key of tier `tier` a record or the GC queue references.
