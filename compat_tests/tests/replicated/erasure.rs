@@ -20,14 +20,7 @@ async fn coded_objects_read_back_with_a_node_killed() {
     let direct = random_bytes(3 << 20);
     let large = random_bytes(20 << 20);
     for (key, data) in [("direct", &direct), ("large", &large)] {
-        c.put_object()
-            .bucket(b)
-            .key(key)
-            .storage_class(StorageClass::from("EC_2_1"))
-            .body(data.clone().into())
-            .send()
-            .await
-            .unwrap();
+        put_class(&c, b, key, "EC_2_1", data).await.unwrap();
     }
     let head = c
         .head_object()
@@ -39,13 +32,7 @@ async fn coded_objects_read_back_with_a_node_killed() {
     assert_eq!(head.storage_class().map(|s| s.as_str()), Some("EC_2_1"));
 
     // A layout wider than the cluster is refused, and nothing is stored.
-    let e = c
-        .put_object()
-        .bucket(b)
-        .key("too-wide")
-        .storage_class(StorageClass::from("EC_4_2"))
-        .body(random_bytes(1 << 20).into())
-        .send()
+    let e = put_class(&c, b, "too-wide", "EC_4_2", &random_bytes(1 << 20))
         .await
         .unwrap_err()
         .into_service_error();
@@ -171,25 +158,12 @@ async fn an_all_in_one_server_on_six_disks_loses_any_two() {
     create_bucket(&c, b).await;
     let coded = random_bytes(20 << 20);
     let plain = random_bytes(3 << 20);
-    c.put_object()
-        .bucket(b)
-        .key("coded")
-        .storage_class(StorageClass::from("EC_4_2"))
-        .body(coded.clone().into())
-        .send()
-        .await
-        .unwrap();
+    put_class(&c, b, "coded", "EC_4_2", &coded).await.unwrap();
     put(&c, b, "plain", &plain).await;
     let head = c.head_object().bucket(b).key("coded").send().await.unwrap();
     assert_eq!(head.storage_class().map(|s| s.as_str()), Some("EC_4_2"));
     // A wider layout than six disks is refused.
-    let e = c
-        .put_object()
-        .bucket(b)
-        .key("wide")
-        .storage_class(StorageClass::from("EC_8_3"))
-        .body(random_bytes(1 << 20).into())
-        .send()
+    let e = put_class(&c, b, "wide", "EC_8_3", &random_bytes(1 << 20))
         .await
         .unwrap_err()
         .into_service_error();
@@ -274,15 +248,7 @@ async fn a_crash_at_each_step_of_coding_loses_and_leaks_nothing() {
     ] {
         srv.restart_with(base().env("SAKER_FAILPOINT", point));
         let key = format!("at-{point}");
-        let r = srv
-            .client_no_retry()
-            .put_object()
-            .bucket(b)
-            .key(&key)
-            .storage_class(StorageClass::from("EC_4_2"))
-            .body(data.clone().into())
-            .send()
-            .await;
+        let r = put_class(&srv.client_no_retry(), b, &key, "EC_4_2", &data).await;
         assert!(r.is_err(), "the PUT outlived fail point {point}");
         srv.restart_with(base());
         let c = srv.client();
@@ -301,4 +267,24 @@ async fn a_crash_at_each_step_of_coding_loses_and_leaks_nothing() {
     })
     .await;
     assert!(settled, "{} chunk files\n{}", files(), srv.stderr_tail());
+}
+
+/// PUTs `data` as `key` with storage class `class`.
+async fn put_class(
+    c: &aws_sdk_s3::Client,
+    b: &str,
+    key: &str,
+    class: &str,
+    data: &[u8],
+) -> Result<
+    aws_sdk_s3::operation::put_object::PutObjectOutput,
+    aws_sdk_s3::error::SdkError<aws_sdk_s3::operation::put_object::PutObjectError>,
+> {
+    c.put_object()
+        .bucket(b)
+        .key(key)
+        .storage_class(StorageClass::from(class))
+        .body(data.to_vec().into())
+        .send()
+        .await
 }
