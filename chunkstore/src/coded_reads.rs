@@ -1,7 +1,8 @@
 //! [`CodedReads`]: a store's reads of one file's chunks, some of them erasure-coded, through
 //! plain [`ChunkStore::get`] calls, so that readers written against `get` (sealed packages,
 //! ranges, streams) read coded chunks unchanged: a chunk it knows as coded is read with
-//! [`ChunkStore::get_coded`], any other as before.
+//! [`ChunkStore::get_coded`] (or, through `get_parts`, [`ChunkStore::get_coded_parts`]), any
+//! other as before.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,6 +47,22 @@ impl ChunkStore for CodedReads {
         match self.coded.get(&id) {
             Some(&(layout, stored)) => self.inner.get_coded(id, layout, stored, offset, len).await,
             None => self.inner.get(id, offset, len).await,
+        }
+    }
+
+    async fn get_parts(
+        &self,
+        id: ChunkId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<Bytes>, ChunkError> {
+        match self.coded.get(&id) {
+            Some(&(layout, stored)) => {
+                self.inner
+                    .get_coded_parts(id, layout, stored, offset, len)
+                    .await
+            }
+            None => Ok(vec![self.inner.get(id, offset, len).await?]),
         }
     }
 

@@ -99,13 +99,29 @@ impl Layout {
     /// The chunk of `chunk_len` bytes from its shards (`shards[i]` shard i, `None` where it is
     /// missing): the data shards joined, any missing ones first rebuilt from the others.
     pub fn decode(self, chunk_len: u64, shards: &[Option<Bytes>]) -> Result<Bytes, ChunkError> {
-        let data = self.data_from(chunk_len, shards)?;
+        let parts = self.decode_parts(chunk_len, shards)?;
         let mut chunk = Vec::with_capacity(chunk_len as usize);
-        for d in data {
+        for d in parts {
             chunk.extend_from_slice(&d);
         }
-        chunk.truncate(chunk_len as usize);
         Ok(chunk.into())
+    }
+
+    /// [`Self::decode`] without joining: the chunk's bytes in order, as its data shards (the
+    /// present ones themselves, not copies; padding cut off, empty ones left out).
+    pub fn decode_parts(
+        self,
+        chunk_len: u64,
+        shards: &[Option<Bytes>],
+    ) -> Result<Vec<Bytes>, ChunkError> {
+        let s = self.shard_len(chunk_len);
+        let mut parts = self.data_from(chunk_len, shards)?;
+        for (i, d) in parts.iter_mut().enumerate() {
+            let keep = chunk_len.saturating_sub(i as u64 * s).min(s) as usize;
+            d.truncate(keep);
+        }
+        parts.retain(|d| !d.is_empty());
+        Ok(parts)
     }
 
     /// Shards `want` of a chunk of `chunk_len` bytes, rebuilt from the others (`shards` as in
@@ -210,17 +226,29 @@ impl Layout {
         if shards[..self.data()].iter().all(Option::is_some) {
             return Ok(shards[..self.data()].iter().flatten().cloned().collect());
         }
+        // The codec works on owned buffers: copy only the k present shards it needs, and
+        // hand back the present data shards themselves.
+        let mut wanted = self.data();
         let mut work: Vec<Option<Vec<u8>>> = shards
             .iter()
-            .map(|b| b.as_ref().map(|b| b.to_vec()))
+            .map(|b| match b {
+                Some(b) if wanted > 0 => {
+                    wanted -= 1;
+                    Some(b.to_vec())
+                }
+                _ => None,
+            })
             .collect();
         self.codec()?.reconstruct_data(&mut work).map_err(codec)?;
         work.truncate(self.data());
         work.into_iter()
+            .zip(shards)
             .enumerate()
-            .map(|(i, d)| {
-                d.map(Bytes::from)
-                    .ok_or_else(|| codec(format!("data shard {i} not rebuilt")))
+            .map(|(i, (rebuilt, given))| match given {
+                Some(b) => Ok(b.clone()),
+                None => rebuilt
+                    .map(Bytes::from)
+                    .ok_or_else(|| codec(format!("data shard {i} not rebuilt"))),
             })
             .collect()
     }

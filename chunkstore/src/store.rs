@@ -131,6 +131,33 @@ pub trait ChunkStore: Send + Sync + 'static {
         )))
     }
 
+    /// [`Self::get_coded`] as the bytes' parts in order: a store that reads a coded chunk as
+    /// shards answers them as read, without joining them. By default the one part `get_coded`
+    /// answers.
+    async fn get_coded_parts(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        stored: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<Bytes>, ChunkError> {
+        Ok(vec![
+            self.get_coded(chunk, layout, stored, offset, len).await?,
+        ])
+    }
+
+    /// [`Self::get`] as the bytes' parts in order (see [`Self::get_coded_parts`]). By default
+    /// the one part `get` answers.
+    async fn get_parts(
+        &self,
+        id: ChunkId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<Bytes>, ChunkError> {
+        Ok(vec![self.get(id, offset, len).await?])
+    }
+
     /// Deletes; deleting a missing chunk is Ok.
     async fn delete(&self, id: ChunkId) -> Result<(), ChunkError>;
 

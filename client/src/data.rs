@@ -296,10 +296,18 @@ impl Cluster {
                 tokio::spawn(
                     async move {
                         for (id, off, len) in pieces {
-                            let piece = store.get(id, off, len).await.map_err(ClientError::from);
-                            let failed = piece.is_err();
-                            if tx.send(piece).await.is_err() || failed {
-                                break;
+                            // (An erasure-coded chunk comes as its shards' pieces, unjoined.)
+                            let parts = match store.get_parts(id, off, len).await {
+                                Ok(parts) => parts,
+                                Err(e) => {
+                                    let _ = tx.send(Err(e.into())).await;
+                                    break;
+                                }
+                            };
+                            for part in parts {
+                                if tx.send(Ok(part)).await.is_err() {
+                                    return;
+                                }
                             }
                         }
                     }

@@ -29,35 +29,10 @@ pub async fn collect_garbage(
     grace: Duration,
     scrub: bool,
 ) -> Result<GcReport, ClientError> {
-    let mut report = GcReport::default();
-    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
-    for &g in &groups {
-        loop {
-            let due = match cluster
-                .call_group(
-                    g,
-                    MetaRequest::GcDue {
-                        now_ns: now_ns(),
-                        limit: 1000,
-                    },
-                )
-                .await?
-            {
-                MetaResponse::Gc(d) => d,
-                other => return Err(ClientError::Protocol(format!("{other:?}"))),
-            };
-            if due.is_empty() {
-                break;
-            }
-            let mut keys = Vec::with_capacity(due.len());
-            for (key, chunk) in due {
-                cluster.chunks.delete(ChunkId(chunk)).await?;
-                keys.push(key);
-                report.released += 1;
-            }
-            cluster.call_group(g, MetaRequest::GcDone { keys }).await?;
-        }
-    }
+    let mut report = GcReport {
+        released: release_due(cluster, now_ns()).await?,
+        ..GcReport::default()
+    };
     if scrub {
         // List candidates first: a chunk written after this point is newer than the cut-off.
         let cutoff = SystemTime::now() - grace;
@@ -76,6 +51,43 @@ pub async fn collect_garbage(
         }
     }
     Ok(report)
+}
+
+/// Deletes every chunk released by metadata now, grace period or not (`saker admin ec run
+/// --free-now`: the replicas erasure coding replaced, freed before capacity is measured).
+/// Answers how many.
+pub async fn release_now(cluster: &Cluster) -> Result<u64, ClientError> {
+    release_due(cluster, i64::MAX).await
+}
+
+/// Deletes the chunks released by metadata whose grace period ends by `by_ns`, group by
+/// group; answers how many.
+async fn release_due(cluster: &Cluster, by_ns: i64) -> Result<u64, ClientError> {
+    let mut released = 0;
+    let groups: Vec<_> = cluster.groups().map(|(g, _)| *g).collect();
+    for &g in &groups {
+        loop {
+            let req = MetaRequest::GcDue {
+                now_ns: by_ns,
+                limit: 1000,
+            };
+            let due = match cluster.call_group(g, req).await? {
+                MetaResponse::Gc(d) => d,
+                other => return Err(ClientError::Protocol(format!("{other:?}"))),
+            };
+            if due.is_empty() {
+                break;
+            }
+            let mut keys = Vec::with_capacity(due.len());
+            for (key, chunk) in due {
+                cluster.chunks.delete(ChunkId(chunk)).await?;
+                keys.push(key);
+                released += 1;
+            }
+            cluster.call_group(g, MetaRequest::GcDone { keys }).await?;
+        }
+    }
+    Ok(released)
 }
 
 /// Every chunk stored as replicas that some inode, part or noncurrent version of any group

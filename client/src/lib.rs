@@ -23,7 +23,9 @@ pub use cluster::{chunk_stores, Cluster, ClusterConfig};
 pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, TierReader, Written};
 pub use encode::Encoded;
 pub use error::ClientError;
-pub use gc::{collect_garbage, now_ns, referenced_chunks, repair_chunks, scrub_chunks, GcReport};
+pub use gc::{
+    collect_garbage, now_ns, referenced_chunks, release_now, repair_chunks, scrub_chunks, GcReport,
+};
 pub use list::{buckets, ListItem, Lister};
 pub use packaged_copy::first_packages;
 pub use repair::{repair_noted_chunks, GroupsRepairLog};

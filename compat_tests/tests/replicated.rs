@@ -19,6 +19,8 @@ use saker_rpc::{MetaRequest, RpcChannel};
 
 #[path = "replicated/erasure.rs"]
 mod erasure;
+#[path = "replicated/erasure_classes.rs"]
+mod erasure_classes;
 #[path = "replicated/space.rs"]
 mod space;
 

@@ -88,7 +88,12 @@ const BATCH: usize = 256;
 
 /// Calls `f` on the objects under `prefix` of `bucket` (directory markers left out), in key
 /// order, [`BATCH`] at a time.
-async fn walk<F, Fut>(gw: &Gateway, bucket: &str, prefix: &str, mut f: F) -> Result<(), String>
+pub(crate) async fn walk<F, Fut>(
+    gw: &Gateway,
+    bucket: &str,
+    prefix: &str,
+    mut f: F,
+) -> Result<(), String>
 where
     F: FnMut(Vec<(String, Attr)>) -> Fut,
     Fut: std::future::Future<Output = ()>,

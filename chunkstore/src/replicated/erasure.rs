@@ -10,7 +10,7 @@
 
 use std::sync::atomic::Ordering;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::future::join_all;
 
 use super::ReplicatedChunkStore;
@@ -85,8 +85,10 @@ impl ReplicatedChunkStore {
         )))
     }
 
-    /// Reads `[offset, offset + len)` (clamped to `chunk_len`) of erasure-coded chunk `chunk`:
-    /// from its data shards, or, if one of them fails, rebuilt from any k shards.
+    /// Reads `[offset, offset + len)` (clamped to `chunk_len`) of erasure-coded chunk `chunk`,
+    /// as its parts in order: the pieces of its data shards, read at once from their placed
+    /// members; or, if one of them fails, the range cut from the chunk rebuilt from any k
+    /// shards (a degraded read, counted).
     pub async fn get_encoded(
         &self,
         chunk: ChunkId,
@@ -94,53 +96,102 @@ impl ReplicatedChunkStore {
         chunk_len: u64,
         offset: u64,
         len: u64,
-    ) -> Result<Bytes, ChunkError> {
+    ) -> Result<Vec<Bytes>, ChunkError> {
         let view = self.view();
         let places = shard_places(&view.members, layout.shards(), chunk)?;
         let pieces = layout.pieces(chunk_len, offset, len);
-        let reads = pieces
+        let reads = pieces.iter().map(|p| {
+            view.members[places[p.shard]].store.get_shard(
+                chunk,
+                layout,
+                p.shard as u8,
+                p.offset,
+                p.len,
+            )
+        });
+        let got: Vec<Result<Bytes, String>> = pieces
             .iter()
-            .map(|p| fetch_shard(&view, &places, chunk, layout, p.shard, p.offset, p.len));
-        let mut healthy = BytesMut::new();
-        let mut failed = None;
-        for (p, got) in pieces.iter().zip(join_all(reads).await) {
-            match got {
-                Ok(b) if b.len() as u64 == p.len => healthy.extend_from_slice(&b),
-                Ok(b) => {
-                    failed = Some(format!(
-                        "shard {} answered {} bytes of {}",
-                        p.shard,
-                        b.len(),
-                        p.len
-                    ))
-                }
-                Err(e) => failed = Some(format!("shard {}: {e}", p.shard)),
-            }
-        }
-        let Some(why) = failed else {
-            return Ok(healthy.freeze());
+            .zip(join_all(reads).await)
+            .map(|(p, got)| match got {
+                Ok(b) if b.len() as u64 == p.len => Ok(b),
+                Ok(b) => Err(format!(
+                    "shard {} answered {} bytes of {}",
+                    p.shard,
+                    b.len(),
+                    p.len
+                )),
+                Err(e) => Err(format!("shard {}: {e}", p.shard)),
+            })
+            .collect();
+        let Some(why) = got.iter().find_map(|g| g.as_ref().err()).cloned() else {
+            return Ok(got.into_iter().flatten().collect());
         };
         self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%chunk, %layout, %why, "degraded read of an erasure-coded chunk");
+        // Whole shards already read count towards the k; the placed members of those that
+        // failed are not asked again.
+        let s = layout.shard_len(chunk_len);
+        let mut shards: Vec<Option<Bytes>> = vec![None; layout.shards()];
+        let mut asked = vec![false; layout.shards()];
+        for (p, g) in pieces.iter().zip(got) {
+            asked[p.shard] = true;
+            if p.offset == 0 && p.len == s {
+                shards[p.shard] = g.ok();
+            } else if g.is_ok() {
+                asked[p.shard] = false;
+            }
+        }
         let whole = self
-            .rebuild_chunk(&view, &places, chunk, layout, chunk_len)
+            .rebuild_parts(&view, &places, chunk, layout, chunk_len, shards, asked)
             .await?;
-        let start = offset.min(chunk_len) as usize;
-        let end = offset.saturating_add(len).min(chunk_len) as usize;
-        Ok(whole.slice(start..end))
+        Ok(cut_parts(whole, offset, len))
     }
 
-    /// The whole of chunk `chunk` from any k of its shards (all asked at once).
-    async fn rebuild_chunk(
+    /// The chunk's bytes in parts (see [`Layout::decode_parts`]), from `shards` (those already
+    /// read) and as few more as make k: from their placed members (those not yet `asked`),
+    /// then, for the ones still missing, from any member that has them.
+    #[allow(clippy::too_many_arguments)]
+    async fn rebuild_parts(
         &self,
         view: &View,
         places: &[usize],
         chunk: ChunkId,
         layout: Layout,
         chunk_len: u64,
-    ) -> Result<Bytes, ChunkError> {
-        let (shards, errors) = fetch_all(view, places, chunk, layout, chunk_len).await;
-        let present = shards.iter().filter(|s| s.is_some()).count();
+        mut shards: Vec<Option<Bytes>>,
+        mut asked: Vec<bool>,
+    ) -> Result<Vec<Bytes>, ChunkError> {
+        let s = layout.shard_len(chunk_len);
+        let mut errors = Vec::new();
+        let present = |shards: &[Option<Bytes>]| shards.iter().filter(|b| b.is_some()).count();
+        loop {
+            let want = layout.data().saturating_sub(present(&shards));
+            let next: Vec<usize> = (0..layout.shards())
+                .filter(|&i| shards[i].is_none() && !asked[i])
+                .take(want)
+                .collect();
+            if next.is_empty() {
+                break;
+            }
+            next.iter().for_each(|&i| asked[i] = true);
+            let reads = next.iter().map(|&i| {
+                view.members[places[i]]
+                    .store
+                    .get_shard(chunk, layout, i as u8, 0, s)
+            });
+            keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
+        }
+        if present(&shards) < layout.data() {
+            // Shards that moved (the member list changed): looked for on every member.
+            let next: Vec<usize> = (0..layout.shards())
+                .filter(|&i| shards[i].is_none())
+                .collect();
+            let reads = next
+                .iter()
+                .map(|&i| fetch_shard(view, places, chunk, layout, i, 0, s));
+            keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
+        }
+        let present = present(&shards);
         if present < layout.data() {
             return Err(ChunkError::Unavailable(format!(
                 "chunk {chunk} ({layout}): {present} shards readable, {} needed: {}",
@@ -148,7 +199,7 @@ impl ReplicatedChunkStore {
                 errors.join("; ")
             )));
         }
-        tokio::task::spawn_blocking(move || layout.decode(chunk_len, &shards))
+        tokio::task::spawn_blocking(move || layout.decode_parts(chunk_len, &shards))
             .await
             .map_err(|e| ChunkError::Unavailable(format!("decoding task: {e}")))?
     }
@@ -189,29 +240,17 @@ pub(super) async fn fetch_all(
     chunk_len: u64,
 ) -> (Vec<Option<Bytes>>, Vec<String>) {
     let s = layout.shard_len(chunk_len);
-    let reads = (0..layout.shards()).map(|i| fetch_shard(view, places, chunk, layout, i, 0, s));
-    let mut errors = Vec::new();
-    let shards = join_all(reads)
-        .await
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| match r {
-            Ok(b) if b.len() as u64 == s => Some(b),
-            Ok(b) => {
-                errors.push(format!("shard {i}: {} bytes of {s}", b.len()));
-                None
-            }
-            Err(e) => {
-                errors.push(format!("shard {i}: {e}"));
-                None
-            }
-        })
-        .collect();
+    let all: Vec<usize> = (0..layout.shards()).collect();
+    let reads = all
+        .iter()
+        .map(|&i| fetch_shard(view, places, chunk, layout, i, 0, s));
+    let (mut shards, mut errors) = (vec![None; layout.shards()], Vec::new());
+    keep_shards(&all, join_all(reads).await, s, &mut shards, &mut errors);
     (shards, errors)
 }
 
-/// Shard `index` of `chunk` (`len` bytes at `offset`): from its placed member, else from the
-/// first other member that has it.
+/// Shard `index` of `chunk` (`len` bytes at `offset`): from its placed member, else from any
+/// other member that has it (all asked at once).
 async fn fetch_shard(
     view: &View,
     places: &[usize],
@@ -229,17 +268,48 @@ async fn fetch_shard(
     let Err(first_error) = first else {
         return first;
     };
-    for (i, m) in view.members.iter().enumerate() {
-        if i == placed {
-            continue;
-        }
-        if let Ok(b) = m
-            .store
-            .get_shard(chunk, layout, index as u8, offset, len)
-            .await
-        {
-            return Ok(b);
+    let others = view
+        .members
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != placed)
+        .map(|(_, m)| m.store.get_shard(chunk, layout, index as u8, offset, len));
+    match futures::future::select_ok(others).await {
+        Ok((b, _)) => Ok(b),
+        Err(_) => Err(first_error),
+    }
+}
+
+/// Puts the shards `got` for indexes `which` (each `s` bytes) into `shards`, why not into
+/// `errors`.
+fn keep_shards(
+    which: &[usize],
+    got: Vec<Result<Bytes, ChunkError>>,
+    s: u64,
+    shards: &mut [Option<Bytes>],
+    errors: &mut Vec<String>,
+) {
+    for (&i, r) in which.iter().zip(got) {
+        match r {
+            Ok(b) if b.len() as u64 == s => shards[i] = Some(b),
+            Ok(b) => errors.push(format!("shard {i}: {} bytes of {s}", b.len())),
+            Err(e) => errors.push(format!("shard {i}: {e}")),
         }
     }
-    Err(first_error)
+}
+
+/// `[offset, offset + len)` of the bytes `parts` hold in order, as parts (not copied).
+fn cut_parts(parts: Vec<Bytes>, offset: u64, len: u64) -> Vec<Bytes> {
+    let end = offset.saturating_add(len);
+    let mut at = 0u64;
+    let mut out = Vec::new();
+    for p in parts {
+        let (p_start, p_end) = (at, at + p.len() as u64);
+        at = p_end;
+        let (from, to) = (offset.max(p_start), end.min(p_end));
+        if from < to {
+            out.push(p.slice((from - p_start) as usize..(to - p_start) as usize));
+        }
+    }
+    out
 }

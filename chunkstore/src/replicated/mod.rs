@@ -548,6 +548,23 @@ impl ChunkStore for ReplicatedChunkStore {
         offset: u64,
         len: u64,
     ) -> Result<Bytes, ChunkError> {
+        let parts = self
+            .get_coded_parts(chunk, layout, stored, offset, len)
+            .await?;
+        Ok(match <[Bytes; 1]>::try_from(parts) {
+            Ok([one]) => one,
+            Err(parts) => parts.concat().into(),
+        })
+    }
+
+    async fn get_coded_parts(
+        &self,
+        chunk: ChunkId,
+        layout: crate::ec::Layout,
+        stored: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<Bytes>, ChunkError> {
         let view = self.view();
         if view.members.iter().filter(|m| m.placing).count() >= layout.shards() {
             return self.get_encoded(chunk, layout, stored, offset, len).await;
@@ -558,7 +575,7 @@ impl ChunkStore for ReplicatedChunkStore {
         for &i in &view.read_order(&view.placement(chunk)) {
             match view.members[i]
                 .store
-                .get_coded(chunk, layout, stored, offset, len)
+                .get_coded_parts(chunk, layout, stored, offset, len)
                 .await
             {
                 Ok(b) => return Ok(b),

@@ -35,7 +35,7 @@ async fn a_chunk_reads_back_with_any_m_members_down() {
         }
         assert_eq!(holders, 6, "{places:?}");
 
-        let read = |offset, n| store.get_encoded(chunk, layout, len as u64, offset, n);
+        let read = |offset, n| store.get_coded(chunk, layout, len as u64, offset, n);
         assert_eq!(read(0, u64::MAX).await.unwrap(), data);
         let stats = store.stats().degraded_reads;
         // A healthy read of a range touches only the data shards it lies in.
@@ -82,7 +82,7 @@ async fn past_m_lost_shards_a_read_fails_and_says_why() {
         let m = members.iter().position(|m| &m.id == name).unwrap();
         flaky[m].wipe();
     }
-    match store.get_encoded(chunk, layout, 300_000, 0, u64::MAX).await {
+    match store.get_coded(chunk, layout, 300_000, 0, u64::MAX).await {
         Err(ChunkError::Unavailable(why)) => {
             assert!(why.contains("3 shards readable, 4 needed"), "{why}")
         }
@@ -129,7 +129,7 @@ async fn a_write_with_a_member_down_fails_and_a_retry_completes_it() {
         .unwrap();
     assert_eq!(
         store
-            .get_encoded(chunk, layout, 100_000, 0, u64::MAX)
+            .get_coded(chunk, layout, 100_000, 0, u64::MAX)
             .await
             .unwrap(),
         data

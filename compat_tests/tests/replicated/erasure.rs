@@ -119,7 +119,7 @@ async fn read(c: &aws_sdk_s3::Client, b: &str, key: &str) -> Result<Vec<u8>, Str
 }
 
 /// `*.chunk` files under `dir` (shards and copies of more than the small-chunk limit).
-fn chunk_files(dir: &std::path::Path) -> usize {
+pub(crate) fn chunk_files(dir: &std::path::Path) -> usize {
     let mut n = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(p) = stack.pop() {

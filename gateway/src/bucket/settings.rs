@@ -47,10 +47,11 @@ pub enum Setting {
     ObjectLock,
     Lifecycle,
     Encryption,
+    StorageClass,
 }
 
 impl Setting {
-    const ALL: [Setting; 11] = [
+    const ALL: [Setting; 12] = [
         Setting::Owner,
         Setting::Policy,
         Setting::Acl,
@@ -62,6 +63,7 @@ impl Setting {
         Setting::ObjectLock,
         Setting::Lifecycle,
         Setting::Encryption,
+        Setting::StorageClass,
     ];
 
     fn name(self) -> &'static str {
@@ -77,6 +79,7 @@ impl Setting {
             Setting::ObjectLock => "object-lock",
             Setting::Lifecycle => "lifecycle",
             Setting::Encryption => "encryption",
+            Setting::StorageClass => "storage-class",
         }
     }
 
@@ -116,6 +119,8 @@ pub struct Bucket {
     pub lifecycle: Option<Arc<Vec<crate::bucket::lifecycle::rules::Rule>>>,
     /// The default encryption of new objects (PutBucketEncryption): `AES256`, SSE-S3.
     pub encryption: Option<String>,
+    /// Storage classes by prefix (`saker admin bucket storage-class`).
+    pub storage_class: Option<Arc<Vec<crate::bucket::storage_class::ClassRule>>>,
     /// The settings version `versioning`, `object_lock` and `encryption` were sealed under
     /// (0: never sealed).
     pub settings_version: u64,
@@ -156,6 +161,11 @@ impl Bucket {
                 ))
             }
             Setting::Encryption => self.encryption = Some(text.to_string()),
+            Setting::StorageClass => {
+                self.storage_class = Some(Arc::new(
+                    serde_json::from_str(text).map_err(|e| e.to_string())?,
+                ))
+            }
         }
         Ok(())
     }
@@ -181,6 +191,7 @@ impl Bucket {
             Setting::ObjectLock => self.object_lock = None,
             Setting::Lifecycle => self.lifecycle = None,
             Setting::Encryption => self.encryption = None,
+            Setting::StorageClass => self.storage_class = None,
         }
     }
 
@@ -196,6 +207,7 @@ impl Bucket {
             && self.object_lock.is_none()
             && self.lifecycle.is_none()
             && self.encryption.is_none()
+            && self.storage_class.is_none()
             && self.settings_version == 0
     }
 }

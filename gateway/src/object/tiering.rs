@@ -18,6 +18,16 @@ pub fn class_name(attr: &Attr) -> String {
     })
 }
 
+/// Whether the object is kept as storage class `class` says: in that tier, or coded in that
+/// layout (`STANDARD_IA` and `EC_4_2` name the same one).
+pub fn in_class(attr: &Attr, class: &str) -> bool {
+    match (saker_rpc::ec_class(class), attr.layout.coded()) {
+        (Some(want), Some(c)) => want == (c.data, c.parity),
+        (Some(_), None) => false,
+        (None, _) => attr.layout.tiered().is_some_and(|t| t.tier == class),
+    }
+}
+
 /// The StorageClass header of a GET or HEAD (S3 sends none for STANDARD).
 pub fn storage_class(attr: &Attr) -> Option<StorageClass> {
     if let Some(coded) = attr.layout.coded() {

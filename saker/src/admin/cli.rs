@@ -57,6 +57,16 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::admin::tiers::TierCommand,
     },
+    /// A bucket's storage classes: which objects are erasure-coded.
+    Bucket {
+        #[command(subcommand)]
+        command: crate::admin::ec::BucketCommand,
+    },
+    /// Erasure coding: code now what the buckets' storage classes ask for.
+    Ec {
+        #[command(subcommand)]
+        command: crate::admin::ec::EcCommand,
+    },
     /// Lifecycle rules: run a pass now, or show the last one.
     Lifecycle {
         #[command(subcommand)]
@@ -110,6 +120,12 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return crate::admin::exceptions::run(endpoint, command).await
         }
         AdminCommand::Tier { command } => return crate::admin::tiers::run(endpoint, command).await,
+        AdminCommand::Bucket { command } => {
+            return crate::admin::ec::bucket_command(endpoint, command).await
+        }
+        AdminCommand::Ec { command } => {
+            return crate::admin::ec::ec_command(endpoint, command).await
+        }
         AdminCommand::Store { command } => return crate::store_migrate::run(command).await,
         AdminCommand::Status { json } => {
             let text = send(endpoint, Method::GET, "/admin/status", Vec::new()).await?;

@@ -7,6 +7,7 @@ pub mod balance;
 pub mod chunks;
 pub mod cli;
 pub mod credential;
+pub mod ec;
 pub mod exceptions;
 pub mod forward;
 pub mod keys;
@@ -89,6 +90,13 @@ pub fn router(state: AdminState) -> Router {
             "/admin/archive",
             get(tiers::archive_jobs).post(tiers::start_archive),
         )
+        .route(
+            "/admin/buckets/{bucket}/storage-class",
+            get(ec::get_classes)
+                .put(ec::set_class)
+                .delete(ec::clear_class),
+        )
+        .route("/admin/ec/run", get(ec::run_status).post(ec::start_run))
         .with_state(state)
 }
 

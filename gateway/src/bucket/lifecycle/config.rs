@@ -10,10 +10,22 @@ use crate::bucket::settings::Setting;
 use crate::http::error;
 use crate::Gateway;
 
-/// The buckets with rules (only `only` if given), with their rules.
+/// Which rules a pass applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The buckets' lifecycle rules and their storage classes.
+    All,
+    /// Only the storage classes (`saker admin ec run`).
+    Coding,
+}
+
+/// The buckets with rules (only `only` if given), with their rules: the lifecycle
+/// configuration's (with [`Scope::All`]), then a rule for each storage class
+/// ([`crate::bucket::storage_class`]).
 pub(super) async fn configured(
     gw: &Gateway,
     only: Option<&str>,
+    scope: Scope,
 ) -> Result<Vec<(String, Vec<Rule>)>, String> {
     let all = gw
         .settings
@@ -23,7 +35,17 @@ pub(super) async fn configured(
     Ok(all
         .into_iter()
         .filter(|(b, _)| only.is_none_or(|o| o == b))
-        .filter_map(|(b, s)| s.lifecycle.as_ref().map(|r| (b, r.to_vec())))
+        .filter_map(|(b, s)| {
+            let lifecycle = s.lifecycle.as_deref().filter(|_| scope == Scope::All);
+            let classes = s.storage_class.as_deref();
+            let rules: Vec<Rule> = lifecycle
+                .into_iter()
+                .flatten()
+                .cloned()
+                .chain(classes.into_iter().flatten().map(|c| c.as_lifecycle()))
+                .collect();
+            (!rules.is_empty()).then_some((b, rules))
+        })
         .collect())
 }
 

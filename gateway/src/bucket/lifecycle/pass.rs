@@ -1,10 +1,12 @@
 //! A gateway's lifecycle state (how long a day is, a pass's pace, the last pass) and the
 //! [`Gateway`] methods that run a pass ([`super::worker`]) and tell what it did.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::config::Scope;
 use super::cursor;
 use super::rules::DAY;
 use super::worker::{self, Summary};
@@ -53,10 +55,49 @@ impl Gateway {
         let _one = self.lifecycle.running.lock().await;
         let started = crate::keys::now_ns();
         let (day_ns, rate) = (self.lifecycle.day_ns(), self.lifecycle.rate);
-        let sum = worker::pass(self, bucket, started, day_ns, rate).await?;
+        let opts = worker::Opts {
+            scope: Scope::All,
+            rate,
+            live: None,
+        };
+        let sum = worker::pass(self, bucket, started, day_ns, opts).await?;
         record_lifecycle(&sum);
         *self.lifecycle.last.lock() = Some((started, sum.clone()));
         Ok(sum)
+    }
+
+    /// Codes now, unpaced, what the storage classes of every bucket (or only `bucket`) ask
+    /// for and is not coded yet: a lifecycle pass of those rules alone, `live` kept up to date
+    /// as it goes (`transitioned`: versions coded). One at a time, as lifecycle passes.
+    pub async fn ec_pass(
+        &self,
+        bucket: Option<&str>,
+        live: Arc<parking_lot::Mutex<Summary>>,
+    ) -> Result<Summary, String> {
+        let _one = self.lifecycle.running.lock().await;
+        let opts = worker::Opts {
+            scope: Scope::Coding,
+            rate: 0,
+            live: Some(live.clone()),
+        };
+        let now = crate::keys::now_ns();
+        let sum = worker::pass(self, bucket, now, self.lifecycle.day_ns(), opts).await?;
+        *live.lock() = sum.clone();
+        Ok(sum)
+    }
+
+    /// The current objects (directory markers left out) of the buckets with storage classes
+    /// (only `bucket`, if given): what an [`Self::ec_pass`] looks at.
+    pub async fn coding_objects(&self, bucket: Option<&str>) -> Result<u64, String> {
+        let mut n = 0;
+        for (b, _) in super::config::configured(self, bucket, Scope::Coding).await? {
+            crate::archive::walk(self, &b, "", |batch| {
+                n += batch.len() as u64;
+                async {}
+            })
+            .await?;
+        }
+        Ok(n)
     }
 
     /// When the last pass started (ns since the epoch) and what it did.

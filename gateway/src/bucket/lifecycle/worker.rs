@@ -11,14 +11,16 @@ use saker_rpc::{MetaRequest, MetaResponse, UploadInfo, VersionEntry, VersionKind
 use serde::Serialize;
 
 use futures::StreamExt;
+use parking_lot::Mutex;
 use saker_coordinator::StateStore;
 
+use super::config::Scope;
 use super::cursor::{self, Cursor, Phase, SAVE_EVERY};
 use super::rules::{ObjectFacts, Rule};
 use crate::Gateway;
 
 /// What one pass did.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct Summary {
     pub buckets: u64,
     /// Current objects looked at.
@@ -78,6 +80,8 @@ struct Pending {
 /// place saved every [`SAVE_EVERY`] items when it is a pass over every bucket (after the
 /// deletes decided so far are done, so a resumed pass skips nothing that was due).
 pub(super) struct Walk {
+    /// Where the pass is, for whoever follows it.
+    live: Option<Arc<Mutex<Summary>>>,
     per_sec: u64,
     started: Instant,
     done: u64,
@@ -89,8 +93,13 @@ pub(super) struct Walk {
 }
 
 impl Walk {
-    pub(super) fn new(per_sec: u64, state: Option<Arc<dyn StateStore>>) -> Self {
+    pub(super) fn new(
+        per_sec: u64,
+        state: Option<Arc<dyn StateStore>>,
+        live: Option<Arc<Mutex<Summary>>>,
+    ) -> Self {
         Self {
+            live,
             per_sec,
             started: Instant::now(),
             done: 0,
@@ -111,6 +120,9 @@ impl Walk {
     ) {
         self.done += n as u64;
         self.unsaved += n as u64;
+        if let Some(live) = &self.live {
+            *live.lock() = sum.clone();
+        }
         if self.unsaved >= SAVE_EVERY {
             self.unsaved = 0;
             self.flush(gw, sum).await;
@@ -234,15 +246,25 @@ impl Walk {
 
 /// One pass over every bucket with rules (resuming where a pass cut short stopped), or over
 /// `only`.
+/// How a pass runs.
+pub(super) struct Opts {
+    pub scope: Scope,
+    /// Items looked at per second (0: unpaced).
+    pub rate: u64,
+    /// Kept up to date with what the pass did so far.
+    pub live: Option<Arc<Mutex<Summary>>>,
+}
+
 pub(super) async fn pass(
     gw: &Gateway,
     only: Option<&str>,
     now_ns: i64,
     day_ns: i64,
-    rate: u64,
+    opts: Opts,
 ) -> Result<Summary, String> {
     let started = Instant::now();
-    let state = only.is_none().then(|| gw.state.clone());
+    // Only a full pass over every bucket keeps (and resumes from) its place.
+    let state = (only.is_none() && opts.scope == Scope::All).then(|| gw.state.clone());
     let resume = match &state {
         Some(s) => cursor::load(s).await,
         None => None,
@@ -252,10 +274,10 @@ pub(super) async fn pass(
         tracing::info!(bucket = %c.bucket, "lifecycle pass resumes");
         tracing::debug!(key = %c.key, "lifecycle pass resumes after this key");
     }
-    let mut walk = Walk::new(rate, state.clone());
+    let mut walk = Walk::new(opts.rate, state.clone(), opts.live);
     let mut sum = Summary::default();
     let at = At { now_ns, day_ns };
-    for (bucket, rules) in super::config::configured(gw, only).await? {
+    for (bucket, rules) in super::config::configured(gw, only, opts.scope).await? {
         if resume.as_ref().is_some_and(|c| bucket < c.bucket) {
             continue;
         }
@@ -379,14 +401,15 @@ async fn current(
                     .is_some_and(|t| t <= at.now_ns)
         });
         let tiered = attr.layout.tiered();
-        // The latest transition due of any rule; nothing if the object is there already.
+        // The latest transition due of any rule; nothing if the object is in that class
+        // already (a tier, or an erasure coding).
         let move_to = rules
             .iter()
             .filter(|r| r.filter.matches(&facts))
             .filter_map(|r| r.tier_at(attr.s3_mtime_ns, at.day_ns, at.now_ns))
             .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
-            .filter(|tier| tiered.is_none_or(|t| t.tier != *tier));
+            .filter(|tier| !crate::object::tiering::in_class(&attr, tier));
         let lapsed = tiered.is_some_and(|t| t.restore_lapsed(at.now_ns));
         if due {
             walk.delete(gw, sum, bucket, &key, None, |s| &mut s.expired)
@@ -590,7 +613,7 @@ async fn plan(
             .filter_map(|r| r.noncurrent_tier_at(since, rank, at.day_ns, at.now_ns))
             .max_by_key(|(t, _)| *t)
             .map(|(_, tier)| tier)
-            .filter(|tier| attr.layout.tiered().is_none_or(|t| t.tier != *tier));
+            .filter(|tier| !crate::object::tiering::in_class(attr, tier));
         let lapsed = (attr.layout.tiered()).is_some_and(|t| t.restore_lapsed(at.now_ns));
         if tier.is_some() || lapsed {
             let (vid, attr) = (v.version_id.clone(), (**attr).clone());
