@@ -282,7 +282,7 @@ async fn fetch_shard(
 
 /// Puts the shards `got` for indexes `which` (each `s` bytes) into `shards`, why not into
 /// `errors`.
-fn keep_shards(
+pub(super) fn keep_shards(
     which: &[usize],
     got: Vec<Result<Bytes, ChunkError>>,
     s: u64,

@@ -8,7 +8,9 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
-use super::erasure::fetch_all;
+use futures::StreamExt;
+
+use super::erasure::{fetch_all, keep_shards};
 use super::ReplicatedChunkStore;
 use crate::ec::{shard_id, Layout};
 use crate::error::ChunkError;
@@ -19,8 +21,9 @@ use crate::store::{CodedChunk, Pace, RepairReport, ScrubReport};
 
 impl ReplicatedChunkStore {
     /// Rebuilds the shards of `coded` that their members lack, at most `rate` bytes per second
-    /// (0: unpaced). `scanned` counts chunks, `under_replicated` chunks short of a shard,
-    /// `repaired` shards written, `lost` chunks with fewer than k shards left.
+    /// (0: unpaced), [`super::REPAIR_PARALLEL`] chunks at once. `scanned` counts chunks,
+    /// `under_replicated` chunks short of a shard, `repaired` shards written, `lost` chunks
+    /// with fewer than k shards left.
     pub(super) async fn repair_coded_chunks(
         &self,
         coded: &[CodedChunk],
@@ -30,36 +33,48 @@ impl ReplicatedChunkStore {
         let mut report = RepairReport::default();
         let mut pace = Pace::new(rate);
         let held = self.held_sets(&view, &mut report).await;
+        let mut short = Vec::new();
         for &(chunk, layout, stored) in coded {
             report.scanned += 1;
             let Ok(places) = shard_places(&view.members, layout.shards(), chunk) else {
                 report.failed += 1;
                 continue;
             };
+            let holds = |i: usize| {
+                held[places[i]]
+                    .as_ref()
+                    .map(|h| h.contains(&shard_id(chunk, layout, i as u8).0))
+            };
             let missing: Vec<usize> = (0..layout.shards())
-                .filter(|&i| {
-                    held[places[i]]
-                        .as_ref()
-                        .is_some_and(|h| !h.contains(&shard_id(chunk, layout, i as u8).0))
-                })
+                .filter(|&i| holds(i) == Some(false))
                 .collect();
             if missing.is_empty() {
                 continue;
             }
             report.under_replicated += 1;
-            let (shards, _) = fetch_all(&view, &places, chunk, layout, stored).await;
-            let bytes = self
-                .rewrite_shards(
-                    &view,
-                    &places,
-                    chunk,
-                    layout,
-                    stored,
-                    shards,
-                    &missing,
-                    &mut report,
-                )
-                .await;
+            // Read back: k shards their placed members were seen to hold.
+            let sources: Vec<usize> = (0..layout.shards())
+                .filter(|&i| holds(i) == Some(true))
+                .take(layout.data())
+                .collect();
+            short.push((chunk, layout, stored, places, missing, sources));
+        }
+        let view = &view;
+        let rebuilds = short.into_iter().map(
+            |(chunk, layout, stored, places, missing, sources)| async move {
+                let shards = read_shards(view, &places, chunk, layout, stored, &sources).await;
+                let mut r = RepairReport::default();
+                let bytes = self
+                    .rewrite_shards(
+                        view, &places, chunk, layout, stored, shards, &missing, &mut r,
+                    )
+                    .await;
+                (r, bytes)
+            },
+        );
+        let mut rebuilds = futures::stream::iter(rebuilds).buffer_unordered(super::REPAIR_PARALLEL);
+        while let Some((r, bytes)) = rebuilds.next().await {
+            report.add(&r);
             pace.wait(bytes).await;
         }
         report
@@ -132,7 +147,11 @@ impl ReplicatedChunkStore {
         for &i in which {
             shards[i] = None;
         }
-        let rebuilt = match layout.rebuild(stored, &shards, which) {
+        let want = which.to_vec();
+        let rebuilt = tokio::task::spawn_blocking(move || layout.rebuild(stored, &shards, &want))
+            .await
+            .unwrap_or_else(|e| Err(ChunkError::Unavailable(format!("rebuild task: {e}"))));
+        let rebuilt = match rebuilt {
             Ok(r) => r,
             Err(e) => {
                 report.lost += 1;
@@ -188,6 +207,34 @@ impl ReplicatedChunkStore {
             })
             .collect()
     }
+}
+
+/// The shards of `chunk` for a rebuild: `sources` (k indexes whose placed members hold them)
+/// read from those members alone, or, when that falls short of k, every shard looked for
+/// everywhere ([`fetch_all`]).
+async fn read_shards(
+    view: &View,
+    places: &[usize],
+    chunk: ChunkId,
+    layout: Layout,
+    stored: u64,
+    sources: &[usize],
+) -> Vec<Option<Bytes>> {
+    let s = layout.shard_len(stored);
+    let mut shards = vec![None; layout.shards()];
+    if sources.len() == layout.data() {
+        let reads = sources.iter().map(|&i| {
+            view.members[places[i]]
+                .store
+                .get_shard(chunk, layout, i as u8, 0, s)
+        });
+        let got = futures::future::join_all(reads).await;
+        keep_shards(sources, got, s, &mut shards, &mut Vec::new());
+        if shards.iter().flatten().count() == layout.data() {
+            return shards;
+        }
+    }
+    fetch_all(view, places, chunk, layout, stored).await.0
 }
 
 /// The one shard of `shards` (all present, disagreeing) whose rebuild from the others makes

@@ -173,3 +173,99 @@ async fn a_prefix_storage_class_codes_current_and_noncurrent_versions() {
     );
     assert_eq!(class_of(&c, b, "cold/a", None).await, "EC_4_2");
 }
+
+/// SIGKILL of the server again and again while `saker admin ec run` codes a bucket (each time
+/// as soon as new shards appear on disk), until a run completes: every object of the ledger
+/// reads back byte-exact and coded, and once the GC and the leak scrub have run, the disks
+/// hold exactly the coded chunks' shards (no replica, no orphan shard left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kills_during_coding_lose_and_leak_nothing() {
+    let disks = tempfile::tempdir().unwrap();
+    let list = (0..6)
+        .map(|i| disks.path().join(format!("d{i}")).display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let opts = Opts::default()
+        .arg("--chunk-dirs", &list)
+        .arg("--gc-grace", "1s")
+        .arg("--scrub-age", "2s")
+        .arg("--gc-interval", "200ms");
+    let mut srv = Server::start(opts);
+    let b = "ledger";
+    create_bucket(&srv.client(), b).await;
+    // The ledger: 16 objects of one chunk, 4 of two (8 MiB chunks); every shard larger than
+    // the small-chunk limit, so each is a file of its own that `chunk_files` counts.
+    let mut ledger = std::collections::BTreeMap::new();
+    for i in 0..20 {
+        let size = if i % 5 == 0 {
+            10 << 20
+        } else {
+            (1 << 20) + (i + 1) * 4096
+        };
+        let data = random_bytes(size);
+        put(&srv.client(), b, &format!("k{i:02}"), &data).await;
+        ledger.insert(format!("k{i:02}"), data);
+    }
+    let chunks = 16 + 4 * 2;
+    let o = srv.admin_cmd(&["bucket", "storage-class", "set", b, "--ec", "4+2"]);
+    assert!(o.status.success(), "{:?}", out_text(&o));
+
+    let files = || chunk_files(disks.path());
+    let mut kills = 0;
+    loop {
+        let before = files();
+        let mut run = std::process::Command::new(saker_bin())
+            .args(["admin", "ec", "run", b, "--admin-endpoint", &srv.admin])
+            .env("SAKER_ACCESS_KEY", ROOT_AK)
+            .env("SAKER_SECRET_KEY", ROOT_SK)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Coding under way (shards written since the run began), or the run over.
+        let mut ended = None;
+        let seen = poll_until(Duration::from_secs(60), || {
+            let status = run.try_wait().unwrap();
+            ended = status;
+            let grew = files() > before;
+            async move { grew || status.is_some() }
+        })
+        .await;
+        assert!(
+            seen,
+            "ec run made no progress in 60 s\n{}",
+            srv.stderr_tail()
+        );
+        if let Some(status) = ended {
+            assert!(status.success(), "ec run failed\n{}", srv.stderr_tail());
+            break;
+        }
+        srv.kill();
+        let _ = run.wait();
+        srv.restart();
+        kills += 1;
+        assert!(kills <= 40, "ec run never completed");
+    }
+    assert!(kills >= 1, "the server was never killed during coding");
+    eprintln!("ec run completed after {kills} kills");
+
+    // Settled (the replicas gone with the GC, orphan shards with the leak scrub), then read.
+    let settled = poll_until(Duration::from_secs(60), || async { files() == chunks * 6 }).await;
+    assert!(
+        settled,
+        "{} chunk files, {} expected, after {kills} kills\n{}",
+        files(),
+        chunks * 6,
+        srv.stderr_tail()
+    );
+    let c = srv.client();
+    for (key, data) in &ledger {
+        assert!(
+            get_bytes(&c, b, key).await == *data,
+            "{key} after {kills} kills"
+        );
+        assert_eq!(class_of(&c, b, key, None).await, "EC_4_2", "{key}");
+    }
+    assert_eq!(files(), chunks * 6, "after the reads");
+}
