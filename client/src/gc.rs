@@ -180,5 +180,25 @@ pub async fn coded_chunks(cluster: &Cluster) -> Result<Vec<CodedChunk>, ClientEr
             after = next;
         }
     }
+    count_coded(&out);
     Ok(out)
+}
+
+/// Sets [`crate::metrics::CODED`] to what `coded` holds.
+fn count_coded(coded: &[CodedChunk]) {
+    let mut by_layout: std::collections::BTreeMap<String, (i64, i64, i64)> = Default::default();
+    for (_, layout, stored) in coded {
+        let e = by_layout.entry(layout.to_string()).or_default();
+        e.0 += 1;
+        e.1 += *stored as i64;
+        e.2 += (layout.shard_len(*stored) * layout.shards() as u64) as i64;
+    }
+    crate::metrics::CODED.reset();
+    for (layout, (chunks, stored, raw)) in by_layout {
+        for (what, v) in [("chunks", chunks), ("stored", stored), ("raw", raw)] {
+            crate::metrics::CODED
+                .with_label_values(&[layout.as_str(), what])
+                .set(v);
+        }
+    }
 }

@@ -24,7 +24,8 @@ pub use data::{channel_stream, collect, ChunkWriter, DataStream, ReadRange, Tier
 pub use encode::Encoded;
 pub use error::ClientError;
 pub use gc::{
-    collect_garbage, now_ns, referenced_chunks, release_now, repair_chunks, scrub_chunks, GcReport,
+    coded_chunks, collect_garbage, now_ns, referenced_chunks, release_now, repair_chunks,
+    scrub_chunks, GcReport,
 };
 pub use list::{buckets, ListItem, Lister};
 pub use packaged_copy::first_packages;

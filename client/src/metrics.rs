@@ -3,7 +3,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    register_gauge, register_histogram, register_int_counter, Gauge, Histogram, IntCounter,
+    register_gauge, register_histogram, register_int_counter, register_int_gauge_vec, Gauge,
+    Histogram, IntCounter, IntGaugeVec,
 };
 
 /// MNode requests one library operation sent: 1 for a lookup or a write whose parents exist,
@@ -32,6 +33,18 @@ pub static SCRUB_CUTOFF: LazyLock<Gauge> = LazyLock::new(|| {
     register_gauge!(
         "saker_gc_scrub_cutoff_seconds",
         "Chunks written before this time (Unix seconds) were checked by the last leak scrub"
+    )
+    .expect("metric registers once")
+});
+
+/// The erasure-coded chunks the metadata references, by layout (`4+2`), as the last repair or
+/// scrub pass listed them: `chunks`, their `stored` bytes, and the bytes their shards take on
+/// the chunkstores (`raw`, headers and checksums aside).
+pub static CODED: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register_int_gauge_vec!(
+        "saker_ec_coded",
+        "Erasure-coded chunks referenced, by layout: chunks, stored bytes and shard bytes (raw), as the last repair or scrub listed them",
+        &["layout", "what"]
     )
     .expect("metric registers once")
 });

@@ -119,6 +119,15 @@ async fn a_prefix_storage_class_codes_current_and_noncurrent_versions() {
     assert_eq!(job["freed"], 2, "{text}");
     // Right after: two coded versions' 6 shards each, and hot/b's 3 copies.
     assert_eq!(files(), 2 * 6 + 3, "{text}");
+    // /metrics shows the coded capacity: 2 chunks of 3 MiB, their shards 1.5x that.
+    let coded = |what: &'static str| {
+        let name = format!("saker_ec_coded{{layout=\"4+2\",what=\"{what}\"}}");
+        let admin = srv.admin.clone();
+        async move { metric(&admin, &name).await }
+    };
+    assert_eq!(coded("chunks").await, 2.0);
+    assert_eq!(coded("stored").await, (6 << 20) as f64);
+    assert_eq!(coded("raw").await, (9 << 20) as f64);
     assert_eq!(class_of(&c, b, "cold/a", None).await, "EC_4_2");
     assert_eq!(class_of(&c, b, "cold/a", Some(&v1)).await, "EC_4_2");
     assert_eq!(class_of(&c, b, "hot/b", None).await, "STANDARD");
@@ -268,4 +277,198 @@ async fn kills_during_coding_lose_and_leak_nothing() {
         assert_eq!(class_of(&c, b, key, None).await, "EC_4_2", "{key}");
     }
     assert_eq!(files(), chunks * 6, "after the reads");
+}
+
+/// Every file under `dir` holds `needle` somewhere (read whole: test-sized disks).
+fn disks_hold(dir: &std::path::Path, needle: &[u8]) -> bool {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// A lifecycle transition to EC_4_2 (current objects and noncurrent versions, Days 0) in a
+/// bucket with Object Lock: a version under COMPLIANCE retention is coded and stays locked
+/// (no delete, the same retention); an SSE-S3 object is coded and its bytes stay encrypted
+/// at rest (its plaintext is on no disk, where a plain object's is), and every version reads
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transition_codes_locked_and_encrypted_versions_as_they_are() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
+        NoncurrentVersionTransition, ObjectLockMode, ServerSideEncryption, Transition,
+        TransitionStorageClass,
+    };
+    let disks = tempfile::tempdir().unwrap();
+    let list = (0..6)
+        .map(|i| disks.path().join(format!("d{i}")).display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (_keys, key) = common::sse::master_key();
+    let opts = Opts::default()
+        .arg("--chunk-dirs", &list)
+        .arg("--sse-key-file", key.to_str().unwrap())
+        .arg("--gc-grace", "1s")
+        .arg("--gc-interval", "200ms");
+    let srv = Server::start(opts);
+    let c = srv.client();
+    let b = "locked";
+    c.create_bucket()
+        .bucket(b)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+
+    let pattern =
+        |marker: &str, n: usize| marker.as_bytes().repeat(n / marker.len() + 1)[..n].to_vec();
+    let (plain_marker, sealed_marker) = (
+        "plain-marker-7f3a9c1e-stays-readable|",
+        "sealed-marker-2b8d-never-on-disk|",
+    );
+    let until = aws_sdk_s3::primitives::DateTime::from_secs(
+        (std::time::SystemTime::now() + Duration::from_secs(86_400))
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64,
+    );
+    let locked = random_bytes(3 << 20);
+    let v1 = c
+        .put_object()
+        .bucket(b)
+        .key("doc")
+        .object_lock_mode(ObjectLockMode::Compliance)
+        .object_lock_retain_until_date(until)
+        .body(locked.clone().into())
+        .send()
+        .await
+        .unwrap()
+        .version_id()
+        .unwrap()
+        .to_string();
+    let newer = random_bytes(2 << 20);
+    put(&c, b, "doc", &newer).await;
+    let plain = pattern(plain_marker, 2 << 20);
+    put(&c, b, "plain", &plain).await;
+    let sealed = pattern(sealed_marker, 2 << 20);
+    common::sse::put_sealed(&c, b, "sealed", ServerSideEncryption::Aes256, &sealed)
+        .await
+        .unwrap();
+
+    let rule = LifecycleRule::builder()
+        .id("code-all")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("").build())
+        .transitions(
+            Transition::builder()
+                .days(0)
+                .storage_class(TransitionStorageClass::from("EC_4_2"))
+                .build(),
+        )
+        .noncurrent_version_transitions(
+            NoncurrentVersionTransition::builder()
+                .noncurrent_days(0)
+                .storage_class(TransitionStorageClass::from("EC_4_2"))
+                .build(),
+        )
+        .build()
+        .unwrap();
+    c.put_bucket_lifecycle_configuration()
+        .bucket(b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let o = srv.admin_cmd(&["lifecycle", "run", b]);
+    let (text, err) = out_text(&o);
+    assert!(o.status.success(), "{err}");
+    let sum: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(sum["transitioned"], 4, "{text}");
+
+    for (key, version) in [
+        ("doc", Some(v1.as_str())),
+        ("doc", None),
+        ("plain", None),
+        ("sealed", None),
+    ] {
+        assert_eq!(
+            class_of(&c, b, key, version).await,
+            "EC_4_2",
+            "{key} {version:?}"
+        );
+    }
+    // Still locked: no delete of the version, its retention as it was.
+    let e = c
+        .delete_object()
+        .bucket(b)
+        .key("doc")
+        .version_id(&v1)
+        .send()
+        .await
+        .unwrap_err()
+        .into_service_error();
+    assert_eq!(e.meta().code(), Some("AccessDenied"), "{e:?}");
+    let r = c
+        .get_object_retention()
+        .bucket(b)
+        .key("doc")
+        .version_id(&v1)
+        .send()
+        .await
+        .unwrap();
+    let r = r.retention().unwrap();
+    assert_eq!(
+        r.mode(),
+        Some(&aws_sdk_s3::types::ObjectLockRetentionMode::Compliance)
+    );
+    assert_eq!(r.retain_until_date().map(|d| d.secs()), Some(until.secs()));
+    // Every version reads back; the sealed one still says it is encrypted.
+    let got = c
+        .get_object()
+        .bucket(b)
+        .key("doc")
+        .version_id(&v1)
+        .send()
+        .await
+        .unwrap();
+    assert!(got.body.collect().await.unwrap().into_bytes() == locked);
+    assert!(get_bytes(&c, b, "doc").await == newer);
+    assert!(get_bytes(&c, b, "plain").await == plain);
+    let got = c.get_object().bucket(b).key("sealed").send().await.unwrap();
+    assert_eq!(
+        got.server_side_encryption(),
+        Some(&ServerSideEncryption::Aes256)
+    );
+    assert!(got.body.collect().await.unwrap().into_bytes() == sealed);
+
+    // Once the replicas are gone (four versions, one chunk each, six shards each): the plain
+    // object's bytes are in its data shards, the sealed object's are on no disk.
+    let settled = poll_until(Duration::from_secs(30), || async {
+        chunk_files(disks.path()) == 4 * 6
+    })
+    .await;
+    assert!(settled, "{} chunk files", chunk_files(disks.path()));
+    assert!(
+        disks_hold(disks.path(), plain_marker.as_bytes()),
+        "the control marker is not found"
+    );
+    assert!(
+        !disks_hold(disks.path(), sealed_marker.as_bytes()),
+        "SSE plaintext on disk"
+    );
 }

@@ -273,6 +273,10 @@ async fn run_job(
     };
     let complete = sum.errors == 0;
     info.lock().summary = sum;
+    // (Brings the coded capacity in /metrics up to date.)
+    if let Err(e) = saker_client::coded_chunks(cluster).await {
+        tracing::warn!(error = %e, "coded chunks not counted after an ec run");
+    }
     if req.free_now {
         info.lock().state = "freeing".into();
         match saker_client::release_now(cluster).await {
