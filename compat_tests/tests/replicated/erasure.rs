@@ -118,6 +118,19 @@ async fn read(c: &aws_sdk_s3::Client, b: &str, key: &str) -> Result<Vec<u8>, Str
     Ok(body.into_bytes().to_vec())
 }
 
+/// Six chunk directories `d0`..`d5` in a new temporary directory, and their `--chunk-dirs` list.
+pub(crate) fn six_disks() -> (tempfile::TempDir, Vec<std::path::PathBuf>, String) {
+    let disks = tempfile::tempdir().unwrap();
+    let dirs: Vec<std::path::PathBuf> =
+        (0..6).map(|i| disks.path().join(format!("d{i}"))).collect();
+    let list = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    (disks, dirs, list)
+}
+
 /// `*.chunk` files under `dir` (shards and copies of more than the small-chunk limit).
 pub(crate) fn chunk_files(dir: &std::path::Path) -> usize {
     let mut n = 0;
@@ -140,14 +153,7 @@ pub(crate) fn chunk_files(dir: &std::path::Path) -> usize {
 /// shards, so two other directories can go next; a scrub then finds every shard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_all_in_one_server_on_six_disks_loses_any_two() {
-    let disks = tempfile::tempdir().unwrap();
-    let dirs: Vec<std::path::PathBuf> =
-        (0..6).map(|i| disks.path().join(format!("d{i}"))).collect();
-    let list = dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (_disks, dirs, list) = six_disks();
     let opts = Opts::default()
         .arg("--chunk-dirs", &list)
         .arg("--gc-grace", "1s")
@@ -225,11 +231,7 @@ async fn an_all_in_one_server_on_six_disks_loses_any_two() {
 /// replicas are freed, it is coded and whole, and the GC takes the replicas. Nothing leaks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crash_at_each_step_of_coding_loses_and_leaks_nothing() {
-    let disks = tempfile::tempdir().unwrap();
-    let list = (0..6)
-        .map(|i| disks.path().join(format!("d{i}")).display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (disks, _, list) = six_disks();
     let base = || {
         Opts::default()
             .arg("--chunk-dirs", &list)

@@ -4,7 +4,7 @@
 //! coded, current and noncurrent versions alike, by `saker admin ec run --free-now` (which
 //! frees the replaced replicas at once) and by the lifecycle passes in the background.
 
-use super::erasure::chunk_files;
+use super::erasure::{chunk_files, six_disks};
 use super::*;
 
 fn out_text(o: &std::process::Output) -> (String, String) {
@@ -30,14 +30,7 @@ async fn class_of(c: &aws_sdk_s3::Client, b: &str, key: &str, version: Option<&s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_prefix_storage_class_codes_current_and_noncurrent_versions() {
-    let disks = tempfile::tempdir().unwrap();
-    let dirs: Vec<std::path::PathBuf> =
-        (0..6).map(|i| disks.path().join(format!("d{i}"))).collect();
-    let list = dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (_disks, dirs, list) = six_disks();
     // A long grace: only `--free-now` frees the replaced replicas within this test.
     let opts = Opts::default()
         .arg("--chunk-dirs", &list)
@@ -189,11 +182,7 @@ async fn a_prefix_storage_class_codes_current_and_noncurrent_versions() {
 /// hold exactly the coded chunks' shards (no replica, no orphan shard left).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kills_during_coding_lose_and_leak_nothing() {
-    let disks = tempfile::tempdir().unwrap();
-    let list = (0..6)
-        .map(|i| disks.path().join(format!("d{i}")).display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (disks, _, list) = six_disks();
     let opts = Opts::default()
         .arg("--chunk-dirs", &list)
         .arg("--gc-grace", "1s")
@@ -309,11 +298,7 @@ async fn a_transition_codes_locked_and_encrypted_versions_as_they_are() {
         NoncurrentVersionTransition, ObjectLockMode, ServerSideEncryption, Transition,
         TransitionStorageClass,
     };
-    let disks = tempfile::tempdir().unwrap();
-    let list = (0..6)
-        .map(|i| disks.path().join(format!("d{i}")).display().to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (disks, _, list) = six_disks();
     let (_keys, key) = common::sse::master_key();
     let opts = Opts::default()
         .arg("--chunk-dirs", &list)

@@ -9,6 +9,7 @@ pub(crate) mod access;
 pub(crate) mod acl;
 pub(crate) mod bucket_acl;
 pub(crate) mod buckets;
+pub(crate) mod class_rules;
 pub mod cors;
 pub mod cors_rules;
 pub(crate) mod encryption;

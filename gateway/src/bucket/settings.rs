@@ -120,7 +120,7 @@ pub struct Bucket {
     /// The default encryption of new objects (PutBucketEncryption): `AES256`, SSE-S3.
     pub encryption: Option<String>,
     /// Storage classes by prefix (`saker admin bucket storage-class`).
-    pub storage_class: Option<Arc<Vec<crate::bucket::storage_class::ClassRule>>>,
+    pub storage_class: Option<Arc<Vec<crate::bucket::class_rules::ClassRule>>>,
     /// The settings version `versioning`, `object_lock` and `encryption` were sealed under
     /// (0: never sealed).
     pub settings_version: u64,

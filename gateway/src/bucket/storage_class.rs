@@ -9,50 +9,12 @@
 //! day 0 still moves to a remote tier at day 30).
 
 use s3s::{s3_error, S3Result};
-use serde::{Deserialize, Serialize};
 
-use crate::bucket::lifecycle::rules::{Filter, NoncurrentTransition, Rule, Transition};
+pub use crate::bucket::class_rules::ClassRule;
 use crate::bucket::lookup::{settings, store};
 use crate::bucket::settings::Setting;
 use crate::http::error;
 use crate::Gateway;
-
-/// Objects under `prefix` are kept as storage class `class` (an erasure-coding class,
-/// `EC_<k>_<m>`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClassRule {
-    pub prefix: String,
-    pub class: String,
-}
-
-impl ClassRule {
-    /// The lifecycle rule that codes what this one names: current objects and noncurrent
-    /// versions, from their first day.
-    pub fn as_lifecycle(&self) -> Rule {
-        Rule {
-            id: format!("saker storage-class {} {}", self.class, self.prefix),
-            enabled: true,
-            filter: Filter {
-                prefix: Some(self.prefix.clone()),
-                ..Filter::default()
-            },
-            legacy_prefix: false,
-            expiration: None,
-            noncurrent: None,
-            abort_upload_days: None,
-            transitions: vec![Transition {
-                days: Some(0),
-                date: None,
-                tier: self.class.clone(),
-            }],
-            noncurrent_transitions: vec![NoncurrentTransition {
-                days: 0,
-                newer: None,
-                tier: self.class.clone(),
-            }],
-        }
-    }
-}
 
 /// The storage-class rules of existing bucket `bucket` (none set: empty).
 pub async fn get(gw: &Gateway, bucket: &str) -> S3Result<Vec<ClassRule>> {

@@ -123,15 +123,7 @@ pub(super) async fn set_class(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let path = format!("/admin/buckets/{bucket}/storage-class");
-    if !authorized(&st, &Method::PUT, &path, &headers, &body) {
-        return deny();
-    }
-    let gw = match gateway(&st) {
-        Ok(g) => g,
-        Err(r) => return *r,
-    };
-    let req: SetRule = match json_body(&body) {
+    let (gw, req) = match class_request::<SetRule>(&st, Method::PUT, &bucket, &headers, &body) {
         Ok(r) => r,
         Err(r) => return *r,
     };
@@ -150,19 +142,27 @@ pub(super) async fn clear_class(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let path = format!("/admin/buckets/{bucket}/storage-class");
-    if !authorized(&st, &Method::DELETE, &path, &headers, &body) {
-        return deny();
+    match class_request::<ClearRule>(&st, Method::DELETE, &bucket, &headers, &body) {
+        Ok((gw, req)) => {
+            rules_reply(storage_class::clear(gw, &bucket, req.prefix.as_deref()).await)
+        }
+        Err(r) => *r,
     }
-    let gw = match gateway(&st) {
-        Ok(g) => g,
-        Err(r) => return *r,
-    };
-    let req: ClearRule = match json_body(&body) {
-        Ok(r) => r,
-        Err(r) => return *r,
-    };
-    rules_reply(storage_class::clear(gw, &bucket, req.prefix.as_deref()).await)
+}
+
+/// A signed change to `bucket`'s storage classes: the gateway and the request's body.
+fn class_request<'a, T: serde::de::DeserializeOwned>(
+    st: &'a AdminState,
+    method: Method,
+    bucket: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(&'a Gateway, T), Box<Response>> {
+    let path = format!("/admin/buckets/{bucket}/storage-class");
+    if !authorized(st, &method, &path, headers, body) {
+        return Err(Box::new(deny()));
+    }
+    Ok((gateway(st)?, json_body(body)?))
 }
 
 #[derive(Serialize, Deserialize)]
