@@ -11,7 +11,9 @@
 //! the header, data and checksums, fsyncs the file and then the shard directory before
 //! returning. A crash during `put` leaves at most a partial file that no metadata record
 //! references (the metadata commit happens only after `put` returns); reads of it fail as
-//! corrupt, and the leak scrub ([`ChunkStore::list_older_than`]) finds and deletes it. A failed
+//! corrupt, and the leak scrub ([`ChunkStore::list_older_than`]) finds and deletes it. (A
+//! shard's id is derived from its chunk, so a retry at coding the chunk meets such a file:
+//! the coder keeps it only if it reads back whole, see `replicated::erasure`.) A failed
 //! `put` removes its partial file itself. `delete` does not fsync: a chunk that reappears after a
 //! crash is an unreferenced leak that the scrub removes too. Volumes give the same guarantees
 //! with one shared fdatasync per group of puts (see [`crate::volume`]), or, opened with

@@ -33,8 +33,9 @@ impl ReplicatedChunkStore {
     }
 
     /// Encodes chunk `chunk` (`data`) in `layout` and stores every shard on its member; answers
-    /// once all are durable (a shard already there from an earlier try counts: encoding is
-    /// deterministic). What the chunk's metadata keeps, as for a replicated chunk.
+    /// once all are durable (a shard already there from an earlier try counts if it reads back
+    /// as this one: encoding is deterministic). What the chunk's metadata keeps, as for a
+    /// replicated chunk.
     pub async fn put_encoded(
         &self,
         chunk: ChunkId,
@@ -63,10 +64,9 @@ impl ReplicatedChunkStore {
                     chunk_len: info.len,
                 };
                 async move {
-                    match member.store.put_shard(of, shard).await {
-                        Ok(_) | Err(ChunkError::AlreadyExists(_)) => Ok(()),
-                        Err(e) => Err(format!("shard {i} on {}: {e}", member.name)),
-                    }
+                    put_shard_anew(&*member.store, of, shard)
+                        .await
+                        .map_err(|e| format!("shard {i} on {}: {e}", member.name))
                 }
             });
         let failed: Vec<String> = join_all(writes)
@@ -278,6 +278,32 @@ async fn fetch_shard(
         Ok((b, _)) => Ok(b),
         Err(_) => Err(first_error),
     }
+}
+
+/// Stores shard `of` (`shard`) on `store`. A shard already there is one an earlier try at the
+/// same chunk wrote (shard ids are derived from the chunk, not random, so a retry meets it):
+/// kept only if it reads back as `shard`, else replaced, since a crash during that try may
+/// have left it torn (a chunk file is written in place).
+async fn put_shard_anew(
+    store: &dyn crate::store::ChunkStore,
+    of: ShardOf,
+    shard: Bytes,
+) -> Result<(), ChunkError> {
+    match store.put_shard(of, shard.clone()).await {
+        Err(ChunkError::AlreadyExists(_)) => {}
+        other => return other.map(|_| ()),
+    }
+    let len = shard.len() as u64;
+    if let Ok(there) = store.get_shard(of.chunk, of.layout, of.index, 0, len).await {
+        if there == shard {
+            return Ok(());
+        }
+    }
+    tracing::warn!(chunk = %of.chunk, shard = of.index, "a shard left by an earlier try did not read back whole; written again");
+    store
+        .delete(shard_id(of.chunk, of.layout, of.index))
+        .await?;
+    store.put_shard(of, shard).await.map(|_| ())
 }
 
 /// Puts the shards `got` for indexes `which` (each `s` bytes) into `shards`, why not into

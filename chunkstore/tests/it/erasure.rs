@@ -140,3 +140,60 @@ async fn a_write_with_a_member_down_fails_and_a_retry_completes_it() {
         assert!(f.store().is_empty());
     }
 }
+
+/// A shard left by an earlier try at coding the same chunk (shard ids are derived from the
+/// chunk, so a retry meets it) is kept only if it reads back as the shard the retry would
+/// write: one that differs (a crash tore it) is replaced, and the chunk then reads back with
+/// no degraded read.
+#[tokio::test]
+async fn a_retry_replaces_a_shard_an_earlier_try_left_torn() {
+    let (flaky, store) = cluster(6, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    let chunk = ChunkId::random();
+    let data = pattern(7, 1 << 20);
+    let places = store.shard_places(chunk, layout).unwrap();
+    let s = layout.shard_len(data.len() as u64) as usize;
+    // The member holding shard i.
+    let holder = |i: usize| {
+        let k = (0..flaky.len())
+            .find(|k| format!("127.0.0.1:{}", 9902 + 10 * k) == places[i])
+            .unwrap();
+        flaky[k].clone()
+    };
+    // Shards 1 and 4 as a torn try left them: the right length, the wrong bytes.
+    for i in [1u8, 4] {
+        let of = saker_chunkstore::format::ShardOf {
+            chunk,
+            index: i,
+            layout,
+            chunk_len: data.len() as u64,
+        };
+        holder(i as usize)
+            .put_shard(of, Bytes::from(vec![0u8; s]))
+            .await
+            .unwrap();
+    }
+    store
+        .put_encoded(chunk, layout, data.clone())
+        .await
+        .unwrap();
+    let before = store.stats().degraded_reads;
+    let got = store
+        .get_coded(chunk, layout, data.len() as u64, 0, u64::MAX)
+        .await
+        .unwrap();
+    assert!(got == data, "the chunk reads back");
+    assert_eq!(
+        store.stats().degraded_reads,
+        before,
+        "no shard was left torn"
+    );
+    // Every shard, parity included, is the one encoding writes.
+    let want = layout.encode(&data).unwrap();
+    for (i, w) in want.iter().enumerate() {
+        let got = holder(i)
+            .get_shard(chunk, layout, i as u8, 0, s as u64)
+            .await;
+        assert!(got.is_ok_and(|g| g == *w), "shard {i}");
+    }
+}

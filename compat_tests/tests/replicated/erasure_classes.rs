@@ -259,10 +259,16 @@ async fn kills_during_coding_lose_and_leak_nothing() {
     );
     let c = srv.client();
     for (key, data) in &ledger {
-        assert!(
-            get_bytes(&c, b, key).await == *data,
-            "{key} after {kills} kills"
-        );
+        let got = async {
+            let out = c.get_object().bucket(b).key(key).send().await;
+            let out = out.map_err(|e| format!("{:?}", e.into_service_error()))?;
+            let body = out.body.collect().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(body.into_bytes())
+        };
+        match got.await {
+            Ok(got) => assert!(got == data[..], "{key} differs after {kills} kills"),
+            Err(e) => panic!("{key} after {kills} kills: {e}\n{}", srv.stderr_tail()),
+        }
         assert_eq!(class_of(&c, b, key, None).await, "EC_4_2", "{key}");
     }
     assert_eq!(files(), chunks * 6, "after the reads");
