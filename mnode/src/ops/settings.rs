@@ -24,13 +24,52 @@ use saker_rpc::{
 
 use super::{Ctx, OpResult};
 use crate::keys::{Keys, COORD};
-use crate::records::{decode, encode};
+use crate::records::{decode_v2, encode_as, RECORD_V2};
 use crate::store::prefix_end;
 use crate::tree::{internal, View};
 use crate::txn::Txn;
 
 #[cfg(doc)]
 use crate::keys::BUCKET_WRITES;
+
+/// The encodings of a group's copy before it had its feed settings (record version 1).
+mod v1 {
+    use saker_rpc::{LockConfig, Versioning};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    pub struct BucketWrites {
+        pub versioning: Versioning,
+        pub object_lock: Option<LockConfig>,
+        pub encryption: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct SealedWrites {
+        pub version: u64,
+        pub writes: BucketWrites,
+    }
+
+    impl From<SealedWrites> for saker_rpc::SealedWrites {
+        fn from(old: SealedWrites) -> Self {
+            let w = old.writes;
+            saker_rpc::SealedWrites {
+                version: old.version,
+                writes: saker_rpc::BucketWrites {
+                    versioning: w.versioning,
+                    object_lock: w.object_lock,
+                    encryption: w.encryption,
+                    feed: None,
+                },
+            }
+        }
+    }
+}
+
+/// A group's copy as stored (record version 2: with the feed settings).
+fn encode_copy(sealed: &SealedWrites) -> Vec<u8> {
+    encode_as(sealed, RECORD_V2)
+}
 
 /// This group's copy of `bucket`'s write settings (the defaults, version 0, if it has none).
 pub(crate) fn copy_of<V: View + ?Sized>(
@@ -39,7 +78,7 @@ pub(crate) fn copy_of<V: View + ?Sized>(
     bucket: &str,
 ) -> Result<SealedWrites, MetaError> {
     match v.get(&keys.bucket_writes(bucket)).map_err(internal)? {
-        Some(b) => decode(&b).map_err(internal),
+        Some(b) => decode_v2::<SealedWrites, v1::SealedWrites>(&b).map_err(internal),
         None => Ok(SealedWrites::default()),
     }
 }
@@ -95,7 +134,7 @@ pub(super) fn seal(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> OpResult {
     let version = copy_of(txn, ctx.keys, bucket)?.version + 1;
     let sealed = SealedWrites { version, writes };
     let json = serde_json::to_vec(&sealed).map_err(|e| MetaError::Internal(e.to_string()))?;
-    txn.put(ctx.keys.bucket_writes(bucket), encode(&sealed));
+    txn.put(ctx.keys.bucket_writes(bucket), encode_copy(&sealed));
     txn.put(coord_key(ctx.keys, &sealed_record(bucket)), json);
     Ok(MetaResponse::Sealed(sealed))
 }
@@ -111,23 +150,35 @@ pub(super) fn install(
     if sealed.version <= current.version {
         return Ok(MetaResponse::Sealed(current));
     }
-    txn.put(ctx.keys.bucket_writes(bucket), encode(sealed));
+    txn.put(ctx.keys.bucket_writes(bucket), encode_copy(sealed));
     Ok(MetaResponse::Sealed(sealed.clone()))
 }
 
 /// `req` as it is to be applied under this batch's copy of its buckets' settings: what the
 /// MNode decides filled in, a gateway's decision checked (module docs). Borrowed when
-/// nothing changes.
+/// nothing changes. With it, the copy of the settings of the request's bucket when the
+/// decision read it (the feed needs it too, [`super::feed`]).
 pub(super) fn decided<'r>(
+    txn: &Txn<'_>,
+    ctx: &Ctx<'_>,
+    req: &'r MetaRequest,
+) -> Result<(Cow<'r, MetaRequest>, Option<SealedWrites>), MetaError> {
+    let keys = ctx.keys;
+    if let Some((path, decided)) = req.gateway_decided() {
+        let copy = copy_for(txn, keys, path)?;
+        decided.check(copy.version)?;
+        return Ok((Cow::Borrowed(req), Some(copy)));
+    }
+    Ok((decided_here(txn, ctx, req)?, None))
+}
+
+/// A write the MNode decides alone, decided from the copy.
+fn decided_here<'r>(
     txn: &Txn<'_>,
     ctx: &Ctx<'_>,
     req: &'r MetaRequest,
 ) -> Result<Cow<'r, MetaRequest>, MetaError> {
     let keys = ctx.keys;
-    if let Some((path, decided)) = req.gateway_decided() {
-        decided.check(copy_for(txn, keys, path)?.version)?;
-        return Ok(Cow::Borrowed(req));
-    }
     let mut owned = match req {
         MetaRequest::SetAttr {
             path,
@@ -320,7 +371,10 @@ mod tests {
             };
             // A bucket never set: version 0.
             let r = put("logs/k", Decided::under(Versioning::Off, 0));
-            assert!(matches!(decided(txn, ctx, &r), Ok(Cow::Borrowed(_))));
+            assert!(matches!(
+                decided(txn, ctx, &r),
+                Ok((Cow::Borrowed(_), Some(_)))
+            ));
             install(txn, ctx, "logs", &enabled).unwrap();
             assert_eq!(
                 decided(txn, ctx, &r).err(),
@@ -363,6 +417,7 @@ mod tests {
                     versioning: Versioning::Enabled,
                     object_lock: Some(LockConfig::parse(lock).unwrap()),
                     encryption: None,
+                    feed: None,
                 },
             };
             install(txn, ctx, "logs", &copy).unwrap();
@@ -381,7 +436,7 @@ mod tests {
                 default_lock: None,
                 sse: None,
             };
-            match decided(txn, ctx, &commit).unwrap().as_ref() {
+            match decided(txn, ctx, &commit).unwrap().0.as_ref() {
                 MetaRequest::CommitFile {
                     versioning,
                     default_lock,
@@ -398,7 +453,7 @@ mod tests {
                 versioning: Versioning::Off,
             };
             assert!(matches!(
-                decided(txn, ctx, &unlink).unwrap().as_ref(),
+                decided(txn, ctx, &unlink).unwrap().0.as_ref(),
                 MetaRequest::Unlink {
                     versioning: Versioning::Enabled,
                     ..
@@ -415,7 +470,7 @@ mod tests {
                 },
             };
             install(txn, ctx, "logs", &suspended).unwrap();
-            match decided(txn, ctx, &commit).unwrap().as_ref() {
+            match decided(txn, ctx, &commit).unwrap().0.as_ref() {
                 MetaRequest::CommitFile {
                     versioning,
                     default_lock,
@@ -437,7 +492,7 @@ mod tests {
             ..Default::default()
         };
         let mut b = WriteBatch::default();
-        b.put(keys.bucket_writes("logs"), encode(&copy));
+        b.put(keys.bucket_writes("logs"), encode_copy(&copy));
         store.write(&b, true).unwrap();
         assert_eq!(
             copy_of(&crate::tree::StoreView(&store), &keys, "logs").unwrap(),

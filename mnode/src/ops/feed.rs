@@ -1,0 +1,568 @@
+//! Buckets' change feeds in the batch: the record of an object change is written by the op's
+//! own batch (one raft entry, one TiKV transaction), so a change is acknowledged only with its
+//! record and no record exists without its change.
+//!
+//! A bucket has a feed while its write settings, installed in every group, say so
+//! ([`saker_rpc::FeedSettings`]); the op's evaluation reads that copy anyway (a gateway's
+//! write checks its settings version against it), so a bucket without notifications pays for
+//! nothing but a branch. Records are numbered per (bucket, group) from 1 in table `j`; where
+//! the feed stands (next seq, oldest kept, drops, last sequencer) is one record in table `y`.
+//! Records are deleted by an acknowledgement (`FeedRequest::Ack`) or, past the bucket's cap,
+//! oldest first with a count, a log line and a metric.
+
+use saker_rpc::{
+    version_id, FeedEvent, FeedKind, FeedPage, FeedSettings, MetaError, MetaRequest, MetaResponse,
+    SealedWrites, Versioning, NULL_VERSION,
+};
+use serde::{Deserialize, Serialize};
+
+use super::versions::object_key;
+use super::{Ctx, OpResult};
+use crate::keys::Keys;
+use crate::records::{decode, encode};
+use crate::store::prefix_end;
+use crate::tree::{internal, View};
+use crate::txn::Txn;
+
+/// Where one bucket's feed stands in a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Head {
+    /// The seq the next record gets.
+    pub next: u64,
+    /// The oldest seq kept (`first == next`: empty).
+    pub first: u64,
+    /// The sequencer of the last record.
+    pub sequencer: u64,
+    /// Records dropped at the cap, ever.
+    pub dropped: u64,
+}
+
+impl Default for Head {
+    fn default() -> Self {
+        Self {
+            next: 1,
+            first: 1,
+            sequencer: 0,
+            dropped: 0,
+        }
+    }
+}
+
+/// Most records one acknowledgement deletes (its batch stays small; the consumer acknowledges
+/// what it read, a page at a time).
+const MAX_ACK: u64 = 10 * saker_rpc::MAX_FEED_PAGE as u64;
+
+pub(crate) fn head_of<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+) -> Result<Head, MetaError> {
+    match v.get(&keys.feed_head(bucket)).map_err(internal)? {
+        Some(b) => decode(&b).map_err(internal),
+        None => Ok(Head::default()),
+    }
+}
+
+/// The change `req` made (answered `result`), if it is one the feed records: (bucket, key,
+/// what, size, etag, version id).
+struct Change<'a> {
+    bucket: &'a str,
+    key: String,
+    kind: FeedKind,
+    size: u64,
+    etag: String,
+    version_id: Option<String>,
+}
+
+/// The version id a new current object `id` has in a bucket that keeps versions as
+/// `versioning` says.
+fn new_version(versioning: Versioning, id: saker_rpc::InodeId) -> Option<String> {
+    match versioning {
+        Versioning::Off => None,
+        Versioning::Enabled => Some(version_id(id)),
+        Versioning::Suspended => Some(NULL_VERSION.to_string()),
+    }
+}
+
+fn change_of<'a>(req: &'a MetaRequest, result: &MetaResponse) -> Option<Change<'a>> {
+    let path = match req {
+        MetaRequest::PutObject { path, .. }
+        | MetaRequest::CompleteUpload { path, .. }
+        | MetaRequest::DeleteObject { path, .. }
+        | MetaRequest::PutTags { path, .. }
+        | MetaRequest::SetObjectLock { path, .. }
+        | MetaRequest::SetTier { path, .. } => path,
+        _ => return None,
+    };
+    if path.len() < 2 {
+        return None;
+    }
+    let (bucket, mut key) = object_key(path);
+    let mut change = Change {
+        bucket,
+        key: String::new(),
+        kind: FeedKind::Put,
+        size: 0,
+        etag: String::new(),
+        version_id: None,
+    };
+    match (req, result) {
+        (
+            MetaRequest::PutObject { versioning, .. }
+            | MetaRequest::CompleteUpload { versioning, .. },
+            MetaResponse::Attr(attr),
+        ) => {
+            if matches!(req, MetaRequest::CompleteUpload { .. }) {
+                change.kind = FeedKind::CompleteUpload;
+            }
+            change.size = attr.size;
+            change.etag = attr.etag.trim_matches('"').to_string();
+            change.version_id = new_version(versioning.versioning, attr.id);
+        }
+        (MetaRequest::DeleteObject { dir_marker, .. }, r) => {
+            if *dir_marker {
+                key.push('/');
+            }
+            match r {
+                MetaResponse::Deleted {
+                    version_id,
+                    delete_marker,
+                } => {
+                    // A DELETE without a version id that made a marker, or a version (which
+                    // may itself be a marker) removed by id.
+                    let by_id = matches!(
+                        req,
+                        MetaRequest::DeleteObject {
+                            version_id: Some(_),
+                            ..
+                        }
+                    );
+                    change.kind = if *delete_marker && !by_id {
+                        FeedKind::DeleteMarker
+                    } else {
+                        FeedKind::Delete
+                    };
+                    change.version_id = Some(version_id.clone());
+                }
+                _ => change.kind = FeedKind::Delete,
+            }
+        }
+        (
+            MetaRequest::PutTags {
+                tags,
+                version_id,
+                dir_marker,
+                ..
+            },
+            _,
+        ) => {
+            if *dir_marker {
+                key.push('/');
+            }
+            change.kind = match tags {
+                Some(t) if !t.is_empty() => FeedKind::TagsPut,
+                _ => FeedKind::TagsDeleted,
+            };
+            change.version_id = version_id.clone();
+        }
+        (MetaRequest::SetObjectLock { version_id, .. }, _) => {
+            change.kind = FeedKind::Retention;
+            change.version_id = version_id.clone();
+        }
+        (
+            MetaRequest::SetTier {
+                to,
+                inode,
+                noncurrent,
+                ..
+            },
+            _,
+        ) => {
+            // A restore's copy ready; the transitions themselves are not object changes S3
+            // notifies of.
+            to.restored.as_ref()?;
+            change.kind = FeedKind::Restored;
+            change.size = to.size;
+            change.version_id = noncurrent.then(|| version_id(*inode));
+        }
+        _ => return None,
+    }
+    change.key = key;
+    Some(change)
+}
+
+/// Whether `req` may make a change the feed records (so its bucket's copy is worth reading).
+fn may_record(req: &MetaRequest) -> bool {
+    matches!(
+        req,
+        MetaRequest::PutObject { .. }
+            | MetaRequest::CompleteUpload { .. }
+            | MetaRequest::DeleteObject { .. }
+            | MetaRequest::PutTags { .. }
+            | MetaRequest::SetObjectLock { .. }
+            | MetaRequest::SetTier { .. }
+    )
+}
+
+/// After `req` succeeded with `result`: its feed record, if its bucket keeps a feed. `copy`
+/// is the bucket's settings as the op's evaluation read them (`None`: not read, and read
+/// here only for an op that may make a record).
+pub(super) fn after(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    req: &MetaRequest,
+    copy: Option<SealedWrites>,
+    result: &MetaResponse,
+) -> Result<(), MetaError> {
+    if !may_record(req) {
+        return Ok(());
+    }
+    let feed = match copy {
+        Some(c) => c.writes.feed,
+        None => match req.path() {
+            Some(path) => super::settings::copy_for(txn, ctx.keys, path)?.writes.feed,
+            None => None,
+        },
+    };
+    let Some(settings) = feed else {
+        return Ok(());
+    };
+    if let Some(change) = change_of(req, result) {
+        append(txn, ctx, &settings, change)?;
+    }
+    Ok(())
+}
+
+/// Appends `change` to its bucket's feed, dropping the oldest records past the cap.
+fn append(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    settings: &FeedSettings,
+    change: Change<'_>,
+) -> Result<(), MetaError> {
+    let keys = ctx.keys;
+    let bucket = change.bucket;
+    let mut head = head_of(txn, keys, bucket)?;
+    let seq = head.next;
+    head.next += 1;
+    head.sequencer = (ctx.now_ns.max(0) as u64).max(head.sequencer + 1);
+    let event = FeedEvent {
+        seq,
+        kind: change.kind,
+        key: change.key,
+        size: change.size,
+        etag: change.etag,
+        version_id: change.version_id,
+        sequencer: head.sequencer,
+        time_ns: ctx.now_ns,
+    };
+    txn.put(keys.feed(bucket, seq), encode(&event));
+    let mut dropped = 0;
+    // (A cap just lowered is reached over several writes, each batch kept small.)
+    while head.next - head.first > settings.cap && dropped < MAX_ACK {
+        txn.delete(keys.feed(bucket, head.first));
+        head.first += 1;
+        dropped += 1;
+    }
+    if dropped > 0 {
+        head.dropped += dropped;
+        crate::metrics::FEED_DROPPED.inc_by(dropped);
+        tracing::warn!(
+            bucket,
+            group = keys.group,
+            cap = settings.cap,
+            dropped_total = head.dropped,
+            "change feed full: its oldest undelivered record dropped"
+        );
+    }
+    txn.put(keys.feed_head(bucket), encode(&head));
+    Ok(())
+}
+
+fn page(head: Head, events: Vec<FeedEvent>) -> FeedPage {
+    FeedPage {
+        events,
+        next: head.next,
+        first: head.first,
+        dropped: head.dropped,
+    }
+}
+
+/// `Ack`: drops `bucket`'s records up to `upto` (at most [`MAX_ACK`] of them; the answer says
+/// where the feed stands).
+pub(super) fn ack(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, upto: u64) -> OpResult {
+    let mut head = head_of(txn, ctx.keys, bucket)?;
+    let end = upto
+        .min(head.next - 1)
+        .min(head.first.saturating_add(MAX_ACK - 1));
+    if head.first > end {
+        return Ok(MetaResponse::Feed(page(head, Vec::new())));
+    }
+    while head.first <= end {
+        txn.delete(ctx.keys.feed(bucket, head.first));
+        head.first += 1;
+    }
+    txn.put(ctx.keys.feed_head(bucket), encode(&head));
+    Ok(MetaResponse::Feed(page(head, Vec::new())))
+}
+
+/// `Read`: up to `limit` records of `bucket`'s feed after seq `after`, oldest first.
+pub(crate) fn read<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    bucket: &str,
+    after: u64,
+    limit: u32,
+) -> Result<FeedPage, MetaError> {
+    let head = head_of(v, keys, bucket)?;
+    let from = after.saturating_add(1).max(head.first);
+    let prefix = keys.feed_of(bucket);
+    let end = prefix_end(&prefix).expect("a feed prefix has an end");
+    let rows = v
+        .scan(&keys.feed(bucket, from), &end, limit as usize)
+        .map_err(internal)?;
+    let events = rows
+        .iter()
+        .map(|(_, val)| decode(val).map_err(internal))
+        .collect::<Result<Vec<FeedEvent>, _>>()?;
+    Ok(page(head, events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::apply_write;
+    use crate::store::MemStore;
+    use crate::tree::Resolver;
+    use saker_rpc::{
+        BucketWrites, Decided, Layout, NewObject, SettingsRequest, TierRef, Versioning,
+    };
+
+    fn p(s: &str) -> Vec<String> {
+        s.split('/').map(String::from).collect()
+    }
+
+    fn put(path: &str, size: u64, versioning: Decided) -> MetaRequest {
+        MetaRequest::PutObject {
+            path: p(path),
+            obj: NewObject {
+                size,
+                etag: format!("\"e{size}\""),
+                layout: Layout::Inline,
+                inline: Some(vec![7; size as usize].into()),
+                ..Default::default()
+            },
+            cond: None,
+            versioning,
+        }
+    }
+
+    fn delete(path: &str, versioning: Decided, version_id: Option<&str>) -> MetaRequest {
+        MetaRequest::DeleteObject {
+            path: p(path),
+            dir_marker: false,
+            cond: None,
+            versioning,
+            version_id: version_id.map(String::from),
+            bypass_governance: false,
+        }
+    }
+
+    /// Runs `f` on group 1 of a one-group namespace with buckets `logs` (its write settings
+    /// at version 1, `feed` as given, `versioning`) and `quiet` (no settings).
+    fn with_bucket(
+        versioning: Versioning,
+        feed: Option<FeedSettings>,
+        f: impl FnOnce(&mut dyn FnMut(MetaRequest) -> OpResult, &dyn Fn() -> FeedPage),
+    ) {
+        let keys = Keys::new(1);
+        let store = MemStore::new();
+        let router = saker_namespace::SharedRouter::new(saker_namespace::Router::single(1));
+        let replica = parking_lot::Mutex::new(saker_namespace::DentryReplica::default());
+        let frozen = crate::frozen::FrozenDirs::default();
+        let ns = Resolver::new(&keys, router.get(), &replica, &frozen, true);
+        let mut ctx = Ctx {
+            keys: &keys,
+            ns: &ns,
+            now_ns: 1_000,
+            gc_grace_ns: 0,
+            next_id: 100,
+            changes: Vec::new(),
+            reap: None,
+            reaped: false,
+        };
+        let txn = std::cell::RefCell::new(Txn::new(&store));
+        let sealed = SealedWrites {
+            version: 1,
+            writes: BucketWrites {
+                versioning,
+                feed,
+                ..Default::default()
+            },
+        };
+        {
+            let mut t = txn.borrow_mut();
+            for name in ["logs", "quiet"] {
+                let req = MetaRequest::CreateBucket {
+                    name: name.into(),
+                    uid: 0,
+                    gid: 0,
+                };
+                apply_write(&mut t, &mut ctx, &req).unwrap();
+            }
+            let install = SettingsRequest::Install {
+                bucket: "logs".into(),
+                sealed,
+            };
+            apply_write(&mut t, &mut ctx, &MetaRequest::BucketSettings(install)).unwrap();
+        }
+        let mut write = |req: MetaRequest| {
+            ctx.now_ns += 1;
+            let mut t = txn.borrow_mut();
+            let sp = t.savepoint();
+            let r = apply_write(&mut t, &mut ctx, &req);
+            if r.is_err() {
+                t.rollback(sp);
+            }
+            r
+        };
+        let read = || read(&*txn.borrow(), &keys, "logs", 0, 1000).unwrap();
+        f(&mut write, &read);
+    }
+
+    fn kinds(page: &FeedPage) -> Vec<(FeedKind, &str, Option<&str>)> {
+        page.events
+            .iter()
+            .map(|e| (e.kind, e.key.as_str(), e.version_id.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn each_change_of_a_bucket_with_a_feed_is_recorded_in_its_batch() {
+        let off = Decided::under(Versioning::Off, 1);
+        with_bucket(
+            Versioning::Off,
+            Some(FeedSettings::default()),
+            |write, read| {
+                write(put("logs/a", 3, off)).unwrap();
+                write(put("logs/a", 5, off)).unwrap();
+                write(delete("logs/a", off, None)).unwrap();
+                // A write refused (settings version) leaves no record.
+                assert!(write(put("logs/b", 1, Decided::under(Versioning::Off, 0))).is_err());
+                // Another bucket keeps no feed and pays for none.
+                write(put("quiet/x", 1, Decided::under(Versioning::Off, 0))).unwrap();
+                let page = read();
+                assert_eq!(
+                    kinds(&page),
+                    vec![
+                        (FeedKind::Put, "a", None),
+                        (FeedKind::Put, "a", None),
+                        (FeedKind::Delete, "a", None),
+                    ]
+                );
+                let e = &page.events[1];
+                assert_eq!((e.seq, e.size, e.etag.as_str()), (2, 5, "e5"));
+                assert!(page
+                    .events
+                    .windows(2)
+                    .all(|w| w[0].sequencer < w[1].sequencer));
+                assert_eq!((page.first, page.next, page.dropped), (1, 4, 0));
+            },
+        );
+    }
+
+    #[test]
+    fn versions_markers_tags_and_restores_are_recorded() {
+        let on = Decided::under(Versioning::Enabled, 1);
+        with_bucket(
+            Versioning::Enabled,
+            Some(FeedSettings::default()),
+            |write, read| {
+                let MetaResponse::Attr(first) = write(put("logs/k", 2, on)).unwrap() else {
+                    panic!("a put answers its attributes")
+                };
+                write(MetaRequest::PutTags {
+                    path: p("logs/k"),
+                    dir_marker: false,
+                    version_id: None,
+                    tags: Some(vec![("a".into(), "b".into())]),
+                })
+                .unwrap();
+                write(delete("logs/k", on, None)).unwrap();
+                let v1 = version_id(first.id);
+                write(delete("logs/k", on, Some(&v1))).unwrap();
+                write(MetaRequest::SetTier {
+                    path: p("logs/k"),
+                    inode: 1,
+                    mtime_ns: 0,
+                    noncurrent: false,
+                    to: Box::new(TierRef {
+                        tier: "COLD".into(),
+                        key: "x".into(),
+                        size: 2,
+                        crc32c: 0,
+                        restored: None,
+                    }),
+                })
+                .unwrap_err();
+                let page = read();
+                let got = kinds(&page);
+                assert_eq!(got[0], (FeedKind::Put, "k", Some(v1.as_str())));
+                assert_eq!(got[1], (FeedKind::TagsPut, "k", None));
+                assert_eq!(got[2].0, FeedKind::DeleteMarker);
+                assert_eq!(got[3], (FeedKind::Delete, "k", Some(v1.as_str())));
+                assert_eq!(got.len(), 4, "a refused change has no record");
+            },
+        );
+    }
+
+    #[test]
+    fn acknowledged_records_go_and_the_cap_drops_the_oldest_counted() {
+        let off = Decided::under(Versioning::Off, 1);
+        with_bucket(
+            Versioning::Off,
+            Some(FeedSettings { cap: 3 }),
+            |write, read| {
+                for i in 0..5 {
+                    write(put(&format!("logs/k{i}"), 1, off)).unwrap();
+                }
+                let page = read();
+                assert_eq!((page.first, page.next, page.dropped), (3, 6, 2));
+                assert_eq!(
+                    page.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+                    [3, 4, 5]
+                );
+                let ack = |upto| {
+                    MetaRequest::Feed(saker_rpc::FeedRequest::Ack {
+                        bucket: "logs".into(),
+                        upto,
+                    })
+                };
+                let MetaResponse::Feed(after) = write(ack(4)).unwrap() else {
+                    panic!("an ack answers where the feed stands")
+                };
+                assert_eq!((after.first, after.depth()), (5, 1));
+                // Acknowledging again, or past the end, is harmless.
+                write(ack(4)).unwrap();
+                write(ack(99)).unwrap();
+                let page = read();
+                assert!(page.events.is_empty());
+                assert_eq!((page.first, page.next), (6, 6));
+                write(put("logs/z", 1, off)).unwrap();
+                assert_eq!(read().events[0].seq, 6);
+            },
+        );
+    }
+
+    #[test]
+    fn a_bucket_without_a_feed_gets_no_record() {
+        let off = Decided::under(Versioning::Off, 1);
+        with_bucket(Versioning::Off, None, |write, read| {
+            write(put("logs/a", 1, off)).unwrap();
+            write(delete("logs/a", off, None)).unwrap();
+            let page = read();
+            assert!(page.events.is_empty());
+            assert_eq!(page.next, 1);
+        });
+    }
+}
