@@ -1,0 +1,340 @@
+//! The consumer: runs where the coordinator is active (one per cluster, moving with it, as
+//! the lifecycle worker does) and, pass after pass, reads each group's change feed of each
+//! bucket that has a notification configuration, sends the events its rules match to their
+//! targets, one batch per target per page, and acknowledges the page only when every target
+//! took its batch (a 2xx for a webhook).
+//!
+//! So delivery is at least once: a target that fails holds the page back (retried with
+//! backoff, per bucket and group), and when the page goes again the targets that had taken it
+//! get it twice. Order per key holds: a key's changes are one group's feed, read and sent in
+//! seq order, and a page goes whole or not at all. A consumer that dies between a delivery
+//! and its acknowledgement sends the page again from wherever the coordinator goes next.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use saker_client::Cluster;
+use saker_coordinator::StateStore;
+use saker_rpc::{FeedEvent, FeedPage, NOTIFICATION_RECORD};
+use serde::{Deserialize, Serialize};
+
+use crate::event::{self, Context};
+use crate::metrics;
+use crate::rules::NotificationConfig;
+use crate::sink::{sink_for, Sink};
+use crate::target::{self, Target};
+use crate::NotifyError;
+
+/// Records read (and delivered, per target, in one request) at a time.
+pub const PAGE: u32 = 100;
+/// Pages one pass takes from one group's feed of one bucket before going on to the next
+/// (so one busy bucket does not hold the others back).
+const PAGES_PER_PASS: usize = 20;
+/// The first retry of a failed delivery waits this long, doubling up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Every bucket with a notification configuration, with it (from the coordinator's records).
+pub async fn configured_buckets(
+    state: &Arc<dyn StateStore>,
+) -> Result<Vec<(String, NotificationConfig)>, NotifyError> {
+    let suffix = format!("/{NOTIFICATION_RECORD}");
+    let mut out = Vec::new();
+    let records = state
+        .scan("buckets/")
+        .await
+        .map_err(|e| NotifyError::State(e.to_string()))?;
+    for (key, value) in records {
+        let Some(bucket) = key
+            .strip_prefix("buckets/")
+            .and_then(|k| k.strip_suffix(&suffix))
+        else {
+            continue;
+        };
+        if bucket.contains('/') {
+            continue;
+        }
+        match NotificationConfig::parse(&value) {
+            Ok(c) => out.push((bucket.to_string(), c)),
+            // Only valid configurations are stored; one that no longer parses is skipped
+            // (its feed waits) rather than stopping every other bucket's.
+            Err(e) => tracing::warn!(bucket, error = %e, "notification configuration ignored"),
+        }
+    }
+    Ok(out)
+}
+
+/// What a target has seen, for `saker admin notify status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetStatus {
+    pub name: String,
+    pub arn: String,
+    pub endpoint: String,
+    /// Event records delivered since this consumer started.
+    pub delivered: u64,
+    /// Failed deliveries since this consumer started.
+    pub failed: u64,
+    /// Records waiting in the feeds of the buckets that route to it, at the last pass.
+    pub queue_depth: u64,
+    /// Age of the oldest of them, in seconds.
+    pub lag_seconds: u64,
+    pub last_error: Option<String>,
+}
+
+/// What one pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Feed records acknowledged (delivered, or matching no rule).
+    pub acknowledged: u64,
+    /// Pages held back by a failed delivery.
+    pub failed: u64,
+    /// Records still in the feeds after the pass.
+    pub pending: u64,
+}
+
+/// A (bucket, group) feed whose last delivery failed.
+struct Backoff {
+    failures: u32,
+    until: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    backoff: HashMap<(String, u32), Backoff>,
+    status: BTreeMap<String, TargetStatus>,
+}
+
+/// The notification consumer of one cluster.
+pub struct Notifier {
+    cluster: Arc<Cluster>,
+    state: Arc<dyn StateStore>,
+    region: String,
+    http: reqwest::Client,
+    inner: Mutex<Inner>,
+}
+
+/// One feed read: what the rest of a pass needs of it.
+struct Seen {
+    depth: u64,
+    oldest_ns: Option<i64>,
+    dropped: u64,
+}
+
+impl Notifier {
+    pub fn new(cluster: Arc<Cluster>, state: Arc<dyn StateStore>, region: &str) -> Self {
+        Self {
+            cluster,
+            state,
+            region: region.to_string(),
+            http: reqwest::Client::new(),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The targets as the last passes saw them.
+    pub fn status(&self) -> Vec<TargetStatus> {
+        self.inner.lock().status.values().cloned().collect()
+    }
+
+    /// One pass over every configured bucket's feed in every group.
+    pub async fn pass(&self) -> Result<PassReport, NotifyError> {
+        let buckets = configured_buckets(&self.state).await?;
+        let targets: BTreeMap<String, Target> = target::list(&self.state)
+            .await?
+            .into_iter()
+            .map(|t| (t.arn(), t))
+            .collect();
+        let mut report = PassReport::default();
+        // Per target ARN: (depth, oldest record's time).
+        let mut queued: BTreeMap<String, (u64, Option<i64>)> = BTreeMap::new();
+        for (bucket, config) in &buckets {
+            let mut dropped = 0;
+            let mut depth = 0;
+            let mut oldest: Option<i64> = None;
+            for g in self.cluster.group_ids() {
+                let seen = self.drain(bucket, config, &targets, g, &mut report).await;
+                match seen {
+                    Ok(s) => {
+                        depth += s.depth;
+                        dropped += s.dropped;
+                        oldest = match (oldest, s.oldest_ns) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                    }
+                    Err(e) => {
+                        tracing::debug!(bucket, group = g, error = %e, "change feed not read")
+                    }
+                }
+            }
+            report.pending += depth;
+            metrics::DROPPED
+                .with_label_values(&[bucket.as_str()])
+                .set(dropped as i64);
+            for q in &config.queues {
+                let e = queued.entry(q.arn.clone()).or_default();
+                e.0 += depth;
+                e.1 = match (e.1, oldest) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        let now = saker_client::now_ns();
+        let mut inner = self.inner.lock();
+        inner.status.retain(|arn, _| targets.contains_key(arn));
+        for (arn, t) in &targets {
+            let (depth, oldest) = queued.get(arn).copied().unwrap_or_default();
+            let lag = oldest.map_or(0, |o| ((now - o).max(0) / 1_000_000_000) as u64);
+            metrics::QUEUE_DEPTH
+                .with_label_values(&[t.name.as_str()])
+                .set(depth as i64);
+            metrics::LAG
+                .with_label_values(&[t.name.as_str()])
+                .set(lag as i64);
+            let s = inner.status.entry(arn.clone()).or_default();
+            s.name = t.name.clone();
+            s.arn = arn.clone();
+            s.endpoint = t.kind.endpoint().to_string();
+            s.queue_depth = depth;
+            s.lag_seconds = lag;
+        }
+        Ok(report)
+    }
+
+    /// Delivers and acknowledges pages of `bucket`'s feed in group `g` until it is empty, a
+    /// delivery fails, or the pass has taken its share.
+    async fn drain(
+        &self,
+        bucket: &str,
+        config: &NotificationConfig,
+        targets: &BTreeMap<String, Target>,
+        g: u32,
+        report: &mut PassReport,
+    ) -> Result<Seen, NotifyError> {
+        let key = (bucket.to_string(), g);
+        let waiting = self
+            .inner
+            .lock()
+            .backoff
+            .get(&key)
+            .is_some_and(|b| b.until > Instant::now());
+        let mut page = self.cluster.feed_read(g, bucket, 0, PAGE).await?;
+        for _ in 0..PAGES_PER_PASS {
+            if waiting || page.events.is_empty() {
+                break;
+            }
+            let last = page.events.last().map_or(0, |e| e.seq);
+            match self.deliver(bucket, config, targets, &page.events).await {
+                Ok(()) => {
+                    self.inner.lock().backoff.remove(&key);
+                    let after = self.cluster.feed_ack(g, bucket, last).await?;
+                    report.acknowledged += page.events.len() as u64;
+                    if after.depth() == 0 {
+                        page = after;
+                        break;
+                    }
+                    page = self.cluster.feed_read(g, bucket, 0, PAGE).await?;
+                }
+                Err(()) => {
+                    report.failed += 1;
+                    let mut inner = self.inner.lock();
+                    let b = inner.backoff.entry(key.clone()).or_insert(Backoff {
+                        failures: 0,
+                        until: Instant::now(),
+                    });
+                    b.failures = b.failures.saturating_add(1);
+                    let wait = FIRST_BACKOFF
+                        .saturating_mul(1 << b.failures.min(16))
+                        .min(MAX_BACKOFF);
+                    b.until = Instant::now() + wait;
+                    break;
+                }
+            }
+        }
+        Ok(seen(&page))
+    }
+
+    /// Sends `events` to the targets whose rules match them: `Err` if any target did not
+    /// take its batch (each failure counted and kept in the status).
+    async fn deliver(
+        &self,
+        bucket: &str,
+        config: &NotificationConfig,
+        targets: &BTreeMap<String, Target>,
+        events: &[FeedEvent],
+    ) -> Result<(), ()> {
+        let mut batches: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+        for ev in events {
+            let Some(name) = ev.kind.s3_event() else {
+                continue;
+            };
+            for rule in &config.queues {
+                if !rule.matches(name, &ev.key) {
+                    continue;
+                }
+                let ctx = Context {
+                    bucket,
+                    region: &self.region,
+                    configuration_id: &rule.id,
+                    owner: "",
+                };
+                batches
+                    .entry(rule.arn.as_str())
+                    .or_default()
+                    .push(event::record(&ctx, name, ev));
+            }
+        }
+        let mut ok = true;
+        for (arn, records) in batches {
+            let Some(target) = targets.get(arn) else {
+                // Removal is refused while a configuration names a target, so this is a
+                // configuration stored before its target was made: held back, not lost.
+                tracing::warn!(bucket, arn, "notification target not defined: events held");
+                ok = false;
+                continue;
+            };
+            let n = records.len() as u64;
+            let sink: Box<dyn Sink> = sink_for(target, &self.http);
+            let result = sink.send(event::body(records)).await;
+            let mut inner = self.inner.lock();
+            let status = inner.status.entry(arn.to_string()).or_default();
+            match result {
+                Ok(()) => {
+                    metrics::DELIVERED
+                        .with_label_values(&[target.name.as_str()])
+                        .inc_by(n);
+                    status.delivered += n;
+                }
+                Err(e) => {
+                    metrics::FAILED
+                        .with_label_values(&[target.name.as_str()])
+                        .inc();
+                    status.failed += 1;
+                    // Logged once per change of error, not at every retry.
+                    let text = e.to_string();
+                    if status.last_error.as_deref() != Some(text.as_str()) {
+                        tracing::warn!(target = target.name, error = %text, "notification delivery failed; retrying");
+                    }
+                    status.last_error = Some(text);
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(())
+        }
+    }
+}
+
+fn seen(page: &FeedPage) -> Seen {
+    Seen {
+        depth: page.depth(),
+        oldest_ns: page.events.first().map(|e| e.time_ns),
+        dropped: page.dropped,
+    }
+}
