@@ -138,6 +138,15 @@ impl Notifier {
         self.inner.lock().status.values().cloned().collect()
     }
 
+    /// What this consumer delivered to `arn` and its last error, into `status`.
+    pub fn add_counts(&self, status: &mut TargetStatus) {
+        if let Some(s) = self.inner.lock().status.get(&status.arn) {
+            status.delivered = s.delivered;
+            status.failed = s.failed;
+            status.last_error = s.last_error.clone();
+        }
+    }
+
     /// One pass over every configured bucket's feed in every group.
     pub async fn pass(&self) -> Result<PassReport, NotifyError> {
         let buckets = configured_buckets(&self.state).await?;
@@ -329,6 +338,47 @@ impl Notifier {
             Err(())
         }
     }
+}
+
+/// Every target with the records waiting for it and the age of the oldest, read from the
+/// feeds now (from any node: the consumer's counts are where it runs).
+pub async fn backlog(
+    cluster: &Cluster,
+    state: &Arc<dyn StateStore>,
+) -> Result<Vec<TargetStatus>, NotifyError> {
+    let mut out: BTreeMap<String, TargetStatus> = target::list(state)
+        .await?
+        .into_iter()
+        .map(|t| {
+            let s = TargetStatus {
+                name: t.name.clone(),
+                arn: t.arn(),
+                endpoint: t.kind.endpoint().to_string(),
+                ..Default::default()
+            };
+            (t.arn(), s)
+        })
+        .collect();
+    let now = saker_client::now_ns();
+    for (bucket, config) in configured_buckets(state).await? {
+        let (mut depth, mut oldest) = (0, None::<i64>);
+        for g in cluster.group_ids() {
+            let s = seen(&cluster.feed_read(g, &bucket, 0, 1).await?);
+            depth += s.depth;
+            oldest = match (oldest, s.oldest_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for q in &config.queues {
+            if let Some(t) = out.get_mut(&q.arn) {
+                t.queue_depth += depth;
+                let lag = oldest.map_or(0, |o| ((now - o).max(0) / 1_000_000_000) as u64);
+                t.lag_seconds = t.lag_seconds.max(lag);
+            }
+        }
+    }
+    Ok(out.into_values().collect())
 }
 
 fn seen(page: &FeedPage) -> Seen {

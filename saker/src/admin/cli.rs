@@ -57,6 +57,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::admin::tiers::TierCommand,
     },
+    /// Bucket notifications: targets (add, list, remove) and the consumer's status.
+    Notify {
+        #[command(subcommand)]
+        command: crate::admin::notify::NotifyCommand,
+    },
     /// Lifecycle rules: run a pass now, or show the last one.
     Lifecycle {
         #[command(subcommand)]
@@ -110,6 +115,9 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
             return crate::admin::exceptions::run(endpoint, command).await
         }
         AdminCommand::Tier { command } => return crate::admin::tiers::run(endpoint, command).await,
+        AdminCommand::Notify { command } => {
+            return crate::admin::notify::run(endpoint, command).await
+        }
         AdminCommand::Store { command } => return crate::store_migrate::run(command).await,
         AdminCommand::Status { json } => {
             let text = send(endpoint, Method::GET, "/admin/status", Vec::new()).await?;

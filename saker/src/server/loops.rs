@@ -110,7 +110,40 @@ pub(crate) fn spawn_passes(
         rate,
         only_active.clone(),
     ));
+    tokio::spawn(notify_loop(
+        cluster.clone(),
+        gateway.tiers().state().clone(),
+        only_active.clone(),
+    ));
     tokio::spawn(lifecycle_loop(gateway, passes.lifecycle_every, only_active));
+}
+
+/// How often the notification consumer looks at the feeds when the last pass found nothing
+/// to deliver (a pass that delivered is followed by the next at once).
+const NOTIFY_IDLE: Duration = Duration::from_millis(250);
+
+/// The bucket notification consumer ([`saker_notify::Notifier`]): with `only_active`, only
+/// while that coordinator is active here (one consumer per cluster, moving with it).
+async fn notify_loop(
+    cluster: Arc<Cluster>,
+    state: Arc<dyn saker_coordinator::StateStore>,
+    only_active: Option<Active>,
+) {
+    let notifier = crate::admin::notify::CONSUMER
+        .get_or_init(|| Arc::new(saker_notify::Notifier::new(cluster, state, "")))
+        .clone();
+    loop {
+        let mut busy = false;
+        if active_here(only_active.as_ref()) {
+            match notifier.pass().await {
+                Ok(r) => busy = r.acknowledged > 0,
+                Err(e) => tracing::warn!(error = %e, "notification pass failed"),
+            }
+        }
+        if !busy {
+            tokio::time::sleep(NOTIFY_IDLE).await;
+        }
+    }
 }
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
