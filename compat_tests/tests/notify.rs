@@ -1,0 +1,394 @@
+//! Bucket notifications end to end: a webhook target made with `saker admin notify target
+//! add`, a bucket's NotificationConfiguration put and read back, and the events an
+//! all-in-one server POSTs to a receiver the test runs: AWS's S3 event JSON (checked by
+//! parsing it as `aws_lambda_events`' `S3Event`), filtered by event type, prefix and suffix,
+//! in order per key, and none lost while the receiver is down.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use aws_sdk_s3::types::{
+    CompletedMultipartUpload, CompletedPart, Event, FilterRule, FilterRuleName,
+    NotificationConfiguration, NotificationConfigurationFilter, QueueConfiguration, S3KeyFilter,
+};
+use aws_sdk_s3::Client;
+use common::webhook::{Received, Webhook};
+use common::*;
+
+/// How long delivery may take in these tests.
+const DELIVERY: Duration = Duration::from_secs(30);
+
+/// Adds a webhook target; answers the ARN `target add` printed.
+fn add_target(srv: &Server, name: &str, url: &str) -> String {
+    let out = srv.admin_cmd(&["notify", "target", "add", name, "--webhook", url]);
+    ok_stdout(out, "notify target add").trim().to_string()
+}
+
+fn queue(id: &str, arn: &str, events: &[&str], prefix: &str, suffix: &str) -> QueueConfiguration {
+    let mut rules = Vec::new();
+    for (name, value) in [
+        (FilterRuleName::Prefix, prefix),
+        (FilterRuleName::Suffix, suffix),
+    ] {
+        if !value.is_empty() {
+            rules.push(FilterRule::builder().name(name).value(value).build());
+        }
+    }
+    let mut q = QueueConfiguration::builder()
+        .id(id)
+        .queue_arn(arn)
+        .set_events(Some(events.iter().map(|e| Event::from(*e)).collect()));
+    if !rules.is_empty() {
+        q = q.filter(
+            NotificationConfigurationFilter::builder()
+                .key(S3KeyFilter::builder().set_filter_rules(Some(rules)).build())
+                .build(),
+        );
+    }
+    q.build().unwrap()
+}
+
+async fn configure(c: &Client, b: &str, queues: Vec<QueueConfiguration>) {
+    c.put_bucket_notification_configuration()
+        .bucket(b)
+        .notification_configuration(
+            NotificationConfiguration::builder()
+                .set_queue_configurations(Some(queues))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("put bucket notification configuration");
+}
+
+/// Waits until `hook` has received at least `n` records; answers them.
+async fn wait_for(hook: &Webhook, n: usize) -> Vec<Received> {
+    let got = poll_until(DELIVERY, || async { hook.received().len() >= n }).await;
+    assert!(
+        got,
+        "{} of {n} records arrived: {:?}",
+        hook.received().len(),
+        hook.received()
+            .iter()
+            .map(|r| (r.event_name().to_string(), r.key().to_string()))
+            .collect::<Vec<_>>()
+    );
+    assert!(hook.bad().is_empty(), "bad posts: {:?}", hook.bad());
+    hook.received()
+}
+
+/// (event name, key) of each record, in the order received.
+fn names(got: &[Received]) -> Vec<(String, String)> {
+    got.iter()
+        .map(|r| (r.event_name().to_string(), r.key().to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn puts_uploads_and_deletes_reach_the_webhook_as_s3_events() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let hook = Webhook::start().await;
+    let arn = add_target(&srv, "lake", &hook.url("all"));
+    assert_eq!(arn, "arn:saker:sqs::lake:webhook");
+    let listed = ok_stdout(srv.admin_cmd(&["notify", "target", "list"]), "target list");
+    assert!(listed.contains(&arn), "{listed}");
+
+    let b = new_bucket(&c, "notify").await;
+    // A target that does not exist is refused as S3 refuses destinations it cannot validate.
+    let missing = queue(
+        "x",
+        "arn:saker:sqs::nope:webhook",
+        &["s3:ObjectCreated:*"],
+        "",
+        "",
+    );
+    let r = c
+        .put_bucket_notification_configuration()
+        .bucket(&b)
+        .notification_configuration(
+            NotificationConfiguration::builder()
+                .queue_configurations(missing)
+                .build(),
+        )
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidArgument");
+    let bad_event = queue("x", &arn, &["s3:ObjectCreated:Pot"], "", "");
+    let r = c
+        .put_bucket_notification_configuration()
+        .bucket(&b)
+        .notification_configuration(
+            NotificationConfiguration::builder()
+                .queue_configurations(bad_event)
+                .build(),
+        )
+        .send()
+        .await;
+    assert_fails(r, 400, "InvalidArgument");
+
+    let events = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"];
+    configure(&c, &b, vec![queue("everything", &arn, &events, "", "")]).await;
+    let got = c
+        .get_bucket_notification_configuration()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let q = &got.queue_configurations()[0];
+    assert_eq!((q.id(), q.queue_arn()), (Some("everything"), arn.as_str()));
+    assert_eq!(q.events().len(), 2);
+
+    let etag = put(&c, &b, "photos/red flower.jpg", b"0123456789").await;
+    put(&c, &b, "a+b", b"x").await;
+    let up = c
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("big")
+        .send()
+        .await
+        .unwrap();
+    let part = c
+        .upload_part()
+        .bucket(&b)
+        .key("big")
+        .upload_id(up.upload_id().unwrap())
+        .part_number(1)
+        .body(body(b"part one"))
+        .send()
+        .await
+        .unwrap();
+    c.complete_multipart_upload()
+        .bucket(&b)
+        .key("big")
+        .upload_id(up.upload_id().unwrap())
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(
+                    CompletedPart::builder()
+                        .part_number(1)
+                        .e_tag(part.e_tag().unwrap())
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    c.delete_object()
+        .bucket(&b)
+        .key("a+b")
+        .send()
+        .await
+        .unwrap();
+
+    let got = wait_for(&hook, 4).await;
+    let mut seen: Vec<(String, String)> = names(&got).into_iter().collect();
+    seen.dedup();
+    let want: BTreeSet<(String, String)> = [
+        ("ObjectCreated:Put", "photos/red+flower.jpg"),
+        ("ObjectCreated:Put", "a%2Bb"),
+        ("ObjectCreated:CompleteMultipartUpload", "big"),
+        ("ObjectRemoved:Delete", "a%2Bb"),
+    ]
+    .into_iter()
+    .map(|(n, k)| (n.to_string(), k.to_string()))
+    .collect();
+    assert_eq!(seen.iter().cloned().collect::<BTreeSet<_>>(), want);
+    let photo = got
+        .iter()
+        .find(|r| r.key() == "photos/red+flower.jpg")
+        .unwrap();
+    let r = &photo.record;
+    assert_eq!(r.event_version.as_deref(), Some("2.1"));
+    assert_eq!(r.event_source.as_deref(), Some("saker:s3"));
+    assert_eq!(r.s3.bucket.name.as_deref(), Some(b.as_str()));
+    assert_eq!(r.s3.bucket.arn, Some(format!("arn:aws:s3:::{b}")));
+    assert_eq!(r.s3.configuration_id.as_deref(), Some("everything"));
+    assert_eq!(r.s3.object.size, Some(10));
+    assert_eq!(r.s3.object.e_tag.as_deref(), Some(etag.trim_matches('"')));
+    assert_eq!(r.s3.object.version_id, None, "the bucket keeps no versions");
+    assert_eq!(photo.sequencer().len(), 16);
+    let since = r.event_time.timestamp() - chrono_now();
+    assert!(since.abs() < 600, "eventTime is now: {}", r.event_time);
+    // The two changes of `a+b` come in order.
+    let ab: Vec<&Received> = got.iter().filter(|r| r.key() == "a%2Bb").collect();
+    assert_eq!(ab[0].event_name(), "ObjectCreated:Put");
+    assert!(ab[0].sequencer() < ab.last().unwrap().sequencer());
+
+    // Turned off, the bucket's changes go nowhere; the target may then go.
+    c.put_bucket_notification_configuration()
+        .bucket(&b)
+        .notification_configuration(NotificationConfiguration::builder().build())
+        .send()
+        .await
+        .unwrap();
+    let out = srv.admin_cmd(&["notify", "target", "remove", "lake"]);
+    ok_stdout(out, "notify target remove");
+}
+
+fn chrono_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+#[tokio::test]
+async fn filters_choose_events_by_type_prefix_and_suffix() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let hook = Webhook::start().await;
+    let images = add_target(&srv, "images", &hook.url("images"));
+    let removals = add_target(&srv, "removals", &hook.url("removals"));
+    let b = new_bucket(&c, "filters").await;
+    configure(
+        &c,
+        &b,
+        vec![
+            queue("jpg", &images, &["s3:ObjectCreated:Put"], "images/", ".jpg"),
+            queue("gone", &removals, &["s3:ObjectRemoved:*"], "", ""),
+        ],
+    )
+    .await;
+    // A target a bucket names stays.
+    let out = srv.admin_cmd(&["notify", "target", "remove", "images"]);
+    assert!(!out.status.success(), "a target in use was removed");
+
+    for k in [
+        "images/a.jpg",
+        "images/b.png",
+        "docs/c.jpg",
+        "images/sub/d.jpg",
+    ] {
+        put(&c, &b, k, b"data").await;
+    }
+    c.delete_object()
+        .bucket(&b)
+        .key("docs/c.jpg")
+        .send()
+        .await
+        .unwrap();
+    // The last change: once it is in, every earlier one of its group is too.
+    put(&c, &b, "images/z.jpg", b"data").await;
+    let got = wait_for(&hook, 4).await;
+    let mut by_path: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+    for r in &got {
+        by_path
+            .entry(r.path.clone())
+            .or_default()
+            .insert((r.event_name().to_string(), r.key().to_string()));
+    }
+    let set = |v: &[(&str, &str)]| -> BTreeSet<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        by_path["images"],
+        set(&[
+            ("ObjectCreated:Put", "images/a.jpg"),
+            ("ObjectCreated:Put", "images/sub/d.jpg"),
+            ("ObjectCreated:Put", "images/z.jpg"),
+        ])
+    );
+    assert_eq!(
+        by_path["removals"],
+        set(&[("ObjectRemoved:Delete", "docs/c.jpg")])
+    );
+    // Nothing else arrives: the feeds are empty once every change was delivered or matched
+    // nothing.
+    let drained = poll_until(DELIVERY, || async {
+        let out = srv.admin_cmd(&["notify", "status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["targets"]
+            .as_array()
+            .is_some_and(|t| t.iter().all(|t| t["queue_depth"] == 0))
+    })
+    .await;
+    assert!(drained, "the feeds did not drain");
+    assert_eq!(hook.received().len(), got.len());
+}
+
+#[tokio::test]
+async fn a_receiver_down_for_a_while_loses_nothing_and_keeps_each_key_in_order() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let mut hook = Webhook::start().await;
+    let arn = add_target(&srv, "flaky", &hook.url("in"));
+    let b = new_bucket(&c, "ledger").await;
+    let events = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"];
+    configure(&c, &b, vec![queue("all", &arn, &events, "", "")]).await;
+
+    // The ledger: every acknowledged write, in the order it was made, per key.
+    let mut ledger: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
+    let write = |round: usize| {
+        let c = c.clone();
+        let b = b.clone();
+        let keys = keys.clone();
+        async move {
+            let mut done = Vec::new();
+            for k in &keys {
+                put(&c, &b, k, format!("{round}").as_bytes()).await;
+                done.push((k.clone(), "ObjectCreated:Put"));
+                if round % 2 == 1 {
+                    c.delete_object().bucket(&b).key(k).send().await.unwrap();
+                    done.push((k.clone(), "ObjectRemoved:Delete"));
+                }
+            }
+            done
+        }
+    };
+    for (k, e) in write(0).await {
+        ledger.entry(k).or_default().push(e);
+    }
+    hook.down().await;
+    for round in 1..4 {
+        for (k, e) in write(round).await {
+            ledger.entry(k).or_default().push(e);
+        }
+    }
+    // The consumer retries while the receiver is down, and says so.
+    let failing = poll_until(DELIVERY, || async {
+        let out = srv.admin_cmd(&["notify", "status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let t = &v["targets"][0];
+        t["failed"].as_u64().unwrap_or(0) > 0 && t["queue_depth"].as_u64().unwrap_or(0) > 0
+    })
+    .await;
+    assert!(failing, "status did not show the failing target");
+    assert!(metric(&srv.admin, "saker_notify_failed_total").await > 0.0);
+    hook.up().await;
+    let total: usize = ledger.values().map(Vec::len).sum();
+    let all_in = poll_until(DELIVERY, || async {
+        let got = hook.received();
+        ledger.iter().all(|(k, want)| {
+            let mine = got.iter().filter(|r| r.key() == k).count();
+            mine >= want.len()
+        })
+    })
+    .await;
+    let got = hook.received();
+    assert!(all_in, "{} of {total} events arrived", got.len());
+    // Per key: the events, each first delivery in sequencer order, are the ledger's.
+    for (k, want) in &ledger {
+        let mut first: Vec<(&str, &str)> = Vec::new();
+        for r in got.iter().filter(|r| r.key() == k) {
+            if !first.iter().any(|(s, _)| *s == r.sequencer()) {
+                first.push((r.sequencer(), r.event_name()));
+            }
+        }
+        assert!(
+            first.windows(2).all(|w| w[0].0 < w[1].0),
+            "{k}: events out of order: {first:?}"
+        );
+        let names: Vec<&str> = first.iter().map(|(_, n)| *n).collect();
+        assert_eq!(&names, want, "{k}");
+    }
+    assert!(metric(&srv.admin, "saker_notify_delivered_total").await >= total as f64);
+    let duplicates = got.len() - total;
+    eprintln!("{total} events, {duplicates} delivered twice");
+}
