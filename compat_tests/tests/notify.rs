@@ -392,3 +392,109 @@ async fn a_receiver_down_for_a_while_loses_nothing_and_keeps_each_key_in_order()
     let duplicates = got.len() - total;
     eprintln!("{total} events, {duplicates} delivered twice");
 }
+
+#[tokio::test]
+async fn versioned_buckets_name_versions_markers_copies_and_tags() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let hook = Webhook::start().await;
+    let arn = add_target(&srv, "versions", &hook.url("v"));
+    let b = new_bucket(&c, "vers").await;
+    set_versioning(&c, &b, aws_sdk_s3::types::BucketVersioningStatus::Enabled).await;
+    let events = [
+        "s3:ObjectCreated:*",
+        "s3:ObjectRemoved:*",
+        "s3:ObjectTagging:*",
+    ];
+    configure(&c, &b, vec![queue("all", &arn, &events, "", "")]).await;
+
+    let v1 = c
+        .put_object()
+        .bucket(&b)
+        .key("k")
+        .body(body(b"one"))
+        .send()
+        .await
+        .unwrap()
+        .version_id
+        .unwrap();
+    let copy = c
+        .copy_object()
+        .bucket(&b)
+        .key("k2")
+        .copy_source(format!("{b}/k"))
+        .send()
+        .await
+        .unwrap()
+        .version_id
+        .unwrap();
+    let tagging = aws_sdk_s3::types::Tagging::builder()
+        .tag_set(
+            aws_sdk_s3::types::Tag::builder()
+                .key("stage")
+                .value("raw")
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    c.put_object_tagging()
+        .bucket(&b)
+        .key("k")
+        .tagging(tagging)
+        .send()
+        .await
+        .unwrap();
+    let marker = c
+        .delete_object()
+        .bucket(&b)
+        .key("k")
+        .send()
+        .await
+        .unwrap()
+        .version_id
+        .unwrap();
+    c.delete_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&v1)
+        .send()
+        .await
+        .unwrap();
+
+    let got = wait_for(&hook, 5).await;
+    let mut seen: Vec<(String, String, Option<String>)> = Vec::new();
+    for r in &got {
+        let e = (
+            r.event_name().to_string(),
+            r.key().to_string(),
+            r.record.s3.object.version_id.clone(),
+        );
+        if !seen.contains(&e) {
+            seen.push(e);
+        }
+    }
+    // (The tagging event's version is not checked: saker sends none for a tagging of the
+    // current version yet.)
+    let e = |n: &str, k: &str, v: Option<&str>| (n.to_string(), k.to_string(), v.map(String::from));
+    let want = [
+        e("ObjectCreated:Put", "k", Some(&v1)),
+        e("ObjectCreated:Copy", "k2", Some(&copy)),
+        e("ObjectTagging:Put", "k", None),
+        e("ObjectRemoved:DeleteMarkerCreated", "k", Some(&marker)),
+        e("ObjectRemoved:Delete", "k", Some(&v1)),
+    ];
+    // `k` and `k2` may live on different groups: compare per key, in order.
+    for key in ["k", "k2"] {
+        let mine: Vec<_> = seen
+            .iter()
+            .filter(|s| s.1 == key)
+            .map(|s| match s.0.as_str() {
+                "ObjectTagging:Put" => (s.0.clone(), s.1.clone(), None),
+                _ => s.clone(),
+            })
+            .collect();
+        let wanted: Vec<_> = want.iter().filter(|s| s.1 == key).cloned().collect();
+        assert_eq!(mine, wanted, "{key}");
+    }
+}

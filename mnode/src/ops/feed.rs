@@ -112,9 +112,11 @@ fn change_of<'a>(req: &'a MetaRequest, result: &MetaResponse) -> Option<Change<'
             | MetaRequest::CompleteUpload { versioning, .. },
             MetaResponse::Attr(attr),
         ) => {
-            if matches!(req, MetaRequest::CompleteUpload { .. }) {
-                change.kind = FeedKind::CompleteUpload;
-            }
+            change.kind = match req {
+                MetaRequest::CompleteUpload { .. } => FeedKind::CompleteUpload,
+                MetaRequest::PutObject { obj, .. } if obj.copied => FeedKind::Copy,
+                _ => FeedKind::Put,
+            };
             change.size = attr.size;
             change.etag = attr.etag.trim_matches('"').to_string();
             change.version_id = new_version(versioning.versioning, attr.id);

@@ -21,8 +21,10 @@ use crate::MetaError;
 /// What happened to an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FeedKind {
-    /// A new current object by PUT (or CopyObject, which writes one as PUT does).
+    /// A new current object by PUT.
     Put,
+    /// A new current object by CopyObject.
+    Copy,
     /// A new current object by CompleteMultipartUpload.
     CompleteUpload,
     /// An object (or, with a version id, one version of it) removed.
@@ -45,6 +47,7 @@ impl FeedKind {
     pub fn s3_event(self) -> Option<&'static str> {
         Some(match self {
             FeedKind::Put => "ObjectCreated:Put",
+            FeedKind::Copy => "ObjectCreated:Copy",
             FeedKind::CompleteUpload => "ObjectCreated:CompleteMultipartUpload",
             FeedKind::Delete => "ObjectRemoved:Delete",
             FeedKind::DeleteMarker => "ObjectRemoved:DeleteMarkerCreated",
