@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use saker_client::Cluster;
 use saker_coordinator::StateStore;
-use saker_rpc::{FeedEvent, FeedPage, NOTIFICATION_RECORD};
+use saker_rpc::{FeedEvent, FeedPage};
 use serde::{Deserialize, Serialize};
 
 use crate::event::{self, Context};
 use crate::metrics;
-use crate::rules::NotificationConfig;
+use crate::rules::{configured_buckets, NotificationConfig};
 use crate::sink::{sink_for, Sink};
 use crate::target::{self, Target};
 use crate::NotifyError;
@@ -35,36 +35,6 @@ const PAGES_PER_PASS: usize = 20;
 /// The first retry of a failed delivery waits this long, doubling up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Every bucket with a notification configuration, with it (from the coordinator's records).
-pub async fn configured_buckets(
-    state: &Arc<dyn StateStore>,
-) -> Result<Vec<(String, NotificationConfig)>, NotifyError> {
-    let suffix = format!("/{NOTIFICATION_RECORD}");
-    let mut out = Vec::new();
-    let records = state
-        .scan("buckets/")
-        .await
-        .map_err(|e| NotifyError::State(e.to_string()))?;
-    for (key, value) in records {
-        let Some(bucket) = key
-            .strip_prefix("buckets/")
-            .and_then(|k| k.strip_suffix(&suffix))
-        else {
-            continue;
-        };
-        if bucket.contains('/') {
-            continue;
-        }
-        match NotificationConfig::parse(&value) {
-            Ok(c) => out.push((bucket.to_string(), c)),
-            // Only valid configurations are stored; one that no longer parses is skipped
-            // (its feed waits) rather than stopping every other bucket's.
-            Err(e) => tracing::warn!(bucket, error = %e, "notification configuration ignored"),
-        }
-    }
-    Ok(out)
-}
 
 /// What a target has seen, for `saker admin notify status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

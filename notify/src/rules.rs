@@ -8,6 +8,10 @@
 //! family, `s3:ObjectCreated:Put` only its own. A key filter has at most one prefix and one
 //! suffix rule, as S3's.
 
+use std::sync::Arc;
+
+use saker_coordinator::StateStore;
+use saker_rpc::NOTIFICATION_RECORD;
 use serde::{Deserialize, Serialize};
 
 use crate::NotifyError;
@@ -149,6 +153,36 @@ impl NotificationConfig {
     pub fn to_record(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a configuration encodes as JSON")
     }
+}
+
+/// Every bucket with a notification configuration, with it (from the coordinator's records).
+pub async fn configured_buckets(
+    state: &Arc<dyn StateStore>,
+) -> Result<Vec<(String, NotificationConfig)>, NotifyError> {
+    let suffix = format!("/{NOTIFICATION_RECORD}");
+    let mut out = Vec::new();
+    let records = state
+        .scan("buckets/")
+        .await
+        .map_err(|e| NotifyError::State(e.to_string()))?;
+    for (key, value) in records {
+        let Some(bucket) = key
+            .strip_prefix("buckets/")
+            .and_then(|k| k.strip_suffix(&suffix))
+        else {
+            continue;
+        };
+        if bucket.contains('/') {
+            continue;
+        }
+        match NotificationConfig::parse(&value) {
+            Ok(c) => out.push((bucket.to_string(), c)),
+            // Only valid configurations are stored; one that no longer parses is skipped
+            // (its feed waits) rather than stopping every other bucket's.
+            Err(e) => tracing::warn!(bucket, error = %e, "notification configuration ignored"),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

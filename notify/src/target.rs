@@ -179,7 +179,7 @@ pub async fn add(state: &Arc<dyn StateStore>, target: &Target) -> Result<String,
 pub async fn remove(state: &Arc<dyn StateStore>, name: &str) -> Result<(), NotifyError> {
     let target = get(state, name).await?;
     let arn = target.arn();
-    for (bucket, config) in crate::consumer::configured_buckets(state).await? {
+    for (bucket, config) in crate::rules::configured_buckets(state).await? {
         if config.queues.iter().any(|q| q.arn == arn) {
             return Err(NotifyError::InUse(name.to_string(), bucket));
         }

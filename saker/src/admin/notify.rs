@@ -8,7 +8,7 @@
 //! what the consumer delivered and failed (counted where the consumer runs: the node of the
 //! active coordinator).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::body::Bytes;
@@ -16,14 +16,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use clap::Subcommand;
-use saker_notify::{Notifier, NotifyError, Target, TargetKind, TargetStatus};
+use saker_notify::{NotifyError, Target, TargetKind, TargetStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::admin::request::send;
 use crate::admin::state::{authorized, deny, json_body, AdminState};
-
-/// The notification consumer of this process, once it started (the admin API's counts).
-pub static CONSUMER: OnceLock<Arc<Notifier>> = OnceLock::new();
 
 #[derive(Subcommand)]
 pub enum NotifyCommand {
@@ -176,7 +173,9 @@ pub async fn status(State(st): State<AdminState>, headers: HeaderMap) -> Respons
         Ok(t) => t,
         Err(e) => return notify_error(e),
     };
-    let consumer = CONSUMER.get().filter(|_| st.namespace.get().is_some());
+    let consumer = crate::server::loops::NOTIFIER
+        .get()
+        .filter(|_| st.namespace.get().is_some());
     if let Some(c) = consumer {
         for t in &mut targets {
             c.add_counts(t);

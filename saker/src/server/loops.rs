@@ -118,6 +118,11 @@ pub(crate) fn spawn_passes(
     tokio::spawn(lifecycle_loop(gateway, passes.lifecycle_every, only_active));
 }
 
+/// The notification consumer of this process, once it started (the admin API shows its
+/// counts).
+pub(crate) static NOTIFIER: std::sync::OnceLock<Arc<saker_notify::Notifier>> =
+    std::sync::OnceLock::new();
+
 /// How often the notification consumer looks at the feeds when the last pass found nothing
 /// to deliver (a pass that delivered is followed by the next at once).
 const NOTIFY_IDLE: Duration = Duration::from_millis(250);
@@ -129,7 +134,7 @@ async fn notify_loop(
     state: Arc<dyn saker_coordinator::StateStore>,
     only_active: Option<Active>,
 ) {
-    let notifier = crate::admin::notify::CONSUMER
+    let notifier = NOTIFIER
         .get_or_init(|| Arc::new(saker_notify::Notifier::new(cluster, state, "")))
         .clone();
     loop {
