@@ -498,3 +498,61 @@ async fn versioned_buckets_name_versions_markers_copies_and_tags() {
         assert_eq!(mine, wanted, "{key}");
     }
 }
+
+#[tokio::test]
+async fn a_full_feed_drops_its_oldest_records_counted_and_reported() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let mut hook = Webhook::start().await;
+    let arn = add_target(&srv, "small", &hook.url("cap"));
+    let b = new_bucket(&c, "cap").await;
+    configure(
+        &c,
+        &b,
+        vec![queue("all", &arn, &["s3:ObjectCreated:*"], "", "")],
+    )
+    .await;
+    ok_stdout(srv.admin_cmd(&["notify", "cap", &b, "5"]), "notify cap");
+    let no_config = new_bucket(&c, "nocfg").await;
+    let out = srv.admin_cmd(&["notify", "cap", &no_config, "5"]);
+    assert!(
+        !out.status.success(),
+        "a bucket without notifications has no feed"
+    );
+
+    hook.down().await;
+    // One key: one group's feed, so the cap applies to all twelve writes.
+    for i in 1..=12 {
+        put(&c, &b, "one", &vec![b'x'; i]).await;
+    }
+    let counted = poll_until(DELIVERY, || async {
+        let out = srv.admin_cmd(&["notify", "status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["dropped"][&b] == 7
+    })
+    .await;
+    assert!(counted, "status does not count 7 drops");
+    let reported = poll_until(DELIVERY, || async {
+        let health = reqwest::get(format!("{}/health", srv.admin))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        health.contains(&format!("bucket {b}: 7 notifications dropped"))
+    })
+    .await;
+    assert!(reported, "/health does not report the drops");
+    let series = format!("saker_notify_feed_dropped_records{{bucket=\"{b}\"}}");
+    assert_eq!(metric(&srv.admin, &series).await, 7.0);
+    assert!(
+        srv.stderr_tail().contains("change feed full"),
+        "no log line"
+    );
+
+    hook.up().await;
+    let got = wait_for(&hook, 5).await;
+    let mut sizes: Vec<i64> = got.iter().filter_map(|r| r.record.s3.object.size).collect();
+    sizes.dedup();
+    assert_eq!(sizes, vec![8, 9, 10, 11, 12], "the newest five, in order");
+}

@@ -74,6 +74,8 @@ struct Backoff {
 struct Inner {
     backoff: HashMap<(String, u32), Backoff>,
     status: BTreeMap<String, TargetStatus>,
+    /// Records each bucket's feed dropped at its cap (all groups, ever), at the last pass.
+    dropped: BTreeMap<String, u64>,
 }
 
 /// The notification consumer of one cluster.
@@ -108,6 +110,18 @@ impl Notifier {
         self.inner.lock().status.values().cloned().collect()
     }
 
+    /// The buckets whose feeds dropped records at their cap, with how many (all groups,
+    /// ever), as the last pass saw them.
+    pub fn dropped(&self) -> Vec<(String, u64)> {
+        let inner = self.inner.lock();
+        inner
+            .dropped
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(b, n)| (b.clone(), *n))
+            .collect()
+    }
+
     /// What this consumer delivered to `arn` and its last error, into `status`.
     pub fn add_counts(&self, status: &mut TargetStatus) {
         if let Some(s) = self.inner.lock().status.get(&status.arn) {
@@ -128,6 +142,7 @@ impl Notifier {
         let mut report = PassReport::default();
         // Per target ARN: (depth, oldest record's time).
         let mut queued: BTreeMap<String, (u64, Option<i64>)> = BTreeMap::new();
+        let mut drops = BTreeMap::new();
         for (bucket, config) in &buckets {
             let mut dropped = 0;
             let mut depth = 0;
@@ -149,6 +164,7 @@ impl Notifier {
                 }
             }
             report.pending += depth;
+            drops.insert(bucket.clone(), dropped);
             metrics::DROPPED
                 .with_label_values(&[bucket.as_str()])
                 .set(dropped as i64);
@@ -163,6 +179,7 @@ impl Notifier {
         }
         let now = saker_client::now_ns();
         let mut inner = self.inner.lock();
+        inner.dropped = drops;
         inner.status.retain(|arn, _| targets.contains_key(arn));
         for (arn, t) in &targets {
             let (depth, oldest) = queued.get(arn).copied().unwrap_or_default();
@@ -310,12 +327,20 @@ impl Notifier {
     }
 }
 
-/// Every target with the records waiting for it and the age of the oldest, read from the
-/// feeds now (from any node: the consumer's counts are where it runs).
+/// Where the feeds stand, read now (from any node: the consumer's counts are where it runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backlog {
+    /// Every target with the records waiting for it and the age of the oldest.
+    pub targets: Vec<TargetStatus>,
+    /// Buckets whose feeds dropped records at their cap, with how many (all groups, ever).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// Reads every configured bucket's feed head in every group ([`Backlog`]).
 pub async fn backlog(
     cluster: &Cluster,
     state: &Arc<dyn StateStore>,
-) -> Result<Vec<TargetStatus>, NotifyError> {
+) -> Result<Backlog, NotifyError> {
     let mut out: BTreeMap<String, TargetStatus> = target::list(state)
         .await?
         .into_iter()
@@ -329,16 +354,21 @@ pub async fn backlog(
             (t.arn(), s)
         })
         .collect();
+    let mut dropped = BTreeMap::new();
     let now = saker_client::now_ns();
     for (bucket, config) in configured_buckets(state).await? {
-        let (mut depth, mut oldest) = (0, None::<i64>);
+        let (mut depth, mut oldest, mut lost) = (0, None::<i64>, 0);
         for g in cluster.group_ids() {
             let s = seen(&cluster.feed_read(g, &bucket, 0, 1).await?);
             depth += s.depth;
+            lost += s.dropped;
             oldest = match (oldest, s.oldest_ns) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+        }
+        if lost > 0 {
+            dropped.insert(bucket.clone(), lost);
         }
         for q in &config.queues {
             if let Some(t) = out.get_mut(&q.arn) {
@@ -348,7 +378,10 @@ pub async fn backlog(
             }
         }
     }
-    Ok(out.into_values().collect())
+    Ok(Backlog {
+        targets: out.into_values().collect(),
+        dropped,
+    })
 }
 
 fn seen(page: &FeedPage) -> Seen {

@@ -16,7 +16,7 @@ pub mod rules;
 pub mod sink;
 pub mod target;
 
-pub use consumer::{Notifier, PassReport, TargetStatus};
+pub use consumer::{Backlog, Notifier, PassReport, TargetStatus};
 pub use rules::{NotificationConfig, QueueRule};
 pub use target::{Target, TargetKind};
 

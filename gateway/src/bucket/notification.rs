@@ -161,3 +161,28 @@ pub async fn get_configuration(
         ..Default::default()
     }))
 }
+
+impl Gateway {
+    /// Sets the most records `bucket`'s change feed keeps per MNode group (`saker admin
+    /// notify cap`): past it the oldest are dropped, counted. Refused for a bucket without a
+    /// notification configuration (it keeps no feed).
+    pub async fn set_feed_cap(&self, bucket: &str, cap: u64) -> Result<(), String> {
+        let current = settings(self, bucket).await.map_err(|e| e.to_string())?;
+        let Some(config) = current.notification.as_ref() else {
+            return Err(format!(
+                "bucket {bucket} has no notification configuration (and so no feed)"
+            ));
+        };
+        let mut config = (**config).clone();
+        config.feed_cap = Some(cap);
+        config.validate().map_err(|e| e.to_string())?;
+        store(
+            self,
+            bucket,
+            Setting::Notification,
+            Some(config.to_record()),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+}

@@ -87,6 +87,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/notify/targets", get(notify::list).post(notify::add))
         .route("/admin/notify/targets/{name}", delete(notify::remove))
         .route("/admin/notify/status", get(notify::status))
+        .route("/admin/notify/cap/{bucket}", put(notify::set_cap))
         .route("/admin/tiers", get(tiers::list).post(tiers::add))
         .route("/admin/tiers/{name}", delete(tiers::remove))
         .route(

@@ -29,6 +29,9 @@ pub enum NotifyCommand {
         #[command(subcommand)]
         command: TargetCommand,
     },
+    /// Set the most change-feed records BUCKET keeps per MNode group while its targets do
+    /// not take them (default 500000); past it the oldest are dropped, counted and logged.
+    Cap { bucket: String, records: u64 },
     /// Each target's queue depth, lag, deliveries and failures.
     Status {
         /// Print the JSON the admin API answers instead of a table.
@@ -71,6 +74,9 @@ struct Status {
     /// Whether the consumer runs in the process that answered.
     consumer_here: bool,
     targets: Vec<TargetStatus>,
+    /// Buckets whose feeds dropped notifications at their cap, with how many.
+    #[serde(default)]
+    dropped: std::collections::BTreeMap<String, u64>,
 }
 
 fn notify_error(e: NotifyError) -> Response {
@@ -161,6 +167,39 @@ pub async fn remove(
     }
 }
 
+/// What `/admin/notify/cap/{bucket}` takes.
+#[derive(Serialize, Deserialize)]
+struct Cap {
+    records: u64,
+}
+
+pub async fn set_cap(
+    State(st): State<AdminState>,
+    Path(bucket): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = format!("/admin/notify/cap/{bucket}");
+    if !authorized(&st, &Method::PUT, &path, &headers, &body) {
+        return deny();
+    }
+    let Some(gw) = &st.gateway else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no S3 gateway in this process\n",
+        )
+            .into_response();
+    };
+    let cap: Cap = match json_body(&body) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    match gw.set_feed_cap(&bucket, cap.records).await {
+        Ok(()) => (StatusCode::OK, "set\n").into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    }
+}
+
 pub async fn status(State(st): State<AdminState>, headers: HeaderMap) -> Response {
     if !authorized(&st, &Method::GET, "/admin/notify/status", &headers, b"") {
         return deny();
@@ -169,10 +208,11 @@ pub async fn status(State(st): State<AdminState>, headers: HeaderMap) -> Respons
         Ok(s) => s,
         Err(r) => return *r,
     };
-    let mut targets = match saker_notify::consumer::backlog(&st.cluster, &state).await {
-        Ok(t) => t,
+    let backlog = match saker_notify::consumer::backlog(&st.cluster, &state).await {
+        Ok(b) => b,
         Err(e) => return notify_error(e),
     };
+    let mut targets = backlog.targets;
     let consumer = crate::server::loops::NOTIFIER
         .get()
         .filter(|_| st.namespace.get().is_some());
@@ -184,6 +224,7 @@ pub async fn status(State(st): State<AdminState>, headers: HeaderMap) -> Respons
     axum::Json(Status {
         consumer_here: consumer.is_some(),
         targets,
+        dropped: backlog.dropped,
     })
     .into_response()
 }
@@ -227,6 +268,12 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
             send(endpoint, Method::DELETE, &path, Vec::new()).await?;
             println!("removed target {name}");
         }
+        NotifyCommand::Cap { bucket, records } => {
+            let body = serde_json::to_vec(&Cap { records })?;
+            let path = format!("/admin/notify/cap/{bucket}");
+            send(endpoint, Method::PUT, &path, body).await?;
+            println!("{bucket}: the feed keeps at most {records} records per group");
+        }
         NotifyCommand::Status { json } => {
             let text = send(endpoint, Method::GET, "/admin/notify/status", Vec::new()).await?;
             if json {
@@ -245,6 +292,9 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
                     t.failed,
                     t.last_error.as_deref().unwrap_or("-")
                 );
+            }
+            for (bucket, n) in &s.dropped {
+                println!("bucket {bucket}: {n} notifications dropped at the feed's cap");
             }
             if !s.consumer_here {
                 println!("(deliveries are counted on the node of the active coordinator)");
