@@ -556,3 +556,36 @@ async fn a_full_feed_drops_its_oldest_records_counted_and_reported() {
     sizes.dedup();
     assert_eq!(sizes, vec![8, 9, 10, 11, 12], "the newest five, in order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_directory_rename_through_the_mount_is_exdev_where_a_bucket_notifies() {
+    let mounted = tokio::task::spawn_blocking(|| common::fuse::Mounted::start(Opts::default()))
+        .await
+        .unwrap();
+    let srv = &mounted.srv;
+    let c = srv.client();
+    let hook = Webhook::start().await;
+    let arn = add_target(srv, "mnt", &hook.url("m"));
+    let b = new_bucket(&c, "mntfeed").await;
+    configure(
+        &c,
+        &b,
+        vec![queue("all", &arn, &["s3:ObjectCreated:*"], "", "")],
+    )
+    .await;
+    let dir = mounted.root.join(&b);
+    // Its files would change keys with no event each: EXDEV (mv(1) copies and deletes).
+    let (moved, file_moved) = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir(dir.join("d")).unwrap();
+        std::fs::write(dir.join("d/x"), b"x").unwrap();
+        let moved = common::fuse::errno(std::fs::rename(dir.join("d"), dir.join("e")));
+        // A file's rename is no directory's.
+        let file = std::fs::rename(dir.join("d/x"), dir.join("y")).is_ok();
+        (moved, file)
+    })
+    .await
+    .unwrap();
+    assert_eq!(moved, libc::EXDEV);
+    assert!(file_moved);
+    assert_eq!(get_bytes(&c, &b, "y").await, b"x");
+}

@@ -237,9 +237,11 @@ fn decided_here<'r>(
             versioning,
             ..
         } => {
+            let (from, to) = (copy_for(txn, keys, from)?, copy_for(txn, keys, to)?);
             *versioning = RenameVersioning {
-                from: versioning_of(txn, keys, from)?,
-                to: versioning_of(txn, keys, to)?,
+                from: from.writes.versioning,
+                to: to.writes.versioning,
+                feed: from.writes.feed.is_some() || to.writes.feed.is_some(),
             }
         }
         _ => {}
