@@ -558,7 +558,7 @@ async fn a_full_feed_drops_its_oldest_records_counted_and_reported() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_directory_rename_through_the_mount_is_exdev_where_a_bucket_notifies() {
+async fn the_mount_s_writes_notify_and_its_directory_renames_are_exdev() {
     let mounted = tokio::task::spawn_blocking(|| common::fuse::Mounted::start(Opts::default()))
         .await
         .unwrap();
@@ -567,25 +567,49 @@ async fn a_directory_rename_through_the_mount_is_exdev_where_a_bucket_notifies()
     let hook = Webhook::start().await;
     let arn = add_target(srv, "mnt", &hook.url("m"));
     let b = new_bucket(&c, "mntfeed").await;
-    configure(
-        &c,
-        &b,
-        vec![queue("all", &arn, &["s3:ObjectCreated:*"], "", "")],
-    )
-    .await;
+    let events = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"];
+    configure(&c, &b, vec![queue("all", &arn, &events, "", "")]).await;
     let dir = mounted.root.join(&b);
-    // Its files would change keys with no event each: EXDEV (mv(1) copies and deletes).
+    // A directory's files would change keys with no event each: EXDEV (mv(1) copies and
+    // deletes). A file's write, rename and unlink are events.
     let (moved, file_moved) = tokio::task::spawn_blocking(move || {
         std::fs::create_dir(dir.join("d")).unwrap();
-        std::fs::write(dir.join("d/x"), b"x").unwrap();
+        std::fs::write(dir.join("d/x"), b"xyz").unwrap();
         let moved = common::fuse::errno(std::fs::rename(dir.join("d"), dir.join("e")));
-        // A file's rename is no directory's.
         let file = std::fs::rename(dir.join("d/x"), dir.join("y")).is_ok();
+        std::fs::remove_file(dir.join("y")).unwrap();
         (moved, file)
     })
     .await
     .unwrap();
     assert_eq!(moved, libc::EXDEV);
     assert!(file_moved);
-    assert_eq!(get_bytes(&c, &b, "y").await, b"x");
+    let got = wait_for(&hook, 4).await;
+    let mut seen = names(&got);
+    seen.dedup();
+    let want = [
+        ("ObjectCreated:Put", "d/x"),
+        ("ObjectRemoved:Delete", "d/x"),
+        ("ObjectCreated:Put", "y"),
+        ("ObjectRemoved:Delete", "y"),
+    ];
+    // Per key in order (`d/x` and `y` may be two groups' feeds).
+    for key in ["d/x", "y"] {
+        let mine: Vec<&str> = seen
+            .iter()
+            .filter(|(_, k)| k == key)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let wanted: Vec<&str> = want
+            .iter()
+            .filter(|(_, k)| *k == key)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(mine, wanted, "{key}");
+    }
+    let put = got
+        .iter()
+        .find(|r| r.key() == "d/x" && r.event_name() == "ObjectCreated:Put")
+        .unwrap();
+    assert_eq!(put.record.s3.object.size, Some(3));
 }

@@ -10,13 +10,11 @@
 //! Records are deleted by an acknowledgement (`FeedRequest::Ack`) or, past the bucket's cap,
 //! oldest first with a count, a log line and a metric.
 
-use saker_rpc::{
-    version_id, FeedEvent, FeedKind, FeedPage, FeedSettings, MetaError, MetaRequest, MetaResponse,
-    SealedWrites, Versioning, NULL_VERSION,
-};
+use saker_rpc::{FeedEvent, FeedPage, FeedSettings, MetaError, MetaRequest, MetaResponse};
 use serde::{Deserialize, Serialize};
 
-use super::versions::object_key;
+use super::feed_events::{self as events, Change};
+use super::settings::Copies;
 use super::{Ctx, OpResult};
 use crate::keys::Keys;
 use crate::records::{decode, encode};
@@ -63,174 +61,42 @@ pub(crate) fn head_of<V: View + ?Sized>(
     }
 }
 
-/// The change `req` made (answered `result`), if it is one the feed records: (bucket, key,
-/// what, size, etag, version id).
-struct Change<'a> {
-    bucket: &'a str,
-    key: String,
-    kind: FeedKind,
-    size: u64,
-    etag: String,
-    version_id: Option<String>,
-}
-
-/// The version id a new current object `id` has in a bucket that keeps versions as
-/// `versioning` says.
-fn new_version(versioning: Versioning, id: saker_rpc::InodeId) -> Option<String> {
-    match versioning {
-        Versioning::Off => None,
-        Versioning::Enabled => Some(version_id(id)),
-        Versioning::Suspended => Some(NULL_VERSION.to_string()),
-    }
-}
-
-fn change_of<'a>(req: &'a MetaRequest, result: &MetaResponse) -> Option<Change<'a>> {
-    let path = match req {
-        MetaRequest::PutObject { path, .. }
-        | MetaRequest::CompleteUpload { path, .. }
-        | MetaRequest::DeleteObject { path, .. }
-        | MetaRequest::PutTags { path, .. }
-        | MetaRequest::SetObjectLock { path, .. }
-        | MetaRequest::SetTier { path, .. } => path,
-        _ => return None,
-    };
-    if path.len() < 2 {
-        return None;
-    }
-    let (bucket, mut key) = object_key(path);
-    let mut change = Change {
-        bucket,
-        key: String::new(),
-        kind: FeedKind::Put,
-        size: 0,
-        etag: String::new(),
-        version_id: None,
-    };
-    match (req, result) {
-        (
-            MetaRequest::PutObject { versioning, .. }
-            | MetaRequest::CompleteUpload { versioning, .. },
-            MetaResponse::Attr(attr),
-        ) => {
-            change.kind = match req {
-                MetaRequest::CompleteUpload { .. } => FeedKind::CompleteUpload,
-                MetaRequest::PutObject { obj, .. } if obj.copied => FeedKind::Copy,
-                _ => FeedKind::Put,
-            };
-            change.size = attr.size;
-            change.etag = attr.etag.trim_matches('"').to_string();
-            change.version_id = new_version(versioning.versioning, attr.id);
-        }
-        (MetaRequest::DeleteObject { dir_marker, .. }, r) => {
-            if *dir_marker {
-                key.push('/');
-            }
-            match r {
-                MetaResponse::Deleted {
-                    version_id,
-                    delete_marker,
-                } => {
-                    // A DELETE without a version id that made a marker, or a version (which
-                    // may itself be a marker) removed by id.
-                    let by_id = matches!(
-                        req,
-                        MetaRequest::DeleteObject {
-                            version_id: Some(_),
-                            ..
-                        }
-                    );
-                    change.kind = if *delete_marker && !by_id {
-                        FeedKind::DeleteMarker
-                    } else {
-                        FeedKind::Delete
-                    };
-                    change.version_id = Some(version_id.clone());
-                }
-                _ => change.kind = FeedKind::Delete,
-            }
-        }
-        (
-            MetaRequest::PutTags {
-                tags,
-                version_id,
-                dir_marker,
-                ..
-            },
-            _,
-        ) => {
-            if *dir_marker {
-                key.push('/');
-            }
-            change.kind = match tags {
-                Some(t) if !t.is_empty() => FeedKind::TagsPut,
-                _ => FeedKind::TagsDeleted,
-            };
-            change.version_id = version_id.clone();
-        }
-        (MetaRequest::SetObjectLock { version_id, .. }, _) => {
-            change.kind = FeedKind::Retention;
-            change.version_id = version_id.clone();
-        }
-        (
-            MetaRequest::SetTier {
-                to,
-                inode,
-                noncurrent,
-                ..
-            },
-            _,
-        ) => {
-            // A restore's copy ready; the transitions themselves are not object changes S3
-            // notifies of.
-            to.restored.as_ref()?;
-            change.kind = FeedKind::Restored;
-            change.size = to.size;
-            change.version_id = noncurrent.then(|| version_id(*inode));
-        }
-        _ => return None,
-    }
-    change.key = key;
-    Some(change)
-}
-
-/// Whether `req` may make a change the feed records (so its bucket's copy is worth reading).
-fn may_record(req: &MetaRequest) -> bool {
-    matches!(
-        req,
-        MetaRequest::PutObject { .. }
-            | MetaRequest::CompleteUpload { .. }
-            | MetaRequest::DeleteObject { .. }
-            | MetaRequest::PutTags { .. }
-            | MetaRequest::SetObjectLock { .. }
-            | MetaRequest::SetTier { .. }
-    )
-}
-
-/// After `req` succeeded with `result`: its feed record, if its bucket keeps a feed. `copy`
-/// is the bucket's settings as the op's evaluation read them (`None`: not read, and read
-/// here only for an op that may make a record).
+/// After `req` succeeded with `result`: its feed records, in the feeds of the buckets that
+/// keep one. `copies` are the buckets' settings as the op's decision read them; a bucket's
+/// copy is read here only for an op that may make a record and whose decision did not read
+/// it (tagging, retention, a restore).
 pub(super) fn after(
     txn: &mut Txn<'_>,
     ctx: &Ctx<'_>,
     req: &MetaRequest,
-    copy: Option<SealedWrites>,
+    copies: &Copies,
     result: &MetaResponse,
 ) -> Result<(), MetaError> {
-    if !may_record(req) {
+    let mut feeds: Vec<(&str, Option<FeedSettings>)> = Vec::new();
+    for path in events::paths_of(req) {
+        let Some(bucket) = path.first().filter(|_| path.len() >= 2) else {
+            continue;
+        };
+        if feeds.iter().any(|(b, _)| *b == bucket) {
+            continue;
+        }
+        let feed = match copies.iter().find(|(b, _)| b == bucket) {
+            Some((_, c)) => c.writes.feed.clone(),
+            None => super::settings::copy_of(txn, ctx.keys, bucket)?.writes.feed,
+        };
+        feeds.push((bucket, feed));
+    }
+    if feeds.iter().all(|(_, f)| f.is_none()) {
         return Ok(());
     }
-    let feed = match copy {
-        Some(c) => c.writes.feed,
-        None => match req.path() {
-            Some(path) => super::settings::copy_for(txn, ctx.keys, path)?.writes.feed,
-            None => None,
-        },
-    };
-    let Some(settings) = feed else {
-        return Ok(());
-    };
-    if let Some(change) = change_of(req, result) {
-        append(txn, ctx, &settings, change)?;
+    for change in events::changes_of(txn, ctx, req, result)? {
+        let settings = feeds
+            .iter()
+            .find(|(b, _)| *b == change.bucket)
+            .and_then(|(_, f)| f.clone());
+        if let Some(settings) = settings {
+            append(txn, ctx, &settings, change)?;
+        }
     }
     Ok(())
 }
@@ -337,7 +203,8 @@ mod tests {
     use crate::store::MemStore;
     use crate::tree::Resolver;
     use saker_rpc::{
-        BucketWrites, Decided, Layout, NewObject, SettingsRequest, TierRef, Versioning,
+        version_id, BucketWrites, Cred, Decided, FeedKind, FileKind, Layout, NewObject,
+        SealedWrites, SettingsRequest, TierRef, Versioning,
     };
 
     fn p(s: &str) -> Vec<String> {
@@ -552,6 +419,73 @@ mod tests {
                 assert_eq!((page.first, page.next), (6, 6));
                 write(put("logs/z", 1, off)).unwrap();
                 assert_eq!(read().events[0].seq, 6);
+            },
+        );
+    }
+
+    #[test]
+    fn the_mount_s_commits_unlinks_and_renames_are_recorded() {
+        with_bucket(
+            Versioning::Off,
+            Some(FeedSettings::default()),
+            |write, read| {
+                let create = |path: &str| MetaRequest::Create {
+                    path: p(path),
+                    mode: 0o644,
+                    uid: 0,
+                    gid: 0,
+                    exclusive: true,
+                    symlink: None,
+                    special: None,
+                    cred: Cred::default(),
+                    defer: false,
+                    versioning: Versioning::Off,
+                };
+                let MetaResponse::Attr(f) = write(create("logs/f")).unwrap() else {
+                    panic!("a create answers its attributes")
+                };
+                assert_eq!(f.kind, FileKind::File);
+                write(MetaRequest::CommitFile {
+                    path: p("logs/f"),
+                    id: f.id,
+                    size: 0,
+                    etag: "\"abc\"".into(),
+                    layout: Layout::Inline,
+                    inline: None,
+                    cred: Cred::default(),
+                    receipt: None,
+                    versioning: Versioning::Off,
+                    replaces: None,
+                    default_lock: None,
+                    sse: None,
+                })
+                .unwrap();
+                write(MetaRequest::Rename {
+                    from: p("logs/f"),
+                    to: p("logs/g"),
+                    noreplace: false,
+                    cred: Cred::default(),
+                    versioning: Default::default(),
+                })
+                .unwrap();
+                write(MetaRequest::Unlink {
+                    path: p("logs/g"),
+                    cred: Cred::default(),
+                    versioning: Versioning::Off,
+                })
+                .unwrap();
+                let page = read();
+                assert_eq!(
+                    kinds(&page),
+                    vec![
+                        (FeedKind::Put, "f", None),
+                        (FeedKind::Delete, "f", None),
+                        (FeedKind::Put, "g", None),
+                        (FeedKind::Delete, "g", None),
+                    ],
+                    "the create makes no record; its commit does"
+                );
+                assert_eq!(page.events[0].etag, "abc");
             },
         );
     }

@@ -11,6 +11,7 @@ mod attrs;
 mod common;
 mod dirs;
 pub(crate) mod feed;
+mod feed_events;
 mod files;
 mod links;
 mod objects;
@@ -102,9 +103,9 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
 /// Evaluates one write op against `txn`, with its change-feed record if its bucket keeps a
 /// feed. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
-    let (req, copy) = settings::decided(txn, ctx, req)?;
+    let (req, copies) = settings::decided(txn, ctx, req)?;
     let result = apply(txn, ctx, &req)?;
-    feed::after(txn, ctx, &req, copy, &result)?;
+    feed::after(txn, ctx, &req, &copies, &result)?;
     Ok(result)
 }
 

@@ -95,15 +95,6 @@ pub(crate) fn copy_for<V: View + ?Sized>(
     }
 }
 
-/// How the bucket of `path` keeps versions, from this group's copy.
-pub(crate) fn versioning_of<V: View + ?Sized>(
-    v: &V,
-    keys: &Keys,
-    path: &[String],
-) -> Result<Versioning, MetaError> {
-    Ok(copy_for(v, keys, path)?.writes.versioning)
-}
-
 /// Key of coordinator record `name` (group 1's table of them).
 fn coord_key(keys: &Keys, name: &str) -> Vec<u8> {
     let mut k = keys.table(COORD);
@@ -154,31 +145,36 @@ pub(super) fn install(
     Ok(MetaResponse::Sealed(sealed.clone()))
 }
 
+/// The copies of buckets' settings a decision read, by bucket (the feed needs them too,
+/// [`super::feed`], and reads no other).
+pub(crate) type Copies = Vec<(String, SealedWrites)>;
+
 /// `req` as it is to be applied under this batch's copy of its buckets' settings: what the
 /// MNode decides filled in, a gateway's decision checked (module docs). Borrowed when
-/// nothing changes. With it, the copy of the settings of the request's bucket when the
-/// decision read it (the feed needs it too, [`super::feed`]).
+/// nothing changes. With it, the copies of the settings the decision read.
 pub(super) fn decided<'r>(
     txn: &Txn<'_>,
     ctx: &Ctx<'_>,
     req: &'r MetaRequest,
-) -> Result<(Cow<'r, MetaRequest>, Option<SealedWrites>), MetaError> {
+) -> Result<(Cow<'r, MetaRequest>, Copies), MetaError> {
     let keys = ctx.keys;
+    let mut copies = Copies::new();
+    // Reads the copy of the bucket of `path` once per decision.
+    let mut read = |path: &[String]| -> Result<SealedWrites, MetaError> {
+        let Some(bucket) = path.first() else {
+            return Ok(SealedWrites::default());
+        };
+        if let Some((_, c)) = copies.iter().find(|(b, _)| b == bucket) {
+            return Ok(c.clone());
+        }
+        let c = copy_of(txn, keys, bucket)?;
+        copies.push((bucket.clone(), c.clone()));
+        Ok(c)
+    };
     if let Some((path, decided)) = req.gateway_decided() {
-        let copy = copy_for(txn, keys, path)?;
-        decided.check(copy.version)?;
-        return Ok((Cow::Borrowed(req), Some(copy)));
+        decided.check(read(path)?.version)?;
+        return Ok((Cow::Borrowed(req), copies));
     }
-    Ok((decided_here(txn, ctx, req)?, None))
-}
-
-/// A write the MNode decides alone, decided from the copy.
-fn decided_here<'r>(
-    txn: &Txn<'_>,
-    ctx: &Ctx<'_>,
-    req: &'r MetaRequest,
-) -> Result<Cow<'r, MetaRequest>, MetaError> {
-    let keys = ctx.keys;
     let mut owned = match req {
         MetaRequest::SetAttr {
             path,
@@ -186,12 +182,12 @@ fn decided_here<'r>(
             ..
         } => {
             // Where versions are kept a truncation is a commit (it keeps the old bytes).
-            if versioning_of(txn, keys, path)? != Versioning::Off {
+            if read(path)?.writes.versioning != Versioning::Off {
                 return Err(MetaError::Invalid(
                     "in a bucket that keeps versions a truncation is a commit".into(),
                 ));
             }
-            return Ok(Cow::Borrowed(req));
+            return Ok((Cow::Borrowed(req), copies));
         }
         MetaRequest::CommitFile { .. }
         | MetaRequest::Create { .. }
@@ -199,7 +195,7 @@ fn decided_here<'r>(
         | MetaRequest::Rename { .. }
         | MetaRequest::RenameIn { .. }
         | MetaRequest::RenameOut { .. } => req.clone(),
-        _ => return Ok(Cow::Borrowed(req)),
+        _ => return Ok((Cow::Borrowed(req), copies)),
     };
     match &mut owned {
         MetaRequest::CommitFile {
@@ -208,7 +204,7 @@ fn decided_here<'r>(
             default_lock,
             ..
         } => {
-            let w = copy_for(txn, keys, path)?.writes;
+            let w = read(path)?.writes;
             *versioning = w.versioning;
             // A default retention locks versions, which only a bucket keeping them has.
             *default_lock = w
@@ -221,10 +217,10 @@ fn decided_here<'r>(
         }
         | MetaRequest::Unlink {
             path, versioning, ..
-        } => *versioning = versioning_of(txn, keys, path)?,
+        } => *versioning = read(path)?.writes.versioning,
         MetaRequest::RenameOut {
             from, versioning, ..
-        } => *versioning = versioning_of(txn, keys, from)?,
+        } => *versioning = read(from)?.writes.versioning,
         MetaRequest::Rename {
             from,
             to,
@@ -237,16 +233,16 @@ fn decided_here<'r>(
             versioning,
             ..
         } => {
-            let (from, to) = (copy_for(txn, keys, from)?, copy_for(txn, keys, to)?);
+            let (from, to) = (read(from)?.writes, read(to)?.writes);
             *versioning = RenameVersioning {
-                from: from.writes.versioning,
-                to: to.writes.versioning,
-                feed: from.writes.feed.is_some() || to.writes.feed.is_some(),
+                from: from.versioning,
+                to: to.versioning,
+                feed: from.feed.is_some() || to.feed.is_some(),
             }
         }
         _ => {}
     }
-    Ok(Cow::Owned(owned))
+    Ok((Cow::Owned(owned), copies))
 }
 
 #[cfg(test)]
@@ -375,7 +371,7 @@ mod tests {
             let r = put("logs/k", Decided::under(Versioning::Off, 0));
             assert!(matches!(
                 decided(txn, ctx, &r),
-                Ok((Cow::Borrowed(_), Some(_)))
+                Ok((Cow::Borrowed(_), copies)) if copies.len() == 1
             ));
             install(txn, ctx, "logs", &enabled).unwrap();
             assert_eq!(
