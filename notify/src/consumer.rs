@@ -32,6 +32,9 @@ pub const PAGE: u32 = 100;
 /// Pages one pass takes from one group's feed of one bucket before going on to the next
 /// (so one busy bucket does not hold the others back).
 const PAGES_PER_PASS: usize = 20;
+/// How long a pass uses the configurations and targets an earlier one read (so a cluster
+/// with none configured costs one scan of the records a second, not one a pass).
+const CONFIG_REFRESH: Duration = Duration::from_secs(1);
 /// The first retry of a failed delivery waits this long, doubling up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -70,8 +73,12 @@ struct Backoff {
     until: Instant,
 }
 
+/// The configured buckets and the targets by ARN, as read at a time.
+type Config = (Vec<(String, NotificationConfig)>, BTreeMap<String, Target>);
+
 #[derive(Default)]
 struct Inner {
+    config: Option<(Instant, Arc<Config>)>,
     backoff: HashMap<(String, u32), Backoff>,
     status: BTreeMap<String, TargetStatus>,
     /// Records each bucket's feed dropped at its cap (all groups, ever), at the last pass.
@@ -131,24 +138,38 @@ impl Notifier {
         }
     }
 
-    /// One pass over every configured bucket's feed in every group.
-    pub async fn pass(&self) -> Result<PassReport, NotifyError> {
+    /// The configured buckets and the targets, read again past [`CONFIG_REFRESH`].
+    async fn config(&self) -> Result<Arc<Config>, NotifyError> {
+        if let Some((at, c)) = &self.inner.lock().config {
+            if at.elapsed() < CONFIG_REFRESH {
+                return Ok(c.clone());
+            }
+        }
         let buckets = configured_buckets(&self.state).await?;
-        let targets: BTreeMap<String, Target> = target::list(&self.state)
+        let targets = target::list(&self.state)
             .await?
             .into_iter()
             .map(|t| (t.arn(), t))
             .collect();
+        let c = Arc::new((buckets, targets));
+        self.inner.lock().config = Some((Instant::now(), c.clone()));
+        Ok(c)
+    }
+
+    /// One pass over every configured bucket's feed in every group.
+    pub async fn pass(&self) -> Result<PassReport, NotifyError> {
+        let config = self.config().await?;
+        let (buckets, targets) = (&config.0, &config.1);
         let mut report = PassReport::default();
         // Per target ARN: (depth, oldest record's time).
         let mut queued: BTreeMap<String, (u64, Option<i64>)> = BTreeMap::new();
         let mut drops = BTreeMap::new();
-        for (bucket, config) in &buckets {
+        for (bucket, config) in buckets {
             let mut dropped = 0;
             let mut depth = 0;
             let mut oldest: Option<i64> = None;
             for g in self.cluster.group_ids() {
-                let seen = self.drain(bucket, config, &targets, g, &mut report).await;
+                let seen = self.drain(bucket, config, targets, g, &mut report).await;
                 match seen {
                     Ok(s) => {
                         depth += s.depth;
@@ -181,7 +202,7 @@ impl Notifier {
         let mut inner = self.inner.lock();
         inner.dropped = drops;
         inner.status.retain(|arn, _| targets.contains_key(arn));
-        for (arn, t) in &targets {
+        for (arn, t) in targets {
             let (depth, oldest) = queued.get(arn).copied().unwrap_or_default();
             let lag = oldest.map_or(0, |o| ((now - o).max(0) / 1_000_000_000) as u64);
             metrics::QUEUE_DEPTH

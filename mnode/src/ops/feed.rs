@@ -174,6 +174,24 @@ pub(super) fn ack(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, upto: u64) -> 
     Ok(MetaResponse::Feed(page(head, Vec::new())))
 }
 
+/// The bucket's feed starts (its notification configuration was put where there was none):
+/// records left from an earlier feed of the name (a configuration since removed, a bucket
+/// since deleted) are not this one's, so the feed starts after them and drops them (up to
+/// [`MAX_ACK`] here; any beyond are past `first`, never read, left as garbage).
+pub(super) fn start(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<(), MetaError> {
+    let mut head = head_of(txn, ctx.keys, bucket)?;
+    if head.first == head.next {
+        return Ok(());
+    }
+    let end = (head.next - 1).min(head.first.saturating_add(MAX_ACK - 1));
+    for seq in head.first..=end {
+        txn.delete(ctx.keys.feed(bucket, seq));
+    }
+    head.first = head.next;
+    txn.put(ctx.keys.feed_head(bucket), encode(&head));
+    Ok(())
+}
+
 /// `Read`: up to `limit` records of `bucket`'s feed after seq `after`, oldest first.
 pub(crate) fn read<V: View + ?Sized>(
     v: &V,
@@ -486,6 +504,41 @@ mod tests {
                     "the create makes no record; its commit does"
                 );
                 assert_eq!(page.events[0].etag, "abc");
+            },
+        );
+    }
+
+    #[test]
+    fn a_feed_started_again_does_not_deliver_an_old_one_s_records() {
+        let off = Decided::under(Versioning::Off, 1);
+        with_bucket(
+            Versioning::Off,
+            Some(FeedSettings::default()),
+            |write, read| {
+                write(put("logs/a", 1, off)).unwrap();
+                write(put("logs/b", 1, off)).unwrap();
+                let install = |version, feed| {
+                    MetaRequest::BucketSettings(SettingsRequest::Install {
+                        bucket: "logs".into(),
+                        sealed: SealedWrites {
+                            version,
+                            writes: BucketWrites {
+                                feed,
+                                ..Default::default()
+                            },
+                        },
+                    })
+                };
+                // Off: nothing more recorded, the old records stay unread.
+                write(install(2, None)).unwrap();
+                write(put("logs/c", 1, Decided::under(Versioning::Off, 2))).unwrap();
+                assert_eq!(read().depth(), 2);
+                // On again: a new feed, after the old one.
+                write(install(3, Some(FeedSettings::default()))).unwrap();
+                write(put("logs/d", 1, Decided::under(Versioning::Off, 3))).unwrap();
+                let page = read();
+                assert_eq!(kinds(&page), vec![(FeedKind::Put, "d", None)]);
+                assert_eq!((page.first, page.next), (3, 4));
             },
         );
     }

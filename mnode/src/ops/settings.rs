@@ -122,7 +122,11 @@ pub(super) fn seal(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> OpResult {
         .map(|(k, v)| (String::from_utf8_lossy(&k[strip..]).into_owned(), v))
         .collect();
     let writes = BucketWrites::from_records(&records)?;
-    let version = copy_of(txn, ctx.keys, bucket)?.version + 1;
+    let current = copy_of(txn, ctx.keys, bucket)?;
+    if current.writes.feed.is_none() && writes.feed.is_some() {
+        super::feed::start(txn, ctx, bucket)?;
+    }
+    let version = current.version + 1;
     let sealed = SealedWrites { version, writes };
     let json = serde_json::to_vec(&sealed).map_err(|e| MetaError::Internal(e.to_string()))?;
     txn.put(ctx.keys.bucket_writes(bucket), encode_copy(&sealed));
@@ -140,6 +144,9 @@ pub(super) fn install(
     let current = copy_of(txn, ctx.keys, bucket)?;
     if sealed.version <= current.version {
         return Ok(MetaResponse::Sealed(current));
+    }
+    if current.writes.feed.is_none() && sealed.writes.feed.is_some() {
+        super::feed::start(txn, ctx, bucket)?;
     }
     txn.put(ctx.keys.bucket_writes(bucket), encode_copy(sealed));
     Ok(MetaResponse::Sealed(sealed.clone()))
@@ -477,6 +484,28 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         });
+    }
+
+    #[test]
+    fn a_copy_written_before_feeds_reads_as_one_without() {
+        let keys = Keys::new(2);
+        let store = MemStore::new();
+        let old = v1::SealedWrites {
+            version: 4,
+            writes: v1::BucketWrites {
+                versioning: Versioning::Suspended,
+                object_lock: None,
+                encryption: Some("AES256".into()),
+            },
+        };
+        let mut b = WriteBatch::default();
+        b.put(keys.bucket_writes("logs"), crate::records::encode(&old));
+        store.write(&b, true).unwrap();
+        let copy = copy_of(&crate::tree::StoreView(&store), &keys, "logs").unwrap();
+        assert_eq!(copy.version, 4);
+        assert_eq!(copy.writes.versioning, Versioning::Suspended);
+        assert_eq!(copy.writes.encryption.as_deref(), Some("AES256"));
+        assert_eq!(copy.writes.feed, None);
     }
 
     #[test]
