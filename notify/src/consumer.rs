@@ -32,6 +32,8 @@ pub const PAGE: u32 = 100;
 /// Pages one pass takes from one group's feed of one bucket before going on to the next
 /// (so one busy bucket does not hold the others back).
 const PAGES_PER_PASS: usize = 20;
+/// Feeds (bucket, group) a pass drains at once.
+const FEEDS_AT_ONCE: usize = 16;
 /// How long a pass uses the configurations and targets an earlier one read (so a cluster
 /// with none configured costs one scan of the records a second, not one a pass).
 const CONFIG_REFRESH: Duration = Duration::from_secs(1);
@@ -92,6 +94,22 @@ pub struct Notifier {
     region: String,
     http: reqwest::Client,
     inner: Mutex<Inner>,
+}
+
+/// What draining one group's feed of one bucket did.
+struct Drained {
+    /// Where the feed stands after.
+    seen: Seen,
+    acknowledged: u64,
+    failed: u64,
+}
+
+/// The older of two record times, either maybe unknown.
+fn older(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// One feed read: what the rest of a pass needs of it.
@@ -156,34 +174,46 @@ impl Notifier {
         Ok(c)
     }
 
-    /// One pass over every configured bucket's feed in every group.
+    /// One pass over every configured bucket's feed in every group, [`FEEDS_AT_ONCE`] feeds
+    /// at a time (a slow target holds back only its own buckets' feeds).
     pub async fn pass(&self) -> Result<PassReport, NotifyError> {
+        use futures::StreamExt;
         let config = self.config().await?;
         let (buckets, targets) = (&config.0, &config.1);
+        let groups = self.cluster.group_ids();
+        let mut feeds = Vec::with_capacity(buckets.len() * groups.len());
+        for (bucket, config) in buckets {
+            for &g in &groups {
+                feeds.push(self.drain_one(bucket, config, targets, g));
+            }
+        }
+        let results: Vec<_> = futures::stream::iter(feeds)
+            .buffer_unordered(FEEDS_AT_ONCE)
+            .collect()
+            .await;
         let mut report = PassReport::default();
+        // Per bucket: (depth, oldest record's time, dropped).
+        let mut per_bucket: BTreeMap<&String, (u64, Option<i64>, u64)> = BTreeMap::new();
+        for (bucket, g, drained) in results {
+            let d = match drained {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::debug!(bucket, group = g, error = %e, "change feed not read");
+                    continue;
+                }
+            };
+            report.acknowledged += d.acknowledged;
+            report.failed += d.failed;
+            let e = per_bucket.entry(bucket).or_default();
+            e.0 += d.seen.depth;
+            e.1 = older(e.1, d.seen.oldest_ns);
+            e.2 += d.seen.dropped;
+        }
         // Per target ARN: (depth, oldest record's time).
         let mut queued: BTreeMap<String, (u64, Option<i64>)> = BTreeMap::new();
         let mut drops = BTreeMap::new();
         for (bucket, config) in buckets {
-            let mut dropped = 0;
-            let mut depth = 0;
-            let mut oldest: Option<i64> = None;
-            for g in self.cluster.group_ids() {
-                let seen = self.drain(bucket, config, targets, g, &mut report).await;
-                match seen {
-                    Ok(s) => {
-                        depth += s.depth;
-                        dropped += s.dropped;
-                        oldest = match (oldest, s.oldest_ns) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        };
-                    }
-                    Err(e) => {
-                        tracing::debug!(bucket, group = g, error = %e, "change feed not read")
-                    }
-                }
-            }
+            let (depth, oldest, dropped) = per_bucket.get(bucket).copied().unwrap_or_default();
             report.pending += depth;
             drops.insert(bucket.clone(), dropped);
             metrics::DROPPED
@@ -192,10 +222,7 @@ impl Notifier {
             for q in &config.queues {
                 let e = queued.entry(q.arn.clone()).or_default();
                 e.0 += depth;
-                e.1 = match (e.1, oldest) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                e.1 = older(e.1, oldest);
             }
         }
         let now = saker_client::now_ns();
@@ -221,6 +248,17 @@ impl Notifier {
         Ok(report)
     }
 
+    /// [`Notifier::drain`], with what it drained.
+    async fn drain_one<'a>(
+        &self,
+        bucket: &'a String,
+        config: &NotificationConfig,
+        targets: &BTreeMap<String, Target>,
+        g: u32,
+    ) -> (&'a String, u32, Result<Drained, NotifyError>) {
+        (bucket, g, self.drain(bucket, config, targets, g).await)
+    }
+
     /// Delivers and acknowledges pages of `bucket`'s feed in group `g` until it is empty, a
     /// delivery fails, or the pass has taken its share.
     async fn drain(
@@ -229,8 +267,8 @@ impl Notifier {
         config: &NotificationConfig,
         targets: &BTreeMap<String, Target>,
         g: u32,
-        report: &mut PassReport,
-    ) -> Result<Seen, NotifyError> {
+    ) -> Result<Drained, NotifyError> {
+        let (mut acknowledged, mut failed) = (0, 0);
         let key = (bucket.to_string(), g);
         let waiting = self
             .inner
@@ -238,7 +276,9 @@ impl Notifier {
             .backoff
             .get(&key)
             .is_some_and(|b| b.until > Instant::now());
-        let mut page = self.cluster.feed_read(g, bucket, 0, PAGE).await?;
+        // Backing off, only where the feed stands (for the depth and lag) is read.
+        let first = if waiting { 1 } else { PAGE };
+        let mut page = self.cluster.feed_read(g, bucket, 0, first).await?;
         for _ in 0..PAGES_PER_PASS {
             if waiting || page.events.is_empty() {
                 break;
@@ -248,7 +288,7 @@ impl Notifier {
                 Ok(()) => {
                     self.inner.lock().backoff.remove(&key);
                     let after = self.cluster.feed_ack(g, bucket, last).await?;
-                    report.acknowledged += page.events.len() as u64;
+                    acknowledged += page.events.len() as u64;
                     if after.depth() == 0 {
                         page = after;
                         break;
@@ -256,7 +296,7 @@ impl Notifier {
                     page = self.cluster.feed_read(g, bucket, 0, PAGE).await?;
                 }
                 Err(()) => {
-                    report.failed += 1;
+                    failed += 1;
                     let mut inner = self.inner.lock();
                     let b = inner.backoff.entry(key.clone()).or_insert(Backoff {
                         failures: 0,
@@ -271,7 +311,11 @@ impl Notifier {
                 }
             }
         }
-        Ok(seen(&page))
+        Ok(Drained {
+            seen: seen(&page),
+            acknowledged,
+            failed,
+        })
     }
 
     /// Sends `events` to the targets whose rules match them: `Err` if any target did not
@@ -305,6 +349,7 @@ impl Notifier {
             }
         }
         let mut ok = true;
+        let mut sends = Vec::new();
         for (arn, records) in batches {
             let Some(target) = targets.get(arn) else {
                 // Removal is refused while a configuration names a target, so this is a
@@ -315,7 +360,11 @@ impl Notifier {
             };
             let n = records.len() as u64;
             let sink: Box<dyn Sink> = sink_for(target, &self.http);
-            let result = sink.send(event::body(records)).await;
+            // The targets of one page are sent to at once (a slow one delays the others by
+            // its own time only).
+            sends.push(async move { (arn, target, n, sink.send(event::body(records)).await) });
+        }
+        for (arn, target, n, result) in futures::future::join_all(sends).await {
             let mut inner = self.inner.lock();
             let status = inner.status.entry(arn.to_string()).or_default();
             match result {
@@ -383,10 +432,7 @@ pub async fn backlog(
             let s = seen(&cluster.feed_read(g, &bucket, 0, 1).await?);
             depth += s.depth;
             lost += s.dropped;
-            oldest = match (oldest, s.oldest_ns) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            oldest = older(oldest, s.oldest_ns);
         }
         if lost > 0 {
             dropped.insert(bucket.clone(), lost);
