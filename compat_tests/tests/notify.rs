@@ -656,3 +656,45 @@ async fn on_tikv_every_acknowledged_write_s_event_survives_kill_9() {
     assert!(all_in, "events missing after kill -9: {missing:?}");
     assert!(hook.bad().is_empty(), "bad posts: {:?}", hook.bad());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undelivered_events_travel_in_a_backup() {
+    let mut src = Server::default_start();
+    let c = src.client();
+    let mut hook = Webhook::start().await;
+    let arn = add_target(&src, "kept", &hook.url("b"));
+    let b = new_bucket(&c, "feedbackup").await;
+    configure(
+        &c,
+        &b,
+        vec![queue("all", &arn, &["s3:ObjectCreated:*"], "", "")],
+    )
+    .await;
+    hook.down().await;
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
+    for k in &keys {
+        put(&c, &b, k, b"small").await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let backup = dir.path().join("b");
+    ok_stdout(
+        src.admin_cmd(&["backup", backup.to_str().unwrap()]),
+        "backup",
+    );
+    src.kill();
+    // The restored server has the target, the configuration and the feeds: it delivers.
+    let dst = Server::start(Opts::default().arg("--restore", backup.to_str().unwrap()));
+    hook.up().await;
+    let delivered = poll_until(DELIVERY, || async {
+        let got = hook.received();
+        keys.iter().all(|k| got.iter().any(|r| r.key() == k))
+    })
+    .await;
+    assert!(
+        delivered,
+        "{} of {} events after the restore\n{}",
+        hook.received().len(),
+        keys.len(),
+        dst.stderr_tail()
+    );
+}
