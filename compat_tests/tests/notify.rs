@@ -698,3 +698,78 @@ async fn undelivered_events_travel_in_a_backup() {
         dst.stderr_tail()
     );
 }
+
+#[tokio::test]
+async fn a_lifecycle_expiration_is_its_own_event_not_a_removal() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+        LifecycleRuleFilter,
+    };
+    let srv = Server::start(Opts::default().arg("--lifecycle-day-secs", "1"));
+    let c = srv.client();
+    let hook = Webhook::start().await;
+    let expiry = add_target(&srv, "expiry", &hook.url("lc"));
+    let removals = add_target(&srv, "removals", &hook.url("rm"));
+    let b = new_bucket(&c, "lcfeed").await;
+    configure(
+        &c,
+        &b,
+        vec![
+            queue("lc", &expiry, &["s3:LifecycleExpiration:*"], "", ""),
+            queue("rm", &removals, &["s3:ObjectRemoved:*"], "", ""),
+        ],
+    )
+    .await;
+    put(&c, &b, "old/a", b"a").await;
+    let rule = LifecycleRule::builder()
+        .id("old")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("old/").build())
+        .expiration(LifecycleExpiration::builder().days(1).build())
+        .build()
+        .unwrap();
+    c.put_bucket_lifecycle_configuration()
+        .bucket(&b)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    // Passes until the object is a day (a second) old and expires.
+    let expired = poll_until(DELIVERY, || async {
+        ok_stdout(srv.admin_cmd(&["lifecycle", "run", &b]), "lifecycle run");
+        list_all(&c, &b, None).await.is_empty()
+    })
+    .await;
+    assert!(expired, "old/a did not expire");
+    let got = wait_for(&hook, 1).await;
+    assert_eq!(
+        (got[0].path.as_str(), got[0].event_name(), got[0].key()),
+        ("lc", "LifecycleExpiration:Delete", "old/a")
+    );
+    // A DELETE after it is a removal; the expiration never was one.
+    put(&c, &b, "z", b"z").await;
+    c.delete_object().bucket(&b).key("z").send().await.unwrap();
+    let removed = poll_until(DELIVERY, || async {
+        hook.received()
+            .iter()
+            .any(|r| r.path == "rm" && r.key() == "z")
+    })
+    .await;
+    assert!(removed, "the DELETE of z was not notified");
+    let rm: Vec<_> = names(
+        &hook
+            .received()
+            .into_iter()
+            .filter(|r| r.path == "rm")
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        rm,
+        vec![("ObjectRemoved:Delete".to_string(), "z".to_string())]
+    );
+}

@@ -252,6 +252,7 @@ mod tests {
             versioning,
             version_id: version_id.map(String::from),
             bypass_governance: false,
+            lifecycle: false,
         }
     }
 

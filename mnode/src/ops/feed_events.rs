@@ -3,7 +3,8 @@
 //! a file within a group: a removal at the old key and a new object at the new).
 //!
 //! S3 writes: PUT, CopyObject, CompleteMultipartUpload, DELETE (a removal, a delete marker,
-//! a version by id), tagging, retention and legal hold, a restored copy ready. The mount's:
+//! a version by id; a lifecycle rule's expiration as such), tagging, retention and legal
+//! hold, a restored copy ready. The mount's:
 //! a commit (close or fsync of written bytes) is a PUT of the file's key, an unlink a DELETE,
 //! a rename of a file a DELETE and a PUT (across groups, each side by its own op).
 
@@ -130,6 +131,7 @@ pub(super) fn changes_of<'a>(
                 path,
                 dir_marker,
                 version_id,
+                lifecycle,
                 ..
             },
             r,
@@ -149,6 +151,12 @@ pub(super) fn changes_of<'a>(
                     c.kind = FeedKind::DeleteMarker;
                 }
                 c.version_id = Some(removed.clone());
+            }
+            if *lifecycle {
+                c.kind = match c.kind {
+                    FeedKind::DeleteMarker => FeedKind::ExpiredToMarker,
+                    _ => FeedKind::Expired,
+                };
             }
             c
         }

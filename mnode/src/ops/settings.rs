@@ -404,6 +404,7 @@ mod tests {
                 versioning: Decided::under(Versioning::Enabled, 5),
                 version_id: None,
                 bypass_governance: false,
+                lifecycle: false,
             };
             assert!(
                 decided(txn, ctx, &delete).is_err(),

@@ -39,6 +39,10 @@ pub enum FeedKind {
     Retention,
     /// A restored local copy of a version in a remote tier is ready (or its expiry moved).
     Restored,
+    /// An object or version removed by a lifecycle rule's expiration.
+    Expired,
+    /// A delete marker made by a lifecycle rule's expiration.
+    ExpiredToMarker,
 }
 
 impl FeedKind {
@@ -54,6 +58,8 @@ impl FeedKind {
             FeedKind::TagsPut => "ObjectTagging:Put",
             FeedKind::TagsDeleted => "ObjectTagging:Delete",
             FeedKind::Restored => "ObjectRestore:Completed",
+            FeedKind::Expired => "LifecycleExpiration:Delete",
+            FeedKind::ExpiredToMarker => "LifecycleExpiration:DeleteMarkerCreated",
             FeedKind::Retention => return None,
         })
     }

@@ -415,6 +415,9 @@ pub enum MetaRequest {
         version_id: Option<String>,
         /// The caller asked to bypass a governance retention and is allowed to.
         bypass_governance: bool,
+        /// A lifecycle rule's expiration (its change-feed record says so: S3 notifies it as
+        /// `LifecycleExpiration`, not `ObjectRemoved`).
+        lifecycle: bool,
     },
     /// POSIX unlink of a file. Answers the entry removed (a hard link's reference for a
     /// name of a file with others).
