@@ -773,3 +773,57 @@ async fn a_lifecycle_expiration_is_its_own_event_not_a_removal() {
         vec![("ObjectRemoved:Delete".to_string(), "z".to_string())]
     );
 }
+
+#[tokio::test]
+async fn a_name_moves_to_other_groups_only_once_its_events_are_delivered() {
+    let srv = Server::default_start();
+    let c = srv.client();
+    let mut hook = Webhook::start().await;
+    let arn = add_target(&srv, "moves", &hook.url("mv"));
+    let b = new_bucket(&c, "feedmove").await;
+    configure(
+        &c,
+        &b,
+        vec![queue("all", &arn, &["s3:ObjectCreated:*"], "", "")],
+    )
+    .await;
+    hook.down().await;
+    let keys: Vec<String> = (0..8).map(|i| format!("d{i}/label.txt")).collect();
+    for k in &keys {
+        put(&c, &b, k, b"one").await;
+    }
+    // Its new groups' events could overtake these: refused while they wait.
+    let refused = srv.admin_cmd(&["exception", "set", "label.txt", "pathwalk"]);
+    assert!(
+        !refused.status.success(),
+        "the name moved with events waiting"
+    );
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("change-feed records not delivered"), "{why}");
+    hook.up().await;
+    wait_for(&hook, keys.len()).await;
+    let moved = poll_until(DELIVERY, || async {
+        srv.admin_cmd(&["exception", "set", "label.txt", "pathwalk"])
+            .status
+            .success()
+    })
+    .await;
+    assert!(
+        moved,
+        "the name did not move once its events were delivered"
+    );
+    for k in &keys {
+        put(&c, &b, k, b"two").await;
+    }
+    let got = wait_for(&hook, 2 * keys.len()).await;
+    for k in &keys {
+        let mut mine: Vec<(&str, Option<i64>)> = got
+            .iter()
+            .filter(|r| r.key() == k)
+            .map(|r| (r.sequencer(), r.record.s3.object.size))
+            .collect();
+        mine.dedup();
+        assert_eq!(mine.len(), 2, "{k}: {mine:?}");
+        assert!(mine[0].0 < mine[1].0, "{k}: out of order {mine:?}");
+    }
+}

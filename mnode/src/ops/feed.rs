@@ -192,6 +192,59 @@ pub(super) fn start(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<()
     Ok(())
 }
 
+/// Whether this group's feeds hold a record not delivered yet of a key whose last component
+/// is `name` (in a bucket whose feed is on): a name the balancer would move to another group
+/// waits until they are delivered, so that a key's events keep their order (the records of
+/// its old group and those of its new one are read apart).
+pub(crate) fn holds_name<V: View + ?Sized>(
+    v: &V,
+    keys: &Keys,
+    name: &str,
+) -> Result<bool, MetaError> {
+    const PAGE: usize = 4096;
+    let prefix = keys.table(crate::keys::FEED);
+    let end = keys.table_end(crate::keys::FEED);
+    // Per bucket: the oldest seq its feed keeps, if the feed is on.
+    let mut live: Vec<(Vec<u8>, Option<u64>)> = Vec::new();
+    let mut start = prefix.clone();
+    loop {
+        let page = v.scan(&start, &end, PAGE).map_err(internal)?;
+        let Some((last, _)) = page.last() else {
+            return Ok(false);
+        };
+        start = last.clone();
+        start.push(0);
+        for (k, val) in &page {
+            let rest = &k[prefix.len()..];
+            let Some(split) = rest.len().checked_sub(9) else {
+                continue;
+            };
+            let (bucket, seq) = (&rest[..split], &rest[split + 1..]);
+            let seq = u64::from_be_bytes(seq.try_into().expect("8 bytes"));
+            let first = match live.iter().find(|(b, _)| b == bucket) {
+                Some((_, f)) => *f,
+                None => {
+                    let b = String::from_utf8_lossy(bucket);
+                    let on = super::settings::copy_of(v, keys, &b)?.writes.feed.is_some();
+                    let f = match on {
+                        true => Some(head_of(v, keys, &b)?.first),
+                        false => None,
+                    };
+                    live.push((bucket.to_vec(), f));
+                    f
+                }
+            };
+            if first.is_none_or(|f| seq < f) {
+                continue;
+            }
+            let ev: FeedEvent = decode(val).map_err(internal)?;
+            if ev.key.rsplit('/').next() == Some(name) {
+                return Ok(true);
+            }
+        }
+    }
+}
+
 /// `Read`: up to `limit` records of `bucket`'s feed after seq `after`, oldest first.
 pub(crate) fn read<V: View + ?Sized>(
     v: &V,
@@ -261,7 +314,11 @@ mod tests {
     fn with_bucket(
         versioning: Versioning,
         feed: Option<FeedSettings>,
-        f: impl FnOnce(&mut dyn FnMut(MetaRequest) -> OpResult, &dyn Fn() -> FeedPage),
+        f: impl FnOnce(
+            &mut dyn FnMut(MetaRequest) -> OpResult,
+            &dyn Fn() -> FeedPage,
+            &dyn Fn(&str) -> bool,
+        ),
     ) {
         let keys = Keys::new(1);
         let store = MemStore::new();
@@ -315,7 +372,8 @@ mod tests {
             r
         };
         let read = || read(&*txn.borrow(), &keys, "logs", 0, 1000).unwrap();
-        f(&mut write, &read);
+        let holds = |name: &str| holds_name(&*txn.borrow(), &keys, name).unwrap();
+        f(&mut write, &read, &holds);
     }
 
     fn kinds(page: &FeedPage) -> Vec<(FeedKind, &str, Option<&str>)> {
@@ -331,7 +389,7 @@ mod tests {
         with_bucket(
             Versioning::Off,
             Some(FeedSettings::default()),
-            |write, read| {
+            |write, read, _| {
                 write(put("logs/a", 3, off)).unwrap();
                 write(put("logs/a", 5, off)).unwrap();
                 write(delete("logs/a", off, None)).unwrap();
@@ -365,7 +423,7 @@ mod tests {
         with_bucket(
             Versioning::Enabled,
             Some(FeedSettings::default()),
-            |write, read| {
+            |write, read, _| {
                 let MetaResponse::Attr(first) = write(put("logs/k", 2, on)).unwrap() else {
                     panic!("a put answers its attributes")
                 };
@@ -410,7 +468,7 @@ mod tests {
         with_bucket(
             Versioning::Off,
             Some(FeedSettings { cap: 3 }),
-            |write, read| {
+            |write, read, _| {
                 for i in 0..5 {
                     write(put(&format!("logs/k{i}"), 1, off)).unwrap();
                 }
@@ -447,7 +505,7 @@ mod tests {
         with_bucket(
             Versioning::Off,
             Some(FeedSettings::default()),
-            |write, read| {
+            |write, read, _| {
                 let create = |path: &str| MetaRequest::Create {
                     path: p(path),
                     mode: 0o644,
@@ -515,7 +573,7 @@ mod tests {
         with_bucket(
             Versioning::Off,
             Some(FeedSettings::default()),
-            |write, read| {
+            |write, read, _| {
                 write(put("logs/a", 1, off)).unwrap();
                 write(put("logs/b", 1, off)).unwrap();
                 let install = |version, feed| {
@@ -545,9 +603,30 @@ mod tests {
     }
 
     #[test]
+    fn a_name_with_records_not_delivered_is_held() {
+        let off = Decided::under(Versioning::Off, 1);
+        with_bucket(
+            Versioning::Off,
+            Some(FeedSettings::default()),
+            |write, read, holds| {
+                write(put("logs/k", 1, off)).unwrap();
+                assert!(holds("k"));
+                assert!(!holds("j"), "another name");
+                let upto = read().next - 1;
+                write(MetaRequest::Feed(saker_rpc::FeedRequest::Ack {
+                    bucket: "logs".into(),
+                    upto,
+                }))
+                .unwrap();
+                assert!(!holds("k"), "delivered");
+            },
+        );
+    }
+
+    #[test]
     fn a_bucket_without_a_feed_gets_no_record() {
         let off = Decided::under(Versioning::Off, 1);
-        with_bucket(Versioning::Off, None, |write, read| {
+        with_bucket(Versioning::Off, None, |write, read, _| {
             write(put("logs/a", 1, off)).unwrap();
             write(delete("logs/a", off, None)).unwrap();
             let page = read();
