@@ -48,6 +48,26 @@ impl Cluster {
         page_of(self.call_group(g, MetaRequest::Feed(req)).await?)
     }
 
+    /// Group `g`'s feed clock once it is not `seen` (feed records were applied since), or
+    /// after `wait` (at most 20 s) as it is: a long-poll.
+    pub async fn feed_wait(
+        &self,
+        g: GroupId,
+        seen: u64,
+        wait: std::time::Duration,
+    ) -> Result<u64, ClientError> {
+        let req = FeedRequest::Wait {
+            seen,
+            wait_ms: wait.as_millis().min(u32::MAX as u128) as u32,
+        };
+        match self.call_group(g, MetaRequest::Feed(req)).await? {
+            MetaResponse::FeedClock(c) => Ok(c),
+            other => Err(ClientError::Protocol(format!(
+                "a feed wait answered {other:?}"
+            ))),
+        }
+    }
+
     /// The ids of every group, for reading each one's feed.
     pub fn group_ids(&self) -> Vec<GroupId> {
         self.groups().map(|(g, _)| *g).collect()

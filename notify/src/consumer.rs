@@ -78,6 +78,14 @@ struct Backoff {
 /// The configured buckets and the targets by ARN, as read at a time.
 type Config = (Vec<(String, NotificationConfig)>, BTreeMap<String, Target>);
 
+/// How long one long-poll of a group's feed clock waits.
+const LONG_POLL: Duration = Duration::from_secs(10);
+/// With nothing waiting and no wake, a pass runs anyway this often (records a group applied
+/// under a leader whose wake was lost, at worst this late).
+const QUIET_PASS: Duration = Duration::from_secs(5);
+/// Between two passes while records wait (a target failing: its backoff decides).
+const RETRY_PASS: Duration = Duration::from_millis(250);
+
 #[derive(Default)]
 struct Inner {
     config: Option<(Instant, Arc<Config>)>,
@@ -94,6 +102,8 @@ pub struct Notifier {
     region: String,
     http: reqwest::Client,
     inner: Mutex<Inner>,
+    /// Raised by a group whose feed clock moved.
+    wake: tokio::sync::Notify,
 }
 
 /// What draining one group's feed of one bucket did.
@@ -127,6 +137,71 @@ impl Notifier {
             region: region.to_string(),
             http: reqwest::Client::new(),
             inner: Mutex::new(Inner::default()),
+            wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Runs passes for ever while `active()` (the coordinator is active here): at once after
+    /// a pass that delivered, every [`RETRY_PASS`] while records wait, and otherwise when a
+    /// group's feed clock moves (each group long-polled, [`LONG_POLL`]) or every
+    /// [`QUIET_PASS`]. Idle, it costs one waiting request per group.
+    pub async fn run(self: Arc<Self>, active: Arc<dyn Fn() -> bool + Send + Sync>) {
+        for g in self.cluster.group_ids() {
+            tokio::spawn(self.clone().watch(g, active.clone()));
+        }
+        loop {
+            if !active() {
+                tokio::time::sleep(RETRY_PASS).await;
+                continue;
+            }
+            let report = match self.pass().await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "notification pass failed");
+                    PassReport {
+                        pending: 1,
+                        ..Default::default()
+                    }
+                }
+            };
+            if report.acknowledged > 0 {
+                continue;
+            }
+            if report.pending > 0 {
+                tokio::time::sleep(RETRY_PASS).await;
+                continue;
+            }
+            if tokio::time::timeout(QUIET_PASS, self.wake.notified())
+                .await
+                .is_ok()
+            {
+                // Records were written: for a bucket whose configuration may be newer than
+                // the copy this consumer has.
+                self.inner.lock().config = None;
+            }
+        }
+    }
+
+    /// Long-polls group `g`'s feed clock and wakes the passes when it moves.
+    async fn watch(self: Arc<Self>, g: u32, active: Arc<dyn Fn() -> bool + Send + Sync>) {
+        let mut seen = 0;
+        loop {
+            if !active() {
+                tokio::time::sleep(RETRY_PASS).await;
+                continue;
+            }
+            match self.cluster.feed_wait(g, seen, LONG_POLL).await {
+                Ok(now) if now != seen => {
+                    seen = now;
+                    // A permit is kept if no pass waits now: the next one does not wait.
+                    self.wake.notify_one();
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::debug!(group = g, error = %e, "feed clock not read");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
         }
     }
 

@@ -220,6 +220,12 @@ impl MetaService for Mnode {
                 limit,
             )
             .map(MetaResponse::Feed),
+            MetaRequest::Feed(FeedRequest::Wait { seen, wait_ms }) => {
+                let wait = std::time::Duration::from_millis(wait_ms.into());
+                Ok(MetaResponse::FeedClock(
+                    self.feed_clock.wait(seen, wait).await,
+                ))
+            }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::LoadStats { top } => Ok(MetaResponse::Load(self.load.last(top as usize))),
             MetaRequest::Committed { ticket } => {

@@ -67,7 +67,7 @@ pub(crate) fn head_of<V: View + ?Sized>(
 /// it (tagging, retention, a restore).
 pub(super) fn after(
     txn: &mut Txn<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     req: &MetaRequest,
     copies: &Copies,
     result: &MetaResponse,
@@ -104,7 +104,7 @@ pub(super) fn after(
 /// Appends `change` to its bucket's feed, dropping the oldest records past the cap.
 fn append(
     txn: &mut Txn<'_>,
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     settings: &FeedSettings,
     change: Change<'_>,
 ) -> Result<(), MetaError> {
@@ -125,6 +125,7 @@ fn append(
         time_ns: ctx.now_ns,
     };
     txn.put(keys.feed(bucket, seq), encode(&event));
+    ctx.fed = true;
     let mut dropped = 0;
     // (A cap just lowered is reached over several writes, each batch kept small.)
     while head.next - head.first > settings.cap && dropped < MAX_ACK {
@@ -335,6 +336,7 @@ mod tests {
             changes: Vec::new(),
             reap: None,
             reaped: false,
+            fed: false,
         };
         let txn = std::cell::RefCell::new(Txn::new(&store));
         let sealed = SealedWrites {

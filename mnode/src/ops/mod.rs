@@ -63,6 +63,9 @@ pub struct Ctx<'k> {
     /// The current op already had an implicit directory in its way reaped: if one is still
     /// there, it is not empty.
     pub reaped: bool,
+    /// The batch wrote change-feed records: its leader raises the group's feed clock once it
+    /// is applied (consumers long-poll it).
+    pub fed: bool,
 }
 
 impl Ctx<'_> {

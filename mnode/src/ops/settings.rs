@@ -275,6 +275,7 @@ mod tests {
             changes: Vec::new(),
             reap: None,
             reaped: false,
+            fed: false,
         };
         let mut txn = Txn::new(&store);
         f(&mut txn, &ctx)

@@ -155,6 +155,10 @@ pub enum FeedRequest {
     /// Drops every record of `bucket`'s feed up to seq `upto` (delivered). Answers `Feed`
     /// with no records (where the feed stands).
     Ack { bucket: String, upto: u64 },
+    /// At the group's leader: answers `FeedClock` with the group's feed clock once it is not
+    /// `seen` (records were applied since), or after `wait_ms` (at most 20 s) as it is. A
+    /// consumer long-polls each group with it and reads the feeds when it moves.
+    Wait { seen: u64, wait_ms: u32 },
 }
 
 /// A page of a bucket's feed in one group, and where the feed stands.
@@ -177,9 +181,11 @@ impl FeedPage {
 }
 
 impl FeedRequest {
-    pub fn bucket(&self) -> &str {
+    /// The bucket it is about (`Wait` is about the group).
+    pub fn bucket(&self) -> Option<&str> {
         match self {
-            FeedRequest::Read { bucket, .. } | FeedRequest::Ack { bucket, .. } => bucket,
+            FeedRequest::Read { bucket, .. } | FeedRequest::Ack { bucket, .. } => Some(bucket),
+            FeedRequest::Wait { .. } => None,
         }
     }
 
@@ -192,14 +198,16 @@ impl FeedRequest {
         match self {
             FeedRequest::Read { .. } => "feed_read",
             FeedRequest::Ack { .. } => "feed_ack",
+            FeedRequest::Wait { .. } => "feed_wait",
         }
     }
 
     /// A valid bucket name and a page within [`MAX_FEED_PAGE`].
     pub fn validate(&self) -> Result<(), MetaError> {
-        let bucket = self.bucket();
-        saker_namespace::validate_bucket_name(bucket)
-            .map_err(|e| MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
+        if let Some(bucket) = self.bucket() {
+            saker_namespace::validate_bucket_name(bucket)
+                .map_err(|e| MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
+        }
         match self {
             FeedRequest::Read { limit, .. } if *limit > MAX_FEED_PAGE => Err(MetaError::Invalid(
                 format!("a page of {limit} feed records is over the limit of {MAX_FEED_PAGE}"),

@@ -84,6 +84,8 @@ pub enum MetaResponse {
     CodedChunks(Vec<(u128, u8, u8, u64)>),
     /// A page of a bucket's change feed in one group (`Feed`).
     Feed(super::FeedPage),
+    /// A group's feed clock (`FeedRequest::Wait`).
+    FeedClock(u64),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

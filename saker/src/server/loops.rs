@@ -123,10 +123,6 @@ pub(crate) fn spawn_passes(
 pub(crate) static NOTIFIER: std::sync::OnceLock<Arc<saker_notify::Notifier>> =
     std::sync::OnceLock::new();
 
-/// How often the notification consumer looks at the feeds when the last pass found nothing
-/// to deliver (a pass that delivered is followed by the next at once).
-const NOTIFY_IDLE: Duration = Duration::from_millis(250);
-
 /// The bucket notification consumer ([`saker_notify::Notifier`]): with `only_active`, only
 /// while that coordinator is active here (one consumer per cluster, moving with it).
 async fn notify_loop(
@@ -137,18 +133,9 @@ async fn notify_loop(
     let notifier = NOTIFIER
         .get_or_init(|| Arc::new(saker_notify::Notifier::new(cluster, state, "")))
         .clone();
-    loop {
-        let mut busy = false;
-        if active_here(only_active.as_ref()) {
-            match notifier.pass().await {
-                Ok(r) => busy = r.acknowledged > 0,
-                Err(e) => tracing::warn!(error = %e, "notification pass failed"),
-            }
-        }
-        if !busy {
-            tokio::time::sleep(NOTIFY_IDLE).await;
-        }
-    }
+    notifier
+        .run(Arc::new(move || active_here(only_active.as_ref())))
+        .await
 }
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak
