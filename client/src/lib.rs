@@ -9,6 +9,7 @@ mod cluster;
 mod data;
 mod encode;
 mod error;
+mod feed;
 mod gc;
 mod list;
 pub mod master_keys;

@@ -89,6 +89,7 @@ async fn delete(cluster: &Cluster, key: &str) {
                 version_id: None,
                 versioning: Default::default(),
                 bypass_governance: false,
+                lifecycle: false,
             },
         )
         .await

@@ -70,6 +70,7 @@ fn meta_requests() -> Vec<MetaRequest> {
             versioning: Default::default(),
             version_id: None,
             bypass_governance: false,
+            lifecycle: false,
         },
         MetaRequest::PutTags {
             version_id: None,

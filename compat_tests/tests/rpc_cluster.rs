@@ -168,6 +168,7 @@ async fn rpc_library_writes_are_read_through_s3() {
                 version_id: None,
                 versioning: Default::default(),
                 bypass_governance: false,
+                lifecycle: false,
             },
         )
         .await

@@ -155,8 +155,9 @@ impl NamespaceCoordinator {
             return self.move_file(&from, &to, file, &source.attr).await;
         }
         if versioning != RenameVersioning::default() {
-            // The files below would change keys without versions of their own: EXDEV, and
-            // mv(1) copies and deletes them, which keeps versions.
+            // The files below would change keys without versions of their own (or, where a
+            // bucket keeps a change feed, without an event each): EXDEV, and mv(1) copies
+            // and deletes them, which keeps versions and makes the events.
             return Err(MetaError::CrossGroup);
         }
         let mask = source_mask(&from, &to);

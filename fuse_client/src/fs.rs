@@ -647,9 +647,11 @@ impl SakerFs {
             return Err(FuseError::CrossDevice);
         }
         let cred = caller.cred.clone();
+        // (Whether either bucket keeps a change feed is the MNode's to fill in.)
         let versioning = RenameVersioning {
             from: self.versioning(&from)?,
             to: self.versioning(&to)?,
+            feed: false,
         };
         let coordinated = MetaRequest::CoordinatedRename {
             from: from.clone(),

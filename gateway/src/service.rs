@@ -12,6 +12,7 @@ use crate::bucket::cors;
 use crate::bucket::encryption;
 use crate::bucket::lifecycle::config as lifecycle;
 use crate::bucket::lock;
+use crate::bucket::notification;
 use crate::bucket::tagging as bucket_tagging;
 use crate::bucket::versions;
 use crate::list::objects as list;
@@ -441,6 +442,26 @@ impl S3 for Gateway {
         run(
             "PutBucketLifecycleConfiguration",
             lifecycle::put_configuration(self, req),
+        )
+        .await
+    }
+    async fn put_bucket_notification_configuration(
+        &self,
+        req: S3Request<PutBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketNotificationConfigurationOutput>> {
+        run(
+            "PutBucketNotificationConfiguration",
+            notification::put_configuration(self, req),
+        )
+        .await
+    }
+    async fn get_bucket_notification_configuration(
+        &self,
+        req: S3Request<GetBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketNotificationConfigurationOutput>> {
+        run(
+            "GetBucketNotificationConfiguration",
+            notification::get_configuration(self, req),
         )
         .await
     }

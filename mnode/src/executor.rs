@@ -86,6 +86,8 @@ pub(crate) struct Executor {
     pub leadership: Arc<Leadership>,
     /// The number of `permits`.
     pub pipeline_depth: u32,
+    /// Raised when a batch that wrote change-feed records is applied.
+    pub feed_clock: Arc<crate::feed_clock::FeedClock>,
 }
 
 /// Dedupe entries one write deletes at most (a client's backlog after a restart goes over
@@ -153,6 +155,8 @@ struct Evaluated {
     last_change: Option<u64>,
     /// The other groups' directories the entry changes, by owner (the dirty marks).
     dirty: BTreeMap<GroupId, Vec<InodeId>>,
+    /// The entry writes change-feed records.
+    fed: bool,
 }
 
 impl Executor {
@@ -276,6 +280,7 @@ impl Executor {
             changes: Vec::new(),
             reap: None,
             reaped: false,
+            fed: false,
         };
         // Parent changes for other groups, merged per (owner, directory).
         let mut remote: BTreeMap<GroupId, BTreeMap<InodeId, DirChange>> = BTreeMap::new();
@@ -351,6 +356,7 @@ impl Executor {
             waits,
             last_change,
             dirty,
+            fed: ctx.fed,
         })
     }
 
@@ -373,6 +379,7 @@ impl Executor {
             waits,
             last_change,
             dirty,
+            fed,
         }) = evaluated
         else {
             return;
@@ -385,10 +392,14 @@ impl Executor {
         let inflight = inflight.clone();
         let change_log = self.changes.clone();
         let sync = self.parent_updates == ParentUpdates::Sync;
+        let feed_clock = self.feed_clock.clone();
         tokio::spawn(async move {
             let outcome = committed.instrument(commit).await;
             if outcome.is_ok() {
                 metrics::RAFT_COMMIT.observe(started.elapsed().as_secs_f64());
+                if fed {
+                    feed_clock.bump();
+                }
             }
             inflight.lock().remove(seq);
             drop(permit);

@@ -29,6 +29,8 @@
 //! | `r` | chunk id (16)                          | a chunk a write left short of its replicas |
 //! | `f` | kind (1) + what is held                | a coordinator's hold: its term (8); kind `F` is the fence |
 //! | `b` | bucket name (UTF-8)                   | the bucket's write settings ([`saker_rpc::SealedWrites`]) |
+//! | `j` | bucket + 0 + seq (8)                   | a change-feed record ([`saker_rpc::FeedEvent`]) |
+//! | `y` | bucket name (UTF-8)                   | where the bucket's feed stands ([`crate::ops::feed`]) |
 //!
 //! The sort name of a directory is its name followed by `/`, of anything else the bare name, so a
 //! scan of a parent's inodes comes out in S3 listing order (a directory `d` sorts as `d/`).
@@ -71,8 +73,14 @@ pub const HOLDS: u8 = b'f';
 /// ([`crate::ops::settings`]).
 pub const BUCKET_WRITES: u8 = b'b';
 
+/// Buckets' change feeds: one record per object change, by bucket and seq
+/// ([`crate::ops::feed`]).
+pub const FEED: u8 = b'j';
+/// Where each bucket's feed stands (next seq, oldest kept, drops).
+pub const FEED_HEAD: u8 = b'y';
+
 /// Tables that make up the state machine (everything but the raft log and vote).
-pub const SM_TABLES: [u8; 20] = [
+pub const SM_TABLES: [u8; 22] = [
     SM_META,
     INODE,
     PAYLOAD,
@@ -93,6 +101,8 @@ pub const SM_TABLES: [u8; 20] = [
     REPAIR,
     HOLDS,
     BUCKET_WRITES,
+    FEED,
+    FEED_HEAD,
 ];
 
 /// Payload kinds stored under [`PAYLOAD`].
@@ -184,6 +194,28 @@ impl Keys {
     pub fn bucket_writes(&self, bucket: &str) -> Vec<u8> {
         let mut k = self.table(BUCKET_WRITES);
         k.extend_from_slice(bucket.as_bytes());
+        k
+    }
+
+    /// Where `bucket`'s feed stands in this group.
+    pub fn feed_head(&self, bucket: &str) -> Vec<u8> {
+        let mut k = self.table(FEED_HEAD);
+        k.extend_from_slice(bucket.as_bytes());
+        k
+    }
+
+    /// Prefix of `bucket`'s feed records.
+    pub fn feed_of(&self, bucket: &str) -> Vec<u8> {
+        let mut k = self.table(FEED);
+        k.extend_from_slice(bucket.as_bytes());
+        k.push(0);
+        k
+    }
+
+    /// Record `seq` of `bucket`'s feed.
+    pub fn feed(&self, bucket: &str, seq: u64) -> Vec<u8> {
+        let mut k = self.feed_of(bucket);
+        k.extend_from_slice(&seq.to_be_bytes());
         k
     }
 

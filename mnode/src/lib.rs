@@ -12,6 +12,7 @@ mod dirty;
 mod engine;
 pub mod error;
 mod executor;
+mod feed_clock;
 mod frozen;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

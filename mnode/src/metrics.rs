@@ -291,3 +291,12 @@ pub static SSE_KEYS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
     .expect("metric registers once")
 });
+
+/// Change-feed records dropped at a bucket's cap, oldest first: the one way a notification
+/// is lost (counted where the batch that dropped them was evaluated).
+pub static FEED_DROPPED: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    counter(
+        "saker_mnode_feed_dropped_total",
+        "Change-feed records dropped because a bucket's feed reached its cap",
+    )
+});

@@ -254,6 +254,7 @@ async fn implicit_parents_conflicts_and_reaping() {
         version_id: None,
         versioning: Default::default(),
         bypass_governance: false,
+        lifecycle: false,
     })
     .await
     .unwrap();
@@ -296,6 +297,7 @@ async fn dir_marker_demotes_when_not_empty() {
         version_id: None,
         versioning: Default::default(),
         bypass_governance: false,
+        lifecycle: false,
     })
     .await
     .unwrap();
@@ -312,6 +314,7 @@ async fn dir_marker_demotes_when_not_empty() {
         version_id: None,
         versioning: Default::default(),
         bypass_governance: false,
+        lifecycle: false,
     })
     .await
     .unwrap();

@@ -333,6 +333,7 @@ async fn delete_bucket_sweeps_implicit_dirs_on_every_group() {
             version_id: None,
             versioning: Default::default(),
             bypass_governance: false,
+            lifecycle: false,
         },
     )
     .await

@@ -40,11 +40,14 @@ pub use meta::{
 pub use meta::{is_sse_s3, CommitSeal, PlainKey, SseKeys};
 pub use meta::{
     sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
-    SEALED_RECORD, SETTINGS_REFRESH,
+    NOTIFICATION_RECORD, SEALED_RECORD, SETTINGS_REFRESH,
 };
 pub use meta::{
     version_id, version_inode, RenameVersioning, VersionEntry, VersionKind, Versioning,
     NULL_VERSION,
+};
+pub use meta::{
+    FeedEvent, FeedKind, FeedPage, FeedRequest, FeedSettings, DEFAULT_FEED_CAP, MAX_FEED_PAGE,
 };
 pub use replicas::{raft_status, Replica, ReplicaSet, FAILOVER_WAIT};
 pub use service::{

@@ -191,9 +191,11 @@ pub async fn health(
     missing.extend(saker_mnode::space::low());
     missing.extend(saker_mnode::tikv_health::unreachable());
     if missing.is_empty() {
-        match saker_rpc::auth::warning() {
-            None => "ok\n".into_response(),
-            Some(w) => format!("ok\n{w}\n").into_response(),
+        let mut warnings: Vec<String> = saker_rpc::auth::warning().into_iter().collect();
+        warnings.extend(notifications_dropped());
+        match warnings.is_empty() {
+            true => "ok\n".into_response(),
+            false => format!("ok\n{}\n", warnings.join("\n")).into_response(),
         }
     } else {
         (
@@ -202,6 +204,20 @@ pub async fn health(
         )
             .into_response()
     }
+}
+
+/// A line per bucket whose change feed dropped notifications at its cap (where the
+/// notification consumer runs): lost events are never silent.
+fn notifications_dropped() -> Vec<String> {
+    let Some(n) = crate::server::loops::NOTIFIER.get() else {
+        return Vec::new();
+    };
+    n.dropped()
+        .into_iter()
+        .map(|(bucket, count)| {
+            format!("bucket {bucket}: {count} notifications dropped at the change feed's cap")
+        })
+        .collect()
 }
 
 /// The human-readable table of `saker admin status`.

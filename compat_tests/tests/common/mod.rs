@@ -16,6 +16,7 @@ pub mod sse;
 pub mod tier;
 pub mod tikv;
 pub mod versions;
+pub mod webhook;
 pub mod worm;
 
 use std::io::{BufRead, BufReader};

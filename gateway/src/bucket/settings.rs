@@ -1,6 +1,7 @@
 //! Per-bucket settings: the bucket's owner (an account; unset: the root key's), the bucket policy, the bucket ACL, Object Ownership, the Public Access
 //! Block, the bucket's tags, its CORS rules, whether it keeps object versions, its Object
-//! Lock configuration, its lifecycle rules and its default encryption.
+//! Lock configuration, its lifecycle rules, its default encryption and its notification
+//! configuration.
 //!
 //! Each is one record of the coordinator's replicated state (group 1's state machine),
 //! `buckets/<bucket>/<setting>`, so every gateway of a cluster sees the same settings and a
@@ -11,7 +12,8 @@
 //! change is seen within [`REFRESH`] (S3 too documents policy changes as eventually
 //! consistent).
 //!
-//! The write settings (versioning, Object Lock, default encryption) are kept differently:
+//! The write settings (versioning, Object Lock, default encryption, and whether the bucket
+//! keeps a change feed, which its notification configuration decides) are kept differently:
 //! a change of one is sealed by group 1 under the bucket's next settings version and
 //! installed in every MNode group before it is answered ([`saker_coordinator::bucket_writes`]),
 //! and this copy takes them from what was sealed (the `writes` record), never from the
@@ -48,10 +50,11 @@ pub enum Setting {
     Lifecycle,
     Encryption,
     StorageClass,
+    Notification,
 }
 
 impl Setting {
-    const ALL: [Setting; 12] = [
+    const ALL: [Setting; 13] = [
         Setting::Owner,
         Setting::Policy,
         Setting::Acl,
@@ -64,6 +67,7 @@ impl Setting {
         Setting::Lifecycle,
         Setting::Encryption,
         Setting::StorageClass,
+        Setting::Notification,
     ];
 
     fn name(self) -> &'static str {
@@ -80,6 +84,7 @@ impl Setting {
             Setting::Lifecycle => "lifecycle",
             Setting::Encryption => "encryption",
             Setting::StorageClass => "storage-class",
+            Setting::Notification => saker_rpc::NOTIFICATION_RECORD,
         }
     }
 
@@ -91,8 +96,14 @@ impl Setting {
     fn decides_writes(self) -> bool {
         matches!(
             self,
-            Setting::Versioning | Setting::ObjectLock | Setting::Encryption
+            Setting::Versioning | Setting::ObjectLock | Setting::Encryption | Setting::Notification
         )
+    }
+
+    /// Whether this copy takes it only from what group 1 sealed (the notification rules are
+    /// not part of the seal, only whether a feed is kept: they are taken from the record).
+    fn kept_from_seal(self) -> bool {
+        self.decides_writes() && self != Setting::Notification
     }
 }
 
@@ -121,6 +132,8 @@ pub struct Bucket {
     pub encryption: Option<String>,
     /// Storage classes by prefix (`saker admin bucket storage-class`).
     pub storage_class: Option<Arc<Vec<crate::bucket::class_rules::ClassRule>>>,
+    /// Where the bucket's events go (PutBucketNotificationConfiguration).
+    pub notification: Option<Arc<saker_notify::NotificationConfig>>,
     /// The settings version `versioning`, `object_lock` and `encryption` were sealed under
     /// (0: never sealed).
     pub settings_version: u64,
@@ -166,6 +179,11 @@ impl Bucket {
                     serde_json::from_str(text).map_err(|e| e.to_string())?,
                 ))
             }
+            Setting::Notification => {
+                self.notification = Some(Arc::new(
+                    saker_notify::NotificationConfig::parse(value).map_err(|e| e.to_string())?,
+                ))
+            }
         }
         Ok(())
     }
@@ -192,6 +210,7 @@ impl Bucket {
             Setting::Lifecycle => self.lifecycle = None,
             Setting::Encryption => self.encryption = None,
             Setting::StorageClass => self.storage_class = None,
+            Setting::Notification => self.notification = None,
         }
     }
 
@@ -208,6 +227,7 @@ impl Bucket {
             && self.lifecycle.is_none()
             && self.encryption.is_none()
             && self.storage_class.is_none()
+            && self.notification.is_none()
             && self.settings_version == 0
     }
 }
@@ -353,7 +373,7 @@ impl BucketSettings {
         self.state
             .put(&setting.record(bucket), value.clone())
             .await?;
-        if setting.decides_writes() && self.groups.is_some() {
+        if setting.kept_from_seal() && self.groups.is_some() {
             return Ok(());
         }
         self.change(bucket, |b| match value {

@@ -234,6 +234,7 @@ pub async fn copy_object(
         gid,
         lock: lock.filter(|_| !dst.dir_marker),
         acl,
+        copied: true,
     };
     let (attr, versioning) = crate::object::write::store_object(
         gw,

@@ -27,6 +27,7 @@ pub(crate) async fn delete_one(
     cond: Option<WriteCond>,
     version_id: Option<String>,
     bypass_governance: bool,
+    lifecycle: bool,
 ) -> S3Result<Deleted> {
     let kp = match map_key(bucket, key) {
         Ok(kp) => kp,
@@ -53,6 +54,7 @@ pub(crate) async fn delete_one(
             versioning: crate::bucket::versions::of_bucket(gw, bucket).await?,
             version_id: version_id.clone(),
             bypass_governance,
+            lifecycle,
         };
         match gw.cluster.call(&kp.path, req).await {
             // Decided anew from the settings as they are now (a delete brings no bytes).
@@ -87,7 +89,7 @@ pub async fn delete_object(
     let bypass = crate::bucket::lock::bypass(&req);
     let i = req.input;
     let cond = crate::object::conditions::write_cond(i.if_match.as_ref(), None);
-    let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id, bypass).await?;
+    let d = delete_one(gw, &i.bucket, &i.key, cond, i.version_id, bypass, false).await?;
     Ok(S3Response::new(DeleteObjectOutput {
         delete_marker: d.delete_marker.then_some(true),
         version_id: d.version_id,
@@ -132,7 +134,7 @@ pub async fn delete_objects(
                 let named = obj.e_tag.clone().map(ETagCondition::ETag);
                 let cond = crate::object::conditions::write_cond(named.as_ref(), None);
                 let vid = obj.version_id.clone();
-                let r = delete_one(gw, bucket, &obj.key, cond, vid, bypass).await;
+                let r = delete_one(gw, bucket, &obj.key, cond, vid, bypass, false).await;
                 (obj, r)
             }
         }))

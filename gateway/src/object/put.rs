@@ -72,6 +72,7 @@ pub async fn put_object(
         // Directory markers keep no versions, and so no locks.
         lock: lock.filter(|_| !kp.dir_marker),
         acl,
+        copied: false,
     };
     let (attr, versioning) = store_object(
         gw,

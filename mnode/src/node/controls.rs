@@ -96,13 +96,20 @@ impl Mnode {
                 "directories named {name} exist; only file names are redirected"
             )));
         }
+        let view = StoreView(self.store.as_ref());
+        if crate::ops::feed::holds_name(&view, &self.keys, name)? {
+            // Its new group's records could be delivered before these: the name moves once
+            // they are delivered (a later round).
+            return Err(MetaError::Invalid(format!(
+                "keys named {name} have change-feed records not delivered yet"
+            )));
+        }
         if self.has_versions_named(name)? {
             // Their version records would stay behind, out of reach of the name's new owner.
             return Err(MetaError::Invalid(format!(
                 "keys named {name} keep versions; only names without are redirected"
             )));
         }
-        let view = StoreView(self.store.as_ref());
         let mut moved = 0;
         for (pid, attr) in found {
             let owner = next.owner(pid, name);

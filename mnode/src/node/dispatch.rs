@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use saker_rpc::{
-    access, ClientTag, CostKind, MetaError, MetaRequest, MetaResponse, MetaService, RemoveCond,
-    SettingsRequest, Want,
+    access, ClientTag, CostKind, FeedRequest, MetaError, MetaRequest, MetaResponse, MetaService,
+    RemoveCond, SettingsRequest, Want,
 };
 
 use super::holds::Hold;
@@ -207,6 +207,24 @@ impl MetaService for Mnode {
             }
             MetaRequest::BucketSettings(SettingsRequest::Get { bucket }) => {
                 self.bucket_writes(&bucket)
+            }
+            MetaRequest::Feed(FeedRequest::Read {
+                bucket,
+                after,
+                limit,
+            }) => crate::ops::feed::read(
+                &crate::tree::StoreView(self.store.as_ref()),
+                &self.keys,
+                &bucket,
+                after,
+                limit,
+            )
+            .map(MetaResponse::Feed),
+            MetaRequest::Feed(FeedRequest::Wait { seen, wait_ms }) => {
+                let wait = std::time::Duration::from_millis(wait_ms.into());
+                Ok(MetaResponse::FeedClock(
+                    self.feed_clock.wait(seen, wait).await,
+                ))
             }
             MetaRequest::NameStats { top } => self.name_stats(top as usize),
             MetaRequest::LoadStats { top } => Ok(MetaResponse::Load(self.load.last(top as usize))),

@@ -186,6 +186,8 @@ pub struct Mnode {
     ops_limit: Option<OpsLimit>,
     /// The master keys, on a node started with them ([`MnodeConfig::sse_keys`]).
     sse_keys: Option<Arc<dyn saker_rpc::SseKeys>>,
+    /// Raised by the executor when feed records are applied (`FeedRequest::Wait`).
+    feed_clock: Arc<crate::feed_clock::FeedClock>,
 }
 
 fn untagged() -> ClientTag {
@@ -245,6 +247,7 @@ impl Mnode {
         changes.observe(load.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let batch_counts = Arc::new(BatchCounts::default());
+        let feed_clock = Arc::new(crate::feed_clock::FeedClock::default());
         let exec = Executor {
             keys,
             store: store.clone(),
@@ -262,6 +265,7 @@ impl Mnode {
             dedupe_trimmed: Default::default(),
             leadership: leadership.clone(),
             pipeline_depth,
+            feed_clock: feed_clock.clone(),
         };
         tokio::spawn(exec.run(rx));
         let node = Arc::new(Self {
@@ -295,6 +299,7 @@ impl Mnode {
             load,
             ops_limit: cfg.ops_limit.map(OpsLimit::new),
             sse_keys: cfg.sse_keys.clone(),
+            feed_clock,
         });
         match &node.engine {
             Engine::Raft(raft) => {

@@ -12,19 +12,13 @@
 
 use saker_rpc::{
     CommitReceipt, MetaError, MetaRequest, MetaResponse, RenameVersioning, SettingsRequest,
-    Versioning,
 };
 
 use super::{untagged, Mnode};
-use crate::ops::settings::{copy_for, copy_of, versioning_of};
+use crate::ops::settings::{copy_for, copy_of};
 use crate::tree::StoreView;
 
 impl Mnode {
-    /// How the bucket of `path` keeps versions, from this group's applied copy.
-    fn versioning_of(&self, path: &[String]) -> Result<Versioning, MetaError> {
-        versioning_of(&StoreView(self.store.as_ref()), &self.keys, path)
-    }
-
     /// This group's copy of `bucket`'s write settings (`SettingsRequest::Get`).
     pub(super) fn bucket_writes(&self, bucket: &str) -> Result<MetaResponse, MetaError> {
         copy_of(&StoreView(self.store.as_ref()), &self.keys, bucket).map(MetaResponse::Sealed)
@@ -60,9 +54,15 @@ impl Mnode {
                 versioning,
                 ..
             } => {
+                let view = StoreView(self.store.as_ref());
+                let (from, to) = (
+                    copy_for(&view, &self.keys, from)?,
+                    copy_for(&view, &self.keys, to)?,
+                );
                 *versioning = RenameVersioning {
-                    from: self.versioning_of(from)?,
-                    to: self.versioning_of(to)?,
+                    from: from.writes.versioning,
+                    to: to.writes.versioning,
+                    feed: from.writes.feed.is_some() || to.writes.feed.is_some(),
                 }
             }
             _ => {}

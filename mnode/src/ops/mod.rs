@@ -10,6 +10,8 @@
 mod attrs;
 mod common;
 mod dirs;
+pub(crate) mod feed;
+mod feed_events;
 mod files;
 mod links;
 mod objects;
@@ -22,7 +24,7 @@ pub(crate) mod versions;
 
 use saker_namespace::GroupId;
 use saker_rpc::{
-    DirChange, InodeId, MetaError, MetaRequest, MetaResponse, NewObject, SealedRecord,
+    DirChange, FeedRequest, InodeId, MetaError, MetaRequest, MetaResponse, NewObject, SealedRecord,
     SettingsRequest,
 };
 
@@ -61,6 +63,9 @@ pub struct Ctx<'k> {
     /// The current op already had an implicit directory in its way reaped: if one is still
     /// there, it is not empty.
     pub reaped: bool,
+    /// The batch wrote change-feed records: its leader raises the group's feed clock once it
+    /// is applied (consumers long-poll it).
+    pub fed: bool,
 }
 
 impl Ctx<'_> {
@@ -98,10 +103,18 @@ pub fn abandon(txn: &mut Txn<'_>, ctx: &Ctx<'_>, req: &MetaRequest, result: &OpR
     }
 }
 
-/// Evaluates one write op against `txn`. On error the caller rolls the op back.
+/// Evaluates one write op against `txn`, with its change-feed record if its bucket keeps a
+/// feed. On error the caller rolls the op back.
 pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
-    let req = settings::decided(txn, ctx, req)?;
-    match req.as_ref() {
+    let (req, copies) = settings::decided(txn, ctx, req)?;
+    let result = apply(txn, ctx, &req)?;
+    feed::after(txn, ctx, &req, &copies, &result)?;
+    Ok(result)
+}
+
+/// Evaluates one write op, decided.
+fn apply(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> OpResult {
+    match req {
         MetaRequest::PutObject {
             path,
             obj,
@@ -453,6 +466,7 @@ pub fn apply_write(txn: &mut Txn<'_>, ctx: &mut Ctx<'_>, req: &MetaRequest) -> O
         MetaRequest::BucketSettings(SettingsRequest::Install { bucket, sealed }) => {
             settings::install(txn, ctx, bucket, sealed)
         }
+        MetaRequest::Feed(FeedRequest::Ack { bucket, upto }) => feed::ack(txn, ctx, bucket, *upto),
         other => Err(MetaError::Invalid(format!(
             "{} is not a write",
             other.op_name()

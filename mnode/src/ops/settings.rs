@@ -24,13 +24,52 @@ use saker_rpc::{
 
 use super::{Ctx, OpResult};
 use crate::keys::{Keys, COORD};
-use crate::records::{decode, encode};
+use crate::records::{decode_v2, encode_as, RECORD_V2};
 use crate::store::prefix_end;
 use crate::tree::{internal, View};
 use crate::txn::Txn;
 
 #[cfg(doc)]
 use crate::keys::BUCKET_WRITES;
+
+/// The encodings of a group's copy before it had its feed settings (record version 1).
+mod v1 {
+    use saker_rpc::{LockConfig, Versioning};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    pub struct BucketWrites {
+        pub versioning: Versioning,
+        pub object_lock: Option<LockConfig>,
+        pub encryption: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct SealedWrites {
+        pub version: u64,
+        pub writes: BucketWrites,
+    }
+
+    impl From<SealedWrites> for saker_rpc::SealedWrites {
+        fn from(old: SealedWrites) -> Self {
+            let w = old.writes;
+            saker_rpc::SealedWrites {
+                version: old.version,
+                writes: saker_rpc::BucketWrites {
+                    versioning: w.versioning,
+                    object_lock: w.object_lock,
+                    encryption: w.encryption,
+                    feed: None,
+                },
+            }
+        }
+    }
+}
+
+/// A group's copy as stored (record version 2: with the feed settings).
+fn encode_copy(sealed: &SealedWrites) -> Vec<u8> {
+    encode_as(sealed, RECORD_V2)
+}
 
 /// This group's copy of `bucket`'s write settings (the defaults, version 0, if it has none).
 pub(crate) fn copy_of<V: View + ?Sized>(
@@ -39,7 +78,7 @@ pub(crate) fn copy_of<V: View + ?Sized>(
     bucket: &str,
 ) -> Result<SealedWrites, MetaError> {
     match v.get(&keys.bucket_writes(bucket)).map_err(internal)? {
-        Some(b) => decode(&b).map_err(internal),
+        Some(b) => decode_v2::<SealedWrites, v1::SealedWrites>(&b).map_err(internal),
         None => Ok(SealedWrites::default()),
     }
 }
@@ -54,15 +93,6 @@ pub(crate) fn copy_for<V: View + ?Sized>(
         Some(bucket) => copy_of(v, keys, bucket),
         None => Ok(SealedWrites::default()),
     }
-}
-
-/// How the bucket of `path` keeps versions, from this group's copy.
-pub(crate) fn versioning_of<V: View + ?Sized>(
-    v: &V,
-    keys: &Keys,
-    path: &[String],
-) -> Result<Versioning, MetaError> {
-    Ok(copy_for(v, keys, path)?.writes.versioning)
 }
 
 /// Key of coordinator record `name` (group 1's table of them).
@@ -92,10 +122,14 @@ pub(super) fn seal(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> OpResult {
         .map(|(k, v)| (String::from_utf8_lossy(&k[strip..]).into_owned(), v))
         .collect();
     let writes = BucketWrites::from_records(&records)?;
-    let version = copy_of(txn, ctx.keys, bucket)?.version + 1;
+    let current = copy_of(txn, ctx.keys, bucket)?;
+    if current.writes.feed.is_none() && writes.feed.is_some() {
+        super::feed::start(txn, ctx, bucket)?;
+    }
+    let version = current.version + 1;
     let sealed = SealedWrites { version, writes };
     let json = serde_json::to_vec(&sealed).map_err(|e| MetaError::Internal(e.to_string()))?;
-    txn.put(ctx.keys.bucket_writes(bucket), encode(&sealed));
+    txn.put(ctx.keys.bucket_writes(bucket), encode_copy(&sealed));
     txn.put(coord_key(ctx.keys, &sealed_record(bucket)), json);
     Ok(MetaResponse::Sealed(sealed))
 }
@@ -111,22 +145,42 @@ pub(super) fn install(
     if sealed.version <= current.version {
         return Ok(MetaResponse::Sealed(current));
     }
-    txn.put(ctx.keys.bucket_writes(bucket), encode(sealed));
+    if current.writes.feed.is_none() && sealed.writes.feed.is_some() {
+        super::feed::start(txn, ctx, bucket)?;
+    }
+    txn.put(ctx.keys.bucket_writes(bucket), encode_copy(sealed));
     Ok(MetaResponse::Sealed(sealed.clone()))
 }
 
+/// The copies of buckets' settings a decision read, by bucket (the feed needs them too,
+/// [`super::feed`], and reads no other).
+pub(crate) type Copies = Vec<(String, SealedWrites)>;
+
 /// `req` as it is to be applied under this batch's copy of its buckets' settings: what the
 /// MNode decides filled in, a gateway's decision checked (module docs). Borrowed when
-/// nothing changes.
+/// nothing changes. With it, the copies of the settings the decision read.
 pub(super) fn decided<'r>(
     txn: &Txn<'_>,
     ctx: &Ctx<'_>,
     req: &'r MetaRequest,
-) -> Result<Cow<'r, MetaRequest>, MetaError> {
+) -> Result<(Cow<'r, MetaRequest>, Copies), MetaError> {
     let keys = ctx.keys;
+    let mut copies = Copies::new();
+    // Reads the copy of the bucket of `path` once per decision.
+    let mut read = |path: &[String]| -> Result<SealedWrites, MetaError> {
+        let Some(bucket) = path.first() else {
+            return Ok(SealedWrites::default());
+        };
+        if let Some((_, c)) = copies.iter().find(|(b, _)| b == bucket) {
+            return Ok(c.clone());
+        }
+        let c = copy_of(txn, keys, bucket)?;
+        copies.push((bucket.clone(), c.clone()));
+        Ok(c)
+    };
     if let Some((path, decided)) = req.gateway_decided() {
-        decided.check(copy_for(txn, keys, path)?.version)?;
-        return Ok(Cow::Borrowed(req));
+        decided.check(read(path)?.version)?;
+        return Ok((Cow::Borrowed(req), copies));
     }
     let mut owned = match req {
         MetaRequest::SetAttr {
@@ -135,12 +189,12 @@ pub(super) fn decided<'r>(
             ..
         } => {
             // Where versions are kept a truncation is a commit (it keeps the old bytes).
-            if versioning_of(txn, keys, path)? != Versioning::Off {
+            if read(path)?.writes.versioning != Versioning::Off {
                 return Err(MetaError::Invalid(
                     "in a bucket that keeps versions a truncation is a commit".into(),
                 ));
             }
-            return Ok(Cow::Borrowed(req));
+            return Ok((Cow::Borrowed(req), copies));
         }
         MetaRequest::CommitFile { .. }
         | MetaRequest::Create { .. }
@@ -148,7 +202,7 @@ pub(super) fn decided<'r>(
         | MetaRequest::Rename { .. }
         | MetaRequest::RenameIn { .. }
         | MetaRequest::RenameOut { .. } => req.clone(),
-        _ => return Ok(Cow::Borrowed(req)),
+        _ => return Ok((Cow::Borrowed(req), copies)),
     };
     match &mut owned {
         MetaRequest::CommitFile {
@@ -157,7 +211,7 @@ pub(super) fn decided<'r>(
             default_lock,
             ..
         } => {
-            let w = copy_for(txn, keys, path)?.writes;
+            let w = read(path)?.writes;
             *versioning = w.versioning;
             // A default retention locks versions, which only a bucket keeping them has.
             *default_lock = w
@@ -170,10 +224,10 @@ pub(super) fn decided<'r>(
         }
         | MetaRequest::Unlink {
             path, versioning, ..
-        } => *versioning = versioning_of(txn, keys, path)?,
+        } => *versioning = read(path)?.writes.versioning,
         MetaRequest::RenameOut {
             from, versioning, ..
-        } => *versioning = versioning_of(txn, keys, from)?,
+        } => *versioning = read(from)?.writes.versioning,
         MetaRequest::Rename {
             from,
             to,
@@ -186,14 +240,16 @@ pub(super) fn decided<'r>(
             versioning,
             ..
         } => {
+            let (from, to) = (read(from)?.writes, read(to)?.writes);
             *versioning = RenameVersioning {
-                from: versioning_of(txn, keys, from)?,
-                to: versioning_of(txn, keys, to)?,
+                from: from.versioning,
+                to: to.versioning,
+                feed: from.feed.is_some() || to.feed.is_some(),
             }
         }
         _ => {}
     }
-    Ok(Cow::Owned(owned))
+    Ok((Cow::Owned(owned), copies))
 }
 
 #[cfg(test)]
@@ -219,6 +275,7 @@ mod tests {
             changes: Vec::new(),
             reap: None,
             reaped: false,
+            fed: false,
         };
         let mut txn = Txn::new(&store);
         f(&mut txn, &ctx)
@@ -320,7 +377,10 @@ mod tests {
             };
             // A bucket never set: version 0.
             let r = put("logs/k", Decided::under(Versioning::Off, 0));
-            assert!(matches!(decided(txn, ctx, &r), Ok(Cow::Borrowed(_))));
+            assert!(matches!(
+                decided(txn, ctx, &r),
+                Ok((Cow::Borrowed(_), copies)) if copies.len() == 1
+            ));
             install(txn, ctx, "logs", &enabled).unwrap();
             assert_eq!(
                 decided(txn, ctx, &r).err(),
@@ -345,6 +405,7 @@ mod tests {
                 versioning: Decided::under(Versioning::Enabled, 5),
                 version_id: None,
                 bypass_governance: false,
+                lifecycle: false,
             };
             assert!(
                 decided(txn, ctx, &delete).is_err(),
@@ -363,6 +424,7 @@ mod tests {
                     versioning: Versioning::Enabled,
                     object_lock: Some(LockConfig::parse(lock).unwrap()),
                     encryption: None,
+                    feed: None,
                 },
             };
             install(txn, ctx, "logs", &copy).unwrap();
@@ -381,7 +443,7 @@ mod tests {
                 default_lock: None,
                 sse: None,
             };
-            match decided(txn, ctx, &commit).unwrap().as_ref() {
+            match decided(txn, ctx, &commit).unwrap().0.as_ref() {
                 MetaRequest::CommitFile {
                     versioning,
                     default_lock,
@@ -398,7 +460,7 @@ mod tests {
                 versioning: Versioning::Off,
             };
             assert!(matches!(
-                decided(txn, ctx, &unlink).unwrap().as_ref(),
+                decided(txn, ctx, &unlink).unwrap().0.as_ref(),
                 MetaRequest::Unlink {
                     versioning: Versioning::Enabled,
                     ..
@@ -415,7 +477,7 @@ mod tests {
                 },
             };
             install(txn, ctx, "logs", &suspended).unwrap();
-            match decided(txn, ctx, &commit).unwrap().as_ref() {
+            match decided(txn, ctx, &commit).unwrap().0.as_ref() {
                 MetaRequest::CommitFile {
                     versioning,
                     default_lock,
@@ -424,6 +486,28 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         });
+    }
+
+    #[test]
+    fn a_copy_written_before_feeds_reads_as_one_without() {
+        let keys = Keys::new(2);
+        let store = MemStore::new();
+        let old = v1::SealedWrites {
+            version: 4,
+            writes: v1::BucketWrites {
+                versioning: Versioning::Suspended,
+                object_lock: None,
+                encryption: Some("AES256".into()),
+            },
+        };
+        let mut b = WriteBatch::default();
+        b.put(keys.bucket_writes("logs"), crate::records::encode(&old));
+        store.write(&b, true).unwrap();
+        let copy = copy_of(&crate::tree::StoreView(&store), &keys, "logs").unwrap();
+        assert_eq!(copy.version, 4);
+        assert_eq!(copy.writes.versioning, Versioning::Suspended);
+        assert_eq!(copy.writes.encryption.as_deref(), Some("AES256"));
+        assert_eq!(copy.writes.feed, None);
     }
 
     #[test]
@@ -437,7 +521,7 @@ mod tests {
             ..Default::default()
         };
         let mut b = WriteBatch::default();
-        b.put(keys.bucket_writes("logs"), encode(&copy));
+        b.put(keys.bucket_writes("logs"), encode_copy(&copy));
         store.write(&b, true).unwrap();
         assert_eq!(
             copy_of(&crate::tree::StoreView(&store), &keys, "logs").unwrap(),

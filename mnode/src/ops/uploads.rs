@@ -270,6 +270,7 @@ pub(super) fn complete_upload(
         gid: info.gid,
         lock: info.lock,
         acl: info.acl.clone(),
+        copied: false,
     };
     let result = put_object(txn, ctx, path, &obj, cond, versioning)?;
     for (num, part) in stored {

@@ -13,6 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::feed::FeedSettings;
 use super::versions::Versioning;
 use crate::{DefaultLock, LockConfig, MetaError};
 
@@ -24,6 +25,10 @@ pub struct BucketWrites {
     pub object_lock: Option<LockConfig>,
     /// The default encryption of new objects (`AES256`: SSE-S3), if the bucket has one.
     pub encryption: Option<String>,
+    /// Whether (and how) the bucket's changes go to its change feed: set while the bucket
+    /// has a notification configuration ([`super::feed`]).
+    #[serde(default)]
+    pub feed: Option<FeedSettings>,
 }
 
 /// Longest default-encryption setting carried ("AES256", "aws:kms" and the like).
@@ -46,6 +51,8 @@ impl BucketWrites {
                 w.object_lock = Some(config);
             } else if key.ends_with("/encryption") {
                 w.encryption = Some(String::from_utf8_lossy(value).into_owned());
+            } else if key.ends_with(&format!("/{NOTIFICATION_RECORD}")) {
+                w.feed = Some(FeedSettings::from_record(value)?);
             }
         }
         w.check()?;
@@ -58,6 +65,9 @@ impl BucketWrites {
     }
 
     fn check(&self) -> Result<(), MetaError> {
+        if let Some(f) = &self.feed {
+            f.check()?;
+        }
         match &self.encryption {
             Some(e) if e.is_empty() || e.len() > MAX_ENCRYPTION => Err(MetaError::Invalid(
                 format!("a default encryption has 1 to {MAX_ENCRYPTION} bytes"),
@@ -66,6 +76,10 @@ impl BucketWrites {
         }
     }
 }
+
+/// The name, under `buckets/<bucket>/`, of a bucket's notification configuration (the
+/// gateway's JSON): while it exists the bucket's changes go to its feed.
+pub const NOTIFICATION_RECORD: &str = "notification";
 
 /// A bucket's write settings under their settings version (0: never set, the defaults).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

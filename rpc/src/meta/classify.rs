@@ -19,6 +19,7 @@ impl MetaRequest {
         match self {
             MetaRequest::Shared { op, .. } => return op.is_write(),
             MetaRequest::BucketSettings(r) => return r.is_write(),
+            MetaRequest::Feed(r) => return r.is_write(),
             _ => {}
         }
         !matches!(
@@ -170,6 +171,9 @@ impl MetaRequest {
         if let MetaRequest::BucketSettings(r) = self {
             r.validate()?;
         }
+        if let MetaRequest::Feed(r) = self {
+            r.validate()?;
+        }
         if let MetaRequest::BucketVersioning { bucket } = self {
             saker_namespace::validate_bucket_name(bucket)
                 .map_err(|e| crate::MetaError::Invalid(format!("bad bucket {bucket:?}: {e}")))?;
@@ -264,6 +268,7 @@ impl MetaRequest {
                     | MetaRequest::DropReplica { .. }
                     | MetaRequest::CoordPut { .. }
                     | MetaRequest::BucketSettings(SettingsRequest::Install { .. })
+                    | MetaRequest::Feed(_)
                     | MetaRequest::RepairNote { .. }
                     | MetaRequest::RepairDone { .. }
             )
@@ -409,6 +414,7 @@ impl MetaRequest {
             | MetaRequest::CoordScan { .. }
             | MetaRequest::BucketVersioning { .. }
             | MetaRequest::BucketSettings(_)
+            | MetaRequest::Feed(_)
             | MetaRequest::ThawAll { .. }
             | MetaRequest::MigrateName { .. }
             | MetaRequest::NameStats { .. }
@@ -525,6 +531,7 @@ impl MetaRequest {
             MetaRequest::CoordScan { .. } => "coord_scan",
             MetaRequest::BucketVersioning { .. } => "bucket_versioning",
             MetaRequest::BucketSettings(r) => r.op_name(),
+            MetaRequest::Feed(r) => r.op_name(),
         }
     }
 }

@@ -17,6 +17,7 @@ pub use saker_namespace::Dentry;
 mod bucket_writes;
 mod classify;
 mod cond;
+mod feed;
 mod load;
 mod lock;
 pub mod nesting;
@@ -27,10 +28,13 @@ mod versions;
 
 pub use bucket_writes::{
     sealed_record, BucketWrites, BucketWritesCache, Decided, SealedWrites, SettingsRequest,
-    SEALED_RECORD, SETTINGS_REFRESH,
+    NOTIFICATION_RECORD, SEALED_RECORD, SETTINGS_REFRESH,
 };
 pub use classify::{CHUNKSTORES_RECORD, MAX_PAGE};
 pub use cond::{check as check_cond, EtagCond, WriteCond};
+pub use feed::{
+    FeedEvent, FeedKind, FeedPage, FeedRequest, FeedSettings, DEFAULT_FEED_CAP, MAX_FEED_PAGE,
+};
 pub use load::{CostKind, Costs, LoadWindow};
 pub use lock::{DefaultLock, LockConfig, LockMode, ObjectLock, Retention};
 pub use response::{MetaResponse, ReplicaStatus};
@@ -411,6 +415,9 @@ pub enum MetaRequest {
         version_id: Option<String>,
         /// The caller asked to bypass a governance retention and is allowed to.
         bypass_governance: bool,
+        /// A lifecycle rule's expiration (its change-feed record says so: S3 notifies it as
+        /// `LifecycleExpiration`, not `ObjectRemoved`).
+        lifecycle: bool,
     },
     /// POSIX unlink of a file. Answers the entry removed (a hard link's reference for a
     /// name of a file with others).
@@ -735,6 +742,8 @@ pub enum MetaRequest {
     },
     /// A bucket's write settings in this group ([`SettingsRequest`]).
     BucketSettings(SettingsRequest),
+    /// A bucket's change feed in this group ([`FeedRequest`]).
+    Feed(FeedRequest),
     /// Chunks a write left short of their replicas (a copy failed), recorded before the
     /// write is acknowledged so a repair pass finds them without a full scan.
     RepairNote {

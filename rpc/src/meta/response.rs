@@ -82,6 +82,10 @@ pub enum MetaResponse {
     /// Erasure-coded chunks: id, data and parity shards, stored length (`CodedRefs`).
     /// (Appended last: answers persisted before it decode as they were.)
     CodedChunks(Vec<(u128, u8, u8, u64)>),
+    /// A page of a bucket's change feed in one group (`Feed`).
+    Feed(super::FeedPage),
+    /// A group's feed clock (`FeedRequest::Wait`).
+    FeedClock(u64),
 }
 
 /// One replica of a group, as its raft instance sees itself (`saker admin status`).

@@ -145,6 +145,8 @@ pub struct NewObject {
     pub lock: Option<ObjectLock>,
     /// Its ACL, in the gateway's encoding (`None`: private to the bucket's owner).
     pub acl: Option<String>,
+    /// Written by CopyObject (its change-feed record says so: `ObjectCreated:Copy`).
+    pub copied: bool,
 }
 
 /// One uploaded part of a multipart upload.

@@ -35,11 +35,14 @@ impl Versioning {
 }
 
 /// How the buckets of a mount's rename keep versions: the old name's (where the file leaves
-/// a delete marker) and the new name's (where it is a new version).
+/// a delete marker) and the new name's (where it is a new version); and whether either keeps
+/// a change feed (a directory's rename would change its files' keys with no event each, so
+/// it is EXDEV there, as in buckets that keep versions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenameVersioning {
     pub from: Versioning,
     pub to: Versioning,
+    pub feed: bool,
 }
 
 /// The version id of the `null` version.

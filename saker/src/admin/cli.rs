@@ -67,6 +67,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: crate::admin::ec::EcCommand,
     },
+    /// Bucket notifications: targets (add, list, remove) and the consumer's status.
+    Notify {
+        #[command(subcommand)]
+        command: crate::admin::notify::NotifyCommand,
+    },
     /// Lifecycle rules: run a pass now, or show the last one.
     Lifecycle {
         #[command(subcommand)]
@@ -125,6 +130,9 @@ pub async fn run_client(endpoint: &str, cmd: AdminCommand) -> anyhow::Result<()>
         }
         AdminCommand::Ec { command } => {
             return crate::admin::ec::ec_command(endpoint, command).await
+        }
+        AdminCommand::Notify { command } => {
+            return crate::admin::notify::run(endpoint, command).await
         }
         AdminCommand::Store { command } => return crate::store_migrate::run(command).await,
         AdminCommand::Status { json } => {

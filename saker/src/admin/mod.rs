@@ -14,6 +14,7 @@ pub mod keys;
 pub mod lifecycle;
 pub mod metrics;
 pub mod nodes;
+pub mod notify;
 pub mod request;
 pub mod sse;
 pub mod state;
@@ -84,6 +85,10 @@ pub fn router(state: AdminState) -> Router {
             "/admin/cluster-credential/reload",
             axum::routing::post(credential::reload_credential),
         )
+        .route("/admin/notify/targets", get(notify::list).post(notify::add))
+        .route("/admin/notify/targets/{name}", delete(notify::remove))
+        .route("/admin/notify/status", get(notify::status))
+        .route("/admin/notify/cap/{bucket}", put(notify::set_cap))
         .route("/admin/tiers", get(tiers::list).post(tiers::add))
         .route("/admin/tiers/{name}", delete(tiers::remove))
         .route(

@@ -110,7 +110,32 @@ pub(crate) fn spawn_passes(
         rate,
         only_active.clone(),
     ));
+    tokio::spawn(notify_loop(
+        cluster.clone(),
+        gateway.tiers().state().clone(),
+        only_active.clone(),
+    ));
     tokio::spawn(lifecycle_loop(gateway, passes.lifecycle_every, only_active));
+}
+
+/// The notification consumer of this process, once it started (the admin API shows its
+/// counts).
+pub(crate) static NOTIFIER: std::sync::OnceLock<Arc<saker_notify::Notifier>> =
+    std::sync::OnceLock::new();
+
+/// The bucket notification consumer ([`saker_notify::Notifier`]): with `only_active`, only
+/// while that coordinator is active here (one consumer per cluster, moving with it).
+async fn notify_loop(
+    cluster: Arc<Cluster>,
+    state: Arc<dyn saker_coordinator::StateStore>,
+    only_active: Option<Active>,
+) {
+    let notifier = NOTIFIER
+        .get_or_init(|| Arc::new(saker_notify::Notifier::new(cluster, state, "")))
+        .clone();
+    notifier
+        .run(Arc::new(move || active_here(only_active.as_ref())))
+        .await
 }
 
 /// Garbage collection every `interval`: chunks whose grace period ended are deleted. The leak

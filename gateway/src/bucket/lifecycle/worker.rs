@@ -228,6 +228,7 @@ impl Walk {
                     None,
                     p.version_id,
                     false,
+                    true,
                 )
                 .await
                 .map(|_| ())

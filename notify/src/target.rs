@@ -1,0 +1,261 @@
+//! Notification targets: where a bucket's events go, defined once for the cluster
+//! (`saker admin notify target add`) and named in buckets' configurations by their ARN,
+//! `arn:saker:sqs::NAME:KIND` (as MinIO's `arn:minio:sqs::ID:webhook`).
+//!
+//! Kept in the coordinator's replicated state as `notify/targets/<NAME>` (JSON), as tier
+//! definitions are, so every node sees the same targets and a backup carries them. A kind is
+//! one variant of [`TargetKind`] with its own settings; the delivery of each is a
+//! [`crate::sink::Sink`].
+
+use std::sync::Arc;
+
+use saker_coordinator::StateStore;
+use serde::{Deserialize, Serialize};
+
+use crate::NotifyError;
+
+const PREFIX: &str = "notify/targets/";
+
+/// What a target is and how it is reached.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TargetKind {
+    /// An HTTP(S) endpoint that gets one POST per batch of event records.
+    Webhook {
+        url: String,
+        /// Sent as `Authorization: Bearer <token>` when set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth_token: Option<String>,
+    },
+}
+
+impl TargetKind {
+    /// The KIND of its ARN.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TargetKind::Webhook { .. } => "webhook",
+        }
+    }
+
+    /// Where it is, for listings (no credentials).
+    pub fn endpoint(&self) -> &str {
+        match self {
+            TargetKind::Webhook { url, .. } => url,
+        }
+    }
+}
+
+/// Never shows credentials (target definitions reach logs and listings).
+impl std::fmt::Debug for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetKind::Webhook { url, auth_token } => f
+                .debug_struct("Webhook")
+                .field("url", url)
+                .field("auth_token", &auth_token.as_ref().map(|_| "<redacted>"))
+                .finish(),
+        }
+    }
+}
+
+/// A named target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// `[A-Za-z0-9_-]{1,64}`.
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: TargetKind,
+}
+
+impl Target {
+    /// Its ARN, what bucket configurations name.
+    pub fn arn(&self) -> String {
+        format!("arn:saker:sqs::{}:{}", self.name, self.kind.name())
+    }
+
+    /// Checks what an operator gave before it is stored.
+    pub fn validate(&self) -> Result<(), NotifyError> {
+        check_name(&self.name)?;
+        match &self.kind {
+            TargetKind::Webhook { url, auth_token } => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| NotifyError::Invalid(format!("webhook URL {url:?}: {e}")))?;
+                if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+                    return Err(NotifyError::Invalid(format!(
+                        "webhook URL {url:?} is not an http:// or https:// URL"
+                    )));
+                }
+                if auth_token.as_ref().is_some_and(|t| t.is_empty()) {
+                    return Err(NotifyError::Invalid("an empty auth token".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_name(name: &str) -> Result<(), NotifyError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(NotifyError::Invalid(format!(
+            "target name {name:?}: 1 to 64 letters, digits, '-' or '_'"
+        )))
+    }
+}
+
+/// The (name, kind) an ARN names, if it is a saker target's ARN.
+pub fn parse_arn(arn: &str) -> Result<(&str, &str), NotifyError> {
+    let bad = || {
+        NotifyError::Invalid(format!(
+            "the ARN {arn:?} is not a notification target's (arn:saker:sqs::NAME:KIND)"
+        ))
+    };
+    let rest = arn.strip_prefix("arn:saker:sqs::").ok_or_else(bad)?;
+    let (name, kind) = rest.split_once(':').ok_or_else(bad)?;
+    check_name(name).map_err(|_| bad())?;
+    if !matches!(kind, "webhook" | "nats" | "amqp" | "kafka") {
+        return Err(bad());
+    }
+    Ok((name, kind))
+}
+
+fn state_err(e: impl std::fmt::Display) -> NotifyError {
+    NotifyError::State(e.to_string())
+}
+
+/// Every target, by name.
+pub async fn list(state: &Arc<dyn StateStore>) -> Result<Vec<Target>, NotifyError> {
+    let mut out = Vec::new();
+    for (key, value) in state.scan(PREFIX).await.map_err(state_err)? {
+        let t: Target = serde_json::from_slice(&value).map_err(|e| NotifyError::Corrupt {
+            key,
+            reason: e.to_string(),
+        })?;
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// The target named `name`.
+pub async fn get(state: &Arc<dyn StateStore>, name: &str) -> Result<Target, NotifyError> {
+    list(state)
+        .await?
+        .into_iter()
+        .find(|t| t.name == name)
+        .ok_or_else(|| NotifyError::NoSuchTarget(name.to_string()))
+}
+
+/// The target an ARN names, if it exists (of that kind).
+pub async fn by_arn(state: &Arc<dyn StateStore>, arn: &str) -> Result<Target, NotifyError> {
+    let (name, _) = parse_arn(arn)?;
+    match get(state, name).await {
+        Ok(t) if t.arn() == arn => Ok(t),
+        Ok(_) | Err(NotifyError::NoSuchTarget(_)) => Err(NotifyError::NoSuchTarget(arn.into())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Stores a new target (refused if one has the name); answers its ARN.
+pub async fn add(state: &Arc<dyn StateStore>, target: &Target) -> Result<String, NotifyError> {
+    target.validate()?;
+    if get(state, &target.name).await.is_ok() {
+        return Err(NotifyError::Exists(target.name.clone()));
+    }
+    let value = serde_json::to_vec(target).map_err(state_err)?;
+    state
+        .put(&format!("{PREFIX}{}", target.name), Some(value))
+        .await
+        .map_err(state_err)?;
+    Ok(target.arn())
+}
+
+/// Drops a target, refused while a bucket's configuration names it.
+pub async fn remove(state: &Arc<dyn StateStore>, name: &str) -> Result<(), NotifyError> {
+    let target = get(state, name).await?;
+    let arn = target.arn();
+    for (bucket, config) in crate::rules::configured_buckets(state).await? {
+        if config.queues.iter().any(|q| q.arn == arn) {
+            return Err(NotifyError::InUse(name.to_string(), bucket));
+        }
+    }
+    state
+        .put(&format!("{PREFIX}{name}"), None)
+        .await
+        .map_err(state_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hook(name: &str, url: &str) -> Target {
+        Target {
+            name: name.into(),
+            kind: TargetKind::Webhook {
+                url: url.into(),
+                auth_token: Some("s3cret".into()),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn targets_are_stored_by_name_and_known_by_arn() {
+        let state: Arc<dyn StateStore> = Arc::new(saker_coordinator::MemState::default());
+        let arn = add(&state, &hook("lake", "http://127.0.0.1:9/hook"))
+            .await
+            .unwrap();
+        assert_eq!(arn, "arn:saker:sqs::lake:webhook");
+        assert!(matches!(
+            add(&state, &hook("lake", "http://127.0.0.1:9/x")).await,
+            Err(NotifyError::Exists(_))
+        ));
+        assert!(add(&state, &hook("bad name", "http://h/")).await.is_err());
+        assert!(add(&state, &hook("x", "ftp://h/")).await.is_err());
+        assert_eq!(by_arn(&state, &arn).await.unwrap().name, "lake");
+        assert!(by_arn(&state, "arn:saker:sqs::lake:kafka").await.is_err());
+        assert!(by_arn(&state, "arn:saker:sqs::other:webhook")
+            .await
+            .is_err());
+        // In use by a bucket: kept.
+        let config = crate::NotificationConfig {
+            queues: vec![crate::QueueRule {
+                id: "r".into(),
+                arn: arn.clone(),
+                events: vec!["s3:ObjectCreated:*".into()],
+                prefix: String::new(),
+                suffix: String::new(),
+            }],
+            feed_cap: None,
+        };
+        state
+            .put("buckets/logs/notification", Some(config.to_record()))
+            .await
+            .unwrap();
+        assert!(matches!(
+            remove(&state, "lake").await,
+            Err(NotifyError::InUse(_, _))
+        ));
+        state.put("buckets/logs/notification", None).await.unwrap();
+        remove(&state, "lake").await.unwrap();
+        assert!(list(&state).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn arns_name_a_target_and_its_kind() {
+        assert_eq!(
+            parse_arn("arn:saker:sqs::a-1:nats").unwrap(),
+            ("a-1", "nats")
+        );
+        assert!(parse_arn("arn:minio:sqs::a:webhook").is_err());
+        assert!(parse_arn("arn:saker:sqs::a:smtp").is_err());
+        assert!(parse_arn("arn:saker:sqs:::webhook").is_err());
+        let debug = format!("{:?}", hook("h", "http://h/"));
+        assert!(!debug.contains("s3cret"), "{debug}");
+    }
+}
