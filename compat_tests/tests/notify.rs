@@ -172,6 +172,42 @@ async fn filters_choose_events_by_type_prefix_and_suffix() {
     let images = add_target(&srv, "images", &hook.url("images"));
     let removals = add_target(&srv, "removals", &hook.url("removals"));
     let b = new_bucket(&c, "filters").await;
+    // Filter rules S3 refuses: two prefixes, a name that is neither prefix nor suffix.
+    let rule = |name: &str, value: &str| {
+        aws_sdk_s3::types::FilterRule::builder()
+            .name(aws_sdk_s3::types::FilterRuleName::from(name))
+            .value(value)
+            .build()
+    };
+    for rules in [
+        vec![rule("prefix", "a/"), rule("prefix", "b/")],
+        vec![rule("middle", "x")],
+    ] {
+        let filter = aws_sdk_s3::types::NotificationConfigurationFilter::builder()
+            .key(
+                aws_sdk_s3::types::S3KeyFilter::builder()
+                    .set_filter_rules(Some(rules))
+                    .build(),
+            )
+            .build();
+        let q = aws_sdk_s3::types::QueueConfiguration::builder()
+            .queue_arn(&images)
+            .events(aws_sdk_s3::types::Event::from("s3:ObjectCreated:*"))
+            .filter(filter)
+            .build()
+            .unwrap();
+        let r = c
+            .put_bucket_notification_configuration()
+            .bucket(&b)
+            .notification_configuration(
+                NotificationConfiguration::builder()
+                    .queue_configurations(q)
+                    .build(),
+            )
+            .send()
+            .await;
+        assert_fails(r, 400, "InvalidArgument");
+    }
     configure(
         &c,
         &b,
