@@ -184,11 +184,11 @@ pub(super) fn ack(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, upto: u64) -> 
     Ok(MetaResponse::Feed(page(head, Vec::new())))
 }
 
-/// The bucket's feed starts (its notification configuration was put where there was none):
-/// records left from an earlier feed of the name (a configuration since removed, a bucket
-/// since deleted) are not this one's, so the feed starts after them and drops them (up to
-/// [`MAX_ACK`] here; any beyond are past `first`, never read, left as garbage).
-pub(super) fn start(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<(), MetaError> {
+/// The bucket's feed starts or stops (its notification configuration was put where there was
+/// none, or removed, or the bucket deleted): what the feed holds is no longer anyone's to
+/// deliver (a new feed is not the old one's), so it starts again after it and drops it (up
+/// to [`MAX_ACK`] records here; any beyond are below `first`, never read, left as garbage).
+pub(super) fn clear(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<(), MetaError> {
     let mut head = head_of(txn, ctx.keys, bucket)?;
     if head.first == head.next {
         return Ok(());
@@ -599,10 +599,10 @@ mod tests {
                         },
                     })
                 };
-                // Off: nothing more recorded, the old records stay unread.
+                // Off: nothing more recorded, the old records dropped.
                 write(install(2, None)).unwrap();
                 write(put("logs/c", 1, Decided::under(Versioning::Off, 2))).unwrap();
-                assert_eq!(read().depth(), 2);
+                assert_eq!(read().depth(), 0);
                 // On again: a new feed, after the old one.
                 write(install(3, Some(FeedSettings::default()))).unwrap();
                 write(put("logs/d", 1, Decided::under(Versioning::Off, 3))).unwrap();
