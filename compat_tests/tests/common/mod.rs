@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod fuse;
 pub mod multiproc;
 pub mod netns;
+pub mod notify;
 pub mod otlp_sink;
 pub mod race;
 pub mod sse;

@@ -10,7 +10,9 @@
 //! Records are deleted by an acknowledgement (`FeedRequest::Ack`) or, past the bucket's cap,
 //! oldest first with a count, a log line and a metric.
 
-use saker_rpc::{FeedEvent, FeedPage, FeedSettings, MetaError, MetaRequest, MetaResponse};
+use saker_rpc::{
+    FeedEvent, FeedPage, FeedSettings, MetaError, MetaRequest, MetaResponse, Versioning,
+};
 use serde::{Deserialize, Serialize};
 
 use super::feed_events::{self as events, Change};
@@ -72,28 +74,35 @@ pub(super) fn after(
     copies: &Copies,
     result: &MetaResponse,
 ) -> Result<(), MetaError> {
-    let mut feeds: Vec<(&str, Option<FeedSettings>)> = Vec::new();
+    // Per bucket: its feed settings (none: no feed) and how it keeps versions.
+    let mut feeds: Vec<(&str, Option<FeedSettings>, Versioning)> = Vec::new();
     for path in events::paths_of(req) {
         let Some(bucket) = path.first().filter(|_| path.len() >= 2) else {
             continue;
         };
-        if feeds.iter().any(|(b, _)| *b == bucket) {
+        if feeds.iter().any(|(b, _, _)| *b == bucket) {
             continue;
         }
-        let feed = match copies.iter().find(|(b, _)| b == bucket) {
-            Some((_, c)) => c.writes.feed.clone(),
-            None => super::settings::copy_of(txn, ctx.keys, bucket)?.writes.feed,
+        let writes = match copies.iter().find(|(b, _)| b == bucket) {
+            Some((_, c)) => c.writes.clone(),
+            None => super::settings::copy_of(txn, ctx.keys, bucket)?.writes,
         };
-        feeds.push((bucket, feed));
+        feeds.push((bucket, writes.feed, writes.versioning));
     }
-    if feeds.iter().all(|(_, f)| f.is_none()) {
+    if feeds.iter().all(|(_, f, _)| f.is_none()) {
         return Ok(());
     }
-    for change in events::changes_of(txn, ctx, req, result)? {
+    let versioning = |bucket: &str| {
+        feeds
+            .iter()
+            .find(|(b, _, _)| *b == bucket)
+            .map_or(Versioning::Off, |(_, _, v)| *v)
+    };
+    for change in events::changes_of(txn, ctx, req, result, &versioning)? {
         let settings = feeds
             .iter()
-            .find(|(b, _)| *b == change.bucket)
-            .and_then(|(_, f)| f.clone());
+            .find(|(b, _, _)| *b == change.bucket)
+            .and_then(|(_, f, _)| f.clone());
         if let Some(settings) = settings {
             append(txn, ctx, &settings, change)?;
         }
@@ -175,11 +184,11 @@ pub(super) fn ack(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str, upto: u64) -> 
     Ok(MetaResponse::Feed(page(head, Vec::new())))
 }
 
-/// The bucket's feed starts (its notification configuration was put where there was none):
-/// records left from an earlier feed of the name (a configuration since removed, a bucket
-/// since deleted) are not this one's, so the feed starts after them and drops them (up to
-/// [`MAX_ACK`] here; any beyond are past `first`, never read, left as garbage).
-pub(super) fn start(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<(), MetaError> {
+/// The bucket's feed starts or stops (its notification configuration was put where there was
+/// none, or removed, or the bucket deleted): what the feed holds is no longer anyone's to
+/// deliver (a new feed is not the old one's), so it starts again after it and drops it (up
+/// to [`MAX_ACK`] records here; any beyond are below `first`, never read, left as garbage).
+pub(super) fn clear(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> Result<(), MetaError> {
     let mut head = head_of(txn, ctx.keys, bucket)?;
     if head.first == head.next {
         return Ok(());
@@ -456,7 +465,7 @@ mod tests {
                 let page = read();
                 let got = kinds(&page);
                 assert_eq!(got[0], (FeedKind::Put, "k", Some(v1.as_str())));
-                assert_eq!(got[1], (FeedKind::TagsPut, "k", None));
+                assert_eq!(got[1], (FeedKind::TagsPut, "k", Some(v1.as_str())));
                 assert_eq!(got[2].0, FeedKind::DeleteMarker);
                 assert_eq!(got[3], (FeedKind::Delete, "k", Some(v1.as_str())));
                 assert_eq!(got.len(), 4, "a refused change has no record");
@@ -590,10 +599,10 @@ mod tests {
                         },
                     })
                 };
-                // Off: nothing more recorded, the old records stay unread.
+                // Off: nothing more recorded, the old records dropped.
                 write(install(2, None)).unwrap();
                 write(put("logs/c", 1, Decided::under(Versioning::Off, 2))).unwrap();
-                assert_eq!(read().depth(), 2);
+                assert_eq!(read().depth(), 0);
                 // On again: a new feed, after the old one.
                 write(install(3, Some(FeedSettings::default()))).unwrap();
                 write(put("logs/d", 1, Decided::under(Versioning::Off, 3))).unwrap();
@@ -621,6 +630,64 @@ mod tests {
                 }))
                 .unwrap();
                 assert!(!holds("k"), "delivered");
+            },
+        );
+    }
+
+    #[test]
+    fn a_mount_s_unlink_where_versions_are_kept_names_its_marker() {
+        with_bucket(
+            Versioning::Enabled,
+            Some(FeedSettings::default()),
+            |write, read, _| {
+                let MetaResponse::Attr(f) = write(MetaRequest::Create {
+                    path: p("logs/f"),
+                    mode: 0o644,
+                    uid: 0,
+                    gid: 0,
+                    exclusive: true,
+                    symlink: None,
+                    special: None,
+                    cred: Cred::default(),
+                    defer: false,
+                    versioning: Versioning::Off,
+                })
+                .unwrap() else {
+                    panic!("a create answers its attributes")
+                };
+                write(MetaRequest::CommitFile {
+                    path: p("logs/f"),
+                    id: f.id,
+                    size: 1,
+                    etag: "e".into(),
+                    layout: Layout::Inline,
+                    inline: Some(vec![1].into()),
+                    cred: Cred::default(),
+                    receipt: None,
+                    versioning: Versioning::Off,
+                    replaces: None,
+                    default_lock: None,
+                    sse: None,
+                })
+                .unwrap();
+                write(MetaRequest::Unlink {
+                    path: p("logs/f"),
+                    cred: Cred::default(),
+                    versioning: Versioning::Off,
+                })
+                .unwrap();
+                let page = read();
+                let got: Vec<_> = page
+                    .events
+                    .iter()
+                    .map(|e| (e.kind, e.version_id.is_some()))
+                    .collect();
+                assert_eq!(
+                    got,
+                    vec![(FeedKind::Put, true), (FeedKind::DeleteMarker, true)],
+                    "{page:?}"
+                );
+                assert_ne!(page.events[0].version_id, page.events[1].version_id);
             },
         );
     }

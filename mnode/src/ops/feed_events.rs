@@ -91,13 +91,25 @@ fn current_version(
     versions::current_id(txn, ctx.keys, bucket, &key, attr).map(Some)
 }
 
-/// A key removed by the mount: a delete marker where the bucket keeps versions.
-fn removal(path: &[String], versioning: Versioning) -> Change<'_> {
-    let kind = match versioning {
-        Versioning::Off => FeedKind::Delete,
-        _ => FeedKind::DeleteMarker,
-    };
-    Change::at(path, kind)
+/// A key removed by the mount: a delete marker where the bucket keeps versions (with its
+/// version id: the key's newest version).
+fn removal<'a>(
+    txn: &Txn<'_>,
+    ctx: &Ctx<'_>,
+    path: &'a [String],
+    versioning: Versioning,
+) -> Result<Change<'a>, MetaError> {
+    if versioning == Versioning::Off {
+        return Ok(Change::at(path, FeedKind::Delete));
+    }
+    let mut c = Change::at(path, FeedKind::DeleteMarker);
+    let newest = versions::of_key(txn, ctx.keys, c.bucket, &c.key)?;
+    c.version_id = newest
+        .into_iter()
+        .next()
+        .filter(|(_, s)| matches!(s.kind, saker_rpc::VersionKind::DeleteMarker))
+        .map(|(_, s)| s.version_id);
+    Ok(c)
 }
 
 /// The changes `req` made, answered `result`.
@@ -106,6 +118,7 @@ pub(super) fn changes_of<'a>(
     ctx: &Ctx<'_>,
     req: &'a MetaRequest,
     result: &MetaResponse,
+    versioning_of: &dyn Fn(&str) -> Versioning,
 ) -> Result<Vec<Change<'a>>, MetaError> {
     if paths_of(req).iter().any(|p| p.len() < 2) {
         return Ok(Vec::new());
@@ -177,7 +190,16 @@ pub(super) fn changes_of<'a>(
             if *dir_marker {
                 c.key.push('/');
             }
-            c.version_id = version_id.clone();
+            c.version_id = match version_id {
+                Some(v) => Some(v.clone()),
+                // The current version's, in a bucket that keeps (or kept) versions.
+                None if versioning_of(c.bucket) != Versioning::Off && !*dir_marker => {
+                    let attr = super::objects::find_object(txn, ctx.ns, path, false)?.attr;
+                    let (bucket, key) = object_key(path);
+                    Some(versions::current_id(txn, ctx.keys, bucket, &key, &attr)?)
+                }
+                None => None,
+            };
             c
         }
         (
@@ -225,13 +247,13 @@ pub(super) fn changes_of<'a>(
                 path, versioning, ..
             },
             MetaResponse::Attr(attr),
-        ) if attr.kind == saker_rpc::FileKind::File => removal(path, *versioning),
+        ) if attr.kind == saker_rpc::FileKind::File => removal(txn, ctx, path, *versioning)?,
         (
             MetaRequest::RenameOut {
                 from, versioning, ..
             },
             _,
-        ) => removal(from, *versioning),
+        ) => removal(txn, ctx, from, *versioning)?,
         (MetaRequest::RenameIn { to, versioning, .. }, MetaResponse::Attr(attr))
             if attr.kind == saker_rpc::FileKind::File =>
         {
@@ -250,7 +272,7 @@ pub(super) fn changes_of<'a>(
         ) if from != to && attr.kind == saker_rpc::FileKind::File => {
             let mut put = Change::at(to, FeedKind::Put).object(attr);
             put.version_id = current_version(txn, ctx, to, attr, versioning.to)?;
-            return Ok(vec![removal(from, versioning.from), put]);
+            return Ok(vec![removal(txn, ctx, from, versioning.from)?, put]);
         }
         _ => return Ok(Vec::new()),
     };

@@ -123,8 +123,8 @@ pub(super) fn seal(txn: &mut Txn<'_>, ctx: &Ctx<'_>, bucket: &str) -> OpResult {
         .collect();
     let writes = BucketWrites::from_records(&records)?;
     let current = copy_of(txn, ctx.keys, bucket)?;
-    if current.writes.feed.is_none() && writes.feed.is_some() {
-        super::feed::start(txn, ctx, bucket)?;
+    if current.writes.feed.is_none() != writes.feed.is_none() {
+        super::feed::clear(txn, ctx, bucket)?;
     }
     let version = current.version + 1;
     let sealed = SealedWrites { version, writes };
@@ -145,8 +145,8 @@ pub(super) fn install(
     if sealed.version <= current.version {
         return Ok(MetaResponse::Sealed(current));
     }
-    if current.writes.feed.is_none() && sealed.writes.feed.is_some() {
-        super::feed::start(txn, ctx, bucket)?;
+    if current.writes.feed.is_none() != sealed.writes.feed.is_none() {
+        super::feed::clear(txn, ctx, bucket)?;
     }
     txn.put(ctx.keys.bucket_writes(bucket), encode_copy(sealed));
     Ok(MetaResponse::Sealed(sealed.clone()))
