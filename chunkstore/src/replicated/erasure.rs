@@ -148,8 +148,7 @@ impl ReplicatedChunkStore {
     }
 
     /// The chunk's bytes in parts (see [`Layout::decode_parts`]), from `shards` (those already
-    /// read) and as few more as make k: from their placed members (those not yet `asked`),
-    /// then, for the ones still missing, from any member that has them.
+    /// read) and as few more as make k ([`gather_shards`]).
     #[allow(clippy::too_many_arguments)]
     async fn rebuild_parts(
         &self,
@@ -158,40 +157,12 @@ impl ReplicatedChunkStore {
         chunk: ChunkId,
         layout: Layout,
         chunk_len: u64,
-        mut shards: Vec<Option<Bytes>>,
-        mut asked: Vec<bool>,
+        shards: Vec<Option<Bytes>>,
+        asked: Vec<bool>,
     ) -> Result<Vec<Bytes>, ChunkError> {
-        let s = layout.shard_len(chunk_len);
-        let mut errors = Vec::new();
-        let present = |shards: &[Option<Bytes>]| shards.iter().filter(|b| b.is_some()).count();
-        loop {
-            let want = layout.data().saturating_sub(present(&shards));
-            let next: Vec<usize> = (0..layout.shards())
-                .filter(|&i| shards[i].is_none() && !asked[i])
-                .take(want)
-                .collect();
-            if next.is_empty() {
-                break;
-            }
-            next.iter().for_each(|&i| asked[i] = true);
-            let reads = next.iter().map(|&i| {
-                view.members[places[i]]
-                    .store
-                    .get_shard(chunk, layout, i as u8, 0, s)
-            });
-            keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
-        }
-        if present(&shards) < layout.data() {
-            // Shards that moved (the member list changed): looked for on every member.
-            let next: Vec<usize> = (0..layout.shards())
-                .filter(|&i| shards[i].is_none())
-                .collect();
-            let reads = next
-                .iter()
-                .map(|&i| fetch_shard(view, places, chunk, layout, i, 0, s));
-            keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
-        }
-        let present = present(&shards);
+        let (shards, errors) =
+            gather_shards(view, places, chunk, layout, chunk_len, shards, asked).await;
+        let present = shards.iter().flatten().count();
         if present < layout.data() {
             return Err(ChunkError::Unavailable(format!(
                 "chunk {chunk} ({layout}): {present} shards readable, {} needed: {}",
@@ -228,6 +199,52 @@ impl ReplicatedChunkStore {
             ))),
         }
     }
+}
+
+/// `shards` (those already read, by index) and as few more whole shards of `chunk` as make k:
+/// from their placed members, in index order, skipping those `asked` already; then, if still
+/// short, every missing one looked for on every member (shards that moved when the member list
+/// changed). Why each read failed goes into the errors answered beside.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn gather_shards(
+    view: &View,
+    places: &[usize],
+    chunk: ChunkId,
+    layout: Layout,
+    chunk_len: u64,
+    mut shards: Vec<Option<Bytes>>,
+    mut asked: Vec<bool>,
+) -> (Vec<Option<Bytes>>, Vec<String>) {
+    let s = layout.shard_len(chunk_len);
+    let mut errors = Vec::new();
+    let present = |shards: &[Option<Bytes>]| shards.iter().flatten().count();
+    loop {
+        let want = layout.data().saturating_sub(present(&shards));
+        let next: Vec<usize> = (0..layout.shards())
+            .filter(|&i| shards[i].is_none() && !asked[i])
+            .take(want)
+            .collect();
+        if next.is_empty() {
+            break;
+        }
+        next.iter().for_each(|&i| asked[i] = true);
+        let reads = next.iter().map(|&i| {
+            view.members[places[i]]
+                .store
+                .get_shard(chunk, layout, i as u8, 0, s)
+        });
+        keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
+    }
+    if present(&shards) < layout.data() {
+        let next: Vec<usize> = (0..layout.shards())
+            .filter(|&i| shards[i].is_none())
+            .collect();
+        let reads = next
+            .iter()
+            .map(|&i| fetch_shard(view, places, chunk, layout, i, 0, s));
+        keep_shards(&next, join_all(reads).await, s, &mut shards, &mut errors);
+    }
+    (shards, errors)
 }
 
 /// Every shard of `chunk` (`chunk_len` bytes coded in `layout`) read whole, all asked at once:
@@ -308,7 +325,7 @@ async fn put_shard_anew(
 
 /// Puts the shards `got` for indexes `which` (each `s` bytes) into `shards`, why not into
 /// `errors`.
-pub(super) fn keep_shards(
+fn keep_shards(
     which: &[usize],
     got: Vec<Result<Bytes, ChunkError>>,
     s: u64,

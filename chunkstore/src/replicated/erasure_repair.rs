@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use futures::StreamExt;
 
-use super::erasure::{fetch_all, keep_shards};
+use super::erasure::{fetch_all, gather_shards};
 use super::ReplicatedChunkStore;
 use crate::ec::{shard_id, Layout};
 use crate::error::ChunkError;
@@ -57,12 +57,11 @@ impl ReplicatedChunkStore {
                 continue;
             }
             report.under_replicated += 1;
-            // Read back: k shards their placed members were seen to hold.
-            let sources: Vec<usize> = (0..layout.shards())
-                .filter(|&i| holds(i) == Some(true))
-                .take(layout.data())
+            // Read back first: shards their placed members were seen to hold.
+            let unheld: Vec<bool> = (0..layout.shards())
+                .map(|i| holds(i) != Some(true))
                 .collect();
-            short.push((chunk, layout, stored, places, missing, sources));
+            short.push((chunk, layout, stored, places, missing, unheld));
         }
         let view = &view;
         // As many chunks at once as keep REPAIR_READ_BYTES of shards in flight (a rebuild reads
@@ -71,8 +70,10 @@ impl ReplicatedChunkStore {
         let parallel =
             (REPAIR_READ_BYTES / largest).clamp(super::REPAIR_PARALLEL as u64, 64) as usize;
         let rebuilds = short.into_iter().map(
-            |(chunk, layout, stored, places, missing, sources)| async move {
-                let shards = read_shards(view, &places, chunk, layout, stored, &sources).await;
+            |(chunk, layout, stored, places, missing, unheld)| async move {
+                let none = vec![None; layout.shards()];
+                let (shards, _) =
+                    gather_shards(view, &places, chunk, layout, stored, none, unheld).await;
                 let mut r = RepairReport::default();
                 let bytes = self
                     .rewrite_shards(
@@ -217,34 +218,6 @@ impl ReplicatedChunkStore {
             })
             .collect()
     }
-}
-
-/// The shards of `chunk` for a rebuild: `sources` (k indexes whose placed members hold them)
-/// read from those members alone, or, when that falls short of k, every shard looked for
-/// everywhere ([`fetch_all`]).
-async fn read_shards(
-    view: &View,
-    places: &[usize],
-    chunk: ChunkId,
-    layout: Layout,
-    stored: u64,
-    sources: &[usize],
-) -> Vec<Option<Bytes>> {
-    let s = layout.shard_len(stored);
-    let mut shards = vec![None; layout.shards()];
-    if sources.len() == layout.data() {
-        let reads = sources.iter().map(|&i| {
-            view.members[places[i]]
-                .store
-                .get_shard(chunk, layout, i as u8, 0, s)
-        });
-        let got = futures::future::join_all(reads).await;
-        keep_shards(sources, got, s, &mut shards, &mut Vec::new());
-        if shards.iter().flatten().count() == layout.data() {
-            return shards;
-        }
-    }
-    fetch_all(view, places, chunk, layout, stored).await.0
 }
 
 /// The one shard of `shards` (all present, disagreeing) whose rebuild from the others makes
