@@ -99,6 +99,11 @@ pub async fn transition_rule(c: &Client, b: &str, class: &str, days: i32) -> Res
         )
         .build()
         .unwrap();
+    put_rule(c, b, rule).await
+}
+
+/// PutBucketLifecycleConfiguration of the one rule `rule`; the S3 error's text if refused.
+pub async fn put_rule(c: &Client, b: &str, rule: LifecycleRule) -> Result<(), String> {
     c.put_bucket_lifecycle_configuration()
         .bucket(b)
         .lifecycle_configuration(

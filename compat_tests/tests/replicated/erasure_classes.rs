@@ -300,9 +300,8 @@ fn disks_hold(dir: &std::path::Path, needle: &[u8]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transition_codes_locked_and_encrypted_versions_as_they_are() {
     use aws_sdk_s3::types::{
-        BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
-        NoncurrentVersionTransition, ObjectLockMode, ServerSideEncryption, Transition,
-        TransitionStorageClass,
+        ExpirationStatus, LifecycleRule, LifecycleRuleFilter, NoncurrentVersionTransition,
+        ObjectLockMode, ServerSideEncryption, Transition, TransitionStorageClass,
     };
     let (disks, _, list) = six_disks();
     let (_keys, key) = common::sse::master_key();
@@ -374,17 +373,7 @@ async fn a_transition_codes_locked_and_encrypted_versions_as_they_are() {
         )
         .build()
         .unwrap();
-    c.put_bucket_lifecycle_configuration()
-        .bucket(b)
-        .lifecycle_configuration(
-            BucketLifecycleConfiguration::builder()
-                .rules(rule)
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    common::tier::put_rule(&c, b, rule).await.unwrap();
     let o = srv.admin_cmd(&["lifecycle", "run", b]);
     let (text, err) = out_text(&o);
     assert!(o.status.success(), "{err}");
