@@ -193,6 +193,11 @@ struct Job {
     live: Arc<Mutex<Summary>>,
 }
 
+/// Whether a job in `state` has not ended.
+fn running(state: &str) -> bool {
+    matches!(state, "counting" | "coding" | "freeing")
+}
+
 /// This process's last `ec run` (one at a time).
 static JOB: LazyLock<Mutex<Option<Job>>> = LazyLock::new(Mutex::default);
 
@@ -225,7 +230,7 @@ pub(super) async fn start_run(
     let mut job = JOB.lock();
     let running = job.as_ref().is_some_and(|j| {
         let state = &j.info.lock().state;
-        matches!(state.as_str(), "counting" | "coding" | "freeing")
+        running(state)
     });
     if !running {
         let info = Arc::new(Mutex::new(JobInfo {
@@ -344,7 +349,7 @@ pub async fn ec_command(endpoint: &str, command: EcCommand) -> anyhow::Result<()
         let text = send(endpoint, Method::GET, "/admin/ec/run", Vec::new()).await?;
         let job: JobInfo = serde_json::from_str(&text).context("unexpected reply")?;
         eprint!("\r{}", progress_line(&job));
-        if !matches!(job.state.as_str(), "counting" | "coding" | "freeing") {
+        if !running(&job.state) {
             eprintln!();
             println!("{}", serde_json::to_string(&job)?);
             anyhow::ensure!(job.state == "done", "ec run ended {}", job.state);
@@ -357,7 +362,9 @@ pub async fn ec_command(endpoint: &str, command: EcCommand) -> anyhow::Result<()
 fn progress_line(j: &JobInfo) -> String {
     let s = &j.summary;
     let frac = match j.total_objects {
-        0 => f64::from(u8::from(j.state != "counting" && j.state != "coding")),
+        // Nothing to look at: empty until the coding is over.
+        0 if matches!(j.state.as_str(), "counting" | "coding") => 0.0,
+        0 => 1.0,
         n => s.objects.min(n) as f64 / n as f64,
     };
     let width = 30;
