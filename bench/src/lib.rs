@@ -6,6 +6,7 @@ mod empty;
 mod fs;
 mod meta;
 mod multipart;
+mod notify;
 mod rebalance;
 mod s3;
 mod sigv4;
@@ -38,6 +39,9 @@ pub enum BenchCommand {
     Rebalance(rebalance::RebalanceBenchArgs),
     /// An S3 endpoint that stores nothing, for `bench s3`: the loopback HTTP ceiling.
     Sink(sink::SinkArgs),
+    /// 4 KiB PUTs on a plain and a notified bucket in alternating rounds, this benchmark the
+    /// webhook target: the throughput each costs, and acknowledgement-to-event latency.
+    Notify(notify::NotifyBenchArgs),
 }
 
 /// Installs a library client's cluster credential (`--credential`-style path, insecure): the
@@ -64,7 +68,22 @@ pub async fn run(cmd: BenchCommand, install_credential: InstallCredential) -> an
         BenchCommand::Fs(args) => fs::run(args).await,
         BenchCommand::Rebalance(args) => rebalance::run(args).await,
         BenchCommand::Sink(args) => sink::run(args).await,
+        BenchCommand::Notify(args) => notify::run(args).await,
     }
+}
+
+/// The CPU time process `pid` has spent so far (user and system, threads that have exited
+/// included), in microseconds; `None` once it is gone.
+fn process_cpu_us(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14 and
+    // stime 15, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(ticks * 1_000_000 / hz)
 }
 
 /// The `p` quantile (0..=1, nearest rank) of latencies in microseconds, sorted ascending, in

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_rustls::rustls;
 
-use self::parking_lot_free::Pool;
+pub(super) use self::parking_lot_free::Pool;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::Args;
@@ -125,7 +125,7 @@ pub(super) struct Target {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Op {
+pub(super) enum Op {
     Put,
     Get,
     Head,
@@ -135,7 +135,7 @@ enum Op {
 impl Target {
     /// Sends one request; returns the status, the number of body bytes received and whether
     /// a successful GET's body (or HEAD's length) is `written`, the bytes every PUT sends.
-    async fn send(
+    pub(super) async fn send(
         &self,
         op: Op,
         key: &str,
@@ -263,7 +263,7 @@ impl Target {
         Ok((status, body))
     }
 
-    async fn create_bucket(&self) -> anyhow::Result<()> {
+    pub(super) async fn create_bucket(&self) -> anyhow::Result<()> {
         let path = format!("/{}", uri_encode(&self.bucket, false));
         let headers = self.signer.sign(
             "PUT",
@@ -479,7 +479,7 @@ async fn run_phase(
     PhaseResult::of(phase, size, concurrency, start.elapsed().as_secs_f64(), all)
 }
 
-async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
+pub(super) async fn cleanup(target: Arc<Target>, pool: Arc<Pool>, concurrency: usize) {
     let keys = Arc::new(Pool::default());
     for k in pool.drain() {
         keys.push(k);
@@ -524,39 +524,67 @@ fn tls_config(ca: Option<&std::path::Path>) -> anyhow::Result<rustls::ClientConf
         .with_no_client_auth())
 }
 
-pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
-    let https = args.endpoint.starts_with("https://");
-    if https && args.ca_cert.is_none() {
-        bail!("an https endpoint needs --ca-cert, the CA that signed its certificate");
+impl Target {
+    /// A client of `endpoint` (HOST:PORT, http:// or https://, whose certificate `ca`
+    /// signed) for `bucket`, signing with the given key.
+    pub(super) fn connect(
+        endpoint: &str,
+        ca: Option<&std::path::Path>,
+        signer: Signer,
+        bucket: &str,
+    ) -> anyhow::Result<Self> {
+        let https = endpoint.starts_with("https://");
+        if https && ca.is_none() {
+            bail!("an https endpoint needs --ca-cert, the CA that signed its certificate");
+        }
+        let host = endpoint
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .to_string();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(ca)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(256)
+            .build(connector);
+        Ok(Target {
+            client,
+            scheme: if https { "https" } else { "http" },
+            host,
+            signer,
+            bucket: bucket.to_string(),
+        })
     }
-    let host = args
-        .endpoint
-        .trim_start_matches("http://")
-        .trim_start_matches("https://")
-        .trim_end_matches('/')
-        .to_string();
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls_config(args.ca_cert.as_deref())?)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
-    let client = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(256)
-        .build(connector);
-    let target = Arc::new(Target {
-        client,
-        scheme: if https { "https" } else { "http" },
-        host,
-        signer: Signer {
+
+    /// The same endpoint and key for another bucket (sharing the connection pool).
+    pub(super) fn for_bucket(&self, bucket: &str) -> Self {
+        Target {
+            client: self.client.clone(),
+            scheme: self.scheme,
+            host: self.host.clone(),
+            signer: self.signer.clone(),
+            bucket: bucket.to_string(),
+        }
+    }
+}
+
+pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
+    let target = Arc::new(Target::connect(
+        &args.endpoint,
+        args.ca_cert.as_deref(),
+        Signer {
             access_key: args.access_key.clone(),
             secret_key: args.secret_key.clone(),
             region: args.region.clone(),
         },
-        bucket: args.bucket.clone(),
-    });
+        &args.bucket,
+    )?);
     target
         .create_bucket()
         .await

@@ -1,5 +1,6 @@
 //! A minimal AWS Signature V4 signer for the benchmark client (header auth, unsigned payload).
 
+#[derive(Clone)]
 pub struct Signer {
     pub access_key: String,
     pub secret_key: String,

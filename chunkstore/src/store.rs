@@ -84,6 +84,14 @@ pub trait ChunkStore: Send + Sync + 'static {
         RepairReport::default()
     }
 
+    /// Rebuilds the missing shards of the erasure-coded chunks degraded reads through this
+    /// store found short since the last call, at most `rate` bytes per second. A store of one
+    /// disk keeps none.
+    async fn repair_degraded(&self, rate: u64) -> RepairReport {
+        let _ = rate;
+        RepairReport::default()
+    }
+
     /// Reads every shard of `coded` whole and checks their parity, rewriting bad ones, at most
     /// `rate` bytes per second. A store of one disk keeps none.
     async fn scrub_coded(&self, coded: &[CodedChunk], rate: u64) -> ScrubReport {

@@ -30,6 +30,6 @@ pub use gc::{
 };
 pub use list::{buckets, ListItem, Lister};
 pub use packaged_copy::first_packages;
-pub use repair::{repair_noted_chunks, GroupsRepairLog};
+pub use repair::{repair_degraded_chunks, repair_noted_chunks, GroupsRepairLog};
 pub use saker_chunkstore::ec::Layout as EcLayout;
 pub use tier_proxy::NodeTierReads;

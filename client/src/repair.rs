@@ -60,6 +60,13 @@ impl RepairLog for GroupsRepairLog {
     }
 }
 
+/// Rebuilds the shards this process's degraded reads found missing from erasure-coded chunks
+/// (noted in its memory, not in the metadata: a full pass finds what a restart forgets), at
+/// most `rate` bytes per second.
+pub async fn repair_degraded_chunks(cluster: &Cluster, rate: u64) -> RepairReport {
+    cluster.chunks.repair_degraded(rate).await
+}
+
 /// One pass over the repair notes of every group: each noted chunk brought to all its
 /// replicas at most `rate` bytes per second (0: unpaced), and its note dropped once no
 /// replica lacks it. A note whose chunk cannot be repaired yet (a replica down) stays for the

@@ -67,6 +67,8 @@ pub struct PassReport {
     pub failed: u64,
     /// Records still in the feeds after the pass.
     pub pending: u64,
+    /// Some feed had more full pages than a pass takes.
+    pub more: bool,
 }
 
 /// A (bucket, group) feed whose last delivery failed.
@@ -85,6 +87,11 @@ const LONG_POLL: Duration = Duration::from_secs(10);
 const QUIET_PASS: Duration = Duration::from_secs(5);
 /// Between two passes while records wait (a target failing: its backoff decides).
 const RETRY_PASS: Duration = Duration::from_millis(250);
+/// After a pass that delivered everything there was, the next waits this long for records
+/// to gather: under steady writes each pass would otherwise send and acknowledge a page of a
+/// record or two per group, one raft entry per page (the acknowledgements cost the writes
+/// more than the events themselves).
+const LINGER: Duration = Duration::from_millis(50);
 
 #[derive(Default)]
 struct Inner {
@@ -112,6 +119,8 @@ struct Drained {
     seen: Seen,
     acknowledged: u64,
     failed: u64,
+    /// Full pages were still coming when the pass's share ended.
+    more: bool,
 }
 
 /// The older of two record times, either maybe unknown.
@@ -142,9 +151,10 @@ impl Notifier {
     }
 
     /// Runs passes for ever while `active()` (the coordinator is active here): at once after
-    /// a pass that delivered, every [`RETRY_PASS`] while records wait, and otherwise when a
-    /// group's feed clock moves (each group long-polled, [`LONG_POLL`]) or every
-    /// [`QUIET_PASS`]. Idle, it costs one waiting request per group.
+    /// a pass that left full pages behind, [`LINGER`] after one that delivered if records came
+    /// meanwhile, and otherwise when a group's feed clock moves (each group long-polled,
+    /// [`LONG_POLL`]) or every [`RETRY_PASS`] while records wait (a failing target's backoff
+    /// decides) or [`QUIET_PASS`]. Idle, it costs one waiting request per group.
     pub async fn run(self: Arc<Self>, active: Arc<dyn Fn() -> bool + Send + Sync>) {
         for g in self.cluster.group_ids() {
             tokio::spawn(self.clone().watch(g, active.clone()));
@@ -164,14 +174,19 @@ impl Notifier {
                     }
                 }
             };
+            if report.more {
+                continue;
+            }
             if report.acknowledged > 0 {
-                continue;
+                // The wake below then finds its permit if records came meanwhile.
+                tokio::time::sleep(LINGER).await;
             }
-            if report.pending > 0 {
-                tokio::time::sleep(RETRY_PASS).await;
-                continue;
-            }
-            if tokio::time::timeout(QUIET_PASS, self.wake.notified())
+            let quiet = if report.pending > 0 {
+                RETRY_PASS
+            } else {
+                QUIET_PASS
+            };
+            if tokio::time::timeout(quiet, self.wake.notified())
                 .await
                 .is_ok()
             {
@@ -279,6 +294,7 @@ impl Notifier {
             };
             report.acknowledged += d.acknowledged;
             report.failed += d.failed;
+            report.more |= d.more;
             let e = per_bucket.entry(bucket).or_default();
             e.0 += d.seen.depth;
             e.1 = older(e.1, d.seen.oldest_ns);
@@ -343,7 +359,7 @@ impl Notifier {
         targets: &BTreeMap<String, Target>,
         g: u32,
     ) -> Result<Drained, NotifyError> {
-        let (mut acknowledged, mut failed) = (0, 0);
+        let (mut acknowledged, mut failed, mut more) = (0, 0, false);
         let key = (bucket.to_string(), g);
         let waiting = self
             .inner
@@ -354,7 +370,7 @@ impl Notifier {
         // Backing off, only where the feed stands (for the depth and lag) is read.
         let first = if waiting { 1 } else { PAGE };
         let mut page = self.cluster.feed_read(g, bucket, 0, first).await?;
-        for _ in 0..PAGES_PER_PASS {
+        for n in 0..PAGES_PER_PASS {
             if waiting || page.events.is_empty() {
                 break;
             }
@@ -364,10 +380,13 @@ impl Notifier {
                     self.inner.lock().backoff.remove(&key);
                     let after = self.cluster.feed_ack(g, bucket, last).await?;
                     acknowledged += page.events.len() as u64;
-                    if after.depth() == 0 {
+                    // A page short of full was the feed's end a moment ago: what came since
+                    // waits for the next pass, to go in a fuller page.
+                    if after.depth() == 0 || (page.events.len() as u32) < PAGE {
                         page = after;
                         break;
                     }
+                    more = n + 1 == PAGES_PER_PASS;
                     page = self.cluster.feed_read(g, bucket, 0, PAGE).await?;
                 }
                 Err(()) => {
@@ -390,6 +409,7 @@ impl Notifier {
             seen: seen(&page),
             acknowledged,
             failed,
+            more,
         })
     }
 

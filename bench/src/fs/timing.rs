@@ -29,15 +29,7 @@ impl Usage {
     /// The watched process's usage so far; `None` without `--watch-pid` or once it is gone.
     pub(super) fn now() -> Option<Usage> {
         let pid = *WATCHED.get()?;
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name (which may hold spaces): state is field 3, utime 14
-        // and stime 15, in clock ticks, threads that have exited included.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let fields: Vec<&str> = rest.split(' ').collect();
-        let ticks: u64 =
-            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-        // SAFETY: sysconf only reads a constant.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        let cpu_us = crate::process_cpu_us(pid)?;
         let mut switches = 0;
         for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
             let Ok(status) = fs::read_to_string(task.path().join("status")) else {
@@ -52,10 +44,7 @@ impl Usage {
                 }
             }
         }
-        Some(Usage {
-            cpu_us: ticks * 1_000_000 / hz,
-            switches,
-        })
+        Some(Usage { cpu_us, switches })
     }
 
     /// What was spent between `before` and now.

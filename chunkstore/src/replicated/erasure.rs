@@ -127,6 +127,7 @@ impl ReplicatedChunkStore {
             return Ok(got.into_iter().flatten().collect());
         };
         self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
+        self.note_degraded(chunk, layout, chunk_len);
         tracing::warn!(%chunk, %layout, %why, "degraded read of an erasure-coded chunk");
         // Whole shards already read count towards the k; the placed members of those that
         // failed are not asked again.

@@ -23,6 +23,9 @@ use crate::store::{CodedChunk, Pace, RepairReport, ScrubReport};
 /// chunks of 4 MiB rebuilt 0.82x as fast (MiB written back per second) as replicated repair,
 /// 8 at once 0.675x (`compat_tests/bench/ec-rebuild.sh`).
 const REPAIR_READ_BYTES: u64 = 128 << 20;
+/// Most erasure-coded chunks noted after degraded reads at once (beyond, the full pass finds
+/// them).
+const MAX_DEGRADED: usize = 65_536;
 
 impl ReplicatedChunkStore {
     /// Rebuilds the shards of `coded` that their members lack, at most `rate` bytes per second
@@ -38,6 +41,92 @@ impl ReplicatedChunkStore {
         let mut report = RepairReport::default();
         let mut pace = Pace::new(rate);
         let held = self.held_sets(&view, &mut report).await;
+        self.rebuild_missing(&view, coded, &held, &mut pace, &mut report)
+            .await;
+        report
+    }
+
+    /// Notes `chunk` (a degraded read found a shard of it missing) for
+    /// [`Self::repair_degraded_chunks`]; at most [`MAX_DEGRADED`] wait at once.
+    pub(super) fn note_degraded(&self, chunk: ChunkId, layout: Layout, stored: u64) {
+        let mut noted = self.degraded.lock();
+        if noted.len() < MAX_DEGRADED {
+            noted.insert(chunk, (layout, stored));
+        }
+    }
+
+    /// Rebuilds the missing shards of the chunks degraded reads noted, asking each placed
+    /// member for its shard rather than listing every store. A chunk leaves the notes once
+    /// each of its members answered (a member down keeps it for the next call).
+    pub(super) async fn repair_degraded_chunks(&self, rate: u64) -> RepairReport {
+        let noted: Vec<CodedChunk> = self
+            .degraded
+            .lock()
+            .iter()
+            .map(|(&c, &(l, s))| (c, l, s))
+            .collect();
+        let mut report = RepairReport::default();
+        if noted.is_empty() {
+            return report;
+        }
+        let view = self.view();
+        let mut probes = Vec::new();
+        for &(chunk, layout, _) in &noted {
+            if let Ok(places) = shard_places(&view.members, layout.shards(), chunk) {
+                for (i, m) in places.into_iter().enumerate() {
+                    probes.push((m, shard_id(chunk, layout, i as u8)));
+                }
+            }
+        }
+        let view = &view;
+        let answers: Vec<_> = futures::stream::iter(probes)
+            .map(|(m, id)| async move { (m, id, view.members[m].store.get(id, 0, 1).await) })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        // What each member was seen to hold of these shards (`None`: it did not answer).
+        let mut held: Vec<Option<HashSet<u128>>> = vec![Some(HashSet::new()); view.members.len()];
+        for (m, id, answer) in answers {
+            match answer {
+                Ok(_) => {
+                    if let Some(h) = held[m].as_mut() {
+                        h.insert(id.0);
+                    }
+                }
+                Err(ChunkError::NotFound(_)) => {}
+                Err(e) => {
+                    if held[m].take().is_some() {
+                        report.unreachable += 1;
+                        tracing::warn!(store = %view.members[m].name, error = %e, "a degraded chunk's repair cannot reach a chunkstore");
+                    }
+                }
+            }
+        }
+        let mut pace = Pace::new(rate);
+        self.rebuild_missing(view, &noted, &held, &mut pace, &mut report)
+            .await;
+        let mut left = self.degraded.lock();
+        for &(chunk, layout, _) in &noted {
+            let known = shard_places(&view.members, layout.shards(), chunk)
+                .is_ok_and(|places| places.iter().all(|&m| held[m].is_some()));
+            if known {
+                left.remove(&chunk);
+            }
+        }
+        report
+    }
+
+    /// Rebuilds the shards of `coded` that their placed members lack by `held` (what each
+    /// member holds; `None`: unknown, so nothing there counts as missing), from any k others,
+    /// [`REPAIR_READ_BYTES`] of shards read at once.
+    async fn rebuild_missing(
+        &self,
+        view: &View,
+        coded: &[CodedChunk],
+        held: &[Option<HashSet<u128>>],
+        pace: &mut Pace,
+        report: &mut RepairReport,
+    ) {
         let mut short = Vec::new();
         for &(chunk, layout, stored) in coded {
             report.scanned += 1;
@@ -63,7 +152,6 @@ impl ReplicatedChunkStore {
                 .collect();
             short.push((chunk, layout, stored, places, missing, unheld));
         }
-        let view = &view;
         // As many chunks at once as keep REPAIR_READ_BYTES of shards in flight (a rebuild reads
         // k shards to write one, so more at once than replicated repair copies chunks).
         let largest = short.iter().map(|c| c.2).max().unwrap_or(1).max(1);
@@ -75,10 +163,12 @@ impl ReplicatedChunkStore {
                 let (shards, _) =
                     gather_shards(view, &places, chunk, layout, stored, none, unheld).await;
                 let mut r = RepairReport::default();
+                let fix = Fix {
+                    which: &missing,
+                    drop_first: false,
+                };
                 let bytes = self
-                    .rewrite_shards(
-                        view, &places, chunk, layout, stored, shards, &missing, &mut r,
-                    )
+                    .rewrite_shards(view, &places, chunk, layout, stored, shards, fix, &mut r)
                     .await;
                 (r, bytes)
             },
@@ -88,7 +178,6 @@ impl ReplicatedChunkStore {
             report.add(&r);
             pace.wait(bytes).await;
         }
-        report
     }
 
     /// Reads every shard of `coded` whole and checks the parity, at most `rate` bytes per
@@ -131,7 +220,11 @@ impl ReplicatedChunkStore {
             report.bytes += read;
             if !bad.is_empty() {
                 let mut r = RepairReport::default();
-                self.rewrite_shards(&view, &places, chunk, layout, stored, shards, &bad, &mut r)
+                let fix = Fix {
+                    which: &bad,
+                    drop_first: true,
+                };
+                self.rewrite_shards(&view, &places, chunk, layout, stored, shards, fix, &mut r)
                     .await;
                 report.repaired += r.repaired;
             }
@@ -140,9 +233,9 @@ impl ReplicatedChunkStore {
         report
     }
 
-    /// Rebuilds shards `which` of `chunk` from the other `shards` (as read, `None` where one
-    /// could not be) and writes each to its member (dropping a bad copy there first); counts
-    /// in `report`. Answers the bytes written.
+    /// Rebuilds the shards `fix` names of `chunk` from the other `shards` (as read, `None`
+    /// where one could not be) and writes each to its member; counts in `report`. Answers the
+    /// bytes written.
     #[allow(clippy::too_many_arguments)]
     async fn rewrite_shards(
         &self,
@@ -152,9 +245,10 @@ impl ReplicatedChunkStore {
         layout: Layout,
         stored: u64,
         mut shards: Vec<Option<Bytes>>,
-        which: &[usize],
+        fix: Fix<'_>,
         report: &mut RepairReport,
     ) -> u64 {
+        let which = fix.which;
         for &i in which {
             shards[i] = None;
         }
@@ -179,7 +273,9 @@ impl ReplicatedChunkStore {
                 layout,
                 chunk_len: stored,
             };
-            let _ = member.store.delete(shard_id(chunk, layout, i as u8)).await;
+            if fix.drop_first {
+                let _ = member.store.delete(shard_id(chunk, layout, i as u8)).await;
+            }
             let len = data.len() as u64;
             match member.store.put_shard(of, data).await {
                 Ok(_) | Err(ChunkError::AlreadyExists(_)) => {
@@ -218,6 +314,14 @@ impl ReplicatedChunkStore {
             })
             .collect()
     }
+}
+
+/// Which shards [`ReplicatedChunkStore::rewrite_shards`] rebuilds.
+struct Fix<'a> {
+    which: &'a [usize],
+    /// Their members may hold bad copies (a scrub found them so): dropped first. A repair's
+    /// were seen missing, and a torn one a crash left is replaced by the write itself.
+    drop_first: bool,
 }
 
 /// The one shard of `shards` (all present, disagreeing) whose rebuild from the others makes

@@ -103,6 +103,10 @@ pub struct ReplicatedChunkStore {
     pool: Option<saker_rpc::ChannelPool>,
     /// Where chunks short of replicas are noted.
     repair_log: RwLock<Option<Arc<dyn RepairLog>>>,
+    /// Erasure-coded chunks a degraded read found short of a shard, for the next
+    /// [`ChunkStore::repair_degraded`] (in memory: the full pass is there for what a restart
+    /// forgets).
+    degraded: parking_lot::Mutex<std::collections::HashMap<ChunkId, (crate::ec::Layout, u64)>>,
     counters: Arc<Counters>,
 }
 
@@ -129,6 +133,7 @@ impl ReplicatedChunkStore {
             local,
             pool,
             repair_log: RwLock::default(),
+            degraded: Default::default(),
             counters: Arc::default(),
         }
     }
@@ -529,6 +534,10 @@ impl ChunkStore for ReplicatedChunkStore {
 
     async fn scrub_coded(&self, coded: &[crate::store::CodedChunk], rate: u64) -> ScrubReport {
         self.scrub_coded_chunks(coded, rate).await
+    }
+
+    async fn repair_degraded(&self, rate: u64) -> RepairReport {
+        self.repair_degraded_chunks(rate).await
     }
 
     async fn put_coded(

@@ -197,3 +197,63 @@ async fn a_retry_replaces_a_shard_an_earlier_try_left_torn() {
         assert!(got.is_ok_and(|g| g == *w), "shard {i}");
     }
 }
+
+#[tokio::test]
+async fn a_degraded_read_notes_its_chunk_and_the_next_repair_rebuilds_the_shard() {
+    let (flaky, store) = cluster(6, 3);
+    let layout: Layout = "4+2".parse().unwrap();
+    let wiped = "127.0.0.1:9922"; // flaky[2]
+                                  // Chunks whose data shard 1 is on the member to be wiped (one in every six ids), then one
+                                  // more whose shards are wherever they fall.
+    let mut chunks = Vec::new();
+    while chunks.len() < 2 {
+        let chunk = ChunkId::random();
+        if store.shard_places(chunk, layout).unwrap()[1] == wiped {
+            chunks.push(chunk);
+        }
+    }
+    let data = pattern(3, 300_000);
+    let len = data.len() as u64;
+    for &chunk in &chunks {
+        store
+            .put_encoded(chunk, layout, data.clone())
+            .await
+            .unwrap();
+    }
+    // Nothing degraded yet: nothing to do.
+    let idle = store.repair_degraded(0).await;
+    assert_eq!((idle.scanned, idle.repaired), (0, 0));
+
+    // The member's disk is lost; a read of the first chunk finds out.
+    flaky[2].wipe();
+    let before = store.stats().degraded_reads;
+    let got = store.get_coded(chunks[0], layout, len, 0, u64::MAX).await;
+    assert!(got.is_ok_and(|g| g == data), "a degraded read reads back");
+    assert_eq!(store.stats().degraded_reads, before + 1);
+
+    let r = store.repair_degraded(0).await;
+    assert_eq!((r.scanned, r.repaired, r.failed), (1, 1, 0), "{r:?}");
+    assert!(flaky[2].holds(shard_id(chunks[0], layout, 1)).await);
+    // Healthy again: the read is not degraded, and the note is gone.
+    let got = store.get_coded(chunks[0], layout, len, 0, u64::MAX).await;
+    assert!(got.is_ok_and(|g| g == data));
+    assert_eq!(store.stats().degraded_reads, before + 1);
+    assert_eq!(store.repair_degraded(0).await.scanned, 0);
+    // The chunk no read touched waits for the full pass.
+    assert!(!flaky[2].holds(shard_id(chunks[1], layout, 1)).await);
+
+    // A member down during the repair keeps the note until it answers.
+    let got = store.get_coded(chunks[1], layout, len, 0, u64::MAX).await;
+    assert!(got.is_ok_and(|g| g == data));
+    flaky[2]
+        .down
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let r = store.repair_degraded(0).await;
+    assert_eq!((r.repaired, r.unreachable), (0, 1), "{r:?}");
+    flaky[2]
+        .down
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let r = store.repair_degraded(0).await;
+    assert_eq!((r.scanned, r.repaired), (1, 1), "{r:?}");
+    assert!(flaky[2].holds(shard_id(chunks[1], layout, 1)).await);
+}

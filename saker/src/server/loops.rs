@@ -288,8 +288,9 @@ async fn lifecycle_loop(gateway: Gateway, every: Duration, only_active: Option<A
     .await
 }
 
-/// Runs a repair pass over the chunks writes noted as short every `every`, and a full pass
-/// (every referenced chunk to all its replicas) every `full_every`, at `rate_mib` MiB/s.
+/// Runs a repair pass over the chunks writes noted as short every `every` (and over the
+/// erasure-coded ones degraded reads here found short), and a full pass (every referenced
+/// chunk to all its replicas) every `full_every`, at `rate_mib` MiB/s.
 async fn repair_loop(
     cluster: Arc<Cluster>,
     (every, full_every): (Duration, Duration),
@@ -308,7 +309,15 @@ async fn repair_loop(
             saker_client::repair_chunks(&cluster, rate_mib << 20).await,
         )
     });
-    tokio::join!(noted, full);
+    // What this process's degraded reads of erasure-coded chunks noted (in its memory, so on
+    // every node, not only the coordinator's).
+    let degraded = periodically(every, None, || async {
+        log_repair(
+            "degraded",
+            Ok(saker_client::repair_degraded_chunks(&cluster, rate_mib << 20).await),
+        )
+    });
+    tokio::join!(noted, full, degraded);
 }
 
 fn log_repair(kind: &str, report: Result<RepairReport, saker_client::ClientError>) {
