@@ -36,6 +36,7 @@ pub fn sink_for(target: &Target, http: &reqwest::Client) -> Box<dyn Sink> {
             url: url.clone(),
             auth_token: auth_token.clone(),
         }),
+        TargetKind::Kafka { .. } => crate::kafka::sink(target).expect("a Kafka target"),
     }
 }
 

@@ -27,6 +27,24 @@ pub enum TargetKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth_token: Option<String>,
     },
+    /// A Kafka topic that gets one record per event, keyed `BUCKET/KEY`
+    /// ([`crate::kafka`]).
+    Kafka {
+        /// Bootstrap brokers, `host:port`.
+        brokers: Vec<String>,
+        topic: String,
+        /// SASL PLAIN credentials, when the brokers ask for them (both or neither).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sasl_user: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sasl_password: Option<String>,
+        /// TLS to the brokers, verified with the system's roots (or `tls_ca`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tls: bool,
+        /// The CA certificates (PEM) that verify the brokers; implies TLS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tls_ca: Option<String>,
+    },
 }
 
 impl TargetKind {
@@ -34,13 +52,17 @@ impl TargetKind {
     pub fn name(&self) -> &'static str {
         match self {
             TargetKind::Webhook { .. } => "webhook",
+            TargetKind::Kafka { .. } => "kafka",
         }
     }
 
     /// Where it is, for listings (no credentials).
-    pub fn endpoint(&self) -> &str {
+    pub fn endpoint(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            TargetKind::Webhook { url, .. } => url,
+            TargetKind::Webhook { url, .. } => url.into(),
+            TargetKind::Kafka { brokers, topic, .. } => {
+                crate::kafka::endpoint(brokers, topic).into()
+            }
         }
     }
 }
@@ -53,6 +75,25 @@ impl std::fmt::Debug for TargetKind {
                 .debug_struct("Webhook")
                 .field("url", url)
                 .field("auth_token", &auth_token.as_ref().map(|_| "<redacted>"))
+                .finish(),
+            TargetKind::Kafka {
+                brokers,
+                topic,
+                sasl_user,
+                sasl_password,
+                tls,
+                tls_ca,
+            } => f
+                .debug_struct("Kafka")
+                .field("brokers", brokers)
+                .field("topic", topic)
+                .field("sasl_user", sasl_user)
+                .field(
+                    "sasl_password",
+                    &sasl_password.as_ref().map(|_| "<redacted>"),
+                )
+                .field("tls", tls)
+                .field("tls_ca", &tls_ca.as_ref().map(|_| "<PEM>"))
                 .finish(),
         }
     }
@@ -89,6 +130,20 @@ impl Target {
                     return Err(NotifyError::Invalid("an empty auth token".into()));
                 }
             }
+            TargetKind::Kafka {
+                brokers,
+                topic,
+                sasl_user,
+                sasl_password,
+                tls: _,
+                tls_ca,
+            } => crate::kafka::validate(
+                brokers,
+                topic,
+                sasl_user.as_deref(),
+                sasl_password.as_deref(),
+                tls_ca.as_deref(),
+            )?,
         }
         Ok(())
     }
