@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod fuse;
+pub mod kafka;
 pub mod multiproc;
 pub mod netns;
 pub mod notify;
