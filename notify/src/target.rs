@@ -301,6 +301,65 @@ mod tests {
         assert!(list(&state).await.unwrap().is_empty());
     }
 
+    fn kafka(brokers: &[&str], topic: &str) -> Target {
+        Target {
+            name: "stream".into(),
+            kind: TargetKind::Kafka {
+                brokers: brokers.iter().map(|b| b.to_string()).collect(),
+                topic: topic.into(),
+                sasl_user: Some("svc".into()),
+                sasl_password: Some("hunter2".into()),
+                tls: false,
+                tls_ca: None,
+            },
+        }
+    }
+
+    #[test]
+    fn kafka_targets_are_checked_named_and_never_show_the_password() {
+        let ok = kafka(
+            &["127.0.0.1:9092", "kafka-2.lan:19092", "[::1]:9092"],
+            "s3.events",
+        );
+        ok.validate().unwrap();
+        assert_eq!(ok.arn(), "arn:saker:sqs::stream:kafka");
+        assert_eq!(parse_arn(&ok.arn()).unwrap(), ("stream", "kafka"));
+        assert_eq!(
+            ok.kind.endpoint(),
+            "kafka://127.0.0.1:9092,kafka-2.lan:19092,[::1]:9092/s3.events"
+        );
+        let debug = format!("{ok:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("svc"), "{debug}");
+        // Stored and read back as it was.
+        let json = serde_json::to_string(&ok).unwrap();
+        assert!(json.contains(r#""kind":"kafka""#), "{json}");
+        assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), ok);
+
+        for (brokers, topic, why) in [
+            (&[][..], "t", "at least one broker"),
+            (&["localhost"][..], "t", "not host:port"),
+            (&["localhost:0"][..], "t", "not host:port"),
+            (&["localhost:99999"][..], "t", "not host:port"),
+            (&[":9092"][..], "t", "not host:port"),
+            (&["h:9092"][..], "", "Kafka topic"),
+            (&["h:9092"][..], "a/b", "Kafka topic"),
+        ] {
+            let e = kafka(brokers, topic).validate().unwrap_err().to_string();
+            assert!(e.contains(why), "{brokers:?} {topic:?}: {e}");
+        }
+        let mut half = kafka(&["h:9092"], "t");
+        if let TargetKind::Kafka { sasl_password, .. } = &mut half.kind {
+            *sasl_password = None;
+        }
+        assert!(half.validate().unwrap_err().to_string().contains("SASL"));
+        let mut ca = kafka(&["h:9092"], "t");
+        if let TargetKind::Kafka { tls_ca, .. } = &mut ca.kind {
+            *tls_ca = Some("not a certificate".into());
+        }
+        assert!(ca.validate().unwrap_err().to_string().contains("TLS CA"));
+    }
+
     #[test]
     fn arns_name_a_target_and_its_kind() {
         assert_eq!(
