@@ -4,7 +4,8 @@
 //! aws-sdk-s3, and the topic read back with rskafka. Every acknowledged write's event is there
 //! (duplicates allowed, counted), as S3's event JSON, one record per event keyed BUCKET/KEY,
 //! each key's in one partition and in order, through a broker stopped for a while and started
-//! again; a target whose topic does not exist says so and delivers once it does.
+//! again; SASL PLAIN over TLS delivers, a wrong password or an untrusted certificate does not;
+//! a target whose topic does not exist says so and delivers once it does.
 //! One test: the broker takes a core and some seconds to start.
 
 mod common;
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::s3::S3Event;
-use common::kafka::{Broker, Read};
+use common::kafka::{Broker, Read, SASL_PASSWORD, SASL_USER};
 use common::notify::*;
 use common::*;
 
@@ -81,6 +82,7 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
     let began = Instant::now();
     let mut kafka = Broker::start().await;
     kafka.create_topic("s3-events", 3).await;
+    kafka.create_topic("secure-events", 1).await;
     eprintln!("Kafka answered in {:?}", began.elapsed());
 
     let srv = Server::default_start();
@@ -266,6 +268,79 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
         got.len() - writes,
         began.elapsed()
     );
+
+    // SASL PLAIN over TLS verified with a CA file delivers, the password shown nowhere. A wrong
+    // password, or a CA that did not sign the broker's certificate, fails each delivery,
+    // saying why.
+    let other = tempfile::tempdir().unwrap();
+    common::certs::make_certificates(other.path());
+    let secure = |name: &str, password: &str, ca: &std::path::Path| {
+        let out = srv.admin_cmd(&[
+            "notify",
+            "target",
+            "add",
+            name,
+            "--kafka",
+            &kafka.secure_addr(),
+            "--topic",
+            "secure-events",
+            "--kafka-sasl-user",
+            SASL_USER,
+            "--kafka-sasl-password",
+            password,
+            "--kafka-tls-ca",
+            ca.to_str().unwrap(),
+        ]);
+        ok_stdout(out, "notify target add --kafka-sasl-user")
+            .trim()
+            .to_string()
+    };
+    let mut buckets = Vec::new();
+    for (name, password, ca) in [
+        ("secure", SASL_PASSWORD, kafka.ca()),
+        ("denied", "not-the-password", kafka.ca()),
+        ("untrusted", SASL_PASSWORD, other.path().join("ca.pem")),
+    ] {
+        let arn = secure(name, password, &ca);
+        let bucket = new_bucket(&c, &format!("kafka{name}")).await;
+        configure(&c, &bucket, vec![queue("all", &arn, &events, "", "")]).await;
+        put(&c, &bucket, "over/tls", b"sealed").await;
+        buckets.push(bucket);
+    }
+    let secured = poll_until(DELIVERY, || async {
+        let reads = kafka.read_all("secure-events").await;
+        reads
+            .iter()
+            .any(|r| r.key == format!("{}/over/tls", buckets[0]).as_bytes())
+    })
+    .await;
+    assert!(
+        secured,
+        "no record over SASL_SSL: {}",
+        status(&srv, "secure")
+    );
+    for (name, why) in [
+        ("denied", "SaslAuthenticationFailed"),
+        ("untrusted", "certificate"),
+    ] {
+        let said = poll_until(DELIVERY, || async {
+            status(&srv, name)["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains(why))
+        })
+        .await;
+        let s = status(&srv, name);
+        assert!(said, "{name}: {s}");
+        eprintln!("{name}: {}", s["last_error"]);
+    }
+    let reads = kafka.read_all("secure-events").await;
+    assert_eq!(reads.len(), 1, "records sent by the failing targets");
+    let listed = ok_stdout(srv.admin_cmd(&["notify", "target", "list"]), "target list");
+    let statuses = srv.admin_cmd(&["notify", "status", "--json"]).stdout;
+    let statuses = String::from_utf8_lossy(&statuses).to_string();
+    for text in [listed, statuses, srv.stderr_tail()] {
+        assert!(!text.contains(SASL_PASSWORD), "the password shown: {text}");
+    }
 
     // A target whose topic does not exist: each delivery fails saying so, and the events are
     // delivered once the topic is made.

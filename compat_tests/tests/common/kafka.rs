@@ -1,5 +1,6 @@
 //! A real Kafka broker for the notification tests: Kafka 4.x in KRaft mode, one JVM that is
-//! both broker and controller on two free loopback ports, its log in a temporary directory,
+//! both broker and controller on free loopback ports (a plaintext listener, and SASL PLAIN
+//! over TLS with a certificate from a test CA), its log in a temporary directory,
 //! run from the jars `compat_tests/kafka/install.sh` puts in `$SAKER_KAFKA_HOME` (default
 //! `~/.cache/saker-kafka/<version of kafka/pom.xml>`). It can be stopped (SIGTERM, its data
 //! kept) and started again on the same ports; dropped, its process group is killed.
@@ -13,6 +14,10 @@ use base64::Engine;
 use rskafka::client::partition::UnknownTopicHandling;
 use rskafka::client::{Client, ClientBuilder};
 use rskafka::BackoffConfig;
+
+/// The one SASL PLAIN login the TLS listener takes.
+pub const SASL_USER: &str = "saker";
+pub const SASL_PASSWORD: &str = "saker-secret";
 
 /// How long the broker may take to answer metadata after its start.
 const START: Duration = Duration::from_secs(120);
@@ -30,6 +35,8 @@ pub struct Broker {
     dir: tempfile::TempDir,
     home: PathBuf,
     pub port: u16,
+    /// The SASL_SSL listener's port.
+    pub secure_port: u16,
     child: Option<Child>,
 }
 
@@ -90,18 +97,31 @@ impl Broker {
     pub async fn start() -> Broker {
         let home = home();
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let ports = super::free_ports(2);
-        let (port, controller) = (ports[0], ports[1]);
+        let ports = super::free_ports(3);
+        let (port, controller, secure) = (ports[0], ports[1], ports[2]);
         let data = dir.path().join("data");
+        super::certs::make_certificates(dir.path());
+        let keystore = dir.path().join("keystore.pem");
+        let key = std::fs::read_to_string(dir.path().join("server.key")).unwrap();
+        let cert = std::fs::read_to_string(dir.path().join("server.pem")).unwrap();
+        std::fs::write(&keystore, key + &cert).unwrap();
         let properties = format!(
             "process.roles=broker,controller\n\
              node.id=1\n\
              controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},\
+             SASL_SSL://127.0.0.1:{secure}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure}\n\
              controller.listener.names=CONTROLLER\n\
              inter.broker.listener.name=PLAINTEXT\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,\
+             SASL_SSL:SASL_SSL\n\
+             sasl.enabled.mechanisms=PLAIN\n\
+             listener.name.sasl_ssl.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             user_{SASL_USER}=\"{SASL_PASSWORD}\";\n\
+             listener.name.sasl_ssl.ssl.keystore.type=PEM\n\
+             listener.name.sasl_ssl.ssl.keystore.location={}\n\
              log.dirs={}\n\
              num.partitions=1\n\
              auto.create.topics.enable=false\n\
@@ -111,6 +131,7 @@ impl Broker {
              share.coordinator.state.topic.replication.factor=1\n\
              share.coordinator.state.topic.min.isr=1\n\
              group.initial.rebalance.delay.ms=0\n",
+            keystore.display(),
             data.display()
         );
         std::fs::write(dir.path().join("server.properties"), properties).unwrap();
@@ -131,6 +152,7 @@ impl Broker {
             dir,
             home,
             port,
+            secure_port: secure,
             child: None,
         };
         broker.run().await;
@@ -140,6 +162,16 @@ impl Broker {
     /// `127.0.0.1:PORT`, the bootstrap address.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:PORT` of the SASL_SSL listener.
+    pub fn secure_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.secure_port)
+    }
+
+    /// The PEM file of the CA that signed the TLS listener's certificate.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// Starts the JVM on the existing log directory and waits until it answers metadata.

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod cluster;
 pub mod fuse;
 pub mod kafka;

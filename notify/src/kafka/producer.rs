@@ -19,10 +19,11 @@ use rskafka::BackoffConfig;
 use super::{partition_of, roots_from_pem, split, Settings};
 use crate::sink::{DeliveryError, Sink, DELIVERY_TIMEOUT};
 
-/// How long the client retries a broker that does not answer, within one delivery, before it
-/// gives up with the broker's error (less than [`DELIVERY_TIMEOUT`], so that error is what the
-/// status shows rather than a bare time-out).
-const RETRY_DEADLINE: Duration = Duration::from_secs(6);
+/// How long the client's retries of one request may sleep, within one delivery, before it
+/// gives up with the broker's error. rskafka counts only the sleeps, not the attempts (a TLS
+/// handshake and a refused login take a while each), so this is well below
+/// [`DELIVERY_TIMEOUT`]: the error the status shows is then the broker's, not a bare time-out.
+const RETRY_DEADLINE: Duration = Duration::from_secs(3);
 /// A target's connection unused this long (the target removed or changed) is closed.
 const IDLE: Duration = Duration::from_secs(600);
 
