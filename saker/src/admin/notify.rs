@@ -285,7 +285,7 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
                     None => None,
                 };
                 TargetKind::Kafka {
-                    brokers,
+                    brokers: brokers.iter().map(|b| b.trim().to_string()).collect(),
                     topic: topic.unwrap_or_default(),
                     sasl_user: kafka_sasl_user,
                     sasl_password: kafka_sasl_password,
