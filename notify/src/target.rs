@@ -27,6 +27,24 @@ pub enum TargetKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth_token: Option<String>,
     },
+    /// A Kafka topic that gets one record per event, keyed `BUCKET/KEY`
+    /// ([`crate::kafka`]).
+    Kafka {
+        /// Bootstrap brokers, `host:port`.
+        brokers: Vec<String>,
+        topic: String,
+        /// SASL PLAIN credentials, when the brokers ask for them (both or neither).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sasl_user: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sasl_password: Option<String>,
+        /// TLS to the brokers, verified with the system's roots (or `tls_ca`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tls: bool,
+        /// The CA certificates (PEM) that verify the brokers; implies TLS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tls_ca: Option<String>,
+    },
 }
 
 impl TargetKind {
@@ -34,13 +52,17 @@ impl TargetKind {
     pub fn name(&self) -> &'static str {
         match self {
             TargetKind::Webhook { .. } => "webhook",
+            TargetKind::Kafka { .. } => "kafka",
         }
     }
 
     /// Where it is, for listings (no credentials).
-    pub fn endpoint(&self) -> &str {
+    pub fn endpoint(&self) -> std::borrow::Cow<'_, str> {
         match self {
-            TargetKind::Webhook { url, .. } => url,
+            TargetKind::Webhook { url, .. } => url.into(),
+            TargetKind::Kafka { brokers, topic, .. } => {
+                crate::kafka::endpoint(brokers, topic).into()
+            }
         }
     }
 }
@@ -53,6 +75,25 @@ impl std::fmt::Debug for TargetKind {
                 .debug_struct("Webhook")
                 .field("url", url)
                 .field("auth_token", &auth_token.as_ref().map(|_| "<redacted>"))
+                .finish(),
+            TargetKind::Kafka {
+                brokers,
+                topic,
+                sasl_user,
+                sasl_password,
+                tls,
+                tls_ca,
+            } => f
+                .debug_struct("Kafka")
+                .field("brokers", brokers)
+                .field("topic", topic)
+                .field("sasl_user", sasl_user)
+                .field(
+                    "sasl_password",
+                    &sasl_password.as_ref().map(|_| "<redacted>"),
+                )
+                .field("tls", tls)
+                .field("tls_ca", &tls_ca.as_ref().map(|_| "<PEM>"))
                 .finish(),
         }
     }
@@ -89,6 +130,20 @@ impl Target {
                     return Err(NotifyError::Invalid("an empty auth token".into()));
                 }
             }
+            TargetKind::Kafka {
+                brokers,
+                topic,
+                sasl_user,
+                sasl_password,
+                tls: _,
+                tls_ca,
+            } => crate::kafka::validate(
+                brokers,
+                topic,
+                sasl_user.as_deref(),
+                sasl_password.as_deref(),
+                tls_ca.as_deref(),
+            )?,
         }
         Ok(())
     }
@@ -244,6 +299,65 @@ mod tests {
         state.put("buckets/logs/notification", None).await.unwrap();
         remove(&state, "lake").await.unwrap();
         assert!(list(&state).await.unwrap().is_empty());
+    }
+
+    fn kafka(brokers: &[&str], topic: &str) -> Target {
+        Target {
+            name: "stream".into(),
+            kind: TargetKind::Kafka {
+                brokers: brokers.iter().map(|b| b.to_string()).collect(),
+                topic: topic.into(),
+                sasl_user: Some("svc".into()),
+                sasl_password: Some("hunter2".into()),
+                tls: false,
+                tls_ca: None,
+            },
+        }
+    }
+
+    #[test]
+    fn kafka_targets_are_checked_named_and_never_show_the_password() {
+        let ok = kafka(
+            &["127.0.0.1:9092", "kafka-2.lan:19092", "[::1]:9092"],
+            "s3.events",
+        );
+        ok.validate().unwrap();
+        assert_eq!(ok.arn(), "arn:saker:sqs::stream:kafka");
+        assert_eq!(parse_arn(&ok.arn()).unwrap(), ("stream", "kafka"));
+        assert_eq!(
+            ok.kind.endpoint(),
+            "kafka://127.0.0.1:9092,kafka-2.lan:19092,[::1]:9092/s3.events"
+        );
+        let debug = format!("{ok:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("svc"), "{debug}");
+        // Stored and read back as it was.
+        let json = serde_json::to_string(&ok).unwrap();
+        assert!(json.contains(r#""kind":"kafka""#), "{json}");
+        assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), ok);
+
+        for (brokers, topic, why) in [
+            (&[][..], "t", "at least one broker"),
+            (&["localhost"][..], "t", "not host:port"),
+            (&["localhost:0"][..], "t", "not host:port"),
+            (&["localhost:99999"][..], "t", "not host:port"),
+            (&[":9092"][..], "t", "not host:port"),
+            (&["h:9092"][..], "", "Kafka topic"),
+            (&["h:9092"][..], "a/b", "Kafka topic"),
+        ] {
+            let e = kafka(brokers, topic).validate().unwrap_err().to_string();
+            assert!(e.contains(why), "{brokers:?} {topic:?}: {e}");
+        }
+        let mut half = kafka(&["h:9092"], "t");
+        if let TargetKind::Kafka { sasl_password, .. } = &mut half.kind {
+            *sasl_password = None;
+        }
+        assert!(half.validate().unwrap_err().to_string().contains("SASL"));
+        let mut ca = kafka(&["h:9092"], "t");
+        if let TargetKind::Kafka { tls_ca, .. } = &mut ca.kind {
+            *tls_ca = Some("not a certificate".into());
+        }
+        assert!(ca.validate().unwrap_err().to_string().contains("TLS CA"));
     }
 
     #[test]

@@ -6,8 +6,10 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod cluster;
 pub mod fuse;
+pub mod kafka;
 pub mod multiproc;
 pub mod netns;
 pub mod notify;

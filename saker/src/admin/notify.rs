@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use clap::Subcommand;
+use clap::{ArgGroup, Subcommand};
 use saker_notify::{NotifyError, Target, TargetKind, TargetStatus};
 use serde::{Deserialize, Serialize};
 
@@ -42,16 +42,47 @@ pub enum NotifyCommand {
 
 #[derive(Subcommand)]
 pub enum TargetCommand {
-    /// Define a target NAME; prints its ARN (`arn:saker:sqs::NAME:webhook`) for buckets'
-    /// QueueConfigurations.
+    /// Define a target NAME of one kind (one of the kind flags); prints its ARN
+    /// (`arn:saker:sqs::NAME:KIND`) for buckets' QueueConfigurations.
+    #[command(group(ArgGroup::new("kind").required(true).args(["webhook", "kafka"])))]
     Add {
         name: String,
         /// An http:// or https:// URL that gets one POST of JSON per batch of events.
         #[arg(long)]
-        webhook: String,
+        webhook: Option<String>,
         /// Sent as `Authorization: Bearer TOKEN` with each POST.
         #[arg(long, env = "SAKER_NOTIFY_AUTH_TOKEN", hide_env_values = true)]
         auth_token: Option<String>,
+        /// Kafka bootstrap brokers, comma-separated host:port: each event is one record of
+        /// --topic, keyed BUCKET/KEY, acknowledged by all in-sync replicas.
+        #[arg(
+            long,
+            value_name = "BROKERS",
+            requires = "topic",
+            value_delimiter = ','
+        )]
+        kafka: Option<Vec<String>>,
+        /// The Kafka topic (it must exist: saker does not create it).
+        #[arg(long, requires = "kafka")]
+        topic: Option<String>,
+        /// SASL PLAIN user for the Kafka brokers.
+        #[arg(long, requires_all = ["kafka", "kafka_sasl_password"])]
+        kafka_sasl_user: Option<String>,
+        /// SASL PLAIN password for the Kafka brokers.
+        #[arg(
+            long,
+            requires_all = ["kafka", "kafka_sasl_user"],
+            env = "SAKER_NOTIFY_KAFKA_SASL_PASSWORD",
+            hide_env_values = true
+        )]
+        kafka_sasl_password: Option<String>,
+        /// TLS to the Kafka brokers, verified with the system's root certificates.
+        #[arg(long, requires = "kafka")]
+        kafka_tls: bool,
+        /// TLS to the Kafka brokers, verified with the CA certificates of this PEM file
+        /// (stored with the target, so every node has them).
+        #[arg(long, value_name = "FILE", requires = "kafka")]
+        kafka_tls_ca: Option<std::path::PathBuf>,
     },
     /// List the targets (tokens are not shown).
     List,
@@ -237,15 +268,37 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
                     name,
                     webhook,
                     auth_token,
+                    kafka,
+                    topic,
+                    kafka_sasl_user,
+                    kafka_sasl_password,
+                    kafka_tls,
+                    kafka_tls_ca,
                 },
         } => {
-            let target = Target {
-                name,
-                kind: TargetKind::Webhook {
-                    url: webhook,
+            let kind = if let Some(brokers) = kafka {
+                let tls_ca = match kafka_tls_ca {
+                    Some(f) => Some(
+                        std::fs::read_to_string(&f)
+                            .with_context(|| format!("reading {}", f.display()))?,
+                    ),
+                    None => None,
+                };
+                TargetKind::Kafka {
+                    brokers: brokers.iter().map(|b| b.trim().to_string()).collect(),
+                    topic: topic.unwrap_or_default(),
+                    sasl_user: kafka_sasl_user,
+                    sasl_password: kafka_sasl_password,
+                    tls: kafka_tls,
+                    tls_ca,
+                }
+            } else {
+                TargetKind::Webhook {
+                    url: webhook.context("a kind flag is required")?,
                     auth_token,
-                },
+                }
             };
+            let target = Target { name, kind };
             target.validate()?;
             let body = serde_json::to_vec(&target)?;
             let arn = send(endpoint, Method::POST, "/admin/notify/targets", body).await?;
