@@ -9,9 +9,11 @@
 pub mod cluster;
 pub mod fuse;
 pub mod multiproc;
+pub mod nats;
 pub mod netns;
 pub mod notify;
 pub mod otlp_sink;
+pub mod rabbit;
 pub mod race;
 pub mod sse;
 pub mod tier;

@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use clap::Subcommand;
+use clap::{ArgGroup, Args, Subcommand};
 use saker_notify::{NotifyError, Target, TargetKind, TargetStatus};
 use serde::{Deserialize, Serialize};
 
@@ -42,21 +42,106 @@ pub enum NotifyCommand {
 
 #[derive(Subcommand)]
 pub enum TargetCommand {
-    /// Define a target NAME; prints its ARN (`arn:saker:sqs::NAME:webhook`) for buckets'
-    /// QueueConfigurations.
+    /// Define a target NAME of one kind (--webhook, --nats or --amqp); prints its ARN
+    /// (`arn:saker:sqs::NAME:KIND`) for buckets' QueueConfigurations.
+    #[command(group(ArgGroup::new("kind").required(true).args(["webhook", "nats", "amqp"])))]
     Add {
         name: String,
         /// An http:// or https:// URL that gets one POST of JSON per batch of events.
-        #[arg(long)]
-        webhook: String,
+        #[arg(long, value_name = "URL")]
+        webhook: Option<String>,
         /// Sent as `Authorization: Bearer TOKEN` with each POST.
         #[arg(long, env = "SAKER_NOTIFY_AUTH_TOKEN", hide_env_values = true)]
         auth_token: Option<String>,
+        #[command(flatten)]
+        nats: Box<NatsArgs>,
+        #[command(flatten)]
+        amqp: Box<AmqpArgs>,
     },
     /// List the targets (tokens are not shown).
     List,
     /// Remove a target (refused while a bucket's configuration names it).
     Remove { name: String },
+}
+
+/// A NATS JetStream target's options.
+#[derive(Args)]
+pub struct NatsArgs {
+    /// A NATS server (nats://HOST:PORT, tls://HOST:PORT) whose JetStream stores one message
+    /// of JSON per batch of events on --subject (a stream must capture the subject).
+    #[arg(long, value_name = "URL", requires = "subject")]
+    nats: Option<String>,
+    /// The subject messages are published to.
+    #[arg(long, requires = "nats")]
+    subject: Option<String>,
+    /// NATS user (with --nats-password).
+    #[arg(long, requires = "nats")]
+    nats_user: Option<String>,
+    /// NATS password (with --nats-user).
+    #[arg(long, env = "SAKER_NOTIFY_NATS_PASSWORD", hide_env_values = true)]
+    nats_password: Option<String>,
+    /// NATS authentication token (instead of a user and password).
+    #[arg(long, env = "SAKER_NOTIFY_NATS_TOKEN", hide_env_values = true)]
+    nats_token: Option<String>,
+    /// A PEM file of the CA certificates the server's must chain to; TLS is then required.
+    /// Its contents are stored with the target.
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    nats_tls_ca: Option<std::path::PathBuf>,
+}
+
+/// An AMQP 0.9.1 target's options.
+#[derive(Args)]
+pub struct AmqpArgs {
+    /// An AMQP 0.9.1 broker (amqp://USER:PASS@HOST:PORT/VHOST, amqps:// for TLS) that gets
+    /// one persistent message of JSON per batch of events on --exchange, with publisher
+    /// confirms.
+    #[arg(long, value_name = "URL", requires = "exchange")]
+    amqp: Option<String>,
+    /// The exchange messages are published to (it must route them to a queue).
+    #[arg(long, requires = "amqp")]
+    exchange: Option<String>,
+    /// The messages' routing key (default empty).
+    #[arg(long, requires = "amqp")]
+    routing_key: Option<String>,
+}
+
+/// The target kind the `target add` options name (clap let exactly one of --webhook, --nats
+/// and --amqp through).
+fn target_kind(
+    webhook: Option<String>,
+    auth_token: Option<String>,
+    nats: NatsArgs,
+    amqp: AmqpArgs,
+) -> anyhow::Result<TargetKind> {
+    if let Some(url) = webhook {
+        return Ok(TargetKind::Webhook { url, auth_token });
+    }
+    if let Some(url) = nats.nats {
+        let tls_ca = match &nats.nats_tls_ca {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("read --nats-tls-ca {}", path.display()))?,
+            ),
+            None => None,
+        };
+        if nats.nats_user.is_some() != nats.nats_password.is_some() {
+            anyhow::bail!("--nats-user and --nats-password go together");
+        }
+        return Ok(TargetKind::Nats {
+            url,
+            subject: nats.subject.unwrap_or_default(),
+            user: nats.nats_user,
+            password: nats.nats_password,
+            token: nats.nats_token,
+            tls_ca,
+        });
+    }
+    let url = amqp.amqp.context("one of --webhook, --nats or --amqp")?;
+    Ok(TargetKind::Amqp {
+        url,
+        exchange: amqp.exchange.unwrap_or_default(),
+        routing_key: amqp.routing_key.unwrap_or_default(),
+    })
 }
 
 /// A target as `target list` shows it.
@@ -237,14 +322,13 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
                     name,
                     webhook,
                     auth_token,
+                    nats,
+                    amqp,
                 },
         } => {
             let target = Target {
                 name,
-                kind: TargetKind::Webhook {
-                    url: webhook,
-                    auth_token,
-                },
+                kind: target_kind(webhook, auth_token, *nats, *amqp)?,
             };
             target.validate()?;
             let body = serde_json::to_vec(&target)?;
