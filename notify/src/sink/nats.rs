@@ -4,8 +4,8 @@
 //! error (retried until an operator makes one), as is no PubAck within [`DELIVERY_TIMEOUT`].
 //!
 //! The client connects at the first send and is kept for the next ones. One whose delivery
-//! timed out or lost its connection is dropped (with what async-nats buffered for it), so
-//! the next send dials afresh.
+//! failed for another reason than a missing stream (a timeout, a lost connection) is
+//! dropped, with what async-nats buffered for it, so the next send dials afresh.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -97,12 +97,11 @@ impl Nats {
                 )),
                 drop_conn: false,
             },
-            kind => Failure {
+            // A lost connection, a timeout, or the server's refusal: dialled again next time
+            // (a client that gave up reconnecting would fail every send otherwise).
+            _ => Failure {
                 error: DeliveryError::Unreachable(format!("NATS JetStream publish: {e}")),
-                drop_conn: matches!(
-                    kind,
-                    PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe
-                ),
+                drop_conn: true,
             },
         };
         let ack = js
