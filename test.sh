@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests on a fresh machine, in one command: installs what they drive when it is missing
-# (fuse3, rsync, git, util-linux, prometheus, java and maven from apt; deltalake, pyarrow and s3cmd
-# from PyPI; Kafka's jars from Maven Central; cargo-nextest), builds the binaries and runs every
-# test. Extra arguments go to nextest.
+# (fuse3, rsync, git, util-linux, prometheus, rabbitmq-server, java and maven from apt;
+# nats-server with `go install`; deltalake, pyarrow and s3cmd from PyPI; Kafka's jars from
+# Maven Central; cargo-nextest), builds the binaries and runs every test. Extra arguments go to
+# nextest.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,19 +12,33 @@ command -v cargo >/dev/null || {
   exit 1
 }
 
-# Tools the tests run: fusermount3 (FUSE mounts), rsync, git, setpriv/flock, and a real
-# Prometheus (the dashboard test scrapes a node and checks its config with promtool).
+# Tools the tests run: fusermount3 (FUSE mounts), rsync, git, setpriv/flock, a real
+# Prometheus (the dashboard test scrapes a node and checks its config with promtool) and
+# RabbitMQ (the AMQP notification target's test runs a private node of it).
 need=()
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v rsync >/dev/null || need+=(rsync)
 command -v git >/dev/null || need+=(git)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v prometheus >/dev/null || need+=(prometheus)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null ||
+  need+=(rabbitmq-server)
 if ((${#need[@]})); then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The NATS notification target's tests run nats-server (JetStream); they look for it on PATH
+# and in $(go env GOPATH)/bin, where this puts it.
+if ! command -v nats-server >/dev/null; then
+  command -v go >/dev/null || {
+    echo "test.sh: go is missing, to build nats-server (Debian's is too old: https://go.dev/dl)" >&2
+    exit 1
+  }
+  [ -x "$(go env GOPATH)/bin/nats-server" ] ||
+    go install github.com/nats-io/nats-server/v2@v2.15.3
 fi
 
 # The Delta Lake commit test drives delta-rs (PyPI `deltalake`, with pyarrow) against saker.

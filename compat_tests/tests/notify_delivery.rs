@@ -25,29 +25,12 @@ async fn a_receiver_down_for_a_while_loses_nothing_and_keeps_each_key_in_order()
     // The ledger: every acknowledged write, in the order it was made, per key.
     let mut ledger: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
-    let write = |round: usize| {
-        let c = c.clone();
-        let b = b.clone();
-        let keys = keys.clone();
-        async move {
-            let mut done = Vec::new();
-            for k in &keys {
-                put(&c, &b, k, format!("{round}").as_bytes()).await;
-                done.push((k.clone(), "ObjectCreated:Put"));
-                if round % 2 == 1 {
-                    c.delete_object().bucket(&b).key(k).send().await.unwrap();
-                    done.push((k.clone(), "ObjectRemoved:Delete"));
-                }
-            }
-            done
-        }
-    };
-    for (k, e) in write(0).await {
+    for (k, e) in write_round(&c, &b, &keys, 0).await {
         ledger.entry(k).or_default().push(e);
     }
     hook.down().await;
     for round in 1..4 {
-        for (k, e) in write(round).await {
+        for (k, e) in write_round(&c, &b, &keys, round).await {
             ledger.entry(k).or_default().push(e);
         }
     }
@@ -63,31 +46,11 @@ async fn a_receiver_down_for_a_while_loses_nothing_and_keeps_each_key_in_order()
     assert!(metric(&srv.admin, "saker_notify_failed_total").await > 0.0);
     hook.up().await;
     let total: usize = ledger.values().map(Vec::len).sum();
-    let all_in = poll_until(DELIVERY, || async {
-        let got = hook.received();
-        ledger.iter().all(|(k, want)| {
-            let mine = got.iter().filter(|r| r.key() == k).count();
-            mine >= want.len()
-        })
-    })
-    .await;
+    let all_in = poll_until(DELIVERY, || async { ledger_in(&hook.received(), &ledger) }).await;
     let got = hook.received();
     assert!(all_in, "{} of {total} events arrived", got.len());
     // Per key: the events, each first delivery in sequencer order, are the ledger's.
-    for (k, want) in &ledger {
-        let mut first: Vec<(&str, &str)> = Vec::new();
-        for r in got.iter().filter(|r| r.key() == k) {
-            if !first.iter().any(|(s, _)| *s == r.sequencer()) {
-                first.push((r.sequencer(), r.event_name()));
-            }
-        }
-        assert!(
-            first.windows(2).all(|w| w[0].0 < w[1].0),
-            "{k}: events out of order: {first:?}"
-        );
-        let names: Vec<&str> = first.iter().map(|(_, n)| *n).collect();
-        assert_eq!(&names, want, "{k}");
-    }
+    check_ledger(&got, &ledger);
     assert!(metric(&srv.admin, "saker_notify_delivered_total").await >= total as f64);
     let duplicates = got.len() - total;
     eprintln!("{total} events, {duplicates} delivered twice");

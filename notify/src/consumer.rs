@@ -2,7 +2,8 @@
 //! the lifecycle worker does) and, pass after pass, reads each group's change feed of each
 //! bucket that has a notification configuration, sends the events its rules match to their
 //! targets, one batch per target per page, and acknowledges the page only when every target
-//! took its batch (a 2xx for a webhook).
+//! took its batch (a 2xx for a webhook, a PubAck for NATS, a confirm for AMQP). Each
+//! target's sink is kept while its definition stays, so a broker connection is reused.
 //!
 //! So delivery is at least once: a target that fails holds the page back (retried with
 //! backoff, per bucket and group), and when the page goes again the targets that had taken it
@@ -100,6 +101,8 @@ struct Inner {
     status: BTreeMap<String, TargetStatus>,
     /// Records each bucket's feed dropped at its cap (all groups, ever), at the last pass.
     dropped: BTreeMap<String, u64>,
+    /// Each target's sink by ARN, with the definition it was made for.
+    sinks: HashMap<String, (Target, Arc<dyn Sink>)>,
 }
 
 /// The notification consumer of one cluster.
@@ -320,6 +323,7 @@ impl Notifier {
         let mut inner = self.inner.lock();
         inner.dropped = drops;
         inner.status.retain(|arn, _| targets.contains_key(arn));
+        inner.sinks.retain(|arn, _| targets.contains_key(arn));
         for (arn, t) in targets {
             let (depth, oldest) = queued.get(arn).copied().unwrap_or_default();
             let lag = oldest.map_or(0, |o| ((now - o).max(0) / 1_000_000_000) as u64);
@@ -413,6 +417,21 @@ impl Notifier {
         })
     }
 
+    /// The sink of `target` (ARN `arn`): the one kept while its definition is the same.
+    fn sink(&self, arn: &str, target: &Target) -> Arc<dyn Sink> {
+        let mut inner = self.inner.lock();
+        if let Some((made_for, sink)) = inner.sinks.get(arn) {
+            if made_for == target {
+                return sink.clone();
+            }
+        }
+        let sink: Arc<dyn Sink> = sink_for(target, &self.http).into();
+        inner
+            .sinks
+            .insert(arn.to_string(), (target.clone(), sink.clone()));
+        sink
+    }
+
     /// Sends `events` to the targets whose rules match them: `Err` if any target did not
     /// take its batch (each failure counted and kept in the status).
     async fn deliver(
@@ -454,7 +473,7 @@ impl Notifier {
                 continue;
             };
             let n = records.len() as u64;
-            let sink: Box<dyn Sink> = sink_for(target, &self.http);
+            let sink = self.sink(arn, target);
             // The targets of one page are sent to at once (a slow one delays the others by
             // its own time only).
             sends.push(async move { (arn, target, n, sink.send(event::body(records)).await) });

@@ -1,8 +1,9 @@
 //! Bucket notifications: S3's `NotificationConfiguration` as saker keeps it ([`rules`]), the
-//! targets events go to ([`target`]: a webhook, or a Kafka topic ([`kafka`]); more kinds slot
-//! in as more [`target::TargetKind`]s and [`sink::Sink`]s), the AWS event JSON ([`event`]), and
-//! the consumer that reads every group's change feed of every bucket with a configuration, sends
-//! what matches to its targets and acknowledges only what they took ([`consumer`]).
+//! targets events go to ([`target`]: a webhook, a NATS JetStream subject, an AMQP exchange or
+//! a Kafka topic ([`kafka`]), each a [`target::TargetKind`] delivered by its [`sink::Sink`]),
+//! the AWS event JSON ([`event`]), and the consumer that reads every group's change feed of
+//! every bucket with a configuration, sends what matches to its targets and acknowledges only
+//! what they took ([`consumer`]).
 //!
 //! The feed itself is the MNodes' ([`saker_rpc::FeedRequest`]): a change's record is written
 //! in the raft batch of the change, so an acknowledged write always has its record, and a

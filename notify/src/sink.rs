@@ -1,6 +1,11 @@
 //! Delivery to a target: one [`Sink`] per kind. A sink takes one batch of event records (the
 //! JSON body of [`crate::event::body`]) and answers `Ok` only once the target has it, so the
-//! consumer acknowledges the feed only then.
+//! consumer acknowledges the feed only then. A sink lives as long as the consumer uses its
+//! target, so the ones that hold a connection ([`nats`], [`amqp`]) make it at their first
+//! send and keep it.
+
+pub mod amqp;
+pub mod nats;
 
 use std::time::Duration;
 
@@ -50,6 +55,25 @@ pub fn sink_for(target: &Target, http: &reqwest::Client) -> Box<dyn Sink> {
             tls: *tls || tls_ca.is_some(),
             tls_ca: tls_ca.clone(),
         }),
+        TargetKind::Nats {
+            url,
+            subject,
+            user,
+            password,
+            token,
+            tls_ca,
+        } => Box::new(nats::Nats::new(nats::Settings {
+            url: url.clone(),
+            subject: subject.clone(),
+            user: user.clone().zip(password.clone()),
+            token: token.clone(),
+            tls_ca: tls_ca.clone(),
+        })),
+        TargetKind::Amqp {
+            url,
+            exchange,
+            routing_key,
+        } => Box::new(amqp::Amqp::new(url, exchange, routing_key)),
     }
 }
 

@@ -7,6 +7,7 @@
 //! one variant of [`TargetKind`] with its own settings; the delivery of each is a
 //! [`crate::sink::Sink`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use saker_coordinator::StateStore;
@@ -45,6 +46,32 @@ pub enum TargetKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tls_ca: Option<String>,
     },
+    /// A NATS server's JetStream: one message per batch on `subject`, delivered once the
+    /// stream that captures the subject has stored it (its PubAck).
+    Nats {
+        /// `nats://HOST:PORT` or `tls://HOST:PORT` (credentials may be in it).
+        url: String,
+        subject: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        password: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+        /// PEM certificates the server's must chain to (TLS is then required). The
+        /// certificates themselves, not a path: the consumer may run on any node.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tls_ca: Option<String>,
+    },
+    /// An AMQP 0.9.1 broker (RabbitMQ): one persistent message per batch to `exchange`,
+    /// delivered once the broker confirms it (and routed it to a queue).
+    Amqp {
+        /// `amqp://USER:PASS@HOST:PORT/VHOST`, `amqps://` for TLS.
+        url: String,
+        exchange: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        routing_key: String,
+    },
 }
 
 impl TargetKind {
@@ -53,17 +80,43 @@ impl TargetKind {
         match self {
             TargetKind::Webhook { .. } => "webhook",
             TargetKind::Kafka { .. } => "kafka",
+            TargetKind::Nats { .. } => "nats",
+            TargetKind::Amqp { .. } => "amqp",
         }
     }
 
     /// Where it is, for listings (no credentials).
-    pub fn endpoint(&self) -> std::borrow::Cow<'_, str> {
+    pub fn endpoint(&self) -> Cow<'_, str> {
         match self {
-            TargetKind::Webhook { url, .. } => url.into(),
+            TargetKind::Webhook { url, .. } => without_userinfo(url),
             TargetKind::Kafka { brokers, topic, .. } => {
                 crate::kafka::endpoint(brokers, topic).into()
             }
+            TargetKind::Nats { url, subject, .. } => {
+                format!("{} subject={subject}", without_userinfo(url)).into()
+            }
+            TargetKind::Amqp {
+                url,
+                exchange,
+                routing_key,
+            } => format!(
+                "{} exchange={exchange} routing_key={routing_key}",
+                without_userinfo(url)
+            )
+            .into(),
         }
+    }
+}
+
+/// `url` without its user and password (as given when it has none, or does not parse).
+fn without_userinfo(url: &str) -> Cow<'_, str> {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string().into()
+        }
+        _ => url.into(),
     }
 }
 
@@ -94,6 +147,32 @@ impl std::fmt::Debug for TargetKind {
                 )
                 .field("tls", tls)
                 .field("tls_ca", &tls_ca.as_ref().map(|_| "<PEM>"))
+                .finish(),
+            TargetKind::Nats {
+                url,
+                subject,
+                user,
+                password,
+                token,
+                tls_ca,
+            } => f
+                .debug_struct("Nats")
+                .field("url", &without_userinfo(url))
+                .field("subject", subject)
+                .field("user", user)
+                .field("password", &password.as_ref().map(|_| "<redacted>"))
+                .field("token", &token.as_ref().map(|_| "<redacted>"))
+                .field("tls_ca", &tls_ca.as_ref().map(|c| c.len()))
+                .finish(),
+            TargetKind::Amqp {
+                url,
+                exchange,
+                routing_key,
+            } => f
+                .debug_struct("Amqp")
+                .field("url", &without_userinfo(url))
+                .field("exchange", exchange)
+                .field("routing_key", routing_key)
                 .finish(),
         }
     }
@@ -144,9 +223,103 @@ impl Target {
                 sasl_password.as_deref(),
                 tls_ca.as_deref(),
             )?,
+            TargetKind::Nats {
+                url,
+                subject,
+                user,
+                password,
+                token,
+                tls_ca,
+            } => check_nats(url, subject, user, password, token, tls_ca)?,
+            TargetKind::Amqp {
+                url,
+                exchange,
+                routing_key,
+            } => check_amqp(url, exchange, routing_key)?,
         }
         Ok(())
     }
+}
+
+/// A URL with a host and one of `schemes` (`what` names it in the error).
+fn check_url(what: &str, url: &str, schemes: &[&str]) -> Result<(), NotifyError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| NotifyError::Invalid(format!("{what} {url:?}: {e}")))?;
+    if !schemes.contains(&parsed.scheme()) || parsed.host_str().is_none_or(str::is_empty) {
+        let schemes: Vec<String> = schemes.iter().map(|s| format!("{s}://")).collect();
+        return Err(NotifyError::Invalid(format!(
+            "{what} {:?} is not a {} URL with a host",
+            without_userinfo(url),
+            schemes.join(" or ")
+        )));
+    }
+    Ok(())
+}
+
+fn check_nats(
+    url: &str,
+    subject: &str,
+    user: &Option<String>,
+    password: &Option<String>,
+    token: &Option<String>,
+    tls_ca: &Option<String>,
+) -> Result<(), NotifyError> {
+    check_url("NATS URL", url, &["nats", "tls"])?;
+    // Tokens separated by '.', none empty; a subject to publish to has no wildcard.
+    let ok = !subject.is_empty()
+        && subject
+            .split('.')
+            .all(|t| !t.is_empty() && !t.contains(['*', '>']))
+        && !subject.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        return Err(NotifyError::Invalid(format!(
+            "NATS subject {subject:?}: tokens separated by '.', none empty, no spaces and no \
+             wildcards ('*', '>')"
+        )));
+    }
+    let empty = |v: &Option<String>| v.as_ref().is_some_and(|v| v.is_empty());
+    if empty(user) || empty(password) || empty(token) {
+        return Err(NotifyError::Invalid(
+            "an empty NATS user, password or token".into(),
+        ));
+    }
+    if user.is_some() != password.is_some() {
+        return Err(NotifyError::Invalid(
+            "a NATS user needs a password, and a password a user".into(),
+        ));
+    }
+    if user.is_some() && token.is_some() {
+        return Err(NotifyError::Invalid(
+            "a NATS target takes a user and password or a token, not both".into(),
+        ));
+    }
+    if tls_ca
+        .as_ref()
+        .is_some_and(|c| !c.contains("-----BEGIN CERTIFICATE-----"))
+    {
+        return Err(NotifyError::Invalid(
+            "the NATS TLS CA is not PEM certificates (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_amqp(url: &str, exchange: &str, routing_key: &str) -> Result<(), NotifyError> {
+    check_url("AMQP URL", url, &["amqp", "amqps"])?;
+    url.parse::<lapin::uri::AMQPUri>()
+        .map_err(|e| NotifyError::Invalid(format!("AMQP URL {:?}: {e}", without_userinfo(url))))?;
+    // AMQP short strings; the default exchange ("") would need a queue's name as the key.
+    if exchange.is_empty() || exchange.len() > 255 {
+        return Err(NotifyError::Invalid(format!(
+            "AMQP exchange {exchange:?}: 1 to 255 bytes"
+        )));
+    }
+    if routing_key.len() > 255 {
+        return Err(NotifyError::Invalid(
+            "an AMQP routing key over 255 bytes".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn check_name(name: &str) -> Result<(), NotifyError> {
@@ -358,6 +531,77 @@ mod tests {
             *tls_ca = Some("not a certificate".into());
         }
         assert!(ca.validate().unwrap_err().to_string().contains("TLS CA"));
+    }
+
+    fn nats(url: &str, subject: &str) -> TargetKind {
+        TargetKind::Nats {
+            url: url.into(),
+            subject: subject.into(),
+            user: Some("u".into()),
+            password: Some("pw-s3cret".into()),
+            token: None,
+            tls_ca: None,
+        }
+    }
+
+    fn amqp(url: &str, exchange: &str) -> TargetKind {
+        TargetKind::Amqp {
+            url: url.into(),
+            exchange: exchange.into(),
+            routing_key: "k".into(),
+        }
+    }
+
+    fn valid(name: &str, kind: TargetKind) -> Result<(), NotifyError> {
+        Target {
+            name: name.into(),
+            kind,
+        }
+        .validate()
+    }
+
+    #[test]
+    fn nats_and_amqp_targets_are_checked_and_show_no_credentials() {
+        valid("n", nats("nats://127.0.0.1:4222", "s3.events")).unwrap();
+        valid("n", nats("tls://nats.example:4222", "s3")).unwrap();
+        for (url, subject) in [
+            ("http://h:4222", "s3"),
+            ("nats://", "s3"),
+            ("nats://h:4222", ""),
+            ("nats://h:4222", "s3.*"),
+            ("nats://h:4222", "s3..x"),
+            ("nats://h:4222", "s3 x"),
+        ] {
+            assert!(valid("n", nats(url, subject)).is_err(), "{url} {subject}");
+        }
+        let token_and_user = TargetKind::Nats {
+            url: "nats://h:1".into(),
+            subject: "s".into(),
+            user: Some("u".into()),
+            password: Some("p".into()),
+            token: Some("t".into()),
+            tls_ca: None,
+        };
+        assert!(valid("n", token_and_user).is_err());
+        valid("a", amqp("amqp://guest:guest@127.0.0.1:5672/%2f", "events")).unwrap();
+        valid("a", amqp("amqps://h/vhost", "events")).unwrap();
+        assert!(valid("a", amqp("amqp://h:5672/%2f", "")).is_err());
+        assert!(valid("a", amqp("nats://h:5672", "e")).is_err());
+
+        let n = nats("nats://me:pw-s3cret@h:4222", "s3.events");
+        assert_eq!(n.endpoint(), "nats://h:4222 subject=s3.events");
+        let debug = format!("{n:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+        let a = amqp("amqp://guest:pw-s3cret@h:5672/%2f", "ex");
+        assert_eq!(a.endpoint(), "amqp://h:5672/%2f exchange=ex routing_key=k");
+        assert!(!format!("{a:?}").contains("s3cret"));
+        let json = serde_json::to_value(Target {
+            name: "n".into(),
+            kind: n,
+        })
+        .unwrap();
+        assert_eq!(json["kind"], "nats");
+        assert_eq!(json["subject"], "s3.events");
     }
 
     #[test]

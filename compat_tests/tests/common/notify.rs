@@ -2,6 +2,7 @@
 //! target add`, queue configurations put with aws-sdk-s3, and waiting for what a receiver
 //! ([`super::webhook::Webhook`]) got.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_s3::types::{
@@ -86,4 +87,85 @@ pub fn names(got: &[Received]) -> Vec<(String, String)> {
     got.iter()
         .map(|r| (r.event_name().to_string(), r.key().to_string()))
         .collect()
+}
+
+/// The records of one delivered body (`{"Records": [...]}`, as AWS Lambda's `S3Event`
+/// parses it), each with `path` (where it came: a URL path, a subject, a queue).
+pub fn parse_records(path: &str, body: &[u8]) -> Result<Vec<Received>, String> {
+    let ev: aws_lambda_events::event::s3::S3Event = serde_json::from_slice(body)
+        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(body)))?;
+    Ok(ev
+        .records
+        .into_iter()
+        .map(|record| Received {
+            path: path.to_string(),
+            record,
+        })
+        .collect())
+}
+
+/// Every acknowledged write of the ledger (key -> event names in the order made) has a
+/// record in `got` (duplicates allowed).
+pub fn ledger_in(got: &[Received], ledger: &BTreeMap<String, Vec<&str>>) -> bool {
+    ledger.iter().all(|(k, want)| {
+        let mine = got.iter().filter(|r| r.key() == k).count();
+        mine >= want.len()
+    })
+}
+
+/// Per key, the first delivery of each event, in sequencer order, is the ledger's.
+pub fn check_ledger(got: &[Received], ledger: &BTreeMap<String, Vec<&str>>) {
+    for (k, want) in ledger {
+        let mut first: Vec<(&str, &str)> = Vec::new();
+        for r in got.iter().filter(|r| r.key() == k) {
+            if !first.iter().any(|(s, _)| *s == r.sequencer()) {
+                first.push((r.sequencer(), r.event_name()));
+            }
+        }
+        assert!(
+            first.windows(2).all(|w| w[0].0 < w[1].0),
+            "{k}: events out of order: {first:?}"
+        );
+        let names: Vec<&str> = first.iter().map(|(_, n)| *n).collect();
+        assert_eq!(&names, want, "{k}");
+    }
+}
+
+/// The status `saker admin notify status --json` shows for target `name`.
+pub fn target_status(srv: &Server, name: &str) -> serde_json::Value {
+    let out = srv.admin_cmd(&["notify", "status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["targets"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == name).cloned())
+        .unwrap_or_default()
+}
+
+/// Adds a target with `saker admin notify target add NAME ARGS...`; answers its ARN.
+pub fn add_target_with(srv: &Server, name: &str, args: &[&str]) -> String {
+    let mut all = vec!["notify", "target", "add", name];
+    all.extend_from_slice(args);
+    ok_stdout(srv.admin_cmd(&all), "notify target add")
+        .trim()
+        .to_string()
+}
+
+/// One round of writes for a ledger: PUT each key (with `round` as its body), and on odd
+/// rounds DELETE it after; answers (key, event name) of each, in the order made.
+pub async fn write_round(
+    c: &Client,
+    b: &str,
+    keys: &[String],
+    round: usize,
+) -> Vec<(String, &'static str)> {
+    let mut done = Vec::new();
+    for k in keys {
+        super::put(c, b, k, format!("{round}").as_bytes()).await;
+        done.push((k.clone(), "ObjectCreated:Put"));
+        if round % 2 == 1 {
+            c.delete_object().bucket(b).key(k).send().await.unwrap();
+            done.push((k.clone(), "ObjectRemoved:Delete"));
+        }
+    }
+    done
 }

@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use clap::{ArgGroup, Subcommand};
+use clap::{ArgGroup, Args, Subcommand};
 use saker_notify::{NotifyError, Target, TargetKind, TargetStatus};
 use serde::{Deserialize, Serialize};
 
@@ -42,52 +42,161 @@ pub enum NotifyCommand {
 
 #[derive(Subcommand)]
 pub enum TargetCommand {
-    /// Define a target NAME of one kind (one of the kind flags); prints its ARN
-    /// (`arn:saker:sqs::NAME:KIND`) for buckets' QueueConfigurations.
-    #[command(group(ArgGroup::new("kind").required(true).args(["webhook", "kafka"])))]
+    /// Define a target NAME of one kind (--webhook, --nats, --amqp or --kafka); prints its
+    /// ARN (`arn:saker:sqs::NAME:KIND`) for buckets' QueueConfigurations.
+    #[command(group(
+        ArgGroup::new("kind")
+            .required(true)
+            .args(["webhook", "nats", "amqp", "kafka"])
+    ))]
     Add {
         name: String,
         /// An http:// or https:// URL that gets one POST of JSON per batch of events.
-        #[arg(long)]
+        #[arg(long, value_name = "URL")]
         webhook: Option<String>,
         /// Sent as `Authorization: Bearer TOKEN` with each POST.
         #[arg(long, env = "SAKER_NOTIFY_AUTH_TOKEN", hide_env_values = true)]
         auth_token: Option<String>,
-        /// Kafka bootstrap brokers, comma-separated host:port: each event is one record of
-        /// --topic, keyed BUCKET/KEY, acknowledged by all in-sync replicas.
-        #[arg(
-            long,
-            value_name = "BROKERS",
-            requires = "topic",
-            value_delimiter = ','
-        )]
-        kafka: Option<Vec<String>>,
-        /// The Kafka topic (it must exist: saker does not create it).
-        #[arg(long, requires = "kafka")]
-        topic: Option<String>,
-        /// SASL PLAIN user for the Kafka brokers.
-        #[arg(long, requires_all = ["kafka", "kafka_sasl_password"])]
-        kafka_sasl_user: Option<String>,
-        /// SASL PLAIN password for the Kafka brokers.
-        #[arg(
-            long,
-            requires_all = ["kafka", "kafka_sasl_user"],
-            env = "SAKER_NOTIFY_KAFKA_SASL_PASSWORD",
-            hide_env_values = true
-        )]
-        kafka_sasl_password: Option<String>,
-        /// TLS to the Kafka brokers, verified with the system's root certificates.
-        #[arg(long, requires = "kafka")]
-        kafka_tls: bool,
-        /// TLS to the Kafka brokers, verified with the CA certificates of this PEM file
-        /// (stored with the target, so every node has them).
-        #[arg(long, value_name = "FILE", requires = "kafka")]
-        kafka_tls_ca: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        nats: Box<NatsArgs>,
+        #[command(flatten)]
+        amqp: Box<AmqpArgs>,
+        #[command(flatten)]
+        kafka: Box<KafkaArgs>,
     },
     /// List the targets (tokens are not shown).
     List,
     /// Remove a target (refused while a bucket's configuration names it).
     Remove { name: String },
+}
+
+/// A NATS JetStream target's options.
+#[derive(Args)]
+pub struct NatsArgs {
+    /// A NATS server (nats://HOST:PORT, tls://HOST:PORT) whose JetStream stores one message
+    /// of JSON per batch of events on --subject (a stream must capture the subject).
+    #[arg(long, value_name = "URL", requires = "subject")]
+    nats: Option<String>,
+    /// The subject messages are published to.
+    #[arg(long, requires = "nats")]
+    subject: Option<String>,
+    /// NATS user (with --nats-password).
+    #[arg(long, requires = "nats")]
+    nats_user: Option<String>,
+    /// NATS password (with --nats-user).
+    #[arg(long, env = "SAKER_NOTIFY_NATS_PASSWORD", hide_env_values = true)]
+    nats_password: Option<String>,
+    /// NATS authentication token (instead of a user and password).
+    #[arg(long, env = "SAKER_NOTIFY_NATS_TOKEN", hide_env_values = true)]
+    nats_token: Option<String>,
+    /// A PEM file of the CA certificates the server's must chain to; TLS is then required.
+    /// Its contents are stored with the target.
+    #[arg(long, value_name = "FILE", requires = "nats")]
+    nats_tls_ca: Option<std::path::PathBuf>,
+}
+
+/// An AMQP 0.9.1 target's options.
+#[derive(Args)]
+pub struct AmqpArgs {
+    /// An AMQP 0.9.1 broker (amqp://USER:PASS@HOST:PORT/VHOST, amqps:// for TLS) that gets
+    /// one persistent message of JSON per batch of events on --exchange, with publisher
+    /// confirms.
+    #[arg(long, value_name = "URL", requires = "exchange")]
+    amqp: Option<String>,
+    /// The exchange messages are published to (it must route them to a queue).
+    #[arg(long, requires = "amqp")]
+    exchange: Option<String>,
+    /// The messages' routing key (default empty).
+    #[arg(long, requires = "amqp")]
+    routing_key: Option<String>,
+}
+
+/// A Kafka target's options.
+#[derive(Args)]
+pub struct KafkaArgs {
+    /// Kafka bootstrap brokers, comma-separated host:port: each event is one record of
+    /// --topic, keyed BUCKET/KEY, acknowledged by all in-sync replicas.
+    #[arg(
+        long,
+        value_name = "BROKERS",
+        requires = "topic",
+        value_delimiter = ','
+    )]
+    kafka: Option<Vec<String>>,
+    /// The Kafka topic (it must exist: saker does not create it).
+    #[arg(long, requires = "kafka")]
+    topic: Option<String>,
+    /// SASL PLAIN user for the Kafka brokers.
+    #[arg(long, requires_all = ["kafka", "kafka_sasl_password"])]
+    kafka_sasl_user: Option<String>,
+    /// SASL PLAIN password for the Kafka brokers.
+    #[arg(
+        long,
+        requires_all = ["kafka", "kafka_sasl_user"],
+        env = "SAKER_NOTIFY_KAFKA_SASL_PASSWORD",
+        hide_env_values = true
+    )]
+    kafka_sasl_password: Option<String>,
+    /// TLS to the Kafka brokers, verified with the system's root certificates.
+    #[arg(long, requires = "kafka")]
+    kafka_tls: bool,
+    /// TLS to the Kafka brokers, verified with the CA certificates of this PEM file
+    /// (stored with the target, so every node has them).
+    #[arg(long, value_name = "FILE", requires = "kafka")]
+    kafka_tls_ca: Option<std::path::PathBuf>,
+}
+
+/// The contents of a CA file a `target add` flag names (stored with the target, so every
+/// node has them).
+fn read_ca(flag: &str, path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    path.map(|p| std::fs::read_to_string(p).with_context(|| format!("read {flag} {}", p.display())))
+        .transpose()
+}
+
+/// The target kind the `target add` options name (clap let exactly one of --webhook, --nats,
+/// --amqp and --kafka through).
+fn target_kind(
+    webhook: Option<String>,
+    auth_token: Option<String>,
+    nats: NatsArgs,
+    amqp: AmqpArgs,
+    kafka: KafkaArgs,
+) -> anyhow::Result<TargetKind> {
+    if let Some(url) = webhook {
+        return Ok(TargetKind::Webhook { url, auth_token });
+    }
+    if let Some(url) = nats.nats {
+        let tls_ca = read_ca("--nats-tls-ca", nats.nats_tls_ca.as_deref())?;
+        if nats.nats_user.is_some() != nats.nats_password.is_some() {
+            anyhow::bail!("--nats-user and --nats-password go together");
+        }
+        return Ok(TargetKind::Nats {
+            url,
+            subject: nats.subject.unwrap_or_default(),
+            user: nats.nats_user,
+            password: nats.nats_password,
+            token: nats.nats_token,
+            tls_ca,
+        });
+    }
+    if let Some(brokers) = kafka.kafka {
+        return Ok(TargetKind::Kafka {
+            brokers: brokers.iter().map(|b| b.trim().to_string()).collect(),
+            topic: kafka.topic.unwrap_or_default(),
+            sasl_user: kafka.kafka_sasl_user,
+            sasl_password: kafka.kafka_sasl_password,
+            tls: kafka.kafka_tls,
+            tls_ca: read_ca("--kafka-tls-ca", kafka.kafka_tls_ca.as_deref())?,
+        });
+    }
+    let url = amqp
+        .amqp
+        .context("one of --webhook, --nats, --amqp or --kafka")?;
+    Ok(TargetKind::Amqp {
+        url,
+        exchange: amqp.exchange.unwrap_or_default(),
+        routing_key: amqp.routing_key.unwrap_or_default(),
+    })
 }
 
 /// A target as `target list` shows it.
@@ -268,37 +377,15 @@ pub async fn run(endpoint: &str, command: NotifyCommand) -> anyhow::Result<()> {
                     name,
                     webhook,
                     auth_token,
+                    nats,
+                    amqp,
                     kafka,
-                    topic,
-                    kafka_sasl_user,
-                    kafka_sasl_password,
-                    kafka_tls,
-                    kafka_tls_ca,
                 },
         } => {
-            let kind = if let Some(brokers) = kafka {
-                let tls_ca = match kafka_tls_ca {
-                    Some(f) => Some(
-                        std::fs::read_to_string(&f)
-                            .with_context(|| format!("reading {}", f.display()))?,
-                    ),
-                    None => None,
-                };
-                TargetKind::Kafka {
-                    brokers: brokers.iter().map(|b| b.trim().to_string()).collect(),
-                    topic: topic.unwrap_or_default(),
-                    sasl_user: kafka_sasl_user,
-                    sasl_password: kafka_sasl_password,
-                    tls: kafka_tls,
-                    tls_ca,
-                }
-            } else {
-                TargetKind::Webhook {
-                    url: webhook.context("a kind flag is required")?,
-                    auth_token,
-                }
+            let target = Target {
+                name,
+                kind: target_kind(webhook, auth_token, *nats, *amqp, *kafka)?,
             };
-            let target = Target { name, kind };
             target.validate()?;
             let body = serde_json::to_vec(&target)?;
             let arn = send(endpoint, Method::POST, "/admin/notify/targets", body).await?;
