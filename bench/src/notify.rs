@@ -3,7 +3,8 @@
 //! It listens as a webhook target itself (`--listen`; define the target on the server first,
 //! `saker admin notify target add NAME --webhook http://LISTEN/`), makes two buckets, one
 //! plain and one whose `s3:ObjectCreated:*` events go to `--arn`, and runs 4 KiB PUT load on
-//! them in alternating rounds of `--duration` each. Then it waits (up to `--drain`) for every
+//! them in alternating rounds of `--duration` each (odd rounds notified first; each round's
+//! objects deleted after it). Then it waits (up to `--drain`) for every
 //! acknowledged PUT's event and reports, side by side: PUT ops/s on both buckets and their
 //! ratio, and per event the time from the PUT's acknowledgement to its arrival here (p50,
 //! p99, max), with events missing and duplicated counted.
@@ -21,24 +22,13 @@ use axum::http::StatusCode;
 use clap::Args;
 use serde::Serialize;
 
-use super::s3::{Op, Pool, Target};
-use super::sigv4::Signer;
+use super::s3::{EndpointArgs, Op, Pool, Target};
 use crate::units::{parse_duration, parse_size};
 
 #[derive(Args, Debug)]
 pub struct NotifyBenchArgs {
-    /// S3 endpoint, HOST:PORT, http://HOST:PORT or https://HOST:PORT.
-    #[arg(long)]
-    endpoint: String,
-    /// The CA certificate (PEM) that signed an https endpoint's certificate.
-    #[arg(long, env = "SAKER_CA_CERT")]
-    ca_cert: Option<PathBuf>,
-    #[arg(long, env = "AWS_ACCESS_KEY_ID")]
-    access_key: String,
-    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
-    secret_key: String,
-    #[arg(long, default_value = "us-east-1")]
-    region: String,
+    #[command(flatten)]
+    conn: EndpointArgs,
     /// Receive the events here (HOST:PORT): the webhook target's address.
     #[arg(long, default_value = "127.0.0.1:19600")]
     listen: String,
@@ -124,16 +114,7 @@ struct Report<'a> {
 }
 
 pub async fn run(args: NotifyBenchArgs) -> anyhow::Result<()> {
-    let base = Target::connect(
-        &args.endpoint,
-        args.ca_cert.as_deref(),
-        Signer {
-            access_key: args.access_key.clone(),
-            secret_key: args.secret_key.clone(),
-            region: args.region.clone(),
-        },
-        &format!("{}-plain", args.bucket),
-    )?;
+    let base = args.conn.target(&format!("{}-plain", args.bucket))?;
     let notified = Arc::new(base.for_bucket(&format!("{}-notify", args.bucket)));
     let plain = Arc::new(base);
     plain
@@ -187,26 +168,20 @@ pub async fn run(args: NotifyBenchArgs) -> anyhow::Result<()> {
         "round", "plain ops/s", "notify ops/s", "errors", "plain µs", "notify µs"
     );
     for r in 0..args.rounds {
-        let cpu0 = args.server_pid.and_then(crate::process_cpu_us);
-        let (p_ops, p_err, p_keys) = load(&plain, &args, &payload, &format!("r{r}")).await;
-        let cpu1 = args.server_pid.and_then(crate::process_cpu_us);
-        cleanup(
-            &plain,
-            p_keys.iter().map(|(k, _)| k.clone()),
-            args.concurrency,
-        )
-        .await;
-        let cpu2 = args.server_pid.and_then(crate::process_cpu_us);
-        let (n_ops, n_err, n_keys) = load(&notified, &args, &payload, &format!("r{r}")).await;
-        // The notified round's CPU includes delivering its events: up to when they are in.
-        let _ = wait_for(&inbox, &n_keys, args.drain).await;
-        let cpu3 = args.server_pid.and_then(crate::process_cpu_us);
-        let per_put =
-            |a: Option<u64>, b: Option<u64>, n: usize| Some((b? - a?) as f64 / n.max(1) as f64);
-        let (p_cpu, n_cpu) = (
-            per_put(cpu0, cpu1, p_keys.len()),
-            per_put(cpu2, cpu3, n_keys.len()),
-        );
+        // Odd rounds go notified first: what the server's state does over a run (more
+        // records, compactions) falls on both alike.
+        let tag = format!("r{r}");
+        let (n, p) = if r % 2 == 1 {
+            let n = measure(&notified, Some(&inbox), &args, &payload, &tag).await;
+            (n, measure(&plain, None, &args, &payload, &tag).await)
+        } else {
+            let p = measure(&plain, None, &args, &payload, &tag).await;
+            (
+                measure(&notified, Some(&inbox), &args, &payload, &tag).await,
+                p,
+            )
+        };
+        let ((p_ops, p_err, _, p_cpu), (n_ops, n_err, n_keys, n_cpu)) = (p, n);
         println!(
             "{r:>5} {p_ops:>12.0} {n_ops:>12.0} {:>7} {:>10} {:>10}",
             p_err + n_err,
@@ -257,7 +232,7 @@ pub async fn run(args: NotifyBenchArgs) -> anyhow::Result<()> {
     let notified_ops = median(|r| r.notified_ops_per_sec);
     let report = Report {
         label: args.label.as_deref(),
-        endpoint: &args.endpoint,
+        endpoint: &args.conn.endpoint,
         size: args.size,
         concurrency: args.concurrency,
         round_secs: args.duration.as_secs_f64(),
@@ -304,6 +279,38 @@ pub async fn run(args: NotifyBenchArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// What one bucket's round gave: ops/s, errors, the keys acknowledged (and when) and the
+/// server's CPU time per PUT.
+type Measured = (f64, u64, Vec<(String, Instant)>, Option<f64>);
+
+/// One round of PUTs on `target`; with `inbox` (the notified bucket), up to when every
+/// acknowledged PUT's event arrived, so the server's CPU time includes delivering them. The
+/// objects are deleted after (not timed).
+async fn measure(
+    target: &Arc<Target>,
+    inbox: Option<&Inbox>,
+    args: &NotifyBenchArgs,
+    payload: &Bytes,
+    round: &str,
+) -> Measured {
+    let cpu0 = args.server_pid.and_then(crate::process_cpu_us);
+    let (ops, errors, keys) = load(target, args, payload, round).await;
+    if let Some(inbox) = inbox {
+        let _ = wait_for(inbox, &keys, args.drain).await;
+    }
+    let cpu1 = args.server_pid.and_then(crate::process_cpu_us);
+    let cpu = cpu0
+        .zip(cpu1)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / keys.len().max(1) as f64);
+    cleanup(
+        target,
+        keys.iter().map(|(k, _)| k.clone()),
+        args.concurrency,
+    )
+    .await;
+    (ops, errors, keys, cpu)
 }
 
 /// One PUT; the instant its success was seen.

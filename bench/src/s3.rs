@@ -24,11 +24,12 @@ use super::multipart::Transfer;
 use super::sigv4::{uri_encode, Signer};
 use crate::units::{parse_duration, parse_size};
 
+/// Where an S3 benchmark sends its requests, and as whom.
 #[derive(Args, Debug)]
-pub struct S3BenchArgs {
+pub struct EndpointArgs {
     /// S3 endpoint, HOST:PORT, http://HOST:PORT or https://HOST:PORT.
     #[arg(long)]
-    endpoint: String,
+    pub endpoint: String,
     /// The CA certificate (PEM) that signed an https endpoint's certificate (the only one
     /// trusted).
     #[arg(long, env = "SAKER_CA_CERT")]
@@ -39,6 +40,28 @@ pub struct S3BenchArgs {
     secret_key: String,
     #[arg(long, default_value = "us-east-1")]
     region: String,
+}
+
+impl EndpointArgs {
+    /// A client of the endpoint for `bucket`.
+    pub(super) fn target(&self, bucket: &str) -> anyhow::Result<Target> {
+        Target::connect(
+            &self.endpoint,
+            self.ca_cert.as_deref(),
+            Signer {
+                access_key: self.access_key.clone(),
+                secret_key: self.secret_key.clone(),
+                region: self.region.clone(),
+            },
+            bucket,
+        )
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct S3BenchArgs {
+    #[command(flatten)]
+    conn: EndpointArgs,
     /// Object sizes.
     #[arg(long, default_value = "4KiB,64KiB,1MiB", value_delimiter = ',', value_parser = parse_size)]
     sizes: Vec<u64>,
@@ -575,16 +598,7 @@ impl Target {
 }
 
 pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
-    let target = Arc::new(Target::connect(
-        &args.endpoint,
-        args.ca_cert.as_deref(),
-        Signer {
-            access_key: args.access_key.clone(),
-            secret_key: args.secret_key.clone(),
-            region: args.region.clone(),
-        },
-        &args.bucket,
-    )?);
+    let target = Arc::new(args.conn.target(&args.bucket)?);
     target
         .create_bucket()
         .await
@@ -666,7 +680,7 @@ pub async fn run(args: S3BenchArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         let report = Report {
             label: args.label.as_deref(),
-            endpoint: &args.endpoint,
+            endpoint: &args.conn.endpoint,
             duration_secs: args.duration.as_secs_f64(),
             part_size: args.part_size,
             part_streams: args.part_size.map(|_| args.part_streams),

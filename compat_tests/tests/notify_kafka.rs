@@ -67,16 +67,6 @@ fn parse(bucket: &str, r: &Read) -> Got {
     }
 }
 
-/// The target `name`'s line of `notify status --json`.
-fn status(srv: &Server, name: &str) -> serde_json::Value {
-    let out = srv.admin_cmd(&["notify", "status", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["targets"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["name"] == name).cloned())
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_outage() {
     let began = Instant::now();
@@ -169,11 +159,11 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
     record(round(2).await);
     record(round(3).await);
     let retrying = poll_until(Duration::from_secs(60), || async {
-        let t = status(&srv, "stream");
+        let t = target_status(&srv, "stream");
         t["failed"].as_u64().unwrap_or(0) >= 2 && t["queue_depth"].as_u64().unwrap_or(0) > 0
     })
     .await;
-    let t = status(&srv, "stream");
+    let t = target_status(&srv, "stream");
     assert!(retrying, "status did not show the failing target: {t}");
     assert!(
         t["last_error"].as_str().unwrap_or("").contains("Kafka"),
@@ -317,19 +307,19 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
     assert!(
         secured,
         "no record over SASL_SSL: {}",
-        status(&srv, "secure")
+        target_status(&srv, "secure")
     );
     for (name, why) in [
         ("denied", "SaslAuthenticationFailed"),
         ("untrusted", "certificate"),
     ] {
         let said = poll_until(DELIVERY, || async {
-            status(&srv, name)["last_error"]
+            target_status(&srv, name)["last_error"]
                 .as_str()
                 .is_some_and(|e| e.contains(why))
         })
         .await;
-        let s = status(&srv, name);
+        let s = target_status(&srv, name);
         assert!(said, "{name}: {s}");
         eprintln!("{name}: {}", s["last_error"]);
     }
@@ -359,12 +349,16 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
     configure(&c, &b2, vec![queue("all", &late_arn, &events, "", "")]).await;
     put(&c, &b2, "waits", b"for its topic").await;
     let said = poll_until(DELIVERY, || async {
-        status(&srv, "late")["last_error"]
+        target_status(&srv, "late")["last_error"]
             .as_str()
             .is_some_and(|e| e.contains("\"later\" does not exist"))
     })
     .await;
-    assert!(said, "no missing-topic error: {}", status(&srv, "late"));
+    assert!(
+        said,
+        "no missing-topic error: {}",
+        target_status(&srv, "late")
+    );
     kafka.create_topic("later", 1).await;
     let delivered = poll_until(AFTER_OUTAGE, || async {
         let reads = kafka.read_all("later").await;
