@@ -313,14 +313,7 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
         ("denied", "SaslAuthenticationFailed"),
         ("untrusted", "certificate"),
     ] {
-        let said = poll_until(DELIVERY, || async {
-            target_status(&srv, name)["last_error"]
-                .as_str()
-                .is_some_and(|e| e.contains(why))
-        })
-        .await;
-        let s = target_status(&srv, name);
-        assert!(said, "{name}: {s}");
+        let s = await_target_error(&srv, name, why).await;
         eprintln!("{name}: {}", s["last_error"]);
     }
     let reads = kafka.read_all("secure-events").await;
@@ -348,17 +341,7 @@ async fn kafka_gets_every_acknowledged_event_in_order_per_key_through_a_broker_o
     let b2 = new_bucket(&c, "kafkalate").await;
     configure(&c, &b2, vec![queue("all", &late_arn, &events, "", "")]).await;
     put(&c, &b2, "waits", b"for its topic").await;
-    let said = poll_until(DELIVERY, || async {
-        target_status(&srv, "late")["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("\"later\" does not exist"))
-    })
-    .await;
-    assert!(
-        said,
-        "no missing-topic error: {}",
-        target_status(&srv, "late")
-    );
+    await_target_error(&srv, "late", "\"later\" does not exist").await;
     kafka.create_topic("later", 1).await;
     let delivered = poll_until(AFTER_OUTAGE, || async {
         let reads = kafka.read_all("later").await;

@@ -46,13 +46,7 @@ async fn a_nats_stream_gets_every_event_in_order_through_a_server_restart() {
     let mut ledger = Ledger::new();
     put(&c, &b, "early", b"e").await;
     ledger.insert("early".into(), vec!["ObjectCreated:Put"]);
-    let why = poll_until(DELIVERY, || async {
-        target_status(&srv, "js")["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("no JetStream stream captures subject"))
-    })
-    .await;
-    assert!(why, "status: {}", target_status(&srv, "js"));
+    await_target_error(&srv, "js", "no JetStream stream captures subject").await;
     nats.create_stream("EVENTS", SUBJECT).await;
 
     let keys: Vec<String> = (0..12).map(|i| format!("k{i}")).collect();
@@ -204,13 +198,7 @@ async fn a_rabbitmq_queue_gets_every_event_confirmed_and_in_order() {
 
     // Unroutable is not delivered: retried until a queue is bound, then there.
     put(&c, &b, "late/x", b"l").await;
-    let why = poll_until(DELIVERY, || async {
-        target_status(&srv, "unbound")["last_error"]
-            .as_str()
-            .is_some_and(|e| e.contains("routed the message to no queue"))
-    })
-    .await;
-    assert!(why, "status: {}", target_status(&srv, "unbound"));
+    await_target_error(&srv, "unbound", "routed the message to no queue").await;
     bind("later", "late").await.unwrap();
     let (mut late, deadline) = (Vec::new(), Instant::now() + DELIVERY);
     while !late.iter().any(|r: &Received| r.key() == "late/x") && Instant::now() < deadline {

@@ -141,6 +141,20 @@ pub fn target_status(srv: &Server, name: &str) -> serde_json::Value {
         .unwrap_or_default()
 }
 
+/// Waits up to [`DELIVERY`] for target `name`'s last error in `notify status` to say `why`;
+/// fails the test with the status otherwise. Answers the status.
+pub async fn await_target_error(srv: &Server, name: &str, why: &str) -> serde_json::Value {
+    let said = poll_until(DELIVERY, || async {
+        target_status(srv, name)["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(why))
+    })
+    .await;
+    let status = target_status(srv, name);
+    assert!(said, "{name}: no error saying {why:?}: {status}");
+    status
+}
+
 /// Adds a target with `saker admin notify target add NAME ARGS...`; answers its ARN.
 pub fn add_target_with(srv: &Server, name: &str, args: &[&str]) -> String {
     let mut all = vec!["notify", "target", "add", name];
