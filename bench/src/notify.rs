@@ -20,7 +20,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::s3::{EndpointArgs, Op, Pool, Target};
 use crate::units::{parse_duration, parse_size};
@@ -285,9 +285,10 @@ pub async fn run(args: NotifyBenchArgs) -> anyhow::Result<()> {
 /// server's CPU time per PUT.
 type Measured = (f64, u64, Vec<(String, Instant)>, Option<f64>);
 
-/// One round of PUTs on `target`; with `inbox` (the notified bucket), up to when every
-/// acknowledged PUT's event arrived, so the server's CPU time includes delivering them. The
-/// objects are deleted after (not timed).
+/// One round of PUTs on `target`, started on a quiet server; with `inbox` (the notified
+/// bucket), up to when every acknowledged PUT's event arrived. The server's CPU time per PUT
+/// runs until it is quiet again, so it includes delivering the events and the flushes and
+/// compactions of what the round wrote. The objects are deleted after (not timed).
 async fn measure(
     target: &Arc<Target>,
     inbox: Option<&Inbox>,
@@ -295,11 +296,15 @@ async fn measure(
     payload: &Bytes,
     round: &str,
 ) -> Measured {
+    // Each phase starts on a quiet server (the last one's compactions and feed records
+    // done) and is charged what it leaves behind, up to the server's quiet again.
+    settle(args.server_pid).await;
     let cpu0 = args.server_pid.and_then(crate::process_cpu_us);
     let (ops, errors, keys) = load(target, args, payload, round).await;
     if let Some(inbox) = inbox {
         let _ = wait_for(inbox, &keys, args.drain).await;
     }
+    settle(args.server_pid).await;
     let cpu1 = args.server_pid.and_then(crate::process_cpu_us);
     let cpu = cpu0
         .zip(cpu1)
@@ -311,6 +316,26 @@ async fn measure(
     )
     .await;
     (ops, errors, keys, cpu)
+}
+
+/// Waits (at most a minute) until server `pid` uses under a tenth of a core over half a
+/// second: what an earlier phase set going (flushes, compactions, a feed's records) is done.
+async fn settle(pid: Option<u32>) {
+    const WINDOW: Duration = Duration::from_millis(500);
+    let Some(pid) = pid else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut last = crate::process_cpu_us(pid);
+    while Instant::now() < until {
+        tokio::time::sleep(WINDOW).await;
+        let now = crate::process_cpu_us(pid);
+        let used = now.zip(last).map(|(n, l)| n.saturating_sub(l));
+        if used.is_none_or(|us| us < WINDOW.as_micros() as u64 / 10) {
+            return;
+        }
+        last = now;
+    }
 }
 
 /// One PUT; the instant its success was seen.
@@ -393,19 +418,38 @@ async fn wait_for(
 }
 
 /// The webhook: notes each record's key (bucket-qualified keys are unique per run).
+/// Of a webhook body, what the receiver reads: each record's object key (serde skips the
+/// rest without building it, so the receiver takes little of the cores the server shares).
+#[derive(Deserialize)]
+struct Received {
+    #[serde(rename = "Records")]
+    records: Vec<ReceivedRecord>,
+}
+
+#[derive(Deserialize)]
+struct ReceivedRecord {
+    s3: ReceivedS3,
+}
+
+#[derive(Deserialize)]
+struct ReceivedS3 {
+    object: ReceivedObject,
+}
+
+#[derive(Deserialize)]
+struct ReceivedObject {
+    key: String,
+}
+
 async fn receive(State(inbox): State<Arc<Inbox>>, body: Bytes) -> StatusCode {
     let now = Instant::now();
-    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&body) else {
+    let Ok(doc) = serde_json::from_slice::<Received>(&body) else {
         return StatusCode::BAD_REQUEST;
     };
-    let records = doc["Records"].as_array().cloned().unwrap_or_default();
     let mut first = inbox.first.lock().expect("inbox lock");
-    for r in records {
+    for r in doc.records {
         inbox.records.fetch_add(1, Ordering::Relaxed);
-        let Some(key) = r["s3"]["object"]["key"].as_str() else {
-            continue;
-        };
-        match first.entry(key.to_string()) {
+        match first.entry(r.s3.object.key) {
             std::collections::hash_map::Entry::Occupied(_) => {
                 inbox.duplicates.fetch_add(1, Ordering::Relaxed);
             }

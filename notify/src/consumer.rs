@@ -441,7 +441,7 @@ impl Notifier {
         targets: &BTreeMap<String, Target>,
         events: &[FeedEvent],
     ) -> Result<(), ()> {
-        let mut batches: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
+        let mut batches: BTreeMap<&str, Vec<event::Record>> = BTreeMap::new();
         for ev in events {
             let Some(name) = ev.kind.s3_event() else {
                 continue;
@@ -476,7 +476,7 @@ impl Notifier {
             let sink = self.sink(arn, target);
             // The targets of one page are sent to at once (a slow one delays the others by
             // its own time only).
-            sends.push(async move { (arn, target, n, sink.send(event::body(records)).await) });
+            sends.push(async move { (arn, target, n, sink.send(event::body(&records)).await) });
         }
         for (arn, target, n, result) in futures::future::join_all(sends).await {
             let mut inner = self.inner.lock();

@@ -128,7 +128,7 @@ fn split(body: &[u8]) -> Result<Vec<KeyValue>, String> {
             let bucket = s3["bucket"]["name"].as_str().unwrap_or("");
             let key = decode_key(s3["object"]["key"].as_str().unwrap_or(""));
             let kafka_key = format!("{bucket}/{key}").into_bytes();
-            (kafka_key, crate::event::body(vec![r]))
+            (kafka_key, crate::event::body(&[r]))
         })
         .collect())
 }
@@ -212,7 +212,7 @@ mod tests {
             sequencer: 1,
             time_ns: 0,
         };
-        let body = crate::event::body(vec![
+        let body = crate::event::body(&[
             crate::event::record(&ctx, "ObjectCreated:Put", &ev("a b+c/é.txt")),
             crate::event::record(&ctx, "ObjectCreated:Put", &ev("x")),
         ]);
