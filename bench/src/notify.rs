@@ -417,7 +417,6 @@ async fn wait_for(
     }
 }
 
-/// The webhook: notes each record's key (bucket-qualified keys are unique per run).
 /// Of a webhook body, what the receiver reads: each record's object key (serde skips the
 /// rest without building it, so the receiver takes little of the cores the server shares).
 #[derive(Deserialize)]
@@ -441,6 +440,7 @@ struct ReceivedObject {
     key: String,
 }
 
+/// The webhook: notes each record's key (bucket-qualified keys are unique per run).
 async fn receive(State(inbox): State<Arc<Inbox>>, body: Bytes) -> StatusCode {
     let now = Instant::now();
     let Ok(doc) = serde_json::from_slice::<Received>(&body) else {

@@ -70,7 +70,7 @@ pub struct Record<'a> {
     s3: S3<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Copy, Serialize)]
 struct Principal<'a> {
     #[serde(rename = "principalId")]
     principal_id: &'a str,
@@ -125,9 +125,7 @@ pub fn record<'a>(ctx: &Context<'a>, name: &'a str, ev: &'a FeedEvent) -> Record
         aws_region: ctx.region,
         event_time: event_time(ev.time_ns),
         event_name: name,
-        user_identity: Principal {
-            principal_id: ctx.owner,
-        },
+        user_identity: owner,
         request_parameters: RequestParameters {
             source_ip_address: "",
         },
